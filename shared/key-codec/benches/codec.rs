@@ -27,7 +27,7 @@ fn components(c: &mut Criterion) {
         });
     });
     g.bench_function("encode/date", |b| {
-        b.iter(|| TextKey::new().push_date(black_box(date), Dir::Asc).len())
+        b.iter(|| TextKey::new().push_date(black_box(date), Dir::Asc).len());
     });
     for (name, key) in [
         ("short-string", "sOpen#"),
@@ -35,7 +35,7 @@ fn components(c: &mut Criterion) {
         ("date", "d2024-05-01#"),
     ] {
         g.bench_function(format!("decode/{name}"), |b| {
-            b.iter(|| text::decode(black_box(key)).unwrap())
+            b.iter(|| text::decode(black_box(key)).unwrap());
         });
     }
     g.finish();
@@ -63,7 +63,7 @@ fn tuples(c: &mut Criterion) {
     g.bench_function("encode/key-codec-text", |b| b.iter(encode_text));
     g.bench_function("encode/key-codec-binary", |b| b.iter(encode_binary));
     g.bench_function("encode/storekey", |b| {
-        b.iter(|| storekey::encode_vec(black_box(&owned)).unwrap())
+        b.iter(|| storekey::encode_vec(black_box(&owned)).unwrap());
     });
 
     let (t, bin, sk) = (
@@ -72,10 +72,10 @@ fn tuples(c: &mut Criterion) {
         storekey::encode_vec(&owned).unwrap(),
     );
     g.bench_function("decode/key-codec-text", |b| {
-        b.iter(|| text::decode(black_box(&t)).unwrap())
+        b.iter(|| text::decode(black_box(&t)).unwrap());
     });
     g.bench_function("decode/key-codec-binary", |b| {
-        b.iter(|| binary::decode(black_box(&bin)).unwrap())
+        b.iter(|| binary::decode(black_box(&bin)).unwrap());
     });
     // storekey decodes into a typed tuple with no Vec; the streaming decoders are the equivalent.
     g.bench_function("decode-each/key-codec-text", |b| {
@@ -104,19 +104,19 @@ fn number38(c: &mut Criterion) {
     let mut bin = BinaryKey::new();
     bin.push_number(&n, Dir::Asc);
     g.bench_function("parse", |b| {
-        b.iter(|| Number::parse(black_box("-1234567890.1234567890123456789012345678")))
+        b.iter(|| Number::parse(black_box("-1234567890.1234567890123456789012345678")));
     });
     g.bench_function("encode/text", |b| {
-        b.iter(|| TextKey::new().push_number(black_box(&n), Dir::Asc).len())
+        b.iter(|| TextKey::new().push_number(black_box(&n), Dir::Asc).len());
     });
     g.bench_function("encode/binary", |b| {
-        b.iter(|| BinaryKey::new().push_number(black_box(&n), Dir::Asc).len())
+        b.iter(|| BinaryKey::new().push_number(black_box(&n), Dir::Asc).len());
     });
     g.bench_function("decode/text", |b| {
-        b.iter(|| text::decode(black_box(t.as_str())).unwrap())
+        b.iter(|| text::decode(black_box(t.as_str())).unwrap());
     });
     g.bench_function("decode/binary", |b| {
-        b.iter(|| binary::decode(black_box(bin.as_bytes())).unwrap())
+        b.iter(|| binary::decode(black_box(bin.as_bytes())).unwrap());
     });
     g.finish();
 }

@@ -1,0 +1,5 @@
+//! The `sidestream` command line as a library: each subcommand is a function over readers and
+//! writers, so tests drive it without a process. `main.rs` only parses arguments.
+
+pub mod key;
+pub mod typed_json;

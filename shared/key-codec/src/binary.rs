@@ -4,7 +4,7 @@
 
 use crate::error::Error;
 use crate::limit::KeyKind;
-use crate::number::{MAX_DIGITS, Number};
+use crate::number::Number;
 use crate::time::{Date, DateTime};
 use crate::value::{Dir, Value};
 
@@ -263,12 +263,17 @@ impl Cursor<'_> {
         })
     }
 
+    /// The next byte, through the mask; errors are built by callers only when it is missing.
+    #[inline]
+    fn byte(&mut self) -> Option<u8> {
+        let b = *self.key.get(self.at)?;
+        self.at += 1;
+        Some(b ^ self.mask)
+    }
+
     fn next(&mut self, reason: &'static str) -> Result<u8, Error> {
-        match self.key.get(self.at) {
-            Some(&b) => {
-                self.at += 1;
-                Ok(b ^ self.mask)
-            }
+        match self.byte() {
+            Some(b) => Ok(b),
             None => self.fail(reason),
         }
     }
@@ -302,7 +307,7 @@ impl Cursor<'_> {
     }
 
     fn escaped(&mut self) -> Result<Vec<u8>, Error> {
-        let mut out = Vec::new();
+        let mut out: Option<Vec<u8>> = None;
         loop {
             // Copy the run up to the next (masked) 00, which starts an escape or the terminator.
             let rest = self.key.get(self.at..).unwrap_or_default();
@@ -310,16 +315,19 @@ impl Cursor<'_> {
                 self.at = self.key.len();
                 return self.fail("string or bytes are not terminated by 00 01");
             };
-            if self.mask == 0 {
-                out.extend_from_slice(&rest[..run]);
-            } else {
-                out.extend(rest[..run].iter().map(|b| !b));
+            let run = &rest[..run];
+            match (&mut out, self.mask) {
+                (None, 0) => out = Some(run.to_vec()),
+                (None, _) => out = Some(run.iter().map(|b| !b).collect()),
+                (Some(out), 0) => out.extend_from_slice(run),
+                (Some(out), _) => out.extend(run.iter().map(|b| !b)),
             }
-            self.at += run + 1;
-            match self.next("string or bytes are not terminated by 00 01")? {
-                0xFF => out.push(0),
-                0x01 => return Ok(out),
-                _ => {
+            self.at += run.len() + 1;
+            match self.byte() {
+                Some(0x01) => return Ok(out.unwrap_or_default()),
+                Some(0xFF) => out.get_or_insert_default().push(0),
+                None => return self.fail("string or bytes are not terminated by 00 01"),
+                Some(_) => {
                     self.at -= 1;
                     return self.fail("00 inside a string must be followed by FF (escape) or 01 (end)");
                 }
@@ -330,33 +338,32 @@ impl Cursor<'_> {
     fn number(&mut self, negative: bool) -> Result<Number, Error> {
         let inner = if negative { 0xFF } else { 0 };
         let exponent = i16::from(self.next("number is missing its exponent")? ^ inner) - EXPONENT_BIAS;
-        let mut digits = [0u8; MAX_DIGITS + 1];
-        let mut len = 0;
+        let mut number = Number::ZERO;
+        let mut first = true;
         loop {
-            let byte = self.next("number is missing its last digit pair")? ^ inner;
+            let Some(byte) = self.byte() else {
+                return self.fail("number is missing its last digit pair");
+            };
+            let byte = byte ^ inner;
             let last = byte % 2 == 0;
-            let x = if last { byte / 2 } else { (byte - 1) / 2 };
-            if x > 99 || (len == 0 && x < 10) || len + 2 > digits.len() {
+            let x = byte / 2; // 2x+1 and 2x both halve to x
+            let (hi, lo) = (b'0' + x / 10, b'0' + x % 10);
+            // The first digit is not zero; a final pair "d0" carries one digit plus padding.
+            let valid = x <= 99 && !(first && x < 10) && !(last && x == 0);
+            let padded = last && lo == b'0';
+            let pushed = number.push_digit(hi) && (padded || number.push_digit(lo));
+            if !valid || !pushed {
                 self.at -= 1;
                 return self.fail("invalid digit pair in a number");
             }
-            digits[len] = b'0' + x / 10;
-            digits[len + 1] = b'0' + x % 10;
-            len += 2;
+            first = false;
             if last {
-                if x == 0 {
-                    self.at -= 1;
-                    return self.fail("number's last digit pair is zero");
-                }
                 break;
             }
         }
-        if digits[len - 1] == b'0' {
-            len -= 1;
-        }
-        Number::from_parts(negative, &digits[..len], i64::from(exponent)).or_else(|_| {
+        number.finish(negative, i64::from(exponent)).or_else(|_| {
             self.at -= 1;
-            self.fail("number has more than 38 digits")
+            self.fail("number is outside DynamoDB's range")
         })
     }
 

@@ -72,6 +72,45 @@ impl Number {
         Ok(n)
     }
 
+    /// Appends a significant digit (ASCII) in place, for decoders that build a number digit by
+    /// digit without an intermediate buffer. Returns false when 38 digits are already held.
+    pub(crate) fn push_digit(&mut self, digit: u8) -> bool {
+        let Some(slot) = self.digits.get_mut(usize::from(self.len)) else {
+            return false;
+        };
+        *slot = digit;
+        self.len += 1;
+        true
+    }
+
+    /// Drops trailing zero digits pushed with [`Number::push_digit`]: they belong to the exponent.
+    #[must_use]
+    pub(crate) fn without_trailing_zeros(mut self) -> Number {
+        while self.len > 0 && self.digits[usize::from(self.len) - 1] == b'0' {
+            self.len -= 1;
+            self.digits[usize::from(self.len)] = 0;
+        }
+        self
+    }
+
+    /// Completes a number built with [`Number::push_digit`], whose last digit is not zero (see
+    /// [`Number::without_trailing_zeros`]): applies the sign and checks the exponent range.
+    pub(crate) fn finish(mut self, negative: bool, exponent: i64) -> Result<Number, NumberError> {
+        debug_assert!(self.len == 0 || self.digits[usize::from(self.len) - 1] != b'0');
+        if self.len == 0 {
+            return Ok(Number::ZERO);
+        }
+        if exponent < i64::from(MIN_EXPONENT) {
+            return Err(NumberError::TooSmall);
+        }
+        if exponent > i64::from(MAX_EXPONENT) {
+            return Err(NumberError::TooLarge);
+        }
+        self.negative = negative;
+        self.exponent = i16::try_from(exponent).map_err(|_| NumberError::TooLarge)?;
+        Ok(self)
+    }
+
     /// True for zero (including a parsed `-0`).
     pub fn is_zero(&self) -> bool {
         self.len == 0

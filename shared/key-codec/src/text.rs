@@ -4,7 +4,7 @@
 
 use crate::error::Error;
 use crate::limit::KeyKind;
-use crate::number::{MAX_DIGITS, Number};
+use crate::number::Number;
 use crate::time::{Date, DateTime};
 use crate::value::{Dir, Value};
 
@@ -411,15 +411,20 @@ impl Cursor<'_> {
     }
 
     fn ascending_string(&mut self) -> Result<String, Error> {
-        // The body ends at the next '#', and decoding only shrinks it: one allocation suffices.
         let rest = self.key.get(self.at..).unwrap_or_default();
-        let mut out = String::with_capacity(rest.bytes().position(|b| b == TERMINATOR).unwrap_or(rest.len()));
+        let run = rest.bytes().position(|b| b <= ESCAPE).unwrap_or(rest.len());
+        // The common case: no escapes, so the body is one verbatim run. It ends at an ASCII
+        // byte, so every slice taken here is on a char boundary.
+        let first = rest.get(..run).unwrap_or_default();
+        self.at += run;
+        if rest.as_bytes().get(run) == Some(&TERMINATOR) {
+            return Ok(first.to_owned());
+        }
+        // Escapes follow. Decoding only shrinks the body, which ends at the next '#'.
+        let body = rest.bytes().position(|b| b == TERMINATOR).unwrap_or(rest.len());
+        let mut out = String::with_capacity(body);
+        out.push_str(first);
         loop {
-            // Copy the verbatim run; it ends at an ASCII byte, so the slice is on a char boundary.
-            let rest = self.key.get(self.at..).unwrap_or_default();
-            let run = rest.bytes().position(|b| b <= ESCAPE).unwrap_or(rest.len());
-            out.push_str(rest.get(..run).unwrap_or_default());
-            self.at += run;
             match self.peek() {
                 None | Some(TERMINATOR) => return Ok(out),
                 Some(ESCAPE) => {
@@ -432,6 +437,10 @@ impl Cursor<'_> {
                 }
                 Some(_) => return self.fail("unescaped character below '$' in a string"),
             }
+            let rest = self.key.get(self.at..).unwrap_or_default();
+            let run = rest.bytes().position(|b| b <= ESCAPE).unwrap_or(rest.len());
+            out.push_str(rest.get(..run).unwrap_or_default());
+            self.at += run;
         }
     }
 
@@ -497,8 +506,7 @@ impl Cursor<'_> {
             self.at = class_at;
             return self.fail("wide number class must stand for 26 to 126 integer digits");
         }
-        let mut sig = [0u8; MAX_DIGITS];
-        let mut len = 0;
+        let mut number = Number::ZERO;
         let mut seen_nonzero = false;
         let mut leading_fraction_zeros = 0i64;
         let mut push = |cursor: &Cursor<'_>, d: u8| -> Result<(), Error> {
@@ -510,17 +518,12 @@ impl Cursor<'_> {
                 leading_fraction_zeros += 1;
                 return Ok(());
             }
-            if len == MAX_DIGITS {
-                // Only zeros may follow (integer digits standing for the exponent).
-                return if d == b'0' {
-                    Ok(())
-                } else {
-                    cursor.fail("number has more than 38 digits")
-                };
+            // Past 38 digits only zeros may follow: integer digits that stand for the exponent.
+            if number.push_digit(d) || d == b'0' {
+                Ok(())
+            } else {
+                cursor.fail("number has more than 38 digits")
             }
-            sig[len] = d;
-            len += 1;
-            Ok(())
         };
         for i in 0..int_digits {
             match self.peek() {
@@ -560,10 +563,13 @@ impl Cursor<'_> {
         } else {
             -leading_fraction_zeros - 1
         };
-        Number::from_parts(negative, &sig[..len], exponent).map_err(|reason| Error::Number {
-            input: self.key.to_owned(),
-            reason,
-        })
+        number
+            .without_trailing_zeros()
+            .finish(negative, exponent)
+            .map_err(|reason| Error::Number {
+                input: self.key.to_owned(),
+                reason,
+            })
     }
 
     fn three_digits(&mut self) -> Result<i64, Error> {

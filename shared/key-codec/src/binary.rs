@@ -4,7 +4,7 @@
 
 use crate::error::Error;
 use crate::limit::KeyKind;
-use crate::number::Number;
+use crate::number::{Digits, Number};
 use crate::time::{Date, DateTime};
 use crate::value::{Dir, Value};
 
@@ -338,7 +338,7 @@ impl Cursor<'_> {
     fn number(&mut self, negative: bool) -> Result<Number, Error> {
         let inner = if negative { 0xFF } else { 0 };
         let exponent = i16::from(self.next("number is missing its exponent")? ^ inner) - EXPONENT_BIAS;
-        let mut number = Number::ZERO;
+        let mut number = Digits::new();
         let mut first = true;
         loop {
             let Some(byte) = self.byte() else {
@@ -351,7 +351,7 @@ impl Cursor<'_> {
             // The first digit is not zero; a final pair "d0" carries one digit plus padding.
             let valid = x <= 99 && !(first && x < 10) && !(last && x == 0);
             let padded = last && lo == b'0';
-            let pushed = number.push_digit(hi) && (padded || number.push_digit(lo));
+            let pushed = number.push(hi).is_ok() && (padded || number.push(lo).is_ok());
             if !valid || !pushed {
                 self.at -= 1;
                 return self.fail("invalid digit pair in a number");

@@ -45,72 +45,6 @@ impl Number {
         })
     }
 
-    /// Builds a number from significant ASCII digits and a scientific exponent, enforcing
-    /// DynamoDB's limits. The first digit must be non-zero; trailing zeros are dropped.
-    pub(crate) fn from_parts(negative: bool, digits: &[u8], exponent: i64) -> Result<Number, NumberError> {
-        let digits = match digits.iter().rposition(|&d| d != b'0') {
-            Some(last) => &digits[..=last],
-            None => return Ok(Number::ZERO),
-        };
-        if digits.len() > MAX_DIGITS {
-            return Err(NumberError::TooManyDigits { digits: digits.len() });
-        }
-        if exponent < i64::from(MIN_EXPONENT) {
-            return Err(NumberError::TooSmall);
-        }
-        if exponent > i64::from(MAX_EXPONENT) {
-            return Err(NumberError::TooLarge);
-        }
-        let mut n = Number {
-            negative,
-            exponent: i16::try_from(exponent).map_err(|_| NumberError::TooLarge)?,
-            len: u8::try_from(digits.len())
-                .map_err(|_| NumberError::TooManyDigits { digits: digits.len() })?,
-            digits: [0; MAX_DIGITS],
-        };
-        n.digits[..digits.len()].copy_from_slice(digits);
-        Ok(n)
-    }
-
-    /// Appends a significant digit (ASCII) in place, for decoders that build a number digit by
-    /// digit without an intermediate buffer. Returns false when 38 digits are already held.
-    pub(crate) fn push_digit(&mut self, digit: u8) -> bool {
-        let Some(slot) = self.digits.get_mut(usize::from(self.len)) else {
-            return false;
-        };
-        *slot = digit;
-        self.len += 1;
-        true
-    }
-
-    /// Drops trailing zero digits pushed with [`Number::push_digit`]: they belong to the exponent.
-    #[must_use]
-    pub(crate) fn without_trailing_zeros(mut self) -> Number {
-        while self.len > 0 && self.digits[usize::from(self.len) - 1] == b'0' {
-            self.len -= 1;
-            self.digits[usize::from(self.len)] = 0;
-        }
-        self
-    }
-
-    /// Completes a number built with [`Number::push_digit`], whose last digit is not zero (see
-    /// [`Number::without_trailing_zeros`]): applies the sign and checks the exponent range.
-    pub(crate) fn finish(mut self, negative: bool, exponent: i64) -> Result<Number, NumberError> {
-        debug_assert!(self.len == 0 || self.digits[usize::from(self.len) - 1] != b'0');
-        if self.len == 0 {
-            return Ok(Number::ZERO);
-        }
-        if exponent < i64::from(MIN_EXPONENT) {
-            return Err(NumberError::TooSmall);
-        }
-        if exponent > i64::from(MAX_EXPONENT) {
-            return Err(NumberError::TooLarge);
-        }
-        self.negative = negative;
-        self.exponent = i16::try_from(exponent).map_err(|_| NumberError::TooLarge)?;
-        Ok(self)
-    }
-
     /// True for zero (including a parsed `-0`).
     pub fn is_zero(&self) -> bool {
         self.len == 0
@@ -141,6 +75,63 @@ impl Number {
     }
 }
 
+/// Collects a number's significant digits one at a time, for the parser and the key decoders.
+///
+/// The first digit pushed must be non-zero. Zeros past the 38th digit are held back: they are
+/// harmless if only zeros follow (they belong to the exponent), an error if a non-zero digit does.
+#[derive(Clone, Copy)]
+pub(crate) struct Digits {
+    number: Number,
+    zeros_past_limit: usize,
+}
+
+impl Digits {
+    pub(crate) const fn new() -> Digits {
+        Digits {
+            number: Number::ZERO,
+            zeros_past_limit: 0,
+        }
+    }
+
+    /// Appends one ASCII digit.
+    pub(crate) fn push(&mut self, digit: u8) -> Result<(), NumberError> {
+        let n = &mut self.number;
+        if let Some(slot) = n.digits.get_mut(usize::from(n.len)) {
+            *slot = digit;
+            n.len += 1;
+            Ok(())
+        } else if digit == b'0' {
+            self.zeros_past_limit += 1;
+            Ok(())
+        } else {
+            Err(NumberError::TooManyDigits {
+                digits: MAX_DIGITS + self.zeros_past_limit + 1,
+            })
+        }
+    }
+
+    /// The number `d.ddd… × 10^exponent`: trailing zeros dropped, sign applied, range checked.
+    pub(crate) fn finish(self, negative: bool, exponent: i64) -> Result<Number, NumberError> {
+        let mut n = self.number;
+        while n.len > 0 && n.digits[usize::from(n.len) - 1] == b'0' {
+            n.len -= 1;
+            n.digits[usize::from(n.len)] = 0;
+        }
+        if n.len == 0 {
+            return Ok(Number::ZERO);
+        }
+        if exponent < i64::from(MIN_EXPONENT) {
+            return Err(NumberError::TooSmall);
+        }
+        if exponent > i64::from(MAX_EXPONENT) {
+            return Err(NumberError::TooLarge);
+        }
+        n.negative = negative;
+        n.exponent = i16::try_from(exponent).map_err(|_| NumberError::TooLarge)?;
+        Ok(n)
+    }
+}
+
 fn parse(s: &[u8]) -> Result<Number, NumberError> {
     let (negative, rest) = match s.first() {
         Some(b'-') => (true, &s[1..]),
@@ -154,11 +145,9 @@ fn parse(s: &[u8]) -> Result<Number, NumberError> {
         return Err(NumberError::NotFinite);
     }
 
-    // Mantissa: stream the digits, keeping only significant ones. Zeros after the first non-zero
-    // digit are held back until another non-zero digit shows they are not trailing.
-    let mut digits = [0u8; MAX_DIGITS];
-    let mut len = 0usize;
-    let mut held_zeros = 0usize;
+    // Mantissa: leading zeros are skipped; from the first non-zero digit on, every digit is
+    // significant (trailing zeros are dropped when the number is finished).
+    let mut digits = Digits::new();
     let mut seen_digit = false;
     let mut seen_point = false;
     let mut before_point = 0i64; // mantissa digits before the '.'
@@ -169,23 +158,11 @@ fn parse(s: &[u8]) -> Result<Number, NumberError> {
         match c {
             b'0'..=b'9' => {
                 seen_digit = true;
-                if c == b'0' {
-                    if first_nonzero.is_some() {
-                        held_zeros += 1;
-                    }
-                } else {
-                    if first_nonzero.is_none() {
-                        first_nonzero = Some(index);
-                    }
-                    let needed = len + held_zeros + 1;
-                    if needed > MAX_DIGITS {
-                        return Err(NumberError::TooManyDigits { digits: needed });
-                    }
-                    digits[len..len + held_zeros].fill(b'0');
-                    len += held_zeros;
-                    held_zeros = 0;
-                    digits[len] = c;
-                    len += 1;
+                if first_nonzero.is_none() && c != b'0' {
+                    first_nonzero = Some(index);
+                }
+                if first_nonzero.is_some() {
+                    digits.push(c)?;
                 }
                 if !seen_point {
                     before_point += 1;
@@ -207,7 +184,7 @@ fn parse(s: &[u8]) -> Result<Number, NumberError> {
     };
     match first_nonzero {
         None => Ok(Number::ZERO),
-        Some(first) => Number::from_parts(negative, &digits[..len], exponent_part + before_point - first - 1),
+        Some(first) => digits.finish(negative, exponent_part + before_point - first - 1),
     }
 }
 
@@ -293,10 +270,13 @@ impl From<u64> for Number {
             buf[start] = b'0' + u8::try_from(rest % 10).unwrap_or(0);
             rest /= 10;
         }
-        let digits = &buf[start..];
-        let exponent = i64::try_from(digits.len()).unwrap_or(0) - 1;
         // At most 20 digits and exponent 19: always within DynamoDB's limits.
-        Number::from_parts(false, digits, exponent).unwrap_or(Number::ZERO)
+        let mut digits = Digits::new();
+        for &d in &buf[start..] {
+            let _ = digits.push(d);
+        }
+        let exponent = i64::try_from(buf.len() - start).unwrap_or(0) - 1;
+        digits.finish(false, exponent).unwrap_or(Number::ZERO)
     }
 }
 

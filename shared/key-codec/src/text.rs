@@ -4,7 +4,7 @@
 
 use crate::error::Error;
 use crate::limit::KeyKind;
-use crate::number::Number;
+use crate::number::{Digits, Number};
 use crate::time::{Date, DateTime};
 use crate::value::{Dir, Value};
 
@@ -506,7 +506,7 @@ impl Cursor<'_> {
             self.at = class_at;
             return self.fail("wide number class must stand for 26 to 126 integer digits");
         }
-        let mut number = Number::ZERO;
+        let mut number = Digits::new();
         let mut seen_nonzero = false;
         let mut leading_fraction_zeros = 0i64;
         let mut push = |cursor: &Cursor<'_>, d: u8| -> Result<(), Error> {
@@ -519,11 +519,9 @@ impl Cursor<'_> {
                 return Ok(());
             }
             // Past 38 digits only zeros may follow: integer digits that stand for the exponent.
-            if number.push_digit(d) || d == b'0' {
-                Ok(())
-            } else {
-                cursor.fail("number has more than 38 digits")
-            }
+            number
+                .push(d)
+                .or_else(|_| cursor.fail("number has more than 38 digits"))
         };
         for i in 0..int_digits {
             match self.peek() {
@@ -563,13 +561,10 @@ impl Cursor<'_> {
         } else {
             -leading_fraction_zeros - 1
         };
-        number
-            .without_trailing_zeros()
-            .finish(negative, exponent)
-            .map_err(|reason| Error::Number {
-                input: self.key.to_owned(),
-                reason,
-            })
+        number.finish(negative, exponent).map_err(|reason| Error::Number {
+            input: self.key.to_owned(),
+            reason,
+        })
     }
 
     fn three_digits(&mut self) -> Result<i64, Error> {

@@ -22,9 +22,11 @@ fn number() -> impl Strategy<Value = Number> {
             -130i64..=125
         )
             .prop_map(|(negative, digits, exponent)| {
-                let mut ascii: Vec<u8> = digits.iter().map(|d| b'0' + d).collect();
-                ascii[0] = ascii[0].max(b'1');
-                Number::from_parts(negative, &ascii, exponent).unwrap()
+                // d.ddd…E±x with a non-zero first digit: exactly the scientific exponent drawn.
+                let first = char::from(b'0' + digits[0].max(1));
+                let rest: String = digits[1..].iter().map(|d| char::from(b'0' + d)).collect();
+                let sign = if negative { "-" } else { "" };
+                Number::parse(&format!("{sign}{first}.{rest}E{exponent}")).unwrap()
             }),
     ]
 }

@@ -17,12 +17,11 @@ pub struct KeyOptions {
     /// The binary form (B keys, base64 in JSON) instead of the text form (S keys).
     pub binary: bool,
     /// 0-based positions that sort descending. Positions past a tuple's end are ignored, so one
-    /// list serves full tuples and their prefixes.
-    pub desc: BTreeSet<usize>,
-    /// Whether decode should check the key's directions against `desc`.
-    pub check_desc: bool,
-    /// The limit to enforce when encoding.
-    pub kind: Option<KeyKind>,
+    /// list serves full tuples and their prefixes. When given, decode checks the directions the
+    /// key records against it; when not, encode makes every component ascending.
+    pub desc: Option<BTreeSet<usize>>,
+    /// Encode against the 2048-byte partition-key limit instead of the 1024-byte sort-key one.
+    pub partition: bool,
 }
 
 /// What a run processed.
@@ -85,14 +84,18 @@ fn encode_line(line: &str, options: &KeyOptions) -> Result<Json, String> {
     let mut tuple = Vec::with_capacity(items.len());
     for (position, item) in items.iter().enumerate() {
         let value = value_from_json(item).map_err(|e| format!("component {position}: {e}"))?;
-        let dir = if options.desc.contains(&position) {
+        let dir = if options.desc.as_ref().is_some_and(|desc| desc.contains(&position)) {
             Dir::Desc
         } else {
             Dir::Asc
         };
         tuple.push((value, dir));
     }
-    let kind = options.kind.unwrap_or(KeyKind::Sort);
+    let kind = if options.partition {
+        KeyKind::Partition
+    } else {
+        KeyKind::Sort
+    };
     let components = tuple.iter().map(|(v, d)| (v, *d));
     Ok(if options.binary {
         let key = BinaryKey::from_tuple(components)
@@ -128,8 +131,8 @@ fn decode_line(line: &str, options: &KeyOptions) -> Result<Json, String> {
         text::decode(&key)
     }
     .map_err(|e| e.to_string())?;
-    if options.check_desc {
-        check_directions(&tuple, &options.desc)?;
+    if let Some(desc) = &options.desc {
+        check_directions(&tuple, desc)?;
     }
     Ok(Json::Array(tuple.iter().map(|(v, _)| value_to_json(v)).collect()))
 }

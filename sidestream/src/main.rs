@@ -4,7 +4,6 @@ use std::io::{self, BufWriter};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use key_codec::KeyKind;
 use sidestream::key::{self, KeyOptions};
 
 /// Sidestream: DynamoDB stream processing toolkit.
@@ -58,9 +57,11 @@ impl Form {
     fn options(&self) -> KeyOptions {
         KeyOptions {
             binary: self.binary,
-            desc: self.desc.iter().flatten().copied().collect(),
-            check_desc: self.desc.is_some(),
-            kind: None,
+            desc: self
+                .desc
+                .as_ref()
+                .map(|positions| positions.iter().copied().collect()),
+            partition: false,
         }
     }
 }
@@ -71,11 +72,7 @@ fn main() -> anyhow::Result<ExitCode> {
     let summary = match cli.command {
         Command::Key(KeyCommand::Encode { form, partition }) => {
             let options = KeyOptions {
-                kind: Some(if partition {
-                    KeyKind::Partition
-                } else {
-                    KeyKind::Sort
-                }),
+                partition,
                 ..form.options()
             };
             key::encode(stdin, stdout, &options)?

@@ -15,8 +15,7 @@ fn run(encode: bool, input: &str, options: &KeyOptions) -> (String, Summary) {
 
 fn desc(positions: &[usize]) -> KeyOptions {
     KeyOptions {
-        desc: positions.iter().copied().collect(),
-        check_desc: true,
+        desc: Some(positions.iter().copied().collect()),
         ..KeyOptions::default()
     }
 }

@@ -1,0 +1,49 @@
+//! Decode plus plan of a 10,000-record (about 6 MB) stream event, against a bare `serde_json`
+//! decode of the same bytes into `aws_lambda_events` types.
+//!
+//! `cargo bench -p multikey-indexer --bench plan` prints the event's size and the writes and
+//! requests its plan makes, then times both. The event is also written to
+//! `target/bench-data/multikey-10k.json`, for measuring the CLI's peak memory on it.
+
+use std::hint::black_box;
+
+use aws_lambda_events::event::dynamodb::Event;
+use criterion::{Criterion, criterion_group, criterion_main};
+use multikey_indexer::{Indexes, Plan, synthetic};
+
+fn bench(c: &mut Criterion) {
+    let indexes = Indexes::from_json(synthetic::INDEXES_JSON).expect("the synthetic configuration is valid");
+    let bytes = serde_json::to_vec(&synthetic::batch(10_000, 2_000, 7)).expect("events serialise");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-data");
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let _ = std::fs::write(dir.join("multikey-10k.json"), &bytes);
+    }
+
+    let event: Event = serde_json::from_slice(&bytes).expect("the event decodes");
+    let plan = Plan::new(&indexes, &event.records);
+    let (puts, deletes) = plan.counts();
+    eprintln!(
+        "event: {} records, {} KB; plan: {} writes ({puts} puts, {deletes} deletes), {} BatchWriteItem requests, {} skipped",
+        event.records.len(),
+        bytes.len() / 1000,
+        plan.writes.len(),
+        ddb_writer::requests_for(plan.writes.len()),
+        plan.skipped.len(),
+    );
+
+    let mut group = c.benchmark_group("10k-records");
+    group.sample_size(20);
+    group.bench_function("decode", |b| {
+        b.iter(|| black_box(serde_json::from_slice::<Event>(black_box(&bytes)).expect("decodes")));
+    });
+    group.bench_function("decode+plan", |b| {
+        b.iter(|| {
+            let event: Event = serde_json::from_slice(black_box(&bytes)).expect("decodes");
+            black_box(Plan::new(&indexes, &event.records))
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

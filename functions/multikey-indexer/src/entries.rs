@@ -1,0 +1,423 @@
+//! The index entries one item image yields for one index: members, keys and items.
+//!
+//! An image's *members* are what the index fans out: the entries of a map, or the distinct
+//! elements of a list or set. Each member becomes one index item whose keys are
+//!
+//! - partition key: the scope attributes' values, then the member's id (map key or element text),
+//!   joined as a hierarchical key (`35e9#3812`);
+//! - sort key: the member's value (maps only), then the tiebreakers, then the item's primary key,
+//!   as one order-preserving tuple.
+//!
+//! Keys are computed per member only when needed: diffing compares members first.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use key_codec::{BinaryKey, Dir, HierKey, KeyKind, Number, TextKey, truncate_for_binary, truncate_for_text};
+use serde_dynamo::{AttributeValue, Item};
+
+use crate::config::{ENTRY_ATTRIBUTE, Index, KeyFormat, VALUE_ATTRIBUTE};
+
+/// A value that cannot go into an index key, and why.
+pub(crate) type Unkeyable = String;
+
+/// One fanned-out member of an image's source attribute.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Member<'a> {
+    /// The map key, or the element's text; unique within an image.
+    pub(crate) id: Cow<'a, str>,
+    /// The `entry` attribute: the map key or the element.
+    pub(crate) entry: EntryValue<'a>,
+    /// The map value (maps only).
+    pub(crate) value: Option<&'a AttributeValue>,
+}
+
+/// A map key or a scalar element, as stored in the `entry` attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EntryValue<'a> {
+    /// A string (map keys, SS and S elements).
+    S(&'a str),
+    /// A number (NS and N elements).
+    N(&'a str),
+}
+
+/// A sort key in the index's format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SortKey {
+    Text(String),
+    Binary(Vec<u8>),
+}
+
+impl SortKey {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match self {
+            SortKey::Text(s) => s.as_bytes(),
+            SortKey::Binary(b) => b,
+        }
+    }
+
+    fn into_attribute(self) -> AttributeValue {
+        match self {
+            SortKey::Text(s) => AttributeValue::S(s),
+            SortKey::Binary(b) => AttributeValue::B(b),
+        }
+    }
+}
+
+/// An index entry's key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EntryKey {
+    pub(crate) pk: String,
+    pub(crate) sk: SortKey,
+}
+
+/// What every entry of one image shares, and its members.
+pub(crate) struct ImageEntries<'a> {
+    index: &'a Index,
+    base_key: &'a [(&'a str, &'a AttributeValue)],
+    /// Scope, tiebreaker and include attributes present in the image, in that order.
+    pub(crate) copied: Vec<(&'a str, &'a AttributeValue)>,
+    /// The scope segments of the partition key, or why they cannot be keyed.
+    prefix: Result<Option<HierKey>, Unkeyable>,
+    /// The encoded tiebreakers and primary key, or why they cannot be keyed.
+    suffix: Result<KeyBuf, Unkeyable>,
+    pub(crate) members: Vec<Member<'a>>,
+    /// Members left out, with the reason.
+    pub(crate) unkeyable_members: Vec<(String, Unkeyable)>,
+}
+
+impl<'a> ImageEntries<'a> {
+    pub(crate) fn new(
+        index: &'a Index,
+        base_key: &'a [(&'a str, &'a AttributeValue)],
+        image: &'a Item,
+    ) -> ImageEntries<'a> {
+        let mut copied =
+            Vec::with_capacity(index.scope.len() + index.tiebreakers.len() + index.include.len());
+        for name in index.scope.iter().chain(&index.tiebreakers).chain(&index.include) {
+            if let Some(v) = image.get(name) {
+                copied.push((name.as_str(), v));
+            }
+        }
+        let mut unkeyable_members = Vec::new();
+        let members = members(index, image.get(&index.source), &mut unkeyable_members);
+        ImageEntries {
+            index,
+            base_key,
+            copied,
+            prefix: if members.is_empty() {
+                Ok(None)
+            } else {
+                prefix(index, image)
+            },
+            suffix: if members.is_empty() {
+                Ok(KeyBuf::new(index.key_format))
+            } else {
+                suffix(index, base_key, image)
+            },
+            members,
+            unkeyable_members,
+        }
+    }
+
+    /// The key of one member, or why it has none.
+    pub(crate) fn key(&self, member: &Member<'_>) -> Result<EntryKey, Unkeyable> {
+        let prefix = self.prefix.as_ref().map_err(Clone::clone)?;
+        let suffix = self.suffix.as_ref().map_err(Clone::clone)?;
+        let pk = match prefix {
+            Some(prefix) => prefix.clone().push(&member.id),
+            None => HierKey::new(&member.id),
+        };
+        let pk = pk
+            .finish(KeyKind::Partition)
+            .map_err(|e| format!("its partition key does not fit: {e}"))?;
+        let mut sk = KeyBuf::new(self.index.key_format);
+        if let Some(value) = member.value {
+            let budget = KeyKind::Sort.max_bytes().saturating_sub(suffix.len());
+            sk.push_fitting(value, budget)?;
+        }
+        sk.push_encoded(suffix);
+        let sk = sk.finish()?;
+        Ok(EntryKey { pk, sk })
+    }
+
+    /// The index item for one member under `key`.
+    pub(crate) fn item(&self, member: &Member<'_>, key: EntryKey) -> Item {
+        let index = self.index;
+        let mut item = HashMap::with_capacity(4 + self.base_key.len() + self.copied.len());
+        item.insert(index.partition_key.clone(), AttributeValue::S(key.pk));
+        item.insert(index.sort_key.clone(), key.sk.into_attribute());
+        let entry = match member.entry {
+            EntryValue::S(s) => AttributeValue::S(s.to_owned()),
+            EntryValue::N(n) => AttributeValue::N(n.to_owned()),
+        };
+        item.insert(ENTRY_ATTRIBUTE.to_owned(), entry);
+        if let Some(value) = member.value {
+            item.insert(VALUE_ATTRIBUTE.to_owned(), value.clone());
+        }
+        for (name, value) in self.base_key.iter().chain(&self.copied) {
+            item.insert((*name).to_owned(), (*value).clone());
+        }
+        Item::from(item)
+    }
+
+    /// The key item (partition and sort key only) for a delete.
+    pub(crate) fn key_item(&self, key: EntryKey) -> Item {
+        let mut item = HashMap::with_capacity(2);
+        item.insert(self.index.partition_key.clone(), AttributeValue::S(key.pk));
+        item.insert(self.index.sort_key.clone(), key.sk.into_attribute());
+        Item::from(item)
+    }
+}
+
+/// The members of the source attribute: map entries, or distinct scalar elements.
+fn members<'a>(
+    index: &Index,
+    source: Option<&'a AttributeValue>,
+    unkeyable: &mut Vec<(String, Unkeyable)>,
+) -> Vec<Member<'a>> {
+    let mut out = Vec::new();
+    match source {
+        None | Some(AttributeValue::Null(_)) => {}
+        Some(AttributeValue::M(map)) => {
+            out.reserve(map.len());
+            for (key, value) in map {
+                match value {
+                    AttributeValue::M(_)
+                    | AttributeValue::L(_)
+                    | AttributeValue::Ss(_)
+                    | AttributeValue::Ns(_)
+                    | AttributeValue::Bs(_) => unkeyable.push((
+                        key.clone(),
+                        format!("its value is {}, which cannot be part of a key", type_name(value)),
+                    )),
+                    _ => out.push(Member {
+                        id: Cow::Borrowed(key),
+                        entry: EntryValue::S(key),
+                        value: Some(value),
+                    }),
+                }
+            }
+        }
+        Some(AttributeValue::Ss(items)) => {
+            out.extend(items.iter().map(|s| Member {
+                id: Cow::Borrowed(s),
+                entry: EntryValue::S(s),
+                value: None,
+            }));
+        }
+        Some(AttributeValue::Ns(items)) => {
+            for n in items {
+                push_number(&mut out, n, unkeyable);
+            }
+        }
+        Some(AttributeValue::L(items)) => {
+            for (i, element) in items.iter().enumerate() {
+                match element {
+                    AttributeValue::S(s) => out.push(Member {
+                        id: Cow::Borrowed(s),
+                        entry: EntryValue::S(s),
+                        value: None,
+                    }),
+                    AttributeValue::N(n) => push_number(&mut out, n, unkeyable),
+                    other => unkeyable.push((
+                        format!("[{i}]"),
+                        format!(
+                            "the element is {}; list elements are indexed when they are S or N",
+                            type_name(other)
+                        ),
+                    )),
+                }
+            }
+        }
+        Some(other) => unkeyable.push((
+            index.source.clone(),
+            format!(
+                "the source attribute is {}; it must be a map, a list, SS or NS",
+                type_name(other)
+            ),
+        )),
+    }
+    // Sorted, so plans are deterministic; deduplicated, because list elements (and strings equal
+    // to numbers' text) can repeat and each id gets one entry.
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    out.dedup_by(|a, b| a.id == b.id);
+    out
+}
+
+fn push_number<'a>(out: &mut Vec<Member<'a>>, n: &'a str, unkeyable: &mut Vec<(String, Unkeyable)>) {
+    match Number::parse(n) {
+        // The canonical text, so "1.50" and "1.5" are one element.
+        Ok(num) => out.push(Member {
+            id: Cow::Owned(num.to_string()),
+            entry: EntryValue::N(n),
+            value: None,
+        }),
+        Err(e) => unkeyable.push((n.to_owned(), format!("not a DynamoDB number: {e}"))),
+    }
+}
+
+/// The scope segments that start the partition key; `None` when the index has no scope.
+fn prefix(index: &Index, image: &Item) -> Result<Option<HierKey>, Unkeyable> {
+    let mut key: Option<HierKey> = None;
+    for name in &index.scope {
+        let segment = match image.get(name) {
+            Some(AttributeValue::S(s) | AttributeValue::N(s)) => s.as_str(),
+            Some(other) => {
+                return Err(format!(
+                    "scope attribute {name:?} is {}; scope attributes must be S or N",
+                    type_name(other)
+                ));
+            }
+            None => return Err(format!("the item has no scope attribute {name:?}")),
+        };
+        key = Some(match key {
+            Some(k) => k.push(segment),
+            None => HierKey::new(segment),
+        });
+    }
+    Ok(key)
+}
+
+fn suffix(index: &Index, base_key: &[(&str, &AttributeValue)], image: &Item) -> Result<KeyBuf, Unkeyable> {
+    let mut key = KeyBuf::new(index.key_format);
+    for name in &index.tiebreakers {
+        match image.get(name) {
+            Some(v) => key.push(v).map_err(|e| format!("tiebreaker {name:?}: {e}"))?,
+            None => key
+                .push(&AttributeValue::Null(true))
+                .map_err(|e| format!("tiebreaker {name:?}: {e}"))?,
+        }
+    }
+    for (name, v) in base_key {
+        key.push(v).map_err(|e| format!("key attribute {name:?}: {e}"))?;
+    }
+    if key.len() > KeyKind::Sort.max_bytes() {
+        return Err(format!(
+            "the tiebreakers and primary key alone take {} bytes; a sort key holds at most {}",
+            key.len(),
+            KeyKind::Sort.max_bytes()
+        ));
+    }
+    Ok(key)
+}
+
+/// A text or binary key under construction.
+#[derive(Clone)]
+enum KeyBuf {
+    Text(TextKey),
+    Binary(BinaryKey),
+}
+
+impl KeyBuf {
+    fn new(format: KeyFormat) -> KeyBuf {
+        match format {
+            KeyFormat::Text => KeyBuf::Text(TextKey::new()),
+            KeyFormat::Binary => KeyBuf::Binary(BinaryKey::new()),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            KeyBuf::Text(k) => k.len(),
+            KeyBuf::Binary(k) => k.len(),
+        }
+    }
+
+    /// Appends a scalar attribute value as one key component.
+    fn push(&mut self, value: &AttributeValue) -> Result<(), Unkeyable> {
+        macro_rules! push {
+            ($k:expr) => {{
+                match value {
+                    AttributeValue::S(s) => {
+                        $k.push_str(s, Dir::Asc);
+                    }
+                    AttributeValue::N(n) => {
+                        let n = Number::parse(n).map_err(|e| format!("not a DynamoDB number: {e}"))?;
+                        $k.push_number(&n, Dir::Asc);
+                    }
+                    AttributeValue::B(b) => {
+                        $k.push_bytes(b, Dir::Asc);
+                    }
+                    AttributeValue::Bool(b) => {
+                        $k.push_bool(*b, Dir::Asc);
+                    }
+                    AttributeValue::Null(_) => {
+                        $k.push_null(Dir::Asc);
+                    }
+                    other => return Err(format!("{} cannot be part of a key", type_name(other))),
+                }
+            }};
+        }
+        match self {
+            KeyBuf::Text(k) => push!(k),
+            KeyBuf::Binary(k) => push!(k),
+        }
+        Ok(())
+    }
+
+    /// Appends `value`, truncating a string so the component takes at most `budget` bytes.
+    fn push_fitting(&mut self, value: &AttributeValue, budget: usize) -> Result<(), Unkeyable> {
+        let start = self.len();
+        self.push(value)?;
+        if self.len() - start <= budget {
+            return Ok(());
+        }
+        let AttributeValue::S(s) = value else {
+            return Err(format!(
+                "its {}-byte value does not fit in the {budget} bytes of sort key left after the tiebreakers and primary key",
+                self.len() - start
+            ));
+        };
+        *self = match self {
+            KeyBuf::Text(_) => {
+                let mut k = TextKey::new();
+                k.push_str(truncate_for_text(s, Dir::Asc, budget), Dir::Asc);
+                KeyBuf::Text(k)
+            }
+            KeyBuf::Binary(_) => {
+                let mut k = BinaryKey::new();
+                k.push_str(truncate_for_binary(s, budget), Dir::Asc);
+                KeyBuf::Binary(k)
+            }
+        };
+        Ok(())
+    }
+
+    fn push_encoded(&mut self, other: &KeyBuf) {
+        match (self, other) {
+            (KeyBuf::Text(k), KeyBuf::Text(o)) => {
+                k.push_encoded(o);
+            }
+            (KeyBuf::Binary(k), KeyBuf::Binary(o)) => {
+                k.push_encoded(o);
+            }
+            // Both come from the same index's format.
+            _ => unreachable!("key formats are per index"),
+        }
+    }
+
+    fn finish(self) -> Result<SortKey, Unkeyable> {
+        let e = |e: key_codec::Error| format!("its sort key does not fit: {e}");
+        match self {
+            KeyBuf::Text(k) => k.finish(KeyKind::Sort).map(SortKey::Text).map_err(e),
+            KeyBuf::Binary(k) => k.finish(KeyKind::Sort).map(SortKey::Binary).map_err(e),
+        }
+    }
+}
+
+/// The DynamoDB type name of a value.
+pub(crate) fn type_name(value: &AttributeValue) -> &'static str {
+    match value {
+        AttributeValue::N(_) => "N",
+        AttributeValue::S(_) => "S",
+        AttributeValue::Bool(_) => "BOOL",
+        AttributeValue::B(_) => "B",
+        AttributeValue::Null(_) => "NULL",
+        AttributeValue::M(_) => "M",
+        AttributeValue::L(_) => "L",
+        AttributeValue::Ss(_) => "SS",
+        AttributeValue::Ns(_) => "NS",
+        AttributeValue::Bs(_) => "BS",
+    }
+}

@@ -1,0 +1,500 @@
+//! Table-driven tests of stream-record diffing, on the fixture events and on synthetic batches.
+
+use std::collections::BTreeMap;
+
+use key_codec::Value;
+use serde_dynamo::{AttributeValue, Item};
+use serde_json::json;
+use stream_kit::{EventRecord, Op, RecordError, Write};
+
+use super::*;
+use crate::config::Indexes;
+
+macro_rules! fixture {
+    ($name:literal) => {
+        include_str!(concat!("../../../../events/multikey-indexer/", $name))
+    };
+}
+
+fn article() -> Indexes {
+    Indexes::from_json(fixture!("indexes.json")).unwrap()
+}
+
+fn records(json: &str) -> Vec<EventRecord> {
+    serde_json::from_str::<stream_kit::Event>(json).unwrap().records
+}
+
+fn component(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        Value::Number(n) => n.to_string(),
+        Value::Null => "null".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn sort_key(v: &AttributeValue) -> String {
+    let parts = match v {
+        AttributeValue::S(s) => key_codec::text::decode(s).unwrap(),
+        AttributeValue::B(b) => key_codec::binary::decode(b).unwrap(),
+        other => panic!("sort key is {other:?}"),
+    };
+    let parts: Vec<String> = parts.iter().map(|(v, _)| component(v)).collect();
+    format!("({})", parts.join(", "))
+}
+
+/// `put 35e9#3812 ("2023-05-01", 1, "020e") @0`: the op, partition key, decoded sort key and origin.
+fn describe(w: &Write) -> String {
+    let (name, item) = match &w.op {
+        Op::Put(item) => ("put", item),
+        Op::Delete(key) => ("delete", key),
+    };
+    let AttributeValue::S(pk) = &item["pk"] else {
+        panic!("pk is not S")
+    };
+    format!("{name} {pk} {} @{}", sort_key(&item["sk"]), w.origin)
+}
+
+fn check(
+    indexes: &Indexes,
+    records: &[EventRecord],
+    writes: &[&str],
+    skipped: &[&str],
+    stopped: Option<(usize, &str)>,
+) {
+    let plan = Plan::new(indexes, records);
+    let got: Vec<String> = plan.writes.iter().map(describe).collect();
+    assert_eq!(got, writes, "writes");
+    let got: Vec<String> = plan
+        .skipped
+        .iter()
+        .map(|s| format!("{} {}: {}", s.record, s.member, s.reason))
+        .collect();
+    assert_eq!(got, skipped, "skipped");
+    let got = plan.stopped.as_ref().map(|s| (s.record, s.error.to_string()));
+    assert_eq!(got.as_ref().map(|(r, e)| (*r, e.as_str())), stopped, "stopped");
+}
+
+/// What, event JSON, writes, skipped members, where planning stopped.
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    &'a [&'a str],
+    &'a [&'a str],
+    Option<(usize, &'a str)>,
+);
+
+#[test]
+fn the_fixture_events() {
+    let ix = article();
+    #[rustfmt::skip]
+    let cases: &[Case<'_>] = &[
+        ("insert: the article's five sample issues; two have no custom fields", fixture!("insert.json"), &[
+            r#"put 35e9#3812 ("2023-05-01", 1, "020e") @0"#,
+            r#"put 35e9#882a ("2023-06-01", 1, "020e") @0"#,
+            r#"put 35e9#3812 ("2023-05-02", 2, "67d1") @2"#,
+            r#"put 35e9#882a ("2023-06-02", 2, "67d1") @2"#,
+            r#"put 35e9#3fe6 (42, 3, "af34") @4"#,
+            r#"put 35e9#47e5 ("Approved", 3, "af34") @4"#,
+        ], &[], None),
+        ("a value changed: re-key", fixture!("modify-value.json"), &[
+            r#"put 35e9#3812 ("2023-05-15", 1, "020e") @0"#,
+            r#"delete 35e9#3812 ("2023-05-01", 1, "020e") @0"#,
+        ], &[], None),
+        ("a tiebreaker changed: every entry re-keyed", fixture!("modify-tiebreaker.json"), &[
+            r#"put 35e9#3812 ("2023-05-02", 7, "67d1") @0"#,
+            r#"delete 35e9#3812 ("2023-05-02", 2, "67d1") @0"#,
+            r#"put 35e9#882a ("2023-06-02", 7, "67d1") @0"#,
+            r#"delete 35e9#882a ("2023-06-02", 2, "67d1") @0"#,
+        ], &[], None),
+        ("a projected attribute changed: rewritten in place", fixture!("modify-projected.json"), &[
+            r#"put 35e9#3fe6 (42, 3, "af34") @0"#,
+            r#"put 35e9#47e5 ("Approved", 3, "af34") @0"#,
+        ], &[], None),
+        ("nothing the index reads changed", fixture!("modify-unrelated.json"), &[], &[], None),
+        ("a field removed and another added", fixture!("modify-fields.json"), &[
+            r#"put 35e9#882a ("2023-06-30", 3, "af34") @0"#,
+            r#"delete 35e9#3fe6 (42, 3, "af34") @0"#,
+        ], &[], None),
+        ("remove", fixture!("remove.json"), &[
+            r#"delete 35e9#3812 ("2023-05-01", 1, "020e") @0"#,
+            r#"delete 35e9#882a ("2023-06-01", 1, "020e") @0"#,
+        ], &[], None),
+        ("a KEYS_ONLY stream is a configuration error", fixture!("keys-only.json"), &[], &[], Some((0,
+            "MODIFY record has no OldImage: the stream's view type is KEYS_ONLY, and this function needs \
+             NEW_AND_OLD_IMAGES (or one that includes OldImage)"))),
+        ("a nested map value is skipped; its sibling is indexed", fixture!("poison.json"), &[
+            r#"put 7b7e#3812 ("2023-05-03", 2, "83a4") @0"#,
+        ], &["0 9c0d: its value is M, which cannot be part of a key"], None),
+    ];
+    for (what, json, writes, skipped, stopped) in cases {
+        println!("{what}");
+        check(&ix, &records(json), writes, skipped, *stopped);
+    }
+}
+
+#[test]
+fn an_entry_carries_its_keys_member_value_base_key_and_copied_attributes() {
+    let plan = Plan::new(&article(), &records(fixture!("insert.json")));
+    let Op::Put(item) = &plan.writes[4].op else {
+        panic!("not a put")
+    };
+    let got = serde_json::to_value(item).unwrap();
+    // The sort key's bytes are pinned: index items persist them (key-codec format K1).
+    let sk = got["sk"]["S"].as_str().unwrap().to_owned();
+    assert_eq!(
+        got,
+        json!({
+            "pk": {"S": "35e9#3fe6"}, "sk": {"S": sk},
+            "entry": {"S": "3fe6"}, "value": {"N": "42"},
+            "id": {"S": "af34"}, "project": {"S": "35e9"}, "num": {"N": "3"},
+            "name": {"S": "Girder needs replacing"}, "state": {"S": "open"},
+        })
+    );
+    assert_eq!(sort_key(&AttributeValue::S(sk.clone())), r#"(42, 3, "af34")"#);
+    assert_eq!(
+        sk, GOLDEN_AF34_3FE6,
+        "the K1 encoding of (42, 3, \"af34\") changed"
+    );
+}
+
+/// `(42, 3, "af34")` in key-codec's text format K1.
+const GOLDEN_AF34_3FE6: &str = "nB42#nA3#saf34#";
+
+fn item(pairs: serde_json::Value) -> Item {
+    serde_json::from_value(pairs).unwrap()
+}
+
+fn record(
+    name: &str,
+    old: Option<serde_json::Value>,
+    new: Option<serde_json::Value>,
+    seq: u32,
+) -> EventRecord {
+    let any = new.clone().or(old.clone()).unwrap();
+    let mut dynamodb = json!({
+        "Keys": {"id": any["id"]}, "SequenceNumber": seq.to_string(), "SizeBytes": 1,
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+    });
+    if let Some(old) = old {
+        dynamodb["OldImage"] = old;
+    }
+    if let Some(new) = new {
+        dynamodb["NewImage"] = new;
+    }
+    serde_json::from_value(json!({"awsRegion": "r", "eventID": "e", "eventName": name, "dynamodb": dynamodb}))
+        .unwrap()
+}
+
+fn issue(id: &str, num: u32, fields: &serde_json::Value) -> serde_json::Value {
+    json!({"id": {"S": id}, "project": {"S": "p1"}, "num": {"N": num.to_string()}, "name": {"S": "n"},
+           "state": {"S": "open"}, "custom_fields": {"M": fields}})
+}
+
+#[test]
+fn records_for_one_item_coalesce_to_one_write_per_key() {
+    let a = issue("i1", 1, &json!({"f": {"S": "a"}}));
+    let b = issue("i1", 1, &json!({"f": {"S": "b"}}));
+    let c = issue("i1", 2, &json!({"f": {"S": "b"}}));
+    let batch = [
+        record("INSERT", None, Some(a.clone()), 10),
+        record("MODIFY", Some(a), Some(b.clone()), 20),
+        record("MODIFY", Some(b), Some(c.clone()), 30),
+    ];
+    check(
+        &article(),
+        &batch,
+        &[
+            r#"delete p1#f ("a", 1, "i1") @1"#,
+            r#"delete p1#f ("b", 1, "i1") @2"#,
+            r#"put p1#f ("b", 2, "i1") @2"#,
+        ],
+        &[],
+        None,
+    );
+
+    // An insert then a remove in one batch still deletes: an earlier, failed delivery may have
+    // written the entry.
+    let mut batch = batch.to_vec();
+    batch.push(record("REMOVE", Some(c), None, 40));
+    check(
+        &article(),
+        &batch,
+        &[
+            r#"delete p1#f ("a", 1, "i1") @1"#,
+            r#"delete p1#f ("b", 1, "i1") @2"#,
+            r#"delete p1#f ("b", 2, "i1") @3"#,
+        ],
+        &[],
+        None,
+    );
+}
+
+#[test]
+fn planning_stops_at_the_first_unplannable_record_and_keeps_what_came_before() {
+    let ok = record(
+        "INSERT",
+        None,
+        Some(issue("i1", 1, &json!({"f": {"N": "1"}}))),
+        10,
+    );
+    let mut unknown = ok.clone();
+    unknown.event_name = "UPSERT".to_owned();
+    let mut no_key = record(
+        "INSERT",
+        None,
+        Some(issue("i2", 1, &json!({"f": {"N": "2"}}))),
+        30,
+    );
+    no_key.change.keys = item(json!({"pk": {"S": "i2"}}));
+    let later = record(
+        "INSERT",
+        None,
+        Some(issue("i3", 1, &json!({"f": {"N": "3"}}))),
+        40,
+    );
+
+    let ix = article();
+    check(
+        &ix,
+        &[ok.clone(), unknown, later.clone()],
+        &[r#"put p1#f (1, 1, "i1") @0"#],
+        &[],
+        Some((1, r#"eventName "UPSERT" is not INSERT, MODIFY or REMOVE"#)),
+    );
+    check(
+        &ix,
+        &[ok, no_key, later],
+        &[r#"put p1#f (1, 1, "i1") @0"#],
+        &[],
+        Some((
+            1,
+            r#"the record's Keys has no "id", which base_key names; is MULTIKEY_INDEXES set for this table?"#,
+        )),
+    );
+    let plan = Plan::new(&ix, &[]);
+    assert_eq!(plan, Plan::default());
+    assert!(matches!(
+        PlanError::from(RecordError::MissingKeys(stream_kit::ChangeKind::Insert)),
+        PlanError::Record(_)
+    ));
+}
+
+#[test]
+fn values_that_cannot_be_keyed_are_skipped_and_long_strings_truncated() {
+    let long = "x".repeat(2000);
+    let long_key = "k".repeat(3000);
+    let new = issue(
+        "i1",
+        1,
+        &json!({
+            "long": {"S": long}, "list": {"L": [{"S": "a"}]}, "null": {"NULL": true}, "flag": {"BOOL": true},
+            long_key.clone(): {"S": "v"}, "bin": {"B": "AAEC"},
+        }),
+    );
+    let plan = Plan::new(&article(), &[record("INSERT", None, Some(new), 1)]);
+    let got: Vec<String> = plan.writes.iter().map(describe).collect();
+    assert_eq!(
+        got[..2],
+        [
+            r#"put p1#bin (Binary([0, 1, 2]), 1, "i1") @0"#.to_owned(),
+            r#"put p1#flag (true, 1, "i1") @0"#.to_owned(),
+        ]
+    );
+    assert!(
+        got[2].starts_with(r#"put p1#long ("xxxxxxxxxx"#) && got[2].ends_with(r#"x", 1, "i1") @0"#),
+        "{}",
+        got[2]
+    );
+    let Op::Put(truncated) = &plan.writes[2].op else {
+        panic!()
+    };
+    let AttributeValue::S(sk) = &truncated["sk"] else {
+        panic!()
+    };
+    assert!(sk.len() <= 1024 && sk.len() > 1000, "{}", sk.len());
+    assert_eq!(
+        truncated["value"],
+        AttributeValue::S("x".repeat(2000)),
+        "the full value is kept"
+    );
+    assert_eq!(got[3], r#"put p1#null (null, 1, "i1") @0"#);
+    assert_eq!(got.len(), 4);
+    let skipped: Vec<(String, String)> = plan
+        .skipped
+        .iter()
+        .map(|s| (s.member.chars().take(5).collect(), s.reason.clone()))
+        .collect();
+    assert_eq!(skipped, [
+        ("list".to_owned(), "its value is L, which cannot be part of a key".to_owned()),
+        ("kkkkk".to_owned(), "its partition key does not fit: partition key is 3003 bytes; DynamoDB allows at most 2048 bytes".to_owned()),
+    ]);
+}
+
+#[test]
+fn missing_scope_and_unkeyable_tiebreakers_skip_every_member() {
+    let mut no_project = issue("i1", 1, &json!({"f": {"S": "a"}, "g": {"S": "b"}}));
+    no_project.as_object_mut().unwrap().remove("project");
+    let mut map_num = issue("i2", 1, &json!({"f": {"S": "a"}}));
+    map_num["num"] = json!({"M": {}});
+    check(
+        &article(),
+        &[
+            record("INSERT", None, Some(no_project), 1),
+            record("INSERT", None, Some(map_num), 2),
+        ],
+        &[],
+        &[
+            "0 f: the item has no scope attribute \"project\"",
+            "0 g: the item has no scope attribute \"project\"",
+            "1 f: tiebreaker \"num\": M cannot be part of a key",
+        ],
+        None,
+    );
+}
+
+#[test]
+fn lists_and_sets_index_each_distinct_element() {
+    let ix = Indexes::from_json(r#"{"base_key":["id"],"indexes":[{"name":"tags","table":"tags","source":"tags","tiebreakers":["num"]}]}"#).unwrap();
+    let old = json!({"id": {"S": "i1"}, "num": {"N": "5"}, "tags": {"L": [{"S": "bug"}, {"S": "ui"}, {"S": "bug"}, {"M": {}}]}});
+    let new = json!({"id": {"S": "i1"}, "num": {"N": "5"}, "tags": {"SS": ["bug", "perf"]}});
+    let nums = json!({"id": {"S": "i2"}, "num": {"N": "6"}, "tags": {"NS": ["1.50", "1.5", "2"]}});
+    check(
+        &ix,
+        &[record("INSERT", None, Some(old.clone()), 1)],
+        &[r#"put bug (5, "i1") @0"#, r#"put ui (5, "i1") @0"#],
+        &["0 [3]: the element is M; list elements are indexed when they are S or N"],
+        None,
+    );
+    check(
+        &ix,
+        &[
+            record("MODIFY", Some(old), Some(new), 1),
+            record("INSERT", None, Some(nums), 2),
+        ],
+        &[
+            r#"put perf (5, "i1") @0"#,
+            r#"delete ui (5, "i1") @0"#,
+            r#"put 1.5 (6, "i2") @1"#,
+            r#"put 2 (6, "i2") @1"#,
+        ],
+        &[],
+        None,
+    );
+}
+
+#[test]
+fn binary_sort_keys() {
+    let ix = Indexes::from_json(r#"{"base_key":["id"],"indexes":[{"name":"b","table":"t","source":"custom_fields","key_format":"binary","tiebreakers":["num"]}]}"#).unwrap();
+    let plan = Plan::new(
+        &ix,
+        &[record(
+            "INSERT",
+            None,
+            Some(issue("i1", 7, &json!({"f": {"N": "-2.5"}}))),
+            1,
+        )],
+    );
+    assert_eq!(
+        plan.writes.iter().map(describe).collect::<Vec<_>>(),
+        [r#"put f (-2.5, 7, "i1") @0"#]
+    );
+    let Op::Put(item) = &plan.writes[0].op else {
+        panic!()
+    };
+    assert!(matches!(item["sk"], AttributeValue::B(_)));
+}
+
+/// A model index table: what applying writes leaves.
+type Model = BTreeMap<(String, Vec<u8>), Item>;
+
+fn key_of(item: &Item) -> (String, Vec<u8>) {
+    let AttributeValue::S(pk) = &item["pk"] else {
+        panic!()
+    };
+    let sk = match &item["sk"] {
+        AttributeValue::S(s) => s.as_bytes().to_vec(),
+        AttributeValue::B(b) => b.clone(),
+        _ => panic!(),
+    };
+    (pk.clone(), sk)
+}
+
+fn apply<'a>(model: &mut Model, writes: impl IntoIterator<Item = &'a Write>) {
+    for w in writes {
+        match &w.op {
+            Op::Put(item) => {
+                model.insert(key_of(item), item.clone());
+            }
+            Op::Delete(key) => {
+                model.remove(&key_of(key));
+            }
+        }
+    }
+}
+
+/// The index the records describe, applied one record at a time from an empty table.
+fn sequential(ix: &Indexes, records: &[EventRecord]) -> Model {
+    let mut model = Model::new();
+    for r in records {
+        apply(&mut model, &Plan::new(ix, std::slice::from_ref(r)).writes);
+    }
+    model
+}
+
+fn synthetic(n: usize, issues: usize, seed: u64) -> Vec<EventRecord> {
+    crate::synthetic::batch(n, issues, seed).records
+}
+
+#[test]
+fn coalesced_plans_equal_record_by_record_application() {
+    let ix = Indexes::from_json(crate::synthetic::INDEXES_JSON).unwrap();
+    for seed in 0..8 {
+        let batch = synthetic(300, 40, seed);
+        let plan = Plan::new(&ix, &batch);
+        assert_eq!(plan.stopped, None);
+        let mut model = Model::new();
+        apply(&mut model, &plan.writes);
+        assert_eq!(model, sequential(&ix, &batch), "seed {seed}");
+        // One write per key.
+        let keys: std::collections::BTreeSet<_> = plan
+            .writes
+            .iter()
+            .map(|w| match &w.op {
+                Op::Put(i) | Op::Delete(i) => key_of(i),
+            })
+            .collect();
+        assert_eq!(keys.len(), plan.writes.len());
+    }
+}
+
+#[test]
+fn replayed_and_partly_retried_batches_leave_the_same_index() {
+    let ix = Indexes::from_json(crate::synthetic::INDEXES_JSON).unwrap();
+    let batch = synthetic(400, 30, 42);
+    let expected = sequential(&ix, &batch);
+    let plan = Plan::new(&ix, &batch);
+
+    // Duplicate delivery: the whole batch, twice.
+    let mut model = Model::new();
+    apply(&mut model, &plan.writes);
+    apply(&mut model, &plan.writes);
+    assert_eq!(model, expected);
+
+    // A delivery whose writes for records >= k partly failed (every third one), then the batch
+    // retried from record k.
+    for k in [0, 1, 57, 200, 399] {
+        let mut model = sequential(&ix, &[]);
+        apply(
+            &mut model,
+            plan.writes
+                .iter()
+                .enumerate()
+                .filter(|(i, w)| w.origin < k || i % 3 != 0)
+                .map(|(_, w)| w),
+        );
+        apply(&mut model, &Plan::new(&ix, &batch[k..]).writes);
+        assert_eq!(model, expected, "retried from {k}");
+    }
+}

@@ -1,0 +1,77 @@
+//! Configuration from environment variables, with errors that name the variable.
+//!
+//! Functions read their configuration once, at cold start, through [`Vars`]. Reading through a
+//! lookup function rather than the process environment keeps configuration parsing testable
+//! without touching global state.
+
+use std::fmt::Display;
+use std::str::FromStr;
+
+/// A configuration error; it always names the variable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A required variable is unset or empty.
+    #[error("environment variable {var} is not set: {hint}")]
+    Missing {
+        /// The variable.
+        var: &'static str,
+        /// What it should hold.
+        hint: &'static str,
+    },
+    /// A variable is set to something unusable.
+    #[error("environment variable {var} is invalid: {reason}")]
+    Invalid {
+        /// The variable.
+        var: &'static str,
+        /// What is wrong, and what is expected.
+        reason: String,
+    },
+}
+
+/// Reads variables through a lookup function.
+pub struct Vars<'a> {
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl<'a> Vars<'a> {
+    /// Variables from a lookup function (the process environment, or a map in tests).
+    pub fn new(lookup: &'a dyn Fn(&str) -> Option<String>) -> Vars<'a> {
+        Vars { lookup }
+    }
+
+    /// The process environment. A value that is not valid UTF-8 is passed on lossily, so that it
+    /// fails validation with a message instead of looking unset.
+    pub fn process_lookup(name: &str) -> Option<String> {
+        std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+    }
+
+    /// The value of `var`, if it is set and not blank.
+    pub fn optional(&self, var: &str) -> Option<String> {
+        (self.lookup)(var).filter(|v| !v.trim().is_empty())
+    }
+
+    /// The value of `var`, which must be set.
+    pub fn required(&self, var: &'static str, hint: &'static str) -> Result<String, ConfigError> {
+        self.optional(var).ok_or(ConfigError::Missing { var, hint })
+    }
+
+    /// An integer in `min..=max`, or `default` when unset.
+    pub fn integer<T>(&self, var: &'static str, default: T, min: T, max: T) -> Result<T, ConfigError>
+    where
+        T: FromStr + PartialOrd + Display + Copy,
+    {
+        let Some(raw) = self.optional(var) else {
+            return Ok(default);
+        };
+        match raw.trim().parse::<T>() {
+            Ok(v) if v >= min && v <= max => Ok(v),
+            _ => Err(ConfigError::Invalid {
+                var,
+                reason: format!("{raw:?} is not an integer from {min} to {max}"),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,43 @@
+//! Tests for environment configuration.
+
+use std::collections::HashMap;
+
+use super::*;
+
+fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn required_optional_and_integers() {
+    let env = vars(&[
+        ("TABLE", "issues"),
+        ("BLANK", "  "),
+        ("N", " 8 "),
+        ("BAD", "eight"),
+        ("BIG", "99"),
+    ]);
+    let lookup = |k: &str| env.get(k).cloned();
+    let v = Vars::new(&lookup);
+    assert_eq!(v.required("TABLE", "the table"), Ok("issues".to_owned()));
+    assert_eq!(
+        v.required("BLANK", "the table name").unwrap_err().to_string(),
+        "environment variable BLANK is not set: the table name"
+    );
+    assert_eq!(v.optional("UNSET"), None);
+    assert_eq!(v.integer("N", 4_usize, 1, 64), Ok(8));
+    assert_eq!(v.integer("UNSET", 4_usize, 1, 64), Ok(4));
+    assert_eq!(
+        v.integer("BAD", 4_usize, 1, 64).unwrap_err().to_string(),
+        r#"environment variable BAD is invalid: "eight" is not an integer from 1 to 64"#
+    );
+    assert!(
+        v.integer("BIG", 4_usize, 1, 64)
+            .unwrap_err()
+            .to_string()
+            .contains("BIG")
+    );
+}

@@ -1,0 +1,37 @@
+//! Fail-fast DynamoDB Streams plumbing shared by Sidestream's functions.
+//!
+//! Lambda delivers a DynamoDB stream to a function in batches, at least once, in order per item
+//! only. When the function reports a record in `batchItemFailures`, Lambda checkpoints at the
+//! lowest reported sequence number and retries the batch from that record on. This crate holds the
+//! pieces every Sidestream function needs to live by those rules:
+//!
+//! - [`record`]: a typed view of one stream record ([`Record`]): the change kind as an enum, the
+//!   keys, and the images a change implies, with errors that say when the stream's view type
+//!   lacks an image the function needs.
+//! - [`outcome`]: the fail-fast batch response. Records are processed in order; the first one that
+//!   did not finish becomes the checkpoint. An empty or missing sequence number is never reported.
+//! - [`metrics`]: counters written as one CloudWatch Embedded Metric Format line per invocation.
+//! - [`env`]: configuration read from environment variables once at cold start, with errors that
+//!   name the variable.
+//! - [`deadline`]: the invocation's deadline as a monotonic instant, so I/O can stop in time to
+//!   report failures instead of timing out (a timeout replays the whole batch).
+//!
+//! - [`write`]: the item writes a plan produces, each tagged with the record it finishes.
+//!
+//! Nothing here talks to AWS; the DynamoDB writer lives in the `ddb-writer` crate.
+
+pub mod deadline;
+pub mod env;
+pub mod metrics;
+pub mod outcome;
+pub mod record;
+pub mod write;
+
+pub use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+pub use aws_lambda_events::event::streams::DynamoDbEventResponse;
+pub use deadline::Deadline;
+pub use env::{ConfigError, Vars};
+pub use metrics::{Metric, Metrics};
+pub use outcome::{Checkpoint, NoCheckpoint};
+pub use record::{ChangeKind, Image, Record, RecordError};
+pub use write::{Op, Write};

@@ -1,0 +1,162 @@
+//! Per-invocation counters, written as one CloudWatch Embedded Metric Format (EMF) line.
+//!
+//! Lambda forwards stdout to CloudWatch Logs, and CloudWatch turns each EMF line into metric data
+//! points with no API call and no extra latency. Every metric is emitted on every invocation, zeros
+//! included, so alarms on "failures > 0" see a steady series. The dimension is `Function`.
+
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value, json};
+
+use crate::env::{ConfigError, Vars};
+
+/// The counters Sidestream's functions report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Metric {
+    /// Stream records delivered to the invocation.
+    RecordsIn,
+    /// Records the invocation finished (planned and written).
+    RecordsDone,
+    /// Records that can never succeed (malformed, or the stream lacks an image); each is reported
+    /// as the batch's checkpoint and logged at ERROR.
+    PoisonRecords,
+    /// Records deliberately not acted on (for example deletes made by users, for the archiver).
+    SkippedRecords,
+    /// Values left out of an index because they cannot be keyed (a nested map, say).
+    SkippedValues,
+    /// Item writes (puts and deletes) that succeeded.
+    Writes,
+    /// Write requests sent, first attempts and retries alike.
+    Requests,
+    /// Requests sent again after throttling, a server error or unprocessed items.
+    Retries,
+    /// Item writes that failed for good in this invocation (their records are retried by Lambda).
+    FailedWrites,
+}
+
+impl Metric {
+    /// Every metric, in emission order.
+    pub const ALL: [Metric; 9] = [
+        Metric::RecordsIn,
+        Metric::RecordsDone,
+        Metric::PoisonRecords,
+        Metric::SkippedRecords,
+        Metric::SkippedValues,
+        Metric::Writes,
+        Metric::Requests,
+        Metric::Retries,
+        Metric::FailedWrites,
+    ];
+
+    /// The CloudWatch metric name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Metric::RecordsIn => "RecordsIn",
+            Metric::RecordsDone => "RecordsDone",
+            Metric::PoisonRecords => "PoisonRecords",
+            Metric::SkippedRecords => "SkippedRecords",
+            Metric::SkippedValues => "SkippedValues",
+            Metric::Writes => "Writes",
+            Metric::Requests => "Requests",
+            Metric::Retries => "Retries",
+            Metric::FailedWrites => "FailedWrites",
+        }
+    }
+
+    fn slot(self) -> usize {
+        self as usize
+    }
+}
+
+/// Counters for one invocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metrics {
+    namespace: String,
+    function: String,
+    counts: [u64; Metric::ALL.len()],
+}
+
+/// The namespace used when `METRICS_NAMESPACE` is unset.
+pub const DEFAULT_NAMESPACE: &str = "Sidestream";
+
+impl Metrics {
+    /// Empty counters for `function` in `namespace`.
+    pub fn new(namespace: impl Into<String>, function: impl Into<String>) -> Metrics {
+        Metrics {
+            namespace: namespace.into(),
+            function: function.into(),
+            counts: [0; Metric::ALL.len()],
+        }
+    }
+
+    /// Reads `METRICS_NAMESPACE` (default `Sidestream`) and `AWS_LAMBDA_FUNCTION_NAME` (default
+    /// `function`, the crate's name).
+    pub fn from_vars(vars: &Vars<'_>, function: &str) -> Result<Metrics, ConfigError> {
+        let namespace = vars
+            .optional("METRICS_NAMESPACE")
+            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
+        if namespace.len() > 255 || namespace.starts_with(':') {
+            return Err(ConfigError::Invalid {
+                var: "METRICS_NAMESPACE",
+                reason: format!(
+                    "{namespace:?} is not a CloudWatch namespace (1-255 characters, not starting with ':')"
+                ),
+            });
+        }
+        let function = vars
+            .optional("AWS_LAMBDA_FUNCTION_NAME")
+            .unwrap_or_else(|| function.to_owned());
+        Ok(Metrics::new(namespace, function))
+    }
+
+    /// Adds `n` to a counter.
+    pub fn add(&mut self, metric: Metric, n: u64) {
+        self.counts[metric.slot()] = self.counts[metric.slot()].saturating_add(n);
+    }
+
+    /// A counter's value.
+    pub fn get(&self, metric: Metric) -> u64 {
+        self.counts[metric.slot()]
+    }
+
+    /// The EMF document for these counters, stamped `timestamp_ms`, as one line of JSON.
+    pub fn render(&self, timestamp_ms: u64) -> String {
+        let definitions: Vec<Value> = Metric::ALL
+            .iter()
+            .map(|m| json!({"Name": m.name(), "Unit": "Count"}))
+            .collect();
+        let mut doc = Map::new();
+        doc.insert(
+            "_aws".to_owned(),
+            json!({
+                "Timestamp": timestamp_ms,
+                "CloudWatchMetrics": [{
+                    "Namespace": self.namespace,
+                    "Dimensions": [["Function"]],
+                    "Metrics": definitions,
+                }],
+            }),
+        );
+        doc.insert("Function".to_owned(), Value::from(self.function.as_str()));
+        for metric in Metric::ALL {
+            doc.insert(metric.name().to_owned(), Value::from(self.get(metric)));
+        }
+        Value::Object(doc).to_string()
+    }
+
+    /// Writes the EMF line to stdout (where Lambda's log agent picks it up) and resets the
+    /// counters.
+    pub fn flush(&mut self) {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let line = self.render(u64::try_from(now).unwrap_or(u64::MAX));
+        // Losing a metrics line must not fail the batch; stdout only fails if Lambda is gone.
+        let _ = writeln!(std::io::stdout().lock(), "{line}");
+        self.counts = [0; Metric::ALL.len()];
+    }
+}
+
+#[cfg(test)]
+mod tests;

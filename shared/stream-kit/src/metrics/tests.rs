@@ -1,0 +1,53 @@
+//! Tests for EMF rendering.
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+
+use super::*;
+
+#[test]
+fn render_is_one_emf_document_with_every_metric() {
+    let mut m = Metrics::new("Sidestream", "multikey-indexer");
+    m.add(Metric::RecordsIn, 3);
+    m.add(Metric::Writes, 5);
+    m.add(Metric::Writes, 2);
+    let line = m.render(1_700_000_000_000);
+    assert!(!line.contains('\n'));
+    let doc: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(doc["_aws"]["Timestamp"], json!(1_700_000_000_000_u64));
+    let directive = &doc["_aws"]["CloudWatchMetrics"][0];
+    assert_eq!(directive["Namespace"], "Sidestream");
+    assert_eq!(directive["Dimensions"], json!([["Function"]]));
+    assert_eq!(directive["Metrics"].as_array().unwrap().len(), Metric::ALL.len());
+    assert_eq!(doc["Function"], "multikey-indexer");
+    assert_eq!(doc["RecordsIn"], 3);
+    assert_eq!(doc["Writes"], 7);
+    assert_eq!(doc["Retries"], 0);
+    // Every declared metric has a value member, as EMF requires.
+    for def in directive["Metrics"].as_array().unwrap() {
+        assert!(doc[def["Name"].as_str().unwrap()].is_u64(), "{def}");
+    }
+}
+
+#[test]
+fn namespace_and_function_come_from_the_environment() {
+    let env: HashMap<&str, &str> = [
+        ("METRICS_NAMESPACE", "Acme/Issues"),
+        ("AWS_LAMBDA_FUNCTION_NAME", "idx-prod"),
+    ]
+    .into();
+    let lookup = |k: &str| env.get(k).map(|v| (*v).to_owned());
+    let m = Metrics::from_vars(&Vars::new(&lookup), "multikey-indexer").unwrap();
+    let doc: Value = serde_json::from_str(&m.render(0)).unwrap();
+    assert_eq!(doc["_aws"]["CloudWatchMetrics"][0]["Namespace"], "Acme/Issues");
+    assert_eq!(doc["Function"], "idx-prod");
+
+    let bad = |k: &str| (k == "METRICS_NAMESPACE").then(|| ":oops".to_owned());
+    let err = Metrics::from_vars(&Vars::new(&bad), "f").unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("environment variable METRICS_NAMESPACE is invalid"),
+        "{err}"
+    );
+}

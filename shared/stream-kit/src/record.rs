@@ -1,0 +1,191 @@
+//! A typed view of one DynamoDB stream record: change kind, keys, images, sequence number.
+
+use std::fmt;
+
+use aws_lambda_events::event::dynamodb::{EventRecord, StreamViewType};
+use serde_dynamo::Item;
+
+/// What happened to the item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChangeKind {
+    /// A new item was written.
+    Insert,
+    /// An existing item was changed.
+    Modify,
+    /// An item was deleted, by a user or by TTL.
+    Remove,
+}
+
+impl ChangeKind {
+    /// Parses a record's `eventName`.
+    pub fn parse(event_name: &str) -> Result<ChangeKind, RecordError> {
+        match event_name {
+            "INSERT" => Ok(ChangeKind::Insert),
+            "MODIFY" => Ok(ChangeKind::Modify),
+            "REMOVE" => Ok(ChangeKind::Remove),
+            other => Err(RecordError::UnknownEventName(other.to_owned())),
+        }
+    }
+
+    /// The `eventName` spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Insert => "INSERT",
+            ChangeKind::Modify => "MODIFY",
+            ChangeKind::Remove => "REMOVE",
+        }
+    }
+}
+
+impl fmt::Display for ChangeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One of a record's two item images.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Image {
+    /// The item before the change (`OldImage`).
+    Old,
+    /// The item after the change (`NewImage`).
+    New,
+}
+
+impl fmt::Display for Image {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Image::Old => "OldImage",
+            Image::New => "NewImage",
+        })
+    }
+}
+
+/// Why a record cannot be read. None of these go away on retry: they are poison records or a
+/// misconfigured stream.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// `eventName` is not INSERT, MODIFY or REMOVE.
+    #[error("eventName {0:?} is not INSERT, MODIFY or REMOVE")]
+    UnknownEventName(String),
+    /// The record has no `Keys`.
+    #[error("{0} record has no Keys")]
+    MissingKeys(ChangeKind),
+    /// The stream's view type does not include an image this change needs.
+    #[error(
+        "{kind} record has no {image}: the stream's view type is {view}, and this function needs \
+         NEW_AND_OLD_IMAGES (or one that includes {image})"
+    )]
+    MissingImage {
+        /// The record's change kind.
+        kind: ChangeKind,
+        /// The image that is missing.
+        image: Image,
+        /// The stream's view type as the record states it, or "unstated".
+        view: String,
+    },
+}
+
+/// The principal that performs TTL deletes.
+pub const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
+
+/// A stream record whose change kind has been checked.
+#[derive(Debug, Clone, Copy)]
+pub struct Record<'a> {
+    raw: &'a EventRecord,
+    kind: ChangeKind,
+}
+
+impl<'a> Record<'a> {
+    /// Reads a record's change kind; everything else is checked when it is asked for.
+    pub fn new(raw: &'a EventRecord) -> Result<Record<'a>, RecordError> {
+        Ok(Record {
+            raw,
+            kind: ChangeKind::parse(&raw.event_name)?,
+        })
+    }
+
+    /// The record as Lambda delivered it.
+    pub fn raw(&self) -> &'a EventRecord {
+        self.raw
+    }
+
+    /// What happened to the item.
+    pub fn kind(&self) -> ChangeKind {
+        self.kind
+    }
+
+    /// The record's sequence number, when it has a non-empty one.
+    pub fn sequence_number(&self) -> Option<&'a str> {
+        self.raw
+            .change
+            .sequence_number
+            .as_deref()
+            .filter(|s| !s.is_empty())
+    }
+
+    /// The item's primary key. Every view type carries it.
+    pub fn keys(&self) -> Result<&'a Item, RecordError> {
+        let keys = &self.raw.change.keys;
+        if keys.is_empty() {
+            Err(RecordError::MissingKeys(self.kind))
+        } else {
+            Ok(keys)
+        }
+    }
+
+    /// The item as it was before the change: `None` for an INSERT, the old image otherwise.
+    pub fn before(&self) -> Result<Option<&'a Item>, RecordError> {
+        match self.kind {
+            ChangeKind::Insert => Ok(None),
+            ChangeKind::Modify | ChangeKind::Remove => self.image(Image::Old).map(Some),
+        }
+    }
+
+    /// The item as it is after the change: `None` for a REMOVE, the new image otherwise.
+    pub fn after(&self) -> Result<Option<&'a Item>, RecordError> {
+        match self.kind {
+            ChangeKind::Remove => Ok(None),
+            ChangeKind::Insert | ChangeKind::Modify => self.image(Image::New).map(Some),
+        }
+    }
+
+    /// One image, required. An item always has its key attributes, so an empty image means the
+    /// stream's view type left it out.
+    pub fn image(&self, image: Image) -> Result<&'a Item, RecordError> {
+        let item = match image {
+            Image::Old => &self.raw.change.old_image,
+            Image::New => &self.raw.change.new_image,
+        };
+        if item.is_empty() {
+            Err(RecordError::MissingImage {
+                kind: self.kind,
+                image,
+                view: self.view_type(),
+            })
+        } else {
+            Ok(item)
+        }
+    }
+
+    /// Whether DynamoDB's TTL process deleted the item (rather than a user or application).
+    pub fn is_ttl_delete(&self) -> bool {
+        self.kind == ChangeKind::Remove
+            && self
+                .raw
+                .user_identity
+                .as_ref()
+                .is_some_and(|id| id.type_ == "Service" && id.principal_id == TTL_PRINCIPAL)
+    }
+
+    fn view_type(&self) -> String {
+        match &self.raw.change.stream_view_type {
+            Some(StreamViewType::KeysOnly) => "KEYS_ONLY".to_owned(),
+            Some(view) => view.to_string(),
+            None => "unstated".to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

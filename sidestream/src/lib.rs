@@ -2,4 +2,5 @@
 //! writers, so tests drive it without a process. `main.rs` only parses arguments.
 
 pub mod key;
+pub mod plan;
 pub mod typed_json;

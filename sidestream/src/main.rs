@@ -1,9 +1,11 @@
 //! `sidestream`: the command line. Parses arguments and hands each subcommand stdin and stdout.
 
 use std::io::{self, BufWriter};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use sidestream::key::{self, KeyOptions};
 
 /// Sidestream: DynamoDB stream processing toolkit.
@@ -19,6 +21,24 @@ enum Command {
     /// Order-preserving DynamoDB keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Runs a function's planning step on an event file, without touching AWS.
+    ///
+    /// Configuration comes from the same environment variables as the Lambda (for the
+    /// multikey-indexer, `MULTIKEY_INDEXES`). Prints one JSON object per planned write; values left
+    /// out and the record planning stopped at go to stderr, and a stop exits with status 1.
+    Plan {
+        /// The function whose plan to run.
+        function: Function,
+        /// A DynamoDB stream event (`{"Records":[…]}`), as Lambda delivers it.
+        #[arg(long, value_name = "FILE")]
+        event: PathBuf,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Function {
+    /// The multikey index.
+    MultikeyIndexer,
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,17 +87,26 @@ impl Form {
 }
 
 fn main() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
+    match Cli::parse().command {
+        Command::Key(command) => run_key(command),
+        Command::Plan {
+            function: Function::MultikeyIndexer,
+            event,
+        } => run_plan(&event),
+    }
+}
+
+fn run_key(command: KeyCommand) -> anyhow::Result<ExitCode> {
     let (stdin, stdout) = (io::stdin().lock(), BufWriter::new(io::stdout().lock()));
-    let summary = match cli.command {
-        Command::Key(KeyCommand::Encode { form, partition }) => {
+    let summary = match command {
+        KeyCommand::Encode { form, partition } => {
             let options = KeyOptions {
                 partition,
                 ..form.options()
             };
             key::encode(stdin, stdout, &options)?
         }
-        Command::Key(KeyCommand::Decode { form }) => key::decode(stdin, stdout, &form.options())?,
+        KeyCommand::Decode { form } => key::decode(stdin, stdout, &form.options())?,
     };
     if summary.errors > 0 {
         eprintln!(
@@ -87,4 +116,18 @@ fn main() -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn run_plan(event: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let config = multikey_indexer::Config::from_env()?;
+    let bytes = std::fs::read(event).with_context(|| format!("cannot read {}", event.display()))?;
+    let stdout = BufWriter::new(io::stdout().lock());
+    let plan = sidestream::plan::multikey_indexer(&config.indexes, &bytes, stdout)
+        .with_context(|| format!("cannot plan {}", event.display()))?;
+    sidestream::plan::report(&plan, &bytes, io::stderr().lock())?;
+    Ok(if plan.stopped.is_some() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -1,5 +1,8 @@
-//! Sidestream's integration tests: one binary, one module per area.
+//! Sidestream's integration tests: one binary, one module per area. Tests that talk to AWS run
+//! against the moto server `scripts/test` starts.
 
 #![allow(clippy::unwrap_used, reason = "test code: a failed unwrap is a failed test")]
 
 mod key_cli;
+mod moto;
+mod multikey;

@@ -1,0 +1,291 @@
+//! The multikey indexer end to end against moto: base-table writes, their stream records, the
+//! handler, and the index table's exact contents and order.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{AttributeValue, ScalarAttributeType};
+use ddb_writer::{Writer, WriterConfig};
+use multikey_indexer::{Config, Indexer, Indexes};
+use serde_json::{Value, json};
+use stream_kit::{Deadline, Event, EventRecord, Metrics, Op, Write};
+
+use crate::moto::{create_table, sdk, stream_records, unique};
+
+fn indexer(sdk: &aws_config::SdkConfig, index_table: &str) -> Indexer {
+    let json =
+        include_str!("../../events/multikey-indexer/indexes.json").replace("issue-attrib-index", index_table);
+    let config = Config {
+        indexes: Indexes::from_json(&json).unwrap(),
+        writer: WriterConfig::default(),
+        metrics: Metrics::new("Sidestream", "multikey-indexer-test"),
+    };
+    Indexer::new(config, &aws_sdk_dynamodb::Config::from(sdk))
+}
+
+fn event(records: &[EventRecord]) -> Event {
+    let mut event = Event::default();
+    event.records = records.to_vec();
+    event
+}
+
+fn sdk_item(v: &Value) -> HashMap<String, AttributeValue> {
+    serde_json::from_value::<serde_dynamo::Item>(v.clone())
+        .unwrap()
+        .into()
+}
+
+/// The index table, partition by partition in `Query` (sort key) order, as
+/// `pk | value | id | num` rows.
+async fn index_rows(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<String> {
+    let scan = client.scan().table_name(table).send().await.unwrap();
+    let mut pks: Vec<String> = scan
+        .items()
+        .iter()
+        .map(|i| i["pk"].as_s().unwrap().clone())
+        .collect();
+    pks.sort();
+    pks.dedup();
+    let mut rows = Vec::new();
+    for pk in pks {
+        let page = client
+            .query()
+            .table_name(table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", AttributeValue::S(pk.clone()))
+            .send()
+            .await
+            .unwrap();
+        for item in page.items() {
+            let value = match &item["value"] {
+                AttributeValue::S(s) => s.clone(),
+                AttributeValue::N(n) => n.clone(),
+                other => format!("{other:?}"),
+            };
+            rows.push(format!(
+                "{pk} | {value} | {} | {}",
+                item["id"].as_s().unwrap(),
+                item["num"].as_n().unwrap()
+            ));
+        }
+    }
+    rows
+}
+
+async fn base_table_changes(client: &aws_sdk_dynamodb::Client, table: &str) {
+    let insert: Event =
+        serde_json::from_str(include_str!("../../events/multikey-indexer/insert.json")).unwrap();
+    for r in &insert.records {
+        let item: HashMap<String, AttributeValue> = r.change.new_image.clone().into();
+        client
+            .put_item()
+            .table_name(table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .unwrap();
+    }
+    let update = |id: &str, expression: &str, values: Value| {
+        client
+            .update_item()
+            .table_name(table)
+            .key("id", AttributeValue::S(id.to_owned()))
+            .update_expression(expression)
+            .set_expression_attribute_values(Some(sdk_item(&values)))
+    };
+    // A custom field's value changes: re-key.
+    update(
+        "020e",
+        "SET custom_fields.#f = :v",
+        json!({":v": {"S": "2023-05-15"}}),
+    )
+    .expression_attribute_names("#f", "3812")
+    .send()
+    .await
+    .unwrap();
+    // The tiebreaker changes: every entry re-keyed.
+    update("67d1", "SET num = :n", json!({":n": {"N": "7"}}))
+        .send()
+        .await
+        .unwrap();
+    // A field dropped and another added.
+    update(
+        "af34",
+        "REMOVE custom_fields.#d SET custom_fields.#a = :v",
+        json!({":v": {"S": "2023-06-30"}}),
+    )
+    .expression_attribute_names("#d", "3fe6")
+    .expression_attribute_names("#a", "882a")
+    .send()
+    .await
+    .unwrap();
+    // An issue without custom fields gains one; another is deleted.
+    update(
+        "3544",
+        "SET custom_fields = :m",
+        json!({":m": {"M": {"3812": {"S": "2023-04-30"}}}}),
+    )
+    .send()
+    .await
+    .unwrap();
+    client
+        .delete_item()
+        .table_name(table)
+        .key("id", AttributeValue::S("83a4".into()))
+        .send()
+        .await
+        .unwrap();
+}
+
+/// An issues table with a stream, an empty index table, and the stream records of
+/// [`base_table_changes`].
+struct Scenario {
+    sdk: aws_config::SdkConfig,
+    client: aws_sdk_dynamodb::Client,
+    /// The index table's name.
+    index: String,
+    records: Vec<EventRecord>,
+}
+
+impl Scenario {
+    async fn new() -> Scenario {
+        let sdk = sdk();
+        let client = aws_sdk_dynamodb::Client::new(&sdk);
+        let (issues, index) = (unique("issues"), unique("issue-attrib-index"));
+        create_table(&client, &issues, "id", None, true).await;
+        create_table(&client, &index, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
+        base_table_changes(&client, &issues).await;
+        let records = stream_records(&sdk, &client, &issues).await;
+        Scenario {
+            sdk,
+            client,
+            index,
+            records,
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_index_follows_the_base_table_through_duplicate_delivery() {
+    let s = Scenario::new().await;
+    assert_eq!(s.records.len(), 10, "5 inserts, 4 updates, 1 delete");
+
+    let indexer = indexer(&s.sdk, &s.index);
+    let (first, rest) = s.records.split_at(6);
+    // The first batch is delivered twice, as Lambda may.
+    for batch in [first, first, rest] {
+        let response = indexer
+            .handle(event(batch), Deadline::after(Duration::from_secs(60)))
+            .await
+            .unwrap();
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    }
+    assert_eq!(
+        index_rows(&s.client, &s.index).await,
+        [
+            "35e9#3812 | 2023-05-02 | 67d1 | 7",
+            "35e9#3812 | 2023-05-15 | 020e | 1",
+            "35e9#47e5 | Approved | af34 | 3",
+            "35e9#882a | 2023-06-01 | 020e | 1",
+            "35e9#882a | 2023-06-02 | 67d1 | 7",
+            "35e9#882a | 2023-06-30 | af34 | 3",
+            "7b7e#3812 | 2023-04-30 | 3544 | 1",
+        ]
+    );
+
+    // Each entry carries what a grid row needs.
+    let page = s
+        .client
+        .query()
+        .table_name(&s.index)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(":pk", AttributeValue::S("35e9#47e5".into()))
+        .send()
+        .await
+        .unwrap();
+    let item = serde_json::to_value(serde_dynamo::Item::from(page.items()[0].clone())).unwrap();
+    assert_eq!(item["name"], json!({"S": "Girder needs replacing"}));
+    assert_eq!(item["state"], json!({"S": "open"}));
+    assert_eq!(item["entry"], json!({"S": "47e5"}));
+}
+
+#[tokio::test]
+async fn a_poison_record_becomes_the_checkpoint_and_the_retry_finishes_the_batch() {
+    let s = Scenario::new().await;
+    let indexer = indexer(&s.sdk, &s.index);
+
+    // Record 6 (020e's update) arrives without its old image, as from a NEW_IMAGE stream.
+    let mut poisoned = s.records.clone();
+    poisoned[5].change.old_image = serde_dynamo::Item::default();
+    let response = indexer
+        .handle(event(&poisoned), Deadline::after(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let reported: Vec<_> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone().unwrap())
+        .collect();
+    assert_eq!(reported, [s.records[5].change.sequence_number.clone().unwrap()]);
+    // Records before it are indexed; none after it.
+    assert_eq!(index_rows(&s.client, &s.index).await.len(), 6);
+
+    // Lambda redelivers from the checkpoint (this time intact).
+    let response = indexer
+        .handle(event(&s.records[5..]), Deadline::after(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(index_rows(&s.client, &s.index).await.len(), 7);
+}
+
+fn put(table: &str, pk: usize, origin: usize) -> Write {
+    let item = serde_json::from_value(json!({"pk": {"S": format!("k{pk:03}")}, "sk": {"S": "s"}})).unwrap();
+    Write {
+        table: table.into(),
+        op: Op::Put(item),
+        origin,
+    }
+}
+
+#[tokio::test]
+async fn the_writer_chunks_by_25_and_reports_failures_by_origin() {
+    let sdk = sdk();
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let table = unique("writer");
+    create_table(&client, &table, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
+    let writer = Writer::new(&aws_sdk_dynamodb::Config::from(&sdk), WriterConfig::default());
+    let later = Deadline::after(Duration::from_secs(60));
+
+    let report = writer
+        .write((0..60).map(|i| put(&table, i, i)).collect(), later)
+        .await;
+    assert_eq!(
+        (report.writes, report.requests, report.retries, report.failed),
+        (60, 3, 0, 0)
+    );
+    assert_eq!(client.scan().table_name(&table).send().await.unwrap().count(), 60);
+
+    // A missing table is a client error: no retries, and the earliest origin is reported.
+    let mixed = vec![
+        put(&table, 100, 7),
+        put("no-such-table", 1, 5),
+        put(&table, 101, 2),
+    ];
+    let report = writer.write(mixed, later).await;
+    assert_eq!((report.requests, report.retries, report.failed), (1, 0, 3));
+    assert_eq!(report.first_failed_origin, Some(2));
+    assert!(report.first_error.unwrap().contains("ResourceNotFoundException"));
+
+    // Inside the margin before the deadline nothing is sent.
+    let report = writer
+        .write(
+            vec![put(&table, 102, 4)],
+            Deadline::after(Duration::from_millis(500)),
+        )
+        .await;
+    assert_eq!(
+        (report.requests, report.failed, report.first_failed_origin),
+        (0, 1, Some(4))
+    );
+}

@@ -56,7 +56,7 @@ impl SortKey {
         }
     }
 
-    fn into_attribute(self) -> AttributeValue {
+    pub(crate) fn into_attribute(self) -> AttributeValue {
         match self {
             SortKey::Text(s) => AttributeValue::S(s),
             SortKey::Binary(b) => AttributeValue::B(b),
@@ -158,14 +158,6 @@ impl<'a> ImageEntries<'a> {
         for (name, value) in self.base_key.iter().chain(&self.copied) {
             item.insert((*name).to_owned(), (*value).clone());
         }
-        Item::from(item)
-    }
-
-    /// The key item (partition and sort key only) for a delete.
-    pub(crate) fn key_item(&self, key: EntryKey) -> Item {
-        let mut item = HashMap::with_capacity(2);
-        item.insert(self.index.partition_key.clone(), AttributeValue::S(key.pk));
-        item.insert(self.index.sort_key.clone(), key.sk.into_attribute());
         Item::from(item)
     }
 }

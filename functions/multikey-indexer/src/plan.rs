@@ -25,6 +25,7 @@
 //! a missing scope attribute) gets no entry; it is reported in [`Plan::skipped`] and does not stop
 //! the batch.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -180,82 +181,77 @@ impl<'c> Planner<'c> {
                 self.skip(origin, index, member, reason.clone());
             }
         }
-        match (&old, &new) {
-            (None, None) => {}
-            (Some(old), None) => {
-                for m in &old.members {
-                    self.delete(origin, ix, index, old, m);
-                }
+        let none: &[Member<'_>] = &[];
+        let old_members = old.as_ref().map_or(none, |o| &o.members[..]);
+        let new_members = new.as_ref().map_or(none, |n| &n.members[..]);
+        let copied_unchanged = matches!((&old, &new), (Some(o), Some(n)) if o.copied == n.copied);
+        // Members are sorted by id: walk both images in step.
+        let (mut a, mut b) = (old_members.iter().peekable(), new_members.iter().peekable());
+        loop {
+            let order = match (a.peek(), b.peek()) {
+                (None, None) => break,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some(o), Some(n)) => o.id.cmp(&n.id),
+            };
+            let (o, n) = match order {
+                Ordering::Less => (a.next(), None),
+                Ordering::Greater => (None, b.next()),
+                Ordering::Equal => (a.next(), b.next()),
+            };
+            if let (Some(o), Some(n)) = (o, n)
+                && copied_unchanged
+                && o == n
+            {
+                continue;
             }
-            (None, Some(new)) => {
-                for m in &new.members {
-                    self.put(origin, ix, index, new, m);
+            // A member with no key in the old image was never written.
+            let old_key = o.zip(old.as_ref()).and_then(|(o, image)| image.key(o).ok());
+            let new_key = n.zip(new.as_ref()).map(|(n, image)| (n, image, image.key(n)));
+            match new_key {
+                Some((n, image, Ok(key))) => {
+                    if let Some(old_key) = old_key.filter(|k| *k != key) {
+                        self.stage(ix, index, old_key, None, origin);
+                    }
+                    self.stage(ix, index, key, Some((image, n)), origin);
                 }
-            }
-            (Some(old), Some(new)) => {
-                let copied_unchanged = old.copied == new.copied;
-                let old_by_id: HashMap<&str, &Member<'_>> = old.members.iter().map(|m| (&*m.id, m)).collect();
-                for m in &new.members {
-                    match old_by_id.get(&*m.id) {
-                        Some(o) if copied_unchanged && **o == *m => {}
-                        Some(o) => {
-                            let new_key = self.put(origin, ix, index, new, m);
-                            let old_key = old.key(o).ok();
-                            if old_key.is_some() && old_key != new_key {
-                                self.delete(origin, ix, index, old, o);
-                            }
-                        }
-                        None => {
-                            self.put(origin, ix, index, new, m);
-                        }
+                Some((n, _, Err(reason))) => {
+                    self.skip(origin, index, &n.id, reason);
+                    if let Some(old_key) = old_key {
+                        self.stage(ix, index, old_key, None, origin);
                     }
                 }
-                let new_ids: std::collections::HashSet<&str> = new.members.iter().map(|m| &*m.id).collect();
-                for o in old.members.iter().filter(|o| !new_ids.contains(&*o.id)) {
-                    self.delete(origin, ix, index, old, o);
+                None => {
+                    if let Some(old_key) = old_key {
+                        self.stage(ix, index, old_key, None, origin);
+                    }
                 }
             }
         }
     }
 
-    /// Stages a put of `member`'s entry; returns its key, or `None` when it has none.
-    fn put(
+    /// Stages a put of `member`'s entry under `key`, or a delete of `key` when there is none.
+    fn stage(
         &mut self,
-        origin: usize,
         ix: usize,
         index: &Index,
-        image: &ImageEntries<'_>,
-        member: &Member<'_>,
-    ) -> Option<EntryKey> {
-        match image.key(member) {
-            Ok(key) => {
-                let slot = (ix, key.pk.clone(), key.sk.as_bytes().to_vec());
-                let returned = key.clone();
-                let item = image.item(member, key);
-                self.staged.push((slot, write(index, Op::Put(item), origin)));
-                Some(returned)
-            }
-            Err(reason) => {
-                self.skip(origin, index, &member.id, reason);
-                None
-            }
-        }
-    }
-
-    /// Stages a delete of `member`'s entry. A member with no key was never written: nothing to do.
-    fn delete(
-        &mut self,
+        key: EntryKey,
+        member: Option<(&ImageEntries<'_>, &Member<'_>)>,
         origin: usize,
-        ix: usize,
-        index: &Index,
-        image: &ImageEntries<'_>,
-        member: &Member<'_>,
     ) {
-        if let Ok(key) = image.key(member) {
-            let slot = (ix, key.pk.clone(), key.sk.as_bytes().to_vec());
-            self.staged
-                .push((slot, write(index, Op::Delete(image.key_item(key)), origin)));
-        }
+        let slot = (ix, key.pk.clone(), key.sk.as_bytes().to_vec());
+        let op = match member {
+            Some((image, member)) => Op::Put(image.item(member, key)),
+            None => Op::Delete(key_item(index, key)),
+        };
+        self.staged.push((
+            slot,
+            Write {
+                table: Arc::clone(&index.table),
+                op,
+                origin,
+            },
+        ));
     }
 
     fn skip(&mut self, record: usize, index: &Index, member: &str, reason: String) {
@@ -268,12 +264,12 @@ impl<'c> Planner<'c> {
     }
 }
 
-fn write(index: &Index, op: Op, origin: usize) -> Write {
-    Write {
-        table: Arc::clone(&index.table),
-        op,
-        origin,
-    }
+/// The key item (partition and sort key only) for a delete.
+fn key_item(index: &Index, key: EntryKey) -> Item {
+    let mut item = HashMap::with_capacity(2);
+    item.insert(index.partition_key.clone(), AttributeValue::S(key.pk));
+    item.insert(index.sort_key.clone(), key.sk.into_attribute());
+    Item::from(item)
 }
 
 /// Whether every attribute the index reads is the same in both images.

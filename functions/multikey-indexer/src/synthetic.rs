@@ -68,7 +68,7 @@ impl Sim {
 
     fn new_issue(&mut self, slot: usize) -> Item {
         let mut fields = HashMap::new();
-        for _ in 0..4 {
+        for _ in 0..2 {
             let f = FIELDS[self.below(FIELDS.len())];
             let v = self.field_value();
             fields.insert(f.to_owned(), v);

@@ -99,14 +99,14 @@ fn the_fixture_events() {
             r#"put 35e9#47e5 ("Approved", 3, "af34") @4"#,
         ], &[], None),
         ("a value changed: re-key", fixture!("modify-value.json"), &[
-            r#"put 35e9#3812 ("2023-05-15", 1, "020e") @0"#,
             r#"delete 35e9#3812 ("2023-05-01", 1, "020e") @0"#,
+            r#"put 35e9#3812 ("2023-05-15", 1, "020e") @0"#,
         ], &[], None),
         ("a tiebreaker changed: every entry re-keyed", fixture!("modify-tiebreaker.json"), &[
-            r#"put 35e9#3812 ("2023-05-02", 7, "67d1") @0"#,
             r#"delete 35e9#3812 ("2023-05-02", 2, "67d1") @0"#,
-            r#"put 35e9#882a ("2023-06-02", 7, "67d1") @0"#,
+            r#"put 35e9#3812 ("2023-05-02", 7, "67d1") @0"#,
             r#"delete 35e9#882a ("2023-06-02", 2, "67d1") @0"#,
+            r#"put 35e9#882a ("2023-06-02", 7, "67d1") @0"#,
         ], &[], None),
         ("a projected attribute changed: rewritten in place", fixture!("modify-projected.json"), &[
             r#"put 35e9#3fe6 (42, 3, "af34") @0"#,
@@ -114,8 +114,8 @@ fn the_fixture_events() {
         ], &[], None),
         ("nothing the index reads changed", fixture!("modify-unrelated.json"), &[], &[], None),
         ("a field removed and another added", fixture!("modify-fields.json"), &[
-            r#"put 35e9#882a ("2023-06-30", 3, "af34") @0"#,
             r#"delete 35e9#3fe6 (42, 3, "af34") @0"#,
+            r#"put 35e9#882a ("2023-06-30", 3, "af34") @0"#,
         ], &[], None),
         ("remove", fixture!("remove.json"), &[
             r#"delete 35e9#3812 ("2023-05-01", 1, "020e") @0"#,

@@ -122,9 +122,8 @@ fn run_plan(event: &std::path::Path) -> anyhow::Result<ExitCode> {
     let config = multikey_indexer::Config::from_env()?;
     let bytes = std::fs::read(event).with_context(|| format!("cannot read {}", event.display()))?;
     let stdout = BufWriter::new(io::stdout().lock());
-    let plan = sidestream::plan::multikey_indexer(&config.indexes, &bytes, stdout)
+    let plan = sidestream::plan::multikey_indexer(&config.indexes, &bytes, stdout, io::stderr().lock())
         .with_context(|| format!("cannot plan {}", event.display()))?;
-    sidestream::plan::report(&plan, &bytes, io::stderr().lock())?;
     Ok(if plan.stopped.is_some() {
         ExitCode::FAILURE
     } else {

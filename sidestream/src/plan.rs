@@ -10,8 +10,14 @@ use stream_kit::{Event, Op};
 /// Plans `event` (a DynamoDB stream event's JSON) with the multikey indexer's configuration and
 /// writes one JSON object per planned write:
 /// `{"op":"put"|"delete","table":…,"key":{…},"item":{…},"record":N}` (deletes have no `item`;
-/// `record` is the position of the record the write finishes).
-pub fn multikey_indexer(indexes: &Indexes, event: &[u8], mut out: impl Write) -> anyhow::Result<Plan> {
+/// `record` is the position of the record the write finishes). What planning left out or stopped
+/// at goes to `err`, one line each.
+pub fn multikey_indexer(
+    indexes: &Indexes,
+    event: &[u8],
+    mut out: impl Write,
+    err: impl Write,
+) -> anyhow::Result<Plan> {
     let event: Event = serde_json::from_slice(event).context("not a DynamoDB stream event")?;
     let plan = Plan::new(indexes, &event.records);
     for write in &plan.writes {
@@ -39,11 +45,12 @@ pub fn multikey_indexer(indexes: &Indexes, event: &[u8], mut out: impl Write) ->
         out.write_all(b"\n")?;
     }
     out.flush()?;
+    report(&plan, &event, err)?;
     Ok(plan)
 }
 
-/// Describes what planning left out or stopped at, one line each, for stderr.
-pub fn report(plan: &Plan, event: &[u8], mut err: impl Write) -> io::Result<()> {
+/// Describes what planning left out or stopped at, one line each.
+fn report(plan: &Plan, event: &Event, mut err: impl Write) -> io::Result<()> {
     for s in &plan.skipped {
         writeln!(
             err,
@@ -52,13 +59,10 @@ pub fn report(plan: &Plan, event: &[u8], mut err: impl Write) -> io::Result<()> 
         )?;
     }
     if let Some(stopped) = &plan.stopped {
-        let seq = serde_json::from_slice::<Event>(event)
-            .ok()
-            .and_then(|e| {
-                e.records
-                    .get(stopped.record)
-                    .and_then(|r| r.change.sequence_number.clone())
-            })
+        let seq = event
+            .records
+            .get(stopped.record)
+            .and_then(|r| r.change.sequence_number.as_deref())
             .unwrap_or_default();
         writeln!(
             err,

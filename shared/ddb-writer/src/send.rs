@@ -44,11 +44,6 @@ impl Writer {
         }
     }
 
-    /// The writer's settings.
-    pub fn config(&self) -> &WriterConfig {
-        &self.config
-    }
-
     /// Applies `writes`, whose table and key pairs must be distinct, stopping the configured
     /// margin before `deadline`.
     pub async fn write(&self, writes: Vec<Write>, deadline: Deadline) -> Report {

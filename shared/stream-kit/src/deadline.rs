@@ -26,18 +26,8 @@ impl Deadline {
         )
     }
 
-    /// The instant itself.
-    pub fn instant(self) -> Instant {
-        self.0
-    }
-
     /// The instant `margin` before the deadline: when work must stop to leave time to report.
     pub fn less(self, margin: Duration) -> Instant {
         self.0.checked_sub(margin).unwrap_or(self.0)
-    }
-
-    /// Time left until the deadline; zero once it has passed.
-    pub fn remaining(self) -> Duration {
-        self.0.saturating_duration_since(Instant::now())
     }
 }

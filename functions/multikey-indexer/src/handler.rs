@@ -3,7 +3,8 @@
 use aws_lambda_events::event::dynamodb::Event;
 use ddb_writer::{Writer, WriterConfig};
 use stream_kit::{
-    Checkpoint, ConfigError, Deadline, DynamoDbEventResponse, Metric, Metrics, NoCheckpoint, Vars,
+    ConfigError, Deadline, DynamoDbEventResponse, Metric, Metrics, NoCheckpoint, Vars, conclude, earliest,
+    report_poison,
 };
 
 use crate::config::Indexes;
@@ -73,15 +74,7 @@ impl Indexer {
         }
         metrics.add(Metric::SkippedValues, plan.skipped.len() as u64);
         if let Some(stopped) = &plan.stopped {
-            let raw = &records[stopped.record];
-            tracing::error!(
-                record = stopped.record,
-                event_id = %raw.event_id,
-                sequence_number = raw.change.sequence_number.as_deref().unwrap_or(""),
-                error = %stopped.error,
-                "poison record: it cannot be indexed and will be retried until the event source mapping gives up on it"
-            );
-            metrics.add(Metric::PoisonRecords, 1);
+            report_poison(&records, stopped.record, &stopped.error, &mut metrics);
         }
         let (puts, deletes) = plan.counts();
         tracing::debug!(records = records.len(), puts, deletes, "planned");
@@ -92,22 +85,7 @@ impl Indexer {
         metrics.add(Metric::Retries, report.retries);
         metrics.add(Metric::FailedWrites, report.failed);
 
-        let stopped_at = match (plan.stopped.map(|s| s.record), report.first_failed_origin) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        metrics.add(Metric::RecordsDone, stopped_at.unwrap_or(records.len()) as u64);
-        let response = Checkpoint::response(&records, stopped_at);
-        match (&response, stopped_at) {
-            (Ok(r), Some(at)) => tracing::warn!(
-                stopped_at = at,
-                checkpoint = ?r.batch_item_failures.first().and_then(|f| f.item_identifier.as_deref()),
-                "batch stopped early; Lambda resumes from the checkpoint"
-            ),
-            (Err(e), _) => tracing::error!(error = %e, "failing the invocation"),
-            _ => {}
-        }
-        metrics.flush();
-        response
+        let stopped_at = earliest(plan.stopped.map(|s| s.record), report.first_failed_origin);
+        conclude(&records, stopped_at, &mut metrics)
     }
 }

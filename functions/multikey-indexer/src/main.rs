@@ -18,10 +18,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         indexer
             .handle(event.payload, deadline)
             .await
-            .map_err(|e| Diagnostic {
-                error_type: "NoCheckpoint".to_owned(),
-                error_message: e.to_string(),
-            })
+            .map_err(Diagnostic::from)
     }))
     .await
 }

@@ -22,6 +22,8 @@ pub enum Metric {
     PoisonRecords,
     /// Records deliberately not acted on (for example deletes made by users, for the archiver).
     SkippedRecords,
+    /// TTL deletes archived with their keys only, because the stream carries no `OldImage`.
+    KeysOnlyRecords,
     /// Values left out of an index because they cannot be keyed (a nested map, say).
     SkippedValues,
     /// Item writes (puts and deletes) that succeeded.
@@ -36,11 +38,12 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric, in emission order.
-    pub const ALL: [Metric; 9] = [
+    pub const ALL: [Metric; 10] = [
         Metric::RecordsIn,
         Metric::RecordsDone,
         Metric::PoisonRecords,
         Metric::SkippedRecords,
+        Metric::KeysOnlyRecords,
         Metric::SkippedValues,
         Metric::Writes,
         Metric::Requests,
@@ -55,6 +58,7 @@ impl Metric {
             Metric::RecordsDone => "RecordsDone",
             Metric::PoisonRecords => "PoisonRecords",
             Metric::SkippedRecords => "SkippedRecords",
+            Metric::KeysOnlyRecords => "KeysOnlyRecords",
             Metric::SkippedValues => "SkippedValues",
             Metric::Writes => "Writes",
             Metric::Requests => "Requests",

@@ -11,9 +11,13 @@
 //! more is safe because writes are idempotent). When no earlier record has one, the caller must
 //! fail the whole invocation ([`NoCheckpoint`]) so Lambda retries the batch from its start.
 
+use std::fmt::Display;
+
 use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use key_codec::SequenceNumber;
+
+use crate::metrics::{Metric, Metrics};
 
 /// Where a batch resumes: the record and its sequence number.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +74,62 @@ impl Checkpoint {
         }
         Ok(response)
     }
+}
+
+/// Lambda reports a handler error with this `errorType`; the whole batch is then retried.
+impl From<NoCheckpoint> for lambda_runtime::Diagnostic {
+    fn from(e: NoCheckpoint) -> lambda_runtime::Diagnostic {
+        lambda_runtime::Diagnostic {
+            error_type: "NoCheckpoint".to_owned(),
+            error_message: e.to_string(),
+        }
+    }
+}
+
+/// The earlier of two stopping points (where planning stopped, where writing failed).
+pub fn earliest(a: Option<usize>, b: Option<usize>) -> Option<usize> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Logs a record that can never succeed at ERROR, naming it and why, and counts it as
+/// `PoisonRecords`. It stays the batch's checkpoint until the event source mapping gives up on
+/// it (`MaximumRetryAttempts` or `MaximumRecordAgeInSeconds`) and sends it to the on-failure
+/// destination.
+pub fn report_poison(records: &[EventRecord], index: usize, error: &dyn Display, metrics: &mut Metrics) {
+    let raw = records.get(index);
+    tracing::error!(
+        record = index,
+        event_id = raw.map_or("", |r| r.event_id.as_str()),
+        sequence_number = raw.and_then(|r| r.change.sequence_number.as_deref()).unwrap_or(""),
+        error = %error,
+        "poison record: it will be retried until the event source mapping gives up on it"
+    );
+    metrics.add(Metric::PoisonRecords, 1);
+}
+
+/// Ends an invocation that stopped at `stopped_at` (`None`: it finished): counts the records
+/// done, logs the checkpoint (or why there is none), writes the metrics and returns the response.
+pub fn conclude(
+    records: &[EventRecord],
+    stopped_at: Option<usize>,
+    metrics: &mut Metrics,
+) -> Result<DynamoDbEventResponse, NoCheckpoint> {
+    metrics.add(Metric::RecordsDone, stopped_at.unwrap_or(records.len()) as u64);
+    let response = Checkpoint::response(records, stopped_at);
+    match (&response, stopped_at) {
+        (Ok(r), Some(at)) => tracing::warn!(
+            stopped_at = at,
+            checkpoint = ?r.batch_item_failures.first().and_then(|f| f.item_identifier.as_deref()),
+            "batch stopped early; Lambda resumes from the checkpoint"
+        ),
+        (Err(e), _) => tracing::error!(error = %e, "failing the invocation"),
+        _ => {}
+    }
+    metrics.flush();
+    response
 }
 
 #[cfg(test)]

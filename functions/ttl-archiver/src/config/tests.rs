@@ -1,0 +1,72 @@
+//! Tests for reading the archiver's environment.
+
+use std::collections::HashMap;
+
+use stream_kit::Vars;
+
+use super::*;
+
+fn config(pairs: &[(&str, &str)]) -> Result<Config, String> {
+    let env: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let lookup = move |name: &str| env.get(name).cloned();
+    Config::from_vars(&Vars::new(&lookup)).map_err(|e| e.to_string())
+}
+
+#[test]
+fn defaults_need_only_the_bucket() {
+    let c = config(&[("ARCHIVE_BUCKET", "my-archive")]).unwrap();
+    assert_eq!(c.layout, Layout::default());
+    assert_eq!(c.archive.bucket, "my-archive");
+    assert_eq!(c.archive.storage_class, "STANDARD");
+    assert!(!c.archive.force_path_style);
+    assert_eq!(c.archive.deadline_margin, Duration::from_secs(2));
+}
+
+#[test]
+fn values_are_read_and_the_prefix_gets_its_slash() {
+    let c = config(&[
+        ("ARCHIVE_BUCKET", "a.b-c"),
+        ("ARCHIVE_PREFIX", "ttl/archive"),
+        ("ARCHIVE_GZIP_LEVEL", "9"),
+        ("ARCHIVE_STORAGE_CLASS", "GLACIER_IR"),
+        ("S3_FORCE_PATH_STYLE", "true"),
+        ("DEADLINE_MARGIN_MS", "500"),
+    ])
+    .unwrap();
+    assert_eq!(c.layout.prefix, "ttl/archive/");
+    assert_eq!(c.layout.gzip_level, 9);
+    assert_eq!(c.archive.storage_class, "GLACIER_IR");
+    assert!(c.archive.force_path_style);
+    assert_eq!(c.archive.deadline_margin, Duration::from_millis(500));
+    let c = config(&[("ARCHIVE_BUCKET", "abc"), ("ARCHIVE_PREFIX", "x/")]).unwrap();
+    assert_eq!(c.layout.prefix, "x/");
+}
+
+#[test]
+fn errors_name_the_variable_and_the_rule() {
+    let long = "p".repeat(513);
+    #[rustfmt::skip]
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (&[], "environment variable ARCHIVE_BUCKET is not set"),
+        (&[("ARCHIVE_BUCKET", "My_Bucket")], "ARCHIVE_BUCKET is invalid: \"My_Bucket\" is not an S3 bucket name"),
+        (&[("ARCHIVE_BUCKET", "ab")], "ARCHIVE_BUCKET is invalid"),
+        (&[("ARCHIVE_BUCKET", "-abc")], "ARCHIVE_BUCKET is invalid"),
+        (&[("ARCHIVE_BUCKET", "abc"), ("ARCHIVE_PREFIX", "/archive")], "ARCHIVE_PREFIX is invalid: \"/archive\" starts with '/'"),
+        (&[("ARCHIVE_BUCKET", "abc"), ("ARCHIVE_PREFIX", &long)], "ARCHIVE_PREFIX is invalid: 513 bytes is too long: at most 512"),
+        (&[("ARCHIVE_BUCKET", "abc"), ("ARCHIVE_PREFIX", "a\tb")], "contains the control character '\\t'"),
+        (&[("ARCHIVE_BUCKET", "abc"), ("ARCHIVE_GZIP_LEVEL", "0")], "ARCHIVE_GZIP_LEVEL is invalid: \"0\" is not an integer from 1 to 9"),
+        (&[("ARCHIVE_BUCKET", "abc"), ("ARCHIVE_STORAGE_CLASS", "glacier")], "ARCHIVE_STORAGE_CLASS is invalid: \"glacier\" is not one of STANDARD, STANDARD_IA"),
+        (&[("ARCHIVE_BUCKET", "abc"), ("S3_FORCE_PATH_STYLE", "yes")], "S3_FORCE_PATH_STYLE is invalid: \"yes\" is not true or false"),
+        (&[("ARCHIVE_BUCKET", "abc"), ("DEADLINE_MARGIN_MS", "5")], "DEADLINE_MARGIN_MS is invalid"),
+    ];
+    for (env, expected) in cases {
+        let err = config(env).unwrap_err();
+        assert!(
+            err.contains(expected),
+            "{env:?}\n  got: {err}\n  expected: {expected}"
+        );
+    }
+}

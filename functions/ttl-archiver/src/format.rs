@@ -1,0 +1,351 @@
+//! The persisted archive format (version 1): object keys, and the encoding and decoding of lines.
+//!
+//! The crate documentation specifies the format; this module is its only implementation, used by
+//! the function to write archives and by `sidestream archive` to read them back.
+
+use std::io::{self, Read, Write};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use chrono::{Datelike, NaiveDate};
+use flate2::Compression;
+use flate2::read::MultiGzDecoder;
+use flate2::write::GzEncoder;
+use key_codec::SequenceNumber;
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_dynamo::{AttributeValue, Item};
+
+/// The format version, written in every metadata line and on every object.
+pub const VERSION: u32 = 1;
+
+/// The folder, right under the prefix, that holds the metadata objects.
+pub const META_DIR: &str = "_meta";
+
+/// The suffix of every archive object.
+pub const SUFFIX: &str = ".json.gz";
+
+/// A source table and a UTC deletion day: the Hive partition an object lives in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Partition {
+    /// The source table's name.
+    pub table: String,
+    /// The day TTL deleted the items, in UTC.
+    pub date: NaiveDate,
+}
+
+impl Partition {
+    /// `table=…/year=YYYY/month=MM/day=DD/`.
+    pub fn path(&self) -> String {
+        format!(
+            "table={}/year={:04}/month={:02}/day={:02}/",
+            self.table,
+            self.date.year(),
+            self.date.month(),
+            self.date.day()
+        )
+    }
+}
+
+/// An object's name: the first record's sequence number, zero-padded to 40 digits, then `-` and
+/// its `eventID` with everything but ASCII letters, digits and `-` left out.
+pub fn object_name(first: &SequenceNumber, event_id: &str) -> String {
+    let mut name = first.to_fixed_width();
+    let id: String = event_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(128)
+        .collect();
+    if !id.is_empty() {
+        name.push('-');
+        name.push_str(&id);
+    }
+    name
+}
+
+/// The key of an item object.
+pub fn data_key(prefix: &str, partition: &Partition, name: &str) -> String {
+    format!("{prefix}{}{name}{SUFFIX}", partition.path())
+}
+
+/// The key of the metadata object that goes with an item object.
+pub fn meta_key(prefix: &str, partition: &Partition, name: &str) -> String {
+    format!("{prefix}{META_DIR}/{}{name}{SUFFIX}", partition.path())
+}
+
+/// Whether `key` is a metadata object (some folder in it is `_meta`).
+pub fn is_meta_key(key: &str) -> bool {
+    key.split('/').rev().skip(1).any(|segment| segment == META_DIR)
+}
+
+/// The table an archive key's `table=` partition names, if it has one.
+pub fn table_of_key(key: &str) -> Option<&str> {
+    key.split('/').find_map(|segment| segment.strip_prefix("table="))
+}
+
+/// An item as DynamoDB JSON, attributes in byte order of their names (so the same item always
+/// encodes to the same bytes), binary as standard base64.
+#[derive(Debug, Clone, Copy)]
+pub struct DynamoJson<'a>(pub &'a Item);
+
+impl Serialize for DynamoJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serialize_map(self.0.iter(), serializer)
+    }
+}
+
+fn serialize_map<'a, S: Serializer>(
+    entries: impl Iterator<Item = (&'a String, &'a AttributeValue)>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let mut entries: Vec<_> = entries.collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut map = serializer.serialize_map(Some(entries.len()))?;
+    for (name, value) in entries {
+        map.serialize_entry(name, &Typed(value))?;
+    }
+    map.end()
+}
+
+/// One attribute value as DynamoDB JSON: `{"S":"…"}`, `{"N":"…"}`, `{"B":"<base64>"}`, and so on.
+struct Typed<'a>(&'a AttributeValue);
+
+impl Serialize for Typed<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(1))?;
+        match self.0 {
+            AttributeValue::S(s) => map.serialize_entry("S", s)?,
+            AttributeValue::N(n) => map.serialize_entry("N", n)?,
+            AttributeValue::B(b) => map.serialize_entry("B", &BASE64.encode(b))?,
+            AttributeValue::Bool(b) => map.serialize_entry("BOOL", b)?,
+            AttributeValue::Null(n) => map.serialize_entry("NULL", n)?,
+            AttributeValue::Ss(v) => map.serialize_entry("SS", v)?,
+            AttributeValue::Ns(v) => map.serialize_entry("NS", v)?,
+            AttributeValue::Bs(v) => map.serialize_entry("BS", &Base64List(v))?,
+            AttributeValue::M(m) => map.serialize_entry("M", &Members(m))?,
+            AttributeValue::L(l) => map.serialize_entry("L", &List(l))?,
+        }
+        map.end()
+    }
+}
+
+struct Base64List<'a>(&'a [Vec<u8>]);
+
+impl Serialize for Base64List<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for b in self.0 {
+            seq.serialize_element(&BASE64.encode(b))?;
+        }
+        seq.end()
+    }
+}
+
+struct Members<'a>(&'a std::collections::HashMap<String, AttributeValue>);
+
+impl Serialize for Members<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serialize_map(self.0.iter(), serializer)
+    }
+}
+
+struct List<'a>(&'a [AttributeValue]);
+
+impl Serialize for List<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for v in self.0 {
+            seq.serialize_element(&Typed(v))?;
+        }
+        seq.end()
+    }
+}
+
+/// An item line as written: `{"Item":…}`.
+#[derive(Debug, Serialize)]
+pub struct ItemLineRef<'a> {
+    /// The deleted item.
+    #[serde(rename = "Item")]
+    pub item: DynamoJson<'a>,
+}
+
+/// A metadata line as written.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetaLineRef<'a> {
+    /// [`VERSION`].
+    pub v: u32,
+    /// The record's `eventID`.
+    #[serde(rename = "eventID")]
+    pub event_id: &'a str,
+    /// The record's sequence number.
+    pub sequence_number: &'a str,
+    /// When TTL deleted the item (`ApproximateCreationDateTime`), RFC 3339 in UTC.
+    pub deleted_at: &'a str,
+    /// The source table.
+    pub table: &'a str,
+    /// The item's key.
+    pub keys: DynamoJson<'a>,
+    /// Whether only the keys were archived (the stream had no `OldImage`).
+    pub keys_only: bool,
+}
+
+/// A metadata line as read back.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MetaLine {
+    /// The format version.
+    pub v: u32,
+    /// The record's `eventID`.
+    #[serde(rename = "eventID")]
+    pub event_id: String,
+    /// The record's sequence number.
+    pub sequence_number: String,
+    /// When TTL deleted the item, RFC 3339 in UTC.
+    pub deleted_at: String,
+    /// The source table.
+    pub table: String,
+    /// The item's key.
+    pub keys: Item,
+    /// Whether only the keys were archived.
+    pub keys_only: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ItemLine {
+    #[serde(rename = "Item")]
+    item: Item,
+}
+
+/// One line of an archive object, read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Line {
+    /// A line of an item object.
+    Item(Item),
+    /// A line of a metadata object.
+    Meta(MetaLine),
+}
+
+/// Why an archive object cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    /// The object is not gzip, or is truncated.
+    #[error("not a readable gzip stream: {0}")]
+    Gzip(#[source] io::Error),
+    /// A line is neither an item line nor a metadata line.
+    #[error("line {line}: {reason} (expected {{\"Item\":{{…}}}} or a version-{VERSION} metadata line)")]
+    Line {
+        /// The 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A metadata line of a format version this build does not know.
+    #[error("line {line}: archive format version {found}, but this build reads version {VERSION}")]
+    Version {
+        /// The 1-based line number.
+        line: usize,
+        /// The version the line states.
+        found: u32,
+    },
+}
+
+/// Decompresses an archive object and parses its lines.
+pub fn read(object: &[u8]) -> Result<Vec<Line>, FormatError> {
+    let mut text = Vec::with_capacity(object.len().saturating_mul(6));
+    MultiGzDecoder::new(object)
+        .read_to_end(&mut text)
+        .map_err(FormatError::Gzip)?;
+    text.split(|b| *b == b'\n')
+        .enumerate()
+        .filter(|(_, line)| !line.is_empty())
+        .map(|(i, line)| parse_line(i + 1, line))
+        .collect()
+}
+
+/// The one field every metadata line has, read first so a newer version gets its own error.
+#[derive(Deserialize)]
+struct VersionOnly {
+    v: u32,
+}
+
+fn parse_line(line: usize, bytes: &[u8]) -> Result<Line, FormatError> {
+    let bad = |e: serde_json::Error| FormatError::Line {
+        line,
+        reason: e.to_string(),
+    };
+    if bytes.starts_with(b"{\"Item\"") {
+        return serde_json::from_slice::<ItemLine>(bytes)
+            .map(|l| Line::Item(l.item))
+            .map_err(bad);
+    }
+    let VersionOnly { v } = serde_json::from_slice(bytes).map_err(bad)?;
+    if v != VERSION {
+        return Err(FormatError::Version { line, found: v });
+    }
+    serde_json::from_slice::<MetaLine>(bytes)
+        .map(Line::Meta)
+        .map_err(bad)
+}
+
+/// Gzip-compressed JSON lines, built one line at a time.
+pub struct GzLines {
+    encoder: GzEncoder<Vec<u8>>,
+    pending: Vec<u8>,
+    lines: usize,
+    raw_bytes: usize,
+}
+
+/// Lines are handed to the compressor in chunks of about this many bytes.
+const CHUNK: usize = 64 * 1024;
+
+impl GzLines {
+    /// An empty object compressed at `level` (1-9). The gzip header has no file name and a zero
+    /// timestamp, so the same lines always compress to the same bytes.
+    pub fn new(level: u32) -> GzLines {
+        GzLines {
+            encoder: GzEncoder::new(Vec::new(), Compression::new(level.clamp(1, 9))),
+            pending: Vec::with_capacity(CHUNK + 4096),
+            lines: 0,
+            raw_bytes: 0,
+        }
+    }
+
+    /// Appends `value` as one line of JSON.
+    pub fn push(&mut self, value: &impl Serialize) -> io::Result<()> {
+        serde_json::to_writer(&mut self.pending, value)?;
+        self.pending.push(b'\n');
+        self.lines += 1;
+        if self.pending.len() >= CHUNK {
+            self.drain()?;
+        }
+        Ok(())
+    }
+
+    /// Lines pushed so far.
+    pub fn lines(&self) -> usize {
+        self.lines
+    }
+
+    /// Uncompressed bytes pushed so far.
+    pub fn raw_bytes(&self) -> usize {
+        self.raw_bytes + self.pending.len()
+    }
+
+    /// The compressed object.
+    pub fn finish(mut self) -> io::Result<Vec<u8>> {
+        self.drain()?;
+        self.encoder.finish()
+    }
+
+    fn drain(&mut self) -> io::Result<()> {
+        self.encoder.write_all(&self.pending)?;
+        self.raw_bytes += self.pending.len();
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,328 @@
+//! The pure plan: a batch's records in, the compressed archive objects to write out.
+//!
+//! Records are read in order. A TTL delete joins the current run when it shares the run's
+//! partition (table and deletion day), and starts a new run otherwise, so every object holds a
+//! contiguous range of the batch. Anything else (inserts, modifications, deletes made by users)
+//! is skipped and counted. The first record that cannot be read stops the plan: the objects hold
+//! only the records before it, and it becomes the batch's checkpoint.
+//!
+//! Contiguous runs are what make retries safe. The shell writes the objects in order and stops at
+//! the first that fails, so when Lambda redelivers from a checkpoint nothing at or after it has
+//! been written by this invocation, and each redelivered run is named after its own first record.
+//! A batch redelivered from its start (after a timeout, say) rewrites the same names; a batch
+//! that Lambda bisects writes its first half under the original name (replacing the longer
+//! object) and its second half under the name of the second half's first record.
+
+use std::fmt;
+
+use aws_lambda_events::event::dynamodb::EventRecord;
+use chrono::{DateTime, SecondsFormat, Utc};
+use key_codec::SequenceNumber;
+use stream_kit::{ChangeKind, Image, Record, RecordError};
+
+use crate::config::Layout;
+use crate::format::{
+    self, DynamoJson, GzLines, ItemLineRef, MetaLineRef, Partition, data_key, meta_key, object_name,
+};
+
+/// One archive object pair to write: the items and their metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Object {
+    /// The table and day.
+    pub partition: Partition,
+    /// The item object's key.
+    pub data_key: String,
+    /// The metadata object's key.
+    pub meta_key: String,
+    /// The item object: gzip, `{"Item":…}` lines.
+    pub data: Vec<u8>,
+    /// The metadata object: gzip, one line per record.
+    pub meta: Vec<u8>,
+    /// Position in the batch of the run's first record (the checkpoint if this object fails).
+    pub first_record: usize,
+    /// Position in the batch of the run's last record.
+    pub last_record: usize,
+    /// The first record's sequence number.
+    pub first_sequence_number: String,
+    /// The last record's sequence number.
+    pub last_sequence_number: String,
+    /// Records archived (item lines plus keys-only records).
+    pub records: usize,
+    /// Item lines.
+    pub items: usize,
+    /// Uncompressed bytes of the item object.
+    pub raw_bytes: usize,
+}
+
+/// Why a record was not archived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkipReason {
+    /// An INSERT or MODIFY.
+    NotRemove(ChangeKind),
+    /// A REMOVE made by a user or application, not by TTL.
+    UserDelete {
+        /// Who deleted it, as the record states (`type/principalId`), if it does.
+        identity: Option<String>,
+    },
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SkipReason::NotRemove(kind) => write!(f, "{kind} record, not a delete"),
+            SkipReason::UserDelete { identity: None } => {
+                f.write_str("REMOVE made by a user or application (no userIdentity), not by TTL")
+            }
+            SkipReason::UserDelete { identity: Some(id) } => write!(f, "REMOVE made by {id}, not by TTL"),
+        }
+    }
+}
+
+/// A record deliberately not archived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// Its position in the batch.
+    pub record: usize,
+    /// Why.
+    pub reason: SkipReason,
+}
+
+/// Why a TTL delete cannot be archived. None of these go away on retry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// The record itself is malformed (unknown eventName, no Keys).
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// No usable sequence number, so the record can neither name an object nor be a checkpoint.
+    #[error("SequenceNumber {0:?} is not a stream sequence number (1-40 decimal digits)")]
+    SequenceNumber(String),
+    /// The source table cannot be read from `eventSourceARN`.
+    #[error(
+        "eventSourceARN {0:?} does not name a DynamoDB table (arn:aws:dynamodb:…:table/NAME/stream/…); \
+         the archive is partitioned by source table"
+    )]
+    SourceTable(String),
+    /// No `ApproximateCreationDateTime`.
+    #[error("the record has no ApproximateCreationDateTime; the archive is partitioned by deletion day")]
+    DeletionTime,
+    /// An object could not be encoded (only out of memory can cause this).
+    #[error("cannot encode the archive: {0}")]
+    Encode(String),
+}
+
+/// The record the plan stopped at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stopped {
+    /// Its position in the batch.
+    pub record: usize,
+    /// Why it cannot be archived.
+    pub error: PlanError,
+}
+
+/// What to write for a batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// The objects, in stream order of their runs.
+    pub objects: Vec<Object>,
+    /// Records skipped, in order.
+    pub skipped: Vec<Skipped>,
+    /// TTL deletes archived with their keys only (no `OldImage` in the stream).
+    pub keys_only: Vec<usize>,
+    /// The first record that cannot be archived, if any; nothing at or after it is planned.
+    pub stopped: Option<Stopped>,
+}
+
+impl Plan {
+    /// Plans a batch.
+    pub fn new(layout: &Layout, records: &[EventRecord]) -> Plan {
+        let mut plan = Plan::default();
+        let mut run: Option<Run> = None;
+        for (i, raw) in records.iter().enumerate() {
+            let step = match read(raw) {
+                Ok(Some(ttl)) => extend(&mut run, &mut plan, layout, i, &ttl),
+                Ok(None) => {
+                    plan.skipped.push(Skipped {
+                        record: i,
+                        reason: skip_reason(raw),
+                    });
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(error) = step {
+                plan.stopped = Some(Stopped { record: i, error });
+                break;
+            }
+        }
+        if let Some(run) = run {
+            // Finishing can only fail for want of memory; the run's first record then stops the batch.
+            match run.finish() {
+                Ok(object) => plan.objects.push(object),
+                Err((record, error)) => {
+                    plan.stopped = Some(Stopped { record, error });
+                }
+            }
+        }
+        plan
+    }
+}
+
+/// A TTL delete, read and checked.
+struct TtlDelete<'a> {
+    record: Record<'a>,
+    partition: Partition,
+    sequence_number: SequenceNumber,
+    deleted_at: DateTime<Utc>,
+}
+
+/// Reads a record: `None` when it is not a TTL delete.
+fn read(raw: &EventRecord) -> Result<Option<TtlDelete<'_>>, PlanError> {
+    let record = Record::new(raw)?;
+    if !record.is_ttl_delete() {
+        return Ok(None);
+    }
+    record.keys()?;
+    let seq = record.sequence_number().unwrap_or_default();
+    let sequence_number =
+        SequenceNumber::parse(seq).map_err(|_| PlanError::SequenceNumber(seq.to_owned()))?;
+    let arn = raw.event_source_arn.as_deref().unwrap_or_default();
+    let table = table_of_arn(arn).ok_or_else(|| PlanError::SourceTable(arn.to_owned()))?;
+    let deleted_at = raw.change.approximate_creation_date_time;
+    if deleted_at == DateTime::UNIX_EPOCH {
+        return Err(PlanError::DeletionTime);
+    }
+    Ok(Some(TtlDelete {
+        record,
+        partition: Partition {
+            table: table.to_owned(),
+            date: deleted_at.date_naive(),
+        },
+        sequence_number,
+        deleted_at,
+    }))
+}
+
+/// The table name in a stream ARN (`arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL`),
+/// when it is a valid DynamoDB table name (3-255 of `A-Z a-z 0-9 _ - .`), so it is safe in a key.
+pub fn table_of_arn(arn: &str) -> Option<&str> {
+    let (_, rest) = arn.split_once(":table/")?;
+    let name = rest.split('/').next()?;
+    let valid = (3..=255).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    valid.then_some(name)
+}
+
+fn skip_reason(raw: &EventRecord) -> SkipReason {
+    match Record::new(raw).map(|r| r.kind()) {
+        Ok(kind @ (ChangeKind::Insert | ChangeKind::Modify)) => SkipReason::NotRemove(kind),
+        _ => SkipReason::UserDelete {
+            identity: raw
+                .user_identity
+                .as_ref()
+                .map(|id| format!("{}/{}", id.type_, id.principal_id)),
+        },
+    }
+}
+
+/// Adds a TTL delete to the current run, or closes the run and opens a new one.
+fn extend(
+    run: &mut Option<Run>,
+    plan: &mut Plan,
+    layout: &Layout,
+    i: usize,
+    ttl: &TtlDelete<'_>,
+) -> Result<(), PlanError> {
+    if let Some(done) = run.take_if(|r| r.partition != ttl.partition) {
+        plan.objects.push(done.finish().map_err(|(_, e)| e)?);
+    }
+    let current = run.get_or_insert_with(|| Run::new(layout, i, ttl));
+    let keys_only = current
+        .push(i, ttl)
+        .map_err(|e| PlanError::Encode(e.to_string()))?;
+    if keys_only {
+        plan.keys_only.push(i);
+    }
+    Ok(())
+}
+
+/// An object being built.
+struct Run {
+    partition: Partition,
+    data_key: String,
+    meta_key: String,
+    data: GzLines,
+    meta: GzLines,
+    first_record: usize,
+    last_record: usize,
+    first_sequence_number: String,
+    last_sequence_number: String,
+}
+
+impl Run {
+    fn new(layout: &Layout, i: usize, first: &TtlDelete<'_>) -> Run {
+        let name = object_name(&first.sequence_number, &first.record.raw().event_id);
+        Run {
+            data_key: data_key(&layout.prefix, &first.partition, &name),
+            meta_key: meta_key(&layout.prefix, &first.partition, &name),
+            partition: first.partition.clone(),
+            data: GzLines::new(layout.gzip_level),
+            meta: GzLines::new(layout.gzip_level),
+            first_record: i,
+            last_record: i,
+            first_sequence_number: first.sequence_number.as_str().to_owned(),
+            last_sequence_number: String::new(),
+        }
+    }
+
+    /// Appends a record; returns whether it was archived with its keys only.
+    fn push(&mut self, i: usize, ttl: &TtlDelete<'_>) -> std::io::Result<bool> {
+        let raw = ttl.record.raw();
+        let old = ttl.record.image(Image::Old).ok();
+        if let Some(item) = old {
+            self.data.push(&ItemLineRef {
+                item: DynamoJson(item),
+            })?;
+        }
+        let deleted_at = ttl.deleted_at.to_rfc3339_opts(SecondsFormat::AutoSi, true);
+        self.meta.push(&MetaLineRef {
+            v: format::VERSION,
+            event_id: &raw.event_id,
+            sequence_number: ttl.sequence_number.as_str(),
+            deleted_at: &deleted_at,
+            table: &ttl.partition.table,
+            keys: DynamoJson(&raw.change.keys),
+            keys_only: old.is_none(),
+        })?;
+        self.last_record = i;
+        ttl.sequence_number
+            .as_str()
+            .clone_into(&mut self.last_sequence_number);
+        Ok(old.is_none())
+    }
+
+    fn finish(self) -> Result<Object, (usize, PlanError)> {
+        let fail = |e: std::io::Error| (self.first_record, PlanError::Encode(e.to_string()));
+        let (records, items, raw_bytes) = (self.meta.lines(), self.data.lines(), self.data.raw_bytes());
+        let data = self.data.finish().map_err(fail)?;
+        let meta = self.meta.finish().map_err(fail)?;
+        Ok(Object {
+            partition: self.partition,
+            data_key: self.data_key,
+            meta_key: self.meta_key,
+            data,
+            meta,
+            first_record: self.first_record,
+            last_record: self.last_record,
+            first_sequence_number: self.first_sequence_number,
+            last_sequence_number: self.last_sequence_number,
+            records,
+            items,
+            raw_bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

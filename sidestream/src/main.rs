@@ -1,12 +1,14 @@
 //! `sidestream`: the command line. Parses arguments and hands each subcommand stdin and stdout.
 
 use std::io::{self, BufWriter};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use sidestream::archive;
 use sidestream::key::{self, KeyOptions};
+use stream_kit::Vars;
 
 /// Sidestream: DynamoDB stream processing toolkit.
 #[derive(Debug, Parser)]
@@ -23,15 +25,52 @@ enum Command {
     Key(KeyCommand),
     /// Runs a function's planning step on an event file, without touching AWS.
     ///
-    /// Configuration comes from the same environment variables as the Lambda (for the
-    /// multikey-indexer, `MULTIKEY_INDEXES`). Prints one JSON object per planned write; values left
-    /// out and the record planning stopped at go to stderr, and a stop exits with status 1.
+    /// Configuration comes from the same environment variables as the Lambda (multikey-indexer:
+    /// `MULTIKEY_INDEXES`; ttl-archiver: `ARCHIVE_PREFIX`, `ARCHIVE_GZIP_LEVEL`). Prints one JSON
+    /// object per planned write (multikey-indexer) or per archive object (ttl-archiver); what is
+    /// left out and the record planning stopped at go to stderr, and a stop exits with status 1.
     Plan {
         /// The function whose plan to run.
         function: Function,
         /// A DynamoDB stream event (`{"Records":[…]}`), as Lambda delivers it.
         #[arg(long, value_name = "FILE")]
         event: PathBuf,
+        /// ttl-archiver: also write the archive objects under DIR, at their keys.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+    /// The ttl-archiver's archives: read them, restore them.
+    ///
+    /// S3 and DynamoDB are reached with the usual AWS configuration (`AWS_PROFILE`, `AWS_REGION`,
+    /// `AWS_ENDPOINT_URL` for an emulator); set `S3_FORCE_PATH_STYLE=true` for emulators that
+    /// need it.
+    #[command(subcommand)]
+    Archive(ArchiveCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ArchiveCommand {
+    /// Prints an archive object as plain JSON lines: items as ordinary JSON (sets as arrays,
+    /// binary as base64, numbers exact), metadata lines with their keys likewise.
+    Cat {
+        /// `s3://BUCKET/KEY`, or a local file.
+        source: String,
+        /// Print the lines as archived, in DynamoDB JSON.
+        #[arg(long)]
+        typed: bool,
+    },
+    /// Puts the items archived under a prefix back into an existing table, object by object in
+    /// key order, replacing items with the same key. Progress goes to stderr.
+    Restore {
+        /// The archive bucket.
+        #[arg(long)]
+        bucket: String,
+        /// The key prefix to restore, for example `archive/table=issues/` or a single day.
+        #[arg(long)]
+        prefix: String,
+        /// The table to put the items into.
+        #[arg(long)]
+        table: String,
     },
 }
 
@@ -39,6 +78,8 @@ enum Command {
 enum Function {
     /// The multikey index.
     MultikeyIndexer,
+    /// The TTL archive.
+    TtlArchiver,
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,10 +130,8 @@ impl Form {
 fn main() -> anyhow::Result<ExitCode> {
     match Cli::parse().command {
         Command::Key(command) => run_key(command),
-        Command::Plan {
-            function: Function::MultikeyIndexer,
-            event,
-        } => run_plan(&event),
+        Command::Plan { function, event, out } => run_plan(function, &event, out.as_deref()),
+        Command::Archive(command) => run_archive(command),
     }
 }
 
@@ -118,15 +157,61 @@ fn run_key(command: KeyCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn run_plan(event: &std::path::Path) -> anyhow::Result<ExitCode> {
-    let config = multikey_indexer::Config::from_env()?;
+fn run_plan(function: Function, event: &Path, out: Option<&Path>) -> anyhow::Result<ExitCode> {
     let bytes = std::fs::read(event).with_context(|| format!("cannot read {}", event.display()))?;
-    let stdout = BufWriter::new(io::stdout().lock());
-    let plan = sidestream::plan::multikey_indexer(&config.indexes, &bytes, stdout, io::stderr().lock())
-        .with_context(|| format!("cannot plan {}", event.display()))?;
-    Ok(if plan.stopped.is_some() {
+    let (stdout, stderr) = (BufWriter::new(io::stdout().lock()), io::stderr().lock());
+    let stopped = match function {
+        Function::MultikeyIndexer => {
+            anyhow::ensure!(out.is_none(), "--out is for the ttl-archiver's objects");
+            let config = multikey_indexer::Config::from_env()?;
+            let plan = sidestream::plan::multikey_indexer(&config.indexes, &bytes, stdout, stderr)
+                .with_context(|| format!("cannot plan {}", event.display()))?;
+            plan.stopped.is_some()
+        }
+        Function::TtlArchiver => {
+            let layout = ttl_archiver::Layout::from_vars(&Vars::new(&Vars::process_lookup))?;
+            let plan = sidestream::plan::ttl_archiver(&layout, &bytes, out, stdout, stderr)
+                .with_context(|| format!("cannot plan {}", event.display()))?;
+            plan.stopped.is_some()
+        }
+    };
+    Ok(if stopped {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    })
+}
+
+fn run_archive(command: ArchiveCommand) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let path_style = Vars::new(&Vars::process_lookup)
+            .optional("S3_FORCE_PATH_STYLE")
+            .is_some_and(|v| v == "true" || v == "1");
+        let s3 = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(&sdk)
+                .force_path_style(path_style)
+                .build(),
+        );
+        match command {
+            ArchiveCommand::Cat { source, typed } => {
+                let bytes = archive::Source::parse(&source)?.fetch(&s3).await?;
+                archive::cat(&bytes, BufWriter::new(io::stdout().lock()), typed)
+                    .with_context(|| format!("cannot read {source}"))?;
+            }
+            ArchiveCommand::Restore {
+                bucket,
+                prefix,
+                table,
+            } => {
+                let dynamodb = aws_sdk_dynamodb::Config::from(&sdk);
+                archive::restore(&s3, &dynamodb, &bucket, &prefix, &table, io::stderr().lock()).await?;
+            }
+        }
+        Ok(ExitCode::SUCCESS)
     })
 }

@@ -1,11 +1,13 @@
 //! `sidestream plan <function>`: a function's planning step on an event file, without AWS.
 
 use std::io::{self, Write};
+use std::path::Path;
 
 use anyhow::Context as _;
 use multikey_indexer::{Indexes, Plan};
 use serde_json::{Map, Value, json};
 use stream_kit::{Event, Op};
+use ttl_archiver::Layout;
 
 /// Plans `event` (a DynamoDB stream event's JSON) with the multikey indexer's configuration and
 /// writes one JSON object per planned write:
@@ -59,16 +61,82 @@ fn report(plan: &Plan, event: &Event, mut err: impl Write) -> io::Result<()> {
         )?;
     }
     if let Some(stopped) = &plan.stopped {
-        let seq = event
-            .records
-            .get(stopped.record)
-            .and_then(|r| r.change.sequence_number.as_deref())
-            .unwrap_or_default();
-        writeln!(
-            err,
-            "sidestream: planning stopped at record {} (SequenceNumber {seq:?}): {}; the Lambda would report it in batchItemFailures",
-            stopped.record, stopped.error
-        )?;
+        report_stop(event, stopped.record, &stopped.error, err)?;
     }
     Ok(())
+}
+
+/// Describes the record planning stopped at.
+fn report_stop(
+    event: &Event,
+    record: usize,
+    error: &dyn std::fmt::Display,
+    mut err: impl Write,
+) -> io::Result<()> {
+    let seq = event
+        .records
+        .get(record)
+        .and_then(|r| r.change.sequence_number.as_deref())
+        .unwrap_or_default();
+    writeln!(
+        err,
+        "sidestream: planning stopped at record {record} (SequenceNumber {seq:?}): {error}; the Lambda would report it in batchItemFailures"
+    )
+}
+
+/// Plans `event` with the ttl-archiver's layout and writes one JSON object per object pair it
+/// would upload: `{"key":…,"metaKey":…,"records":N,"items":N,"keysOnly":N,"bytes":N,
+/// "rawBytes":N,"metaBytes":N,"firstRecord":N,"lastRecord":N,"firstSequenceNumber":…,
+/// "lastSequenceNumber":…}`. With `out_dir`, also writes each object to `out_dir/<key>`, for
+/// `sidestream archive cat`. Skipped records, keys-only records and the record planning stopped
+/// at go to `err`, one line each.
+pub fn ttl_archiver(
+    layout: &Layout,
+    event: &[u8],
+    out_dir: Option<&Path>,
+    mut out: impl Write,
+    mut err: impl Write,
+) -> anyhow::Result<ttl_archiver::Plan> {
+    let event: Event = serde_json::from_slice(event).context("not a DynamoDB stream event")?;
+    let plan = ttl_archiver::Plan::new(layout, &event.records);
+    for o in &plan.objects {
+        let keys_only = plan
+            .keys_only
+            .iter()
+            .filter(|&&i| (o.first_record..=o.last_record).contains(&i))
+            .count();
+        let line = json!({
+            "key": o.data_key, "metaKey": o.meta_key, "records": o.records, "items": o.items,
+            "keysOnly": keys_only, "bytes": o.data.len(), "rawBytes": o.raw_bytes, "metaBytes": o.meta.len(),
+            "firstRecord": o.first_record, "lastRecord": o.last_record,
+            "firstSequenceNumber": o.first_sequence_number, "lastSequenceNumber": o.last_sequence_number,
+        });
+        serde_json::to_writer(&mut out, &line)?;
+        out.write_all(b"\n")?;
+        if let Some(dir) = out_dir {
+            let data = (o.items > 0).then_some((&o.data_key, &o.data));
+            for (key, body) in data.into_iter().chain([(&o.meta_key, &o.meta)]) {
+                let path = dir.join(key);
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)
+                        .with_context(|| format!("cannot create {}", parent.display()))?;
+                }
+                std::fs::write(&path, body).with_context(|| format!("cannot write {}", path.display()))?;
+            }
+        }
+    }
+    out.flush()?;
+    for s in &plan.skipped {
+        writeln!(err, "sidestream: record {} not archived: {}", s.record, s.reason)?;
+    }
+    for i in &plan.keys_only {
+        writeln!(
+            err,
+            "sidestream: record {i} has no OldImage: only its keys are archived (keysOnly), in the metadata object"
+        )?;
+    }
+    if let Some(stopped) = &plan.stopped {
+        report_stop(&event, stopped.record, &stopped.error, err)?;
+    }
+    Ok(plan)
 }

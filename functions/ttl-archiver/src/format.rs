@@ -169,10 +169,11 @@ pub struct ItemLineRef<'a> {
     pub item: DynamoJson<'a>,
 }
 
-/// A metadata line as written.
+/// A metadata line as written, with its keys in DynamoDB JSON ([`DynamoJson`]) or, for display,
+/// in any other form.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct MetaLineRef<'a> {
+pub struct MetaLineRef<'a, K> {
     /// [`VERSION`].
     pub v: u32,
     /// The record's `eventID`.
@@ -185,7 +186,7 @@ pub struct MetaLineRef<'a> {
     /// The source table.
     pub table: &'a str,
     /// The item's key.
-    pub keys: DynamoJson<'a>,
+    pub keys: K,
     /// Whether only the keys were archived (the stream had no `OldImage`).
     pub keys_only: bool,
 }
@@ -209,6 +210,21 @@ pub struct MetaLine {
     pub keys: Item,
     /// Whether only the keys were archived.
     pub keys_only: bool,
+}
+
+impl MetaLine {
+    /// The line for writing, with `keys` in place of the line's own.
+    pub fn with_keys<K>(&self, keys: K) -> MetaLineRef<'_, K> {
+        MetaLineRef {
+            v: self.v,
+            event_id: &self.event_id,
+            sequence_number: &self.sequence_number,
+            deleted_at: &self.deleted_at,
+            table: &self.table,
+            keys,
+            keys_only: self.keys_only,
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -94,21 +94,22 @@ impl Archiver {
                 break;
             }
             let (data_key, records_in_run) = (object.data_key.clone(), object.records);
-            metrics.add(Metric::Requests, 2);
+            let requests = if object.items == 0 { 1 } else { 2 };
+            metrics.add(Metric::Requests, requests);
             match Box::pin(tokio::time::timeout_at(stop_by, self.put(object))).await {
                 Ok(Ok(())) => {
-                    metrics.add(Metric::Writes, 2);
+                    metrics.add(Metric::Writes, requests);
                     tracing::debug!(key = %data_key, records = records_in_run, "archived");
                 }
                 Ok(Err(error)) => {
                     tracing::error!(key = %data_key, bucket = %self.bucket, %error, "upload failed");
-                    metrics.add(Metric::FailedWrites, 2);
+                    metrics.add(Metric::FailedWrites, requests);
                     failed_at = Some(first);
                     break;
                 }
                 Err(_) => {
                     tracing::error!(key = %data_key, "upload did not finish before the deadline margin");
-                    metrics.add(Metric::FailedWrites, 2);
+                    metrics.add(Metric::FailedWrites, requests);
                     failed_at = Some(first);
                     break;
                 }
@@ -122,7 +123,8 @@ impl Archiver {
         )
     }
 
-    /// Uploads a run's item and metadata objects, concurrently.
+    /// Uploads a run's item and metadata objects, concurrently. A run of keys-only records has
+    /// no items, and no item object: an empty object would only clutter the importable tree.
     async fn put(&self, object: Object) -> Result<(), String> {
         let records = object.records.to_string();
         let request = |key: String, body: Vec<u8>| {
@@ -139,12 +141,22 @@ impl Archiver {
                 .metadata("records", &records)
                 .send()
         };
-        let (data, meta) = tokio::join!(
-            request(object.data_key.clone(), object.data),
+        let data = async {
+            if object.items == 0 {
+                return Ok(());
+            }
+            request(object.data_key.clone(), object.data)
+                .await
+                .map(drop)
+                .map_err(|e| format!("PutObject {}: {}", object.data_key, DisplayErrorContext(&e)))
+        };
+        let meta = async {
             request(object.meta_key.clone(), object.meta)
-        );
-        data.map_err(|e| format!("PutObject {}: {}", object.data_key, DisplayErrorContext(&e)))?;
-        meta.map_err(|e| format!("PutObject {}: {}", object.meta_key, DisplayErrorContext(&e)))?;
-        Ok(())
+                .await
+                .map(drop)
+                .map_err(|e| format!("PutObject {}: {}", object.meta_key, DisplayErrorContext(&e)))
+        };
+        let (data, meta) = tokio::join!(data, meta);
+        data.and(meta)
     }
 }

@@ -41,7 +41,8 @@
 //! - A REMOVE without an `OldImage` (the stream's view type is `KEYS_ONLY`) has no item to write:
 //!   its keys are archived in the metadata with `"keysOnly":true`, it gets no item line (an item
 //!   of keys alone would restore as a stub), and it is logged at WARN and counted as
-//!   `KeysOnlyRecords`.
+//!   `KeysOnlyRecords`. A run of nothing but such records has a metadata object and no item
+//!   object.
 //! - Object metadata: `x-amz-meta-sidestream-archive: 1` (the format version), and the run's
 //!   first and last sequence numbers and record count. Storage class: `ARCHIVE_STORAGE_CLASS`.
 //!

@@ -2,7 +2,7 @@
 //!
 //! [`ttl_batch`] yields REMOVE records made by TTL, each with the deleted item in `OldImage`:
 //! session-like items with a string key, numbers, a map of attributes, a list, a string set, a
-//! boolean and the TTL attribute itself, about 600 bytes of event JSON per record. Deletion times
+//! boolean and the TTL attribute itself, about 1 KB of event JSON per record. Deletion times
 //! advance by `step_secs` per record from `start_epoch`. The same seed always gives the same batch.
 
 use std::collections::HashMap;

@@ -1,0 +1,366 @@
+//! The TTL archiver end to end against moto S3: the objects a batch uploads and their exact
+//! lines, a rejected upload becoming the checkpoint, and archive → restore → the same items.
+//!
+//! moto never expires items, so the TTL deletes here are the fixture events (which carry the
+//! DynamoDB service's `userIdentity`, as AWS's do) and synthetic batches.
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::ScalarAttributeType;
+use serde_json::{Value, json};
+use sidestream::archive::{self, Source};
+use stream_kit::{Deadline, Event, EventRecord, Metrics};
+use ttl_archiver::config::ArchiveConfig;
+use ttl_archiver::{Archiver, Config, Layout, synthetic};
+
+use crate::moto::{create_table, sdk, unique};
+
+macro_rules! fixture {
+    ($name:literal) => {
+        serde_json::from_str::<Event>(include_str!(concat!("../../events/ttl-archiver/", $name))).unwrap()
+    };
+}
+
+fn s3_client() -> aws_sdk_s3::Client {
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk())
+            .force_path_style(true)
+            .build(),
+    )
+}
+
+fn archiver(bucket: &str) -> Archiver {
+    let config = Config {
+        layout: Layout {
+            prefix: "archive/".to_owned(),
+            gzip_level: 6,
+        },
+        archive: ArchiveConfig {
+            bucket: bucket.to_owned(),
+            storage_class: "STANDARD".to_owned(),
+            force_path_style: true,
+            deadline_margin: Duration::from_millis(500),
+        },
+        metrics: Metrics::new("Sidestream", "ttl-archiver-test"),
+    };
+    let s3 = Archiver::s3_config(&config, &sdk());
+    Archiver::new(config, s3)
+}
+
+async fn bucket(s3: &aws_sdk_s3::Client) -> String {
+    let name = unique("archive");
+    s3.create_bucket().bucket(&name).send().await.unwrap();
+    name
+}
+
+/// Every object in the bucket: key → decompressed lines as JSON.
+async fn objects(s3: &aws_sdk_s3::Client, bucket: &str) -> BTreeMap<String, Vec<Value>> {
+    let listed = s3.list_objects_v2().bucket(bucket).send().await.unwrap();
+    let mut out = BTreeMap::new();
+    for key in listed.contents().iter().filter_map(|o| o.key()) {
+        let got = s3.get_object().bucket(bucket).key(key).send().await.unwrap();
+        let gz = got.body.collect().await.unwrap().into_bytes();
+        let mut text = String::new();
+        flate2::read::MultiGzDecoder::new(&gz[..])
+            .read_to_string(&mut text)
+            .unwrap();
+        let lines = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        out.insert(key.to_owned(), lines);
+    }
+    out
+}
+
+fn deadline() -> Deadline {
+    Deadline::after(Duration::from_secs(60))
+}
+
+fn failures(response: &stream_kit::DynamoDbEventResponse) -> Vec<String> {
+    response
+        .batch_item_failures
+        .iter()
+        .filter_map(|f| f.item_identifier.clone())
+        .collect()
+}
+
+/// The mixed fixture uploads exactly its three TTL deletes, as two runs (two deletion days), and
+/// a redelivery of the batch leaves the same objects.
+#[tokio::test]
+async fn a_batch_uploads_exactly_its_ttl_deletes() {
+    let s3 = s3_client();
+    let bucket = bucket(&s3).await;
+    let archiver = archiver(&bucket);
+    let event = fixture!("mixed.json");
+    let response = archiver.handle(event.clone(), deadline()).await.unwrap();
+    assert_eq!(failures(&response), Vec::<String>::new());
+
+    let raw: Value = serde_json::to_value(&event).unwrap();
+    let old = |i: usize| json!({"Item": raw["Records"][i]["dynamodb"]["OldImage"]});
+    let meta = |i: usize, at: &str| {
+        let r = &raw["Records"][i];
+        json!({"v": 1, "eventID": r["eventID"], "sequenceNumber": r["dynamodb"]["SequenceNumber"],
+               "deletedAt": at, "table": "issues", "keys": r["dynamodb"]["Keys"], "keysOnly": false})
+    };
+    let day20 =
+        "table=issues/year=2026/month=11/day=20/0000000000000000000400000000000000000011-e0011.json.gz";
+    let day21 =
+        "table=issues/year=2026/month=11/day=21/0000000000000000000400000000000000000017-e0017.json.gz";
+    let expected = BTreeMap::from([
+        (format!("archive/{day20}"), vec![old(1), old(6)]),
+        (format!("archive/{day21}"), vec![old(7)]),
+        (
+            format!("archive/_meta/{day20}"),
+            vec![meta(1, "2026-11-20T10:00:00Z"), meta(6, "2026-11-20T10:05:00Z")],
+        ),
+        (
+            format!("archive/_meta/{day21}"),
+            vec![meta(7, "2026-11-21T01:40:00Z")],
+        ),
+    ]);
+    assert_eq!(objects(&s3, &bucket).await, expected);
+
+    let head = s3
+        .head_object()
+        .bucket(&bucket)
+        .key(format!("archive/{day20}"))
+        .send()
+        .await
+        .unwrap();
+    let metadata = head.metadata().unwrap();
+    assert_eq!(
+        (
+            metadata.get("sidestream-archive").map(String::as_str),
+            metadata.get("records").map(String::as_str),
+            metadata.get("last-sequence-number").map(String::as_str),
+        ),
+        (Some("1"), Some("2"), Some("400000000000000000016"))
+    );
+
+    let again = archiver.handle(event, deadline()).await.unwrap();
+    assert_eq!(failures(&again), Vec::<String>::new());
+    assert_eq!(
+        objects(&s3, &bucket).await,
+        expected,
+        "a redelivery overwrites its own objects"
+    );
+}
+
+/// When S3 rejects the upload (here: the bucket does not exist), the batch reports the first
+/// record of that object; the user delete before it counts as done.
+#[tokio::test]
+async fn a_rejected_upload_reports_its_first_record() {
+    let archiver = archiver(&unique("missing-bucket"));
+    let response = archiver.handle(fixture!("mixed.json"), deadline()).await.unwrap();
+    assert_eq!(failures(&response), ["400000000000000000011"]);
+}
+
+/// A poison record: the objects before it are uploaded, and it becomes the checkpoint.
+#[tokio::test]
+async fn a_poison_record_is_the_checkpoint_after_the_runs_before_it() {
+    let s3 = s3_client();
+    let bucket = bucket(&s3).await;
+    let response = archiver(&bucket)
+        .handle(fixture!("poison.json"), deadline())
+        .await
+        .unwrap();
+    assert_eq!(failures(&response), ["400000000000000000041"]);
+    let keys: Vec<String> = objects(&s3, &bucket).await.into_keys().collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert!(
+        keys.iter()
+            .all(|k| k.ends_with("0000000000000000000400000000000000000040-e0040.json.gz"))
+    );
+}
+
+async fn scan(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<serde_dynamo::Item> {
+    let mut items: Vec<serde_dynamo::Item> = Vec::new();
+    let mut pages = client.scan().table_name(table).into_paginator().send();
+    while let Some(page) = pages.next().await {
+        items.extend(
+            page.unwrap()
+                .items()
+                .iter()
+                .cloned()
+                .map(serde_dynamo::Item::from),
+        );
+    }
+    items.sort_by_key(|item| serde_json::to_string(&ttl_archiver::format::DynamoJson(item)).unwrap());
+    items
+}
+
+fn sorted(mut items: Vec<serde_dynamo::Item>) -> Vec<serde_dynamo::Item> {
+    items.sort_by_key(|item| serde_json::to_string(&ttl_archiver::format::DynamoJson(item)).unwrap());
+    items
+}
+
+/// Archive, restore, and get the very same items back: every attribute type (the every-type
+/// fixture), keys-only records left out, and 1,000 synthetic sessions across two days.
+#[tokio::test]
+async fn archive_then_restore_gives_back_the_same_items() {
+    let sdk = sdk();
+    let s3 = s3_client();
+    let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
+    let bucket = bucket(&s3).await;
+    let archiver = archiver(&bucket);
+    let issues = unique("restored-issues");
+    create_table(&dynamodb, &issues, "id", None, false).await;
+    let sessions = unique("restored-sessions");
+    create_table(
+        &dynamodb,
+        &sessions,
+        "pk",
+        Some(("sk", ScalarAttributeType::S)),
+        false,
+    )
+    .await;
+
+    let ttl_deletes: Vec<EventRecord> = ["every-type", "mixed", "keys-only"]
+        .iter()
+        .flat_map(|name| {
+            let text = std::fs::read_to_string(format!(
+                "{}/../events/ttl-archiver/{name}.json",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .unwrap();
+            serde_json::from_str::<Event>(&text).unwrap().records
+        })
+        .collect();
+    for chunk in [&ttl_deletes[..1], &ttl_deletes[1..9], &ttl_deletes[9..]] {
+        let mut event = Event::default();
+        event.records = chunk.to_vec();
+        let response = archiver.handle(event, deadline()).await.unwrap();
+        assert_eq!(failures(&response), Vec::<String>::new());
+    }
+    // 1,000 sessions deleted a minute apart from 2026-11-20 10:00 UTC: two days, two runs.
+    let batch = synthetic::ttl_batch(1_000, 5, 1_795_168_800, 60.0);
+    let response = archiver.handle(batch.clone(), deadline()).await.unwrap();
+    assert_eq!(failures(&response), Vec::<String>::new());
+
+    let config = aws_sdk_dynamodb::Config::from(&sdk);
+    let mut progress = Vec::new();
+    let restored = archive::restore(
+        &s3,
+        &config,
+        &bucket,
+        "archive/table=issues/",
+        &issues,
+        &mut progress,
+    )
+    .await
+    .unwrap();
+    assert_eq!((restored.objects, restored.items, restored.superseded), (3, 4, 0));
+    let want: Vec<serde_dynamo::Item> = ttl_deletes
+        .iter()
+        .filter(|r| {
+            let ttl = r.user_identity.as_ref().is_some_and(|id| {
+                (id.type_.as_str(), id.principal_id.as_str()) == ("Service", "dynamodb.amazonaws.com")
+            });
+            ttl && !r.change.old_image.is_empty()
+        })
+        .map(|r| r.change.old_image.clone())
+        .collect();
+    assert_eq!(want.len(), 4);
+    assert_eq!(scan(&dynamodb, &issues).await, sorted(want));
+    let progress = String::from_utf8(progress).unwrap();
+    assert!(
+        progress.contains("restore: [3/3] archive/table=issues/year=2026/month=11/day=21/"),
+        "{progress}"
+    );
+    assert!(
+        progress.ends_with(&format!("restore: 4 items from 3 objects put into {issues}\n")),
+        "{progress}"
+    );
+
+    let restored = archive::restore(
+        &s3,
+        &config,
+        &bucket,
+        "archive/table=sessions/",
+        &sessions,
+        std::io::sink(),
+    )
+    .await
+    .unwrap();
+    assert_eq!((restored.objects, restored.items), (2, 1_000));
+    let want: Vec<serde_dynamo::Item> = batch.records.iter().map(|r| r.change.old_image.clone()).collect();
+    assert_eq!(scan(&dynamodb, &sessions).await, sorted(want));
+}
+
+/// `archive cat` reads an object from S3 as plain JSON lines; restore refuses what it cannot do.
+#[tokio::test]
+async fn cat_and_restore_errors() {
+    let sdk = sdk();
+    let s3 = s3_client();
+    let bucket = bucket(&s3).await;
+    let archiver = archiver(&bucket);
+    archiver
+        .handle(fixture!("every-type.json"), deadline())
+        .await
+        .unwrap();
+    archiver
+        .handle(synthetic::ttl_batch(3, 1, 1_795_168_800, 1.0), deadline())
+        .await
+        .unwrap();
+
+    let key = "archive/table=issues/year=2026/month=11/day=20/0000000000000000000400000000000000000030-e0030.json.gz";
+    let bytes = Source::parse(&format!("s3://{bucket}/{key}"))
+        .unwrap()
+        .fetch(&s3)
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    assert_eq!(archive::cat(&bytes, &mut out, false).unwrap(), 1);
+    let line: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        (
+            &line["n38"],
+            &line["bs"],
+            &line["ns"],
+            &line["nothing"],
+            &line["m"]["nested"]["deep"]
+        ),
+        (
+            &serde_json::from_str::<Value>("12345678901234567890123456789012345678").unwrap(),
+            &json!(["AQ==", "Ag=="]),
+            &json!([1, 2.5, -3]),
+            &Value::Null,
+            &json!("x")
+        )
+    );
+    assert!(
+        String::from_utf8(out)
+            .unwrap()
+            .contains(r#""n38":12345678901234567890123456789012345678,"#),
+        "all 38 digits, as a number"
+    );
+
+    let config = aws_sdk_dynamodb::Config::from(&sdk);
+    let sink = std::io::sink;
+    let err = |r: anyhow::Result<archive::Restored>| format!("{:#}", r.unwrap_err());
+    let mixed = err(archive::restore(&s3, &config, &bucket, "archive/", "anything", sink()).await);
+    assert!(
+        mixed.contains("holds archives of 2 source tables (issues, sessions)"),
+        "{mixed}"
+    );
+    let empty = err(archive::restore(&s3, &config, &bucket, "nothing/", "anything", sink()).await);
+    assert!(
+        empty.contains(&format!(
+            "no archive objects (*.json.gz) under s3://{bucket}/nothing/"
+        )),
+        "{empty}"
+    );
+    let missing = err(archive::restore(
+        &s3,
+        &config,
+        &bucket,
+        "archive/table=issues/",
+        "no-such-table",
+        sink(),
+    )
+    .await);
+    assert!(
+        missing.contains("DescribeTable no-such-table") && missing.contains("existing table"),
+        "{missing}"
+    );
+}

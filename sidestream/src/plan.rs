@@ -87,7 +87,8 @@ fn report_stop(
 /// Plans `event` with the ttl-archiver's layout and writes one JSON object per object pair it
 /// would upload: `{"key":…,"metaKey":…,"records":N,"items":N,"keysOnly":N,"bytes":N,
 /// "rawBytes":N,"metaBytes":N,"firstRecord":N,"lastRecord":N,"firstSequenceNumber":…,
-/// "lastSequenceNumber":…}`. With `out_dir`, also writes each object to `out_dir/<key>`, for
+/// "lastSequenceNumber":…}` (`key` is null for a run of keys-only records, which has no item
+/// object). With `out_dir`, also writes each object to `out_dir/<key>`, for
 /// `sidestream archive cat`. Skipped records, keys-only records and the record planning stopped
 /// at go to `err`, one line each.
 pub fn ttl_archiver(
@@ -105,8 +106,9 @@ pub fn ttl_archiver(
             .iter()
             .filter(|&&i| (o.first_record..=o.last_record).contains(&i))
             .count();
+        let key = (o.items > 0).then_some(&o.data_key);
         let line = json!({
-            "key": o.data_key, "metaKey": o.meta_key, "records": o.records, "items": o.items,
+            "key": key, "metaKey": o.meta_key, "records": o.records, "items": o.items,
             "keysOnly": keys_only, "bytes": o.data.len(), "rawBytes": o.raw_bytes, "metaBytes": o.meta.len(),
             "firstRecord": o.first_record, "lastRecord": o.last_record,
             "firstSequenceNumber": o.first_sequence_number, "lastSequenceNumber": o.last_sequence_number,

@@ -7,3 +7,4 @@ mod archive;
 mod key_cli;
 mod moto;
 mod multikey;
+mod plan_cli;

@@ -25,7 +25,7 @@
 //! - `name` is the run's first sequence number, zero-padded to 40 digits, then `-` and the first
 //!   record's `eventID` (letters, digits and `-` kept): `0000000000000000000400000000000000002100-e2100`.
 //!   Names sort in stream order within a day, and a retried batch writes its runs under the same
-//!   names, so it overwrites its own objects instead of adding copies (see [`handler`]).
+//!   names, so it overwrites its own objects instead of adding copies (see [`plan`]).
 //! - **Items** (`*.json.gz` outside `_meta/`): gzip, one line per deleted item,
 //!   `{"Item":<OldImage in DynamoDB JSON>}\n`: the `DYNAMODB_JSON` format of DynamoDB's export,
 //!   Import from S3 (`InputFormat DYNAMODB_JSON`, `InputCompressionType GZIP`) and

@@ -84,43 +84,41 @@ impl Archiver {
             report_poison(&records, stopped.record, &stopped.error, &mut metrics);
         }
 
-        let mut failed_at = None;
-        let stop_by = tokio::time::Instant::from_std(deadline.less(self.margin));
-        for object in plan.objects {
-            let first = object.first_record;
-            if tokio::time::Instant::now() >= stop_by {
-                tracing::warn!(key = %object.data_key, "no time left to upload; stopping before this run");
-                failed_at = Some(first);
-                break;
-            }
-            let (data_key, records_in_run) = (object.data_key.clone(), object.records);
-            let requests = if object.items == 0 { 1 } else { 2 };
-            metrics.add(Metric::Requests, requests);
-            match Box::pin(tokio::time::timeout_at(stop_by, self.put(object))).await {
-                Ok(Ok(())) => {
-                    metrics.add(Metric::Writes, requests);
-                    tracing::debug!(key = %data_key, records = records_in_run, "archived");
-                }
-                Ok(Err(error)) => {
-                    tracing::error!(key = %data_key, bucket = %self.bucket, %error, "upload failed");
-                    metrics.add(Metric::FailedWrites, requests);
-                    failed_at = Some(first);
-                    break;
-                }
-                Err(_) => {
-                    tracing::error!(key = %data_key, "upload did not finish before the deadline margin");
-                    metrics.add(Metric::FailedWrites, requests);
-                    failed_at = Some(first);
-                    break;
-                }
-            }
-        }
-
+        let failed_at = self.upload(plan.objects, deadline, &mut metrics).await;
         conclude(
             &records,
             earliest(plan.stopped.map(|s| s.record), failed_at),
             &mut metrics,
         )
+    }
+
+    /// Uploads the runs in order; returns the first record of the first run that failed or that
+    /// there was no time left to start.
+    async fn upload(&self, objects: Vec<Object>, deadline: Deadline, metrics: &mut Metrics) -> Option<usize> {
+        let stop_by = tokio::time::Instant::from_std(deadline.less(self.margin));
+        for object in objects {
+            let first = object.first_record;
+            if tokio::time::Instant::now() >= stop_by {
+                tracing::warn!(key = %object.data_key, "no time left to upload; stopping before this run");
+                return Some(first);
+            }
+            let (data_key, records) = (object.data_key.clone(), object.records);
+            let requests = if object.items == 0 { 1 } else { 2 };
+            metrics.add(Metric::Requests, requests);
+            let error = match Box::pin(tokio::time::timeout_at(stop_by, self.put(object))).await {
+                Ok(Ok(())) => {
+                    metrics.add(Metric::Writes, requests);
+                    tracing::debug!(key = %data_key, records, "archived");
+                    continue;
+                }
+                Ok(Err(error)) => error,
+                Err(_) => "the upload did not finish before the deadline margin".to_owned(),
+            };
+            tracing::error!(key = %data_key, bucket = %self.bucket, %error, "upload failed; the batch stops at this run");
+            metrics.add(Metric::FailedWrites, requests);
+            return Some(first);
+        }
+        None
     }
 
     /// Uploads a run's item and metadata objects, concurrently. A run of keys-only records has

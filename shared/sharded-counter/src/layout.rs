@@ -1,0 +1,123 @@
+//! The counter items' keys: built from a counter's name and shard number, and parsed back.
+
+use key_codec::{HierKey, KeyKind, hier};
+
+/// The first segment of every counter key.
+pub const PREFIX: &str = "COUNTER";
+/// The segment before a shard's number.
+pub const SHARD: &str = "SHARD";
+/// The last segment of a total item's key.
+pub const TOTAL: &str = "TOTAL";
+/// The attribute that holds a shard's count.
+pub const COUNT: &str = "count";
+/// The attribute that holds a total item's total.
+pub const TOTAL_ATTRIBUTE: &str = "total";
+/// The most shards a counter may have: enough for 1,000,000 writes per second.
+pub const MAX_SHARDS: u32 = 1_000;
+
+/// Why a key cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    /// The shard count is outside `1..=MAX_SHARDS`.
+    #[error("a counter needs 1 to {MAX_SHARDS} shards, not {0}")]
+    Shards(u32),
+    /// The counter's name is empty.
+    #[error("a counter's name must not be empty")]
+    EmptyName,
+    /// The key would exceed DynamoDB's partition-key limit.
+    #[error("counter {name:?}: {source}")]
+    TooLong {
+        /// The counter.
+        name: String,
+        /// The limit it exceeds.
+        source: key_codec::Error,
+    },
+}
+
+/// How a table's counters are laid out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// The table's partition key attribute (a string).
+    pub partition_key: String,
+    /// Shards per counter.
+    pub shards: u32,
+}
+
+impl Layout {
+    /// A layout with `shards` shards per counter and partition key `pk`.
+    pub fn new(shards: u32) -> Result<Layout, LayoutError> {
+        if !(1..=MAX_SHARDS).contains(&shards) {
+            return Err(LayoutError::Shards(shards));
+        }
+        Ok(Layout {
+            partition_key: "pk".to_owned(),
+            shards,
+        })
+    }
+
+    /// The key of shard `shard` of counter `name`.
+    pub fn shard_key(&self, name: &str, shard: u32) -> Result<String, LayoutError> {
+        key(name, |k| k.push(SHARD).push(&shard.to_string()))
+    }
+
+    /// The key of counter `name`'s total item.
+    pub fn total_key(&self, name: &str) -> Result<String, LayoutError> {
+        key(name, |k| k.push(TOTAL))
+    }
+}
+
+fn key(name: &str, rest: impl FnOnce(HierKey) -> HierKey) -> Result<String, LayoutError> {
+    if name.is_empty() {
+        return Err(LayoutError::EmptyName);
+    }
+    rest(HierKey::new(PREFIX).push(name))
+        .finish(KeyKind::Partition)
+        .map_err(|source| LayoutError::TooLong {
+            name: name.to_owned(),
+            source,
+        })
+}
+
+/// What a counter table's key names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CounterKey {
+    /// Shard `shard` of counter `name`.
+    Shard {
+        /// The counter.
+        name: String,
+        /// The shard number.
+        shard: u32,
+    },
+    /// Counter `name`'s total item.
+    Total {
+        /// The counter.
+        name: String,
+    },
+}
+
+impl CounterKey {
+    /// Parses a partition key; `None` when it is not a counter key.
+    pub fn parse(key: &str) -> Option<CounterKey> {
+        let segments = hier::split(key).ok()?;
+        match segments.as_slice() {
+            [p, name, s, n] if p == PREFIX && s == SHARD && !name.is_empty() => {
+                let canonical = !n.is_empty() && (n == "0" || !n.starts_with('0'));
+                let shard = n
+                    .parse()
+                    .ok()
+                    .filter(|_| canonical && n.bytes().all(|b| b.is_ascii_digit()))?;
+                Some(CounterKey::Shard {
+                    name: name.clone(),
+                    shard,
+                })
+            }
+            [p, name, t] if p == PREFIX && t == TOTAL && !name.is_empty() => {
+                Some(CounterKey::Total { name: name.clone() })
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,69 @@
+//! Tests for the counter keys.
+
+use super::*;
+
+#[test]
+fn keys_are_built_and_parsed_back() {
+    let layout = Layout::new(8).unwrap();
+    #[rustfmt::skip]
+    let cases = [
+        ("votes/alice", Some(3), "COUNTER#votes/alice#SHARD#3"),
+        ("votes/alice", None, "COUNTER#votes/alice#TOTAL"),
+        ("a#b%c", Some(0), "COUNTER#a%23b%25c#SHARD#0"),
+        ("TOTAL", Some(12), "COUNTER#TOTAL#SHARD#12"),
+    ];
+    for (name, shard, key) in cases {
+        let (built, parsed) = match shard {
+            Some(k) => (
+                layout.shard_key(name, k),
+                CounterKey::Shard {
+                    name: name.to_owned(),
+                    shard: k,
+                },
+            ),
+            None => (
+                layout.total_key(name),
+                CounterKey::Total {
+                    name: name.to_owned(),
+                },
+            ),
+        };
+        assert_eq!(built.unwrap(), key);
+        assert_eq!(CounterKey::parse(key), Some(parsed), "{key}");
+    }
+}
+
+#[test]
+fn other_keys_are_not_counters() {
+    for key in [
+        "",
+        "COUNTER",
+        "COUNTER#x",
+        "COUNTER##TOTAL",
+        "COUNTER#x#SHARD#",
+        "COUNTER#x#SHARD#01",
+        "COUNTER#x#SHARD#-1",
+        "COUNTER#x#SHARD#+1",
+        "COUNTER#x#SHARD#1#2",
+        "COUNTER#x#SHARD#99999999999",
+        "COUNTER#x#TOTAL#1",
+        "counter#x#TOTAL",
+        "COUNTER#x%2#TOTAL",
+        "ISSUE#af34",
+    ] {
+        assert_eq!(CounterKey::parse(key), None, "{key}");
+    }
+}
+
+#[test]
+fn bad_layouts_and_names_say_why() {
+    assert_eq!(
+        Layout::new(0).unwrap_err().to_string(),
+        "a counter needs 1 to 1000 shards, not 0"
+    );
+    assert_eq!(Layout::new(1001).unwrap_err(), LayoutError::Shards(1001));
+    let layout = Layout::new(1).unwrap();
+    assert_eq!(layout.total_key("").unwrap_err(), LayoutError::EmptyName);
+    let err = layout.shard_key(&"x".repeat(2040), 0).unwrap_err().to_string();
+    assert!(err.contains("2048"), "{err}");
+}

@@ -60,13 +60,7 @@ pub struct Skipped {
 }
 
 /// The record planning stopped at.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stopped {
-    /// Its position in the batch.
-    pub record: usize,
-    /// Why it cannot be planned.
-    pub error: PlanError,
-}
+pub type Stopped = stream_kit::Stopped<PlanError>;
 
 /// Why a record cannot be planned. Retrying does not help: these are poison records or a
 /// misconfigured stream.

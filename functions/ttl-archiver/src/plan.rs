@@ -79,13 +79,7 @@ impl fmt::Display for SkipReason {
 }
 
 /// A record deliberately not archived.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Skipped {
-    /// Its position in the batch.
-    pub record: usize,
-    /// Why.
-    pub reason: SkipReason,
-}
+pub type Skipped = stream_kit::Skipped<SkipReason>;
 
 /// Why a TTL delete cannot be archived. None of these go away on retry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -111,13 +105,7 @@ pub enum PlanError {
 }
 
 /// The record the plan stopped at.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stopped {
-    /// Its position in the batch.
-    pub record: usize,
-    /// Why it cannot be archived.
-    pub error: PlanError,
-}
+pub type Stopped = stream_kit::Stopped<PlanError>;
 
 /// What to write for a batch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

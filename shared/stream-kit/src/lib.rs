@@ -32,6 +32,6 @@ pub use aws_lambda_events::event::streams::DynamoDbEventResponse;
 pub use deadline::Deadline;
 pub use env::{ConfigError, Vars};
 pub use metrics::{Metric, Metrics};
-pub use outcome::{Checkpoint, NoCheckpoint, conclude, earliest, report_poison};
+pub use outcome::{Checkpoint, NoCheckpoint, Skipped, Stopped, conclude, earliest, report_poison};
 pub use record::{ChangeKind, Image, Record, RecordError};
 pub use write::{Op, Write};

@@ -76,6 +76,25 @@ impl Checkpoint {
     }
 }
 
+/// The record a plan stopped at: the first that can never be processed, and why. Nothing at or
+/// after it is planned, and it becomes the batch's checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stopped<E> {
+    /// Its position in the batch.
+    pub record: usize,
+    /// Why it cannot be processed.
+    pub error: E,
+}
+
+/// A record a plan deliberately left alone, and why (it is counted, not retried).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped<R> {
+    /// Its position in the batch.
+    pub record: usize,
+    /// Why.
+    pub reason: R,
+}
+
 /// Lambda reports a handler error with this `errorType`; the whole batch is then retried.
 impl From<NoCheckpoint> for lambda_runtime::Diagnostic {
     fn from(e: NoCheckpoint) -> lambda_runtime::Diagnostic {

@@ -1,0 +1,191 @@
+//! The pure plan: a batch's records in, one update per counter out.
+//!
+//! Every record of a counter shard says "shard `k` of counter `c` held `v` as of sequence number
+//! `q`" (`v` is `NewImage.count`, or 0 for a REMOVE). The plan keeps, per shard, the state with
+//! the highest sequence number, and groups shards by counter. Records that are not counter shards
+//! (other keys, and the total items this function writes itself) are skipped and counted. The
+//! first record that cannot be read stops the plan: the updates hold only what came before it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use aws_lambda_events::event::dynamodb::EventRecord;
+use key_codec::SequenceNumber;
+use serde_dynamo::AttributeValue;
+use sharded_counter::CounterKey;
+use sharded_counter::layout::COUNT;
+use stream_kit::{ChangeKind, Image, Record, RecordError};
+
+/// A shard's absolute count as of a stream record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardState {
+    /// The shard's count after the record (0 once the shard is removed).
+    pub value: i128,
+    /// The record's sequence number.
+    pub sequence_number: SequenceNumber,
+}
+
+/// What a batch says about one counter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterUpdate {
+    /// The counter's name.
+    pub name: String,
+    /// The latest state of each shard the batch touched.
+    pub shards: BTreeMap<u32, ShardState>,
+    /// The earliest record in the batch that touched the counter: the checkpoint if its write
+    /// fails.
+    pub first_record: usize,
+}
+
+/// Why a record was not aggregated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkipReason {
+    /// Its key is not a counter key.
+    NotACounter(String),
+    /// It is a counter's total item (this function's own write).
+    Total(String),
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SkipReason::NotACounter(key) => {
+                write!(f, "key {key} is not a counter shard (COUNTER#<name>#SHARD#<k>)")
+            }
+            SkipReason::Total(name) => write!(f, "the total item of counter {name:?}"),
+        }
+    }
+}
+
+/// A record not aggregated.
+pub type Skipped = stream_kit::Skipped<SkipReason>;
+
+/// Why a counter shard's record cannot be aggregated. None of these go away on retry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// The record is malformed, or the stream lacks the `NewImage` an INSERT or MODIFY needs.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// No usable sequence number to order the shard's states by.
+    #[error("SequenceNumber {0:?} is not a stream sequence number (1-40 decimal digits)")]
+    SequenceNumber(String),
+    /// The shard's `count` is missing or not an integer.
+    #[error("shard {key} has {found} where an integer `count` belongs")]
+    Count {
+        /// The shard's key.
+        key: String,
+        /// What the image holds.
+        found: String,
+    },
+}
+
+/// The record the plan stopped at.
+pub type Stopped = stream_kit::Stopped<PlanError>;
+
+/// What to apply for a batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// One update per counter, in order of the counters' first records.
+    pub updates: Vec<CounterUpdate>,
+    /// Records skipped, in order.
+    pub skipped: Vec<Skipped>,
+    /// The first record that cannot be aggregated, if any.
+    pub stopped: Option<Stopped>,
+}
+
+impl Plan {
+    /// Plans a batch from a table whose partition key attribute is `partition_key`.
+    pub fn new(partition_key: &str, records: &[EventRecord]) -> Plan {
+        let mut plan = Plan::default();
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        for (i, raw) in records.iter().enumerate() {
+            match read(partition_key, raw) {
+                Ok(Read::Shard { name, shard, state }) => {
+                    let slot = *by_name.entry(name.clone()).or_insert_with(|| {
+                        plan.updates.push(CounterUpdate {
+                            name,
+                            shards: BTreeMap::new(),
+                            first_record: i,
+                        });
+                        plan.updates.len() - 1
+                    });
+                    let shards = &mut plan.updates[slot].shards;
+                    match shards.get(&shard) {
+                        Some(kept) if kept.sequence_number >= state.sequence_number => {}
+                        _ => {
+                            shards.insert(shard, state);
+                        }
+                    }
+                }
+                Ok(Read::Skip(reason)) => plan.skipped.push(Skipped { record: i, reason }),
+                Err(error) => {
+                    plan.stopped = Some(Stopped { record: i, error });
+                    break;
+                }
+            }
+        }
+        plan
+    }
+
+    /// The records a plan covers (all of them, or those before the stop).
+    pub fn covered(&self, records: usize) -> usize {
+        self.stopped.as_ref().map_or(records, |s| s.record)
+    }
+}
+
+enum Read {
+    Shard {
+        name: String,
+        shard: u32,
+        state: ShardState,
+    },
+    Skip(SkipReason),
+}
+
+fn read(partition_key: &str, raw: &EventRecord) -> Result<Read, PlanError> {
+    let record = Record::new(raw)?;
+    let key = match record.keys()?.get(partition_key) {
+        Some(AttributeValue::S(key)) => key,
+        other => {
+            let shown = other.map_or_else(|| format!("(no {partition_key})"), |v| format!("{v:?}"));
+            return Ok(Read::Skip(SkipReason::NotACounter(shown)));
+        }
+    };
+    let (name, shard) = match CounterKey::parse(key) {
+        Some(CounterKey::Shard { name, shard }) => (name, shard),
+        Some(CounterKey::Total { name }) => return Ok(Read::Skip(SkipReason::Total(name))),
+        None => return Ok(Read::Skip(SkipReason::NotACounter(key.clone()))),
+    };
+    let seq = record.sequence_number().unwrap_or_default();
+    let sequence_number =
+        SequenceNumber::parse(seq).map_err(|_| PlanError::SequenceNumber(seq.to_owned()))?;
+    let value = match record.kind() {
+        ChangeKind::Remove => 0,
+        ChangeKind::Insert | ChangeKind::Modify => {
+            let image = record.image(Image::New)?;
+            match image.get(COUNT) {
+                Some(AttributeValue::N(n)) => n.parse().map_err(|_| PlanError::Count {
+                    key: key.clone(),
+                    found: format!("N {n:?}"),
+                })?,
+                other => {
+                    return Err(PlanError::Count {
+                        key: key.clone(),
+                        found: other.map_or_else(|| "nothing".to_owned(), |v| format!("{v:?}")),
+                    });
+                }
+            }
+        }
+    };
+    Ok(Read::Shard {
+        name,
+        shard,
+        state: ShardState {
+            value,
+            sequence_number,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,108 @@
+//! Table-driven tests of the aggregation plan on the fixture events.
+
+use stream_kit::{Event, EventRecord};
+
+use super::*;
+
+macro_rules! fixture {
+    ($name:literal) => {
+        include_str!(concat!("../../../../events/counter-aggregator/", $name))
+    };
+}
+
+fn records(json: &str) -> Vec<EventRecord> {
+    serde_json::from_str::<Event>(json).unwrap().records
+}
+
+/// `name: k=value@seq-suffix, …` for each update, in order.
+fn describe(plan: &Plan) -> Vec<String> {
+    plan.updates
+        .iter()
+        .map(|u| {
+            let shards: Vec<String> = u
+                .shards
+                .iter()
+                .map(|(k, s)| {
+                    let seq = s.sequence_number.as_str();
+                    format!("{k}={}@{}", s.value, &seq[seq.len() - 2..])
+                })
+                .collect();
+            format!(
+                "{} (from record {}): {}",
+                u.name,
+                u.first_record,
+                shards.join(" ")
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn fixtures_collapse_to_one_update_per_counter() {
+    #[rustfmt::skip]
+    let cases: [(&str, &[&str], &[usize]); 4] = [
+        (fixture!("increments.json"), &["votes/alice (from record 0): 0=5@07 1=1@02 2=5@05", "votes/bob (from record 2): 0=1@06 3=1@08"], &[]),
+        (fixture!("duplicate.json"), &["likes/post-7 (from record 0): 0=2@11 1=1@10"], &[]),
+        (fixture!("shard-removal.json"), &["visits/home (from record 0): 0=4@12 1=0@14"], &[]),
+        (fixture!("foreign.json"), &["votes/carol (from record 2): 0=2@18"], &[0, 1]),
+    ];
+    for (json, updates, skipped) in cases {
+        let plan = Plan::new("pk", &records(json));
+        assert_eq!(describe(&plan), updates, "{}", &json[..200]);
+        let got: Vec<usize> = plan.skipped.iter().map(|s| s.record).collect();
+        assert_eq!((got.as_slice(), &plan.stopped), (skipped, &None));
+    }
+}
+
+#[test]
+fn skips_say_why() {
+    let plan = Plan::new("pk", &records(fixture!("foreign.json")));
+    let reasons: Vec<String> = plan.skipped.iter().map(|s| s.reason.to_string()).collect();
+    assert_eq!(
+        reasons,
+        [
+            "key ISSUE#af34 is not a counter shard (COUNTER#<name>#SHARD#<k>)",
+            "the total item of counter \"votes/alice\"",
+        ]
+    );
+}
+
+#[test]
+fn unreadable_shard_records_stop_the_plan() {
+    let base = records(fixture!("increments.json"));
+    let with = |i: usize, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut batch = base.clone();
+        let mut v = serde_json::to_value(&batch[i]).unwrap();
+        edit(&mut v);
+        batch[i] = serde_json::from_value(v).unwrap();
+        batch
+    };
+    #[rustfmt::skip]
+    let cases: Vec<(Vec<EventRecord>, &str)> = vec![
+        (with(3, &|v| v["dynamodb"]["NewImage"]["count"] = serde_json::json!({"N": "1.5"})), "shard COUNTER#votes/alice#SHARD#0 has N \"1.5\" where an integer `count` belongs"),
+        (with(3, &|v| v["dynamodb"]["NewImage"]["count"] = serde_json::json!({"S": "7"})), "has S(\"7\") where an integer `count` belongs"),
+        (with(3, &|v| { v["dynamodb"]["NewImage"].as_object_mut().unwrap().remove("count"); }), "has nothing where an integer `count` belongs"),
+        (with(3, &|v| { v["dynamodb"].as_object_mut().unwrap().remove("NewImage"); }), "MODIFY record has no NewImage"),
+        (with(3, &|v| v["dynamodb"]["SequenceNumber"] = serde_json::json!("x")), "SequenceNumber \"x\" is not a stream sequence number"),
+        (with(3, &|v| v["eventName"] = serde_json::json!("UPSERT")), "eventName \"UPSERT\" is not INSERT, MODIFY or REMOVE"),
+    ];
+    for (batch, expected) in cases {
+        let plan = Plan::new("pk", &batch);
+        let stopped = plan.stopped.clone().expect("stops");
+        assert_eq!(stopped.record, 3);
+        assert!(
+            stopped.error.to_string().contains(expected),
+            "got: {}\n  expected: {expected}",
+            stopped.error
+        );
+        assert_eq!(plan.covered(batch.len()), 3);
+        // Only what came before the stop: alice's shards 0 and 1, and bob's shard 3.
+        assert_eq!(
+            describe(&plan),
+            [
+                "votes/alice (from record 0): 0=1@01 1=1@02",
+                "votes/bob (from record 2): 3=2@03"
+            ]
+        );
+    }
+}

@@ -1,0 +1,190 @@
+//! Tests of the merge: exact totals under duplicate delivery, retries from the middle, and any
+//! order of batches, on the fixtures and on random increments.
+
+use std::collections::{BTreeMap, HashMap};
+
+use stream_kit::{Event, EventRecord};
+
+use super::*;
+use crate::plan::Plan;
+
+macro_rules! fixture {
+    ($name:literal) => {
+        serde_json::from_str::<Event>(include_str!(concat!(
+            "../../../../events/counter-aggregator/",
+            $name
+        )))
+        .unwrap()
+        .records
+    };
+}
+
+/// The totals table, as the handler would leave it: counter name → stored total.
+type Store = HashMap<String, Total>;
+
+/// Applies a batch as the handler does (plan, then merge each update, writing only changes),
+/// storing through the item form. Returns the number of writes.
+fn apply(store: &mut Store, records: &[EventRecord]) -> usize {
+    let plan = Plan::new("pk", records);
+    let mut writes = 0;
+    for update in &plan.updates {
+        let stored = store.get(&update.name).cloned().unwrap_or_default();
+        if let Some(merged) = stored.merge(update) {
+            let item = merged.to_item("pk", "k");
+            let read = Total::from_item("k", &item).unwrap();
+            assert_eq!(
+                item.get("total"),
+                Some(&AttributeValue::N(read.sum().to_string()))
+            );
+            store.insert(update.name.clone(), read);
+            writes += 1;
+        }
+    }
+    writes
+}
+
+fn sums(store: &Store) -> BTreeMap<String, i128> {
+    store.iter().map(|(k, t)| (k.clone(), t.sum())).collect()
+}
+
+/// The true totals: each shard's last count (0 once removed), summed per counter.
+fn truth(records: &[EventRecord]) -> BTreeMap<String, i128> {
+    let mut shards: BTreeMap<String, (String, i128)> = BTreeMap::new();
+    for r in records {
+        let Some(AttributeValue::S(pk)) = r.change.keys.get("pk") else {
+            continue;
+        };
+        let Some(sharded_counter::CounterKey::Shard { name, .. }) = sharded_counter::CounterKey::parse(pk)
+        else {
+            continue;
+        };
+        let value = match r.change.new_image.get("count") {
+            Some(AttributeValue::N(n)) if r.event_name != "REMOVE" => n.parse().unwrap(),
+            _ => 0,
+        };
+        shards.insert(pk.clone(), (name, value));
+    }
+    let mut totals = BTreeMap::new();
+    for (name, value) in shards.into_values() {
+        *totals.entry(name).or_insert(0) += value;
+    }
+    totals
+}
+
+/// Expected totals per counter.
+type Totals = &'static [(&'static str, i128)];
+
+#[test]
+fn fixture_totals_are_exact() {
+    #[rustfmt::skip]
+    let cases: [(Vec<EventRecord>, Totals, usize); 4] = [
+        (fixture!("increments.json"), &[("votes/alice", 11), ("votes/bob", 2)], 2),
+        (fixture!("duplicate.json"), &[("likes/post-7", 3)], 1),
+        (fixture!("shard-removal.json"), &[("visits/home", 4)], 1),
+        (fixture!("foreign.json"), &[("votes/carol", 2)], 1),
+    ];
+    for (records, want, writes) in cases {
+        let mut store = Store::new();
+        assert_eq!(apply(&mut store, &records), writes, "one write per counter");
+        let want: BTreeMap<String, i128> = want.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect();
+        assert_eq!(sums(&store), want);
+        assert_eq!(sums(&store), truth(&records));
+    }
+}
+
+/// Deterministic random increments (and a few shard removals) over 5 counters of 4 shards.
+fn random_batch(n: usize, seed: u64) -> Vec<EventRecord> {
+    let mut rng = seed;
+    let mut next = |m: u64| {
+        rng = rng
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (rng >> 33) % m
+    };
+    let mut counts: HashMap<String, i128> = HashMap::new();
+    (0..n)
+        .map(|i| {
+            let pk = format!("COUNTER#c{}#SHARD#{}", next(5), next(4));
+            let old = counts.get(&pk).copied();
+            let (name, new) = match old {
+                Some(_) if next(20) == 0 => ("REMOVE", None),
+                _ => ("MODIFY", Some(old.unwrap_or(0) + i128::from(u8::try_from(next(9)).unwrap()) - 2)),
+            };
+            match new {
+                Some(v) => counts.insert(pk.clone(), v),
+                None => counts.remove(&pk),
+            };
+            let image = |v: Option<i128>| v.map(|v| serde_json::json!({"pk": {"S": pk}, "count": {"N": v.to_string()}}));
+            serde_json::from_value(serde_json::json!({
+                "eventID": i.to_string(), "eventName": if old.is_none() { "INSERT" } else { name },
+                "awsRegion": "us-east-1",
+                "dynamodb": {"Keys": {"pk": {"S": pk}}, "SequenceNumber": (1000 + i).to_string(),
+                             "OldImage": image(old), "NewImage": image(new), "StreamViewType": "NEW_AND_OLD_IMAGES", "SizeBytes": 60},
+            }))
+            .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn the_same_batch_twice_changes_nothing() {
+    for seed in 0..8 {
+        let records = random_batch(400, seed);
+        let mut store = Store::new();
+        let writes = apply(&mut store, &records);
+        assert_eq!(writes, 5, "one write per counter");
+        let once = store.clone();
+        assert_eq!(
+            apply(&mut store, &records),
+            0,
+            "a duplicate delivery writes nothing"
+        );
+        assert_eq!(store, once);
+        assert_eq!(sums(&store), truth(&records));
+    }
+}
+
+#[test]
+fn retries_from_the_middle_and_any_batch_order_give_exact_totals() {
+    for seed in 0..8 {
+        let records = random_batch(300, seed);
+        let want = truth(&records);
+        for (stop, resume) in [(100, 100), (150, 40), (299, 0), (1, 1)] {
+            // The first delivery got through `stop` records; Lambda resumed from `resume`.
+            let mut store = Store::new();
+            apply(&mut store, &records[..stop]);
+            apply(&mut store, &records[resume..]);
+            assert_eq!(sums(&store), want, "seed {seed}, stop {stop}, resume {resume}");
+        }
+        // Concurrent invocations may apply a later batch first (for different shards).
+        let mut store = Store::new();
+        apply(&mut store, &records[200..]);
+        apply(&mut store, &records[..200]);
+        apply(&mut store, &records[100..250]);
+        assert_eq!(sums(&store), want, "seed {seed}, out of order");
+    }
+}
+
+#[test]
+fn foreign_total_items_are_refused_with_the_reason() {
+    let item = |pairs: serde_json::Value| -> HashMap<String, AttributeValue> {
+        serde_json::from_value::<Item>(pairs).unwrap().into_inner()
+    };
+    #[rustfmt::skip]
+    let cases = [
+        (serde_json::json!({"total": {"N": "3"}}), "version is None, not a number"),
+        (serde_json::json!({"version": {"N": "1"}}), "it has no shards map"),
+        (serde_json::json!({"version": {"N": "1"}, "shards": {"M": {"x": {"M": {}}}}}), "shards has a key \"x\""),
+        (serde_json::json!({"version": {"N": "1"}, "shards": {"M": {"0": {"M": {"v": {"N": "1"}}}}}}), "shards.0 is not {v: N, q: S}"),
+        (serde_json::json!({"version": {"N": "1"}, "shards": {"M": {"0": {"M": {"v": {"N": "1"}, "q": {"S": "12"}}}}}}), "not a 40-digit sequence number"),
+    ];
+    for (json, expected) in cases {
+        let err = Total::from_item("COUNTER#x#TOTAL", &item(json))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("total item \"COUNTER#x#TOTAL\": ") && err.contains(expected),
+            "{err}"
+        );
+    }
+}

@@ -1,9 +1,14 @@
-//! Write-sharded counters against moto: concurrent increments through the library, then the
-//! exact read equals the true sum.
+//! Write-sharded counters against moto: concurrent increments through the library, the exact
+//! read, and the counter-aggregator keeping the total items exact from the table's stream.
 
+use std::time::Duration;
+
+use counter_aggregator::{Aggregator, Config};
+use ddb_writer::WriterConfig;
 use sharded_counter::{Counters, Layout};
+use stream_kit::{Deadline, Event, EventRecord, Metrics};
 
-use crate::moto::{create_table, sdk, unique};
+use crate::moto::{create_table, sdk, stream_records, unique};
 
 /// Four writers make 250 increments each on one counter (and a few on another); the exact read
 /// sums the shards to the true totals, and the shards really are spread.
@@ -94,4 +99,87 @@ async fn exact_reads_chunk_by_100_and_reject_non_counts() {
         err.contains(r#"item "COUNTER#odd#SHARD#3" has count = S("many"), not an integer count"#),
         "{err}"
     );
+}
+
+fn aggregator(table: &str) -> Aggregator {
+    let config = Config {
+        table: table.to_owned(),
+        partition_key: "pk".to_owned(),
+        writer: WriterConfig {
+            margin: Duration::from_millis(500),
+            ..WriterConfig::default()
+        },
+        metrics: Metrics::new("Sidestream", "counter-aggregator-test"),
+    };
+    Aggregator::new(config, &aws_sdk_dynamodb::Config::from(&sdk()))
+}
+
+async fn deliver(aggregator: &Aggregator, records: &[EventRecord]) {
+    let mut event = Event::default();
+    event.records = records.to_vec();
+    let response = aggregator
+        .handle(event, Deadline::after(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+}
+
+/// Concurrent writers make 1,200 increments on three counters and remove one shard; the
+/// aggregator then consumes the stream with every batch delivered twice, one batch retried from
+/// its middle, and two invocations racing on the same total items. Every total equals the exact
+/// sum of its shards.
+#[tokio::test]
+async fn the_aggregator_keeps_totals_exact_under_redelivery_and_races() {
+    let client = aws_sdk_dynamodb::Client::new(&sdk());
+    let table = unique("counters");
+    create_table(&client, &table, "pk", None, true).await;
+    let counters = Counters::new(client.clone(), &table, Layout::new(8).unwrap());
+    let names = ["votes/alice", "votes/bob", "likes#7"];
+    let writers: Vec<_> = (0..4_u64)
+        .map(|w| {
+            let counters = counters.clone();
+            tokio::spawn(async move {
+                let mut rng = fastrand::Rng::with_seed(100 + w);
+                for _ in 0..300 {
+                    let name = names[rng.usize(..names.len())];
+                    counters.increment(name, rng.i64(1..=5)).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let removed = counters.layout().shard_key("votes/bob", 3).unwrap();
+    client
+        .delete_item()
+        .table_name(&table)
+        .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(removed))
+        .send()
+        .await
+        .unwrap();
+
+    let records = stream_records(&sdk(), &client, &table).await;
+    assert!(records.len() >= 1_200, "{} records", records.len());
+    let one = aggregator(&table);
+    for batch in records[..600].chunks(100) {
+        deliver(&one, batch).await;
+        deliver(&one, batch).await;
+    }
+    // A batch that failed after its first half and was retried from record 650.
+    deliver(&one, &records[600..700]).await;
+    deliver(&one, &records[650..800]).await;
+    // Two invocations at once on the rest, split by shard key as stream shards would split it.
+    let (even, odd): (Vec<EventRecord>, Vec<EventRecord>) = records[800..]
+        .iter()
+        .cloned()
+        .partition(|r| format!("{:?}", r.change.keys).len() % 2 == 0);
+    let two = aggregator(&table);
+    tokio::join!(deliver(&one, &even), deliver(&two, &odd));
+
+    for name in names {
+        let exact = counters.exact(name).await.unwrap();
+        assert!(exact > 0, "{name}");
+        assert_eq!(counters.total(name).await.unwrap(), Some(exact), "{name}");
+    }
 }

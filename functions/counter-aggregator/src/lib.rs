@@ -27,8 +27,10 @@
 //! A batch collapses to one state per shard and one update per counter ([`plan`]): at most one
 //! write per counter per batch, however many increments it holds.
 
+pub mod handler;
 pub mod plan;
 pub mod state;
 
+pub use handler::{Aggregator, Config};
 pub use plan::{CounterUpdate, Plan, PlanError, ShardState, SkipReason, Skipped, Stopped};
 pub use state::Total;

@@ -1,7 +1,7 @@
 //! The pure plan: a batch's records in, one update per counter out.
 //!
 //! Every record of a counter shard says "shard `k` of counter `c` held `v` as of sequence number
-//! `q`" (`v` is `NewImage.count`, or 0 for a REMOVE). The plan keeps, per shard, the state with
+//! `q`" (`v` is `NewImage.count`, 0 when the image has none, and 0 for a REMOVE). The plan keeps, per shard, the state with
 //! the highest sequence number, and groups shards by counter. Records that are not counter shards
 //! (other keys, and the total items this function writes itself) are skipped and counted. The
 //! first record that cannot be read stops the plan: the updates hold only what came before it.
@@ -69,7 +69,7 @@ pub enum PlanError {
     /// No usable sequence number to order the shard's states by.
     #[error("SequenceNumber {0:?} is not a stream sequence number (1-40 decimal digits)")]
     SequenceNumber(String),
-    /// The shard's `count` is missing or not an integer.
+    /// The shard's `count` is not an integer.
     #[error("shard {key} has {found} where an integer `count` belongs")]
     Count {
         /// The shard's key.
@@ -163,15 +163,18 @@ fn read(partition_key: &str, raw: &EventRecord) -> Result<Read, PlanError> {
         ChangeKind::Remove => 0,
         ChangeKind::Insert | ChangeKind::Modify => {
             let image = record.image(Image::New)?;
+            // A shard without `count` holds 0, as `ADD` would take it (moto, for one, streams the
+            // item an `ADD` creates as a key-only INSERT followed by a MODIFY with the count).
             match image.get(COUNT) {
+                None => 0,
                 Some(AttributeValue::N(n)) => n.parse().map_err(|_| PlanError::Count {
                     key: key.clone(),
                     found: format!("N {n:?}"),
                 })?,
-                other => {
+                Some(other) => {
                     return Err(PlanError::Count {
                         key: key.clone(),
-                        found: other.map_or_else(|| "nothing".to_owned(), |v| format!("{v:?}")),
+                        found: format!("{other:?}"),
                     });
                 }
             }

@@ -12,6 +12,8 @@ pub const TOTAL: &str = "TOTAL";
 pub const COUNT: &str = "count";
 /// The attribute that holds a total item's total.
 pub const TOTAL_ATTRIBUTE: &str = "total";
+/// The partition key attribute a [`Layout`] uses unless told otherwise.
+pub const DEFAULT_PARTITION_KEY: &str = "pk";
 /// The most shards a counter may have: enough for 1,000,000 writes per second.
 pub const MAX_SHARDS: u32 = 1_000;
 
@@ -50,7 +52,7 @@ impl Layout {
             return Err(LayoutError::Shards(shards));
         }
         Ok(Layout {
-            partition_key: "pk".to_owned(),
+            partition_key: DEFAULT_PARTITION_KEY.to_owned(),
             shards,
         })
     }
@@ -62,8 +64,13 @@ impl Layout {
 
     /// The key of counter `name`'s total item.
     pub fn total_key(&self, name: &str) -> Result<String, LayoutError> {
-        key(name, |k| k.push(TOTAL))
+        total_key(name)
     }
+}
+
+/// The key of counter `name`'s total item (the same in every layout).
+pub fn total_key(name: &str) -> Result<String, LayoutError> {
+    key(name, |k| k.push(TOTAL))
 }
 
 fn key(name: &str, rest: impl FnOnce(HierKey) -> HierKey) -> Result<String, LayoutError> {

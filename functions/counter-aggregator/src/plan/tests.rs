@@ -55,6 +55,16 @@ fn fixtures_collapse_to_one_update_per_counter() {
 }
 
 #[test]
+fn a_shard_without_a_count_holds_zero() {
+    let mut batch = records(fixture!("increments.json"));
+    let mut v = serde_json::to_value(&batch[0]).unwrap();
+    v["dynamodb"]["NewImage"].as_object_mut().unwrap().remove("count");
+    batch[0] = serde_json::from_value(v).unwrap();
+    let plan = Plan::new("pk", &batch[..1]);
+    assert_eq!(describe(&plan), ["votes/alice (from record 0): 0=0@01"]);
+}
+
+#[test]
 fn skips_say_why() {
     let plan = Plan::new("pk", &records(fixture!("foreign.json")));
     let reasons: Vec<String> = plan.skipped.iter().map(|s| s.reason.to_string()).collect();
@@ -81,7 +91,7 @@ fn unreadable_shard_records_stop_the_plan() {
     let cases: Vec<(Vec<EventRecord>, &str)> = vec![
         (with(3, &|v| v["dynamodb"]["NewImage"]["count"] = serde_json::json!({"N": "1.5"})), "shard COUNTER#votes/alice#SHARD#0 has N \"1.5\" where an integer `count` belongs"),
         (with(3, &|v| v["dynamodb"]["NewImage"]["count"] = serde_json::json!({"S": "7"})), "has S(\"7\") where an integer `count` belongs"),
-        (with(3, &|v| { v["dynamodb"]["NewImage"].as_object_mut().unwrap().remove("count"); }), "has nothing where an integer `count` belongs"),
+        (with(3, &|v| v["dynamodb"]["NewImage"]["count"] = serde_json::json!({"NULL": true})), "has Null(true) where an integer `count` belongs"),
         (with(3, &|v| { v["dynamodb"].as_object_mut().unwrap().remove("NewImage"); }), "MODIFY record has no NewImage"),
         (with(3, &|v| v["dynamodb"]["SequenceNumber"] = serde_json::json!("x")), "SequenceNumber \"x\" is not a stream sequence number"),
         (with(3, &|v| v["eventName"] = serde_json::json!("UPSERT")), "eventName \"UPSERT\" is not INSERT, MODIFY or REMOVE"),

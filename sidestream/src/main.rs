@@ -26,9 +26,11 @@ enum Command {
     /// Runs a function's planning step on an event file, without touching AWS.
     ///
     /// Configuration comes from the same environment variables as the Lambda (multikey-indexer:
-    /// `MULTIKEY_INDEXES`; ttl-archiver: `ARCHIVE_PREFIX`, `ARCHIVE_GZIP_LEVEL`). Prints one JSON
-    /// object per planned write (multikey-indexer) or per archive object (ttl-archiver); what is
-    /// left out and the record planning stopped at go to stderr, and a stop exits with status 1.
+    /// `MULTIKEY_INDEXES`; ttl-archiver: `ARCHIVE_PREFIX`, `ARCHIVE_GZIP_LEVEL`;
+    /// counter-aggregator: `COUNTER_PARTITION_KEY`). Prints one JSON object per planned write
+    /// (multikey-indexer), per archive object (ttl-archiver) or per counter total to update
+    /// (counter-aggregator); what is left out and the record planning stopped at go to stderr,
+    /// and a stop exits with status 1.
     Plan {
         /// The function whose plan to run.
         function: Function,
@@ -80,6 +82,8 @@ enum Function {
     MultikeyIndexer,
     /// The TTL archive.
     TtlArchiver,
+    /// The sharded counters' totals.
+    CounterAggregator,
 }
 
 #[derive(Debug, Subcommand)]
@@ -171,6 +175,15 @@ fn run_plan(function: Function, event: &Path, out: Option<&Path>) -> anyhow::Res
         Function::TtlArchiver => {
             let layout = ttl_archiver::Layout::from_vars(&Vars::new(&Vars::process_lookup))?;
             let plan = sidestream::plan::ttl_archiver(&layout, &bytes, out, stdout, stderr)
+                .with_context(|| format!("cannot plan {}", event.display()))?;
+            plan.stopped.is_some()
+        }
+        Function::CounterAggregator => {
+            anyhow::ensure!(out.is_none(), "--out is for the ttl-archiver's objects");
+            let key = Vars::new(&Vars::process_lookup)
+                .optional("COUNTER_PARTITION_KEY")
+                .unwrap_or_else(|| sharded_counter::layout::DEFAULT_PARTITION_KEY.to_owned());
+            let plan = sidestream::plan::counter_aggregator(&key, &bytes, stdout, stderr)
                 .with_context(|| format!("cannot plan {}", event.display()))?;
             plan.stopped.is_some()
         }

@@ -142,3 +142,43 @@ pub fn ttl_archiver(
     }
     Ok(plan)
 }
+
+/// Plans `event` with the counter-aggregator's plan and writes one JSON object per counter whose
+/// total the batch would update: `{"counter":…,"totalKey":…,"shards":{"<k>":{"value":N,
+/// "sequenceNumber":…}},"firstRecord":N}`. Each becomes one conditional write of the total item,
+/// merged with what the item holds (only shard states newer than the stored ones count).
+/// Skipped records and the record planning stopped at go to `err`.
+pub fn counter_aggregator(
+    partition_key: &str,
+    event: &[u8],
+    mut out: impl Write,
+    mut err: impl Write,
+) -> anyhow::Result<counter_aggregator::Plan> {
+    let event: Event = serde_json::from_slice(event).context("not a DynamoDB stream event")?;
+    let plan = counter_aggregator::Plan::new(partition_key, &event.records);
+    for u in &plan.updates {
+        let shards: Map<String, Value> = u
+            .shards
+            .iter()
+            .map(|(k, s)| {
+                let state =
+                    json!({"value": s.value.to_string(), "sequenceNumber": s.sequence_number.as_str()});
+                (k.to_string(), state)
+            })
+            .collect();
+        let line = json!({
+            "counter": u.name, "totalKey": sharded_counter::layout::total_key(&u.name)?,
+            "shards": shards, "firstRecord": u.first_record,
+        });
+        serde_json::to_writer(&mut out, &line)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    for s in &plan.skipped {
+        writeln!(err, "sidestream: record {} skipped: {}", s.record, s.reason)?;
+    }
+    if let Some(stopped) = &plan.stopped {
+        report_stop(&event, stopped.record, &stopped.error, err)?;
+    }
+    Ok(plan)
+}

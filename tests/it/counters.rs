@@ -124,7 +124,7 @@ async fn deliver(aggregator: &Aggregator, records: &[EventRecord]) {
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 }
 
-/// Concurrent writers make 1,200 increments on three counters and remove one shard; the
+/// Four concurrent writers make 2,000 increments on three counters and remove one shard; the
 /// aggregator then consumes the stream with every batch delivered twice, one batch retried from
 /// its middle, and two invocations racing on the same total items. Every total equals the exact
 /// sum of its shards.
@@ -140,7 +140,7 @@ async fn the_aggregator_keeps_totals_exact_under_redelivery_and_races() {
             let counters = counters.clone();
             tokio::spawn(async move {
                 let mut rng = fastrand::Rng::with_seed(100 + w);
-                for _ in 0..300 {
+                for _ in 0..500 {
                     let name = names[rng.usize(..names.len())];
                     counters.increment(name, rng.i64(1..=5)).await.unwrap();
                 }
@@ -160,17 +160,17 @@ async fn the_aggregator_keeps_totals_exact_under_redelivery_and_races() {
         .unwrap();
 
     let records = stream_records(&sdk(), &client, &table).await;
-    assert!(records.len() >= 1_200, "{} records", records.len());
+    assert!(records.len() >= 2_000, "{} records", records.len());
     let one = aggregator(&table);
-    for batch in records[..600].chunks(100) {
+    for batch in records[..1_000].chunks(100) {
         deliver(&one, batch).await;
         deliver(&one, batch).await;
     }
-    // A batch that failed after its first half and was retried from record 650.
-    deliver(&one, &records[600..700]).await;
-    deliver(&one, &records[650..800]).await;
+    // A batch that failed after its first half and was retried from record 1,050.
+    deliver(&one, &records[1_000..1_100]).await;
+    deliver(&one, &records[1_050..1_200]).await;
     // Two invocations at once on the rest, split by shard key as stream shards would split it.
-    let (even, odd): (Vec<EventRecord>, Vec<EventRecord>) = records[800..]
+    let (even, odd): (Vec<EventRecord>, Vec<EventRecord>) = records[1_200..]
         .iter()
         .cloned()
         .partition(|r| format!("{:?}", r.change.keys).len() % 2 == 0);

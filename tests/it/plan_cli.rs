@@ -1,4 +1,5 @@
-//! `sidestream plan ttl-archiver` end to end, through the function the binary calls.
+//! `sidestream plan ttl-archiver` and `plan counter-aggregator` end to end, through the
+//! functions the binary calls.
 
 use serde_json::Value;
 use ttl_archiver::Layout;
@@ -100,4 +101,27 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     files
+}
+
+#[test]
+fn counter_aggregator_prints_one_update_per_counter() {
+    let path = format!(
+        "{}/../events/counter-aggregator/foreign.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let plan = sidestream::plan::counter_aggregator("pk", &std::fs::read(path).unwrap(), &mut out, &mut err)
+        .unwrap();
+    assert!(plan.stopped.is_none());
+    let line: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        line,
+        serde_json::json!({"counter": "votes/carol", "totalKey": "COUNTER#votes/carol#TOTAL", "firstRecord": 2,
+                           "shards": {"0": {"value": "2", "sequenceNumber": "500000000000000000018"}}})
+    );
+    assert_eq!(
+        String::from_utf8(err).unwrap(),
+        "sidestream: record 0 skipped: key ISSUE#af34 is not a counter shard (COUNTER#<name>#SHARD#<k>)\n\
+         sidestream: record 1 skipped: the total item of counter \"votes/alice\"\n"
+    );
 }

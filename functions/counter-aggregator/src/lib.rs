@@ -30,6 +30,7 @@
 pub mod handler;
 pub mod plan;
 pub mod state;
+pub mod synthetic;
 
 pub use handler::{Aggregator, Config};
 pub use plan::{CounterUpdate, Plan, PlanError, ShardState, SkipReason, Skipped, Stopped};

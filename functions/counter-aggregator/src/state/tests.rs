@@ -92,38 +92,9 @@ fn fixture_totals_are_exact() {
     }
 }
 
-/// Deterministic random increments (and a few shard removals) over 5 counters of 4 shards.
+/// Deterministic random increments and shard removals over 5 counters of 4 shards.
 fn random_batch(n: usize, seed: u64) -> Vec<EventRecord> {
-    let mut rng = seed;
-    let mut next = |m: u64| {
-        rng = rng
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (rng >> 33) % m
-    };
-    let mut counts: HashMap<String, i128> = HashMap::new();
-    (0..n)
-        .map(|i| {
-            let pk = format!("COUNTER#c{}#SHARD#{}", next(5), next(4));
-            let old = counts.get(&pk).copied();
-            let (name, new) = match old {
-                Some(_) if next(20) == 0 => ("REMOVE", None),
-                _ => ("MODIFY", Some(old.unwrap_or(0) + i128::from(u8::try_from(next(9)).unwrap()) - 2)),
-            };
-            match new {
-                Some(v) => counts.insert(pk.clone(), v),
-                None => counts.remove(&pk),
-            };
-            let image = |v: Option<i128>| v.map(|v| serde_json::json!({"pk": {"S": pk}, "count": {"N": v.to_string()}}));
-            serde_json::from_value(serde_json::json!({
-                "eventID": i.to_string(), "eventName": if old.is_none() { "INSERT" } else { name },
-                "awsRegion": "us-east-1",
-                "dynamodb": {"Keys": {"pk": {"S": pk}}, "SequenceNumber": (1000 + i).to_string(),
-                             "OldImage": image(old), "NewImage": image(new), "StreamViewType": "NEW_AND_OLD_IMAGES", "SizeBytes": 60},
-            }))
-            .unwrap()
-        })
-        .collect()
+    crate::synthetic::increments(n, 5, 4, seed).records
 }
 
 #[test]

@@ -95,8 +95,7 @@ impl Aggregator {
         deadline: Deadline,
     ) -> Result<DynamoDbEventResponse, NoCheckpoint> {
         let records = event.records;
-        let mut metrics = self.config.metrics.clone();
-        metrics.add(Metric::RecordsIn, records.len() as u64);
+        let mut metrics = self.config.metrics.for_batch(records.len());
         let plan = Plan::new(&self.config.partition_key, &records);
         for s in &plan.skipped {
             tracing::debug!(record = s.record, reason = %s.reason, "not a counter shard");
@@ -114,16 +113,12 @@ impl Aggregator {
         )
         .buffer_unordered(self.config.writer.concurrency);
         let mut failed_at: Option<usize> = None;
-        while let Some((update, result)) = results.next().await {
+        while let Some((update, (applied, result))) = results.next().await {
+            metrics.add(Metric::Requests, applied.requests);
+            metrics.add(Metric::Retries, applied.conflicts);
             match result {
-                Ok(applied) => {
-                    metrics.add(Metric::Requests, applied.requests);
-                    metrics.add(Metric::Retries, applied.conflicts);
-                    metrics.add(Metric::Writes, u64::from(applied.wrote));
-                }
-                Err((applied, error)) => {
-                    metrics.add(Metric::Requests, applied.requests);
-                    metrics.add(Metric::Retries, applied.conflicts);
+                Ok(()) => metrics.add(Metric::Writes, u64::from(applied.wrote)),
+                Err(error) => {
                     metrics.add(Metric::FailedWrites, 1);
                     tracing::error!(counter = %update.name, first_record = update.first_record, %error, "counter total not updated");
                     failed_at = earliest(failed_at, Some(update.first_record));
@@ -143,13 +138,24 @@ impl Aggregator {
         &self,
         update: &CounterUpdate,
         stop_by: std::time::Instant,
-    ) -> Result<Applied, (Applied, String)> {
-        let pk = &self.config.partition_key;
-        let key = total_key(&update.name).map_err(|e| (Applied::default(), e.to_string()))?;
+    ) -> (Applied, Result<(), String>) {
         let mut applied = Applied::default();
+        let result = self.try_apply(update, stop_by, &mut applied).await;
+        (applied, result)
+    }
+
+    /// One counter's read-merge-write loop; `applied` counts its requests as they are made.
+    async fn try_apply(
+        &self,
+        update: &CounterUpdate,
+        stop_by: std::time::Instant,
+        applied: &mut Applied,
+    ) -> Result<(), String> {
+        let pk = &self.config.partition_key;
+        let key = total_key(&update.name).map_err(|e| e.to_string())?;
         for attempt in 0..self.config.writer.retry.max_attempts {
             if std::time::Instant::now() >= stop_by {
-                return Err((applied, "no time left before the deadline margin".to_owned()));
+                return Err("no time left before the deadline margin".to_owned());
             }
             if attempt > 0 {
                 let cap = 20_u64 << attempt.min(6);
@@ -167,13 +173,14 @@ impl Aggregator {
             let stored = match got {
                 Ok(out) => match out.item {
                     None => Total::default(),
-                    Some(item) => Total::from_item(&key, &serde_dynamo::Item::from(item))
-                        .map_err(|e| (std::mem::take(&mut applied), e.to_string()))?,
+                    Some(item) => {
+                        Total::from_item(&key, &serde_dynamo::Item::from(item)).map_err(|e| e.to_string())?
+                    }
                 },
-                Err(e) => return Err((applied, format!("GetItem {key}: {}", DisplayErrorContext(&e)))),
+                Err(e) => return Err(format!("GetItem {key}: {}", DisplayErrorContext(&e))),
             };
             let Some(merged) = stored.merge(update) else {
-                return Ok(applied);
+                return Ok(());
             };
             let item: HashMap<String, AttributeValue> = merged.to_item(pk, &key).into();
             let mut put = self
@@ -193,20 +200,19 @@ impl Aggregator {
             match put.send().await {
                 Ok(_) => {
                     applied.wrote = true;
-                    return Ok(applied);
+                    return Ok(());
                 }
                 Err(SdkError::ServiceError(e))
                     if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) =>
                 {
                     applied.conflicts += 1;
                 }
-                Err(e) => return Err((applied, format!("PutItem {key}: {}", DisplayErrorContext(&e)))),
+                Err(e) => return Err(format!("PutItem {key}: {}", DisplayErrorContext(&e))),
             }
         }
         let tries = self.config.writer.retry.max_attempts;
-        Err((
-            applied,
-            format!("{key} was changed by other writers on each of {tries} attempts"),
+        Err(format!(
+            "{key} was changed by other writers on each of {tries} attempts"
         ))
     }
 }

@@ -65,8 +65,7 @@ impl Indexer {
         deadline: Deadline,
     ) -> Result<DynamoDbEventResponse, NoCheckpoint> {
         let records = event.records;
-        let mut metrics = self.metrics.clone();
-        metrics.add(Metric::RecordsIn, records.len() as u64);
+        let mut metrics = self.metrics.for_batch(records.len());
 
         let plan = Plan::new(&self.indexes, &records);
         for s in &plan.skipped {

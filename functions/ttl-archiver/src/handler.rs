@@ -58,8 +58,7 @@ impl Archiver {
         deadline: Deadline,
     ) -> Result<DynamoDbEventResponse, NoCheckpoint> {
         let records = event.records;
-        let mut metrics = self.metrics.clone();
-        metrics.add(Metric::RecordsIn, records.len() as u64);
+        let mut metrics = self.metrics.for_batch(records.len());
 
         let plan = Plan::new(&self.layout, &records);
         for s in &plan.skipped {

@@ -113,6 +113,14 @@ impl Metrics {
         Ok(Metrics::new(namespace, function))
     }
 
+    /// Fresh counters for one invocation of `records` records, with `RecordsIn` counted.
+    #[must_use]
+    pub fn for_batch(&self, records: usize) -> Metrics {
+        let mut metrics = Metrics::new(self.namespace.clone(), self.function.clone());
+        metrics.add(Metric::RecordsIn, records as u64);
+        metrics
+    }
+
     /// Adds `n` to a counter.
     pub fn add(&mut self, metric: Metric, n: u64) {
         self.counts[metric.slot()] = self.counts[metric.slot()].saturating_add(n);

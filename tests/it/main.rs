@@ -9,3 +9,4 @@ mod key_cli;
 mod moto;
 mod multikey;
 mod plan_cli;
+mod template;

@@ -1,0 +1,307 @@
+//! `template.yaml` against the code: the checks cfn-lint does not make, every function's
+//! environment parsed by that function's own configuration code, and each role's permissions
+//! limited to the tables, stream, bucket prefix, queue and log group the function uses.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use anyhow::{Context, Result, bail, ensure};
+use sam_template::{Function, Names, Resolver, Template, check};
+use serde_json::Value;
+use stream_kit::Vars;
+
+const REGION: &str = "us-east-1";
+const ACCOUNT: &str = "123456789012";
+
+fn template() -> Result<Template> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(Template::parse(&text)?)
+}
+
+/// Resource names as a stack named `sidestream` might give them: lowercase, valid for S3.
+fn physical(logical_id: &str) -> String {
+    format!("sidestream-{}", logical_id.to_lowercase())
+}
+
+fn names() -> Names<'static> {
+    Names {
+        region: REGION.into(),
+        account: ACCOUNT.into(),
+        stack: "sidestream".into(),
+        resource: &physical,
+    }
+}
+
+/// The parameter sets deployments use: defaults (everything created), existing tables and
+/// bucket, and a set-typed indexed attribute (which turns the indexer's filter on).
+fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
+    let set = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    vec![
+        ("defaults", set(&[])),
+        (
+            "existing resources",
+            set(&[
+                (
+                    "IssuesTableStreamArn",
+                    "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-01-01T00:00:00.000",
+                ),
+                ("IndexTableName", "issue-attrib-index"),
+                (
+                    "CounterTableStreamArn",
+                    "arn:aws:dynamodb:us-east-1:123456789012:table/counters/stream/2026-01-01T00:00:00.000",
+                ),
+                ("ArchiveBucketName", "existing-archive"),
+                ("ArchivePrefix", "ttl/"),
+            ]),
+        ),
+        (
+            "set attribute",
+            set(&[("IndexedAttribute", "tags"), ("IndexedAttributeType", "SS")]),
+        ),
+    ]
+}
+
+#[test]
+fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
+    let template = template()?;
+    for (deployment, parameters) in deployments() {
+        let functions = template.functions(&template.resolver(&parameters, names()))?;
+        let problems: Vec<String> = check(&functions).iter().map(ToString::to_string).collect();
+        ensure!(problems.is_empty(), "{deployment}: {problems:#?}");
+        let binaries: BTreeSet<_> = functions.iter().filter_map(|f| f.binary.as_deref()).collect();
+        ensure!(
+            binaries == BTreeSet::from(["counter-aggregator", "multikey-indexer", "ttl-archiver"]),
+            "{deployment}: the template's functions run {binaries:?}"
+        );
+        for f in &functions {
+            ensure!(
+                f.architectures == ["arm64"] && f.log_format.as_deref() == Some("JSON"),
+                "{}: arm64, JSON logs",
+                f.logical_id
+            );
+            ensure!(f.streams.len() == 1, "{}: one stream source", f.logical_id);
+            let s = &f.streams[0];
+            ensure!(
+                s.bisect == Some(true) && s.on_failure.is_some(),
+                "{}: bisects and has a failure destination",
+                f.logical_id
+            );
+            ensure!(
+                s.maximum_retry_attempts.is_some() && s.maximum_record_age.is_some(),
+                "{}: bounded retries",
+                f.logical_id
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Every variable the template sets is read by the function's configuration code, and that code
+/// accepts the values: a misspelt name or a value the function would reject at cold start fails.
+#[test]
+fn every_functions_environment_is_what_its_config_reads() -> Result<()> {
+    let template = template()?;
+    for (deployment, parameters) in deployments() {
+        let resolver = template.resolver(&parameters, names());
+        for function in template.functions(&resolver)? {
+            let binary = function.binary.clone().unwrap_or_default();
+            let read = RefCell::new(BTreeSet::new());
+            let lookup = |name: &str| {
+                read.borrow_mut().insert(name.to_owned());
+                function.environment.get(name).cloned()
+            };
+            let vars = Vars::new(&lookup);
+            let used = uses(&binary, &vars, &function, &resolver)
+                .with_context(|| format!("{deployment}: {} ({binary})", function.logical_id))?;
+            let unread: Vec<_> = function
+                .environment
+                .keys()
+                .filter(|k| !read.borrow().contains(*k))
+                .collect();
+            ensure!(unread.is_empty(), "{deployment}: {binary} never reads {unread:?}");
+            check_role(&template, &resolver, &function, &used)
+                .with_context(|| format!("{deployment}: {binary}'s role"))?;
+        }
+    }
+    Ok(())
+}
+
+/// What a function touches, from its parsed configuration.
+#[derive(Default)]
+struct Uses {
+    tables: BTreeSet<String>,
+    /// `bucket/prefix` it writes under.
+    objects: Option<String>,
+}
+
+fn uses(binary: &str, vars: &Vars<'_>, function: &Function, resolver: &Resolver<'_>) -> Result<Uses> {
+    let parameter = |name: &str| resolver.parameter(name).unwrap_or_default().to_owned();
+    let mut uses = Uses::default();
+    match binary {
+        "multikey-indexer" => {
+            let config = multikey_indexer::Config::from_vars(vars)?;
+            let [index] = config.indexes.indexes.as_slice() else {
+                bail!("one index expected")
+            };
+            let expected = match parameter("IndexTableName") {
+                name if name.is_empty() => physical("IndexTable"),
+                name => name,
+            };
+            ensure!(
+                *index.table == *expected,
+                "indexes {} but the index table is {expected}",
+                index.table
+            );
+            ensure!(
+                index.source == parameter("IndexedAttribute"),
+                "indexes {} not IndexedAttribute",
+                index.source
+            );
+            let filters = &function.streams[0].filters;
+            if matches!(parameter("IndexedAttributeType").as_str(), "SS" | "NS") {
+                ensure!(
+                    filters.len() == 2
+                        && filters
+                            .iter()
+                            .all(|f| f.contains(&format!("\"{}\"", index.source))),
+                    "{filters:?}"
+                );
+            } else {
+                ensure!(
+                    filters.is_empty(),
+                    "a map or list source cannot be filtered: {filters:?}"
+                );
+            }
+            uses.tables.insert(index.table.to_string());
+        }
+        "ttl-archiver" => {
+            let config = ttl_archiver::Config::from_vars(vars)?;
+            let expected = match parameter("ArchiveBucketName") {
+                name if name.is_empty() => physical("ArchiveBucket"),
+                name => name,
+            };
+            ensure!(
+                config.archive.bucket == expected,
+                "archives to {} not {expected}",
+                config.archive.bucket
+            );
+            ensure!(
+                config.layout.prefix == parameter("ArchivePrefix"),
+                "prefix {}",
+                config.layout.prefix
+            );
+            uses.objects = Some(format!("{}/{}", config.archive.bucket, config.layout.prefix));
+        }
+        "counter-aggregator" => {
+            let config = counter_aggregator::Config::from_vars(vars)?;
+            let stream = &function.streams[0].stream;
+            ensure!(
+                stream.contains(&format!(":table/{}/stream/", config.table)),
+                "totals go to {} but the stream is {stream}: totals belong in the counter table",
+                config.table
+            );
+            uses.tables.insert(config.table);
+        }
+        other => bail!("no configuration known for binary {other:?}"),
+    }
+    Ok(uses)
+}
+
+/// Each statement of the function's role allows only what the function needs, on its own resources.
+fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function, uses: &Uses) -> Result<()> {
+    let resource = &template.root()["Resources"][&function.logical_id];
+    let role = resource
+        .pointer("/Properties/Role/Fn::GetAtt/0")
+        .and_then(Value::as_str)
+        .context("Role: !GetAtt <role>.Arn expected")?;
+    let policies = resolver
+        .resolve(
+            &template.root()["Resources"][role]["Properties"]["Policies"],
+            role,
+        )?
+        .context("the role has policies")?;
+    let log_group = resource
+        .pointer("/Properties/LoggingConfig/LogGroup/Ref")
+        .and_then(Value::as_str)
+        .context("LoggingConfig.LogGroup: !Ref expected")?;
+    let log_group_arn = format!(
+        "arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{}:*",
+        physical(log_group)
+    );
+    let table_arns: BTreeSet<String> = uses
+        .tables
+        .iter()
+        .map(|t| format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{t}"))
+        .collect();
+    let stream = &function.streams[0].stream;
+    let queue = function.streams[0].on_failure.clone().unwrap_or_default();
+    let mut granted = BTreeSet::new();
+    for statement in policies.as_array().into_iter().flatten().flat_map(|p| {
+        p["PolicyDocument"]["Statement"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }) {
+        ensure!(statement["Effect"] == "Allow", "{statement}");
+        let actions = strings(&statement["Action"]);
+        let resources = strings(&statement["Resource"]);
+        for action in &actions {
+            ensure!(!action.contains('*'), "wildcard action {action}");
+            let allowed = |r: &String| match action.as_str() {
+                "dynamodb:DescribeStream"
+                | "dynamodb:GetRecords"
+                | "dynamodb:GetShardIterator"
+                | "dynamodb:ListStreams" => r == stream,
+                a if a.starts_with("dynamodb:") => table_arns.contains(r),
+                "s3:PutObject" => uses
+                    .objects
+                    .as_ref()
+                    .is_some_and(|o| *r == format!("arn:aws:s3:::{o}*")),
+                "sqs:SendMessage" => *r == queue,
+                "logs:CreateLogStream" | "logs:PutLogEvents" => *r == log_group_arn,
+                _ => false,
+            };
+            for r in &resources {
+                ensure!(allowed(r), "{action} on {r} is more than the function needs");
+            }
+            granted.insert(action.clone());
+        }
+    }
+    let own: &[&str] = match function.binary.as_deref() {
+        Some("multikey-indexer") => &["dynamodb:BatchWriteItem"],
+        Some("ttl-archiver") => &["s3:PutObject"],
+        Some("counter-aggregator") => &["dynamodb:GetItem", "dynamodb:PutItem"],
+        _ => &[],
+    };
+    let common = [
+        "dynamodb:DescribeStream",
+        "dynamodb:GetRecords",
+        "dynamodb:GetShardIterator",
+        "dynamodb:ListStreams",
+        "sqs:SendMessage",
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+    ];
+    let needed: BTreeSet<String> = own.iter().chain(&common).map(|a| (*a).to_owned()).collect();
+    ensure!(granted == needed, "grants {granted:?}, needs exactly {needed:?}");
+    Ok(())
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    match value {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    }
+}

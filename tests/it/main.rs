@@ -5,7 +5,9 @@
 
 mod archive;
 mod counters;
+mod fixtures;
 mod key_cli;
+mod lambda;
 mod moto;
 mod multikey;
 mod plan_cli;

@@ -13,8 +13,8 @@ use stream_kit::{Deadline, Event, EventRecord, Metrics, Op, Write};
 use crate::moto::{create_table, sdk, stream_records, unique};
 
 fn indexer(sdk: &aws_config::SdkConfig, index_table: &str) -> Indexer {
-    let json =
-        include_str!("../../events/multikey-indexer/indexes.json").replace("issue-attrib-index", index_table);
+    let json = include_str!("../../functions/multikey-indexer/indexes.example.json")
+        .replace("issue-attrib-index", index_table);
     let config = Config {
         indexes: Indexes::from_json(&json).unwrap(),
         writer: WriterConfig::default(),

@@ -6,7 +6,7 @@ use super::*;
 
 #[test]
 fn the_worked_example_parses_with_defaults() {
-    let ix = Indexes::from_json(include_str!("../../../../events/multikey-indexer/indexes.json")).unwrap();
+    let ix = Indexes::from_json(include_str!("../../indexes.example.json")).unwrap();
     assert_eq!(ix.base_key, ["id"]);
     let i = &ix.indexes[0];
     assert_eq!(

@@ -17,7 +17,7 @@ macro_rules! fixture {
 }
 
 fn article() -> Indexes {
-    Indexes::from_json(fixture!("indexes.json")).unwrap()
+    Indexes::from_json(include_str!("../../indexes.example.json")).unwrap()
 }
 
 fn records(json: &str) -> Vec<EventRecord> {

@@ -1,0 +1,353 @@
+//! Each function's real binary under `cargo lambda watch`, Lambda's Runtime API emulator: a
+//! warm process takes fixture events through `cargo lambda invoke`, answers with the batch
+//! response, logs JSON lines, and leaves exactly the state the library leaves when it handles
+//! the same events in process.
+//!
+//! The binaries are the debug builds in `target/debug` (scripts/test builds them first);
+//! cargo-lambda comes from scripts/setup.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use aws_lambda_events::event::dynamodb::Event;
+use aws_sdk_dynamodb::types::ScalarAttributeType;
+use serde_json::{Value, json};
+use stream_kit::{Deadline, Vars};
+
+use crate::moto::{create_table, sdk, unique};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn cargo_lambda() -> Result<PathBuf> {
+    let path = root().join(".tools/bin/cargo-lambda");
+    ensure!(path.exists(), "{} is missing: run scripts/setup", path.display());
+    Ok(path)
+}
+
+/// A function binary from this build: `target/<profile>/<name>`, beside the test binary's `deps`.
+fn binary(name: &str) -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .context("the test binary is not in target/<profile>/deps")?;
+    let path = dir.join(name);
+    ensure!(
+        path.exists(),
+        "{} is missing: build it first (cargo build --workspace --bins; scripts/test does)",
+        path.display()
+    );
+    Ok(path)
+}
+
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A child process that is killed when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One function binary, warm, behind its own `cargo lambda watch` runtime API.
+struct Function {
+    port: u16,
+    log: PathBuf,
+    // Dropped in order: the function, then the emulator.
+    _process: Running,
+    _watch: Running,
+}
+
+impl Function {
+    fn start(name: &str, env: &BTreeMap<String, String>) -> Result<Function> {
+        let port = free_port()?;
+        let log = std::env::temp_dir().join(format!("{}.log", unique(&format!("sidestream-{name}"))));
+        // The emulator alone: the binary under test is started here, not built by watch.
+        let watch = Command::new(cargo_lambda()?)
+            .args(["lambda", "watch", "--only-lambda-apis", "-A", "127.0.0.1", "-P"])
+            .arg(port.to_string())
+            .current_dir(root())
+            .stdout(Stdio::null())
+            .stderr(File::create(log.with_extension("watch.log"))?)
+            .spawn()
+            .context("starting cargo lambda watch")?;
+        let watch = Running(watch);
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            ensure!(
+                started.elapsed() < Duration::from_secs(60),
+                "cargo lambda watch did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let endpoint =
+            std::env::var("SIDESTREAM_MOTO_ENDPOINT").context("run the tests with scripts/test")?;
+        let function = Command::new(binary(name)?)
+            .env_clear()
+            .envs(env)
+            .env("AWS_LAMBDA_RUNTIME_API", format!("http://127.0.0.1:{port}/.rt"))
+            .env("AWS_LAMBDA_FUNCTION_NAME", "_")
+            .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+            .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
+            .env("AWS_ENDPOINT_URL", endpoint)
+            .env("S3_FORCE_PATH_STYLE", "true")
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_REGION", "us-east-1")
+            .stdout(File::create(&log)?)
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("starting {name}"))?;
+        Ok(Function {
+            port,
+            log,
+            _process: Running(function),
+            _watch: watch,
+        })
+    }
+
+    /// `cargo lambda invoke` with a fixture; the function's response.
+    fn invoke(&self, fixture: &str) -> Result<Value> {
+        let output = Command::new(cargo_lambda()?)
+            .args([
+                "lambda",
+                "invoke",
+                "_",
+                "--output-format",
+                "json",
+                "-A",
+                "127.0.0.1",
+                "-P",
+            ])
+            .arg(self.port.to_string())
+            .arg("--data-file")
+            .arg(root().join(fixture))
+            .output()?;
+        ensure!(
+            output.status.success(),
+            "invoke {fixture}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout)
+            .with_context(|| format!("invoke {fixture}: {}", String::from_utf8_lossy(&output.stdout)))
+    }
+
+    /// The function's log lines: every one must be JSON (the tracing logs and the EMF metrics).
+    fn log_lines(&self) -> Result<Vec<Value>> {
+        let mut text = String::new();
+        File::open(&self.log)?.read_to_string(&mut text)?;
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).with_context(|| format!("a log line is not JSON: {l}")))
+            .collect()
+    }
+}
+
+fn fixture(path: &str) -> Result<Event> {
+    let text = std::fs::read_to_string(root().join(path))?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+fn env(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()
+}
+
+fn deadline() -> Deadline {
+    Deadline::after(Duration::from_secs(60))
+}
+
+/// Checks the real binary's responses and logs against the in-process handler's responses.
+fn compare(function: &Function, fixtures: &[&str], expected: &[Value]) -> Result<()> {
+    for (fixture, expected) in fixtures.iter().zip(expected) {
+        let response = function.invoke(fixture)?;
+        ensure!(
+            response == *expected,
+            "{fixture}: the binary answered {response}, the library {expected}"
+        );
+    }
+    let lines = function.log_lines()?;
+    let metrics = lines.iter().filter(|l| l.get("_aws").is_some()).count();
+    ensure!(
+        metrics == fixtures.len(),
+        "one EMF line per invocation, found {metrics} in {lines:#?}"
+    );
+    Ok(())
+}
+
+fn response(r: &stream_kit::DynamoDbEventResponse) -> Value {
+    serde_json::to_value(r).unwrap_or(Value::Null)
+}
+
+/// Every item of a table, as sorted JSON lines.
+async fn items(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<Vec<String>> {
+    let scan = client.scan().table_name(table).send().await?;
+    let mut items: Vec<String> = scan
+        .items()
+        .iter()
+        // Through a JSON value, whose object keys are sorted, unlike the item's HashMap.
+        .map(|i| serde_json::to_value(serde_dynamo::Item::from(i.clone())).map(|v| v.to_string()))
+        .collect::<Result<_, _>>()?;
+    items.sort();
+    Ok(items)
+}
+
+#[tokio::test]
+async fn multikey_indexer_binary_answers_like_the_library() -> Result<()> {
+    let sdk = sdk();
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let fixtures = [
+        "events/multikey-indexer/insert.json",
+        "events/multikey-indexer/modify-fields.json",
+        "events/multikey-indexer/keys-only.json",
+    ];
+    let definitions = include_str!("../../functions/multikey-indexer/indexes.example.json");
+    let config = |table: &str| {
+        env(&[(
+            "MULTIKEY_INDEXES",
+            definitions.replace("issue-attrib-index", table),
+        )])
+    };
+    let (real, reference) = (unique("watch-index"), unique("watch-index-ref"));
+    for table in [&real, &reference] {
+        create_table(&client, table, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
+    }
+
+    let vars = config(&reference);
+    let lookup = |name: &str| vars.get(name).cloned();
+    let indexer = multikey_indexer::Indexer::new(
+        multikey_indexer::Config::from_vars(&Vars::new(&lookup))?,
+        &(&sdk).into(),
+    );
+    let mut expected = Vec::new();
+    for f in fixtures {
+        expected.push(response(&indexer.handle(fixture(f)?, deadline()).await?));
+    }
+    ensure!(expected[0] == json!({"batchItemFailures": []}), "{}", expected[0]);
+    ensure!(expected[2] != expected[0], "the last fixture must fail a record");
+
+    let function = Function::start("multikey-indexer", &config(&real))?;
+    compare(&function, &fixtures, &expected)?;
+    let written = items(&client, &real).await?;
+    ensure!(!written.is_empty(), "the binary wrote no index entries");
+    let expected = items(&client, &reference).await?;
+    ensure!(
+        written == expected,
+        "the index tables differ:\n{written:#?}\n{expected:#?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn ttl_archiver_binary_answers_like_the_library() -> Result<()> {
+    let sdk = sdk();
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(true)
+            .build(),
+    );
+    let fixtures = [
+        "events/ttl-archiver/mixed.json",
+        "events/ttl-archiver/user-remove.json",
+        "events/ttl-archiver/poison.json",
+    ];
+    let config = |bucket: &str| {
+        env(&[
+            ("ARCHIVE_BUCKET", bucket.to_owned()),
+            ("ARCHIVE_PREFIX", "archive/".to_owned()),
+        ])
+    };
+    let (real, reference) = (unique("watch-archive"), unique("watch-archive-ref"));
+    for bucket in [&real, &reference] {
+        s3.create_bucket().bucket(bucket).send().await?;
+    }
+
+    let vars = config(&reference);
+    let lookup = |name: &str| vars.get(name).cloned();
+    let archive_config = ttl_archiver::Config::from_vars(&Vars::new(&lookup))?;
+    let s3_config = ttl_archiver::Archiver::s3_config(&archive_config, &sdk);
+    let archiver = ttl_archiver::Archiver::new(archive_config, s3_config);
+    let mut expected = Vec::new();
+    for f in fixtures {
+        expected.push(response(&archiver.handle(fixture(f)?, deadline()).await?));
+    }
+    ensure!(expected[0] == json!({"batchItemFailures": []}), "{}", expected[0]);
+    ensure!(expected[2] != expected[0], "the last fixture must fail a record");
+
+    let function = Function::start("ttl-archiver", &config(&real))?;
+    compare(&function, &fixtures, &expected)?;
+    let written = objects(&s3, &real).await?;
+    ensure!(!written.is_empty(), "the binary archived nothing");
+    ensure!(written == objects(&s3, &reference).await?, "the archives differ");
+    Ok(())
+}
+
+/// Every object of a bucket: key and bytes.
+async fn objects(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<BTreeMap<String, Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    let listed = s3.list_objects_v2().bucket(bucket).send().await?;
+    for object in listed.contents() {
+        let key = object.key().context("a listed object has no key")?;
+        let body = s3
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await?
+            .body
+            .collect()
+            .await?;
+        out.insert(key.to_owned(), body.to_vec());
+    }
+    Ok(out)
+}
+
+#[tokio::test]
+async fn counter_aggregator_binary_answers_like_the_library() -> Result<()> {
+    let sdk = sdk();
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let fixtures = [
+        "events/counter-aggregator/increments.json",
+        "events/counter-aggregator/duplicate.json",
+        "events/counter-aggregator/foreign.json",
+    ];
+    let config = |table: &str| env(&[("COUNTER_TABLE", table.to_owned())]);
+    let (real, reference) = (unique("watch-counters"), unique("watch-counters-ref"));
+    for table in [&real, &reference] {
+        create_table(&client, table, "pk", None, false).await;
+    }
+
+    let vars = config(&reference);
+    let lookup = |name: &str| vars.get(name).cloned();
+    let aggregator = counter_aggregator::Aggregator::new(
+        counter_aggregator::Config::from_vars(&Vars::new(&lookup))?,
+        &(&sdk).into(),
+    );
+    let mut expected = Vec::new();
+    for f in fixtures {
+        expected.push(response(&aggregator.handle(fixture(f)?, deadline()).await?));
+    }
+    if expected.iter().any(|e| *e != json!({"batchItemFailures": []})) {
+        bail!("the counter fixtures all succeed in process: {expected:?}");
+    }
+
+    let function = Function::start("counter-aggregator", &config(&real))?;
+    compare(&function, &fixtures, &expected)?;
+    let written = items(&client, &real).await?;
+    ensure!(!written.is_empty(), "the binary wrote no totals");
+    ensure!(written == items(&client, &reference).await?, "the totals differ");
+    Ok(())
+}

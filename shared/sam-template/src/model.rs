@@ -229,9 +229,8 @@ fn merge(base: &mut Value, over: Value) {
             }
         }
         (Value::Array(base), Value::Array(over)) => base.extend(over),
-        (base, Value::Null) => {
-            let _ = base;
-        }
+        // A property left empty (`Properties:` with nothing under it) keeps the global value.
+        (_, Value::Null) => {}
         (base, over) => *base = over,
     }
 }

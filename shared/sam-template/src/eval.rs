@@ -233,7 +233,7 @@ impl<'a> Resolver<'a> {
                     ));
                 } else {
                     let kind = self.resource_type(target, at)?;
-                    let name = (self.names.resource)(target);
+                    let name = self.physical_name(target, kind)?;
                     match kind {
                         // A queue's Ref is its URL.
                         "AWS::SQS::Queue" => format!(
@@ -245,6 +245,20 @@ impl<'a> Resolver<'a> {
                 }
             }
         }))
+    }
+
+    /// A resource's name: the one its properties give (`TableName`, `BucketName`), or else the
+    /// caller's.
+    fn physical_name(&self, logical_id: &str, kind: &str) -> Result<String, TemplateError> {
+        let property = match kind {
+            "AWS::DynamoDB::Table" => "TableName",
+            "AWS::S3::Bucket" => "BucketName",
+            _ => return Ok((self.names.resource)(logical_id)),
+        };
+        match self.root.pointer(&format!("/Resources/{logical_id}/Properties/{property}")) {
+            Some(given) => self.string(given, &format!("Resources/{logical_id}/Properties/{property}")),
+            None => Ok((self.names.resource)(logical_id)),
+        }
     }
 
     fn resource_type(&self, logical_id: &str, at: &str) -> Result<&str, TemplateError> {
@@ -259,7 +273,7 @@ impl<'a> Resolver<'a> {
     /// `Fn::GetAtt` of the attributes this project's templates use.
     fn attribute(&self, resource: &str, attribute: &str, at: &str) -> Result<String, TemplateError> {
         let kind = self.resource_type(resource, at)?;
-        let name = (self.names.resource)(resource);
+        let name = self.physical_name(resource, kind)?;
         let (region, account) = (&self.names.region, &self.names.account);
         let arn = |service: &str, rest: &str| format!("arn:aws:{service}:{region}:{account}:{rest}");
         Ok(match (kind, attribute) {

@@ -14,6 +14,8 @@
 //! | `{"numeric": [">", 0, "<=", 5]}` | numbers in range (one or two comparisons) |
 //! | `{"exists": true}` | the field is present (false: absent) — only on a leaf |
 //!
+//! [`Pattern::matches`] applies a pattern to a record (see the `matching` module for the rules).
+//!
 //! DynamoDB records nest every attribute under its type, `{"NewImage": {"state": {"S": "open"}}}`,
 //! so matchers under `Keys`, `NewImage` and `OldImage` must sit below a scalar type (`S`, `N`,
 //! `B`, `BOOL`, `NULL`, `SS`, `NS`, `BS`). A matcher on the attribute itself, or on an `M` or `L`,
@@ -21,6 +23,8 @@
 //! [`Pattern::parse_dynamodb`] checks catch that.
 
 use serde_json::Value;
+
+mod matching;
 
 /// A parsed filter pattern.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,6 +6,8 @@
 //!   resource names the caller picks.
 //! - [`Template::functions`] gives each function's build settings, environment and DynamoDB
 //!   stream sources, with SAM's `Globals` applied.
+//! - [`Template::tables`] and [`Template::buckets`] give the storage it declares, for creating
+//!   the same tables and buckets on an emulator.
 //! - [`check`] reports what cfn-lint accepts but Lambda gets wrong: `FunctionResponseTypes`,
 //!   `StartingPosition`, and filter patterns ([`Pattern`]) that are not JSON, use unknown
 //!   operators, or match a DynamoDB attribute above its type (which never matches).
@@ -17,11 +19,13 @@ mod eval;
 mod filter;
 mod load;
 mod model;
+mod resources;
 
 pub use check::{MAX_FILTERS, MAX_PATTERN_CHARS, Problem, check};
 pub use eval::{Names, Resolver};
 pub use filter::{Comparison, Matcher, Node, Pattern};
 pub use model::{Function, StreamSource, Template};
+pub use resources::{Bucket, GlobalIndex, KeyAttribute, Table};
 
 /// A template that cannot be read or resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

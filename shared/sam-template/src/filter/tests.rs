@@ -143,3 +143,89 @@ fn dynamodb_patterns_must_match_below_the_type() {
         );
     }
 }
+
+/// A REMOVE by TTL of an issue, as Lambda delivers it.
+fn ttl_remove() -> serde_json::Value {
+    json!({
+        "eventName": "REMOVE",
+        "userIdentity": {"type": "Service", "principalId": "dynamodb.amazonaws.com"},
+        "dynamodb": {
+            "Keys": {"pk": {"S": "COUNTER#page-views#7"}},
+            "OldImage": {
+                "pk": {"S": "COUNTER#page-views#7"},
+                "count": {"N": "42"},
+                "tags": {"SS": ["red", "blue"]},
+                "fields": {"M": {"a": {"S": "x"}}},
+                "gone": {"NULL": true},
+                "flag": {"BOOL": false}
+            }
+        }
+    })
+}
+
+#[test]
+fn patterns_match_records_like_lambda() {
+    let old = |attribute: &str, typed: &str| {
+        format!(r#"{{"dynamodb":{{"OldImage":{{"{attribute}":{typed}}}}}}}"#)
+    };
+    let cases: Vec<(String, bool)> = vec![
+        // Exact values, and the metadata fields the archiver's filter uses.
+        (r#"{"eventName":["REMOVE"]}"#.into(), true),
+        (r#"{"eventName":["INSERT","MODIFY"]}"#.into(), false),
+        (
+            r#"{"eventName":["REMOVE"],"userIdentity":{"type":["Service"],"principalId":["dynamodb.amazonaws.com"]}}"#.into(),
+            true,
+        ),
+        (r#"{"userIdentity":{"type":["User"]}}"#.into(), false),
+        // Prefix, suffix, equals-ignore-case on a key.
+        (r#"{"dynamodb":{"Keys":{"pk":{"S":[{"prefix":"COUNTER#"}]}}}}"#.into(), true),
+        (r#"{"dynamodb":{"Keys":{"pk":{"S":[{"prefix":"counter#"}]}}}}"#.into(), false),
+        (r##"{"dynamodb":{"Keys":{"pk":{"S":[{"suffix":"#7"}]}}}}"##.into(), true),
+        (r#"{"eventName":[{"equals-ignore-case":"remove"}]}"#.into(), true),
+        // exists: on scalar leaves only; a map is never a leaf.
+        (old("count", r#"{"N":[{"exists":true}]}"#), true),
+        (old("missing", r#"{"N":[{"exists":true}]}"#), false),
+        (old("missing", r#"{"N":[{"exists":false}]}"#), true),
+        (old("count", r#"{"N":[{"exists":false}]}"#), false),
+        (old("count", r#"{"S":[{"exists":true}]}"#), false),
+        (old("fields", r#"{"M":[{"exists":true}]}"#), false),
+        (old("fields", r#"{"M":{"a":{"S":["x"]}}}"#), true),
+        // anything-but: a value, a list, a prefix; never a missing field.
+        (r#"{"eventName":[{"anything-but":"INSERT"}]}"#.into(), true),
+        (r#"{"eventName":[{"anything-but":["INSERT","REMOVE"]}]}"#.into(), false),
+        (r#"{"eventName":[{"anything-but":{"prefix":"REM"}}]}"#.into(), false),
+        (r#"{"eventSource":[{"anything-but":"x"}]}"#.into(), false),
+        // Numbers: DynamoDB's N strings compare by value.
+        (old("count", r#"{"N":[{"numeric":[">",0,"<=",42]}]}"#), true),
+        (old("count", r#"{"N":[{"numeric":["<",42]}]}"#), false),
+        (old("count", r#"{"N":[{"numeric":["=",42]}]}"#), true),
+        (old("count", r#"{"N":[42]}"#), true),
+        (old("count", r#"{"N":["42"]}"#), true),
+        (old("count", r#"{"N":["42.0"]}"#), false),
+        (old("pk", r#"{"S":[{"numeric":[">",0]}]}"#), false),
+        // Sets match when any element does; BOOL and NULL by value.
+        (old("tags", r#"{"SS":["blue"]}"#), true),
+        (old("tags", r#"{"SS":["green"]}"#), false),
+        (old("tags", r#"{"SS":[{"anything-but":"red"}]}"#), true),
+        (old("flag", r#"{"BOOL":[false]}"#), true),
+        (old("gone", r#"{"NULL":[true]}"#), true),
+        // Every field (AND); any filter of a $or.
+        (
+            r#"{"eventName":["REMOVE"],"dynamodb":{"Keys":{"pk":{"S":[{"prefix":"X"}]}}}}"#.into(),
+            false,
+        ),
+        (
+            r#"{"$or":[{"eventName":["INSERT"]},{"dynamodb":{"OldImage":{"count":{"N":[{"exists":true}]}}}}]}"#.into(),
+            true,
+        ),
+        (
+            r#"{"eventName":["REMOVE"],"$or":[{"eventID":["1"]},{"eventSource":["x"]}]}"#.into(),
+            false,
+        ),
+    ];
+    let record = ttl_remove();
+    for (pattern, expected) in cases {
+        let parsed = Pattern::parse(&pattern).unwrap_or_else(|e| panic!("{pattern}: {e}"));
+        assert_eq!(parsed.matches(&record), expected, "{pattern}");
+    }
+}

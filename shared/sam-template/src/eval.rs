@@ -255,7 +255,10 @@ impl<'a> Resolver<'a> {
             "AWS::S3::Bucket" => "BucketName",
             _ => return Ok((self.names.resource)(logical_id)),
         };
-        match self.root.pointer(&format!("/Resources/{logical_id}/Properties/{property}")) {
+        match self
+            .root
+            .pointer(&format!("/Resources/{logical_id}/Properties/{property}"))
+        {
             Some(given) => self.string(given, &format!("Resources/{logical_id}/Properties/{property}")),
             None => Ok((self.names.resource)(logical_id)),
         }

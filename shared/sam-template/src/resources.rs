@@ -65,7 +65,11 @@ impl Template {
             let at = format!("Resources/{id}/Properties");
             let properties = self.properties(resolver, id)?;
             let definitions = properties.get("AttributeDefinitions").unwrap_or(&Value::Null);
-            let key = key_schema(properties.get("KeySchema"), definitions, &format!("{at}/KeySchema"))?;
+            let key = key_schema(
+                properties.get("KeySchema"),
+                definitions,
+                &format!("{at}/KeySchema"),
+            )?;
             let mut global_indexes = Vec::new();
             for (i, index) in array(properties.get("GlobalSecondaryIndexes")).iter().enumerate() {
                 let here = format!("{at}/GlobalSecondaryIndexes/{i}");
@@ -132,7 +136,11 @@ impl Template {
     }
 }
 
-fn key_schema(schema: Option<&Value>, definitions: &Value, at: &str) -> Result<Vec<KeyAttribute>, TemplateError> {
+fn key_schema(
+    schema: Option<&Value>,
+    definitions: &Value,
+    at: &str,
+) -> Result<Vec<KeyAttribute>, TemplateError> {
     let schema = array(schema);
     if schema.is_empty() {
         return Err(TemplateError::invalid(at, "a key schema needs a HASH attribute"));
@@ -148,7 +156,10 @@ fn key_schema(schema: Option<&Value>, definitions: &Value, at: &str) -> Result<V
                 .find(|d| d.get("AttributeName").and_then(Value::as_str) == Some(name.as_str()))
                 .and_then(|d| d.get("AttributeType").and_then(Value::as_str))
                 .ok_or_else(|| {
-                    TemplateError::invalid(&here, format!("key attribute {name} is not in AttributeDefinitions"))
+                    TemplateError::invalid(
+                        &here,
+                        format!("key attribute {name} is not in AttributeDefinitions"),
+                    )
                 })?
                 .to_owned();
             Ok(KeyAttribute {

@@ -39,9 +39,11 @@ fn leaf(matchers: &[Matcher], value: Option<&Value>) -> bool {
         Value::Object(_) => return false,
         scalar => std::slice::from_ref(scalar),
     };
-    matchers
-        .iter()
-        .any(|m| elements.iter().any(|e| !e.is_array() && !e.is_object() && scalar(m, e)))
+    matchers.iter().any(|m| {
+        elements
+            .iter()
+            .any(|e| !e.is_array() && !e.is_object() && scalar(m, e))
+    })
 }
 
 fn scalar(matcher: &Matcher, value: &Value) -> bool {
@@ -51,9 +53,7 @@ fn scalar(matcher: &Matcher, value: &Value) -> bool {
         Matcher::Suffix(suffix) => value.as_str().is_some_and(|s| s.ends_with(suffix.as_str())),
         Matcher::EqualsIgnoreCase(text) => value.as_str().is_some_and(|s| s.eq_ignore_ascii_case(text)),
         Matcher::AnythingBut(excluded) => !excluded.iter().any(|e| equal(e, value)),
-        Matcher::AnythingButPrefix(prefix) => {
-            value.as_str().is_some_and(|s| !s.starts_with(prefix.as_str()))
-        }
+        Matcher::AnythingButPrefix(prefix) => value.as_str().is_some_and(|s| !s.starts_with(prefix.as_str())),
         Matcher::Numeric(bounds) => number(value).is_some_and(|n| {
             bounds.iter().all(|&(op, bound)| match op {
                 Comparison::Equal => n.partial_cmp(&bound) == Some(Ordering::Equal),

@@ -165,9 +165,8 @@ fn ttl_remove() -> serde_json::Value {
 
 #[test]
 fn patterns_match_records_like_lambda() {
-    let old = |attribute: &str, typed: &str| {
-        format!(r#"{{"dynamodb":{{"OldImage":{{"{attribute}":{typed}}}}}}}"#)
-    };
+    let old =
+        |attribute: &str, typed: &str| format!(r#"{{"dynamodb":{{"OldImage":{{"{attribute}":{typed}}}}}}}"#);
     let cases: Vec<(String, bool)> = vec![
         // Exact values, and the metadata fields the archiver's filter uses.
         (r#"{"eventName":["REMOVE"]}"#.into(), true),

@@ -100,7 +100,10 @@ fn tables_and_buckets_resolve_for_the_parameters() {
 
     // Parameters switch conditions and feed the TTL attribute.
     let (tables, buckets) = read(TEMPLATE, &[("Existing", "x"), ("Ttl", "ttl")]).unwrap();
-    let names: Vec<_> = tables.iter().map(|t| (t.name.as_str(), t.ttl_attribute.as_deref())).collect();
+    let names: Vec<_> = tables
+        .iter()
+        .map(|t| (t.name.as_str(), t.ttl_attribute.as_deref()))
+        .collect();
     assert_eq!(names, [("local-items", Some("ttl"))]);
     assert_eq!(buckets.len(), 1);
 }
@@ -112,14 +115,19 @@ fn broken_tables_name_the_place() {
             "KeySchema: [{ AttributeName: id, KeyType: HASH }]",
             "Resources/T/Properties/KeySchema/0: key attribute id is not in AttributeDefinitions",
         ),
-        ("KeySchema: []", "Resources/T/Properties/KeySchema: a key schema needs a HASH attribute"),
+        (
+            "KeySchema: []",
+            "Resources/T/Properties/KeySchema: a key schema needs a HASH attribute",
+        ),
         (
             "AttributeDefinitions: [{ AttributeName: id, AttributeType: S }]\n      KeySchema: [{ AttributeName: id }]",
             "Resources/T/Properties/KeySchema/0/KeyType: a string is needed here",
         ),
     ];
     for (properties, expected) in cases {
-        let template = format!("Resources:\n  T:\n    Type: AWS::DynamoDB::Table\n    Properties:\n      {properties}\n");
+        let template = format!(
+            "Resources:\n  T:\n    Type: AWS::DynamoDB::Table\n    Properties:\n      {properties}\n"
+        );
         let error = read(&template, &[]).unwrap_err();
         assert_eq!(error.to_string(), format!("template {expected}"), "{properties}");
     }

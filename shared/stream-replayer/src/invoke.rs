@@ -1,0 +1,111 @@
+//! How the replayer calls a function: in process (a closure over the library's handler) or over
+//! Lambda's Invoke API, as served by a local emulator such as `cargo lambda watch`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use futures_util::future::BoxFuture;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+use crate::Invocation;
+
+/// Invokes a function with a batch of records.
+pub type Invoker = Arc<dyn Fn(Event) -> BoxFuture<'static, Invocation> + Send + Sync>;
+
+/// An event holding `records`, as Lambda sends it.
+pub fn event(records: Vec<EventRecord>) -> Event {
+    let mut event = Event::default();
+    event.records = records;
+    event
+}
+
+/// An invoker that calls `handler` in this process.
+pub fn in_process<F, Fut>(handler: F) -> Invoker
+where
+    F: Fn(Event) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Invocation> + Send + 'static,
+{
+    Arc::new(move |event| Box::pin(handler(event)))
+}
+
+/// An invoker that POSTs to `{endpoint}/2015-03-31/functions/{function}/invocations` (Lambda's
+/// Invoke API, which `cargo lambda watch` serves), giving up after `timeout` as Lambda would.
+///
+/// A 200 answer is the function's response; any other status is a function error, read from
+/// the body's `errorType` and `errorMessage`. A refused connection or a timeout is a function
+/// error too, so the mapping retries it.
+pub fn http(endpoint: &str, function: &str, timeout: Duration) -> Invoker {
+    let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let url = format!(
+        "{}/2015-03-31/functions/{function}/invocations",
+        endpoint.trim_end_matches('/')
+    );
+    Arc::new(move |event| {
+        let (client, url) = (client.clone(), url.clone());
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, post(&client, &url, &event)).await {
+                Ok(Ok(invocation)) => invocation,
+                Ok(Err(message)) => Invocation::Failed {
+                    error_type: "Sidestream.InvokeError".into(),
+                    message: format!("POST {url}: {message}"),
+                },
+                Err(_) => Invocation::Failed {
+                    error_type: "Sidestream.Timeout".into(),
+                    message: format!("POST {url}: no answer within {timeout:?}"),
+                },
+            }
+        })
+    })
+}
+
+async fn post(
+    client: &Client<HttpConnector, Full<Bytes>>,
+    url: &str,
+    event: &Event,
+) -> Result<Invocation, String> {
+    let body = serde_json::to_vec(event).map_err(|e| e.to_string())?;
+    let request = hyper::Request::post(url)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| e.to_string())?;
+    let response = client.request(request).await.map_err(|e| error_chain(&e))?;
+    let status = response.status();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    let body: Value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+    };
+    if status.is_success() {
+        return Ok(Invocation::Returned(body));
+    }
+    let field = |name: &str| body.get(name).and_then(Value::as_str).map(str::to_owned);
+    Ok(Invocation::Failed {
+        error_type: field("errorType").unwrap_or_else(|| format!("HTTP {status}")),
+        message: field("errorMessage").unwrap_or_else(|| body.to_string()),
+    })
+}
+
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}

@@ -1,0 +1,29 @@
+//! stream-replayer: runs functions on a local emulator the way Lambda's event source mapping
+//! runs them on AWS, for DynamoDB streams.
+//!
+//! - [`mapping`]: the rules, pure: batches of `BatchSize`, `batchItemFailures`, bisection on a
+//!   function error, `MaximumRetryAttempts`, and the range given up on.
+//! - [`pipeline`]: the loop over streams and mappings; `FilterCriteria` are applied with
+//!   [`Pattern::matches`](sam_template::Pattern::matches) from `sam-template`.
+//! - [`reader`]: reads a stream through the DynamoDB Streams API into Lambda's record shape.
+//! - [`sweeper`]: TTL for emulators that never expire items, with the service identity on the
+//!   resulting REMOVE records.
+//! - [`invoke`]: in-process invokers, and Lambda's Invoke API over HTTP (`cargo lambda watch`).
+//! - [`failures`]: the local failure log, in the shape of Lambda's on-failure records.
+//! - [`resources`]: creates the tables and buckets a template declares.
+
+mod error;
+pub mod failures;
+pub mod invoke;
+pub mod mapping;
+pub mod pipeline;
+pub mod reader;
+pub mod resources;
+pub mod sweeper;
+
+pub use error::ReplayError;
+pub use failures::FailureLog;
+pub use invoke::Invoker;
+pub use mapping::{FailedRange, Invocation, Mapping, Settings, Step};
+pub use pipeline::{Counts, Pipeline, Progress, Source};
+pub use sweeper::Sweeper;

@@ -1,0 +1,152 @@
+//! Reads a table's stream from the DynamoDB Streams API, every shard from its trim horizon, into
+//! records shaped as Lambda delivers them.
+
+use aws_lambda_events::event::dynamodb::EventRecord;
+use aws_sdk_dynamodbstreams::Client;
+use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
+use serde_json::{Value, json};
+
+use crate::ReplayError;
+
+/// A stream being read: where each shard's reading has got to.
+#[derive(Debug)]
+pub struct StreamReader {
+    client: Client,
+    arn: String,
+    shards: Vec<Shard>,
+}
+
+#[derive(Debug)]
+struct Shard {
+    id: String,
+    /// `None` once a closed shard has been read to its end.
+    iterator: Option<String>,
+}
+
+impl StreamReader {
+    /// A reader of the stream `arn` that has read nothing yet.
+    pub fn new(client: Client, arn: impl Into<String>) -> StreamReader {
+        StreamReader {
+            client,
+            arn: arn.into(),
+            shards: Vec::new(),
+        }
+    }
+
+    /// The stream's ARN.
+    pub fn arn(&self) -> &str {
+        &self.arn
+    }
+
+    /// The records written since the last poll, with their shard ids, in stream order within each
+    /// shard. Shards that appeared since are read from their start.
+    pub async fn poll(&mut self) -> Result<Vec<(String, EventRecord)>, ReplayError> {
+        self.discover().await?;
+        let mut out = Vec::new();
+        for shard in &mut self.shards {
+            while let Some(iterator) = shard.iterator.take() {
+                let page = self
+                    .client
+                    .get_records()
+                    .shard_iterator(&iterator)
+                    .send()
+                    .await
+                    .map_err(|e| ReplayError::request("GetRecords", &self.arn, &e))?;
+                let empty = page.records().is_empty();
+                for record in page.records() {
+                    out.push((shard.id.clone(), event_record(record, &self.arn)?));
+                }
+                shard.iterator = page.next_shard_iterator;
+                if empty {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn discover(&mut self) -> Result<(), ReplayError> {
+        let described = self
+            .client
+            .describe_stream()
+            .stream_arn(&self.arn)
+            .send()
+            .await
+            .map_err(|e| ReplayError::request("DescribeStream", &self.arn, &e))?;
+        let shards = described
+            .stream_description()
+            .map(aws_sdk_dynamodbstreams::types::StreamDescription::shards)
+            .unwrap_or_default();
+        for shard in shards {
+            let Some(id) = shard.shard_id() else { continue };
+            if self.shards.iter().any(|s| s.id == id) {
+                continue;
+            }
+            let iterator = self
+                .client
+                .get_shard_iterator()
+                .stream_arn(&self.arn)
+                .shard_id(id)
+                .shard_iterator_type(ShardIteratorType::TrimHorizon)
+                .send()
+                .await
+                .map_err(|e| ReplayError::request("GetShardIterator", &self.arn, &e))?
+                .shard_iterator;
+            self.shards.push(Shard {
+                id: id.to_owned(),
+                iterator,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A DynamoDB Streams record as Lambda's event source mapping delivers it.
+pub fn event_record(record: &Record, arn: &str) -> Result<EventRecord, ReplayError> {
+    let change = record
+        .dynamodb()
+        .ok_or_else(|| ReplayError::unexpected(arn, "a stream record without its change"))?;
+    let image =
+        |m: Option<&std::collections::HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>>| {
+            m.map(|m| serde_json::to_value(serde_dynamo::Item::from(m.clone())))
+                .transpose()
+        };
+    let fail = |e: serde_json::Error| ReplayError::unexpected(arn, format!("a stream record's image: {e}"));
+    let mut dynamodb = json!({
+        "Keys": image(change.keys()).map_err(fail)?,
+        "SequenceNumber": change.sequence_number(),
+        "SizeBytes": change.size_bytes(),
+        "StreamViewType": change.stream_view_type().map(aws_sdk_dynamodbstreams::types::StreamViewType::as_str),
+    });
+    if let Some(created) = change.approximate_creation_date_time() {
+        dynamodb["ApproximateCreationDateTime"] = json!(created.secs());
+    }
+    if let Some(old) = image(change.old_image()).map_err(fail)? {
+        dynamodb["OldImage"] = old;
+    }
+    if let Some(new) = image(change.new_image()).map_err(fail)? {
+        dynamodb["NewImage"] = new;
+    }
+    let mut event = json!({
+        "eventID": record.event_id(),
+        "eventName": record.event_name().map(aws_sdk_dynamodbstreams::types::OperationType::as_str),
+        "eventVersion": record.event_version(),
+        "eventSource": "aws:dynamodb",
+        "awsRegion": record.aws_region(),
+        "eventSourceARN": arn,
+        "dynamodb": dynamodb,
+    });
+    if let Some(identity) = record.user_identity() {
+        event["userIdentity"] = json!({
+            "type": identity.r#type(),
+            "principalId": identity.principal_id(),
+        });
+    }
+    serde_json::from_value::<EventRecord>(event)
+        .map_err(|e| ReplayError::unexpected(arn, format!("a stream record Lambda could not deliver: {e}")))
+}
+
+/// A record as JSON, the form filters match.
+pub(crate) fn record_json(record: &EventRecord) -> Value {
+    serde_json::to_value(record).unwrap_or(Value::Null)
+}

@@ -1,0 +1,191 @@
+//! TTL for emulators that never expire items: deletes the items whose TTL attribute has passed,
+//! and marks the stream records of those deletes as DynamoDB's own, the way AWS does.
+//!
+//! DynamoDB's TTL deletes an item some time after its TTL attribute (a Number, epoch seconds)
+//! is in the past, unless the value is more than five years in the past; its REMOVE record
+//! carries `userIdentity: {"type": "Service", "principalId": "dynamodb.amazonaws.com"}`, which
+//! is how the ttl-archiver (and its stream filter) tells it from a user's delete.
+//!
+//! The sweeper deletes with a condition (the item is still expired), so an item a user updated
+//! or deleted meanwhile is left alone, and remembers each delete's key and old image. A REMOVE
+//! record with the same key and old image, the next one for that key, is the sweeper's: it gets
+//! the service identity. Sweeping before reading the stream, in the same task, means a delete is
+//! always remembered before its record can be read.
+
+use std::collections::HashMap;
+
+use aws_lambda_events::event::dynamodb::{EventRecord, UserIdentity};
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use serde_json::Value;
+
+use crate::ReplayError;
+
+/// Five years, the age past which DynamoDB ignores a TTL value.
+const IGNORED_AFTER_SECONDS: f64 = 5.0 * 365.0 * 24.0 * 3600.0;
+
+/// Whether a TTL attribute's Number value means the item is due for deletion at `now` (epoch
+/// seconds).
+pub fn expired(value: &str, now: i64) -> bool {
+    #[expect(clippy::cast_precision_loss, reason = "epoch seconds are far below 2^52")]
+    let now = now as f64;
+    value
+        .parse::<f64>()
+        .is_ok_and(|at| at.is_finite() && at < now && now - at <= IGNORED_AFTER_SECONDS)
+}
+
+/// Expires one table's items.
+#[derive(Debug)]
+pub struct Sweeper {
+    client: Client,
+    table: String,
+    attribute: String,
+    key: Vec<String>,
+    deletes: Deletes,
+}
+
+/// Deletes made by TTL whose stream records have not been read yet.
+#[derive(Debug, Default)]
+pub struct Deletes {
+    /// (key, old image) as DynamoDB JSON, in the order made.
+    pending: Vec<(Value, Value)>,
+}
+
+impl Deletes {
+    /// Remembers a delete of the item with this key and old image (DynamoDB JSON).
+    pub fn remember(&mut self, key: Value, old_image: Value) {
+        self.pending.push((key, old_image));
+    }
+
+    /// Gives `record` DynamoDB's service identity if it is the REMOVE of a remembered delete:
+    /// the first pending one with its key, if the old image is the same. Whether it did.
+    pub fn mark(&mut self, record: &mut EventRecord) -> bool {
+        if record.event_name != "REMOVE" {
+            return false;
+        }
+        let keys = serde_json::to_value(&record.change.keys).unwrap_or(Value::Null);
+        let Some(at) = self.pending.iter().position(|(k, _)| *k == keys) else {
+            return false;
+        };
+        let old = serde_json::to_value(&record.change.old_image).unwrap_or(Value::Null);
+        if self.pending[at].1 != old {
+            return false;
+        }
+        self.pending.remove(at);
+        let mut identity = UserIdentity::default();
+        "Service".clone_into(&mut identity.type_);
+        "dynamodb.amazonaws.com".clone_into(&mut identity.principal_id);
+        record.user_identity = Some(identity);
+        true
+    }
+
+    /// How many deletes wait for their record.
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether no delete waits for its record.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+}
+
+impl Sweeper {
+    /// A sweeper of `table`, whose TTL attribute is `attribute` and key attributes `key`.
+    pub fn new(
+        client: Client,
+        table: impl Into<String>,
+        attribute: impl Into<String>,
+        key: Vec<String>,
+    ) -> Sweeper {
+        Sweeper {
+            client,
+            table: table.into(),
+            attribute: attribute.into(),
+            key,
+            deletes: Deletes::default(),
+        }
+    }
+
+    /// The table swept.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Deletes every item expired at `now` (epoch seconds); returns how many.
+    pub async fn sweep(&mut self, now: i64) -> Result<usize, ReplayError> {
+        let mut deleted = 0;
+        let mut start: Option<HashMap<String, AttributeValue>> = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression("#ttl < :now")
+                .expression_attribute_names("#ttl", &self.attribute)
+                .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| ReplayError::request("Scan", &self.table, &e))?;
+            for item in page.items() {
+                let due =
+                    matches!(item.get(&self.attribute), Some(AttributeValue::N(at)) if expired(at, now));
+                if due {
+                    deleted += usize::from(self.delete(item, now).await?);
+                }
+            }
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(deleted),
+            }
+        }
+    }
+
+    /// Deletes one item if it is still expired; whether it was.
+    async fn delete(
+        &mut self,
+        item: &HashMap<String, AttributeValue>,
+        now: i64,
+    ) -> Result<bool, ReplayError> {
+        let key: HashMap<String, AttributeValue> = self
+            .key
+            .iter()
+            .filter_map(|k| item.get(k).map(|v| (k.clone(), v.clone())))
+            .collect();
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key.clone()))
+            .condition_expression("#ttl < :now")
+            .expression_attribute_names("#ttl", &self.attribute)
+            .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await;
+        let old = match result {
+            Ok(output) => output.attributes.unwrap_or_default(),
+            Err(e) if e.as_service_error().is_some_and(aws_sdk_dynamodb::operation::delete_item::DeleteItemError::is_conditional_check_failed_exception) => {
+                return Ok(false);
+            }
+            Err(e) => return Err(ReplayError::request("DeleteItem", &self.table, &e)),
+        };
+        self.deletes
+            .remember(json(key, &self.table)?, json(old, &self.table)?);
+        Ok(true)
+    }
+
+    /// The deletes made, to mark their records with.
+    pub fn deletes(&mut self) -> &mut Deletes {
+        &mut self.deletes
+    }
+}
+
+fn json(item: HashMap<String, AttributeValue>, table: &str) -> Result<Value, ReplayError> {
+    serde_json::to_value(serde_dynamo::Item::from(item))
+        .map_err(|e| ReplayError::unexpected(table, format!("an item that is not DynamoDB JSON: {e}")))
+}
+
+#[cfg(test)]
+mod tests;

@@ -255,6 +255,25 @@ pub async fn restore(
     Ok(done)
 }
 
+/// Every item archived under `s3://bucket/prefix`, object by object in key order, each with
+/// its object's key (metadata objects left out).
+pub async fn items(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    prefix: &str,
+) -> anyhow::Result<Vec<(String, Item)>> {
+    let mut out = Vec::new();
+    for key in list(s3, bucket, prefix).await? {
+        let bytes = get(s3, bucket, &key).await?;
+        for line in format::read(&bytes).with_context(|| format!("s3://{bucket}/{key}"))? {
+            if let Line::Item(item) = line {
+                out.push((key.clone(), item));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The item objects under a prefix, in key order.
 async fn list(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> anyhow::Result<Vec<String>> {
     let mut keys = Vec::new();

@@ -2,6 +2,9 @@
 //! writers, so tests drive it without a process. `main.rs` only parses arguments.
 
 pub mod archive;
+pub mod check;
+pub mod demo;
 pub mod key;
+pub mod local;
 pub mod plan;
 pub mod typed_json;

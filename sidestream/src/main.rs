@@ -1,6 +1,6 @@
 //! `sidestream`: the command line. Parses arguments and hands each subcommand stdin and stdout.
 
-use std::io::{self, BufWriter};
+use std::io::{self, BufWriter, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -8,7 +8,9 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use sidestream::archive;
 use sidestream::key::{self, KeyOptions};
+use sidestream::local::{self, Emulated, Stack};
 use stream_kit::Vars;
+use stream_replayer::FailureLog;
 
 /// Sidestream: DynamoDB stream processing toolkit.
 #[derive(Debug, Parser)]
@@ -48,6 +50,72 @@ enum Command {
     /// need it.
     #[command(subcommand)]
     Archive(ArchiveCommand),
+    /// The stack of `template.yaml` on a local AWS emulator (moto), with Lambda's event source
+    /// mappings replayed.
+    ///
+    /// Tables and buckets are created from the template (existing ones are kept) and named
+    /// `<stack>-<logicalid>`. Each function runs as its real binary behind `cargo lambda watch`
+    /// (or in process) with the template's environment, and gets its stream's records the way
+    /// Lambda would deliver them: FilterCriteria, BatchSize, batchItemFailures, bisection,
+    /// MaximumRetryAttempts (given-up ranges go to the failure log). Items whose TTL attribute
+    /// is past are deleted, and their REMOVE records carry DynamoDB's service identity.
+    /// The emulator is reached with `AWS_ENDPOINT_URL` (scripts/moto sets it).
+    #[command(subcommand)]
+    Local(LocalCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum LocalCommand {
+    /// Creates the stack and replays its streams until interrupted (or, with --until-settled,
+    /// until everything written so far is delivered).
+    Run {
+        #[command(flatten)]
+        options: LocalOptions,
+        /// Stop once every stream has been replayed to its end.
+        #[arg(long)]
+        until_settled: bool,
+    },
+    /// Creates the stack, loads the article's issue tracker, a hot counter and expiring issues
+    /// while the replayer runs, then prints what the functions kept and checks it is exact
+    /// (exit status 1 if not).
+    Demo {
+        #[command(flatten)]
+        options: LocalOptions,
+    },
+}
+
+#[derive(Debug, Args)]
+struct LocalOptions {
+    /// The SAM template.
+    #[arg(long, default_value = "template.yaml", value_name = "FILE")]
+    template: PathBuf,
+    /// The stack name, the prefix of every resource name.
+    #[arg(long, default_value = "sidestream-local")]
+    stack: String,
+    /// A template parameter, `NAME=VALUE` (repeatable); the rest take their defaults.
+    #[arg(long = "parameter", value_name = "NAME=VALUE", value_parser = parse_parameter)]
+    parameters: Vec<(String, String)>,
+    /// Run the functions' library handlers in this process instead of their binaries.
+    #[arg(long)]
+    in_process: bool,
+    /// Where the function binaries are (default: beside this program).
+    #[arg(long, value_name = "DIR")]
+    bin_dir: Option<PathBuf>,
+    /// The cargo-lambda program.
+    #[arg(long, default_value = "cargo-lambda", value_name = "PATH")]
+    cargo_lambda: PathBuf,
+    /// Ranges of records given up on after MaximumRetryAttempts, one JSON line each.
+    #[arg(long, default_value = "target/local/failures.jsonl", value_name = "FILE")]
+    failure_log: PathBuf,
+    /// Where the function binaries' logs go.
+    #[arg(long, default_value = "target/local/logs", value_name = "DIR")]
+    log_dir: PathBuf,
+}
+
+fn parse_parameter(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("{text:?} is not NAME=VALUE"))
 }
 
 #[derive(Debug, Subcommand)]
@@ -136,7 +204,97 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Key(command) => run_key(command),
         Command::Plan { function, event, out } => run_plan(function, &event, out.as_deref()),
         Command::Archive(command) => run_archive(command),
+        Command::Local(command) => run_local(command),
     }
+}
+
+fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
+    let (options, demo, until_settled) = match command {
+        LocalCommand::Run {
+            options,
+            until_settled,
+        } => (options, false, until_settled),
+        LocalCommand::Demo { options } => (options, true, true),
+    };
+    // JSON logs on stderr; the demo keeps its output readable with warnings and errors only.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(if demo { "warn" } else { "info" }));
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let parameters = options.parameters.iter().cloned().collect();
+        let stack = Stack::create(&sdk, &options.template, &options.stack, &parameters).await?;
+        let mut out = io::stdout().lock();
+        writeln!(
+            out,
+            "The stack {} of {} on {}",
+            options.stack,
+            options.template.display(),
+            sdk.endpoint_url().unwrap_or("AWS")
+        )?;
+        for table in &stack.tables {
+            writeln!(out, "  table  {}", table.name)?;
+        }
+        for bucket in &stack.buckets {
+            writeln!(out, "  bucket {}", bucket.name)?;
+        }
+        let bin_dir = match &options.bin_dir {
+            Some(dir) => dir.clone(),
+            None => std::env::current_exe()?
+                .parent()
+                .context("this program's folder")?
+                .to_owned(),
+        };
+        let mut running = Vec::new();
+        let pipeline = stack.pipeline(
+            &sdk,
+            |function| {
+                if options.in_process {
+                    return local::in_process_invoker(function, &sdk);
+                }
+                let emulated =
+                    Emulated::function(&options.cargo_lambda, &bin_dir, function, &options.log_dir)?;
+                let invoker = emulated.invoker();
+                running.push(emulated);
+                Ok(invoker)
+            },
+            FailureLog::new(&options.failure_log),
+        )?;
+        for emulated in &running {
+            writeln!(
+                out,
+                "  function {} (log {})",
+                emulated.endpoint,
+                emulated.log.display()
+            )?;
+        }
+        writeln!(out, "  failure log {}", options.failure_log.display())?;
+        out.flush()?;
+        if demo {
+            let ok = sidestream::demo::run(&sdk, &stack, pipeline, &mut out).await?;
+            return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+        }
+        let mut pipeline = pipeline;
+        if until_settled {
+            pipeline.settle().await?;
+        } else {
+            pipeline
+                .run_until(std::future::pending(), std::time::Duration::from_millis(200))
+                .await?;
+        }
+        for (function, counts) in pipeline.counts() {
+            writeln!(out, "  {function}: {counts:?}")?;
+        }
+        Ok(ExitCode::SUCCESS)
+    })
 }
 
 fn run_key(command: KeyCommand) -> anyhow::Result<ExitCode> {

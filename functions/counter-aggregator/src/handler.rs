@@ -106,12 +106,16 @@ impl Aggregator {
         }
 
         let stop_by = deadline.less(self.config.writer.margin);
-        let mut results = futures_util::stream::iter(
-            plan.updates
-                .iter()
-                .map(|u| async move { (u, self.apply(u, stop_by).await) }),
-        )
-        .buffer_unordered(self.config.writer.concurrency);
+        // Collected first: a stream over a lazy `map` closure makes this future's `Send` proof
+        // depend on a higher-ranked closure bound that rustc cannot show, and callers that
+        // spawn the handler (the local replayer) need it.
+        let applies: Vec<_> = plan
+            .updates
+            .iter()
+            .map(|u| async move { (u, self.apply(u, stop_by).await) })
+            .collect();
+        let mut results =
+            futures_util::stream::iter(applies).buffer_unordered(self.config.writer.concurrency);
         let mut failed_at: Option<usize> = None;
         while let Some((update, (applied, result))) = results.next().await {
             metrics.add(Metric::Requests, applied.requests);

@@ -31,6 +31,8 @@ pub struct Function {
     pub architectures: Vec<String>,
     /// `LoggingConfig.LogFormat`.
     pub log_format: Option<String>,
+    /// `Timeout`, in seconds.
+    pub timeout: Option<i64>,
     /// `Environment.Variables`.
     pub environment: BTreeMap<String, String>,
     /// The event sources of type `DynamoDB`.
@@ -155,6 +157,17 @@ impl Template {
                 handler: text(&properties, "/Handler"),
                 architectures: strings(properties.get("Architectures")),
                 log_format: text(&properties, "/LoggingConfig/LogFormat"),
+                timeout: properties
+                    .get("Timeout")
+                    .map(|v| {
+                        scalar(v).parse().map_err(|_| {
+                            TemplateError::invalid(
+                                &format!("{at}/Properties/Timeout"),
+                                format!("{v} is not an integer"),
+                            )
+                        })
+                    })
+                    .transpose()?,
                 environment: properties
                     .pointer("/Environment/Variables")
                     .and_then(Value::as_object)

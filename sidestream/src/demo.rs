@@ -59,69 +59,7 @@ pub async fn run(
             .map(|()| pipeline)
     });
 
-    let tracker: Value = serde_json::from_str(ISSUE_TRACKER).context("demo/issue-tracker.json")?;
-    let (projects, loaded) = (array(&tracker, "projects"), array(&tracker, "issues"));
-    writeln!(
-        out,
-        "Loading the article's issue tracker into {issues}: {} projects, {} issues",
-        projects.len(),
-        loaded.len()
-    )?;
-    for item in projects.iter().chain(loaded) {
-        put(&dynamodb, &issues, item).await?;
-    }
-    writeln!(
-        out,
-        "  then: issue b707's Cost -20 -> 250, 67d1 loses its Due date, af34 renamed, 83a4 deleted by a user"
-    )?;
-    update(
-        &dynamodb,
-        &issues,
-        "b707",
-        "SET custom_fields.#f = :v",
-        "3fe6",
-        Some(AttributeValue::N("250".into())),
-    )
-    .await?;
-    update(
-        &dynamodb,
-        &issues,
-        "67d1",
-        "REMOVE custom_fields.#f",
-        "882a",
-        None,
-    )
-    .await?;
-    update(
-        &dynamodb,
-        &issues,
-        "af34",
-        "SET #f = :v",
-        "name",
-        Some(AttributeValue::S("Girder replaced".into())),
-    )
-    .await?;
-    delete(&dynamodb, &issues, "83a4").await?;
-
-    let now = epoch_seconds();
-    let expiring = [
-        ("e001", "Draft: spring inspection", now - 3_600),
-        ("e002", "Draft: paint order", now - 7_200),
-        ("e003", "Draft: duplicate of 020e", now - 60),
-        ("e004", "Draft: still current", now + 86_400),
-    ];
-    writeln!(
-        out,
-        "Loading {} issues with expires_at set, three of them in the past",
-        expiring.len()
-    )?;
-    for (num, (id, name, expires_at)) in expiring.iter().enumerate() {
-        let item = json!({
-            "id": id, "name": name, "project": "7b7e", "num": 100 + num, "state": "draft",
-            "expires_at": expires_at, "custom_fields": {"3fe6": 1}
-        });
-        put(&dynamodb, &issues, &item).await?;
-    }
+    let expiring = load_issues(&dynamodb, &issues, out).await?;
 
     writeln!(
         out,
@@ -160,6 +98,72 @@ pub async fn run(
         }
     )?;
     Ok(ok)
+}
+
+/// The article's issue tracker, then changes to it, then issues that expire; returns the
+/// expiring issues as `(id, name, expires_at)`.
+async fn load_issues(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    issues: &str,
+    out: &mut dyn Write,
+) -> anyhow::Result<Vec<(&'static str, &'static str, i64)>> {
+    let tracker: Value = serde_json::from_str(ISSUE_TRACKER).context("demo/issue-tracker.json")?;
+    let (projects, loaded) = (array(&tracker, "projects"), array(&tracker, "issues"));
+    writeln!(
+        out,
+        "Loading the article's issue tracker into {issues}: {} projects, {} issues",
+        projects.len(),
+        loaded.len()
+    )?;
+    for item in projects.iter().chain(loaded) {
+        put(dynamodb, issues, item).await?;
+    }
+    writeln!(
+        out,
+        "  then: issue b707's Cost -20 -> 250, 67d1 loses its Due date, af34 renamed, 83a4 deleted by a user"
+    )?;
+    update(
+        dynamodb,
+        issues,
+        "b707",
+        "SET custom_fields.#f = :v",
+        "3fe6",
+        Some(AttributeValue::N("250".into())),
+    )
+    .await?;
+    update(dynamodb, issues, "67d1", "REMOVE custom_fields.#f", "882a", None).await?;
+    update(
+        dynamodb,
+        issues,
+        "af34",
+        "SET #f = :v",
+        "name",
+        Some(AttributeValue::S("Girder replaced".into())),
+    )
+    .await?;
+    delete(dynamodb, issues, "83a4").await?;
+
+    let now = epoch_seconds();
+    let expiring = vec![
+        ("e001", "Draft: spring inspection", now - 3_600),
+        ("e002", "Draft: paint order", now - 7_200),
+        ("e003", "Draft: duplicate of 020e", now - 60),
+        ("e004", "Draft: still current", now + 86_400),
+    ];
+    writeln!(
+        out,
+        "Loading {} issues with expires_at set, three of them in the past",
+        expiring.len()
+    )?;
+    for (num, (id, name, expires_at)) in expiring.iter().enumerate() {
+        let item = json!({
+            "id": id, "name": name, "project": "7b7e", "num": 100 + num, "state": "draft",
+            "expires_at": expires_at, "custom_fields": {"3fe6": 1}
+        });
+        put(dynamodb, issues, &item).await?;
+    }
+
+    Ok(expiring)
 }
 
 fn array<'a>(value: &'a Value, field: &str) -> &'a [Value] {
@@ -381,9 +385,9 @@ async fn print_archive(
     let env = |name: &str| archiver.environment.get(name).cloned().unwrap_or_default();
     let (bucket, prefix) = (env("ARCHIVE_BUCKET"), env("ARCHIVE_PREFIX"));
     writeln!(out, "\nArchived by TTL, read back from s3://{bucket}/{prefix}")?;
-    let archived = crate::archive::items(&s3_client(sdk), &bucket, &prefix).await?;
+    let read_back = crate::archive::items(&s3_client(sdk), &bucket, &prefix).await?;
     let mut ids = Vec::new();
-    for (key, item) in &archived {
+    for (key, item) in &read_back {
         let item = serde_json::to_value(item)?;
         let text = |name: &str| {
             item.get(name)

@@ -56,8 +56,8 @@ enum Command {
     /// Tables and buckets are created from the template (existing ones are kept) and named
     /// `<stack>-<logicalid>`. Each function runs as its real binary behind `cargo lambda watch`
     /// (or in process) with the template's environment, and gets its stream's records the way
-    /// Lambda would deliver them: FilterCriteria, BatchSize, batchItemFailures, bisection,
-    /// MaximumRetryAttempts (given-up ranges go to the failure log). Items whose TTL attribute
+    /// Lambda would deliver them: `FilterCriteria`, `BatchSize`, `batchItemFailures`, bisection,
+    /// `MaximumRetryAttempts` (given-up ranges go to the failure log). Items whose TTL attribute
     /// is past are deleted, and their REMOVE records carry DynamoDB's service identity.
     /// The emulator is reached with `AWS_ENDPOINT_URL` (scripts/moto sets it).
     #[command(subcommand)]
@@ -104,7 +104,7 @@ struct LocalOptions {
     /// The cargo-lambda program.
     #[arg(long, default_value = "cargo-lambda", value_name = "PATH")]
     cargo_lambda: PathBuf,
-    /// Ranges of records given up on after MaximumRetryAttempts, one JSON line each.
+    /// Ranges of records given up on after `MaximumRetryAttempts`, one JSON line each.
     #[arg(long, default_value = "target/local/failures.jsonl", value_name = "FILE")]
     failure_log: PathBuf,
     /// Where the function binaries' logs go.

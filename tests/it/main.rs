@@ -10,5 +10,6 @@ mod key_cli;
 mod lambda;
 mod moto;
 mod multikey;
+mod pipeline;
 mod plan_cli;
 mod template;

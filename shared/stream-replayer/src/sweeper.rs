@@ -117,13 +117,18 @@ impl Sweeper {
         let mut deleted = 0;
         let mut start: Option<HashMap<String, AttributeValue>> = None;
         loop {
-            let page = self
+            // Keys and the TTL attribute only, filtered here rather than by a FilterExpression:
+            // moto fails a `<` between a number and an attribute of another type.
+            let mut request = self
                 .client
                 .scan()
                 .table_name(&self.table)
-                .filter_expression("#ttl < :now")
-                .expression_attribute_names("#ttl", &self.attribute)
-                .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
+                .projection_expression(self.projection())
+                .expression_attribute_names("#ttl", &self.attribute);
+            for (i, key) in self.key.iter().enumerate() {
+                request = request.expression_attribute_names(format!("#k{i}"), key);
+            }
+            let page = request
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
@@ -140,6 +145,14 @@ impl Sweeper {
                 _ => return Ok(deleted),
             }
         }
+    }
+
+    /// `#ttl, #k0, #k1…`.
+    fn projection(&self) -> String {
+        std::iter::once("#ttl".to_owned())
+            .chain((0..self.key.len()).map(|i| format!("#k{i}")))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Deletes one item if it is still expired; whether it was.

@@ -1,0 +1,405 @@
+//! The whole pipeline end to end on moto: the stack of `template.yaml` created from the template,
+//! the replayer delivering each table's stream to the functions (in process) as Lambda's event
+//! source mapping would, and what the functions keep checked to be exact. `scripts/demo` runs
+//! the same pipeline with the functions' real binaries.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Result, ensure};
+use aws_config::SdkConfig;
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde_json::{Value, json};
+use sharded_counter::{Counters, Layout};
+use sidestream::check;
+use sidestream::local::{Stack, in_process_invoker, s3_client};
+use stream_replayer::invoke::in_process;
+use stream_replayer::{FailureLog, Invocation, Invoker, Pipeline};
+
+use crate::moto::{sdk, unique};
+
+fn template() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml")
+}
+
+fn now() -> i64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// A fresh stack (its own tables and bucket) with these template parameters.
+async fn stack(sdk: &SdkConfig, parameters: &[(&str, &str)]) -> Result<Stack> {
+    let parameters: BTreeMap<String, String> = parameters
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    Stack::create(sdk, &template(), &unique("e2e"), &parameters).await
+}
+
+/// The pipeline with every function in process; `wrap` may replace a function's invoker.
+fn pipeline(
+    sdk: &SdkConfig,
+    stack: &Stack,
+    failures: &Path,
+    wrap: impl Fn(&str, Invoker) -> Invoker,
+) -> Result<Pipeline> {
+    stack.pipeline(
+        sdk,
+        |function| {
+            let invoker = in_process_invoker(function, sdk)?;
+            Ok(wrap(function.binary.as_deref().unwrap_or_default(), invoker))
+        },
+        FailureLog::new(failures),
+    )
+}
+
+fn failure_log() -> PathBuf {
+    std::env::temp_dir().join(format!("{}.jsonl", unique("sidestream-failures")))
+}
+
+async fn put(client: &aws_sdk_dynamodb::Client, table: &str, item: &Value) -> Result<()> {
+    let item: serde_dynamo::Item = serde_dynamo::to_item(item)?;
+    client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(item.into()))
+        .send()
+        .await?;
+    Ok(())
+}
+
+async fn delete(client: &aws_sdk_dynamodb::Client, table: &str, id: &str) -> Result<()> {
+    client
+        .delete_item()
+        .table_name(table)
+        .key("id", AttributeValue::S(id.into()))
+        .send()
+        .await?;
+    Ok(())
+}
+
+fn issue(id: usize, fields: &Value) -> Value {
+    json!({
+        "id": format!("i{id:03}"), "name": format!("Issue {id}"), "project": format!("p{}", id % 3),
+        "num": id, "state": if id.is_multiple_of(2) { "open" } else { "closed" }, "custom_fields": fields
+    })
+}
+
+/// The index table against what the issues table calls for.
+async fn assert_index_exact(sdk: &SdkConfig, stack: &Stack) -> Result<usize> {
+    let client = aws_sdk_dynamodb::Client::new(sdk);
+    let indexer = stack.function("multikey-indexer")?;
+    let lookup = |name: &str| indexer.environment.get(name).cloned();
+    let config = multikey_indexer::Config::from_vars(&stream_kit::Vars::new(&lookup))?;
+    let base = check::scan(&client, &stack.table("IssuesTable")?.name).await?;
+    let expected = check::expected_index(&config.indexes, &base)?;
+    let actual = check::lines(&check::scan(&client, &stack.table("IndexTable")?.name).await?);
+    let (missing, extra) = check::difference(&expected, &actual);
+    ensure!(
+        missing.is_empty() && extra.is_empty(),
+        "index not exact: missing {missing:#?}, extra {extra:#?}"
+    );
+    Ok(actual.len())
+}
+
+/// Issues created, modified (values changed, fields added and removed, a tiebreaker and a
+/// projected attribute changed) and deleted, in several rounds while the replayer runs.
+async fn churn(sdk: &SdkConfig, stack: &Stack) -> Result<()> {
+    let client = aws_sdk_dynamodb::Client::new(sdk);
+    let issues = stack.table("IssuesTable")?.name.clone();
+    for id in 0..60 {
+        put(
+            &client,
+            &issues,
+            &issue(id, &json!({"f1": id, "f2": format!("v{}", id % 7)})),
+        )
+        .await?;
+    }
+    for id in (0..60).step_by(3) {
+        put(&client, &issues, &issue(id, &json!({"f1": id * 10, "f3": "new"}))).await?;
+    }
+    for id in (1..60).step_by(5) {
+        let mut moved = issue(id, &json!({"f1": id, "f2": "same"}));
+        moved["num"] = json!(1000 + id);
+        moved["name"] = json!("Renamed");
+        put(&client, &issues, &moved).await?;
+    }
+    for id in (2..60).step_by(4) {
+        delete(&client, &issues, &format!("i{id:03}")).await?;
+    }
+    put(
+        &client,
+        &issues,
+        &json!({"id": "no-fields", "project": "p0", "num": 5000}),
+    )
+    .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_index_is_exact_after_creates_modifies_and_deletes() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[("BatchSize", "7")]).await?;
+    let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
+    // Half the changes land before the first round, half while records are being delivered.
+    churn(&sdk, &stack).await?;
+    pipeline.step().await?;
+    churn(&sdk, &stack).await?;
+    pipeline.settle().await?;
+    let entries = assert_index_exact(&sdk, &stack).await?;
+    ensure!(entries > 50, "the churn leaves a sizeable index, found {entries}");
+    let counts = pipeline.counts();
+    let indexer = counts
+        .iter()
+        .find(|(f, _)| *f == "multikey-indexer")
+        .map(|(_, c)| *c);
+    let indexer = indexer.unwrap_or_default();
+    ensure!(
+        indexer.invocations > 10 && indexer.delivered == indexer.read && indexer.given_up == 0,
+        "batches of 7, every record delivered: {indexer:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn ttl_expiry_is_archived_exactly_and_user_deletes_are_not() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[]).await?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let issues = stack.table("IssuesTable")?.name.clone();
+    let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
+    let now = now();
+    // (id, expires_at): past, future, absent, more than five years past (DynamoDB ignores it),
+    // not a number.
+    let items = [
+        ("gone-1", json!(now - 10)),
+        ("gone-2", json!(now - 86_400)),
+        ("user-deleted-expired", json!(now - 5)),
+        ("user-deleted", json!(now + 3_600)),
+        ("future", json!(now + 3_600)),
+        ("ancient", json!(now - 6 * 365 * 86_400)),
+        ("text", json!("yesterday")),
+    ];
+    for (id, expires_at) in &items {
+        put(
+            &client,
+            &issues,
+            &json!({"id": id, "project": "p", "num": 1, "expires_at": expires_at}),
+        )
+        .await?;
+    }
+    put(
+        &client,
+        &issues,
+        &json!({"id": "no-ttl", "project": "p", "num": 2}),
+    )
+    .await?;
+    // A user's deletes, one of an item that has expired but not yet been swept.
+    delete(&client, &issues, "user-deleted-expired").await?;
+    delete(&client, &issues, "user-deleted").await?;
+    pipeline.settle().await?;
+
+    let function = stack.function("ttl-archiver")?;
+    let env = |name: &str| function.environment.get(name).cloned().unwrap_or_default();
+    let archived =
+        sidestream::archive::items(&s3_client(&sdk), &env("ARCHIVE_BUCKET"), &env("ARCHIVE_PREFIX")).await?;
+    let mut ids: Vec<String> = archived
+        .iter()
+        .map(|(_, item)| {
+            serde_json::to_value(item).map(|v| v["id"]["S"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect::<Result<_, _>>()?;
+    ids.sort();
+    ensure!(ids == ["gone-1", "gone-2"], "archived {ids:?}");
+    // The archived items are the items as they were, every attribute.
+    for (_, item) in &archived {
+        let item = serde_json::to_value(item)?;
+        ensure!(
+            item["project"]["S"] == "p" && item["expires_at"]["N"].is_string(),
+            "{item}"
+        );
+    }
+    let left: Vec<String> = check::scan(&client, &issues)
+        .await?
+        .iter()
+        .map(|i| i["id"]["S"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let mut left = left;
+    left.sort();
+    ensure!(
+        left == ["ancient", "future", "no-ttl", "text"],
+        "left in the table: {left:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn concurrent_increments_total_exactly() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[("BatchSize", "25")]).await?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let counters = Counters::new(client, &stack.table("CounterTable")?.name, Layout::new(8)?);
+    let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
+    let writers = (0..16_i64).map(|w| {
+        let counters = counters.clone();
+        async move {
+            for i in 0..25_i64 {
+                counters.increment("hot", w * 25 + i).await?;
+                counters.increment("cold", 1).await?;
+            }
+            Ok::<_, sharded_counter::CounterError>(())
+        }
+    });
+    // Increments land while the replayer runs.
+    let (written, replayed) = tokio::join!(futures_util::future::try_join_all(writers), pipeline.step());
+    written?;
+    replayed?;
+    pipeline.settle().await?;
+    let hot: i128 = (0..400).sum();
+    ensure!(
+        counters.total("hot").await? == Some(hot),
+        "hot: {:?} != {hot}",
+        counters.total("hot").await?
+    );
+    ensure!(counters.exact("hot").await? == hot);
+    ensure!(counters.total("cold").await? == Some(400));
+    Ok(())
+}
+
+/// An invoker that fails its first `failures` invocations in the given way, then calls `inner`.
+fn failing_first(
+    failures: u32,
+    inner: Invoker,
+    answer: impl Fn(&aws_lambda_events::event::dynamodb::Event) -> Invocation + Send + Sync + 'static,
+) -> Invoker {
+    let calls = Arc::new(AtomicU32::new(0));
+    let answer = Arc::new(answer);
+    in_process(move |event| {
+        let (calls, inner, answer) = (Arc::clone(&calls), Arc::clone(&inner), Arc::clone(&answer));
+        async move {
+            if calls.fetch_add(1, Ordering::SeqCst) < failures {
+                return answer(&event);
+            }
+            inner(event).await
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_function_that_fails_once_loses_nothing() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[("BatchSize", "10")]).await?;
+    // The indexer crashes on its first invocation (the mapping bisects and retries); the
+    // aggregator's first answer reports the middle record of its batch as failed (the mapping
+    // retries from it).
+    let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |function, inner| match function {
+        "multikey-indexer" => failing_first(1, inner, |_| Invocation::Failed {
+            error_type: "Runtime.ExitError".into(),
+            message: "crashed".into(),
+        }),
+        "counter-aggregator" => failing_first(1, inner, |event| {
+            let middle = &event.records[event.records.len() / 2];
+            Invocation::Returned(
+                json!({"batchItemFailures": [{"itemIdentifier": middle.change.sequence_number}]}),
+            )
+        }),
+        _ => inner,
+    })?;
+    churn(&sdk, &stack).await?;
+    let counters = Counters::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        &stack.table("CounterTable")?.name,
+        Layout::new(4)?,
+    );
+    for n in 1..=30 {
+        counters.increment("c", n).await?;
+    }
+    pipeline.settle().await?;
+    assert_index_exact(&sdk, &stack).await?;
+    ensure!(counters.total("c").await? == Some((1..=30).sum()));
+    let counts: BTreeMap<&str, _> = pipeline.counts().into_iter().collect();
+    let (indexer, aggregator) = (counts["multikey-indexer"], counts["counter-aggregator"]);
+    ensure!(indexer.bisections == 1 && indexer.given_up == 0, "{indexer:?}");
+    ensure!(
+        aggregator.retries == 1 && aggregator.given_up == 0,
+        "{aggregator:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn records_that_always_fail_go_to_the_failure_log_and_the_rest_goes_on() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[("BatchSize", "4"), ("MaximumRetryAttempts", "2")]).await?;
+    let log = failure_log();
+    // The indexer always fails on the issue "poison"; everything else is indexed.
+    let mut pipeline = pipeline(&sdk, &stack, &log, |function, inner| {
+        if function != "multikey-indexer" {
+            return inner;
+        }
+        in_process(move |event| {
+            let inner = Arc::clone(&inner);
+            async move {
+                let poisoned = event
+                    .records
+                    .iter()
+                    .any(|r| serde_json::to_value(&r.change.keys).is_ok_and(|k| k["id"]["S"] == "poison"));
+                if poisoned {
+                    return Invocation::Failed {
+                        error_type: "Poison".into(),
+                        message: "cannot index".into(),
+                    };
+                }
+                inner(event).await
+            }
+        })
+    })?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let issues = stack.table("IssuesTable")?.name.clone();
+    for id in 0..6 {
+        put(&client, &issues, &issue(id, &json!({"f": id}))).await?;
+    }
+    put(
+        &client,
+        &issues,
+        &json!({"id": "poison", "project": "p0", "num": 99, "custom_fields": {"f": 1}}),
+    )
+    .await?;
+    for id in 6..12 {
+        put(&client, &issues, &issue(id, &json!({"f": id}))).await?;
+    }
+    pipeline.settle().await?;
+
+    let text = std::fs::read_to_string(&log)?;
+    let entries: Vec<Value> = text.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    ensure!(entries.len() == 1, "one range given up: {text}");
+    let info = &entries[0]["DDBStreamBatchInfo"];
+    ensure!(
+        info["batchSize"] == 1,
+        "bisected down to the poison record alone: {info}"
+    );
+    ensure!(info["startSequenceNumber"] == info["endSequenceNumber"], "{info}");
+    ensure!(
+        entries[0]["requestContext"]["approximateInvokeCount"] == 3,
+        "{}",
+        entries[0]
+    );
+    let stream = &stack.streams[&issues];
+    ensure!(info["streamArn"] == stream.as_str(), "{info}");
+    // Every other issue is in the index: the shard went on past the poison record.
+    let index = check::scan(&client, &stack.table("IndexTable")?.name).await?;
+    let mut ids: Vec<&str> = index.iter().filter_map(|i| i["id"]["S"].as_str()).collect();
+    ids.sort_unstable();
+    let expected: Vec<String> = (0..12).map(|id| format!("i{id:03}")).collect();
+    ensure!(ids == expected, "indexed {ids:?}");
+    let counts: BTreeMap<&str, _> = pipeline.counts().into_iter().collect();
+    ensure!(
+        counts["multikey-indexer"].given_up == 1,
+        "{:?}",
+        counts["multikey-indexer"]
+    );
+    Ok(())
+}

@@ -224,11 +224,7 @@ fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
         .with_env_filter(filter)
         .with_writer(io::stderr)
         .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(async {
+    runtime()?.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let parameters = options.parameters.iter().cloned().collect();
         let stack = Stack::create(&sdk, &options.template, &options.stack, &parameters).await?;
@@ -353,21 +349,18 @@ fn run_plan(function: Function, event: &Path, out: Option<&Path>) -> anyhow::Res
     })
 }
 
-fn run_archive(command: ArchiveCommand) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+/// The async runtime for the commands that call AWS.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(async {
+        .context("cannot start the async runtime")
+}
+
+fn run_archive(command: ArchiveCommand) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let path_style = Vars::new(&Vars::process_lookup)
-            .optional("S3_FORCE_PATH_STYLE")
-            .is_some_and(|v| v == "true" || v == "1");
-        let s3 = aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(&sdk)
-                .force_path_style(path_style)
-                .build(),
-        );
+        let s3 = local::s3_client(&sdk);
         match command {
             ArchiveCommand::Cat { source, typed } => {
                 let bytes = archive::Source::parse(&source)?.fetch(&s3).await?;

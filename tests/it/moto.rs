@@ -8,8 +8,7 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, StreamSpecification,
     StreamViewType,
 };
-use aws_sdk_dynamodbstreams::types::ShardIteratorType;
-use serde_json::json;
+use stream_replayer::reader::StreamReader;
 
 /// The SDK configuration for moto. Fails, naming the fix, when the tests run without it.
 pub(crate) fn sdk() -> SdkConfig {
@@ -98,72 +97,12 @@ pub(crate) async fn stream_records(
     dynamodb: &aws_sdk_dynamodb::Client,
     table: &str,
 ) -> Vec<EventRecord> {
-    let streams = aws_sdk_dynamodbstreams::Client::new(sdk);
     let described = dynamodb.describe_table().table_name(table).send().await.unwrap();
     let arn = described
         .table()
         .and_then(|t| t.latest_stream_arn())
         .unwrap()
         .to_owned();
-    let stream = streams.describe_stream().stream_arn(&arn).send().await.unwrap();
-    let mut out = Vec::new();
-    for shard in stream.stream_description().unwrap().shards() {
-        let mut iterator = streams
-            .get_shard_iterator()
-            .stream_arn(&arn)
-            .shard_id(shard.shard_id().unwrap())
-            .shard_iterator_type(ShardIteratorType::TrimHorizon)
-            .send()
-            .await
-            .unwrap()
-            .shard_iterator
-            .unwrap();
-        loop {
-            let page = streams
-                .get_records()
-                .shard_iterator(&iterator)
-                .send()
-                .await
-                .unwrap();
-            if page.records().is_empty() {
-                break;
-            }
-            out.extend(page.records().iter().map(|r| event_record(r, &arn)));
-            match page.next_shard_iterator {
-                Some(next) => iterator = next,
-                None => break,
-            }
-        }
-    }
-    out
-}
-
-/// A DynamoDB Streams record in the shape Lambda's event source mapping delivers.
-fn event_record(r: &aws_sdk_dynamodbstreams::types::Record, arn: &str) -> EventRecord {
-    let change = r.dynamodb().unwrap();
-    let image = |m: Option<
-        &std::collections::HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>,
-    >| { m.map(|m| serde_json::to_value(serde_dynamo::Item::from(m.clone())).unwrap()) };
-    let mut dynamodb = json!({
-        "Keys": image(change.keys()),
-        "SequenceNumber": change.sequence_number(),
-        "SizeBytes": change.size_bytes(),
-        "StreamViewType": change.stream_view_type().map(aws_sdk_dynamodbstreams::types::StreamViewType::as_str),
-    });
-    if let Some(old) = image(change.old_image()) {
-        dynamodb["OldImage"] = old;
-    }
-    if let Some(new) = image(change.new_image()) {
-        dynamodb["NewImage"] = new;
-    }
-    serde_json::from_value(json!({
-        "eventID": r.event_id(),
-        "eventName": r.event_name().map(aws_sdk_dynamodbstreams::types::OperationType::as_str),
-        "eventVersion": r.event_version(),
-        "eventSource": "aws:dynamodb",
-        "awsRegion": r.aws_region(),
-        "eventSourceARN": arn,
-        "dynamodb": dynamodb,
-    }))
-    .unwrap()
+    let mut reader = StreamReader::new(aws_sdk_dynamodbstreams::Client::new(sdk), arn);
+    reader.poll().await.unwrap().into_iter().map(|(_, r)| r).collect()
 }

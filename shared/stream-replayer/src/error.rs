@@ -39,17 +39,10 @@ impl ReplayError {
         target: &str,
         error: &(impl std::error::Error + 'static),
     ) -> ReplayError {
-        let mut message = error.to_string();
-        let mut source = error.source();
-        while let Some(cause) = source {
-            message.push_str(": ");
-            message.push_str(&cause.to_string());
-            source = cause.source();
-        }
         ReplayError::Request {
             operation,
             target: target.to_owned(),
-            message,
+            message: chain(error),
         }
     }
 
@@ -59,4 +52,16 @@ impl ReplayError {
             message: message.into(),
         }
     }
+}
+
+/// An error and its sources, `: `-separated (the SDK's own message omits the causes).
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
 }

@@ -75,7 +75,10 @@ async fn post(
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body)))
         .map_err(|e| e.to_string())?;
-    let response = client.request(request).await.map_err(|e| error_chain(&e))?;
+    let response = client
+        .request(request)
+        .await
+        .map_err(|e| crate::error::chain(&e))?;
     let status = response.status();
     let bytes = response
         .into_body()
@@ -97,15 +100,4 @@ async fn post(
         error_type: field("errorType").unwrap_or_else(|| format!("HTTP {status}")),
         message: field("errorMessage").unwrap_or_else(|| body.to_string()),
     })
-}
-
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }

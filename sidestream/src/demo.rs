@@ -72,16 +72,7 @@ pub async fn run(
     writeln!(out, "Replaying the streams until every record is delivered")?;
     let pipeline = wait(replay, &progress, out).await?;
     for (function, counts) in pipeline.counts() {
-        writeln!(
-            out,
-            "  {function:<18} {} records read, {} left out by its filter, {} delivered in {} invocations ({} retries, {} given up)",
-            counts.read,
-            counts.filtered_out,
-            counts.delivered,
-            counts.invocations,
-            counts.retries,
-            counts.given_up
-        )?;
+        writeln!(out, "  {function:<18} {counts}")?;
     }
 
     let mut ok = true;

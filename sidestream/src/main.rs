@@ -287,7 +287,7 @@ fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
                 .await?;
         }
         for (function, counts) in pipeline.counts() {
-            writeln!(out, "  {function}: {counts:?}")?;
+            writeln!(out, "  {function:<18} {counts}")?;
         }
         Ok(ExitCode::SUCCESS)
     })

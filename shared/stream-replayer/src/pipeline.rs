@@ -56,6 +56,26 @@ pub struct Counts {
     pub ignored_failures: u64,
 }
 
+impl std::fmt::Display for Counts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} records read, {} left out by the filters, {} delivered in {} invocations ({} retries, {} bisections, {} given up)",
+            self.read,
+            self.filtered_out,
+            self.delivered,
+            self.invocations,
+            self.retries,
+            self.bisections,
+            self.given_up
+        )?;
+        if self.ignored_failures > 0 {
+            write!(f, ", {} reported failures ignored", self.ignored_failures)?;
+        }
+        Ok(())
+    }
+}
+
 /// Running totals across all mappings, readable while the pipeline runs.
 #[derive(Debug, Default)]
 pub struct Progress {

@@ -4,6 +4,7 @@
 pub mod archive;
 pub mod check;
 pub mod demo;
+pub mod grid;
 pub mod key;
 pub mod local;
 pub mod plan;

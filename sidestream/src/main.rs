@@ -62,6 +62,68 @@ enum Command {
     /// The emulator is reached with `AWS_ENDPOINT_URL` (scripts/moto sets it).
     #[command(subcommand)]
     Local(LocalCommand),
+    /// One page of a scope's items sorted by an indexed field (the multikey index's read side):
+    /// the items that have the field in its order, then those without it in `num` order.
+    ///
+    /// Prints a table and `next: <cursor>`; pass the cursor back with --cursor for the next page.
+    /// Cursors are signed with `GRID_CURSOR_KEY` (a built-in development key when unset, which
+    /// makes them tamper-evident but not unforgeable) and last a day.
+    Grid(GridArgs),
+}
+
+#[derive(Debug, Args)]
+struct GridArgs {
+    /// The base table (the issues).
+    #[arg(long)]
+    table: String,
+    /// The multikey index table.
+    #[arg(long)]
+    index_table: String,
+    /// The scope's value, e.g. a project id.
+    #[arg(long)]
+    scope: String,
+    /// The field to sort by (a key of the indexed map).
+    #[arg(long)]
+    field: String,
+    /// Highest values first (items without the field still come last).
+    #[arg(long)]
+    desc: bool,
+    /// Items per page (1-100).
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+    /// The cursor a previous page printed.
+    #[arg(long)]
+    cursor: Option<String>,
+    /// Values from this one (a typed component, e.g. `{"N":"10"}` or `{"S":"2023-05-01"}`).
+    #[arg(long, value_name = "JSON")]
+    from: Option<String>,
+    /// Values up to this one, included.
+    #[arg(long, value_name = "JSON")]
+    to: Option<String>,
+    /// String values beginning with this.
+    #[arg(long, conflicts_with_all = ["from", "to"])]
+    prefix: Option<String>,
+    /// Base attributes to show besides the index's (fetched with one `BatchGetItem`).
+    #[arg(long, value_delimiter = ',')]
+    attributes: Vec<String>,
+    /// The base table's key attribute.
+    #[arg(long, default_value = "id")]
+    key: String,
+    /// The scope attribute.
+    #[arg(long, default_value = "project")]
+    scope_attribute: String,
+    /// The order attribute of the nulls phase.
+    #[arg(long, default_value = "num")]
+    order: String,
+    /// The indexed map attribute.
+    #[arg(long, default_value = "custom_fields")]
+    source: String,
+    /// The base table's index by scope and order.
+    #[arg(long, default_value = "project-num")]
+    nulls_index: String,
+    /// The base attributes the index items carry (the indexer's `include`).
+    #[arg(long, value_delimiter = ',', default_value = "name,state")]
+    projected: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -205,6 +267,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Plan { function, event, out } => run_plan(function, &event, out.as_deref()),
         Command::Archive(command) => run_archive(command),
         Command::Local(command) => run_local(command),
+        Command::Grid(args) => run_grid(args),
     }
 }
 
@@ -228,7 +291,8 @@ fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let parameters = options.parameters.iter().cloned().collect();
         let stack = Stack::create(&sdk, &options.template, &options.stack, &parameters).await?;
-        let mut out = io::stdout().lock();
+        // Not locked: in-process handlers print their EMF lines to stdout meanwhile.
+        let mut out = io::stdout();
         writeln!(
             out,
             "The stack {} of {} on {}",
@@ -346,6 +410,61 @@ fn run_plan(function: Function, event: &Path, out: Option<&Path>) -> anyhow::Res
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    })
+}
+
+fn run_grid(args: GridArgs) -> anyhow::Result<ExitCode> {
+    let bound = |text: &Option<String>| -> anyhow::Result<std::ops::Bound<key_codec::Value>> {
+        Ok(match text {
+            None => std::ops::Bound::Unbounded,
+            Some(text) => {
+                let json: serde_json::Value =
+                    serde_json::from_str(text).with_context(|| format!("{text} is not JSON"))?;
+                std::ops::Bound::Included(
+                    sidestream::typed_json::value_from_json(&json).map_err(anyhow::Error::msg)?,
+                )
+            }
+        })
+    };
+    let filter = match (&args.prefix, &args.from, &args.to) {
+        (Some(prefix), _, _) => grid_view::Filter::Prefix(prefix.clone()),
+        (None, None, None) => grid_view::Filter::None,
+        _ => grid_view::Filter::Range(bound(&args.from)?, bound(&args.to)?),
+    };
+    let query = grid_view::Query {
+        scope: args.scope,
+        field: args.field,
+        descending: args.desc,
+        limit: args.limit,
+        filter,
+        attributes: args.attributes,
+    };
+    let layout = grid_view::Layout {
+        table: args.table,
+        key: args.key,
+        scope: args.scope_attribute,
+        order: args.order,
+        source: args.source,
+        nulls_index: args.nulls_index,
+        index_table: args.index_table,
+        projected: args.projected,
+    };
+    let key = Vars::new(&Vars::process_lookup)
+        .optional("GRID_CURSOR_KEY")
+        .unwrap_or_else(|| "sidestream-grid-development-key".to_owned());
+    let signer = grid_view::Signer::new(key.as_bytes(), 24 * 3600);
+    runtime()?.block_on(async {
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let grid = grid_view::Grid::new(aws_sdk_dynamodb::Client::new(&sdk), layout.clone(), signer);
+        let page = grid.page(&query, args.cursor.as_deref()).await?;
+        sidestream::grid::render(
+            &page,
+            &layout,
+            &query.field,
+            &query.attributes,
+            io::stdout().lock(),
+        )?;
+        Ok(ExitCode::SUCCESS)
     })
 }
 

@@ -22,7 +22,7 @@ use stream_kit::{Deadline, Vars};
 
 use crate::moto::{create_table, sdk, unique};
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 

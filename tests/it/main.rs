@@ -6,6 +6,7 @@
 mod archive;
 mod counters;
 mod fixtures;
+mod grid;
 mod key_cli;
 mod lambda;
 mod moto;

@@ -17,7 +17,7 @@ use sharded_counter::{Counters, Layout};
 use stream_replayer::{Pipeline, Progress};
 
 use crate::check;
-use crate::local::{Stack, s3_client};
+use crate::local::{Stack, put_json as put, s3_client};
 
 /// The issue tracker the demo loads (`sidestream/demo/issue-tracker.json`).
 const ISSUE_TRACKER: &str = include_str!("../demo/issue-tracker.json");
@@ -168,18 +168,6 @@ fn epoch_seconds() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
-async fn put(client: &aws_sdk_dynamodb::Client, table: &str, item: &Value) -> anyhow::Result<()> {
-    let item: serde_dynamo::Item = serde_dynamo::to_item(item)?;
-    client
-        .put_item()
-        .table_name(table)
-        .set_item(Some(item.into()))
-        .send()
-        .await
-        .with_context(|| format!("PutItem {table}"))?;
-    Ok(())
 }
 
 async fn update(

@@ -173,6 +173,23 @@ impl Stack {
     }
 }
 
+/// Puts one item given as plain JSON (numbers become N, strings S, objects M, arrays L).
+pub async fn put_json(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    item: &serde_json::Value,
+) -> anyhow::Result<()> {
+    let item: serde_dynamo::Item = serde_dynamo::to_item(item)?;
+    client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(item.into()))
+        .send()
+        .await
+        .with_context(|| format!("PutItem {table}"))?;
+    Ok(())
+}
+
 /// An S3 client for the emulator: path-style addressing when `S3_FORCE_PATH_STYLE` says so.
 pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
     let path_style = Vars::new(&Vars::process_lookup)

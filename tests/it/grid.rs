@@ -10,7 +10,7 @@ use aws_config::SdkConfig;
 use futures_util::StreamExt as _;
 use grid_view::{Filter, Grid, Layout, Phase, Query, Signer};
 use serde_json::{Value, json};
-use sidestream::local::{Stack, in_process_invoker};
+use sidestream::local::{Stack, in_process_invoker, put_json};
 use stream_replayer::{FailureLog, Pipeline};
 
 use crate::moto::{sdk, unique};
@@ -47,19 +47,10 @@ fn issue(num: usize) -> Value {
 }
 
 async fn put_all(client: &aws_sdk_dynamodb::Client, table: &str, items: Vec<Value>) -> Result<()> {
-    let puts = futures_util::stream::iter(items.into_iter().map(|item| async move {
-        let item: serde_dynamo::Item = serde_dynamo::to_item(item)?;
-        client
-            .put_item()
-            .table_name(table)
-            .set_item(Some(item.into()))
-            .send()
-            .await?;
-        Ok::<_, anyhow::Error>(())
-    }))
-    .buffer_unordered(8)
-    .collect::<Vec<_>>()
-    .await;
+    let puts = futures_util::stream::iter(items.iter().map(|item| put_json(client, table, item)))
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await;
     puts.into_iter().collect()
 }
 

@@ -15,7 +15,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Value, json};
 use sharded_counter::{Counters, Layout};
 use sidestream::check;
-use sidestream::local::{Stack, in_process_invoker, s3_client};
+use sidestream::local::{Stack, in_process_invoker, put_json as put, s3_client};
 use stream_replayer::invoke::in_process;
 use stream_replayer::{FailureLog, Invocation, Invoker, Pipeline};
 
@@ -58,17 +58,6 @@ fn pipeline(
 
 fn failure_log() -> PathBuf {
     std::env::temp_dir().join(format!("{}.jsonl", unique("sidestream-failures")))
-}
-
-async fn put(client: &aws_sdk_dynamodb::Client, table: &str, item: &Value) -> Result<()> {
-    let item: serde_dynamo::Item = serde_dynamo::to_item(item)?;
-    client
-        .put_item()
-        .table_name(table)
-        .set_item(Some(item.into()))
-        .send()
-        .await?;
-    Ok(())
 }
 
 async fn delete(client: &aws_sdk_dynamodb::Client, table: &str, id: &str) -> Result<()> {

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use serde_json::Value;
 
@@ -373,16 +374,9 @@ fn item(key: &Value) -> Result<Item, GridError> {
 }
 
 fn request(operation: &'static str, table: &str, error: &(impl std::error::Error + 'static)) -> GridError {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
     GridError::Request {
         operation,
         table: table.to_owned(),
-        message,
+        message: DisplayErrorContext(error).to_string(),
     }
 }

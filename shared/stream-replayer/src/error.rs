@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use aws_sdk_dynamodb::error::DisplayErrorContext;
+
 /// Why the replayer stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
@@ -42,7 +44,7 @@ impl ReplayError {
         ReplayError::Request {
             operation,
             target: target.to_owned(),
-            message: chain(error),
+            message: DisplayErrorContext(error).to_string(),
         }
     }
 
@@ -52,16 +54,4 @@ impl ReplayError {
             message: message.into(),
         }
     }
-}
-
-/// An error and its sources, `: `-separated (the SDK's own message omits the causes).
-pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }

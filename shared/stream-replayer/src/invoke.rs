@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use aws_sdk_dynamodb::error::DisplayErrorContext;
 use futures_util::future::BoxFuture;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -78,7 +79,7 @@ async fn post(
     let response = client
         .request(request)
         .await
-        .map_err(|e| crate::error::chain(&e))?;
+        .map_err(|e| DisplayErrorContext(&e).to_string())?;
     let status = response.status();
     let bytes = response
         .into_body()

@@ -11,6 +11,8 @@ use multikey_indexer::{Indexes, Plan};
 use serde_json::{Value, json};
 use stream_kit::Op;
 
+use crate::local::Stack;
+
 /// Every item of `table` (all pages of a Scan), as DynamoDB JSON.
 pub async fn scan(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow::Result<Vec<Value>> {
     let mut items = Vec::new();
@@ -81,6 +83,41 @@ pub fn lines(items: &[Value]) -> Vec<String> {
     let mut lines: Vec<String> = items.iter().map(Value::to_string).collect();
     lines.sort();
     lines
+}
+
+/// The index table against what the issues table calls for, both named by `stack`, under the
+/// indexer's configuration there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexCheck {
+    /// Entries the issues call for that the index lacks (JSON lines).
+    pub missing: Vec<String>,
+    /// Entries in the index that no issue calls for.
+    pub extra: Vec<String>,
+    /// Entries in the index.
+    pub entries: usize,
+}
+
+impl IndexCheck {
+    /// Whether the index is exact.
+    pub fn is_exact(&self) -> bool {
+        self.missing.is_empty() && self.extra.is_empty()
+    }
+}
+
+/// Compares the index table of `stack` with what its issues table calls for.
+pub async fn index(client: &aws_sdk_dynamodb::Client, stack: &Stack) -> anyhow::Result<IndexCheck> {
+    let env = stack.environment("multikey-indexer")?;
+    let lookup = |name: &str| env.get(name).cloned();
+    let config = multikey_indexer::Config::from_vars(&stream_kit::Vars::new(&lookup))?;
+    let base = scan(client, &stack.table("IssuesTable")?.name).await?;
+    let expected = expected_index(&config.indexes, &base)?;
+    let actual = lines(&scan(client, &stack.table("IndexTable")?.name).await?);
+    let (missing, extra) = difference(&expected, &actual);
+    Ok(IndexCheck {
+        missing,
+        extra,
+        entries: actual.len(),
+    })
 }
 
 /// How two sorted line lists differ: lines only in `expected`, and lines only in `actual`.

@@ -76,7 +76,7 @@ pub async fn run(
     }
 
     let mut ok = true;
-    ok &= print_index(&dynamodb, stack, &issues, &index, out).await?;
+    ok &= print_index(&dynamodb, stack, &index, out).await?;
     ok &= print_counter(&counter, true_sum, out).await?;
     ok &= print_archive(sdk, stack, &expiring, out).await?;
     writeln!(
@@ -269,7 +269,6 @@ async fn wait(
 async fn print_index(
     client: &aws_sdk_dynamodb::Client,
     stack: &Stack,
-    issues: &str,
     index: &str,
     out: &mut dyn Write,
 ) -> anyhow::Result<bool> {
@@ -305,35 +304,25 @@ async fn print_index(
             )?;
         }
     }
-    let config = multikey_indexer::Config::from_vars(&stream_kit::Vars::new(&|name: &str| {
-        stack
-            .function("multikey-indexer")
-            .ok()?
-            .environment
-            .get(name)
-            .cloned()
-    }))?;
-    let expected = check::expected_index(&config.indexes, &check::scan(client, issues).await?)?;
-    let actual = check::lines(&check::scan(client, index).await?);
-    let (missing, extra) = check::difference(&expected, &actual);
-    let exact = missing.is_empty() && extra.is_empty();
+    let index = check::index(client, stack).await?;
+    let exact = index.is_exact();
     if exact {
         writeln!(
             out,
             "The index holds exactly the {} entries the issues table calls for: ok",
-            actual.len()
+            index.entries
         )?;
     } else {
         writeln!(
             out,
             "The index is WRONG: {} entries missing, {} extra",
-            missing.len(),
-            extra.len()
+            index.missing.len(),
+            index.extra.len()
         )?;
-        for line in missing.iter().take(5) {
+        for line in index.missing.iter().take(5) {
             writeln!(out, "  missing: {line}")?;
         }
-        for line in extra.iter().take(5) {
+        for line in index.extra.iter().take(5) {
             writeln!(out, "  extra:   {line}")?;
         }
     }
@@ -360,9 +349,7 @@ async fn print_archive(
     expiring: &[(&str, &str, i64)],
     out: &mut dyn Write,
 ) -> anyhow::Result<bool> {
-    let archiver = stack.function("ttl-archiver")?;
-    let env = |name: &str| archiver.environment.get(name).cloned().unwrap_or_default();
-    let (bucket, prefix) = (env("ARCHIVE_BUCKET"), env("ARCHIVE_PREFIX"));
+    let (bucket, prefix) = stack.archive_location()?;
     writeln!(out, "\nArchived by TTL, read back from s3://{bucket}/{prefix}")?;
     let read_back = crate::archive::items(&s3_client(sdk), &bucket, &prefix).await?;
     let mut ids = Vec::new();

@@ -164,6 +164,22 @@ impl Stack {
             .with_context(|| format!("the template has no function with BuildProperties.Binary {binary}"))
     }
 
+    /// The template environment of the function built from `binary`.
+    pub fn environment(&self, binary: &str) -> anyhow::Result<&BTreeMap<String, String>> {
+        Ok(&self.function(binary)?.environment)
+    }
+
+    /// Where the ttl-archiver writes: its `ARCHIVE_BUCKET` and `ARCHIVE_PREFIX`.
+    pub fn archive_location(&self) -> anyhow::Result<(String, String)> {
+        let env = self.environment("ttl-archiver")?;
+        let get = |name: &str| {
+            env.get(name)
+                .cloned()
+                .with_context(|| format!("the ttl-archiver's environment has no {name}"))
+        };
+        Ok((get("ARCHIVE_BUCKET")?, get("ARCHIVE_PREFIX")?))
+    }
+
     /// The table with this logical id.
     pub fn table(&self, logical_id: &str) -> anyhow::Result<&Table> {
         self.tables
@@ -301,8 +317,8 @@ impl Drop for Process {
 /// Invoke APIs); both stop when this is dropped.
 #[derive(Debug)]
 pub struct Emulated {
-    /// The Invoke API's base URL.
-    pub endpoint: String,
+    /// The emulator's loopback port: the Invoke API is at `http://127.0.0.1:<port>`.
+    pub port: u16,
     /// The function's stdout (its JSON logs and EMF lines).
     pub log: PathBuf,
     timeout: Duration,
@@ -376,7 +392,7 @@ impl Emulated {
             .spawn()
             .with_context(|| format!("cannot start {}", binary.display()))?;
         Ok(Emulated {
-            endpoint: format!("http://127.0.0.1:{port}"),
+            port,
             log: log.to_owned(),
             timeout,
             _function: Process(function),
@@ -403,6 +419,6 @@ impl Emulated {
 
     /// An invoker over the Invoke API, with the function's timeout.
     pub fn invoker(&self) -> Invoker {
-        http(&self.endpoint, "_", self.timeout)
+        http(&format!("http://127.0.0.1:{}", self.port), "_", self.timeout)
     }
 }

@@ -331,8 +331,8 @@ fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
         for emulated in &running {
             writeln!(
                 out,
-                "  function {} (log {})",
-                emulated.endpoint,
+                "  function http://127.0.0.1:{} (log {})",
+                emulated.port,
                 emulated.log.display()
             )?;
         }

@@ -9,15 +9,15 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::ScalarAttributeType;
 use serde_json::{Value, json};
+use sidestream::local::Emulated;
 use stream_kit::{Deadline, Vars};
 
 use crate::moto::{create_table, sdk, unique};
@@ -48,76 +48,21 @@ fn binary(name: &str) -> Result<PathBuf> {
     Ok(path)
 }
 
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// A child process that is killed when dropped.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// One function binary, warm, behind its own `cargo lambda watch` runtime API.
-struct Function {
-    port: u16,
-    log: PathBuf,
-    // Dropped in order: the function, then the emulator.
-    _process: Running,
-    _watch: Running,
-}
+/// One function binary, warm, behind its own `cargo lambda watch` runtime API (started the way
+/// `sidestream local` starts it).
+struct Function(Emulated);
 
 impl Function {
     fn start(name: &str, env: &BTreeMap<String, String>) -> Result<Function> {
-        let port = free_port()?;
         let log = std::env::temp_dir().join(format!("{}.log", unique(&format!("sidestream-{name}"))));
-        // The emulator alone: the binary under test is started here, not built by watch.
-        let watch = Command::new(cargo_lambda()?)
-            .args(["lambda", "watch", "--only-lambda-apis", "-A", "127.0.0.1", "-P"])
-            .arg(port.to_string())
-            .current_dir(root())
-            .stdout(Stdio::null())
-            .stderr(File::create(log.with_extension("watch.log"))?)
-            .spawn()
-            .context("starting cargo lambda watch")?;
-        let watch = Running(watch);
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            ensure!(
-                started.elapsed() < Duration::from_secs(60),
-                "cargo lambda watch did not listen on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let endpoint =
-            std::env::var("SIDESTREAM_MOTO_ENDPOINT").context("run the tests with scripts/test")?;
-        let function = Command::new(binary(name)?)
-            .env_clear()
-            .envs(env)
-            .env("AWS_LAMBDA_RUNTIME_API", format!("http://127.0.0.1:{port}/.rt"))
-            .env("AWS_LAMBDA_FUNCTION_NAME", "_")
-            .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
-            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-            .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
-            .env("AWS_ENDPOINT_URL", endpoint)
-            .env("S3_FORCE_PATH_STYLE", "true")
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("AWS_REGION", "us-east-1")
-            .stdout(File::create(&log)?)
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("starting {name}"))?;
-        Ok(Function {
-            port,
-            log,
-            _process: Running(function),
-            _watch: watch,
-        })
+        let emulated = Emulated::start(
+            &cargo_lambda()?,
+            &binary(name)?,
+            env,
+            &log,
+            Duration::from_secs(60),
+        )?;
+        Ok(Function(emulated))
     }
 
     /// `cargo lambda invoke` with a fixture; the function's response.
@@ -133,7 +78,7 @@ impl Function {
                 "127.0.0.1",
                 "-P",
             ])
-            .arg(self.port.to_string())
+            .arg(self.0.port.to_string())
             .arg("--data-file")
             .arg(root().join(fixture))
             .output()?;
@@ -149,7 +94,7 @@ impl Function {
     /// The function's log lines: every one must be JSON (the tracing logs and the EMF metrics).
     fn log_lines(&self) -> Result<Vec<Value>> {
         let mut text = String::new();
-        File::open(&self.log)?.read_to_string(&mut text)?;
+        File::open(&self.0.log)?.read_to_string(&mut text)?;
         text.lines()
             .filter(|l| !l.trim().is_empty())
             .map(|l| serde_json::from_str(l).with_context(|| format!("a log line is not JSON: {l}")))

@@ -79,19 +79,14 @@ fn issue(id: usize, fields: &Value) -> Value {
 
 /// The index table against what the issues table calls for.
 async fn assert_index_exact(sdk: &SdkConfig, stack: &Stack) -> Result<usize> {
-    let client = aws_sdk_dynamodb::Client::new(sdk);
-    let indexer = stack.function("multikey-indexer")?;
-    let lookup = |name: &str| indexer.environment.get(name).cloned();
-    let config = multikey_indexer::Config::from_vars(&stream_kit::Vars::new(&lookup))?;
-    let base = check::scan(&client, &stack.table("IssuesTable")?.name).await?;
-    let expected = check::expected_index(&config.indexes, &base)?;
-    let actual = check::lines(&check::scan(&client, &stack.table("IndexTable")?.name).await?);
-    let (missing, extra) = check::difference(&expected, &actual);
+    let index = check::index(&aws_sdk_dynamodb::Client::new(sdk), stack).await?;
     ensure!(
-        missing.is_empty() && extra.is_empty(),
-        "index not exact: missing {missing:#?}, extra {extra:#?}"
+        index.is_exact(),
+        "index not exact: missing {:#?}, extra {:#?}",
+        index.missing,
+        index.extra
     );
-    Ok(actual.len())
+    Ok(index.entries)
 }
 
 /// Issues created, modified (values changed, fields added and removed, a tiebreaker and a
@@ -191,10 +186,8 @@ async fn ttl_expiry_is_archived_exactly_and_user_deletes_are_not() -> Result<()>
     delete(&client, &issues, "user-deleted").await?;
     pipeline.settle().await?;
 
-    let function = stack.function("ttl-archiver")?;
-    let env = |name: &str| function.environment.get(name).cloned().unwrap_or_default();
-    let archived =
-        sidestream::archive::items(&s3_client(&sdk), &env("ARCHIVE_BUCKET"), &env("ARCHIVE_PREFIX")).await?;
+    let (bucket, prefix) = stack.archive_location()?;
+    let archived = sidestream::archive::items(&s3_client(&sdk), &bucket, &prefix).await?;
     let mut ids: Vec<String> = archived
         .iter()
         .map(|(_, item)| {

@@ -22,6 +22,9 @@ pub enum GridError {
     /// The cursor is refused.
     #[error(transparent)]
     Cursor(#[from] CursorError),
+    /// An item or value DynamoDB returned that is not DynamoDB JSON (never from DynamoDB itself).
+    #[error("an item that cannot be read as DynamoDB JSON: {0}")]
+    Item(String),
     /// A DynamoDB request failed.
     #[error("{operation} on {table}: {message}")]
     Request {
@@ -351,19 +354,12 @@ fn last_key(key: Option<&Item>) -> Result<Option<Value>, GridError> {
 }
 
 fn json_item(item: Item) -> Result<Value, GridError> {
-    serde_json::to_value(serde_dynamo::Item::from(item)).map_err(|e| GridError::Request {
-        operation: "Query",
-        table: String::new(),
-        message: format!("an item that is not DynamoDB JSON: {e}"),
-    })
+    serde_json::to_value(serde_dynamo::Item::from(item)).map_err(|e| GridError::Item(e.to_string()))
 }
 
 fn json(value: &AttributeValue) -> Result<Value, GridError> {
-    serde_json::to_value(serde_dynamo::AttributeValue::from(value.clone())).map_err(|e| GridError::Request {
-        operation: "Query",
-        table: String::new(),
-        message: format!("a value that is not DynamoDB JSON: {e}"),
-    })
+    serde_json::to_value(serde_dynamo::AttributeValue::from(value.clone()))
+        .map_err(|e| GridError::Item(e.to_string()))
 }
 
 /// A cursor key back in the SDK's form.

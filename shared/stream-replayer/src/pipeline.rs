@@ -8,7 +8,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::FutureExt as _;
 use futures_util::future::try_join_all;
@@ -19,6 +19,9 @@ use crate::invoke::{Invoker, event};
 use crate::reader::{StreamReader, record_json};
 use crate::sweeper::Sweeper;
 use crate::{Mapping, ReplayError, Settings, Step};
+
+/// How often [`Pipeline::run_until`] sweeps expired items.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// One function's event source mapping on one stream.
 pub struct Source {
@@ -170,11 +173,21 @@ impl Pipeline {
     /// One round: every stream swept, read and delivered until its mappings are idle. Whether
     /// anything happened (an item swept or a record read).
     pub async fn step(&mut self) -> Result<bool, ReplayError> {
+        self.round(true).await
+    }
+
+    /// One round, sweeping expired items first when `sweep`.
+    async fn round(&mut self, sweep: bool) -> Result<bool, ReplayError> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
         let (failures, progress) = (&self.failures, &*self.progress);
-        let moved = try_join_all(self.streams.iter_mut().map(|s| s.step(now, failures, progress))).await?;
+        let moved = try_join_all(
+            self.streams
+                .iter_mut()
+                .map(|s| s.step(now, sweep, failures, progress)),
+        )
+        .await?;
         Ok(moved.into_iter().any(|m| m))
     }
 
@@ -185,16 +198,22 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Rounds until `stop` completes, pausing `idle` whenever a round found nothing; then
-    /// settles.
+    /// Rounds until `stop` completes, pausing `idle` whenever a round found nothing, and sweeping
+    /// expired items at most once a second; then settles (sweeping every round).
     pub async fn run_until(
         &mut self,
         stop: impl Future<Output = ()>,
         idle: Duration,
     ) -> Result<(), ReplayError> {
         let mut stop = std::pin::pin!(stop.fuse());
+        let mut last_sweep: Option<Instant> = None;
         loop {
-            let moved = self.step().await?;
+            // A sweep scans whole tables: at most once per SWEEP_EVERY while running.
+            let sweep = last_sweep.is_none_or(|at| at.elapsed() >= SWEEP_EVERY);
+            if sweep {
+                last_sweep = Some(Instant::now());
+            }
+            let moved = self.round(sweep).await?;
             if (&mut stop).now_or_never().is_some() {
                 break;
             }
@@ -213,11 +232,12 @@ impl Stream {
     async fn step(
         &mut self,
         now: i64,
+        sweep: bool,
         failures: &FailureLog,
         progress: &Progress,
     ) -> Result<bool, ReplayError> {
         let mut swept = 0;
-        if let Some(sweeper) = &mut self.sweeper {
+        if let Some(sweeper) = self.sweeper.as_mut().filter(|_| sweep) {
             swept = sweeper.sweep(now).await?;
             if swept > 0 {
                 tracing::info!(

@@ -7,11 +7,12 @@ use anyhow::{Context as _, bail, ensure};
 use aws_sdk_s3::error::DisplayErrorContext;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use ddb_writer::{Writer, WriterConfig};
+use ddb_writer::Writer;
+use io_policy::Policy;
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use serde_dynamo::{AttributeValue, Item};
-use stream_kit::{Deadline, Op, Write as PlannedWrite};
+use stream_kit::{Deadline, ItemWrite, Op};
 use ttl_archiver::format::{self, DynamoJson, Line};
 
 /// Where an archive object is: a local file or `s3://bucket/key`.
@@ -208,7 +209,12 @@ pub async fn restore(
         );
     }
     let key_names = key_schema(dynamodb, table).await?;
-    let writer = Writer::new(dynamodb, WriterConfig::default());
+    let writer = Writer::new(aws_sdk_dynamodb::Client::from_conf(
+        dynamodb
+            .to_builder()
+            .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+            .build(),
+    ));
     let table_name: std::sync::Arc<str> = table.into();
     let mut done = Restored::default();
     for (n, key) in keys.iter().enumerate() {
@@ -216,24 +222,22 @@ pub async fn restore(
         let lines = format::read(&bytes).with_context(|| format!("s3://{bucket}/{key}"))?;
         let (items, superseded) =
             latest_per_key(lines, &key_names).with_context(|| format!("s3://{bucket}/{key}"))?;
-        let puts: Vec<PlannedWrite> = items
+        let puts: Vec<ItemWrite> = items
             .into_iter()
             .enumerate()
-            .map(|(origin, item)| PlannedWrite {
+            .map(|(origin, item)| ItemWrite {
                 table: table_name.clone(),
                 op: Op::Put(item),
                 origin,
             })
             .collect();
         let count = puts.len();
-        let report = writer
-            .write(puts, Deadline::after(std::time::Duration::from_secs(3600)))
-            .await;
-        if report.failed > 0 {
+        let budget = Policy::default().budget(Deadline::after(std::time::Duration::from_secs(3600)));
+        let report = writer.write(puts, &budget).await;
+        if let Some((_, failure)) = report.failures.first() {
             bail!(
-                "s3://{bucket}/{key}: {} of {count} items were not written to {table}: {}",
+                "s3://{bucket}/{key}: {} of {count} items were not written to {table}: {failure}",
                 report.failed,
-                report.first_error.unwrap_or_default()
             );
         }
         done.objects += 1;

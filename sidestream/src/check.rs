@@ -108,9 +108,9 @@ impl IndexCheck {
 pub async fn index(client: &aws_sdk_dynamodb::Client, stack: &Stack) -> anyhow::Result<IndexCheck> {
     let env = stack.environment("multikey-indexer")?;
     let lookup = |name: &str| env.get(name).cloned();
-    let config = multikey_indexer::Config::from_vars(&stream_kit::Vars::new(&lookup))?;
+    let indexes = multikey_indexer::Indexes::from_vars(&stream_kit::Vars::new(&lookup))?;
     let base = scan(client, &stack.table("IssuesTable")?.name).await?;
-    let expected = expected_index(&config.indexes, &base)?;
+    let expected = expected_index(&indexes, &base)?;
     let actual = lines(&scan(client, &stack.table("IndexTable")?.name).await?);
     let (missing, extra) = difference(&expected, &actual);
     Ok(IndexCheck {

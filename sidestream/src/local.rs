@@ -17,6 +17,7 @@ use sam_template::{Bucket, Function, Names, Pattern, Table, Template};
 use stream_kit::{Deadline, Vars};
 use stream_replayer::invoke::{Invoker, http, in_process};
 use stream_replayer::{FailureLog, Invocation, Pipeline, Settings, Source, Sweeper, resources};
+use stream_runtime::{Runtime, StreamFunction};
 
 /// The account moto reports.
 const ACCOUNT: &str = "123456789012";
@@ -206,11 +207,10 @@ pub async fn put_json(
     Ok(())
 }
 
-/// An S3 client for the emulator: path-style addressing when `S3_FORCE_PATH_STYLE` says so.
+/// An S3 client for the emulator: path-style addressing when `S3_FORCE_PATH_STYLE` says so (read
+/// as the functions read it; an invalid value is taken as false here).
 pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
-    let path_style = Vars::new(&Vars::process_lookup)
-        .optional("S3_FORCE_PATH_STYLE")
-        .is_some_and(|v| v == "true" || v == "1");
+    let path_style = stream_runtime::settings::path_style(&Vars::new(&Vars::process_lookup)).unwrap_or(false);
     aws_sdk_s3::Client::from_conf(
         aws_sdk_s3::config::Builder::from(sdk)
             .force_path_style(path_style)
@@ -244,51 +244,36 @@ fn timeout(function: &Function) -> Duration {
         .map_or(DEFAULT_TIMEOUT, Duration::from_secs)
 }
 
-/// An invoker that runs `function`'s library handler in this process, configured from its
-/// template environment as its binary would be.
+/// An invoker that runs `function`'s library handler in this process, under the stream runtime,
+/// configured from its template environment as its binary would be.
 pub fn in_process_invoker(function: &Function, sdk: &SdkConfig) -> anyhow::Result<Invoker> {
     let env = environment(function);
     let lookup = |name: &str| env.get(name).cloned();
     let vars = Vars::new(&lookup);
     let limit = timeout(function);
-    let deadline = move || Deadline::after(limit);
-    let binary = binary_of(function)?;
-    let dynamodb = aws_sdk_dynamodb::Config::from(sdk);
-    Ok(match binary {
-        "multikey-indexer" => {
-            let handler = Arc::new(multikey_indexer::Indexer::new(
-                multikey_indexer::Config::from_vars(&vars)?,
-                &dynamodb,
-            ));
-            in_process(move |event| {
-                let handler = Arc::clone(&handler);
-                async move { answer(handler.handle(event, deadline()).await) }
-            })
-        }
-        "ttl-archiver" => {
-            let config = ttl_archiver::Config::from_vars(&vars)?;
-            let s3 = ttl_archiver::Archiver::s3_config(&config, sdk);
-            let handler = Arc::new(ttl_archiver::Archiver::new(config, s3));
-            in_process(move |event| {
-                let handler = Arc::clone(&handler);
-                async move { answer(handler.handle(event, deadline()).await) }
-            })
-        }
-        "counter-aggregator" => {
-            let handler = Arc::new(counter_aggregator::Aggregator::new(
-                counter_aggregator::Config::from_vars(&vars)?,
-                &dynamodb,
-            ));
-            in_process(move |event| {
-                let handler = Arc::clone(&handler);
-                async move { answer(handler.handle(event, deadline()).await) }
-            })
-        }
+    match binary_of(function)? {
+        "multikey-indexer" => runtime_invoker::<multikey_indexer::Indexer>(&vars, sdk, limit),
+        "ttl-archiver" => runtime_invoker::<ttl_archiver::Archiver>(&vars, sdk, limit),
+        "counter-aggregator" => runtime_invoker::<counter_aggregator::Aggregator>(&vars, sdk, limit),
         other => bail!(
             "{}: no in-process handler for the binary {other}",
             function.logical_id
         ),
-    })
+    }
+}
+
+/// An in-process invoker of the function `F` under the stream runtime, each invocation with
+/// `limit` to its deadline.
+fn runtime_invoker<F: StreamFunction>(
+    vars: &Vars<'_>,
+    sdk: &SdkConfig,
+    limit: Duration,
+) -> anyhow::Result<Invoker> {
+    let runtime = Arc::new(Runtime::<F>::from_vars(vars, sdk)?);
+    Ok(in_process(move |event| {
+        let runtime = Arc::clone(&runtime);
+        async move { answer(runtime.handle(event, Deadline::after(limit)).await) }
+    }))
 }
 
 /// A handler's result as an invocation's: the response, or an error as Lambda reports it.

@@ -385,16 +385,16 @@ fn run_plan(function: Function, event: &Path, out: Option<&Path>) -> anyhow::Res
     let stopped = match function {
         Function::MultikeyIndexer => {
             anyhow::ensure!(out.is_none(), "--out is for the ttl-archiver's objects");
-            let config = multikey_indexer::Config::from_env()?;
-            let plan = sidestream::plan::multikey_indexer(&config.indexes, &bytes, stdout, stderr)
+            let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&Vars::process_lookup))?;
+            let plan = sidestream::plan::multikey_indexer(&indexes, &bytes, stdout, stderr)
                 .with_context(|| format!("cannot plan {}", event.display()))?;
-            plan.stopped.is_some()
+            plan.stopped.is_some() || !plan.rejected.is_empty()
         }
         Function::TtlArchiver => {
             let layout = ttl_archiver::Layout::from_vars(&Vars::new(&Vars::process_lookup))?;
             let plan = sidestream::plan::ttl_archiver(&layout, &bytes, out, stdout, stderr)
                 .with_context(|| format!("cannot plan {}", event.display()))?;
-            plan.stopped.is_some()
+            plan.stopped.is_some() || !plan.rejected.is_empty()
         }
         Function::CounterAggregator => {
             anyhow::ensure!(out.is_none(), "--out is for the ttl-archiver's objects");
@@ -403,7 +403,7 @@ fn run_plan(function: Function, event: &Path, out: Option<&Path>) -> anyhow::Res
                 .unwrap_or_else(|| sharded_counter::layout::DEFAULT_PARTITION_KEY.to_owned());
             let plan = sidestream::plan::counter_aggregator(&key, &bytes, stdout, stderr)
                 .with_context(|| format!("cannot plan {}", event.display()))?;
-            plan.stopped.is_some()
+            plan.stopped.is_some() || !plan.rejected.is_empty()
         }
     };
     Ok(if stopped {

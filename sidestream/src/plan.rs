@@ -60,28 +60,53 @@ fn report(plan: &Plan, event: &Event, mut err: impl Write) -> io::Result<()> {
             s.record, s.index, s.member, s.reason
         )?;
     }
+    for r in &plan.rejected {
+        report_rejected(event, r.record, &r.error, &mut err)?;
+    }
     if let Some(stopped) = &plan.stopped {
         report_stop(event, stopped.record, &stopped.error, err)?;
     }
     Ok(())
 }
 
-/// Describes the record planning stopped at.
+/// Describes a record rejected as record-permanent: the Lambda would park it.
+fn report_rejected(
+    event: &Event,
+    record: usize,
+    error: &dyn std::fmt::Display,
+    err: impl Write,
+) -> io::Result<()> {
+    describe(
+        event,
+        record,
+        &format!("can never succeed: {error}; the Lambda would park it and go on"),
+        err,
+    )
+}
+
+/// Describes the record planning stopped at (a systemic failure).
 fn report_stop(
     event: &Event,
     record: usize,
     error: &dyn std::fmt::Display,
-    mut err: impl Write,
+    err: impl Write,
 ) -> io::Result<()> {
+    describe(
+        event,
+        record,
+        &format!("stopped planning: {error}; the Lambda would report it in batchItemFailures"),
+        err,
+    )
+}
+
+/// One line about a record, named by its position and sequence number.
+fn describe(event: &Event, record: usize, what: &str, mut err: impl Write) -> io::Result<()> {
     let seq = event
         .records
         .get(record)
         .and_then(|r| r.change.sequence_number.as_deref())
         .unwrap_or_default();
-    writeln!(
-        err,
-        "sidestream: planning stopped at record {record} (SequenceNumber {seq:?}): {error}; the Lambda would report it in batchItemFailures"
-    )
+    writeln!(err, "sidestream: record {record} (SequenceNumber {seq:?}) {what}")
 }
 
 /// Plans `event` with the ttl-archiver's layout and writes one JSON object per object pair it
@@ -137,6 +162,9 @@ pub fn ttl_archiver(
             "sidestream: record {i} has no OldImage: only its keys are archived (keysOnly), in the metadata object"
         )?;
     }
+    for r in &plan.rejected {
+        report_rejected(&event, r.record, &r.error, &mut err)?;
+    }
     if let Some(stopped) = &plan.stopped {
         report_stop(&event, stopped.record, &stopped.error, err)?;
     }
@@ -176,6 +204,9 @@ pub fn counter_aggregator(
     out.flush()?;
     for s in &plan.skipped {
         writeln!(err, "sidestream: record {} skipped: {}", s.record, s.reason)?;
+    }
+    for r in &plan.rejected {
+        report_rejected(&event, r.record, &r.error, &mut err)?;
     }
     if let Some(stopped) = &plan.stopped {
         report_stop(&event, stopped.record, &stopped.error, err)?;

@@ -11,11 +11,11 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::ScalarAttributeType;
 use serde_json::{Value, json};
 use sidestream::archive::{self, Source};
-use stream_kit::{Deadline, Event, EventRecord, Metrics};
-use ttl_archiver::config::ArchiveConfig;
-use ttl_archiver::{Archiver, Config, Layout, synthetic};
+use stream_kit::{Deadline, Event, EventRecord};
+use stream_runtime::Runtime;
+use ttl_archiver::{Archiver, synthetic};
 
-use crate::moto::{create_table, sdk, unique};
+use crate::moto::{create_table, parked, runtime, sdk, unique};
 
 macro_rules! fixture {
     ($name:literal) => {
@@ -31,22 +31,8 @@ fn s3_client() -> aws_sdk_s3::Client {
     )
 }
 
-fn archiver(bucket: &str) -> Archiver {
-    let config = Config {
-        layout: Layout {
-            prefix: "archive/".to_owned(),
-            gzip_level: 6,
-        },
-        archive: ArchiveConfig {
-            bucket: bucket.to_owned(),
-            storage_class: "STANDARD".to_owned(),
-            force_path_style: true,
-            deadline_margin: Duration::from_millis(500),
-        },
-        metrics: Metrics::new("Sidestream", "ttl-archiver-test"),
-    };
-    let s3 = Archiver::s3_config(&config, &sdk());
-    Archiver::new(config, s3)
+async fn archiver(bucket: &str) -> Runtime<Archiver> {
+    runtime(&[("ARCHIVE_BUCKET", bucket), ("ARCHIVE_PREFIX", "archive/")]).await
 }
 
 async fn bucket(s3: &aws_sdk_s3::Client) -> String {
@@ -90,7 +76,7 @@ fn failures(response: &stream_kit::DynamoDbEventResponse) -> Vec<String> {
 async fn a_batch_uploads_exactly_its_ttl_deletes() {
     let s3 = s3_client();
     let bucket = bucket(&s3).await;
-    let archiver = archiver(&bucket);
+    let archiver = archiver(&bucket).await;
     let event = fixture!("mixed.json");
     let response = archiver.handle(event.clone(), deadline()).await.unwrap();
     assert_eq!(failures(&response), Vec::<String>::new());
@@ -150,26 +136,44 @@ async fn a_batch_uploads_exactly_its_ttl_deletes() {
 /// record of that object; the user delete before it counts as done.
 #[tokio::test]
 async fn a_rejected_upload_reports_its_first_record() {
-    let archiver = archiver(&unique("missing-bucket"));
+    let archiver = archiver(&unique("missing-bucket")).await;
     let response = archiver.handle(fixture!("mixed.json"), deadline()).await.unwrap();
     assert_eq!(failures(&response), ["400000000000000000011"]);
 }
 
-/// A poison record: the objects before it are uploaded, and it becomes the checkpoint.
+/// A malformed record (no eventSourceARN) is parked whole, and the batch goes on: the records
+/// before and after it are archived, in one run named after the first.
 #[tokio::test]
-async fn a_poison_record_is_the_checkpoint_after_the_runs_before_it() {
+async fn a_malformed_record_is_parked_and_the_records_around_it_are_archived() {
     let s3 = s3_client();
     let bucket = bucket(&s3).await;
     let response = archiver(&bucket)
+        .await
         .handle(fixture!("poison.json"), deadline())
         .await
         .unwrap();
-    assert_eq!(failures(&response), ["400000000000000000041"]);
-    let keys: Vec<String> = objects(&s3, &bucket).await.into_keys().collect();
+    assert!(failures(&response).is_empty(), "{response:?}");
+    let objects = objects(&s3, &bucket).await;
+    let keys: Vec<&String> = objects.keys().collect();
     assert_eq!(keys.len(), 2, "{keys:?}");
     assert!(
         keys.iter()
             .all(|k| k.ends_with("0000000000000000000400000000000000000040-e0040.json.gz"))
+    );
+    let meta = objects.iter().find(|(k, _)| k.contains("_meta/")).unwrap().1;
+    let archived: Vec<&Value> = meta.iter().map(|l| &l["eventID"]).collect();
+    assert_eq!(archived, [&json!("e0040"), &json!("e0042")]);
+    let parked = parked("ttl-archiver", "e0041").await;
+    assert_eq!(parked.len(), 1, "{parked:?}");
+    assert_eq!(parked[0]["kind"], "record-permanent");
+    assert!(
+        parked[0]["error"].as_str().unwrap().contains("eventSourceARN"),
+        "{}",
+        parked[0]
+    );
+    assert_eq!(
+        parked[0]["record"]["dynamodb"]["SequenceNumber"],
+        "400000000000000000041"
     );
 }
 
@@ -202,7 +206,7 @@ async fn archive_then_restore_gives_back_the_same_items() {
     let s3 = s3_client();
     let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
     let bucket = bucket(&s3).await;
-    let archiver = archiver(&bucket);
+    let archiver = archiver(&bucket).await;
     let issues = unique("restored-issues");
     create_table(&dynamodb, &issues, "id", None, false).await;
     let sessions = unique("restored-sessions");
@@ -293,7 +297,7 @@ async fn cat_and_restore_errors() {
     let sdk = sdk();
     let s3 = s3_client();
     let bucket = bucket(&s3).await;
-    let archiver = archiver(&bucket);
+    let archiver = archiver(&bucket).await;
     archiver
         .handle(fixture!("every-type.json"), deadline())
         .await

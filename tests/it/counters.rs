@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use counter_aggregator::{Aggregator, Config};
-use ddb_writer::WriterConfig;
+use counter_aggregator::Aggregator;
 use sharded_counter::{Counters, Layout};
-use stream_kit::{Deadline, Event, EventRecord, Metrics};
+use stream_kit::{Deadline, Event, EventRecord};
+use stream_runtime::Runtime;
 
-use crate::moto::{create_table, sdk, stream_records, unique};
+use crate::moto::{create_table, runtime, sdk, stream_records, unique};
 
 /// Four writers make 250 increments each on one counter (and a few on another); the exact read
 /// sums the shards to the true totals, and the shards really are spread.
@@ -101,20 +101,11 @@ async fn exact_reads_chunk_by_100_and_reject_non_counts() {
     );
 }
 
-fn aggregator(table: &str) -> Aggregator {
-    let config = Config {
-        table: table.to_owned(),
-        partition_key: "pk".to_owned(),
-        writer: WriterConfig {
-            margin: Duration::from_millis(500),
-            ..WriterConfig::default()
-        },
-        metrics: Metrics::new("Sidestream", "counter-aggregator-test"),
-    };
-    Aggregator::new(config, &aws_sdk_dynamodb::Config::from(&sdk()))
+async fn aggregator(table: &str) -> Runtime<Aggregator> {
+    runtime(&[("COUNTER_TABLE", table)]).await
 }
 
-async fn deliver(aggregator: &Aggregator, records: &[EventRecord]) {
+async fn deliver(aggregator: &Runtime<Aggregator>, records: &[EventRecord]) {
     let mut event = Event::default();
     event.records = records.to_vec();
     let response = aggregator
@@ -161,7 +152,7 @@ async fn the_aggregator_keeps_totals_exact_under_redelivery_and_races() {
 
     let records = stream_records(&sdk(), &client, &table).await;
     assert!(records.len() >= 2_000, "{} records", records.len());
-    let one = aggregator(&table);
+    let one = aggregator(&table).await;
     for batch in records[..1_000].chunks(100) {
         deliver(&one, batch).await;
         deliver(&one, batch).await;
@@ -174,7 +165,7 @@ async fn the_aggregator_keeps_totals_exact_under_redelivery_and_races() {
         .iter()
         .cloned()
         .partition(|r| format!("{:?}", r.change.keys).len() % 2 == 0);
-    let two = aggregator(&table);
+    let two = aggregator(&table).await;
     tokio::join!(deliver(&one, &even), deliver(&two, &odd));
 
     for name in names {

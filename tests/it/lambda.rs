@@ -20,7 +20,9 @@ use serde_json::{Value, json};
 use sidestream::local::Emulated;
 use stream_kit::{Deadline, Vars};
 
-use crate::moto::{create_table, sdk, unique};
+use stream_runtime::{Runtime, StreamFunction};
+
+use crate::moto::{PARKING_BUCKET, create_table, parked, parking_bucket, sdk, unique};
 
 pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -107,8 +109,24 @@ fn fixture(path: &str) -> Result<Event> {
     Ok(serde_json::from_str(&text)?)
 }
 
+/// A function's environment: `pairs` and the parking bucket.
 fn env(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .chain([("PARKING_BUCKET".to_owned(), PARKING_BUCKET.to_owned())])
+        .collect()
+}
+
+/// The function `F` as a library under the stream runtime, with the environment `vars` (and
+/// this process's `S3_FORCE_PATH_STYLE`, as the binary gets it).
+async fn library<F: StreamFunction>(vars: &BTreeMap<String, String>) -> Result<Runtime<F>> {
+    parking_bucket().await;
+    let lookup = |name: &str| match name {
+        "S3_FORCE_PATH_STYLE" => Some("true".to_owned()),
+        _ => vars.get(name).cloned(),
+    };
+    Ok(Runtime::from_vars(&Vars::new(&lookup), &sdk())?)
 }
 
 fn deadline() -> Deadline {
@@ -171,12 +189,7 @@ async fn multikey_indexer_binary_answers_like_the_library() -> Result<()> {
         create_table(&client, table, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
     }
 
-    let vars = config(&reference);
-    let lookup = |name: &str| vars.get(name).cloned();
-    let indexer = multikey_indexer::Indexer::new(
-        multikey_indexer::Config::from_vars(&Vars::new(&lookup))?,
-        &(&sdk).into(),
-    );
+    let indexer = library::<multikey_indexer::Indexer>(&config(&reference)).await?;
     let mut expected = Vec::new();
     for f in fixtures {
         expected.push(response(&indexer.handle(fixture(f)?, deadline()).await?));
@@ -220,17 +233,22 @@ async fn ttl_archiver_binary_answers_like_the_library() -> Result<()> {
         s3.create_bucket().bucket(bucket).send().await?;
     }
 
-    let vars = config(&reference);
-    let lookup = |name: &str| vars.get(name).cloned();
-    let archive_config = ttl_archiver::Config::from_vars(&Vars::new(&lookup))?;
-    let s3_config = ttl_archiver::Archiver::s3_config(&archive_config, &sdk);
-    let archiver = ttl_archiver::Archiver::new(archive_config, s3_config);
+    let archiver = library::<ttl_archiver::Archiver>(&config(&reference)).await?;
     let mut expected = Vec::new();
     for f in fixtures {
         expected.push(response(&archiver.handle(fixture(f)?, deadline()).await?));
     }
     ensure!(expected[0] == json!({"batchItemFailures": []}), "{}", expected[0]);
-    ensure!(expected[2] != expected[0], "the last fixture must fail a record");
+    // The poison fixture's malformed record is parked, and the batch goes on.
+    ensure!(
+        expected[2] == expected[0],
+        "the poison fixture's record is parked: {}",
+        expected[2]
+    );
+    ensure!(
+        !parked("ttl-archiver", "e0041").await.is_empty(),
+        "the malformed record is not parked"
+    );
 
     let function = Function::start("ttl-archiver", &config(&real))?;
     compare(&function, &fixtures, &expected)?;
@@ -275,12 +293,7 @@ async fn counter_aggregator_binary_answers_like_the_library() -> Result<()> {
         create_table(&client, table, "pk", None, false).await;
     }
 
-    let vars = config(&reference);
-    let lookup = |name: &str| vars.get(name).cloned();
-    let aggregator = counter_aggregator::Aggregator::new(
-        counter_aggregator::Config::from_vars(&Vars::new(&lookup))?,
-        &(&sdk).into(),
-    );
+    let aggregator = library::<counter_aggregator::Aggregator>(&config(&reference)).await?;
     let mut expected = Vec::new();
     for f in fixtures {
         expected.push(response(&aggregator.handle(fixture(f)?, deadline()).await?));

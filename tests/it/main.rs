@@ -11,6 +11,7 @@ mod key_cli;
 mod lambda;
 mod moto;
 mod multikey;
+mod parking;
 mod pipeline;
 mod plan_cli;
 mod template;

@@ -1,5 +1,6 @@
 //! The moto server the project's scripts start (`scripts/moto`), and helpers for talking to it.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
@@ -8,7 +9,9 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, StreamSpecification,
     StreamViewType,
 };
+use stream_kit::Vars;
 use stream_replayer::reader::StreamReader;
+use stream_runtime::{Runtime, StreamFunction};
 
 /// The SDK configuration for moto. Fails, naming the fix, when the tests run without it.
 pub(crate) fn sdk() -> SdkConfig {
@@ -105,4 +108,72 @@ pub(crate) async fn stream_records(
         .to_owned();
     let mut reader = StreamReader::new(aws_sdk_dynamodbstreams::Client::new(sdk), arn);
     reader.poll().await.unwrap().into_iter().map(|(_, r)| r).collect()
+}
+
+/// The bucket the functions under test park records in.
+pub(crate) const PARKING_BUCKET: &str = "sidestream-test-parking";
+
+/// Creates [`PARKING_BUCKET`] unless it exists.
+pub(crate) async fn parking_bucket() {
+    let s3 = s3();
+    if s3.head_bucket().bucket(PARKING_BUCKET).send().await.is_err() {
+        let _ = s3.create_bucket().bucket(PARKING_BUCKET).send().await;
+    }
+}
+
+/// An S3 client for moto (path-style).
+pub(crate) fn s3() -> aws_sdk_s3::Client {
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk())
+            .force_path_style(true)
+            .build(),
+    )
+}
+
+/// The function `F` under the stream runtime, configured from `env` on top of what every test
+/// function shares: the parking bucket (created here), path-style S3 and a short deadline margin.
+pub(crate) async fn runtime<F: StreamFunction>(env: &[(&str, &str)]) -> Runtime<F> {
+    parking_bucket().await;
+    let mut vars: HashMap<String, String> = [
+        ("PARKING_BUCKET", PARKING_BUCKET),
+        ("S3_FORCE_PATH_STYLE", "true"),
+        ("DEADLINE_MARGIN_MS", "500"),
+    ]
+    .iter()
+    .chain(env)
+    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    .collect();
+    vars.entry("AWS_LAMBDA_FUNCTION_NAME".to_owned())
+        .or_insert_with(|| format!("{}-test", F::NAME));
+    let lookup = |name: &str| vars.get(name).cloned();
+    Runtime::from_vars(&Vars::new(&lookup), &sdk()).unwrap()
+}
+
+/// The parked records of `function` whose key contains `event_id`, as JSON documents.
+pub(crate) async fn parked(function: &str, event_id: &str) -> Vec<serde_json::Value> {
+    let s3 = s3();
+    let listed = s3
+        .list_objects_v2()
+        .bucket(PARKING_BUCKET)
+        .prefix(format!("parked/{function}/"))
+        .send()
+        .await
+        .unwrap();
+    let mut docs = Vec::new();
+    for object in listed.contents() {
+        let key = object.key().unwrap();
+        if !key.contains(event_id) {
+            continue;
+        }
+        let body = s3
+            .get_object()
+            .bucket(PARKING_BUCKET)
+            .key(key)
+            .send()
+            .await
+            .unwrap();
+        let bytes = body.body.collect().await.unwrap().into_bytes();
+        docs.push(serde_json::from_slice(&bytes).unwrap());
+    }
+    docs
 }

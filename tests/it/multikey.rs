@@ -5,22 +5,19 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ScalarAttributeType};
-use ddb_writer::{Writer, WriterConfig};
-use multikey_indexer::{Config, Indexer, Indexes};
+use ddb_writer::Writer;
+use io_policy::Policy;
+use multikey_indexer::Indexer;
 use serde_json::{Value, json};
-use stream_kit::{Deadline, Event, EventRecord, Metrics, Op, Write};
+use stream_kit::{Deadline, Event, EventRecord, ItemWrite, Op};
+use stream_runtime::Runtime;
 
-use crate::moto::{create_table, sdk, stream_records, unique};
+use crate::moto::{create_table, runtime, sdk, stream_records, unique};
 
-fn indexer(sdk: &aws_config::SdkConfig, index_table: &str) -> Indexer {
+async fn indexer(index_table: &str) -> Runtime<Indexer> {
     let json = include_str!("../../functions/multikey-indexer/indexes.example.json")
         .replace("issue-attrib-index", index_table);
-    let config = Config {
-        indexes: Indexes::from_json(&json).unwrap(),
-        writer: WriterConfig::default(),
-        metrics: Metrics::new("Sidestream", "multikey-indexer-test"),
-    };
-    Indexer::new(config, &aws_sdk_dynamodb::Config::from(sdk))
+    runtime(&[("MULTIKEY_INDEXES", &json)]).await
 }
 
 fn event(records: &[EventRecord]) -> Event {
@@ -140,7 +137,6 @@ async fn base_table_changes(client: &aws_sdk_dynamodb::Client, table: &str) {
 /// An issues table with a stream, an empty index table, and the stream records of
 /// [`base_table_changes`].
 struct Scenario {
-    sdk: aws_config::SdkConfig,
     client: aws_sdk_dynamodb::Client,
     /// The index table's name.
     index: String,
@@ -157,7 +153,6 @@ impl Scenario {
         base_table_changes(&client, &issues).await;
         let records = stream_records(&sdk, &client, &issues).await;
         Scenario {
-            sdk,
             client,
             index,
             records,
@@ -170,7 +165,7 @@ async fn the_index_follows_the_base_table_through_duplicate_delivery() {
     let s = Scenario::new().await;
     assert_eq!(s.records.len(), 10, "5 inserts, 4 updates, 1 delete");
 
-    let indexer = indexer(&s.sdk, &s.index);
+    let indexer = indexer(&s.index).await;
     let (first, rest) = s.records.split_at(6);
     // The first batch is delivered twice, as Lambda may.
     for batch in [first, first, rest] {
@@ -212,7 +207,7 @@ async fn the_index_follows_the_base_table_through_duplicate_delivery() {
 #[tokio::test]
 async fn a_poison_record_becomes_the_checkpoint_and_the_retry_finishes_the_batch() {
     let s = Scenario::new().await;
-    let indexer = indexer(&s.sdk, &s.index);
+    let indexer = indexer(&s.index).await;
 
     // Record 6 (020e's update) arrives without its old image, as from a NEW_IMAGE stream.
     let mut poisoned = s.records.clone();
@@ -239,13 +234,19 @@ async fn a_poison_record_becomes_the_checkpoint_and_the_retry_finishes_the_batch
     assert_eq!(index_rows(&s.client, &s.index).await.len(), 7);
 }
 
-fn put(table: &str, pk: usize, origin: usize) -> Write {
+fn put(table: &str, pk: usize, origin: usize) -> ItemWrite {
     let item = serde_json::from_value(json!({"pk": {"S": format!("k{pk:03}")}, "sk": {"S": "s"}})).unwrap();
-    Write {
+    ItemWrite {
         table: table.into(),
         op: Op::Put(item),
         origin,
     }
+}
+
+fn writer(sdk: &aws_config::SdkConfig) -> Writer {
+    Writer::new(aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(
+        sdk,
+    )))
 }
 
 #[tokio::test]
@@ -254,38 +255,83 @@ async fn the_writer_chunks_by_25_and_reports_failures_by_origin() {
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let table = unique("writer");
     create_table(&client, &table, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
-    let writer = Writer::new(&aws_sdk_dynamodb::Config::from(&sdk), WriterConfig::default());
-    let later = Deadline::after(Duration::from_secs(60));
+    let writer = writer(&sdk);
+    let later = || Policy::default().budget(Deadline::after(Duration::from_secs(60)));
 
+    let budget = later();
     let report = writer
-        .write((0..60).map(|i| put(&table, i, i)).collect(), later)
+        .write((0..60).map(|i| put(&table, i, i)).collect(), &budget)
         .await;
     assert_eq!(
-        (report.writes, report.requests, report.retries, report.failed),
+        (
+            report.writes,
+            budget.tally.requests(),
+            budget.tally.retries(),
+            report.failed
+        ),
         (60, 3, 0, 0)
     );
     assert_eq!(client.scan().table_name(&table).send().await.unwrap().count(), 60);
 
-    // A missing table is a client error: no retries, and the earliest origin is reported.
+    // A missing table is systemic: no retries, no narrowing, and every write is reported.
     let mixed = vec![
         put(&table, 100, 7),
         put("no-such-table", 1, 5),
         put(&table, 101, 2),
     ];
-    let report = writer.write(mixed, later).await;
-    assert_eq!((report.requests, report.retries, report.failed), (1, 0, 3));
-    assert_eq!(report.first_failed_origin, Some(2));
-    assert!(report.first_error.unwrap().contains("ResourceNotFoundException"));
+    let budget = later();
+    let report = writer.write(mixed, &budget).await;
+    assert_eq!(
+        (budget.tally.requests(), budget.tally.retries(), report.failed),
+        (1, 0, 3)
+    );
+    assert_eq!(report.first_failed_origin(), Some(2));
+    let (_, failure) = &report.failures[0];
+    assert_eq!(failure.kind, io_policy::FailureKind::Systemic);
+    assert!(failure.message.contains("ResourceNotFoundException"), "{failure}");
 
     // Inside the margin before the deadline nothing is sent.
-    let report = writer
-        .write(
-            vec![put(&table, 102, 4)],
-            Deadline::after(Duration::from_millis(500)),
-        )
-        .await;
+    let budget = Policy::default().budget(Deadline::after(Duration::from_millis(500)));
+    let report = writer.write(vec![put(&table, 102, 4)], &budget).await;
     assert_eq!(
-        (report.requests, report.failed, report.first_failed_origin),
+        (
+            budget.tally.requests(),
+            report.failed,
+            report.first_failed_origin()
+        ),
         (0, 1, Some(4))
     );
+}
+
+/// A write DynamoDB rejects for its content (a number out of DynamoDB's range) fails its request
+/// of 25 writes; the writer narrows it down by halves, so only that write fails, as
+/// record-permanent, and the other 29 are applied.
+#[tokio::test]
+async fn a_rejected_request_is_narrowed_down_to_the_write_that_causes_it() {
+    let sdk = sdk();
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let table = unique("narrow");
+    create_table(&client, &table, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
+    let mut writes: Vec<ItemWrite> = (0..30).map(|i| put(&table, i, i)).collect();
+    writes[17].op = Op::Put(
+        serde_json::from_value(json!({"pk": {"S": "k017"}, "sk": {"S": "s"}, "n": {"N": "1E+200"}})).unwrap(),
+    );
+    let budget = Policy::default().budget(Deadline::after(Duration::from_secs(60)));
+    let report = writer(&sdk).write(writes, &budget).await;
+    assert_eq!((report.writes, report.failed), (29, 1));
+    let [(origin, failure)] = report.failures.as_slice() else {
+        panic!("{:?}", report.failures)
+    };
+    assert_eq!(
+        (*origin, failure.kind),
+        (17, io_policy::FailureKind::RecordPermanent)
+    );
+    assert!(failure.message.contains("ValidationException"), "{failure}");
+    // 2 chunks; the rejected one of 25 split down to its single write: 25 → 12+13 → … → 1.
+    assert!(
+        budget.tally.requests() > 2,
+        "{} requests",
+        budget.tally.requests()
+    );
+    assert_eq!(client.scan().table_name(&table).send().await.unwrap().count(), 29);
 }

@@ -21,7 +21,11 @@ fn plan(fixture: &str, out_dir: Option<&std::path::Path>) -> (Vec<Value>, String
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    (lines, String::from_utf8(err).unwrap(), plan.stopped.is_some())
+    (
+        lines,
+        String::from_utf8(err).unwrap(),
+        plan.stopped.is_some() || !plan.rejected.is_empty(),
+    )
 }
 
 #[test]
@@ -55,11 +59,13 @@ fn prints_one_summary_per_object_and_explains_the_rest() {
     assert!(err.contains("sidestream: record 3 not archived: REMOVE made by a user or application (no userIdentity), not by TTL"));
     assert!(!stopped);
 
-    let (lines, err, stopped) = plan("poison", None);
+    // The malformed record is rejected (the Lambda parks it); planning goes on past it.
+    let (lines, err, rejected) = plan("poison", None);
     assert_eq!(lines.len(), 1);
-    assert!(stopped);
+    assert_eq!(lines[0]["records"], 2);
+    assert!(rejected);
     assert!(
-        err.contains("planning stopped at record 1 (SequenceNumber \"400000000000000000041\")"),
+        err.contains("record 1 (SequenceNumber \"400000000000000000041\") can never succeed"),
         "{err}"
     );
 }

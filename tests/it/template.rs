@@ -139,15 +139,27 @@ struct Uses {
     tables: BTreeSet<String>,
     /// `bucket/prefix` it writes under.
     objects: Option<String>,
+    /// `bucket/prefix` it parks records under.
+    parked: Option<String>,
 }
 
 fn uses(binary: &str, vars: &Vars<'_>, function: &Function, resolver: &Resolver<'_>) -> Result<Uses> {
     let parameter = |name: &str| resolver.parameter(name).unwrap_or_default().to_owned();
     let mut uses = Uses::default();
+    let settings = stream_runtime::Settings::from_vars(vars, binary)?;
+    ensure!(
+        settings.parking.bucket == physical("ParkingBucket"),
+        "parks records in {} not the ParkingBucket",
+        settings.parking.bucket
+    );
+    uses.parked = Some(format!(
+        "{}/{}{binary}/",
+        settings.parking.bucket, settings.parking.prefix
+    ));
     match binary {
         "multikey-indexer" => {
-            let config = multikey_indexer::Config::from_vars(vars)?;
-            let [index] = config.indexes.indexes.as_slice() else {
+            let indexes = multikey_indexer::Indexes::from_vars(vars)?;
+            let [index] = indexes.indexes.as_slice() else {
                 bail!("one index expected")
             };
             let expected = match parameter("IndexTableName") {
@@ -200,14 +212,13 @@ fn uses(binary: &str, vars: &Vars<'_>, function: &Function, resolver: &Resolver<
             uses.objects = Some(format!("{}/{}", config.archive.bucket, config.layout.prefix));
         }
         "counter-aggregator" => {
-            let config = counter_aggregator::Config::from_vars(vars)?;
+            let (table, _) = counter_aggregator::handler::config(vars)?;
             let stream = &function.streams[0].stream;
             ensure!(
-                stream.contains(&format!(":table/{}/stream/", config.table)),
-                "totals go to {} but the stream is {stream}: totals belong in the counter table",
-                config.table
+                stream.contains(&format!(":table/{table}/stream/")),
+                "totals go to {table} but the stream is {stream}: totals belong in the counter table",
             );
-            uses.tables.insert(config.table);
+            uses.tables.insert(table);
         }
         other => bail!("no configuration known for binary {other:?}"),
     }
@@ -260,10 +271,9 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                 | "dynamodb:GetShardIterator"
                 | "dynamodb:ListStreams" => r == stream,
                 a if a.starts_with("dynamodb:") => table_arns.contains(r),
-                "s3:PutObject" => uses
-                    .objects
-                    .as_ref()
-                    .is_some_and(|o| *r == format!("arn:aws:s3:::{o}*")),
+                "s3:PutObject" => [&uses.objects, &uses.parked]
+                    .iter()
+                    .any(|o| o.as_ref().is_some_and(|o| *r == format!("arn:aws:s3:::{o}*"))),
                 "sqs:SendMessage" => *r == queue,
                 "logs:CreateLogStream" | "logs:PutLogEvents" => *r == log_group_arn,
                 _ => false,
@@ -276,7 +286,7 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
     }
     let own: &[&str] = match function.binary.as_deref() {
         Some("multikey-indexer") => &["dynamodb:BatchWriteItem"],
-        Some("ttl-archiver") => &["s3:PutObject"],
+        // The archiver's own PutObject is in `common`, with parking's.
         Some("counter-aggregator") => &["dynamodb:GetItem", "dynamodb:PutItem"],
         _ => &[],
     };
@@ -286,6 +296,7 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
         "dynamodb:GetShardIterator",
         "dynamodb:ListStreams",
         "sqs:SendMessage",
+        "s3:PutObject",
         "logs:CreateLogStream",
         "logs:PutLogEvents",
     ];

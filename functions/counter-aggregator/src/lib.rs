@@ -32,6 +32,6 @@ pub mod plan;
 pub mod state;
 pub mod synthetic;
 
-pub use handler::{Aggregator, Config};
+pub use handler::Aggregator;
 pub use plan::{CounterUpdate, Plan, PlanError, ShardState, SkipReason, Skipped, Stopped};
 pub use state::Total;

@@ -3,8 +3,10 @@
 //! Every record of a counter shard says "shard `k` of counter `c` held `v` as of sequence number
 //! `q`" (`v` is `NewImage.count`, 0 when the image has none, and 0 for a REMOVE). The plan keeps, per shard, the state with
 //! the highest sequence number, and groups shards by counter. Records that are not counter shards
-//! (other keys, and the total items this function writes itself) are skipped and counted. The
-//! first record that cannot be read stops the plan: the updates hold only what came before it.
+//! (other keys, and the total items this function writes itself) are skipped and counted. A record
+//! that cannot be read is rejected: a malformed one (a count that is not an integer, no sequence
+//! number) is left out and planning goes on, to be parked; a stream without the `NewImage` a
+//! change needs stops the plan, and the updates hold only what came before it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -14,7 +16,7 @@ use key_codec::SequenceNumber;
 use serde_dynamo::AttributeValue;
 use sharded_counter::CounterKey;
 use sharded_counter::layout::COUNT;
-use stream_kit::{ChangeKind, Image, Record, RecordError};
+use stream_kit::{ChangeKind, FailureKind, Image, Record, RecordError};
 
 /// A shard's absolute count as of a stream record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +37,9 @@ pub struct CounterUpdate {
     /// The earliest record in the batch that touched the counter: the checkpoint if its write
     /// fails.
     pub first_record: usize,
+    /// Every record in the batch that touched the counter, in order (parked together if the
+    /// counter's total can never be written).
+    pub records: Vec<usize>,
 }
 
 /// Why a record was not aggregated.
@@ -60,7 +65,8 @@ impl fmt::Display for SkipReason {
 /// A record not aggregated.
 pub type Skipped = stream_kit::Skipped<SkipReason>;
 
-/// Why a counter shard's record cannot be aggregated. None of these go away on retry.
+/// Why a counter shard's record cannot be aggregated. None of these go away on retry; see
+/// [`PlanError::kind`] for which are the record's fault and which the stream's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
     /// The record is malformed, or the stream lacks the `NewImage` an INSERT or MODIFY needs.
@@ -79,6 +85,17 @@ pub enum PlanError {
     },
 }
 
+impl PlanError {
+    /// A malformed record or count is record-permanent (the record is parked and the batch goes
+    /// on); a stream without the image a change needs is systemic (planning stops).
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            PlanError::Record(e) => e.kind(),
+            PlanError::SequenceNumber(_) | PlanError::Count { .. } => FailureKind::RecordPermanent,
+        }
+    }
+}
+
 /// The record the plan stopped at.
 pub type Stopped = stream_kit::Stopped<PlanError>;
 
@@ -89,7 +106,9 @@ pub struct Plan {
     pub updates: Vec<CounterUpdate>,
     /// Records skipped, in order.
     pub skipped: Vec<Skipped>,
-    /// The first record that cannot be aggregated, if any.
+    /// Records rejected as record-permanent (planning went on past them), in order.
+    pub rejected: Vec<Stopped>,
+    /// The record planning stopped at (a systemic failure), if it did.
     pub stopped: Option<Stopped>,
 }
 
@@ -106,9 +125,11 @@ impl Plan {
                             name,
                             shards: BTreeMap::new(),
                             first_record: i,
+                            records: Vec::new(),
                         });
                         plan.updates.len() - 1
                     });
+                    plan.updates[slot].records.push(i);
                     let shards = &mut plan.updates[slot].shards;
                     match shards.get(&shard) {
                         Some(kept) if kept.sequence_number >= state.sequence_number => {}
@@ -118,10 +139,11 @@ impl Plan {
                     }
                 }
                 Ok(Read::Skip(reason)) => plan.skipped.push(Skipped { record: i, reason }),
-                Err(error) => {
+                Err(error) if error.kind() == FailureKind::Systemic => {
                     plan.stopped = Some(Stopped { record: i, error });
                     break;
                 }
+                Err(error) => plan.rejected.push(Stopped { record: i, error }),
             }
         }
         plan

@@ -47,7 +47,11 @@
 //! # Delivery
 //!
 //! See [`plan`] for the diffing rules and why coalesced writes are safe to send concurrently, and
-//! [`handler`] for how failures become the batch's checkpoint.
+//! [`handler`] for the function's I/O; failures are handled by the stream runtime
+//! (`stream-runtime`): a record-permanent one (a malformed record, an entry over 400 KB, a write
+//! DynamoDB rejects for its content) is parked and the batch goes on, while a transient or
+//! systemic one becomes the batch's checkpoint. A parked record's item may have stale or missing
+//! entries until the item changes again or the index is repaired.
 
 pub mod config;
 mod entries;
@@ -56,5 +60,5 @@ pub mod plan;
 pub mod synthetic;
 
 pub use config::{Index, Indexes, KeyFormat};
-pub use handler::{Config, Indexer};
+pub use handler::Indexer;
 pub use plan::{Plan, PlanError, Skipped, Stopped};

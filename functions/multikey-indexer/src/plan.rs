@@ -17,9 +17,18 @@
 //! the same batch is kept, not dropped: if an earlier delivery of the batch wrote that entry before
 //! failing, the delete is what removes it.
 //!
-//! **Stopping.** A record that cannot be planned (an unknown event name, no keys, or a stream view
-//! type without the image the change needs) stops planning: it and the records after it are left
-//! for Lambda to redeliver, and the records before it are planned as usual.
+//! **Rejecting.** A record that cannot be planned is rejected with a [`PlanError`] of one of two
+//! kinds ([`PlanError::kind`]). A malformed record (an unknown event name, no keys) is
+//! record-permanent: it is left out and planning goes on (the runtime parks it). A stream or
+//! configuration that does not match the table (a view type without the image the change needs,
+//! a record without a `base_key` attribute) is systemic: planning stops there, and it and the
+//! records after it are left for Lambda to redeliver once an operator has fixed the cause.
+//!
+//! **Limits.** Every entry put is measured against DynamoDB's 400 KB item limit before anything
+//! is sent. An entry over it (an `include` naming a big attribute, say) cannot be written: its key
+//! is deleted instead, so that no stale entry stays behind, and its record is rejected as
+//! record-permanent, naming the entry's key, the index, the size and the limit. The record's other
+//! entries are written.
 //!
 //! **Skipping.** A member that cannot be keyed (a nested map value, a key over DynamoDB's limits,
 //! a missing scope attribute) gets no entry; it is reported in [`Plan::skipped`] and does not stop
@@ -30,7 +39,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_dynamo::{AttributeValue, Item};
-use stream_kit::{EventRecord, Op, Record, RecordError, Write};
+use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
+use stream_kit::{EventRecord, FailureKind, ItemWrite, Op, Record, RecordError};
 
 use crate::config::{Index, Indexes};
 use crate::entries::{EntryKey, ImageEntries, Member};
@@ -39,11 +49,15 @@ use crate::entries::{EntryKey, ImageEntries, Member};
 #[derive(Debug, Default, PartialEq)]
 pub struct Plan {
     /// One write per index key, in the order keys were first touched.
-    pub writes: Vec<Write>,
+    pub writes: Vec<ItemWrite>,
     /// Members left out of the index; planning went on.
     pub skipped: Vec<Skipped>,
-    /// The record planning stopped at, if it did.
+    /// Records rejected as record-permanent (planning went on past them), in order.
+    pub rejected: Vec<Stopped>,
+    /// The record planning stopped at (a systemic failure), if it did.
     pub stopped: Option<Stopped>,
+    /// Records that touch no index (neither image has any index's source attribute).
+    pub unindexed_records: usize,
 }
 
 /// A member that has no index entry, and why.
@@ -62,8 +76,8 @@ pub struct Skipped {
 /// The record planning stopped at.
 pub type Stopped = stream_kit::Stopped<PlanError>;
 
-/// Why a record cannot be planned. Retrying does not help: these are poison records or a
-/// misconfigured stream.
+/// Why a record cannot be planned. Retrying does not help: the record is malformed, or the
+/// stream or configuration does not match the table ([`PlanError::kind`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
     /// The record itself is unusable.
@@ -77,6 +91,33 @@ pub enum PlanError {
         /// The attribute.
         attribute: String,
     },
+    /// An index entry would exceed DynamoDB's item size limit.
+    #[error(
+        "index {index}: the entry pk={pk:?} of this item is {size} bytes, over DynamoDB's item limit of {limit} bytes; \
+         its key is deleted instead (is a large attribute in `include`?)"
+    )]
+    EntryTooLarge {
+        /// The index's name.
+        index: String,
+        /// The entry's partition key.
+        pk: String,
+        /// Its size in bytes.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+impl PlanError {
+    /// Whether the record's content is at fault (record-permanent: it is parked) or the stream
+    /// or configuration (systemic: planning stops).
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            PlanError::Record(e) => e.kind(),
+            PlanError::MissingKeyAttribute { .. } => FailureKind::Systemic,
+            PlanError::EntryTooLarge { .. } => FailureKind::RecordPermanent,
+        }
+    }
 }
 
 impl Plan {
@@ -84,9 +125,13 @@ impl Plan {
     pub fn new(indexes: &Indexes, records: &[EventRecord]) -> Plan {
         let mut planner = Planner::new(indexes);
         for (i, raw) in records.iter().enumerate() {
-            if let Err(error) = planner.record(i, raw) {
-                planner.plan.stopped = Some(Stopped { record: i, error });
-                break;
+            match planner.record(i, raw) {
+                Ok(()) => {}
+                Err(error) if error.kind() == FailureKind::Systemic => {
+                    planner.plan.stopped = Some(Stopped { record: i, error });
+                    break;
+                }
+                Err(error) => planner.plan.rejected.push(Stopped { record: i, error }),
             }
         }
         planner.plan
@@ -107,8 +152,10 @@ struct Planner<'c> {
     plan: Plan,
     slots: HashMap<SlotKey, usize>,
     /// The current record's writes, committed only if the whole record plans.
-    staged: Vec<(SlotKey, Write)>,
+    staged: Vec<(SlotKey, ItemWrite)>,
     staged_skips: Vec<Skipped>,
+    /// The current record's first entry over the item size limit.
+    staged_too_large: Option<PlanError>,
 }
 
 impl<'c> Planner<'c> {
@@ -119,6 +166,7 @@ impl<'c> Planner<'c> {
             slots: HashMap::new(),
             staged: Vec::new(),
             staged_skips: Vec::new(),
+            staged_too_large: None,
         }
     }
 
@@ -139,6 +187,12 @@ impl<'c> Planner<'c> {
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let touches = |image: Option<&Item>| {
+            image.is_some_and(|i| self.indexes.indexes.iter().any(|ix| i.contains_key(&ix.source)))
+        };
+        if !touches(before) && !touches(after) {
+            self.plan.unindexed_records += 1;
+        }
         for (ix, index) in self.indexes.indexes.iter().enumerate() {
             self.diff(origin, ix, index, &base_key, before, after);
         }
@@ -151,7 +205,8 @@ impl<'c> Planner<'c> {
             }
         }
         self.plan.skipped.append(&mut self.staged_skips);
-        Ok(())
+        // The record's other writes stand; the one too large was turned into a delete.
+        self.staged_too_large.take().map_or(Ok(()), Err)
     }
 
     fn diff(
@@ -235,12 +290,26 @@ impl<'c> Planner<'c> {
     ) {
         let slot = (ix, key.pk.clone(), key.sk.as_bytes().to_vec());
         let op = match member {
-            Some((image, member)) => Op::Put(image.item(member, key)),
+            Some((image, member)) => {
+                let item = image.item(member, key.clone());
+                let size = item_size(&item);
+                if size > MAX_ITEM_BYTES {
+                    self.staged_too_large.get_or_insert(PlanError::EntryTooLarge {
+                        index: index.name.clone(),
+                        pk: key.pk.clone(),
+                        size,
+                        limit: MAX_ITEM_BYTES,
+                    });
+                    Op::Delete(key_item(index, key))
+                } else {
+                    Op::Put(item)
+                }
+            }
             None => Op::Delete(key_item(index, key)),
         };
         self.staged.push((
             slot,
-            Write {
+            ItemWrite {
                 table: Arc::clone(&index.table),
                 op,
                 origin,

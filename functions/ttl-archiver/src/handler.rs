@@ -1,22 +1,21 @@
-//! The I/O shell: plan a batch, upload its objects in order, and report where Lambda must resume.
+//! The archiver as a stream function: upload a batch's archive objects in order.
 //!
 //! Objects are uploaded one run at a time, in stream order (the item object and its metadata
-//! concurrently). The first run whose upload fails, or that there is no time left to start,
-//! becomes the checkpoint: its first record is reported in `batchItemFailures`, and no later run
-//! is uploaded. Uploads are plain `PutObject`s of deterministic keys, so a redelivered run
-//! overwrites its own objects; the SDK's standard retries handle throttling and transient errors
-//! within the time left.
+//! concurrently), each `PutObject` under the one I/O policy. The first run whose upload fails,
+//! or that there is no time left to start, becomes the checkpoint: its first record is where
+//! Lambda resumes, and no later run is uploaded. Uploads are plain `PutObject`s of deterministic
+//! keys, so a redelivered run overwrites its own objects.
 
-use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::StorageClass;
-use stream_kit::{
-    Deadline, DynamoDbEventResponse, Event, Metric, Metrics, NoCheckpoint, conclude, earliest, report_poison,
+use stream_runtime::{
+    Applied, Aws, Budget, ConfigError, EventRecord, Failure, FailureKind, Metric, Planned, RecordFailure,
+    StreamFunction, Vars,
 };
 
 use crate::config::{Config, Layout};
 use crate::format;
-use crate::plan::{Object, Plan};
+use crate::plan::{Object, Plan, PlanError};
 
 /// The function, with its configuration and client built once.
 #[derive(Debug, Clone)]
@@ -24,43 +23,91 @@ pub struct Archiver {
     layout: Layout,
     bucket: String,
     storage_class: StorageClass,
-    margin: std::time::Duration,
     s3: aws_sdk_s3::Client,
-    metrics: Metrics,
 }
 
 impl Archiver {
-    /// Builds the function from its configuration and an S3 client configuration (built with
-    /// `force_path_style` when `S3_FORCE_PATH_STYLE` asks for it, see [`Archiver::s3_config`]).
-    pub fn new(config: Config, s3: aws_sdk_s3::Config) -> Archiver {
+    /// The archiver for `config`, uploading with `s3` (built without the SDK's retries).
+    pub fn new(config: Config, s3: aws_sdk_s3::Client) -> Archiver {
         Archiver {
             layout: config.layout,
             storage_class: StorageClass::from(config.archive.storage_class.as_str()),
             bucket: config.archive.bucket,
-            margin: config.archive.deadline_margin,
-            s3: aws_sdk_s3::Client::from_conf(s3),
-            metrics: config.metrics,
+            s3,
         }
     }
 
-    /// The S3 client configuration for `config`, from the shared SDK configuration.
-    pub fn s3_config(config: &Config, sdk: &aws_config::SdkConfig) -> aws_sdk_s3::Config {
-        aws_sdk_s3::config::Builder::from(sdk)
-            .force_path_style(config.archive.force_path_style)
-            .build()
+    /// Uploads a run's item and metadata objects, concurrently. A run of keys-only records has
+    /// no items, and no item object: an empty object would only clutter the importable tree.
+    async fn put(&self, object: &Object, budget: &Budget) -> Result<u64, Failure> {
+        let records = object.records.to_string();
+        let request = |key: &str, body: &[u8]| {
+            let key = key.to_owned();
+            let body = body.to_vec();
+            let storage_class = self.storage_class.clone();
+            let records = records.clone();
+            async move {
+                budget
+                    .call(|| {
+                        let put = self
+                            .s3
+                            .put_object()
+                            .bucket(&self.bucket)
+                            .key(&key)
+                            .body(ByteStream::from(body.clone()))
+                            .content_type("application/gzip")
+                            .storage_class(storage_class.clone())
+                            .metadata("sidestream-archive", format::VERSION.to_string())
+                            .metadata("first-sequence-number", &object.first_sequence_number)
+                            .metadata("last-sequence-number", &object.last_sequence_number)
+                            .metadata("records", &records)
+                            .send();
+                        let op = format!("PutObject {key}");
+                        async move { put.await.map(drop).map_err(|e| io_policy_classify(&op, &e)) }
+                    })
+                    .await
+            }
+        };
+        let data = async {
+            if object.items == 0 {
+                return Ok(0);
+            }
+            request(&object.data_key, &object.data).await.map(|()| 1)
+        };
+        let meta = request(&object.meta_key, &object.meta);
+        let (data, meta) = tokio::join!(data, meta);
+        Ok(data? + meta.map(|()| 1)?)
+    }
+}
+
+/// S3's answers classified like every other call's. A `PutObject` rejected for its content would
+/// be rejected for every run alike (the objects are this function's own encoding), so such an
+/// answer is systemic here rather than record-permanent.
+fn io_policy_classify<E>(
+    op: &str,
+    err: &aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
+) -> Failure
+where
+    E: aws_sdk_s3::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let mut failure = io_policy::classify(op, err);
+    if failure.kind == FailureKind::RecordPermanent {
+        failure.kind = FailureKind::Systemic;
+    }
+    failure
+}
+
+impl StreamFunction for Archiver {
+    const NAME: &'static str = env!("CARGO_PKG_NAME");
+    type Plan = Vec<Object>;
+
+    /// Reads `ARCHIVE_BUCKET`, `ARCHIVE_PREFIX`, `ARCHIVE_STORAGE_CLASS` and `ARCHIVE_GZIP_LEVEL`.
+    fn init(vars: &Vars<'_>, aws: &Aws) -> Result<Archiver, ConfigError> {
+        Ok(Archiver::new(Config::from_vars(vars)?, aws.s3()))
     }
 
-    /// Handles one batch. Errs only when no checkpoint can be reported, so Lambda retries the
-    /// whole batch.
-    pub async fn handle(
-        &self,
-        event: Event,
-        deadline: Deadline,
-    ) -> Result<DynamoDbEventResponse, NoCheckpoint> {
-        let records = event.records;
-        let mut metrics = self.metrics.for_batch(records.len());
-
-        let plan = Plan::new(&self.layout, &records);
+    fn plan(&self, records: &[EventRecord]) -> Planned<Vec<Object>> {
+        let plan = Plan::new(&self.layout, records);
         for s in &plan.skipped {
             tracing::debug!(record = s.record, reason = %s.reason, "not archived");
         }
@@ -70,7 +117,6 @@ impl Archiver {
                 "records that are not TTL deletes were skipped; the event source mapping's filter can keep them from invoking the function"
             );
         }
-        metrics.add(Metric::SkippedRecords, plan.skipped.len() as u64);
         for &i in &plan.keys_only {
             tracing::warn!(
                 record = i,
@@ -78,82 +124,35 @@ impl Archiver {
                 "TTL delete has no OldImage (the stream's view type leaves it out): archiving its keys only, flagged keysOnly"
             );
         }
-        metrics.add(Metric::KeysOnlyRecords, plan.keys_only.len() as u64);
-        if let Some(stopped) = &plan.stopped {
-            report_poison(&records, stopped.record, &stopped.error, &mut metrics);
+        let failures = stream_runtime::rejections(plan.rejected, plan.stopped, PlanError::kind);
+        Planned {
+            plan: plan.objects,
+            failures,
+            counts: vec![
+                (Metric::SkippedRecords, plan.skipped.len() as u64),
+                (Metric::KeysOnlyRecords, plan.keys_only.len() as u64),
+            ],
         }
-
-        let failed_at = self.upload(plan.objects, deadline, &mut metrics).await;
-        conclude(
-            &records,
-            earliest(plan.stopped.map(|s| s.record), failed_at),
-            &mut metrics,
-        )
     }
 
-    /// Uploads the runs in order; returns the first record of the first run that failed or that
-    /// there was no time left to start.
-    async fn upload(&self, objects: Vec<Object>, deadline: Deadline, metrics: &mut Metrics) -> Option<usize> {
-        let stop_by = tokio::time::Instant::from_std(deadline.less(self.margin));
+    async fn apply(&self, objects: Vec<Object>, budget: &Budget) -> Applied {
+        let mut applied = Applied::default();
         for object in objects {
-            let first = object.first_record;
-            if tokio::time::Instant::now() >= stop_by {
-                tracing::warn!(key = %object.data_key, "no time left to upload; stopping before this run");
-                return Some(first);
-            }
-            let (data_key, records) = (object.data_key.clone(), object.records);
-            let requests = if object.items == 0 { 1 } else { 2 };
-            metrics.add(Metric::Requests, requests);
-            let error = match Box::pin(tokio::time::timeout_at(stop_by, self.put(object))).await {
-                Ok(Ok(())) => {
-                    metrics.add(Metric::Writes, requests);
-                    tracing::debug!(key = %data_key, records, "archived");
-                    continue;
+            match self.put(&object, budget).await {
+                Ok(n) => {
+                    applied.writes += n;
+                    tracing::debug!(key = %object.data_key, records = object.records, "archived");
                 }
-                Ok(Err(error)) => error,
-                Err(_) => "the upload did not finish before the deadline margin".to_owned(),
-            };
-            tracing::error!(key = %data_key, bucket = %self.bucket, %error, "upload failed; the batch stops at this run");
-            metrics.add(Metric::FailedWrites, requests);
-            return Some(first);
-        }
-        None
-    }
-
-    /// Uploads a run's item and metadata objects, concurrently. A run of keys-only records has
-    /// no items, and no item object: an empty object would only clutter the importable tree.
-    async fn put(&self, object: Object) -> Result<(), String> {
-        let records = object.records.to_string();
-        let request = |key: String, body: Vec<u8>| {
-            self.s3
-                .put_object()
-                .bucket(&self.bucket)
-                .key(key)
-                .body(ByteStream::from(body))
-                .content_type("application/gzip")
-                .storage_class(self.storage_class.clone())
-                .metadata("sidestream-archive", format::VERSION.to_string())
-                .metadata("first-sequence-number", &object.first_sequence_number)
-                .metadata("last-sequence-number", &object.last_sequence_number)
-                .metadata("records", &records)
-                .send()
-        };
-        let data = async {
-            if object.items == 0 {
-                return Ok(());
+                Err(failure) => {
+                    tracing::error!(key = %object.data_key, bucket = %self.bucket, error = %failure.message, "upload failed; the batch stops at this run");
+                    applied.failed_writes += if object.items == 0 { 1 } else { 2 };
+                    applied
+                        .failures
+                        .push(RecordFailure::new(object.first_record, failure));
+                    break;
+                }
             }
-            request(object.data_key.clone(), object.data)
-                .await
-                .map(drop)
-                .map_err(|e| format!("PutObject {}: {}", object.data_key, DisplayErrorContext(&e)))
-        };
-        let meta = async {
-            request(object.meta_key.clone(), object.meta)
-                .await
-                .map(drop)
-                .map_err(|e| format!("PutObject {}: {}", object.meta_key, DisplayErrorContext(&e)))
-        };
-        let (data, meta) = tokio::join!(data, meta);
-        data.and(meta)
+        }
+        applied
     }
 }

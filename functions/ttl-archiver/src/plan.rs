@@ -3,8 +3,9 @@
 //! Records are read in order. A TTL delete joins the current run when it shares the run's
 //! partition (table and deletion day), and starts a new run otherwise, so every object holds a
 //! contiguous range of the batch. Anything else (inserts, modifications, deletes made by users)
-//! is skipped and counted. The first record that cannot be read stops the plan: the objects hold
-//! only the records before it, and it becomes the batch's checkpoint.
+//! is skipped and counted. A record that cannot be read (malformed: no keys, no usable sequence
+//! number, no deletion time) is rejected and left out of the runs, and planning goes on: the
+//! runtime parks it.
 //!
 //! Contiguous runs are what make retries safe. The shell writes the objects in order and stops at
 //! the first that fails, so when Lambda redelivers from a checkpoint nothing at or after it has
@@ -18,7 +19,7 @@ use std::fmt;
 use aws_lambda_events::event::dynamodb::EventRecord;
 use chrono::{DateTime, SecondsFormat, Utc};
 use key_codec::SequenceNumber;
-use stream_kit::{ChangeKind, Image, Record, RecordError};
+use stream_kit::{ChangeKind, FailureKind, Image, Record, RecordError};
 
 use crate::config::Layout;
 use crate::format::{
@@ -104,6 +105,20 @@ pub enum PlanError {
     Encode(String),
 }
 
+impl PlanError {
+    /// A malformed record is record-permanent (it is parked and the batch goes on); failing to
+    /// encode can only be for want of memory, and a retry may get past it.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            PlanError::Record(e) => e.kind(),
+            PlanError::SequenceNumber(_) | PlanError::SourceTable(_) | PlanError::DeletionTime => {
+                FailureKind::RecordPermanent
+            }
+            PlanError::Encode(_) => FailureKind::Transient,
+        }
+    }
+}
+
 /// The record the plan stopped at.
 pub type Stopped = stream_kit::Stopped<PlanError>;
 
@@ -116,7 +131,9 @@ pub struct Plan {
     pub skipped: Vec<Skipped>,
     /// TTL deletes archived with their keys only (no `OldImage` in the stream).
     pub keys_only: Vec<usize>,
-    /// The first record that cannot be archived, if any; nothing at or after it is planned.
+    /// Records rejected as record-permanent (planning went on past them), in order.
+    pub rejected: Vec<Stopped>,
+    /// The record planning stopped at, if it did; nothing at or after it is planned.
     pub stopped: Option<Stopped>,
 }
 
@@ -137,9 +154,15 @@ impl Plan {
                 }
                 Err(e) => Err(e),
             };
-            if let Err(error) = step {
-                plan.stopped = Some(Stopped { record: i, error });
-                break;
+            match step {
+                Ok(()) => {}
+                Err(error) if error.kind() == FailureKind::RecordPermanent => {
+                    plan.rejected.push(Stopped { record: i, error });
+                }
+                Err(error) => {
+                    plan.stopped = Some(Stopped { record: i, error });
+                    break;
+                }
             }
         }
         if let Some(run) = run {

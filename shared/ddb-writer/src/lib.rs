@@ -1,63 +1,52 @@
 //! A deadline-aware DynamoDB writer for stream processors.
 //!
-//! [`Writer::write`] applies a batch of planned [`Write`]s with `BatchWriteItem`:
+//! [`Writer::write`] applies a batch of planned [`ItemWrite`]s with `BatchWriteItem`, under the
+//! one I/O policy ([`io_policy::Budget`]):
 //!
 //! - **Chunks of at most 25 writes**, DynamoDB's limit, several tables per request allowed. The
 //!   caller guarantees that no two writes in one call share a table and key (a plan that
-//!   coalesces by key does); DynamoDB rejects a request that repeats a key, and that rejection is
-//!   reported as a failure, never dropped.
-//! - **Bounded concurrency**: at most `concurrency` requests in flight. Because each key gets one
-//!   write, their order does not matter.
-//! - **Retries** of `UnprocessedItems`, throttling and server errors, with exponential backoff and
-//!   full jitter (see [`retry`]). Client errors such as a missing table fail at once.
-//! - **The invocation deadline.** Work stops `margin` before the deadline: no attempt starts, and no
-//!   backoff sleeps, past that point, and an attempt in flight is cut off there. What is left is
-//!   reported as failed, so the function can report a checkpoint instead of timing out (a timeout
-//!   replays the whole batch).
+//!   coalesces by key does); DynamoDB rejects a request that repeats a key.
+//! - **Bounded concurrency**: at most `policy.concurrency` requests in flight. Because each key
+//!   gets one write, their order does not matter.
+//! - **Retries** of `UnprocessedItems`, throttling and server errors, with jittered exponential
+//!   backoff, a per-attempt timeout and the invocation's deadline, all from the budget. Only the
+//!   unprocessed writes are sent again.
+//! - **Narrowing.** A `ValidationException` says nothing about which of a request's 25 writes
+//!   caused it. A chunk that fails with a record-permanent failure is split in halves and each
+//!   half sent again, down to single writes, so that only the writes that cause it fail as
+//!   record-permanent; the others are applied.
 //!
-//! The writer owns retrying: [`Writer::new`] builds its client with the SDK's own retries turned
-//! off, so attempts are counted once and the deadline is honoured.
-//!
-//! [`Report`] says what happened: writes done, requests and retries sent, and the earliest
-//! `origin` among failed writes, which is where the batch must resume.
+//! [`Report`] says what happened: writes done, and each failed write's `origin` (the record it
+//! finishes) with its classified failure.
 
-pub mod retry;
 mod send;
 
-pub use retry::{ErrorClass, RetryPolicy, WriterConfig};
 pub use send::Writer;
-pub use stream_kit::{Op, Write};
+pub use stream_kit::{ItemWrite, Op};
+
+use io_policy::Failure;
 
 /// What one call to [`Writer::write`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
     /// Item writes DynamoDB applied.
     pub writes: u64,
-    /// `BatchWriteItem` requests sent, retries included.
-    pub requests: u64,
-    /// Requests that were retries.
-    pub retries: u64,
     /// Item writes that were given up on.
     pub failed: u64,
-    /// The smallest `origin` among the failed writes: the batch resumes from that record.
-    pub first_failed_origin: Option<usize>,
-    /// Why the first write was given up on, for the log.
-    pub first_error: Option<String>,
+    /// For each write given up on, its origin and why, in no particular order.
+    pub failures: Vec<(usize, Failure)>,
 }
 
 impl Report {
     fn merge(&mut self, other: Report) {
         self.writes += other.writes;
-        self.requests += other.requests;
-        self.retries += other.retries;
         self.failed += other.failed;
-        self.first_failed_origin = match (self.first_failed_origin, other.first_failed_origin) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        if self.first_error.is_none() {
-            self.first_error = other.first_error;
-        }
+        self.failures.extend(other.failures);
+    }
+
+    /// The smallest origin among the failed writes.
+    pub fn first_failed_origin(&self) -> Option<usize> {
+        self.failures.iter().map(|(origin, _)| *origin).min()
     }
 }
 

@@ -1,29 +1,26 @@
-//! Sending writes with `BatchWriteItem`: chunking, bounded concurrency, retries, the deadline.
+//! Sending writes with `BatchWriteItem`: chunking, bounded concurrency, retries, narrowing.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::retry::RetryConfig;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::operation::batch_write_item::BatchWriteItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, PutRequest, WriteRequest};
 use futures_util::stream::{self, StreamExt};
-use stream_kit::{Deadline, Op, Write};
+use io_policy::{Budget, Failure, FailureKind};
+use stream_kit::{ItemWrite, Op};
 
-use crate::retry::{ErrorClass, WriterConfig};
 use crate::{MAX_BATCH, Report};
 
 /// Applies planned writes to DynamoDB. Build it once, at cold start, and share it.
 #[derive(Debug, Clone)]
 pub struct Writer {
     client: Client,
-    config: WriterConfig,
 }
 
 /// A write in the SDK's form, with the record it finishes.
+#[derive(Clone)]
 struct Pending {
     origin: usize,
     table: Arc<str>,
@@ -31,23 +28,14 @@ struct Pending {
 }
 
 impl Writer {
-    /// A writer over a DynamoDB client built from `client_config`, with the SDK's own retries
-    /// turned off: this writer retries, so that attempts are counted once and stop in time.
-    pub fn new(client_config: &aws_sdk_dynamodb::Config, config: WriterConfig) -> Writer {
-        let client_config = client_config
-            .to_builder()
-            .retry_config(RetryConfig::disabled())
-            .build();
-        Writer {
-            client: Client::from_conf(client_config),
-            config,
-        }
+    /// A writer over `client`, which must have the SDK's own retries off
+    /// (`io_policy::without_sdk_retries`): the budget retries.
+    pub fn new(client: Client) -> Writer {
+        Writer { client }
     }
 
-    /// Applies `writes`, whose table and key pairs must be distinct, stopping the configured
-    /// margin before `deadline`.
-    pub async fn write(&self, writes: Vec<Write>, deadline: Deadline) -> Report {
-        let stop_at = deadline.less(self.config.margin);
+    /// Applies `writes`, whose table and key pairs must be distinct, within `budget`.
+    pub async fn write(&self, writes: Vec<ItemWrite>, budget: &Budget) -> Report {
         let mut report = Report::default();
         let mut chunks: Vec<Vec<Pending>> = Vec::with_capacity(crate::requests_for(writes.len()));
         let mut chunk = Vec::with_capacity(MAX_BATCH);
@@ -55,7 +43,7 @@ impl Writer {
             let origin = write.origin;
             match Pending::new(write) {
                 Ok(pending) => chunk.push(pending),
-                Err(reason) => give_up(&mut report, [origin], reason),
+                Err(reason) => give_up(&mut report, vec![origin], &Failure::record_permanent(reason)),
             }
             if chunk.len() == MAX_BATCH {
                 chunks.push(std::mem::replace(&mut chunk, Vec::with_capacity(MAX_BATCH)));
@@ -65,8 +53,8 @@ impl Writer {
             chunks.push(chunk);
         }
         let reports: Vec<Report> = stream::iter(chunks)
-            .map(|chunk| self.write_chunk(chunk, stop_at))
-            .buffer_unordered(self.config.concurrency)
+            .map(|chunk| self.write_chunk(chunk, budget))
+            .buffer_unordered(budget.policy.concurrency)
             .collect()
             .await;
         for r in reports {
@@ -75,83 +63,67 @@ impl Writer {
         report
     }
 
-    async fn write_chunk(&self, mut pending: Vec<Pending>, stop_at: Instant) -> Report {
-        let mut report = Report::default();
-        let policy = self.config.retry;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let now = Instant::now();
-            if now >= stop_at {
-                give_up(
-                    &mut report,
-                    pending.iter().map(|p| p.origin),
-                    "stopped before the invocation deadline".into(),
-                );
-                return report;
-            }
-            let mut items: HashMap<String, Vec<WriteRequest>> = HashMap::new();
-            for p in &pending {
-                items
-                    .entry(p.table.to_string())
-                    .or_default()
-                    .push(p.request.clone());
-            }
-            report.requests += 1;
-            if attempt > 1 {
-                report.retries += 1;
-            }
-            let budget = (stop_at - now).min(self.config.attempt_timeout);
-            let call = self
-                .client
-                .batch_write_item()
-                .set_request_items(Some(items))
-                .send();
-            let (class, reason) = match tokio::time::timeout(budget, call).await {
-                Ok(Ok(output)) => {
-                    let unprocessed = output.unprocessed_items.unwrap_or_default();
-                    let sent = pending.len();
-                    pending = still_pending(pending, &unprocessed);
-                    report.writes += (sent - pending.len()) as u64;
-                    if pending.is_empty() {
-                        return report;
+    /// Sends one chunk until every write is applied or given up on; a record-permanent failure
+    /// of several writes is narrowed down by halves.
+    fn write_chunk<'a>(
+        &'a self,
+        mut pending: Vec<Pending>,
+        budget: &'a Budget,
+    ) -> Pin<Box<dyn Future<Output = Report> + Send + 'a>> {
+        Box::pin(async move {
+            let mut report = Report::default();
+            let mut attempts = budget.attempts();
+            let mut last = None;
+            loop {
+                if let Err(failure) = attempts.next(last.take()).await {
+                    if failure.kind == FailureKind::RecordPermanent && pending.len() > 1 {
+                        tracing::warn!(writes = pending.len(), error = %failure.message, "narrowing a rejected BatchWriteItem down by halves");
+                        let second = pending.split_off(pending.len() / 2);
+                        report.merge(self.write_chunk(pending, budget).await);
+                        report.merge(self.write_chunk(second, budget).await);
+                    } else {
+                        give_up(&mut report, pending.iter().map(|p| p.origin).collect(), &failure);
                     }
-                    (
-                        ErrorClass::Throttled,
-                        format!("{} of {sent} writes unprocessed", pending.len()),
-                    )
+                    return report;
                 }
-                Ok(Err(err)) => (classify(&err), DisplayErrorContext(&err).to_string()),
-                Err(_) => (
-                    ErrorClass::Transient,
-                    format!("attempt timed out after {} ms", budget.as_millis()),
-                ),
-            };
-            if !class.is_retryable() || attempt >= policy.max_attempts {
-                let mut why = reason;
-                if class.is_retryable() {
-                    let _ = write!(why, " (gave up after {attempt} attempts)");
+                let mut items: HashMap<String, Vec<WriteRequest>> = HashMap::new();
+                for p in &pending {
+                    items
+                        .entry(p.table.to_string())
+                        .or_default()
+                        .push(p.request.clone());
                 }
-                give_up(&mut report, pending.iter().map(|p| p.origin), why);
-                return report;
+                let call = self
+                    .client
+                    .batch_write_item()
+                    .set_request_items(Some(items))
+                    .send();
+                let call =
+                    Box::pin(async { call.await.map_err(|e| io_policy::classify("BatchWriteItem", &e)) });
+                let answer = attempts.run(call).await;
+                match answer {
+                    Ok(output) => {
+                        let unprocessed = output.unprocessed_items.unwrap_or_default();
+                        let sent = pending.len();
+                        pending = still_pending(pending, &unprocessed);
+                        report.writes += (sent - pending.len()) as u64;
+                        if pending.is_empty() {
+                            return report;
+                        }
+                        last = Some(Failure::transient(format!(
+                            "BatchWriteItem: {} of {sent} writes unprocessed",
+                            pending.len()
+                        )));
+                    }
+                    Err(failure) => last = Some(failure),
+                }
             }
-            let delay = policy.backoff(attempt, fastrand::f64());
-            if Instant::now() + delay >= stop_at {
-                give_up(
-                    &mut report,
-                    pending.iter().map(|p| p.origin),
-                    format!("{reason}; no time to retry before the invocation deadline"),
-                );
-                return report;
-            }
-            tracing::warn!(attempt, delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), writes = pending.len(), %reason, "retrying BatchWriteItem");
-            tokio::time::sleep(delay).await;
-        }
+        })
     }
 }
 
 impl Pending {
-    fn new(write: Write) -> Result<Pending, String> {
+    fn new(write: ItemWrite) -> Result<Pending, String> {
         let request = match write.op {
             Op::Put(item) => {
                 let item: HashMap<String, AttributeValue> = item.into();
@@ -197,28 +169,13 @@ fn still_pending(pending: Vec<Pending>, unprocessed: &HashMap<String, Vec<WriteR
     }
 }
 
-fn classify(err: &SdkError<BatchWriteItemError>) -> ErrorClass {
-    match err {
-        SdkError::ServiceError(ctx) => {
-            ErrorClass::of_service_error(ctx.err().code(), ctx.raw().status().as_u16())
-        }
-        SdkError::DispatchFailure(failure) if failure.is_user() => ErrorClass::Permanent,
-        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
-            ErrorClass::Transient
-        }
-        _ => ErrorClass::Permanent,
+fn give_up(report: &mut Report, origins: Vec<usize>, failure: &Failure) {
+    if origins.is_empty() {
+        return;
     }
-}
-
-fn give_up(report: &mut Report, origins: impl IntoIterator<Item = usize>, reason: String) {
-    let mut n = 0;
-    for origin in origins {
-        n += 1;
-        report.first_failed_origin = Some(report.first_failed_origin.map_or(origin, |o| o.min(origin)));
-    }
-    if n > 0 {
-        tracing::error!(writes = n, %reason, "giving up on writes; their records will be retried");
-        report.failed += n;
-        report.first_error.get_or_insert(reason);
-    }
+    tracing::error!(writes = origins.len(), kind = %failure.kind, reason = %failure.message, "giving up on writes");
+    report.failed += origins.len() as u64;
+    report
+        .failures
+        .extend(origins.into_iter().map(|origin| (origin, failure.clone())));
 }

@@ -13,15 +13,13 @@
 //! - [`metrics`]: counters written as one CloudWatch Embedded Metric Format line per invocation.
 //! - [`env`]: configuration read from environment variables once at cold start, with errors that
 //!   name the variable.
-//! - [`deadline`]: the invocation's deadline as a monotonic instant, so I/O can stop in time to
-//!   report failures instead of timing out (a timeout replays the whole batch).
-//!
 //! - [`write`]: the item writes a plan produces, each tagged with the record it finishes.
+//! - [`limits`]: DynamoDB's item size limit, measured before a request is sent.
 //!
 //! Nothing here talks to AWS; the DynamoDB writer lives in the `ddb-writer` crate.
 
-pub mod deadline;
 pub mod env;
+pub mod limits;
 pub mod metrics;
 pub mod outcome;
 pub mod record;
@@ -29,9 +27,10 @@ pub mod write;
 
 pub use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 pub use aws_lambda_events::event::streams::DynamoDbEventResponse;
-pub use deadline::Deadline;
 pub use env::{ConfigError, Vars};
+pub use io_policy::Deadline;
+pub use io_policy::{Failure, FailureKind};
 pub use metrics::{Metric, Metrics};
-pub use outcome::{Checkpoint, NoCheckpoint, Skipped, Stopped, conclude, earliest, report_poison};
+pub use outcome::{Checkpoint, NoCheckpoint, Skipped, Stopped, conclude, earliest};
 pub use record::{ChangeKind, Image, Record, RecordError};
-pub use write::{Op, Write};
+pub use write::{ItemWrite, Op};

@@ -17,9 +17,15 @@ pub enum Metric {
     RecordsIn,
     /// Records the invocation finished (planned and written).
     RecordsDone,
-    /// Records that can never succeed (malformed, or the stream lacks an image); each is reported
-    /// as the batch's checkpoint and logged at ERROR.
-    PoisonRecords,
+    /// Records that can never succeed (record-permanent failures), parked with their full content
+    /// and logged at ERROR; the batch went on past them.
+    ParkedRecords,
+    /// Invocations that stopped at a systemic failure (configuration, a missing resource, access):
+    /// they checkpoint, and every retry fails alike until an operator acts.
+    SystemicFailures,
+    /// Invocations that stopped at a transient failure after their retries (throttling, server
+    /// errors, timeouts): they checkpoint, and Lambda's retry will get past it.
+    TransientFailures,
     /// Records deliberately not acted on (for example deletes made by users, for the archiver).
     SkippedRecords,
     /// TTL deletes archived with their keys only, because the stream carries no `OldImage`.
@@ -32,16 +38,21 @@ pub enum Metric {
     Requests,
     /// Requests sent again after throttling, a server error or unprocessed items.
     Retries,
-    /// Item writes that failed for good in this invocation (their records are retried by Lambda).
+    /// Item writes that failed for good in this invocation (their records are retried by Lambda,
+    /// or parked).
     FailedWrites,
+    /// Version-conditioned writes that lost to another writer and were merged again.
+    Conflicts,
 }
 
 impl Metric {
     /// Every metric, in emission order.
-    pub const ALL: [Metric; 10] = [
+    pub const ALL: [Metric; 13] = [
         Metric::RecordsIn,
         Metric::RecordsDone,
-        Metric::PoisonRecords,
+        Metric::ParkedRecords,
+        Metric::SystemicFailures,
+        Metric::TransientFailures,
         Metric::SkippedRecords,
         Metric::KeysOnlyRecords,
         Metric::SkippedValues,
@@ -49,6 +60,7 @@ impl Metric {
         Metric::Requests,
         Metric::Retries,
         Metric::FailedWrites,
+        Metric::Conflicts,
     ];
 
     /// The CloudWatch metric name.
@@ -56,7 +68,9 @@ impl Metric {
         match self {
             Metric::RecordsIn => "RecordsIn",
             Metric::RecordsDone => "RecordsDone",
-            Metric::PoisonRecords => "PoisonRecords",
+            Metric::ParkedRecords => "ParkedRecords",
+            Metric::SystemicFailures => "SystemicFailures",
+            Metric::TransientFailures => "TransientFailures",
             Metric::SkippedRecords => "SkippedRecords",
             Metric::KeysOnlyRecords => "KeysOnlyRecords",
             Metric::SkippedValues => "SkippedValues",
@@ -64,6 +78,7 @@ impl Metric {
             Metric::Requests => "Requests",
             Metric::Retries => "Retries",
             Metric::FailedWrites => "FailedWrites",
+            Metric::Conflicts => "Conflicts",
         }
     }
 
@@ -119,6 +134,11 @@ impl Metrics {
         let mut metrics = Metrics::new(self.namespace.clone(), self.function.clone());
         metrics.add(Metric::RecordsIn, records as u64);
         metrics
+    }
+
+    /// The `Function` dimension: the function's name.
+    pub fn function(&self) -> &str {
+        &self.function
     }
 
     /// Adds `n` to a counter.

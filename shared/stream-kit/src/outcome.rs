@@ -11,8 +11,6 @@
 //! more is safe because writes are idempotent). When no earlier record has one, the caller must
 //! fail the whole invocation ([`NoCheckpoint`]) so Lambda retries the batch from its start.
 
-use std::fmt::Display;
-
 use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use key_codec::SequenceNumber;
@@ -76,8 +74,9 @@ impl Checkpoint {
     }
 }
 
-/// The record a plan stopped at: the first that can never be processed, and why. Nothing at or
-/// after it is planned, and it becomes the batch's checkpoint.
+/// A record a plan could not handle, and why. A plan stops at the first whose failure is
+/// systemic (nothing after it is planned, and it becomes the batch's checkpoint); it goes on past
+/// those whose failure is record-permanent (the runtime parks them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stopped<E> {
     /// Its position in the batch.
@@ -113,24 +112,9 @@ pub fn earliest(a: Option<usize>, b: Option<usize>) -> Option<usize> {
     }
 }
 
-/// Logs a record that can never succeed at ERROR, naming it and why, and counts it as
-/// `PoisonRecords`. It stays the batch's checkpoint until the event source mapping gives up on
-/// it (`MaximumRetryAttempts` or `MaximumRecordAgeInSeconds`) and sends it to the on-failure
-/// destination.
-pub fn report_poison(records: &[EventRecord], index: usize, error: &dyn Display, metrics: &mut Metrics) {
-    let raw = records.get(index);
-    tracing::error!(
-        record = index,
-        event_id = raw.map_or("", |r| r.event_id.as_str()),
-        sequence_number = raw.and_then(|r| r.change.sequence_number.as_deref()).unwrap_or(""),
-        error = %error,
-        "poison record: it will be retried until the event source mapping gives up on it"
-    );
-    metrics.add(Metric::PoisonRecords, 1);
-}
-
 /// Ends an invocation that stopped at `stopped_at` (`None`: it finished): counts the records
-/// done, logs the checkpoint (or why there is none), writes the metrics and returns the response.
+/// done, logs the checkpoint (or why there is none) and returns the response. The caller writes
+/// the metrics.
 pub fn conclude(
     records: &[EventRecord],
     stopped_at: Option<usize>,
@@ -147,7 +131,6 @@ pub fn conclude(
         (Err(e), _) => tracing::error!(error = %e, "failing the invocation"),
         _ => {}
     }
-    metrics.flush();
     response
 }
 

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use aws_lambda_events::event::dynamodb::{EventRecord, StreamViewType};
+use io_policy::FailureKind;
 use serde_dynamo::Item;
 
 /// What happened to the item.
@@ -61,8 +62,8 @@ impl fmt::Display for Image {
     }
 }
 
-/// Why a record cannot be read. None of these go away on retry: they are poison records or a
-/// misconfigured stream.
+/// Why a record cannot be read. None of these go away on retry: the record is malformed
+/// (record-permanent) or the stream is misconfigured (systemic); see [`RecordError::kind`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RecordError {
     /// `eventName` is not INSERT, MODIFY or REMOVE.
@@ -84,6 +85,18 @@ pub enum RecordError {
         /// The stream's view type as the record states it, or "unstated".
         view: String,
     },
+}
+
+impl RecordError {
+    /// The kind of failure: a stream without the image a change needs is the stream's
+    /// configuration (every record fails alike, so it is systemic); the others are this record's
+    /// own content.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            RecordError::MissingImage { .. } => FailureKind::Systemic,
+            RecordError::UnknownEventName(_) | RecordError::MissingKeys(_) => FailureKind::RecordPermanent,
+        }
+    }
 }
 
 /// The principal that performs TTL deletes.

@@ -6,7 +6,7 @@ use serde_dynamo::Item;
 
 /// One item write to a DynamoDB table.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Write {
+pub struct ItemWrite {
     /// The table written to.
     pub table: Arc<str>,
     /// A put of a whole item, or a delete by key.

@@ -98,21 +98,36 @@ fn unreadable_shard_records_stop_the_plan() {
     ];
     for (batch, expected) in cases {
         let plan = Plan::new("pk", &batch);
-        let stopped = plan.stopped.clone().expect("stops");
-        assert_eq!(stopped.record, 3);
+        let (rejected, kind) = match (&plan.stopped, plan.rejected.as_slice()) {
+            (Some(stopped), []) => (stopped.clone(), FailureKind::Systemic),
+            (None, [rejected]) => (rejected.clone(), FailureKind::RecordPermanent),
+            other => panic!("expected one rejected record, got {other:?}"),
+        };
+        assert_eq!((rejected.record, rejected.error.kind()), (3, kind));
         assert!(
-            stopped.error.to_string().contains(expected),
+            rejected.error.to_string().contains(expected),
             "got: {}\n  expected: {expected}",
-            stopped.error
+            rejected.error
         );
-        assert_eq!(plan.covered(batch.len()), 3);
-        // Only what came before the stop: alice's shards 0 and 1, and bob's shard 3.
-        assert_eq!(
-            describe(&plan),
-            [
-                "votes/alice (from record 0): 0=1@01 1=1@02",
-                "votes/bob (from record 2): 3=2@03"
-            ]
-        );
+        if kind == FailureKind::Systemic {
+            // Only what came before the stop: alice's shards 0 and 1, and bob's shard 3.
+            assert_eq!(plan.covered(batch.len()), 3);
+            assert_eq!(
+                describe(&plan),
+                [
+                    "votes/alice (from record 0): 0=1@01 1=1@02",
+                    "votes/bob (from record 2): 3=2@03"
+                ]
+            );
+        } else {
+            // Planning went on: everything but record 3, as if it had not been delivered.
+            let mut without = batch.clone();
+            without.remove(3);
+            let expected = Plan::new("pk", &without);
+            assert_eq!(
+                plan.updates.iter().map(|u| &u.shards).collect::<Vec<_>>(),
+                expected.updates.iter().map(|u| &u.shards).collect::<Vec<_>>()
+            );
+        }
     }
 }

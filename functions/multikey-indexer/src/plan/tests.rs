@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use key_codec::Value;
 use serde_dynamo::{AttributeValue, Item};
 use serde_json::json;
-use stream_kit::{EventRecord, Op, RecordError, Write};
+use stream_kit::{EventRecord, ItemWrite, Op, RecordError};
 
 use super::*;
 use crate::config::Indexes;
@@ -45,7 +45,7 @@ fn sort_key(v: &AttributeValue) -> String {
 }
 
 /// `put 35e9#3812 ("2023-05-01", 1, "020e") @0`: the op, partition key, decoded sort key and origin.
-fn describe(w: &Write) -> String {
+fn describe(w: &ItemWrite) -> String {
     let (name, item) = match &w.op {
         Op::Put(item) => ("put", item),
         Op::Delete(key) => ("delete", key),
@@ -72,8 +72,17 @@ fn check(
         .map(|s| format!("{} {}: {}", s.record, s.member, s.reason))
         .collect();
     assert_eq!(got, skipped, "skipped");
-    let got = plan.stopped.as_ref().map(|s| (s.record, s.error.to_string()));
-    assert_eq!(got.as_ref().map(|(r, e)| (*r, e.as_str())), stopped, "stopped");
+    // The first record rejected (record-permanent) or stopped at (systemic).
+    let got = plan
+        .rejected
+        .first()
+        .or(plan.stopped.as_ref())
+        .map(|s| (s.record, s.error.to_string()));
+    assert_eq!(
+        got.as_ref().map(|(r, e)| (*r, e.as_str())),
+        stopped,
+        "rejected or stopped"
+    );
 }
 
 /// What, event JSON, writes, skipped members, where planning stopped.
@@ -232,7 +241,7 @@ fn records_for_one_item_coalesce_to_one_write_per_key() {
 }
 
 #[test]
-fn planning_stops_at_the_first_unplannable_record_and_keeps_what_came_before() {
+fn a_malformed_record_is_rejected_and_planning_goes_on_but_a_misconfiguration_stops_it() {
     let ok = record(
         "INSERT",
         None,
@@ -259,7 +268,7 @@ fn planning_stops_at_the_first_unplannable_record_and_keeps_what_came_before() {
     check(
         &ix,
         &[ok.clone(), unknown, later.clone()],
-        &[r#"put p1#f (1, 1, "i1") @0"#],
+        &[r#"put p1#f (1, 1, "i1") @0"#, r#"put p1#f (3, 1, "i3") @2"#],
         &[],
         Some((1, r#"eventName "UPSERT" is not INSERT, MODIFY or REMOVE"#)),
     );
@@ -421,7 +430,7 @@ fn key_of(item: &Item) -> (String, Vec<u8>) {
     (pk.clone(), sk)
 }
 
-fn apply<'a>(model: &mut Model, writes: impl IntoIterator<Item = &'a Write>) {
+fn apply<'a>(model: &mut Model, writes: impl IntoIterator<Item = &'a ItemWrite>) {
     for w in writes {
         match &w.op {
             Op::Put(item) => {

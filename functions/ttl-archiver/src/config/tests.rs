@@ -21,8 +21,6 @@ fn defaults_need_only_the_bucket() {
     assert_eq!(c.layout, Layout::default());
     assert_eq!(c.archive.bucket, "my-archive");
     assert_eq!(c.archive.storage_class, "STANDARD");
-    assert!(!c.archive.force_path_style);
-    assert_eq!(c.archive.deadline_margin, Duration::from_secs(2));
 }
 
 #[test]
@@ -32,15 +30,11 @@ fn values_are_read_and_the_prefix_gets_its_slash() {
         ("ARCHIVE_PREFIX", "ttl/archive"),
         ("ARCHIVE_GZIP_LEVEL", "9"),
         ("ARCHIVE_STORAGE_CLASS", "GLACIER_IR"),
-        ("S3_FORCE_PATH_STYLE", "true"),
-        ("DEADLINE_MARGIN_MS", "500"),
     ])
     .unwrap();
     assert_eq!(c.layout.prefix, "ttl/archive/");
     assert_eq!(c.layout.gzip_level, 9);
     assert_eq!(c.archive.storage_class, "GLACIER_IR");
-    assert!(c.archive.force_path_style);
-    assert_eq!(c.archive.deadline_margin, Duration::from_millis(500));
     let c = config(&[("ARCHIVE_BUCKET", "abc"), ("ARCHIVE_PREFIX", "x/")]).unwrap();
     assert_eq!(c.layout.prefix, "x/");
 }
@@ -59,8 +53,6 @@ fn errors_name_the_variable_and_the_rule() {
         (&[("ARCHIVE_BUCKET", "abc"), ("ARCHIVE_PREFIX", "a\tb")], "contains the control character '\\t'"),
         (&[("ARCHIVE_BUCKET", "abc"), ("ARCHIVE_GZIP_LEVEL", "0")], "ARCHIVE_GZIP_LEVEL is invalid: \"0\" is not an integer from 1 to 9"),
         (&[("ARCHIVE_BUCKET", "abc"), ("ARCHIVE_STORAGE_CLASS", "glacier")], "ARCHIVE_STORAGE_CLASS is invalid: \"glacier\" is not one of STANDARD, STANDARD_IA"),
-        (&[("ARCHIVE_BUCKET", "abc"), ("S3_FORCE_PATH_STYLE", "yes")], "S3_FORCE_PATH_STYLE is invalid: \"yes\" is not true or false"),
-        (&[("ARCHIVE_BUCKET", "abc"), ("DEADLINE_MARGIN_MS", "5")], "DEADLINE_MARGIN_MS is invalid"),
     ];
     for (env, expected) in cases {
         let err = config(env).unwrap_err();

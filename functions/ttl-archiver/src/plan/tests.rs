@@ -201,17 +201,22 @@ fn golden_every_type_lines() {
 }
 
 #[test]
-fn a_poison_record_stops_the_plan_after_archiving_what_came_before() {
+fn a_malformed_record_is_rejected_and_the_run_goes_on_around_it() {
     let records = records(fixture!("poison.json"));
     let plan = Plan::new(&layout(), &records);
-    assert_eq!(seen(&plan).iter().map(|s| s.range).collect::<Vec<_>>(), [(0, 0)]);
-    let stopped = plan.stopped.unwrap();
-    assert_eq!(stopped.record, 1);
-    assert_eq!(stopped.error, PlanError::SourceTable(String::new()));
+    assert_eq!(seen(&plan).iter().map(|s| s.range).collect::<Vec<_>>(), [(0, 2)]);
+    assert_eq!(plan.objects[0].records, 2);
+    assert_eq!(plan.stopped, None);
+    let [rejected] = plan.rejected.as_slice() else {
+        panic!("{:?}", plan.rejected)
+    };
+    assert_eq!(rejected.record, 1);
+    assert_eq!(rejected.error, PlanError::SourceTable(String::new()));
+    assert_eq!(rejected.error.kind(), stream_kit::FailureKind::RecordPermanent);
 }
 
 #[test]
-fn unreadable_ttl_deletes_stop_with_a_reason() {
+fn unreadable_ttl_deletes_are_rejected_with_a_reason() {
     let base = records(fixture!("ttl-remove.json")).remove(0);
     let with = |edit: &dyn Fn(&mut Value)| {
         let mut v = serde_json::to_value(&base).unwrap();
@@ -230,8 +235,9 @@ fn unreadable_ttl_deletes_stop_with_a_reason() {
     ];
     for (record, expected) in cases {
         let plan = Plan::new(&layout(), std::slice::from_ref(&record));
-        let stopped = plan.stopped.expect("stops");
+        let stopped = plan.rejected.first().expect("rejected");
         assert_eq!(stopped.record, 0);
+        assert_eq!(stopped.error.kind(), stream_kit::FailureKind::RecordPermanent);
         assert!(
             stopped.error.to_string().contains(expected),
             "got: {}\n  expected: {expected}",

@@ -1,0 +1,164 @@
+//! The failure model: every error is one of three kinds, and the kind decides what happens next.
+//!
+//! | kind | examples | what the runtime does |
+//! |---|---|---|
+//! | [`FailureKind::Transient`] | throttling, 5xx, timeouts, a broken connection | retries within the deadline, then checkpoints: a later retry will succeed |
+//! | [`FailureKind::Systemic`] | a missing table or bucket, access denied, configuration that does not match the table | checkpoints and alarms: every record would fail alike until an operator fixes the cause |
+//! | [`FailureKind::RecordPermanent`] | a validation error caused by the record's content, an item over 400 KB, a malformed record | parks the record with its full content and goes on with the batch |
+//!
+//! [`kind_of`] classifies a service's answer by its error code, HTTP status and message;
+//! [`classify`] does the same for any AWS SDK error.
+
+use std::fmt;
+
+use aws_smithy_runtime_api::client::result::SdkError;
+use aws_smithy_runtime_api::http::Response;
+use aws_smithy_types::error::display::DisplayErrorContext;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+
+/// The three kinds of failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FailureKind {
+    /// A retry will succeed: throttling, server errors, timeouts, the network.
+    Transient,
+    /// Nothing will succeed until an operator acts: configuration, a missing resource, access.
+    Systemic,
+    /// This record's content can never succeed.
+    RecordPermanent,
+}
+
+impl FailureKind {
+    /// The stable name used in logs, metrics and parked records.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Transient => "transient",
+            FailureKind::Systemic => "systemic",
+            FailureKind::RecordPermanent => "record-permanent",
+        }
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A classified failure: its kind and what happened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} failure: {message}")]
+pub struct Failure {
+    /// What kind of failure it is.
+    pub kind: FailureKind,
+    /// What happened, naming the thing and, for limits, the limit.
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure of `kind`.
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Failure {
+        Failure {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// A failure that a retry will get past.
+    pub fn transient(message: impl Into<String>) -> Failure {
+        Failure::new(FailureKind::Transient, message)
+    }
+
+    /// A failure that needs an operator.
+    pub fn systemic(message: impl Into<String>) -> Failure {
+        Failure::new(FailureKind::Systemic, message)
+    }
+
+    /// A failure of this record's content.
+    pub fn record_permanent(message: impl Into<String>) -> Failure {
+        Failure::new(FailureKind::RecordPermanent, message)
+    }
+}
+
+/// Error codes that mean "slow down" (DynamoDB, S3 and the AWS-wide ones).
+const THROTTLING: [&str; 9] = [
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "ThrottlingException",
+    "Throttling",
+    "ThrottledException",
+    "TooManyRequestsException",
+    "SlowDown",
+    "TransactionInProgressException",
+    "LimitExceededException",
+];
+
+/// Error codes of a service-side fault that a retry gets past.
+const SERVER: [&str; 5] = [
+    "InternalServerError",
+    "InternalError",
+    "ServiceUnavailable",
+    "RequestTimeout",
+    "ReplicatedWriteConflictException",
+];
+
+/// Error codes that say the request's content can never succeed, whoever sends it when.
+const CONTENT: [&str; 5] = [
+    "ValidationException",
+    "ItemCollectionSizeLimitExceededException",
+    "EntityTooLarge",
+    "KeyTooLongError",
+    "InvalidArgument",
+];
+
+/// Parts of a `ValidationException` message that blame the table's schema or the request's
+/// shape, not the item: a configuration that does not match the table fails every record alike.
+const SCHEMA_MISMATCH: [&str; 4] = [
+    "Type mismatch for key",
+    "Missing the key",
+    "does not match the schema",
+    "provided key element does not match",
+];
+
+/// Classifies a service's error answer by its code, HTTP status and message.
+///
+/// Unknown client errors are systemic rather than record-permanent: checkpointing stalls a shard
+/// until an operator looks, but parking would move every record of the stream aside.
+pub fn kind_of(code: Option<&str>, status: u16, message: &str) -> FailureKind {
+    match code {
+        Some(code) if THROTTLING.contains(&code) || SERVER.contains(&code) => FailureKind::Transient,
+        Some("ValidationException")
+            if SCHEMA_MISMATCH
+                .iter()
+                .any(|m| message.to_ascii_lowercase().contains(&m.to_ascii_lowercase())) =>
+        {
+            FailureKind::Systemic
+        }
+        Some(code) if CONTENT.contains(&code) => FailureKind::RecordPermanent,
+        _ if status >= 500 || status == 429 || status == 408 => FailureKind::Transient,
+        _ => FailureKind::Systemic,
+    }
+}
+
+/// Classifies an AWS SDK error from operation `op` (named in the message).
+pub fn classify<E>(op: &str, err: &SdkError<E, Response>) -> Failure
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let message = format!("{op}: {}", DisplayErrorContext(err));
+    let kind = match err {
+        SdkError::ServiceError(ctx) => kind_of(
+            ctx.err().code(),
+            ctx.raw().status().as_u16(),
+            ctx.err().message().unwrap_or_default(),
+        ),
+        SdkError::DispatchFailure(failure) if !failure.is_user() => FailureKind::Transient,
+        SdkError::TimeoutError(_) | SdkError::ResponseError(_) => FailureKind::Transient,
+        // A request that could not be built, a dispatch the caller's own configuration broke
+        // (a bad endpoint, no credentials), or anything unknown: it fails every time.
+        _ => FailureKind::Systemic,
+    };
+    Failure { kind, message }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,29 @@
+//! One I/O policy for every AWS call Sidestream makes.
+//!
+//! - [`failure`]: the three kinds of failure (transient, systemic, record-permanent) and the
+//!   classification of AWS errors into them.
+//! - [`policy`]: retries with jittered exponential backoff, a per-attempt timeout and a deadline
+//!   that bounds everything, counted in a [`Tally`].
+//! - [`deadline`]: the invocation's deadline as a monotonic instant.
+//! - [`without_sdk_retries`]: the SDK configuration every client is built from, so that this
+//!   policy is the only one retrying.
+//!
+//! Nothing here knows about streams: the functions, the grid view and the sharded counters all
+//! call AWS through it.
+
+pub mod deadline;
+pub mod failure;
+pub mod policy;
+
+pub use deadline::Deadline;
+pub use failure::{Failure, FailureKind, classify, kind_of};
+pub use policy::{Attempts, Budget, Policy, Tally};
+
+use aws_smithy_types::retry::RetryConfig;
+use aws_types::SdkConfig;
+
+/// `sdk` with the SDK's own retries turned off: [`Budget`] retries, so that attempts are counted
+/// once and the deadline bounds them all.
+pub fn without_sdk_retries(sdk: &SdkConfig) -> SdkConfig {
+    sdk.to_builder().retry_config(RetryConfig::disabled()).build()
+}

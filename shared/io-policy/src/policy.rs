@@ -1,0 +1,212 @@
+//! Retries, backoff, attempt timeouts and the deadline, for every AWS call.
+//!
+//! A [`Budget`] is what one invocation may spend: the [`Policy`], the instant work must stop (the
+//! invocation's deadline less the policy's margin), and a [`Tally`] of requests sent. Every call
+//! goes through [`Budget::call`] (one request, retried) or an [`Attempts`] loop (a request whose
+//! payload shrinks between attempts, like `BatchWriteItem`'s unprocessed items):
+//!
+//! - an attempt starts only before the stop instant, and is cut off there, or after
+//!   [`Policy::attempt_timeout`], whichever comes first (a cut-off attempt is transient);
+//! - a transient failure is retried after a jittered exponential backoff, unless the attempts are
+//!   used up or the backoff would end past the stop instant;
+//! - systemic and record-permanent failures are returned at once.
+//!
+//! The SDK's own retries must be off ([`crate::without_sdk_retries`]), so that this policy is the
+//! only one and the deadline bounds everything.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::deadline::Deadline;
+use crate::failure::{Failure, FailureKind};
+
+/// How calls are retried and bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Attempts per request, the first included.
+    pub max_attempts: u32,
+    /// The backoff ceiling before the first retry.
+    pub base_delay: Duration,
+    /// The largest backoff ceiling.
+    pub max_delay: Duration,
+    /// The longest one attempt may take before it is abandoned (and retried).
+    pub attempt_timeout: Duration,
+    /// How long before the invocation's deadline work stops, to leave time to report.
+    pub margin: Duration,
+    /// Requests in flight at once, for callers that send several.
+    pub concurrency: usize,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            max_attempts: 8,
+            base_delay: Duration::from_millis(50),
+            max_delay: Duration::from_secs(5),
+            attempt_timeout: Duration::from_secs(10),
+            margin: Duration::from_secs(2),
+            concurrency: 4,
+        }
+    }
+}
+
+impl Policy {
+    /// The wait before retry `retry` (1 for the first), given `unit`, a uniform random number in
+    /// `[0, 1)`: full jitter under a ceiling of `base_delay × 2^(retry-1)`, at most `max_delay`.
+    pub fn backoff(&self, retry: u32, unit: f64) -> Duration {
+        let exp = retry.saturating_sub(1).min(30);
+        let ceiling = self.base_delay.saturating_mul(1_u32 << exp).min(self.max_delay);
+        ceiling.mul_f64(unit.clamp(0.0, 1.0))
+    }
+
+    /// The budget of an invocation that ends at `deadline`.
+    pub fn budget(self, deadline: Deadline) -> Budget {
+        Budget {
+            policy: self,
+            stop_at: deadline.less(self.margin),
+            tally: Arc::default(),
+        }
+    }
+}
+
+/// Requests sent under a budget, counted as they are sent (shared by concurrent calls).
+#[derive(Debug, Default)]
+pub struct Tally {
+    requests: AtomicU64,
+    retries: AtomicU64,
+}
+
+impl Tally {
+    /// Requests sent, first attempts and retries alike.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Requests that were retries.
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
+    }
+
+    fn sent(&self, retry: bool) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        if retry {
+            self.retries.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What one invocation may spend: the policy, the instant to stop at, and the tally.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    /// The policy.
+    pub policy: Policy,
+    /// No attempt starts, and no attempt or backoff runs, past this instant.
+    pub stop_at: Instant,
+    /// The requests sent under this budget.
+    pub tally: Arc<Tally>,
+}
+
+impl Budget {
+    /// A fresh attempt loop for one request.
+    pub fn attempts(&self) -> Attempts<'_> {
+        Attempts {
+            budget: self,
+            made: 0,
+        }
+    }
+
+    /// Sends a request made by `attempt` until it succeeds, fails for good, or the policy gives
+    /// up; `attempt` is called once per attempt and classifies its own errors.
+    pub async fn call<T, Fut>(&self, mut attempt: impl FnMut() -> Fut) -> Result<T, Failure>
+    where
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let mut attempts = self.attempts();
+        let mut last = None;
+        loop {
+            attempts.next(last.take()).await?;
+            // Boxed: an SDK call's future is large, and every caller's future would hold it.
+            match attempts.run(Box::pin(attempt())).await {
+                Ok(value) => return Ok(value),
+                Err(failure) => last = Some(failure),
+            }
+        }
+    }
+
+    /// Whether the stop instant has passed.
+    pub fn expired(&self) -> bool {
+        Instant::now() >= self.stop_at
+    }
+}
+
+/// The attempts of one request: [`Attempts::next`] before each, [`Attempts::run`] for each.
+#[derive(Debug)]
+pub struct Attempts<'b> {
+    budget: &'b Budget,
+    made: u32,
+}
+
+impl Attempts<'_> {
+    /// Gets ready for the next attempt, given how the last one failed (`None` before the first):
+    /// returns a systemic or record-permanent failure as it is; for a transient one, backs off,
+    /// or gives up when the attempts are used up or there is no time for the wait and an attempt.
+    pub async fn next(&mut self, last: Option<Failure>) -> Result<(), Failure> {
+        let policy = &self.budget.policy;
+        if let Some(failure) = last {
+            if failure.kind != FailureKind::Transient {
+                return Err(failure);
+            }
+            if self.made >= policy.max_attempts {
+                return Err(Failure::transient(format!(
+                    "{} (gave up after {} attempts)",
+                    failure.message, self.made
+                )));
+            }
+            let delay = policy.backoff(self.made, fastrand::f64());
+            if Instant::now() + delay >= self.budget.stop_at {
+                return Err(Failure::transient(format!(
+                    "{}; no time to retry before the invocation deadline",
+                    failure.message
+                )));
+            }
+            tracing::warn!(
+                attempt = self.made,
+                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                reason = %failure.message,
+                "retrying"
+            );
+            tokio::time::sleep(delay).await;
+        } else if self.budget.expired() {
+            return Err(Failure::transient("no time left before the invocation deadline"));
+        }
+        Ok(())
+    }
+
+    /// Runs one attempt, cut off at the attempt timeout or the stop instant; counts it.
+    pub async fn run<T>(&mut self, attempt: impl Future<Output = Result<T, Failure>>) -> Result<T, Failure> {
+        let now = Instant::now();
+        if now >= self.budget.stop_at {
+            return Err(Failure::transient("no time left before the invocation deadline"));
+        }
+        let limit = (self.budget.stop_at - now).min(self.budget.policy.attempt_timeout);
+        self.budget.tally.sent(self.made > 0);
+        self.made += 1;
+        match tokio::time::timeout(limit, attempt).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::transient(format!(
+                "the attempt was cut off after {} ms (attempt timeout or deadline)",
+                limit.as_millis()
+            ))),
+        }
+    }
+
+    /// Attempts made so far.
+    pub fn made(&self) -> u32 {
+        self.made
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,115 @@
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+use super::Policy;
+use crate::deadline::Deadline;
+use crate::failure::{Failure, FailureKind};
+
+fn quick() -> Policy {
+    Policy {
+        max_attempts: 4,
+        base_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(4),
+        attempt_timeout: Duration::from_millis(200),
+        margin: Duration::from_millis(10),
+        concurrency: 1,
+    }
+}
+
+#[test]
+fn backoff_doubles_up_to_the_cap_and_jitter_scales_it() {
+    let p = Policy {
+        base_delay: Duration::from_millis(50),
+        max_delay: Duration::from_secs(1),
+        ..Policy::default()
+    };
+    let ceilings: Vec<u128> = (1..=8).map(|n| p.backoff(n, 1.0).as_millis()).collect();
+    assert_eq!(ceilings, [50, 100, 200, 400, 800, 1000, 1000, 1000]);
+    assert_eq!(p.backoff(3, 0.0), Duration::ZERO);
+    assert_eq!(p.backoff(3, 0.5), Duration::from_millis(100));
+    assert_eq!(p.backoff(u32::MAX, 7.0), Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn transient_failures_are_retried_and_counted() {
+    let budget = quick().budget(Deadline::after(Duration::from_secs(10)));
+    let calls = Cell::new(0);
+    let result = budget
+        .call(|| {
+            calls.set(calls.get() + 1);
+            let n = calls.get();
+            async move {
+                if n < 3 {
+                    Err(Failure::transient("throttled"))
+                } else {
+                    Ok(n)
+                }
+            }
+        })
+        .await;
+    assert_eq!(result, Ok(3));
+    assert_eq!((budget.tally.requests(), budget.tally.retries()), (3, 2));
+}
+
+#[tokio::test]
+async fn other_kinds_are_returned_at_once() {
+    for kind in [FailureKind::Systemic, FailureKind::RecordPermanent] {
+        let budget = quick().budget(Deadline::after(Duration::from_secs(10)));
+        let result: Result<(), _> = budget.call(|| async move { Err(Failure::new(kind, "no")) }).await;
+        assert_eq!(result.unwrap_err().kind, kind);
+        assert_eq!(budget.tally.requests(), 1);
+    }
+}
+
+#[tokio::test]
+async fn attempts_are_bounded() {
+    let budget = quick().budget(Deadline::after(Duration::from_secs(10)));
+    let result: Result<(), _> = budget.call(|| async { Err(Failure::transient("503")) }).await;
+    let failure = result.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::Transient);
+    assert!(failure.message.contains("gave up after 4 attempts"), "{failure}");
+    assert_eq!(budget.tally.requests(), 4);
+}
+
+#[tokio::test]
+async fn a_stalled_attempt_is_cut_off_and_retried() {
+    let budget = quick().budget(Deadline::after(Duration::from_secs(10)));
+    let calls = Cell::new(0);
+    let result = budget
+        .call(|| {
+            calls.set(calls.get() + 1);
+            let stall = calls.get() == 1;
+            async move {
+                if stall {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
+                Ok::<_, Failure>("done")
+            }
+        })
+        .await;
+    assert_eq!(result, Ok("done"));
+    assert_eq!(budget.tally.retries(), 1);
+}
+
+#[tokio::test]
+async fn nothing_runs_past_the_stop_instant() {
+    // 300 ms to the deadline less a 100 ms margin: an attempt that never answers is cut off at
+    // the stop instant (before its 200 ms attempt timeout twice over), and no retry starts.
+    let policy = Policy {
+        attempt_timeout: Duration::from_secs(30),
+        margin: Duration::from_millis(100),
+        ..quick()
+    };
+    let budget = policy.budget(Deadline::after(Duration::from_millis(300)));
+    let result: Result<(), _> = budget
+        .call(|| async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(())
+        })
+        .await;
+    let failure = result.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::Transient);
+    assert!(failure.message.contains("cut off"), "{failure}");
+    assert!(Instant::now() >= budget.stop_at);
+    assert_eq!(budget.tally.requests(), 1);
+}

@@ -1,0 +1,49 @@
+//! DynamoDB's item size limit, measured before a request is sent.
+//!
+//! DynamoDB rejects an item over 400 KB with a `ValidationException` that, inside a
+//! `BatchWriteItem`, fails the whole request. A plan measures its items first, so that the record
+//! that would produce one is named, with the size and the limit, before anything is sent.
+
+use serde_dynamo::{AttributeValue, Item};
+
+/// The largest item DynamoDB stores: 400 KB, names and values together.
+pub const MAX_ITEM_BYTES: usize = 400 * 1024;
+
+/// An item's size as DynamoDB counts it: each attribute's name in UTF-8 bytes plus its value.
+pub fn item_size(item: &Item) -> usize {
+    item.iter()
+        .map(|(name, value)| name.len() + value_size(value))
+        .sum()
+}
+
+/// A value's size: strings and binaries by their bytes, numbers by about one byte per two
+/// significant digits plus one, booleans and nulls one byte, lists and maps three bytes plus one
+/// per element plus their elements (and map keys), sets their elements.
+pub fn value_size(value: &AttributeValue) -> usize {
+    match value {
+        AttributeValue::S(s) => s.len(),
+        AttributeValue::N(n) => number_size(n),
+        AttributeValue::B(b) => b.len(),
+        AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
+        AttributeValue::L(list) => 3 + list.iter().map(|v| 1 + value_size(v)).sum::<usize>(),
+        AttributeValue::M(map) => {
+            3 + map
+                .iter()
+                .map(|(k, v)| 1 + k.len() + value_size(v))
+                .sum::<usize>()
+        }
+        AttributeValue::Ss(set) => set.iter().map(String::len).sum(),
+        AttributeValue::Ns(set) => set.iter().map(|n| number_size(n)).sum(),
+        AttributeValue::Bs(set) => set.iter().map(Vec::len).sum(),
+    }
+}
+
+fn number_size(n: &str) -> usize {
+    let mantissa = n.split(['e', 'E']).next().unwrap_or("");
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let significant = digits.trim_start_matches('0').trim_end_matches('0').len().max(1);
+    significant.div_ceil(2) + 1
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,29 @@
+use serde_dynamo::Item;
+use serde_json::json;
+
+use super::{MAX_ITEM_BYTES, item_size};
+
+fn item(v: serde_json::Value) -> Item {
+    serde_json::from_value(v).unwrap()
+}
+
+#[test]
+fn sizes_follow_dynamodbs_rules() {
+    let cases = [
+        (json!({"pk": {"S": "abc"}}), 2 + 3),
+        (json!({"n": {"N": "12345"}}), 1 + 4),
+        (json!({"n": {"N": "-0.000100"}}), 1 + 2),
+        (json!({"b": {"B": "AAEC"}}), 1 + 3),
+        (json!({"t": {"BOOL": true}, "z": {"NULL": true}}), 2 + 2),
+        (
+            json!({"l": {"L": [{"S": "ab"}, {"N": "1"}]}}),
+            1 + 3 + (1 + 2) + (1 + 2),
+        ),
+        (json!({"m": {"M": {"k": {"S": "v"}}}}), 1 + 3 + (1 + 1 + 1)),
+        (json!({"s": {"SS": ["a", "bc"]}}), 1 + 3),
+    ];
+    for (v, size) in cases {
+        assert_eq!(item_size(&item(v.clone())), size, "{v}");
+    }
+    assert_eq!(MAX_ITEM_BYTES, 409_600);
+}

@@ -1,0 +1,106 @@
+//! The one runtime every Sidestream stream function runs under.
+//!
+//! A function implements [`StreamFunction`]: how it is built from its environment, its pure
+//! plan, and its thin I/O. The runtime owns the rest of a batch's life, the same way for every
+//! function:
+//!
+//! 1. **Plan** ([`StreamFunction::plan`]): records in, intended writes out, synchronous. A record
+//!    the plan cannot handle comes back as a [`RecordFailure`] of one of the three kinds.
+//! 2. **Apply** ([`StreamFunction::apply`]): the writes, under one I/O policy ([`io_policy`]):
+//!    retries with jittered backoff, attempt timeouts, and the invocation's deadline less a
+//!    margin. Writes that fail come back as [`RecordFailure`]s too.
+//! 3. **Decide** ([`decide`]): the earliest transient or systemic failure is the checkpoint;
+//!    record-permanent failures before it are parked.
+//! 4. **Park** ([`parked`]): each such record goes, whole, with its error, to the parking place
+//!    (an S3 prefix, `PARKING_BUCKET`/`PARKING_PREFIX`). A record that cannot be parked becomes
+//!    the checkpoint instead (a transient failure): nothing is lost.
+//! 5. **Conclude**: metrics as one EMF line, and the response, `batchItemFailures` holding the
+//!    checkpoint's sequence number.
+//!
+//! [`run`] runs a function under `lambda_runtime`; [`Runtime::handle`] runs one batch in process
+//! (the local stack and the tests).
+
+pub mod aws;
+pub mod decide;
+pub mod parked;
+mod runtime;
+pub mod settings;
+
+use std::future::Future;
+
+pub use aws::Aws;
+pub use io_policy::{Budget, Deadline, Failure, FailureKind, Policy};
+pub use runtime::{Runtime, run};
+pub use settings::{ParkingPlace, Settings};
+pub use stream_kit::{ConfigError, EventRecord, Metric, Vars};
+
+/// A stream function: its configuration, its pure plan and its I/O.
+pub trait StreamFunction: Send + Sync + Sized + 'static {
+    /// The function's name (its crate and binary): the default for metrics and logs.
+    const NAME: &'static str;
+    /// What the plan hands to [`StreamFunction::apply`].
+    type Plan: Send;
+
+    /// Builds the function from its environment, once, at cold start. Errors name the variable.
+    fn init(vars: &Vars<'_>, aws: &Aws) -> Result<Self, ConfigError>;
+
+    /// Plans a batch: pure, synchronous.
+    fn plan(&self, records: &[EventRecord]) -> Planned<Self::Plan>;
+
+    /// Applies a plan within `budget`; every AWS call goes through it.
+    fn apply(&self, plan: Self::Plan, budget: &Budget) -> impl Future<Output = Applied> + Send;
+}
+
+/// A record that did not succeed, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordFailure {
+    /// Its position in the batch.
+    pub record: usize,
+    /// What kind of failure, and what happened.
+    pub failure: Failure,
+}
+
+impl RecordFailure {
+    /// A failure of record `record`.
+    pub fn new(record: usize, failure: Failure) -> RecordFailure {
+        RecordFailure { record, failure }
+    }
+}
+
+/// The failures of a plan's rejected records and of the record it stopped at, each of the kind
+/// `kind` gives its error.
+pub fn rejections<E: std::fmt::Display>(
+    rejected: Vec<stream_kit::Stopped<E>>,
+    stopped: Option<stream_kit::Stopped<E>>,
+    kind: impl Fn(&E) -> FailureKind,
+) -> Vec<RecordFailure> {
+    rejected
+        .into_iter()
+        .chain(stopped)
+        .map(|r| RecordFailure::new(r.record, Failure::new(kind(&r.error), r.error.to_string())))
+        .collect()
+}
+
+/// What a plan produced.
+#[derive(Debug)]
+pub struct Planned<P> {
+    /// The writes to apply.
+    pub plan: P,
+    /// Records the plan could not handle. After a systemic one nothing is planned.
+    pub failures: Vec<RecordFailure>,
+    /// Counters the plan contributes (skipped records, values left out).
+    pub counts: Vec<(Metric, u64)>,
+}
+
+/// What applying a plan did.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// Records whose writes failed, and why.
+    pub failures: Vec<RecordFailure>,
+    /// Item writes or objects that succeeded.
+    pub writes: u64,
+    /// Item writes or objects given up on.
+    pub failed_writes: u64,
+    /// Counters the I/O contributes (conflicts, say).
+    pub counts: Vec<(Metric, u64)>,
+}

@@ -1,0 +1,73 @@
+use chrono::{TimeZone, Utc};
+use io_policy::Failure;
+use serde_json::{Value, json};
+use stream_kit::EventRecord;
+
+use super::{body, key};
+
+fn record(seq: Option<&str>, event_id: &str) -> EventRecord {
+    let mut raw = json!({
+        "eventID": event_id,
+        "eventName": "MODIFY",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-11-01T00:00:00.000",
+        "dynamodb": {
+            "Keys": {"id": {"S": "af34"}},
+            "NewImage": {"id": {"S": "af34"}, "count": {"S": "seven"}},
+            "OldImage": {"id": {"S": "af34"}},
+            "SizeBytes": 40,
+            "StreamViewType": "NEW_AND_OLD_IMAGES"
+        }
+    });
+    if let Some(seq) = seq {
+        raw["dynamodb"]["SequenceNumber"] = json!(seq);
+    }
+    serde_json::from_value(raw).unwrap()
+}
+
+#[test]
+fn keys_are_the_records_own() {
+    let cases = [
+        (
+            Some("4100000000000001"),
+            "e/1?x",
+            "parked/f/0000000000000000000000004100000000000001-e1x.json",
+        ),
+        (
+            Some("7"),
+            "",
+            "parked/f/0000000000000000000000000000000000000007.json",
+        ),
+        (None, "abc", "parked/f/none-abc.json"),
+        (Some("not-a-number"), "abc", "parked/f/none-abc.json"),
+    ];
+    for (seq, id, expected) in cases {
+        assert_eq!(key("parked/", "f", &record(seq, id)), expected);
+    }
+}
+
+#[test]
+fn the_body_is_version_1_with_the_whole_record() {
+    let r = record(Some("4100000000000001"), "e1");
+    let at = Utc.with_ymd_and_hms(2026, 11, 23, 12, 0, 0).unwrap();
+    let failure =
+        Failure::record_permanent("shard COUNTER#a#SHARD#1 has S \"seven\" where an integer `count` belongs");
+    let text = String::from_utf8(body("counter-aggregator", &r, &failure, at)).unwrap();
+    assert!(text.ends_with('\n'));
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["v"], 1);
+    assert_eq!(doc["function"], "counter-aggregator");
+    assert_eq!(doc["kind"], "record-permanent");
+    assert_eq!(doc["error"], failure.message);
+    assert_eq!(doc["parkedAt"], "2026-11-23T12:00:00Z");
+    assert_eq!(doc["eventID"], "e1");
+    assert_eq!(doc["sequenceNumber"], "4100000000000001");
+    // The record round-trips, images and all.
+    let back: EventRecord = serde_json::from_value(doc["record"].clone()).unwrap();
+    assert_eq!(back, r);
+    assert_eq!(
+        doc["record"]["dynamodb"]["NewImage"]["count"],
+        json!({"S": "seven"})
+    );
+}

@@ -1,0 +1,179 @@
+//! The batch's life, the same for every function, and the Lambda entry point.
+
+use aws_config::BehaviorVersion;
+use aws_sdk_s3::primitives::ByteStream;
+use io_policy::{Budget, Deadline, Failure, FailureKind};
+use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
+use stream_kit::{DynamoDbEventResponse, Event, EventRecord, Metric, Metrics, NoCheckpoint, Vars, conclude};
+
+use crate::decide::{Decision, decide};
+use crate::settings::{ParkingPlace, Settings};
+use crate::{Aws, RecordFailure, StreamFunction, parked};
+
+/// A function with its settings and clients, built once, handling batches.
+#[derive(Debug)]
+pub struct Runtime<F> {
+    function: F,
+    settings: Settings,
+    s3: aws_sdk_s3::Client,
+}
+
+impl<F: StreamFunction> Runtime<F> {
+    /// Reads the runtime's settings and the function's configuration from `vars`, and builds
+    /// the clients from `sdk` (the SDK's own retries are turned off).
+    pub fn from_vars(
+        vars: &Vars<'_>,
+        sdk: &aws_types::SdkConfig,
+    ) -> Result<Runtime<F>, stream_kit::ConfigError> {
+        let settings = Settings::from_vars(vars, F::NAME)?;
+        let aws = Aws::new(sdk, settings.force_path_style);
+        let function = F::init(vars, &aws)?;
+        Ok(Runtime::new(function, settings, &aws))
+    }
+
+    /// A runtime over a function already built.
+    pub fn new(function: F, settings: Settings, aws: &Aws) -> Runtime<F> {
+        Runtime {
+            function,
+            settings,
+            s3: aws.s3(),
+        }
+    }
+
+    /// The function.
+    pub fn function(&self) -> &F {
+        &self.function
+    }
+
+    /// Handles one batch: plan, apply, decide, park, conclude, and writes its metrics as one EMF
+    /// line. Errs only when no checkpoint can be reported, so that Lambda retries the whole batch.
+    pub async fn handle(
+        &self,
+        event: Event,
+        deadline: Deadline,
+    ) -> Result<DynamoDbEventResponse, NoCheckpoint> {
+        let (response, mut metrics) = self.handle_counted(event, deadline).await;
+        metrics.flush();
+        response
+    }
+
+    /// [`Runtime::handle`] without writing the metrics: they are returned beside the response.
+    pub async fn handle_counted(
+        &self,
+        event: Event,
+        deadline: Deadline,
+    ) -> (Result<DynamoDbEventResponse, NoCheckpoint>, Metrics) {
+        let records = event.records;
+        let mut metrics = self.settings.metrics.for_batch(records.len());
+        let budget = self.settings.policy.budget(deadline);
+
+        let planned = self.function.plan(&records);
+        for (metric, n) in planned.counts {
+            metrics.add(metric, n);
+        }
+        // Boxed: a function's I/O future can be deep, and this keeps the handler's type small.
+        let applied = Box::pin(self.function.apply(planned.plan, &budget)).await;
+        metrics.add(Metric::Writes, applied.writes);
+        metrics.add(Metric::FailedWrites, applied.failed_writes);
+        for (metric, n) in applied.counts {
+            metrics.add(metric, n);
+        }
+
+        let mut failures = planned.failures;
+        failures.extend(applied.failures);
+        let mut decision = decide(&failures);
+        Box::pin(self.park(&records, &mut decision, &budget)).await;
+        metrics.add(Metric::ParkedRecords, decision.park.len() as u64);
+        if let Some(checkpoint) = &decision.checkpoint {
+            report_stop(&records, checkpoint, &mut metrics);
+        }
+        metrics.add(Metric::Requests, budget.tally.requests());
+        metrics.add(Metric::Retries, budget.tally.retries());
+        let response = conclude(&records, decision.checkpoint.map(|c| c.record), &mut metrics);
+        (response, metrics)
+    }
+
+    /// Parks the decision's records in order; the first that cannot be parked becomes the
+    /// checkpoint (a transient failure), and nothing after it is parked.
+    async fn park(&self, records: &[EventRecord], decision: &mut Decision, budget: &Budget) {
+        let ParkingPlace { bucket, prefix } = &self.settings.parking;
+        let function = F::NAME;
+        for RecordFailure { record, failure } in decision.park.clone() {
+            let Some(raw) = records.get(record) else {
+                continue;
+            };
+            let key = parked::key(prefix, function, raw);
+            let body = parked::body(function, raw, &failure, chrono::Utc::now());
+            let put = budget
+                .call(|| {
+                    let put = Box::pin(
+                        self.s3
+                            .put_object()
+                            .bucket(bucket)
+                            .key(&key)
+                            .content_type("application/json")
+                            .body(ByteStream::from(body.clone()))
+                            .send(),
+                    );
+                    async move {
+                        put.await
+                            .map(drop)
+                            .map_err(|e| io_policy::classify("PutObject", &e))
+                    }
+                })
+                .await;
+            match put {
+                Ok(()) => tracing::error!(
+                    record,
+                    event_id = %raw.event_id,
+                    sequence_number = raw.change.sequence_number.as_deref().unwrap_or(""),
+                    kind = %failure.kind,
+                    error = %failure.message,
+                    parked = %format!("s3://{bucket}/{key}"),
+                    "parked a record that can never succeed; the batch goes on"
+                ),
+                Err(cause) => {
+                    tracing::error!(record, error = %failure.message, %cause, "cannot park the record; it becomes the checkpoint");
+                    decision.unparked(
+                        record,
+                        Failure::transient(format!("parking record {record} failed: {}", cause.message)),
+                    );
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Logs the failure a batch stopped at, by kind, and counts it.
+fn report_stop(records: &[EventRecord], stop: &RecordFailure, metrics: &mut Metrics) {
+    let raw = records.get(stop.record);
+    let event_id = raw.map_or("", |r| r.event_id.as_str());
+    let (record, error) = (stop.record, &stop.failure.message);
+    match stop.failure.kind {
+        FailureKind::Systemic => {
+            metrics.add(Metric::SystemicFailures, 1);
+            tracing::error!(record, event_id, kind = "systemic", %error, "systemic failure: every retry will fail alike until the cause is fixed");
+        }
+        FailureKind::Transient | FailureKind::RecordPermanent => {
+            metrics.add(Metric::TransientFailures, 1);
+            tracing::warn!(record, event_id, kind = "transient", %error, "transient failure: Lambda retries from the checkpoint");
+        }
+    }
+}
+
+/// Runs the function `F` under Lambda: logging, configuration and clients once at cold start,
+/// then every batch through [`Runtime::handle`]. A function's `main` is this one call.
+pub async fn run<F: StreamFunction>() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
+    let runtime = Runtime::<F>::from_vars(&Vars::new(&Vars::process_lookup), &sdk)?;
+    let runtime = &runtime;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
+        let deadline = Deadline::from_epoch_millis(event.context.deadline);
+        Box::pin(runtime.handle(event.payload, deadline))
+            .await
+            .map_err(Diagnostic::from)
+    }))
+    .await
+}

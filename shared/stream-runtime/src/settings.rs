@@ -1,0 +1,158 @@
+//! What every stream function reads from its environment, once, at cold start.
+//!
+//! | Variable | Default | Meaning |
+//! |---|---|---|
+//! | `PARKING_BUCKET` | required | The bucket records that can never succeed are parked in. |
+//! | `PARKING_PREFIX` | `parked/` | Key prefix of parked records; a `/` is appended when missing. |
+//! | `WRITE_CONCURRENCY` | 4 | Requests in flight at once (1-64). |
+//! | `WRITE_MAX_ATTEMPTS` | 8 | Attempts per request, the first included (1-20). |
+//! | `ATTEMPT_TIMEOUT_MS` | 10000 | The longest one attempt may take (100-300000). |
+//! | `DEADLINE_MARGIN_MS` | 2000 | Stop this long before the invocation's deadline (100-60000). |
+//! | `S3_FORCE_PATH_STYLE` | `false` | Path-style S3 addressing, for local emulators (`true`/`false`/`1`/`0`). |
+//! | `METRICS_NAMESPACE` | `Sidestream` | The EMF namespace. |
+//! | `AWS_LAMBDA_FUNCTION_NAME` | the function's name | The EMF `Function` dimension (Lambda sets it). |
+
+use std::time::Duration;
+
+use io_policy::Policy;
+use stream_kit::{ConfigError, Metrics, Vars};
+
+/// The runtime's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Counters for each invocation.
+    pub metrics: Metrics,
+    /// Retries, timeouts, the deadline margin and concurrency.
+    pub policy: Policy,
+    /// Where records that can never succeed go.
+    pub parking: ParkingPlace,
+    /// `S3_FORCE_PATH_STYLE`.
+    pub force_path_style: bool,
+}
+
+/// Where parked records go: an S3 bucket and prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParkingPlace {
+    /// `PARKING_BUCKET`.
+    pub bucket: String,
+    /// `PARKING_PREFIX`, ending in `/`.
+    pub prefix: String,
+}
+
+/// The default `PARKING_PREFIX`.
+pub const DEFAULT_PARKING_PREFIX: &str = "parked/";
+
+impl Settings {
+    /// Reads the variables for the function `name`; errors name the variable.
+    pub fn from_vars(vars: &Vars<'_>, name: &str) -> Result<Settings, ConfigError> {
+        Ok(Settings {
+            metrics: Metrics::from_vars(vars, name)?,
+            policy: policy(vars)?,
+            parking: ParkingPlace::from_vars(vars)?,
+            force_path_style: path_style(vars)?,
+        })
+    }
+}
+
+impl ParkingPlace {
+    /// Reads `PARKING_BUCKET` and `PARKING_PREFIX`.
+    pub fn from_vars(vars: &Vars<'_>) -> Result<ParkingPlace, ConfigError> {
+        let bucket = vars.required(
+            "PARKING_BUCKET",
+            "the S3 bucket where records that can never succeed are parked",
+        )?;
+        check_bucket(&bucket).map_err(|reason| ConfigError::Invalid {
+            var: "PARKING_BUCKET",
+            reason,
+        })?;
+        let prefix = vars
+            .optional("PARKING_PREFIX")
+            .unwrap_or_else(|| DEFAULT_PARKING_PREFIX.to_owned());
+        let prefix = normalize_prefix(&prefix).map_err(|reason| ConfigError::Invalid {
+            var: "PARKING_PREFIX",
+            reason,
+        })?;
+        Ok(ParkingPlace { bucket, prefix })
+    }
+}
+
+/// Reads `WRITE_CONCURRENCY`, `WRITE_MAX_ATTEMPTS`, `ATTEMPT_TIMEOUT_MS` and `DEADLINE_MARGIN_MS`.
+pub fn policy(vars: &Vars<'_>) -> Result<Policy, ConfigError> {
+    let d = Policy::default();
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    Ok(Policy {
+        concurrency: vars.integer("WRITE_CONCURRENCY", d.concurrency, 1, 64)?,
+        max_attempts: vars.integer("WRITE_MAX_ATTEMPTS", d.max_attempts, 1, 20)?,
+        attempt_timeout: Duration::from_millis(vars.integer(
+            "ATTEMPT_TIMEOUT_MS",
+            ms(d.attempt_timeout),
+            100,
+            300_000,
+        )?),
+        margin: Duration::from_millis(vars.integer("DEADLINE_MARGIN_MS", ms(d.margin), 100, 60_000)?),
+        ..d
+    })
+}
+
+/// Reads `S3_FORCE_PATH_STYLE`: `true`/`1` or `false`/`0` (unset: false).
+pub fn path_style(vars: &Vars<'_>) -> Result<bool, ConfigError> {
+    match vars.optional("S3_FORCE_PATH_STYLE").as_deref() {
+        None | Some("false" | "0") => Ok(false),
+        Some("true" | "1") => Ok(true),
+        Some(other) => Err(ConfigError::Invalid {
+            var: "S3_FORCE_PATH_STYLE",
+            reason: format!("{other:?} is not true or false"),
+        }),
+    }
+}
+
+/// The longest key prefix: S3 keys are at most 1024 bytes, and what follows a prefix needs up to
+/// about 400 of them.
+pub const MAX_PREFIX_BYTES: usize = 512;
+
+/// Checks an S3 key prefix and makes it end in `/` (an empty prefix stays empty).
+pub fn normalize_prefix(raw: &str) -> Result<String, String> {
+    if raw.starts_with('/') {
+        return Err(format!(
+            "{raw:?} starts with '/'; S3 keys have no leading slash (write \"archive/\", not \"/archive/\")"
+        ));
+    }
+    if raw.len() > MAX_PREFIX_BYTES {
+        return Err(format!(
+            "{} bytes is too long: at most {MAX_PREFIX_BYTES}, so that keys stay under S3's 1024",
+            raw.len()
+        ));
+    }
+    if let Some(c) = raw.chars().find(|c| c.is_control()) {
+        return Err(format!("{raw:?} contains the control character {c:?}"));
+    }
+    let mut prefix = raw.to_owned();
+    if !prefix.is_empty() && !prefix.ends_with('/') {
+        prefix.push('/');
+    }
+    Ok(prefix)
+}
+
+/// S3's bucket naming rules (general purpose buckets): 3-63 characters of lowercase letters,
+/// digits, `.` and `-`, starting and ending with a letter or digit.
+pub fn check_bucket(name: &str) -> Result<(), String> {
+    let ok_chars = name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
+    let ok_ends = name
+        .bytes()
+        .next()
+        .zip(name.bytes().last())
+        .is_some_and(|(a, z)| a.is_ascii_alphanumeric() && z.is_ascii_alphanumeric());
+    if (3..=63).contains(&name.len()) && ok_chars && ok_ends {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not an S3 bucket name (3-63 lowercase letters, digits, '.' and '-', \
+             starting and ending with a letter or digit)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests;

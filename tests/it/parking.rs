@@ -1,0 +1,343 @@
+//! The failure model end to end on moto: a record that can never succeed is parked whole and the
+//! batch goes on; a systemic failure checkpoints without parking; a failure to park checkpoints.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::ScalarAttributeType;
+use counter_aggregator::Aggregator;
+use multikey_indexer::Indexer;
+use serde_json::{Value, json};
+use stream_kit::{Deadline, Event, EventRecord, Metric, Metrics};
+use stream_runtime::{Runtime, StreamFunction};
+
+use crate::moto::{create_table, parked, runtime, sdk, unique};
+
+/// A stream record of the issues table (key `id`), with sequence number `seq`.
+fn issue(seq: u64, event_id: &str, name: &str, new: &Value) -> EventRecord {
+    let keys = match new.get("id") {
+        Some(id) => json!({"id": id}),
+        None => json!({"pk": new["pk"]}),
+    };
+    serde_json::from_value(json!({
+        "eventID": event_id,
+        "eventName": name,
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-11-01T00:00:00.000",
+        "dynamodb": {
+            "ApproximateCreationDateTime": 1_795_000_000,
+            "Keys": keys,
+            "NewImage": new,
+            "SequenceNumber": format!("{seq:021}"),
+            "SizeBytes": 100,
+            "StreamViewType": "NEW_AND_OLD_IMAGES"
+        }
+    }))
+    .unwrap()
+}
+
+fn fields(id: &str, num: u32, fields: &Value) -> Value {
+    json!({"id": {"S": id}, "project": {"S": "p1"}, "num": {"N": num.to_string()},
+           "name": {"S": format!("issue {id}")}, "state": {"S": "open"}, "custom_fields": fields})
+}
+
+fn event(records: Vec<EventRecord>) -> Event {
+    let mut event = Event::default();
+    event.records = records;
+    event
+}
+
+async fn handle<F: StreamFunction>(
+    runtime: &Runtime<F>,
+    records: Vec<EventRecord>,
+) -> (Vec<String>, Metrics) {
+    let (response, metrics) = runtime
+        .handle_counted(event(records), Deadline::after(Duration::from_secs(60)))
+        .await;
+    let failures = response
+        .unwrap()
+        .batch_item_failures
+        .into_iter()
+        .map(|f| f.item_identifier.unwrap_or_default())
+        .collect();
+    (failures, metrics)
+}
+
+fn counts(metrics: &Metrics, which: &[Metric]) -> Vec<u64> {
+    which.iter().map(|m| metrics.get(*m)).collect()
+}
+
+const OUTCOME: [Metric; 4] = [
+    Metric::RecordsDone,
+    Metric::ParkedRecords,
+    Metric::SystemicFailures,
+    Metric::TransientFailures,
+];
+
+async fn index_table() -> (aws_sdk_dynamodb::Client, String) {
+    let client = aws_sdk_dynamodb::Client::new(&sdk());
+    let table = unique("parking-index");
+    create_table(&client, &table, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
+    (client, table)
+}
+
+async fn indexer(table: &str, env: &[(&str, &str)]) -> Runtime<Indexer> {
+    let json = include_str!("../../functions/multikey-indexer/indexes.example.json")
+        .replace("issue-attrib-index", table);
+    let mut vars = vec![("MULTIKEY_INDEXES", json.as_str())];
+    vars.extend_from_slice(env);
+    runtime(&vars).await
+}
+
+/// The index's partition keys, sorted.
+async fn pks(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<String> {
+    let scan = client.scan().table_name(table).send().await.unwrap();
+    let mut pks: Vec<String> = scan
+        .items()
+        .iter()
+        .map(|i| i["pk"].as_s().unwrap().clone())
+        .collect();
+    pks.sort();
+    pks
+}
+
+/// An index entry over 400 KB (the issue's bulk is one map value): caught before anything is
+/// sent, its record parked whole, and every other entry, the same issue's included, written.
+#[tokio::test]
+async fn an_oversize_index_entry_parks_its_record_and_the_batch_goes_on() {
+    let (client, table) = index_table().await;
+    let id = unique("park-big");
+    let indexer = indexer(&table, &[]).await;
+    let big = "x".repeat(409_000);
+    let records = vec![
+        issue(
+            1,
+            "a1",
+            "INSERT",
+            &fields("a", 1, &json!({"M": {"f1": {"N": "1"}}})),
+        ),
+        issue(
+            2,
+            &id,
+            "INSERT",
+            &fields("b", 2, &json!({"M": {"f1": {"N": "2"}, "big": {"S": big}}})),
+        ),
+        issue(
+            3,
+            "c3",
+            "INSERT",
+            &fields("c", 3, &json!({"M": {"f1": {"N": "3"}}})),
+        ),
+    ];
+    let (failures, metrics) = handle(&indexer, records).await;
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(counts(&metrics, &OUTCOME), [3, 1, 0, 0]);
+    assert_eq!(pks(&client, &table).await, ["p1#f1", "p1#f1", "p1#f1"]);
+    let parked = parked("multikey-indexer", &id).await;
+    assert_eq!(parked.len(), 1);
+    let error = parked[0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("pk=\"p1#big\"") && error.contains("409600"),
+        "{error}"
+    );
+    assert_eq!(parked[0]["kind"], "record-permanent");
+    assert_eq!(
+        parked[0]["record"]["dynamodb"]["NewImage"]["custom_fields"]["M"]["big"]["S"]
+            .as_str()
+            .map(str::len),
+        Some(408_000)
+    );
+}
+
+/// A write DynamoDB itself rejects for the record's content (a number out of its range, copied
+/// into the entry): the writer narrows the rejected request down, and exactly that record is
+/// parked; the records before and after it are indexed.
+#[tokio::test]
+async fn a_validation_exception_parks_exactly_the_record_that_causes_it() {
+    let (client, table) = index_table().await;
+    let id = unique("park-invalid");
+    let indexer = indexer(&table, &[]).await;
+    let mut bad = fields("b", 2, &json!({"M": {"f1": {"N": "2"}}}));
+    bad["state"] = json!({"N": "1E+200"});
+    let records = vec![
+        issue(
+            1,
+            "a1",
+            "INSERT",
+            &fields("a", 1, &json!({"M": {"f1": {"N": "1"}}})),
+        ),
+        issue(2, &id, "INSERT", &bad),
+        issue(
+            3,
+            "c3",
+            "INSERT",
+            &fields("c", 3, &json!({"M": {"f1": {"N": "3"}}})),
+        ),
+    ];
+    let (failures, metrics) = handle(&indexer, records).await;
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(counts(&metrics, &OUTCOME), [3, 1, 0, 0]);
+    assert_eq!(pks(&client, &table).await.len(), 2);
+    let parked = parked("multikey-indexer", &id).await;
+    assert_eq!(parked.len(), 1);
+    assert!(
+        parked[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("ValidationException"),
+        "{}",
+        parked[0]
+    );
+}
+
+/// A base-table key that `MULTIKEY_INDEXES` names but the records lack is the configuration's
+/// fault: the batch checkpoints at the first such record, and nothing is parked.
+#[tokio::test]
+async fn a_configuration_that_does_not_match_the_table_checkpoints_without_parking() {
+    let (client, table) = index_table().await;
+    let indexer = indexer(&table, &[]).await;
+    let mut other = issue(
+        2,
+        "b2",
+        "INSERT",
+        &fields("b", 2, &json!({"M": {"f1": {"N": "2"}}})),
+    );
+    other.change.keys = serde_json::from_value(json!({"issue_id": {"S": "b"}})).unwrap();
+    let records = vec![
+        issue(
+            1,
+            "a1",
+            "INSERT",
+            &fields("a", 1, &json!({"M": {"f1": {"N": "1"}}})),
+        ),
+        other,
+        issue(
+            3,
+            "c3",
+            "INSERT",
+            &fields("c", 3, &json!({"M": {"f1": {"N": "3"}}})),
+        ),
+    ];
+    let (failures, metrics) = handle(&indexer, records).await;
+    assert_eq!(failures, ["000000000000000000002"]);
+    assert_eq!(counts(&metrics, &OUTCOME), [1, 0, 1, 0]);
+    assert_eq!(pks(&client, &table).await, ["p1#f1"]);
+    assert!(parked("multikey-indexer", "b2").await.is_empty());
+}
+
+/// A missing index table fails every record alike: systemic, a checkpoint at the first record.
+#[tokio::test]
+async fn a_missing_table_checkpoints_without_parking() {
+    let table = unique("no-such-index");
+    let indexer = indexer(&table, &[]).await;
+    let records = vec![
+        issue(
+            1,
+            "m1",
+            "INSERT",
+            &fields("a", 1, &json!({"M": {"f1": {"N": "1"}}})),
+        ),
+        issue(
+            2,
+            "m2",
+            "INSERT",
+            &fields("b", 2, &json!({"M": {"f1": {"N": "2"}}})),
+        ),
+    ];
+    let (failures, metrics) = handle(&indexer, records).await;
+    assert_eq!(failures, ["000000000000000000001"]);
+    assert_eq!(counts(&metrics, &OUTCOME), [0, 0, 1, 0]);
+}
+
+/// When parking itself fails (here the parking bucket does not exist), the record is not lost:
+/// it becomes the checkpoint, and the records before it are done.
+#[tokio::test]
+async fn a_record_that_cannot_be_parked_becomes_the_checkpoint() {
+    let (client, table) = index_table().await;
+    let missing = unique("no-such-parking");
+    let indexer = indexer(&table, &[("PARKING_BUCKET", &missing)]).await;
+    let big = "x".repeat(409_000);
+    let records = vec![
+        issue(
+            1,
+            "a1",
+            "INSERT",
+            &fields("a", 1, &json!({"M": {"f1": {"N": "1"}}})),
+        ),
+        issue(
+            2,
+            "b2",
+            "INSERT",
+            &fields("b", 2, &json!({"M": {"big": {"S": big}}})),
+        ),
+        issue(
+            3,
+            "c3",
+            "INSERT",
+            &fields("c", 3, &json!({"M": {"f1": {"N": "3"}}})),
+        ),
+    ];
+    let (failures, metrics) = handle(&indexer, records).await;
+    assert_eq!(failures, ["000000000000000000002"]);
+    assert_eq!(counts(&metrics, &OUTCOME), [1, 0, 0, 1]);
+    // Record 3's entry was written too (writes are idempotent; it is redelivered and rewritten).
+    assert_eq!(pks(&client, &table).await.len(), 2);
+}
+
+/// A counter shard whose `count` is not an integer is parked; the other shards' increments, of
+/// the same counter and of another, before and after it, are summed.
+#[tokio::test]
+async fn a_non_integer_count_is_parked_and_the_other_increments_are_summed() {
+    let client = aws_sdk_dynamodb::Client::new(&sdk());
+    let table = unique("parking-counters");
+    create_table(&client, &table, "pk", None, false).await;
+    let aggregator: Runtime<Aggregator> = runtime(&[("COUNTER_TABLE", &table)]).await;
+    let id = unique("park-count");
+    let shard = |seq: u64, event_id: &str, name: &str, k: u32, count: Value| {
+        let key = json!({"pk": {"S": format!("COUNTER#{name}#SHARD#{k}")}});
+        let mut image = key.clone();
+        image["count"] = count;
+        let mut record = issue(seq, event_id, "MODIFY", &image);
+        record.change.keys = serde_json::from_value(key).unwrap();
+        record
+    };
+    let records = vec![
+        shard(1, "s1", "votes", 0, json!({"N": "5"})),
+        shard(2, &id, "votes", 1, json!({"S": "seven"})),
+        shard(3, "s3", "votes", 2, json!({"N": "7"})),
+        shard(4, "s4", "likes", 0, json!({"N": "2"})),
+    ];
+    let (failures, metrics) = handle(&aggregator, records).await;
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(counts(&metrics, &OUTCOME), [4, 1, 0, 0]);
+    assert_eq!(metrics.get(Metric::Writes), 2);
+    let total = |name: &str| {
+        let client = client.clone();
+        let table = table.clone();
+        let key = format!("COUNTER#{name}#TOTAL");
+        async move {
+            let got = client
+                .get_item()
+                .table_name(table)
+                .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(key))
+                .send()
+                .await
+                .unwrap();
+            got.item.unwrap()["total"].as_n().unwrap().clone()
+        }
+    };
+    assert_eq!(
+        (total("votes").await, total("likes").await),
+        ("12".to_owned(), "2".to_owned())
+    );
+    let parked = parked("counter-aggregator", &id).await;
+    assert_eq!(parked.len(), 1);
+    assert!(
+        parked[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("where an integer `count` belongs"),
+        "{}",
+        parked[0]
+    );
+}

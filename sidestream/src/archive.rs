@@ -184,10 +184,11 @@ pub struct Restored {
 /// Puts the items archived under `s3://bucket/prefix` back into the existing table `table`,
 /// object by object in key order (so within a day, the latest deletion of a key wins), with a
 /// progress line per object on `progress`. Metadata objects (`_meta/`) are not restored. Items
-/// replace any item with the same key already in the table.
+/// replace any item with the same key already in the table. `dynamodb` must have the SDK's
+/// retries off (`io_policy::without_sdk_retries`): the writer retries under the I/O policy.
 pub async fn restore(
     s3: &aws_sdk_s3::Client,
-    dynamodb: &aws_sdk_dynamodb::Config,
+    dynamodb: &aws_sdk_dynamodb::Client,
     bucket: &str,
     prefix: &str,
     table: &str,
@@ -209,12 +210,7 @@ pub async fn restore(
         );
     }
     let key_names = key_schema(dynamodb, table).await?;
-    let writer = Writer::new(aws_sdk_dynamodb::Client::from_conf(
-        dynamodb
-            .to_builder()
-            .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
-            .build(),
-    ));
+    let writer = Writer::new(dynamodb.clone());
     let table_name: std::sync::Arc<str> = table.into();
     let mut done = Restored::default();
     for (n, key) in keys.iter().enumerate() {
@@ -307,9 +303,8 @@ async fn list(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> anyhow::Re
 }
 
 /// The table's key attribute names. Fails, saying what to do, when the table does not exist.
-async fn key_schema(dynamodb: &aws_sdk_dynamodb::Config, table: &str) -> anyhow::Result<Vec<String>> {
-    let client = aws_sdk_dynamodb::Client::from_conf(dynamodb.clone());
-    let described = client
+async fn key_schema(dynamodb: &aws_sdk_dynamodb::Client, table: &str) -> anyhow::Result<Vec<String>> {
+    let described = dynamodb
         .describe_table()
         .table_name(table)
         .send()

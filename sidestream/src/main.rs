@@ -491,7 +491,7 @@ fn run_archive(command: ArchiveCommand) -> anyhow::Result<ExitCode> {
                 prefix,
                 table,
             } => {
-                let dynamodb = aws_sdk_dynamodb::Config::from(&sdk);
+                let dynamodb = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
                 archive::restore(&s3, &dynamodb, &bucket, &prefix, &table, io::stderr().lock()).await?;
             }
         }

@@ -60,43 +60,33 @@ fn report(plan: &Plan, event: &Event, mut err: impl Write) -> io::Result<()> {
             s.record, s.index, s.member, s.reason
         )?;
     }
-    for r in &plan.rejected {
-        report_rejected(event, r.record, &r.error, &mut err)?;
-    }
-    if let Some(stopped) = &plan.stopped {
-        report_stop(event, stopped.record, &stopped.error, err)?;
-    }
+    report_rejections(event, &plan.rejected, plan.stopped.as_ref(), err)?;
     Ok(())
 }
 
-/// Describes a record rejected as record-permanent: the Lambda would park it.
-fn report_rejected(
+/// Describes the records planning rejected (the Lambda would park them and go on) and the one
+/// it stopped at (the Lambda would report it in `batchItemFailures`), one line each.
+fn report_rejections<E: std::fmt::Display>(
     event: &Event,
-    record: usize,
-    error: &dyn std::fmt::Display,
-    err: impl Write,
+    rejected: &[stream_kit::Stopped<E>],
+    stopped: Option<&stream_kit::Stopped<E>>,
+    mut err: impl Write,
 ) -> io::Result<()> {
-    describe(
-        event,
-        record,
-        &format!("can never succeed: {error}; the Lambda would park it and go on"),
-        err,
-    )
-}
-
-/// Describes the record planning stopped at (a systemic failure).
-fn report_stop(
-    event: &Event,
-    record: usize,
-    error: &dyn std::fmt::Display,
-    err: impl Write,
-) -> io::Result<()> {
-    describe(
-        event,
-        record,
-        &format!("stopped planning: {error}; the Lambda would report it in batchItemFailures"),
-        err,
-    )
+    for r in rejected {
+        let what = format!(
+            "can never succeed: {}; the Lambda would park it and go on",
+            r.error
+        );
+        describe(event, r.record, &what, &mut err)?;
+    }
+    if let Some(s) = stopped {
+        let what = format!(
+            "stopped planning: {}; the Lambda would report it in batchItemFailures",
+            s.error
+        );
+        describe(event, s.record, &what, &mut err)?;
+    }
+    Ok(())
 }
 
 /// One line about a record, named by its position and sequence number.
@@ -162,12 +152,7 @@ pub fn ttl_archiver(
             "sidestream: record {i} has no OldImage: only its keys are archived (keysOnly), in the metadata object"
         )?;
     }
-    for r in &plan.rejected {
-        report_rejected(&event, r.record, &r.error, &mut err)?;
-    }
-    if let Some(stopped) = &plan.stopped {
-        report_stop(&event, stopped.record, &stopped.error, err)?;
-    }
+    report_rejections(&event, &plan.rejected, plan.stopped.as_ref(), err)?;
     Ok(plan)
 }
 
@@ -205,11 +190,6 @@ pub fn counter_aggregator(
     for s in &plan.skipped {
         writeln!(err, "sidestream: record {} skipped: {}", s.record, s.reason)?;
     }
-    for r in &plan.rejected {
-        report_rejected(&event, r.record, &r.error, &mut err)?;
-    }
-    if let Some(stopped) = &plan.stopped {
-        report_stop(&event, stopped.record, &stopped.error, err)?;
-    }
+    report_rejections(&event, &plan.rejected, plan.stopped.as_ref(), err)?;
     Ok(plan)
 }

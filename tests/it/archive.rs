@@ -241,7 +241,7 @@ async fn archive_then_restore_gives_back_the_same_items() {
     let response = archiver.handle(batch.clone(), deadline()).await.unwrap();
     assert_eq!(failures(&response), Vec::<String>::new());
 
-    let config = aws_sdk_dynamodb::Config::from(&sdk);
+    let config = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
     let mut progress = Vec::new();
     let restored = archive::restore(
         &s3,
@@ -339,7 +339,7 @@ async fn cat_and_restore_errors() {
         "all 38 digits, as a number"
     );
 
-    let config = aws_sdk_dynamodb::Config::from(&sdk);
+    let config = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
     let sink = std::io::sink;
     let err = |r: anyhow::Result<archive::Restored>| format!("{:#}", r.unwrap_err());
     let mixed = err(archive::restore(&s3, &config, &bucket, "archive/", "anything", sink()).await);

@@ -36,7 +36,13 @@ fn issue(seq: u64, event_id: &str, name: &str, new: &Value) -> EventRecord {
     .unwrap()
 }
 
-fn fields(id: &str, num: u32, fields: &Value) -> Value {
+/// An INSERT of issue `id`, numbered `seq`, whose only custom field is `f1 = seq`.
+fn plain(seq: u64, event_id: &str, id: &str) -> EventRecord {
+    let f1 = json!({"M": {"f1": {"N": seq.to_string()}}});
+    issue(seq, event_id, "INSERT", &fields(id, seq, &f1))
+}
+
+fn fields(id: &str, num: u64, fields: &Value) -> Value {
     json!({"id": {"S": id}, "project": {"S": "p1"}, "num": {"N": num.to_string()},
            "name": {"S": format!("issue {id}")}, "state": {"S": "open"}, "custom_fields": fields})
 }
@@ -110,24 +116,14 @@ async fn an_oversize_index_entry_parks_its_record_and_the_batch_goes_on() {
     let indexer = indexer(&table, &[]).await;
     let big = "x".repeat(409_000);
     let records = vec![
-        issue(
-            1,
-            "a1",
-            "INSERT",
-            &fields("a", 1, &json!({"M": {"f1": {"N": "1"}}})),
-        ),
+        plain(1, "a1", "a"),
         issue(
             2,
             &id,
             "INSERT",
             &fields("b", 2, &json!({"M": {"f1": {"N": "2"}, "big": {"S": big}}})),
         ),
-        issue(
-            3,
-            "c3",
-            "INSERT",
-            &fields("c", 3, &json!({"M": {"f1": {"N": "3"}}})),
-        ),
+        plain(3, "c3", "c"),
     ];
     let (failures, metrics) = handle(&indexer, records).await;
     assert!(failures.is_empty(), "{failures:?}");
@@ -160,19 +156,9 @@ async fn a_validation_exception_parks_exactly_the_record_that_causes_it() {
     let mut bad = fields("b", 2, &json!({"M": {"f1": {"N": "2"}}}));
     bad["state"] = json!({"N": "1E+200"});
     let records = vec![
-        issue(
-            1,
-            "a1",
-            "INSERT",
-            &fields("a", 1, &json!({"M": {"f1": {"N": "1"}}})),
-        ),
+        plain(1, "a1", "a"),
         issue(2, &id, "INSERT", &bad),
-        issue(
-            3,
-            "c3",
-            "INSERT",
-            &fields("c", 3, &json!({"M": {"f1": {"N": "3"}}})),
-        ),
+        plain(3, "c3", "c"),
     ];
     let (failures, metrics) = handle(&indexer, records).await;
     assert!(failures.is_empty(), "{failures:?}");
@@ -196,28 +182,9 @@ async fn a_validation_exception_parks_exactly_the_record_that_causes_it() {
 async fn a_configuration_that_does_not_match_the_table_checkpoints_without_parking() {
     let (client, table) = index_table().await;
     let indexer = indexer(&table, &[]).await;
-    let mut other = issue(
-        2,
-        "b2",
-        "INSERT",
-        &fields("b", 2, &json!({"M": {"f1": {"N": "2"}}})),
-    );
+    let mut other = plain(2, "b2", "b");
     other.change.keys = serde_json::from_value(json!({"issue_id": {"S": "b"}})).unwrap();
-    let records = vec![
-        issue(
-            1,
-            "a1",
-            "INSERT",
-            &fields("a", 1, &json!({"M": {"f1": {"N": "1"}}})),
-        ),
-        other,
-        issue(
-            3,
-            "c3",
-            "INSERT",
-            &fields("c", 3, &json!({"M": {"f1": {"N": "3"}}})),
-        ),
-    ];
+    let records = vec![plain(1, "a1", "a"), other, plain(3, "c3", "c")];
     let (failures, metrics) = handle(&indexer, records).await;
     assert_eq!(failures, ["000000000000000000002"]);
     assert_eq!(counts(&metrics, &OUTCOME), [1, 0, 1, 0]);
@@ -230,20 +197,7 @@ async fn a_configuration_that_does_not_match_the_table_checkpoints_without_parki
 async fn a_missing_table_checkpoints_without_parking() {
     let table = unique("no-such-index");
     let indexer = indexer(&table, &[]).await;
-    let records = vec![
-        issue(
-            1,
-            "m1",
-            "INSERT",
-            &fields("a", 1, &json!({"M": {"f1": {"N": "1"}}})),
-        ),
-        issue(
-            2,
-            "m2",
-            "INSERT",
-            &fields("b", 2, &json!({"M": {"f1": {"N": "2"}}})),
-        ),
-    ];
+    let records = vec![plain(1, "m1", "a"), plain(2, "m2", "b")];
     let (failures, metrics) = handle(&indexer, records).await;
     assert_eq!(failures, ["000000000000000000001"]);
     assert_eq!(counts(&metrics, &OUTCOME), [0, 0, 1, 0]);
@@ -258,24 +212,14 @@ async fn a_record_that_cannot_be_parked_becomes_the_checkpoint() {
     let indexer = indexer(&table, &[("PARKING_BUCKET", &missing)]).await;
     let big = "x".repeat(409_000);
     let records = vec![
-        issue(
-            1,
-            "a1",
-            "INSERT",
-            &fields("a", 1, &json!({"M": {"f1": {"N": "1"}}})),
-        ),
+        plain(1, "a1", "a"),
         issue(
             2,
             "b2",
             "INSERT",
             &fields("b", 2, &json!({"M": {"big": {"S": big}}})),
         ),
-        issue(
-            3,
-            "c3",
-            "INSERT",
-            &fields("c", 3, &json!({"M": {"f1": {"N": "3"}}})),
-        ),
+        plain(3, "c3", "c"),
     ];
     let (failures, metrics) = handle(&indexer, records).await;
     assert_eq!(failures, ["000000000000000000002"]);

@@ -25,11 +25,6 @@ impl Indexer {
             writer: Writer::new(dynamodb),
         }
     }
-
-    /// The index definitions.
-    pub fn indexes(&self) -> &Indexes {
-        &self.indexes
-    }
 }
 
 impl StreamFunction for Indexer {

@@ -8,6 +8,7 @@
 
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::StorageClass;
+use bytes::Bytes;
 use stream_runtime::{
     Applied, Aws, Budget, ConfigError, EventRecord, Failure, FailureKind, Metric, Planned, RecordFailure,
     StreamFunction, Vars,
@@ -37,53 +38,64 @@ impl Archiver {
         }
     }
 
-    /// Uploads a run's item and metadata objects, concurrently. A run of keys-only records has
-    /// no items, and no item object: an empty object would only clutter the importable tree.
-    async fn put(&self, object: &Object, budget: &Budget) -> Result<u64, Failure> {
-        let records = object.records.to_string();
-        let request = |key: &str, body: &[u8]| {
-            let key = key.to_owned();
-            let body = body.to_vec();
-            let storage_class = self.storage_class.clone();
-            let records = records.clone();
-            async move {
-                budget
-                    .call(|| {
-                        let put = self
-                            .s3
-                            .put_object()
-                            .bucket(&self.bucket)
-                            .key(&key)
-                            .body(ByteStream::from(body.clone()))
-                            .content_type("application/gzip")
-                            .storage_class(storage_class.clone())
-                            .metadata("sidestream-archive", format::VERSION.to_string())
-                            .metadata("first-sequence-number", &object.first_sequence_number)
-                            .metadata("last-sequence-number", &object.last_sequence_number)
-                            .metadata("records", &records)
-                            .send();
-                        let op = format!("PutObject {key}");
-                        async move { put.await.map(drop).map_err(|e| io_policy_classify(&op, &e)) }
-                    })
-                    .await
-            }
-        };
+    /// Uploads a run's item and metadata objects, concurrently; returns how many it uploaded. A
+    /// run of keys-only records has no items, and no item object: an empty object would only
+    /// clutter the importable tree.
+    async fn put(&self, object: Object, budget: &Budget) -> Result<u64, Failure> {
+        let tags = [
+            ("sidestream-archive", format::VERSION.to_string()),
+            ("first-sequence-number", object.first_sequence_number),
+            ("last-sequence-number", object.last_sequence_number),
+            ("records", object.records.to_string()),
+        ];
+        let (data_key, data, items) = (object.data_key, object.data, object.items);
         let data = async {
-            if object.items == 0 {
+            if items == 0 {
                 return Ok(0);
             }
-            request(&object.data_key, &object.data).await.map(|()| 1)
+            self.upload(&data_key, data.into(), &tags, budget)
+                .await
+                .map(|()| 1)
         };
-        let meta = request(&object.meta_key, &object.meta);
+        let meta = self.upload(&object.meta_key, object.meta.into(), &tags, budget);
         let (data, meta) = tokio::join!(data, meta);
         Ok(data? + meta.map(|()| 1)?)
+    }
+
+    /// One `PutObject` under the budget. The body is shared between attempts, not copied.
+    async fn upload(
+        &self,
+        key: &str,
+        body: Bytes,
+        tags: &[(&str, String)],
+        budget: &Budget,
+    ) -> Result<(), Failure> {
+        let op = format!("PutObject {key}");
+        budget
+            .call(|| {
+                let mut put = self
+                    .s3
+                    .put_object()
+                    .bucket(&self.bucket)
+                    .key(key)
+                    .body(ByteStream::from(body.clone()))
+                    .content_type("application/gzip")
+                    .storage_class(self.storage_class.clone());
+                for (name, value) in tags {
+                    put = put.metadata(*name, value);
+                }
+                let put = put.send();
+                let op = &op;
+                async move { put.await.map(drop).map_err(|e| classify_upload(op, &e)) }
+            })
+            .await
     }
 }
 
 /// S3's answers classified like every other call's. A `PutObject` rejected for its content would
 /// be rejected for every run alike (the objects are this function's own encoding), so such an
 /// answer is systemic here rather than record-permanent.
-fn io_policy_classify<E>(
+fn classify_upload<E>(
     op: &str,
     err: &aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
 ) -> Failure
@@ -138,17 +150,17 @@ impl StreamFunction for Archiver {
     async fn apply(&self, objects: Vec<Object>, budget: &Budget) -> Applied {
         let mut applied = Applied::default();
         for object in objects {
-            match self.put(&object, budget).await {
+            let (key, first, records) = (object.data_key.clone(), object.first_record, object.records);
+            let objects = if object.items == 0 { 1 } else { 2 };
+            match self.put(object, budget).await {
                 Ok(n) => {
                     applied.writes += n;
-                    tracing::debug!(key = %object.data_key, records = object.records, "archived");
+                    tracing::debug!(%key, records, "archived");
                 }
                 Err(failure) => {
-                    tracing::error!(key = %object.data_key, bucket = %self.bucket, error = %failure.message, "upload failed; the batch stops at this run");
-                    applied.failed_writes += if object.items == 0 { 1 } else { 2 };
-                    applied
-                        .failures
-                        .push(RecordFailure::new(object.first_record, failure));
+                    tracing::error!(%key, bucket = %self.bucket, error = %failure.message, "upload failed; the batch stops at this run");
+                    applied.failed_writes += objects;
+                    applied.failures.push(RecordFailure::new(first, failure));
                     break;
                 }
             }

@@ -126,17 +126,19 @@ const SCHEMA_MISMATCH: [&str; 4] = [
 pub fn kind_of(code: Option<&str>, status: u16, message: &str) -> FailureKind {
     match code {
         Some(code) if THROTTLING.contains(&code) || SERVER.contains(&code) => FailureKind::Transient,
-        Some("ValidationException")
-            if SCHEMA_MISMATCH
-                .iter()
-                .any(|m| message.to_ascii_lowercase().contains(&m.to_ascii_lowercase())) =>
-        {
-            FailureKind::Systemic
-        }
+        Some("ValidationException") if blames_the_schema(message) => FailureKind::Systemic,
         Some(code) if CONTENT.contains(&code) => FailureKind::RecordPermanent,
         _ if status >= 500 || status == 429 || status == 408 => FailureKind::Transient,
         _ => FailureKind::Systemic,
     }
+}
+
+/// Whether a `ValidationException`'s message blames the table's schema ([`SCHEMA_MISMATCH`]).
+fn blames_the_schema(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    SCHEMA_MISMATCH
+        .iter()
+        .any(|m| message.contains(&m.to_ascii_lowercase()))
 }
 
 /// Classifies an AWS SDK error from operation `op` (named in the message).

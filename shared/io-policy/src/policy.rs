@@ -15,7 +15,6 @@
 //! only one and the deadline bounds everything.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -66,12 +65,12 @@ impl Policy {
         Budget {
             policy: self,
             stop_at: deadline.less(self.margin),
-            tally: Arc::default(),
+            tally: Tally::default(),
         }
     }
 }
 
-/// Requests sent under a budget, counted as they are sent (shared by concurrent calls).
+/// Requests sent under a budget, counted as they are sent (by concurrent calls too).
 #[derive(Debug, Default)]
 pub struct Tally {
     requests: AtomicU64,
@@ -98,14 +97,14 @@ impl Tally {
 }
 
 /// What one invocation may spend: the policy, the instant to stop at, and the tally.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Budget {
     /// The policy.
     pub policy: Policy,
     /// No attempt starts, and no attempt or backoff runs, past this instant.
     pub stop_at: Instant,
     /// The requests sent under this budget.
-    pub tally: Arc<Tally>,
+    pub tally: Tally,
 }
 
 impl Budget {
@@ -200,11 +199,6 @@ impl Attempts<'_> {
                 limit.as_millis()
             ))),
         }
-    }
-
-    /// Attempts made so far.
-    pub fn made(&self) -> u32 {
-        self.made
     }
 }
 

@@ -2,6 +2,7 @@
 
 use aws_config::BehaviorVersion;
 use aws_sdk_s3::primitives::ByteStream;
+use bytes::Bytes;
 use io_policy::{Budget, Deadline, Failure, FailureKind};
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use stream_kit::{DynamoDbEventResponse, Event, EventRecord, Metric, Metrics, NoCheckpoint, Vars, conclude};
@@ -38,11 +39,6 @@ impl<F: StreamFunction> Runtime<F> {
             settings,
             s3: aws.s3(),
         }
-    }
-
-    /// The function.
-    pub fn function(&self) -> &F {
-        &self.function
     }
 
     /// Handles one batch: plan, apply, decide, park, conclude, and writes its metrics as one EMF
@@ -103,18 +99,17 @@ impl<F: StreamFunction> Runtime<F> {
                 continue;
             };
             let key = parked::key(prefix, function, raw);
-            let body = parked::body(function, raw, &failure, chrono::Utc::now());
+            let body = Bytes::from(parked::body(function, raw, &failure, chrono::Utc::now()));
             let put = budget
                 .call(|| {
-                    let put = Box::pin(
-                        self.s3
-                            .put_object()
-                            .bucket(bucket)
-                            .key(&key)
-                            .content_type("application/json")
-                            .body(ByteStream::from(body.clone()))
-                            .send(),
-                    );
+                    let put = self
+                        .s3
+                        .put_object()
+                        .bucket(bucket)
+                        .key(&key)
+                        .content_type("application/json")
+                        .body(ByteStream::from(body.clone()))
+                        .send();
                     async move {
                         put.await
                             .map(drop)
@@ -155,6 +150,7 @@ fn report_stop(records: &[EventRecord], stop: &RecordFailure, metrics: &mut Metr
             metrics.add(Metric::SystemicFailures, 1);
             tracing::error!(record, event_id, kind = "systemic", %error, "systemic failure: every retry will fail alike until the cause is fixed");
         }
+        // A checkpoint is never record-permanent: `decide` parks those instead.
         FailureKind::Transient | FailureKind::RecordPermanent => {
             metrics.add(Metric::TransientFailures, 1);
             tracing::warn!(record, event_id, kind = "transient", %error, "transient failure: Lambda retries from the checkpoint");

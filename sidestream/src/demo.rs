@@ -65,7 +65,11 @@ pub async fn run(
         out,
         "Loading a hot counter: {INCREMENTS} increments of {COUNTER} from {WRITERS} concurrent writers, over {SHARDS} shards of {counters}"
     )?;
-    let counter = Counters::new(dynamodb.clone(), &counters, Layout::new(SHARDS)?);
+    let counter = Counters::new(
+        aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk)),
+        &counters,
+        Layout::new(SHARDS)?,
+    );
     let true_sum = increment(&counter, out).await?;
 
     stop.store(true, Ordering::Relaxed);

@@ -455,7 +455,11 @@ fn run_grid(args: GridArgs) -> anyhow::Result<ExitCode> {
     let signer = grid_view::Signer::new(key.as_bytes(), 24 * 3600);
     runtime()?.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let grid = grid_view::Grid::new(aws_sdk_dynamodb::Client::new(&sdk), layout.clone(), signer);
+        let grid = grid_view::Grid::new(
+            aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk)),
+            layout.clone(),
+            signer,
+        );
         let page = grid.page(&query, args.cursor.as_deref()).await?;
         sidestream::grid::render(
             &page,

@@ -14,4 +14,6 @@ mod multikey;
 mod parking;
 mod pipeline;
 mod plan_cli;
+mod policy;
+mod scripted;
 mod template;

@@ -72,6 +72,7 @@ impl Aggregator {
         let mut last = None;
         loop {
             rounds.next(last.take()).await?;
+            rounds.round();
             let got = budget
                 .call(|| {
                     let get = self

@@ -1,11 +1,13 @@
 //! Reading pages: the index phase, then the nulls phase, over DynamoDB.
 
 use std::collections::HashMap;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::operation::query::QueryOutput;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use io_policy::{Budget, Failure, FailureKind, Policy};
 use serde_json::Value;
 
 use crate::cursor::{Cursor, CursorError, Phase, Signer};
@@ -25,14 +27,16 @@ pub enum GridError {
     /// An item or value DynamoDB returned that is not DynamoDB JSON (never from DynamoDB itself).
     #[error("an item that cannot be read as DynamoDB JSON: {0}")]
     Item(String),
-    /// A DynamoDB request failed.
-    #[error("{operation} on {table}: {message}")]
+    /// A DynamoDB request failed for good, or the page's time ran out, under the I/O policy.
+    #[error("{operation} on {table} ({kind}): {message}")]
     Request {
         /// `Query` or `BatchGetItem`.
         operation: &'static str,
         /// The table.
         table: String,
-        /// The SDK's error.
+        /// What kind of failure: transient (try again later) or systemic (fix the setup).
+        kind: FailureKind,
+        /// What failed, with the SDK's error and its causes.
         message: String,
     },
 }
@@ -47,7 +51,7 @@ pub struct Page {
     pub next: Option<String>,
     /// The phase these rows came from.
     pub phase: Phase,
-    /// Requests made: queries, and `BatchGetItem` calls (retries of unprocessed keys included).
+    /// Requests made: queries and `BatchGetItem` calls, every attempt counted.
     pub requests: Requests,
 }
 
@@ -63,11 +67,16 @@ pub struct Row {
 /// What a page cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Requests {
-    /// `Query` calls.
+    /// `Query` requests sent, retries included.
     pub queries: u32,
-    /// `BatchGetItem` calls.
+    /// `BatchGetItem` requests sent, retries and re-sent unprocessed keys included.
     pub batch_gets: u32,
+    /// How many of those were retries.
+    pub retries: u32,
 }
+
+/// How long one page may take by default, every request and retry included.
+pub const PAGE_TIME: Duration = Duration::from_secs(20);
 
 /// Pages through one layout's items.
 #[derive(Debug, Clone)]
@@ -75,16 +84,30 @@ pub struct Grid {
     client: Client,
     layout: Layout,
     signer: Signer,
+    policy: Policy,
+    page_time: Duration,
 }
 
 impl Grid {
-    /// A reader of `layout`'s tables whose cursors are signed by `signer`.
+    /// A reader of `layout`'s tables whose cursors are signed by `signer`, under the default
+    /// I/O policy and [`PAGE_TIME`]. `client` should have the SDK's own retries off
+    /// (`io_policy::without_sdk_retries`): the policy retries.
     pub fn new(client: Client, layout: Layout, signer: Signer) -> Grid {
         Grid {
             client,
             layout,
             signer,
+            policy: Policy::default(),
+            page_time: PAGE_TIME,
         }
+    }
+
+    /// The same reader under `policy`, each page bounded by `page_time`.
+    #[must_use]
+    pub fn with_policy(mut self, policy: Policy, page_time: Duration) -> Grid {
+        self.policy = policy;
+        self.page_time = page_time;
+        self
     }
 
     /// The page of `query` that `cursor` points at (the first page without one).
@@ -106,13 +129,14 @@ impl Grid {
                 key: None,
             },
         };
+        let budget = self.policy.within(self.page_time);
         let mut requests = Requests::default();
         let Cursor { phase, key } = at;
         let mut start = None;
         if phase == Phase::Nulls {
             start = key;
         } else {
-            let (rows, last) = self.index_page(query, key, &mut requests).await?;
+            let (rows, last) = self.index_page(query, key, &budget, &mut requests).await?;
             let next = match last {
                 Some(key) => Some(Cursor {
                     phase: Phase::Index,
@@ -129,11 +153,11 @@ impl Grid {
                     rows,
                     next: next.map(|n| self.signer.encode(&n, &fingerprint, now)),
                     phase: Phase::Index,
-                    requests,
+                    requests: requests.with_retries(&budget),
                 });
             }
         }
-        let (rows, last) = self.nulls_page(query, start, &mut requests).await?;
+        let (rows, last) = self.nulls_page(query, start, &budget, &mut requests).await?;
         let next = last.map(|key| {
             let cursor = Cursor {
                 phase: Phase::Nulls,
@@ -145,7 +169,7 @@ impl Grid {
             rows,
             next,
             phase: Phase::Nulls,
-            requests,
+            requests: requests.with_retries(&budget),
         })
     }
 
@@ -153,12 +177,13 @@ impl Grid {
         &self,
         query: &Query,
         start: Option<Value>,
+        budget: &Budget,
         requests: &mut Requests,
     ) -> Result<(Vec<Row>, Option<Value>), GridError> {
         let layout = &self.layout;
         let condition = query.key_condition()?;
-        requests.queries += 1;
-        let page = self
+        let start = start.map(|k| item(&k)).transpose()?;
+        let ask = self
             .client
             .query()
             .table_name(&layout.index_table)
@@ -167,10 +192,8 @@ impl Grid {
             .set_expression_attribute_values(Some(condition.values))
             .scan_index_forward(!query.descending)
             .limit(limit(query))
-            .set_exclusive_start_key(start.map(|k| item(&k)).transpose()?)
-            .send()
-            .await
-            .map_err(|e| request("Query", &layout.index_table, &e))?;
+            .set_exclusive_start_key(start);
+        let page = query_under(ask, &layout.index_table, budget, requests).await?;
         let entries = page.items().to_vec();
         let last = last_key(page.last_evaluated_key())?;
         let base = if query.needs_base_items(layout) {
@@ -178,7 +201,7 @@ impl Grid {
                 .iter()
                 .filter_map(|e| e.get(&layout.key).cloned())
                 .collect();
-            self.base_items(keys, &projection(query, layout, false), requests)
+            self.base_items(keys, &projection(query, layout, false), budget, requests)
                 .await?
         } else {
             HashMap::new()
@@ -203,11 +226,12 @@ impl Grid {
         &self,
         query: &Query,
         start: Option<Value>,
+        budget: &Budget,
         requests: &mut Requests,
     ) -> Result<(Vec<Row>, Option<Value>), GridError> {
         let layout = &self.layout;
-        requests.queries += 1;
-        let page = self
+        let start = start.map(|k| item(&k)).transpose()?;
+        let ask = self
             .client
             .query()
             .table_name(&layout.table)
@@ -216,10 +240,8 @@ impl Grid {
             .expression_attribute_names("#scope", &layout.scope)
             .expression_attribute_values(":scope", AttributeValue::S(query.scope.clone()))
             .limit(limit(query))
-            .set_exclusive_start_key(start.map(|k| item(&k)).transpose()?)
-            .send()
-            .await
-            .map_err(|e| request("Query", &layout.table, &e))?;
+            .set_exclusive_start_key(start);
+        let page = query_under(ask, &layout.table, budget, requests).await?;
         let last = last_key(page.last_evaluated_key())?;
         let keys: Vec<AttributeValue> = page
             .items()
@@ -229,7 +251,7 @@ impl Grid {
         let base = if keys.is_empty() {
             HashMap::new()
         } else {
-            self.base_items(keys.clone(), &projection(query, layout, true), requests)
+            self.base_items(keys.clone(), &projection(query, layout, true), budget, requests)
                 .await?
         };
         let mut rows = Vec::new();
@@ -252,15 +274,17 @@ impl Grid {
         Ok((rows, last))
     }
 
-    /// The base items with these keys, by key text; unprocessed keys are asked again.
+    /// The base items with these keys, by key text; unprocessed keys are asked again, as
+    /// retries under the budget.
     async fn base_items(
         &self,
         keys: Vec<AttributeValue>,
         projection: &(String, HashMap<String, String>),
+        budget: &Budget,
         requests: &mut Requests,
     ) -> Result<HashMap<String, Item>, GridError> {
         let layout = &self.layout;
-        let mut wanted = KeysAndAttributes::builder()
+        let wanted = KeysAndAttributes::builder()
             .set_keys(Some(
                 keys.into_iter()
                     .map(|k| HashMap::from([(layout.key.clone(), k)]))
@@ -269,33 +293,47 @@ impl Grid {
             .projection_expression(&projection.0)
             .set_expression_attribute_names(Some(projection.1.clone()))
             .build()
-            .map_err(|e| request("BatchGetItem", &layout.table, &e))?;
-        let mut found = HashMap::new();
-        loop {
-            requests.batch_gets += 1;
-            let output = self
-                .client
-                .batch_get_item()
-                .request_items(&layout.table, wanted)
-                .send()
-                .await
-                .map_err(|e| request("BatchGetItem", &layout.table, &e))?;
-            for item in output
-                .responses()
-                .and_then(|r| r.get(&layout.table))
-                .into_iter()
-                .flatten()
-            {
-                if let Some(key) = item.get(&layout.key) {
-                    found.insert(key_text(key), item.clone());
+            .map_err(|e| request("BatchGetItem", &layout.table, Failure::systemic(e.to_string())))?;
+        let table = &layout.table;
+        let answers = budget
+            .drain("BatchGetItem", wanted, |wanted| {
+                requests.batch_gets += 1;
+                let sent = self.client.batch_get_item().request_items(table, wanted).send();
+                async move {
+                    let mut output = sent.await.map_err(|e| io_policy::classify("BatchGetItem", &e))?;
+                    let items = output
+                        .responses
+                        .and_then(|mut r| r.remove(table))
+                        .unwrap_or_default();
+                    let rest = output.unprocessed_keys.take().and_then(|mut u| u.remove(table));
+                    Ok((items, rest.filter(|r| !r.keys().is_empty())))
                 }
-            }
-            match output.unprocessed_keys.and_then(|mut u| u.remove(&layout.table)) {
-                Some(rest) if !rest.keys().is_empty() => wanted = rest,
-                _ => return Ok(found),
-            }
-        }
+            })
+            .await
+            .map_err(|f| request("BatchGetItem", table, f))?;
+        Ok(answers
+            .into_iter()
+            .flatten()
+            .filter_map(|item| Some((key_text(item.get(&layout.key)?), item)))
+            .collect())
     }
+}
+
+/// Sends a `Query` under the budget, counting every attempt.
+async fn query_under(
+    ask: QueryFluentBuilder,
+    table: &str,
+    budget: &Budget,
+    requests: &mut Requests,
+) -> Result<QueryOutput, GridError> {
+    budget
+        .call(|| {
+            requests.queries += 1;
+            let sent = ask.clone().send();
+            async move { sent.await.map_err(|e| io_policy::classify("Query", &e)) }
+        })
+        .await
+        .map_err(|f| request("Query", table, f))
 }
 
 /// `#sk` for conditions that use it.
@@ -369,10 +407,18 @@ fn item(key: &Value) -> Result<Item, GridError> {
     Ok(parsed.into())
 }
 
-fn request(operation: &'static str, table: &str, error: &(impl std::error::Error + 'static)) -> GridError {
+fn request(operation: &'static str, table: &str, failure: Failure) -> GridError {
     GridError::Request {
         operation,
         table: table.to_owned(),
-        message: DisplayErrorContext(error).to_string(),
+        kind: failure.kind,
+        message: failure.message,
+    }
+}
+
+impl Requests {
+    fn with_retries(mut self, budget: &Budget) -> Requests {
+        self.retries = u32::try_from(budget.tally.retries()).unwrap_or(u32::MAX);
+        self
     }
 }

@@ -14,5 +14,5 @@ mod grid;
 pub mod query;
 
 pub use cursor::{Cursor, CursorError, Phase, Signer};
-pub use grid::{Grid, GridError, Page, Requests, Row};
+pub use grid::{Grid, GridError, PAGE_TIME, Page, Requests, Row};
 pub use query::{Filter, Layout, MAX_LIMIT, Query, QueryError};

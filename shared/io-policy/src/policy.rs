@@ -60,11 +60,22 @@ impl Policy {
         ceiling.mul_f64(unit.clamp(0.0, 1.0))
     }
 
-    /// The budget of an invocation that ends at `deadline`.
+    /// The budget of an invocation that ends at `deadline`: work stops [`Policy::margin`]
+    /// before it.
     pub fn budget(self, deadline: Deadline) -> Budget {
         Budget {
             policy: self,
             stop_at: deadline.less(self.margin),
+            tally: Tally::default(),
+        }
+    }
+
+    /// The budget of one operation outside Lambda (a page read, a tool's call): work stops
+    /// `time` from now, with no margin, since no response has to be written after it.
+    pub fn within(self, time: Duration) -> Budget {
+        Budget {
+            policy: self,
+            stop_at: Deadline::after(time).less(Duration::ZERO),
             tally: Tally::default(),
         }
     }
@@ -134,6 +145,44 @@ impl Budget {
         }
     }
 
+    /// Sends `request`, then what each answer left undone (`BatchGetItem`'s unprocessed keys),
+    /// until nothing is left: a re-send counts as a retry, with the same backoff and bounds. `send`
+    /// makes one attempt and returns what it got and the rest, if any; what every answer got is
+    /// returned in order. `what` names the request in the failure when the rest stays undone.
+    pub async fn drain<R, T, Fut>(
+        &self,
+        what: &str,
+        mut request: R,
+        mut send: impl FnMut(R) -> Fut,
+    ) -> Result<Vec<T>, Failure>
+    where
+        R: Clone,
+        Fut: Future<Output = Result<(T, Option<R>), Failure>>,
+    {
+        let mut got = Vec::new();
+        let mut attempts = self.attempts();
+        let mut last = None;
+        loop {
+            attempts.next(last.take()).await?;
+            // Boxed: an SDK call's future is large, and every caller's future would hold it.
+            match attempts.run(Box::pin(send(request.clone()))).await {
+                Ok((answer, rest)) => {
+                    got.push(answer);
+                    match rest {
+                        None => return Ok(got),
+                        Some(rest) => {
+                            request = rest;
+                            last = Some(Failure::transient(format!(
+                                "{what}: part of it was left unprocessed"
+                            )));
+                        }
+                    }
+                }
+                Err(failure) => last = Some(failure),
+            }
+        }
+    }
+
     /// Whether the stop instant has passed.
     pub fn expired(&self) -> bool {
         Instant::now() >= self.stop_at
@@ -181,6 +230,12 @@ impl Attempts<'_> {
             return Err(Failure::transient("no time left before the invocation deadline"));
         }
         Ok(())
+    }
+
+    /// Counts an attempt made of several requests, each sent through [`Budget::call`] (a
+    /// read-merge-write round), so that [`Attempts::next`] bounds and backs off the rounds.
+    pub fn round(&mut self) {
+        self.made += 1;
     }
 
     /// Runs one attempt, cut off at the attempt timeout or the stop instant; counts it.

@@ -3,16 +3,16 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use io_policy::{Budget, Failure, FailureKind, Policy};
 
 use crate::layout::{COUNT, Layout, LayoutError, TOTAL_ATTRIBUTE};
 
 /// `BatchGetItem` reads at most this many keys per request.
 const BATCH_GET_MAX: usize = 100;
 
-/// Attempts at one `BatchGetItem` chunk while DynamoDB leaves keys unprocessed.
-const UNPROCESSED_ATTEMPTS: u32 = 8;
+/// How long one operation may take by default, every request and retry included.
+pub const OPERATION_TIME: Duration = Duration::from_secs(20);
 
 /// Why a counter operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -20,14 +20,17 @@ pub enum CounterError {
     /// The counter's key cannot be built.
     #[error(transparent)]
     Layout(#[from] LayoutError),
-    /// A DynamoDB call failed (after the SDK's own retries).
-    #[error("{operation} on {table}: {message}")]
+    /// A DynamoDB call failed for good, or the operation's time ran out, under the I/O policy
+    /// (keys that DynamoDB kept leaving unprocessed included).
+    #[error("{operation} on {table} ({kind}): {message}")]
     Request {
         /// The DynamoDB operation.
         operation: &'static str,
         /// The table.
         table: String,
-        /// The SDK's error, with its causes.
+        /// What kind of failure: transient (try again later) or systemic (fix the setup).
+        kind: FailureKind,
+        /// What failed, with the SDK's error and its causes.
         message: String,
     },
     /// An item holds something other than an integer where a count belongs.
@@ -40,14 +43,6 @@ pub enum CounterError {
         /// What it holds.
         value: String,
     },
-    /// DynamoDB kept leaving keys unprocessed (sustained throttling).
-    #[error("BatchGetItem on {table}: {left} keys still unprocessed after {UNPROCESSED_ATTEMPTS} attempts")]
-    Unprocessed {
-        /// The table.
-        table: String,
-        /// How many keys were left.
-        left: usize,
-    },
 }
 
 /// The counters in one table.
@@ -56,16 +51,34 @@ pub struct Counters {
     client: aws_sdk_dynamodb::Client,
     table: String,
     layout: Layout,
+    policy: Policy,
+    operation_time: Duration,
 }
 
 impl Counters {
-    /// Counters in `table`, laid out by `layout`.
+    /// Counters in `table`, laid out by `layout`, under the default I/O policy and
+    /// [`OPERATION_TIME`]. `client` should have the SDK's own retries off
+    /// (`io_policy::without_sdk_retries`): the policy retries.
     pub fn new(client: aws_sdk_dynamodb::Client, table: impl Into<String>, layout: Layout) -> Counters {
         Counters {
             client,
             table: table.into(),
             layout,
+            policy: Policy::default(),
+            operation_time: OPERATION_TIME,
         }
+    }
+
+    /// The same counters under `policy`, each operation bounded by `operation_time`.
+    #[must_use]
+    pub fn with_policy(mut self, policy: Policy, operation_time: Duration) -> Counters {
+        self.policy = policy;
+        self.operation_time = operation_time;
+        self
+    }
+
+    fn budget(&self) -> Budget {
+        self.policy.within(self.operation_time)
     }
 
     /// The layout.
@@ -75,9 +88,9 @@ impl Counters {
 
     /// Adds `n` to counter `name`, on a random shard. Returns the shard.
     ///
-    /// Like every DynamoDB `ADD`, this is not idempotent: when a request times out after DynamoDB
-    /// applied it and the SDK retries, the count goes up twice. The aggregated total always
-    /// equals the shards' sum; it cannot know about a retried increment.
+    /// Like every DynamoDB `ADD`, this is not idempotent: when a request times out (or gets a
+    /// 5xx) after DynamoDB applied it and the policy retries it, the count goes up twice. The
+    /// aggregated total always equals the shards' sum; it cannot know about a retried increment.
     pub async fn increment(&self, name: &str, n: i64) -> Result<u32, CounterError> {
         let shard = fastrand::u32(..self.layout.shards);
         self.increment_shard(name, shard, n).await?;
@@ -87,16 +100,21 @@ impl Counters {
     /// Adds `n` to shard `shard` of counter `name`.
     pub async fn increment_shard(&self, name: &str, shard: u32, n: i64) -> Result<(), CounterError> {
         let key = self.layout.shard_key(name, shard)?;
-        self.client
+        let update = self
+            .client
             .update_item()
             .table_name(&self.table)
             .key(&self.layout.partition_key, AttributeValue::S(key))
             .update_expression("ADD #count :n")
             .expression_attribute_names("#count", COUNT)
-            .expression_attribute_values(":n", AttributeValue::N(n.to_string()))
-            .send()
+            .expression_attribute_values(":n", AttributeValue::N(n.to_string()));
+        self.budget()
+            .call(|| {
+                let sent = update.clone().send();
+                async move { sent.await.map_err(|e| io_policy::classify("UpdateItem", &e)) }
+            })
             .await
-            .map_err(|e| self.request("UpdateItem", &e))?;
+            .map_err(|f| self.request("UpdateItem", f))?;
         Ok(())
     }
 
@@ -104,16 +122,21 @@ impl Counters {
     /// (one eventually consistent `GetItem`). `None` before the aggregator has seen the counter.
     pub async fn total(&self, name: &str) -> Result<Option<i128>, CounterError> {
         let key = self.layout.total_key(name)?;
-        let got = self
+        let get = self
             .client
             .get_item()
             .table_name(&self.table)
             .key(&self.layout.partition_key, AttributeValue::S(key.clone()))
             .projection_expression("#total")
-            .expression_attribute_names("#total", TOTAL_ATTRIBUTE)
-            .send()
+            .expression_attribute_names("#total", TOTAL_ATTRIBUTE);
+        let got = self
+            .budget()
+            .call(|| {
+                let sent = get.clone().send();
+                async move { sent.await.map_err(|e| io_policy::classify("GetItem", &e)) }
+            })
             .await
-            .map_err(|e| self.request("GetItem", &e))?;
+            .map_err(|f| self.request("GetItem", f))?;
         got.item()
             .map(|item| integer(item, &key, TOTAL_ATTRIBUTE))
             .transpose()
@@ -126,9 +149,10 @@ impl Counters {
         let keys = (0..self.layout.shards)
             .map(|k| self.layout.shard_key(name, k))
             .collect::<Result<Vec<_>, _>>()?;
+        let budget = self.budget();
         let mut sum = 0_i128;
         for chunk in keys.chunks(BATCH_GET_MAX) {
-            for item in self.batch_get(chunk).await? {
+            for item in self.batch_get(chunk, &budget).await? {
                 let key = match item.get(&self.layout.partition_key) {
                     Some(AttributeValue::S(k)) => k.clone(),
                     _ => String::new(),
@@ -139,7 +163,13 @@ impl Counters {
         Ok(sum)
     }
 
-    async fn batch_get(&self, keys: &[String]) -> Result<Vec<HashMap<String, AttributeValue>>, CounterError> {
+    /// The items with these keys; keys left unprocessed are asked again, as retries under the
+    /// budget.
+    async fn batch_get(
+        &self,
+        keys: &[String],
+        budget: &Budget,
+    ) -> Result<Vec<HashMap<String, AttributeValue>>, CounterError> {
         let request = KeysAndAttributes::builder()
             .set_keys(Some(
                 keys.iter()
@@ -150,47 +180,32 @@ impl Counters {
             ))
             .consistent_read(true)
             .build()
-            .map_err(|e| self.request("BatchGetItem", &e))?;
-        let mut pending = Some(request);
-        let mut items = Vec::with_capacity(keys.len());
-        for attempt in 0..UNPROCESSED_ATTEMPTS {
-            let Some(request) = pending.take() else {
-                return Ok(items);
-            };
-            if attempt > 0 {
-                let cap = 50_u64 << attempt.min(6);
-                tokio::time::sleep(Duration::from_millis(fastrand::u64(..=cap))).await;
-            }
-            let out = self
-                .client
-                .batch_get_item()
-                .request_items(&self.table, request)
-                .send()
-                .await
-                .map_err(|e| self.request("BatchGetItem", &e))?;
-            if let Some(got) = out.responses().and_then(|r| r.get(&self.table)) {
-                items.extend(got.iter().cloned());
-            }
-            pending = out
-                .unprocessed_keys()
-                .and_then(|u| u.get(&self.table))
-                .filter(|k| !k.keys().is_empty())
-                .cloned();
-        }
-        match pending {
-            None => Ok(items),
-            Some(left) => Err(CounterError::Unprocessed {
-                table: self.table.clone(),
-                left: left.keys().len(),
-            }),
-        }
+            .map_err(|e| self.request("BatchGetItem", Failure::systemic(e.to_string())))?;
+        let table = &self.table;
+        let answers = budget
+            .drain("BatchGetItem", request, |wanted| {
+                let sent = self.client.batch_get_item().request_items(table, wanted).send();
+                async move {
+                    let mut output = sent.await.map_err(|e| io_policy::classify("BatchGetItem", &e))?;
+                    let items = output
+                        .responses
+                        .and_then(|mut r| r.remove(table))
+                        .unwrap_or_default();
+                    let rest = output.unprocessed_keys.take().and_then(|mut u| u.remove(table));
+                    Ok((items, rest.filter(|r| !r.keys().is_empty())))
+                }
+            })
+            .await
+            .map_err(|f| self.request("BatchGetItem", f))?;
+        Ok(answers.into_iter().flatten().collect())
     }
 
-    fn request(&self, operation: &'static str, e: &dyn std::error::Error) -> CounterError {
+    fn request(&self, operation: &'static str, failure: Failure) -> CounterError {
         CounterError::Request {
             operation,
             table: self.table.clone(),
-            message: DisplayErrorContext(e).to_string(),
+            kind: failure.kind,
+            message: failure.message,
         }
     }
 }

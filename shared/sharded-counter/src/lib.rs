@@ -25,5 +25,5 @@
 pub mod client;
 pub mod layout;
 
-pub use client::{CounterError, Counters};
+pub use client::{CounterError, Counters, OPERATION_TIME};
 pub use layout::{CounterKey, Layout, LayoutError};

@@ -113,3 +113,55 @@ async fn nothing_runs_past_the_stop_instant() {
     assert!(Instant::now() >= budget.stop_at);
     assert_eq!(budget.tally.requests(), 1);
 }
+
+#[tokio::test]
+async fn rounds_of_several_requests_are_bounded_like_attempts() {
+    let budget = quick().within(Duration::from_secs(60));
+    let mut rounds = budget.attempts();
+    let mut last = None;
+    let mut made = 0;
+    let failure = loop {
+        if let Err(failure) = rounds.next(last.take()).await {
+            break failure;
+        }
+        rounds.round();
+        made += 1;
+        last = Some(Failure::transient("changed by another writer"));
+    };
+    assert_eq!(made, quick().max_attempts);
+    assert!(failure.message.contains("gave up after"), "{}", failure.message);
+    // Rounds are not requests: their requests are counted by the calls inside them.
+    assert_eq!(budget.tally.requests(), 0);
+}
+
+#[tokio::test]
+async fn drain_sends_the_rest_until_nothing_is_left() {
+    let budget = quick().within(Duration::from_secs(60));
+    let sent = std::cell::RefCell::new(Vec::new());
+    let got = budget
+        .drain("BatchGetItem", vec![1, 2, 3], |keys: Vec<u32>| {
+            sent.borrow_mut().push(keys.clone());
+            async move {
+                let (first, rest) = keys.split_at(1);
+                Ok((first[0], (!rest.is_empty()).then(|| rest.to_vec())))
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(got, [1, 2, 3]);
+    assert_eq!(*sent.borrow(), [vec![1, 2, 3], vec![2, 3], vec![3]]);
+    assert_eq!((budget.tally.requests(), budget.tally.retries()), (3, 2));
+}
+
+#[tokio::test]
+async fn drain_gives_up_when_the_rest_stays_undone() {
+    let budget = quick().within(Duration::from_secs(60));
+    let result = budget
+        .drain("BatchGetItem", 7, |keys: u32| async move { Ok(((), Some(keys))) })
+        .await;
+    let failure = result.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::Transient);
+    assert!(failure.message.contains("left unprocessed"), "{failure}");
+    assert!(failure.message.contains("gave up after 4 attempts"), "{failure}");
+    assert_eq!(budget.tally.requests(), 4);
+}

@@ -1,0 +1,348 @@
+//! The I/O policy against a scripted endpoint: throttling, 5xx, unprocessed items and keys, a
+//! stalled attempt, and the deadline stop, each driven on purpose and counted request by request;
+//! and the counter-aggregator's conflict rounds, which stop before the invocation's deadline.
+
+use std::time::{Duration, Instant};
+
+use counter_aggregator::Aggregator;
+use ddb_writer::{Report, Writer};
+use grid_view::{Grid, Layout, Phase, Query, Signer};
+use io_policy::{Budget, Deadline, FailureKind, Policy};
+use serde_json::{Value, json};
+use sharded_counter::Counters;
+use stream_kit::{Event, EventRecord, ItemWrite, Metric, Op, Vars};
+use stream_runtime::Runtime;
+
+use crate::scripted::{Reply, Scripted};
+
+/// Fast retries, so that the tests spend their time on what they test.
+fn policy() -> Policy {
+    Policy {
+        base_delay: Duration::from_millis(5),
+        max_delay: Duration::from_millis(40),
+        attempt_timeout: Duration::from_secs(5),
+        ..Policy::default()
+    }
+}
+
+fn budget(policy: Policy) -> Budget {
+    policy.within(Duration::from_secs(30))
+}
+
+fn put(pk: usize) -> ItemWrite {
+    let item = serde_json::from_value(json!({"pk": {"S": format!("k{pk}")}, "sk": {"S": "s"}})).unwrap();
+    ItemWrite {
+        table: "index".into(),
+        op: Op::Put(item),
+        origin: pk,
+    }
+}
+
+/// The partition keys a `BatchWriteItem` request carried, in order.
+fn written(body: &Value) -> Vec<String> {
+    body["RequestItems"]["index"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["PutRequest"]["Item"]["pk"]["S"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn write(endpoint: &Scripted, writes: usize, budget: &Budget) -> Report {
+    Writer::new(endpoint.dynamodb())
+        .write((0..writes).map(put).collect(), budget)
+        .await
+}
+
+fn all_done() -> Reply {
+    Reply::ok(json!({"UnprocessedItems": {}}))
+}
+
+#[tokio::test]
+async fn throttled_batch_writes_are_retried_until_they_are_applied() {
+    let endpoint = Scripted::replies(vec![Reply::throttled(), Reply::throttled()], all_done()).await;
+    let budget = budget(policy());
+    let report = write(&endpoint, 3, &budget).await;
+    assert_eq!((report.writes, report.failed), (3, 0), "{:?}", report.failures);
+    assert_eq!((budget.tally.requests(), budget.tally.retries()), (3, 2));
+    let seen = endpoint.seen();
+    assert_eq!(seen.len(), 3);
+    assert!(seen.iter().all(|r| written(&r.body) == ["k0", "k1", "k2"]));
+}
+
+#[tokio::test]
+async fn a_server_error_is_transient_and_retried() {
+    let endpoint = Scripted::replies(vec![Reply::server_error()], all_done()).await;
+    let budget = budget(policy());
+    let report = write(&endpoint, 2, &budget).await;
+    assert_eq!((report.writes, report.failed), (2, 0), "{:?}", report.failures);
+    assert_eq!((budget.tally.requests(), budget.tally.retries()), (2, 1));
+    assert_eq!(endpoint.operations(), ["BatchWriteItem", "BatchWriteItem"]);
+}
+
+#[tokio::test]
+async fn unprocessed_items_and_only_they_are_sent_again() {
+    // The first answer leaves k1 unprocessed, in the form DynamoDB returns it.
+    let first = Reply::ok(json!({"UnprocessedItems": {"index": [
+        {"PutRequest": {"Item": {"pk": {"S": "k1"}, "sk": {"S": "s"}}}}
+    ]}}));
+    let endpoint = Scripted::replies(vec![first], all_done()).await;
+    let budget = budget(policy());
+    let report = write(&endpoint, 3, &budget).await;
+    assert_eq!((report.writes, report.failed), (3, 0), "{:?}", report.failures);
+    assert_eq!((budget.tally.requests(), budget.tally.retries()), (2, 1));
+    let seen = endpoint.seen();
+    assert_eq!(written(&seen[0].body), ["k0", "k1", "k2"]);
+    assert_eq!(written(&seen[1].body), ["k1"]);
+}
+
+#[tokio::test]
+async fn unprocessed_items_that_stay_unprocessed_fail_as_transient_after_max_attempts() {
+    let stuck = Reply::ok(json!({"UnprocessedItems": {"index": [
+        {"PutRequest": {"Item": {"pk": {"S": "k0"}, "sk": {"S": "s"}}}}
+    ]}}));
+    let endpoint = Scripted::replies(vec![], stuck).await;
+    let budget = budget(Policy {
+        max_attempts: 4,
+        ..policy()
+    });
+    let report = write(&endpoint, 2, &budget).await;
+    assert_eq!((report.writes, report.failed), (1, 1));
+    let (origin, failure) = &report.failures[0];
+    assert_eq!((*origin, failure.kind), (0, FailureKind::Transient));
+    assert!(
+        failure.message.contains("gave up after 4 attempts"),
+        "{}",
+        failure.message
+    );
+    assert_eq!(endpoint.seen().len(), 4);
+}
+
+#[tokio::test]
+async fn a_stalled_attempt_is_cut_off_at_the_attempt_timeout_and_retried() {
+    let endpoint = Scripted::replies(vec![all_done().after(Duration::from_secs(30))], all_done()).await;
+    let budget = budget(Policy {
+        attempt_timeout: Duration::from_millis(300),
+        ..policy()
+    });
+    let report = write(&endpoint, 2, &budget).await;
+    assert_eq!((report.writes, report.failed), (2, 0), "{:?}", report.failures);
+    assert_eq!((budget.tally.requests(), budget.tally.retries()), (2, 1));
+    assert_eq!(endpoint.seen().len(), 2);
+}
+
+#[tokio::test]
+async fn sustained_throttling_stops_at_the_deadline_not_after_it() {
+    let endpoint = Scripted::replies(vec![], Reply::throttled()).await;
+    let policy = Policy {
+        max_attempts: 10_000,
+        base_delay: Duration::from_millis(20),
+        max_delay: Duration::from_millis(100),
+        margin: Duration::from_millis(500),
+        ..policy()
+    };
+    let deadline = Deadline::after(Duration::from_millis(1500));
+    let budget = policy.budget(deadline);
+    let report = write(&endpoint, 2, &budget).await;
+    let returned = Instant::now();
+    assert_eq!((report.writes, report.failed), (0, 2));
+    for (_, failure) in &report.failures {
+        assert_eq!(failure.kind, FailureKind::Transient);
+        assert!(failure.message.contains("deadline"), "{}", failure.message);
+    }
+    let seen = endpoint.seen();
+    // Many attempts were made (the throttling path ran), none of them past the deadline.
+    assert!(seen.len() >= 3, "{} requests", seen.len());
+    assert_eq!(budget.tally.requests(), seen.len() as u64);
+    let end = deadline.less(Duration::ZERO);
+    assert!(seen.iter().all(|r| r.at < end));
+    assert!(returned < end, "the writer returned after the deadline");
+}
+
+/// A grid over scripted tables: `project-num` lists two items that lack the field, and the first
+/// `BatchGetItem` leaves the second one's key unprocessed.
+#[tokio::test]
+async fn unprocessed_keys_of_the_grid_are_asked_again_under_the_policy() {
+    let mut batch_gets = 0;
+    let endpoint = Scripted::start(move |request| {
+        let base = |id: &str, num: u32| json!({"id": {"S": id}, "project": {"S": "p1"}, "num": {"N": num.to_string()}});
+        match request.operation.as_str() {
+            "Query" if request.body.get("IndexName").is_some() => Reply::ok(json!({
+                "Items": [{"id": {"S": "a"}, "project": {"S": "p1"}, "num": {"N": "1"}},
+                          {"id": {"S": "b"}, "project": {"S": "p1"}, "num": {"N": "2"}}],
+                "Count": 2, "ScannedCount": 2
+            })),
+            "Query" => Reply::ok(json!({"Items": [], "Count": 0, "ScannedCount": 0})),
+            "BatchGetItem" => {
+                batch_gets += 1;
+                match batch_gets {
+                    1 => Reply::throttled(),
+                    2 => {
+                        let mut rest = request.body["RequestItems"]["issues"].clone();
+                        rest["Keys"] = json!([{"id": {"S": "b"}}]);
+                        Reply::ok(json!({"Responses": {"issues": [base("a", 1)]},
+                                          "UnprocessedKeys": {"issues": rest}}))
+                    }
+                    _ => Reply::ok(json!({"Responses": {"issues": [base("b", 2)]}, "UnprocessedKeys": {}})),
+                }
+            }
+            other => Reply::error(400, "ValidationException", &format!("unscripted {other}")),
+        }
+    })
+    .await;
+    let layout = Layout {
+        table: "issues".into(),
+        key: "id".into(),
+        scope: "project".into(),
+        order: "num".into(),
+        source: "custom_fields".into(),
+        nulls_index: "project-num".into(),
+        index_table: "index".into(),
+        projected: vec![],
+    };
+    let grid = Grid::new(endpoint.dynamodb(), layout, Signer::new(b"scripted", 60))
+        .with_policy(policy(), Duration::from_secs(30));
+    let query = Query {
+        scope: "p1".into(),
+        field: "f".into(),
+        descending: false,
+        limit: 10,
+        filter: grid_view::Filter::None,
+        attributes: vec![],
+    };
+    let page = grid.page(&query, None).await.unwrap();
+    assert_eq!(page.phase, Phase::Nulls);
+    let ids: Vec<&str> = page
+        .rows
+        .iter()
+        .map(|r| r.item["id"]["S"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert_eq!(
+        (
+            page.requests.queries,
+            page.requests.batch_gets,
+            page.requests.retries
+        ),
+        (2, 3, 2)
+    );
+    let seen = endpoint.seen();
+    let keys = |i: usize| {
+        seen[i].body["RequestItems"]["issues"]["Keys"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!((keys(3), keys(4)), (2, 1), "{:?}", endpoint.operations());
+}
+
+#[tokio::test]
+async fn unprocessed_keys_of_an_exact_counter_read_are_asked_again() {
+    let mut calls = 0;
+    let endpoint = Scripted::start(move |request| {
+        calls += 1;
+        let shard = |k: u32, n: u32| json!({"pk": {"S": format!("COUNTER#votes#SHARD#{k}")}, "count": {"N": n.to_string()}});
+        if calls == 1 {
+            let mut rest = request.body["RequestItems"]["counters"].clone();
+            rest["Keys"] = json!([{"pk": {"S": "COUNTER#votes#SHARD#2"}}]);
+            Reply::ok(json!({"Responses": {"counters": [shard(0, 5), shard(1, 6)]},
+                              "UnprocessedKeys": {"counters": rest}}))
+        } else {
+            Reply::ok(json!({"Responses": {"counters": [shard(2, 7)]}, "UnprocessedKeys": {}}))
+        }
+    })
+    .await;
+    let counters = Counters::new(
+        endpoint.dynamodb(),
+        "counters",
+        sharded_counter::Layout::new(3).unwrap(),
+    )
+    .with_policy(policy(), Duration::from_secs(30));
+    assert_eq!(counters.exact("votes").await.unwrap(), 18);
+    let seen = endpoint.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(
+        seen[1].body["RequestItems"]["counters"]["Keys"],
+        json!([{"pk": {"S": "COUNTER#votes#SHARD#2"}}])
+    );
+}
+
+fn shard_record(seq: u64, k: u32, count: i64) -> EventRecord {
+    let key = json!({"pk": {"S": format!("COUNTER#votes#SHARD#{k}")}});
+    serde_json::from_value(json!({
+        "eventID": format!("e{seq}"),
+        "eventName": "MODIFY",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/counters/stream/2026-11-01T00:00:00.000",
+        "dynamodb": {
+            "Keys": key,
+            "NewImage": {"pk": key["pk"], "count": {"N": count.to_string()}},
+            "SequenceNumber": format!("{seq:021}"),
+            "SizeBytes": 60,
+            "StreamViewType": "NEW_AND_OLD_IMAGES"
+        }
+    }))
+    .unwrap()
+}
+
+/// Another writer wins every round: each conditional `PutItem` of the total fails. The
+/// aggregator's read-merge-write rounds must stop before the invocation's deadline and report
+/// the batch's first record as the checkpoint, however many rounds the policy would allow.
+#[tokio::test]
+async fn the_aggregator_stops_its_conflict_rounds_before_the_deadline() {
+    let endpoint = Scripted::start(|request| match request.operation.as_str() {
+        "GetItem" => Reply::ok(json!({"Item": {
+            "pk": {"S": "COUNTER#votes#TOTAL"}, "total": {"N": "1"}, "version": {"N": "1"},
+            "shards": {"M": {"0": {"M": {"v": {"N": "1"}, "q": {"S": "0".repeat(40)}}}}}
+        }})),
+        "PutItem" => Reply::error(
+            400,
+            "ConditionalCheckFailedException",
+            "The conditional request failed",
+        ),
+        other => Reply::error(400, "ValidationException", &format!("unscripted {other}")),
+    })
+    .await;
+    let vars = std::collections::HashMap::from([
+        ("COUNTER_TABLE".to_owned(), "counters".to_owned()),
+        ("PARKING_BUCKET".to_owned(), "parking".to_owned()),
+        ("WRITE_MAX_ATTEMPTS".to_owned(), "20".to_owned()),
+        ("DEADLINE_MARGIN_MS".to_owned(), "1000".to_owned()),
+        (
+            "AWS_LAMBDA_FUNCTION_NAME".to_owned(),
+            "counter-aggregator-test".to_owned(),
+        ),
+    ]);
+    let lookup = |name: &str| vars.get(name).cloned();
+    let runtime: Runtime<Aggregator> = Runtime::from_vars(&Vars::new(&lookup), &endpoint.sdk()).unwrap();
+    let mut event = Event::default();
+    event.records = vec![shard_record(1, 0, 3), shard_record(2, 1, 4)];
+    let deadline = Deadline::after(Duration::from_secs(3));
+    let (response, metrics) = runtime.handle_counted(event, deadline).await;
+    let returned = Instant::now();
+
+    let failures: Vec<String> = response
+        .unwrap()
+        .batch_item_failures
+        .into_iter()
+        .map(|f| f.item_identifier.unwrap_or_default())
+        .collect();
+    assert_eq!(failures, ["000000000000000000001"]);
+    assert_eq!(metrics.get(Metric::TransientFailures), 1);
+    assert_eq!(metrics.get(Metric::ParkedRecords), 0);
+    let seen = endpoint.seen();
+    let conflicts = metrics.get(Metric::Conflicts);
+    // The conflict path ran, round after round, and every round was counted.
+    assert!(conflicts >= 3, "{conflicts} conflicts");
+    assert_eq!(
+        seen.iter().filter(|r| r.operation == "PutItem").count() as u64,
+        conflicts
+    );
+    let end = deadline.less(Duration::ZERO);
+    assert!(
+        seen.iter().all(|r| r.at < end),
+        "a request was sent past the deadline"
+    );
+    assert!(returned < end, "the invocation outlived its deadline");
+}

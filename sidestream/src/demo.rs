@@ -13,11 +13,10 @@ use anyhow::Context as _;
 use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Value, json};
-use sharded_counter::{Counters, Layout};
+use sharded_counter::{Counters, Sharding};
 use stream_replayer::{Pipeline, Progress};
 
-use crate::check;
-use crate::local::{Stack, put_json as put, s3_client};
+use local_stack::{Stack, put_json as put, s3_client};
 
 /// The issue tracker the demo loads (`sidestream/demo/issue-tracker.json`).
 const ISSUE_TRACKER: &str = include_str!("../demo/issue-tracker.json");
@@ -33,7 +32,7 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
 /// Runs the demo against `stack`, with `pipeline` replaying its streams; prints to `out`.
 /// Returns whether every check held.
-pub async fn run(
+pub(crate) async fn run(
     sdk: &SdkConfig,
     stack: &Stack,
     mut pipeline: Pipeline,
@@ -68,7 +67,7 @@ pub async fn run(
     let counter = Counters::new(
         aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk)),
         &counters,
-        Layout::new(SHARDS)?,
+        Sharding::new(SHARDS)?,
     );
     let true_sum = increment(&counter, out).await?;
 
@@ -308,7 +307,7 @@ async fn print_index(
             )?;
         }
     }
-    let index = check::index(client, stack).await?;
+    let index = local_stack::check_index(client, stack).await?;
     let exact = index.is_exact();
     if exact {
         writeln!(
@@ -355,7 +354,7 @@ async fn print_archive(
 ) -> anyhow::Result<bool> {
     let (bucket, prefix) = stack.archive_location()?;
     writeln!(out, "\nArchived by TTL, read back from s3://{bucket}/{prefix}")?;
-    let read_back = crate::archive::items(&s3_client(sdk), &bucket, &prefix).await?;
+    let read_back = archive_reader::items(&s3_client(sdk), &bucket, &prefix).await?;
     let mut ids = Vec::new();
     for (key, item) in &read_back {
         let item = serde_json::to_value(item)?;

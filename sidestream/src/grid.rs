@@ -3,11 +3,11 @@
 
 use std::io::Write;
 
-use grid_view::{Layout, Page, Phase};
+use grid_view::{GridSchema, Page, Phase};
 use serde_json::Value;
 
 /// A DynamoDB JSON value as plain text: strings and numbers as they are, sets and maps as JSON.
-pub fn plain(value: Option<&Value>) -> String {
+pub(crate) fn plain(value: Option<&Value>) -> String {
     let Some(Value::Object(typed)) = value else {
         return String::new();
     };
@@ -22,9 +22,9 @@ pub fn plain(value: Option<&Value>) -> String {
 
 /// Prints `page`: a header, one line per item (the sorted value, the key, the order attribute,
 /// the index's attributes and any asked for), then `next: <cursor>` or `next: none`.
-pub fn render(
+pub(crate) fn render(
     page: &Page,
-    layout: &Layout,
+    layout: &GridSchema,
     field: &str,
     attributes: &[String],
     mut out: impl Write,

@@ -13,35 +13,35 @@ use crate::typed_json::{value_from_json, value_to_json};
 
 /// Options shared by both directions.
 #[derive(Debug, Clone, Default)]
-pub struct KeyOptions {
+pub(crate) struct KeyOptions {
     /// The binary form (B keys, base64 in JSON) instead of the text form (S keys).
-    pub binary: bool,
+    pub(crate) binary: bool,
     /// 0-based positions that sort descending. Positions past a tuple's end are ignored, so one
     /// list serves full tuples and their prefixes. When given, decode checks the directions the
     /// key records against it; when not, encode makes every component ascending.
-    pub desc: Option<BTreeSet<usize>>,
+    pub(crate) desc: Option<BTreeSet<usize>>,
     /// Encode against the 2048-byte partition-key limit instead of the 1024-byte sort-key one.
-    pub partition: bool,
+    pub(crate) partition: bool,
 }
 
 /// What a run processed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// Input lines read.
-    pub lines: usize,
+    pub(crate) lines: usize,
     /// Lines answered with `{"error":…}`.
-    pub errors: usize,
+    pub(crate) errors: usize,
 }
 
 /// Encodes each input line (a JSON array of typed values) to `{"S":"<key>"}` or
 /// `{"B":"<base64>"}`; a line that cannot be encoded gets `{"error":"<reason>"}`.
-pub fn encode(input: impl BufRead, output: impl Write, options: &KeyOptions) -> io::Result<Summary> {
+pub(crate) fn encode(input: impl BufRead, output: impl Write, options: &KeyOptions) -> io::Result<Summary> {
     each_line(input, output, |line| encode_line(line, options))
 }
 
 /// Decodes each input line (a key as `encode` writes it, or the bare key) to a JSON array of
 /// typed values; a line that cannot be decoded gets `{"error":"<reason>"}`.
-pub fn decode(input: impl BufRead, output: impl Write, options: &KeyOptions) -> io::Result<Summary> {
+pub(crate) fn decode(input: impl BufRead, output: impl Write, options: &KeyOptions) -> io::Result<Summary> {
     each_line(input, output, |line| decode_line(line, options))
 }
 

@@ -1,265 +1,25 @@
-//! `sidestream`: the command line. Parses arguments and hands each subcommand stdin and stdout.
+//! `sidestream`: the command line. [`args`] parses the flags; this file resolves them into library
+//! objects, runs the subcommand, and renders its output.
 
 use std::io::{self, BufWriter, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
+mod args;
+mod demo;
+mod grid;
+mod key;
+mod plan;
+mod typed_json;
+
+use crate::args::{ArchiveCommand, Cli, Command, Function, GridArgs, KeyCommand, LocalCommand};
+use crate::key::KeyOptions;
 use anyhow::Context as _;
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use sidestream::archive;
-use sidestream::key::{self, KeyOptions};
-use sidestream::local::{self, Emulated, Stack};
+use archive_reader as archive;
+use clap::Parser as _;
+use local_stack::{Emulated, Stack};
 use stream_kit::Vars;
 use stream_replayer::FailureLog;
-
-/// Sidestream: DynamoDB stream processing toolkit.
-#[derive(Debug, Parser)]
-#[command(name = "sidestream", version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Order-preserving DynamoDB keys.
-    #[command(subcommand)]
-    Key(KeyCommand),
-    /// Runs a function's planning step on an event file, without touching AWS.
-    ///
-    /// Configuration comes from the same environment variables as the Lambda (multikey-indexer:
-    /// `MULTIKEY_INDEXES`; ttl-archiver: `ARCHIVE_PREFIX`, `ARCHIVE_GZIP_LEVEL`;
-    /// counter-aggregator: `COUNTER_PARTITION_KEY`). Prints one JSON object per planned write
-    /// (multikey-indexer), per archive object (ttl-archiver) or per counter total to update
-    /// (counter-aggregator); what is left out and the record planning stopped at go to stderr,
-    /// and a stop exits with status 1.
-    Plan {
-        /// The function whose plan to run.
-        function: Function,
-        /// A DynamoDB stream event (`{"Records":[…]}`), as Lambda delivers it.
-        #[arg(long, value_name = "FILE")]
-        event: PathBuf,
-        /// ttl-archiver: also write the archive objects under DIR, at their keys.
-        #[arg(long, value_name = "DIR")]
-        out: Option<PathBuf>,
-    },
-    /// The ttl-archiver's archives: read them, restore them.
-    ///
-    /// S3 and DynamoDB are reached with the usual AWS configuration (`AWS_PROFILE`, `AWS_REGION`,
-    /// `AWS_ENDPOINT_URL` for an emulator); set `S3_FORCE_PATH_STYLE=true` for emulators that
-    /// need it.
-    #[command(subcommand)]
-    Archive(ArchiveCommand),
-    /// The stack of `template.yaml` on a local AWS emulator (moto), with Lambda's event source
-    /// mappings replayed.
-    ///
-    /// Tables and buckets are created from the template (existing ones are kept) and named
-    /// `<stack>-<logicalid>`. Each function runs as its real binary behind `cargo lambda watch`
-    /// (or in process) with the template's environment, and gets its stream's records the way
-    /// Lambda would deliver them: `FilterCriteria`, `BatchSize`, `batchItemFailures`, bisection,
-    /// `MaximumRetryAttempts` (given-up ranges go to the failure log). Items whose TTL attribute
-    /// is past are deleted, and their REMOVE records carry DynamoDB's service identity.
-    /// The emulator is reached with `AWS_ENDPOINT_URL` (scripts/moto sets it).
-    #[command(subcommand)]
-    Local(LocalCommand),
-    /// One page of a scope's items sorted by an indexed field (the multikey index's read side):
-    /// the items that have the field in its order, then those without it in `num` order.
-    ///
-    /// Prints a table and `next: <cursor>`; pass the cursor back with --cursor for the next page.
-    /// Cursors are signed with `GRID_CURSOR_KEY` (a built-in development key when unset, which
-    /// makes them tamper-evident but not unforgeable) and last a day.
-    Grid(GridArgs),
-}
-
-#[derive(Debug, Args)]
-struct GridArgs {
-    /// The base table (the issues).
-    #[arg(long)]
-    table: String,
-    /// The multikey index table.
-    #[arg(long)]
-    index_table: String,
-    /// The scope's value, e.g. a project id.
-    #[arg(long)]
-    scope: String,
-    /// The field to sort by (a key of the indexed map).
-    #[arg(long)]
-    field: String,
-    /// Highest values first (items without the field still come last).
-    #[arg(long)]
-    desc: bool,
-    /// Items per page (1-100).
-    #[arg(long, default_value_t = 20)]
-    limit: usize,
-    /// The cursor a previous page printed.
-    #[arg(long)]
-    cursor: Option<String>,
-    /// Values from this one (a typed component, e.g. `{"N":"10"}` or `{"S":"2023-05-01"}`).
-    #[arg(long, value_name = "JSON")]
-    from: Option<String>,
-    /// Values up to this one, included.
-    #[arg(long, value_name = "JSON")]
-    to: Option<String>,
-    /// String values beginning with this.
-    #[arg(long, conflicts_with_all = ["from", "to"])]
-    prefix: Option<String>,
-    /// Base attributes to show besides the index's (fetched with one `BatchGetItem`).
-    #[arg(long, value_delimiter = ',')]
-    attributes: Vec<String>,
-    /// The base table's key attribute.
-    #[arg(long, default_value = "id")]
-    key: String,
-    /// The scope attribute.
-    #[arg(long, default_value = "project")]
-    scope_attribute: String,
-    /// The order attribute of the nulls phase.
-    #[arg(long, default_value = "num")]
-    order: String,
-    /// The indexed map attribute.
-    #[arg(long, default_value = "custom_fields")]
-    source: String,
-    /// The base table's index by scope and order.
-    #[arg(long, default_value = "project-num")]
-    nulls_index: String,
-    /// The base attributes the index items carry (the indexer's `include`).
-    #[arg(long, value_delimiter = ',', default_value = "name,state")]
-    projected: Vec<String>,
-}
-
-#[derive(Debug, Subcommand)]
-enum LocalCommand {
-    /// Creates the stack and replays its streams until interrupted (or, with --until-settled,
-    /// until everything written so far is delivered).
-    Run {
-        #[command(flatten)]
-        options: LocalOptions,
-        /// Stop once every stream has been replayed to its end.
-        #[arg(long)]
-        until_settled: bool,
-    },
-    /// Creates the stack, loads the article's issue tracker, a hot counter and expiring issues
-    /// while the replayer runs, then prints what the functions kept and checks it is exact
-    /// (exit status 1 if not).
-    Demo {
-        #[command(flatten)]
-        options: LocalOptions,
-    },
-}
-
-#[derive(Debug, Args)]
-struct LocalOptions {
-    /// The SAM template.
-    #[arg(long, default_value = "template.yaml", value_name = "FILE")]
-    template: PathBuf,
-    /// The stack name, the prefix of every resource name.
-    #[arg(long, default_value = "sidestream-local")]
-    stack: String,
-    /// A template parameter, `NAME=VALUE` (repeatable); the rest take their defaults.
-    #[arg(long = "parameter", value_name = "NAME=VALUE", value_parser = parse_parameter)]
-    parameters: Vec<(String, String)>,
-    /// Run the functions' library handlers in this process instead of their binaries.
-    #[arg(long)]
-    in_process: bool,
-    /// Where the function binaries are (default: beside this program).
-    #[arg(long, value_name = "DIR")]
-    bin_dir: Option<PathBuf>,
-    /// The cargo-lambda program.
-    #[arg(long, default_value = "cargo-lambda", value_name = "PATH")]
-    cargo_lambda: PathBuf,
-    /// Ranges of records given up on after `MaximumRetryAttempts`, one JSON line each.
-    #[arg(long, default_value = "target/local/failures.jsonl", value_name = "FILE")]
-    failure_log: PathBuf,
-    /// Where the function binaries' logs go.
-    #[arg(long, default_value = "target/local/logs", value_name = "DIR")]
-    log_dir: PathBuf,
-}
-
-fn parse_parameter(text: &str) -> Result<(String, String), String> {
-    text.split_once('=')
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .ok_or_else(|| format!("{text:?} is not NAME=VALUE"))
-}
-
-#[derive(Debug, Subcommand)]
-enum ArchiveCommand {
-    /// Prints an archive object as plain JSON lines: items as ordinary JSON (sets as arrays,
-    /// binary as base64, numbers exact), metadata lines with their keys likewise.
-    Cat {
-        /// `s3://BUCKET/KEY`, or a local file.
-        source: String,
-        /// Print the lines as archived, in DynamoDB JSON.
-        #[arg(long)]
-        typed: bool,
-    },
-    /// Puts the items archived under a prefix back into an existing table, object by object in
-    /// key order, replacing items with the same key. Progress goes to stderr.
-    Restore {
-        /// The archive bucket.
-        #[arg(long)]
-        bucket: String,
-        /// The key prefix to restore, for example `archive/table=issues/` or a single day.
-        #[arg(long)]
-        prefix: String,
-        /// The table to put the items into.
-        #[arg(long)]
-        table: String,
-    },
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Function {
-    /// The multikey index.
-    MultikeyIndexer,
-    /// The TTL archive.
-    TtlArchiver,
-    /// The sharded counters' totals.
-    CounterAggregator,
-}
-
-#[derive(Debug, Subcommand)]
-enum KeyCommand {
-    /// Encodes typed tuples, one JSON array per line, into keys: `{"S":"…"}` or `{"B":"…"}`.
-    ///
-    /// Components are DynamoDB JSON ({"S":"Open"}, {"N":"42"}, {"B":"AQI="}, {"BOOL":true},
-    /// {"NULL":true}) or {"DATE":"2024-05-01"} / {"DATETIME":"2024-05-01T12:34:56Z"}.
-    /// A line that cannot be encoded yields {"error":"…"}; the exit status is then 1.
-    Encode {
-        #[command(flatten)]
-        form: Form,
-        /// Check against the 2048-byte partition-key limit instead of the 1024-byte sort-key one.
-        #[arg(long)]
-        partition: bool,
-    },
-    /// Decodes keys, one per line ({"S":"…"}, {"B":"…"}, or the bare key), into JSON arrays.
-    Decode {
-        #[command(flatten)]
-        form: Form,
-    },
-}
-
-#[derive(Debug, Args)]
-struct Form {
-    /// The binary form (B keys, base64) instead of the text form (S keys).
-    #[arg(long)]
-    binary: bool,
-    /// Comma-separated 0-based positions that sort descending, e.g. `--desc 1,2`. When decoding,
-    /// the key's recorded directions are checked against it.
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
-    desc: Option<Vec<usize>>,
-}
-
-impl Form {
-    fn options(&self) -> KeyOptions {
-        KeyOptions {
-            binary: self.binary,
-            desc: self
-                .desc
-                .as_ref()
-                .map(|positions| positions.iter().copied().collect()),
-            partition: false,
-        }
-    }
-}
 
 fn main() -> anyhow::Result<ExitCode> {
     match Cli::parse().command {
@@ -318,7 +78,7 @@ fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
             &sdk,
             |function| {
                 if options.in_process {
-                    return local::in_process_invoker(function, &sdk);
+                    return local_stack::in_process_invoker(function, &sdk);
                 }
                 let emulated =
                     Emulated::function(&options.cargo_lambda, &bin_dir, function, &options.log_dir)?;
@@ -339,7 +99,7 @@ fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
         writeln!(out, "  failure log {}", options.failure_log.display())?;
         out.flush()?;
         if demo {
-            let ok = sidestream::demo::run(&sdk, &stack, pipeline, &mut out).await?;
+            let ok = crate::demo::run(&sdk, &stack, pipeline, &mut out).await?;
             return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
         }
         let mut pipeline = pipeline;
@@ -386,22 +146,20 @@ fn run_plan(function: Function, event: &Path, out: Option<&Path>) -> anyhow::Res
         Function::MultikeyIndexer => {
             anyhow::ensure!(out.is_none(), "--out is for the ttl-archiver's objects");
             let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&Vars::process_lookup))?;
-            let plan = sidestream::plan::multikey_indexer(&indexes, &bytes, stdout, stderr)
+            let plan = crate::plan::multikey_indexer(&indexes, &bytes, stdout, stderr)
                 .with_context(|| format!("cannot plan {}", event.display()))?;
             plan.stopped.is_some() || !plan.rejected.is_empty()
         }
         Function::TtlArchiver => {
-            let layout = ttl_archiver::Layout::from_vars(&Vars::new(&Vars::process_lookup))?;
-            let plan = sidestream::plan::ttl_archiver(&layout, &bytes, out, stdout, stderr)
+            let layout = ttl_archiver::ObjectSettings::from_vars(&Vars::new(&Vars::process_lookup))?;
+            let plan = crate::plan::ttl_archiver(&layout, &bytes, out, stdout, stderr)
                 .with_context(|| format!("cannot plan {}", event.display()))?;
             plan.stopped.is_some() || !plan.rejected.is_empty()
         }
         Function::CounterAggregator => {
             anyhow::ensure!(out.is_none(), "--out is for the ttl-archiver's objects");
-            let key = Vars::new(&Vars::process_lookup)
-                .optional("COUNTER_PARTITION_KEY")
-                .unwrap_or_else(|| sharded_counter::layout::DEFAULT_PARTITION_KEY.to_owned());
-            let plan = sidestream::plan::counter_aggregator(&key, &bytes, stdout, stderr)
+            let key = counter_aggregator::handler::partition_key(&Vars::new(&Vars::process_lookup));
+            let plan = crate::plan::counter_aggregator(&key, &bytes, stdout, stderr)
                 .with_context(|| format!("cannot plan {}", event.display()))?;
             plan.stopped.is_some() || !plan.rejected.is_empty()
         }
@@ -421,7 +179,7 @@ fn run_grid(args: GridArgs) -> anyhow::Result<ExitCode> {
                 let json: serde_json::Value =
                     serde_json::from_str(text).with_context(|| format!("{text} is not JSON"))?;
                 std::ops::Bound::Included(
-                    sidestream::typed_json::value_from_json(&json).map_err(anyhow::Error::msg)?,
+                    crate::typed_json::value_from_json(&json).map_err(anyhow::Error::msg)?,
                 )
             }
         })
@@ -439,7 +197,7 @@ fn run_grid(args: GridArgs) -> anyhow::Result<ExitCode> {
         filter,
         attributes: args.attributes,
     };
-    let layout = grid_view::Layout {
+    let layout = grid_view::GridSchema {
         table: args.table,
         key: args.key,
         scope: args.scope_attribute,
@@ -461,7 +219,7 @@ fn run_grid(args: GridArgs) -> anyhow::Result<ExitCode> {
             signer,
         );
         let page = grid.page(&query, args.cursor.as_deref()).await?;
-        sidestream::grid::render(
+        crate::grid::render(
             &page,
             &layout,
             &query.field,
@@ -483,7 +241,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn run_archive(command: ArchiveCommand) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let s3 = local::s3_client(&sdk);
+        let s3 = local_stack::s3_client(&sdk);
         match command {
             ArchiveCommand::Cat { source, typed } => {
                 let bytes = archive::Source::parse(&source)?.fetch(&s3).await?;

@@ -7,14 +7,14 @@ use anyhow::Context as _;
 use multikey_indexer::{Indexes, Plan};
 use serde_json::{Map, Value, json};
 use stream_kit::{Event, Op};
-use ttl_archiver::Layout;
+use ttl_archiver::ObjectSettings;
 
 /// Plans `event` (a DynamoDB stream event's JSON) with the multikey indexer's configuration and
 /// writes one JSON object per planned write:
 /// `{"op":"put"|"delete","table":…,"key":{…},"item":{…},"record":N}` (deletes have no `item`;
 /// `record` is the position of the record the write finishes). What planning left out or stopped
 /// at goes to `err`, one line each.
-pub fn multikey_indexer(
+pub(crate) fn multikey_indexer(
     indexes: &Indexes,
     event: &[u8],
     mut out: impl Write,
@@ -106,8 +106,8 @@ fn describe(event: &Event, record: usize, what: &str, mut err: impl Write) -> io
 /// object). With `out_dir`, also writes each object to `out_dir/<key>`, for
 /// `sidestream archive cat`. Skipped records, keys-only records and the record planning stopped
 /// at go to `err`, one line each.
-pub fn ttl_archiver(
-    layout: &Layout,
+pub(crate) fn ttl_archiver(
+    layout: &ObjectSettings,
     event: &[u8],
     out_dir: Option<&Path>,
     mut out: impl Write,
@@ -161,7 +161,7 @@ pub fn ttl_archiver(
 /// "sequenceNumber":…}},"firstRecord":N}`. Each becomes one conditional write of the total item,
 /// merged with what the item holds (only shard states newer than the stored ones count).
 /// Skipped records and the record planning stopped at go to `err`.
-pub fn counter_aggregator(
+pub(crate) fn counter_aggregator(
     partition_key: &str,
     event: &[u8],
     mut out: impl Write,

@@ -8,7 +8,7 @@ use key_codec::{Date, DateTime, Number, Value};
 use serde_json::{Map, Value as Json, json};
 
 /// Reads one typed component. The error says what was expected.
-pub fn value_from_json(json: &Json) -> Result<Value, String> {
+pub(crate) fn value_from_json(json: &Json) -> Result<Value, String> {
     let Some((kind, inner)) = json
         .as_object()
         .filter(|o| o.len() == 1)
@@ -49,7 +49,7 @@ pub fn value_from_json(json: &Json) -> Result<Value, String> {
 }
 
 /// Writes one typed component, the inverse of [`value_from_json`].
-pub fn value_to_json(value: &Value) -> Json {
+pub(crate) fn value_to_json(value: &Value) -> Json {
     let (kind, inner) = match value {
         Value::Null => ("NULL", json!(true)),
         Value::Bool(b) => ("BOOL", json!(b)),

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::time::Duration;
 
+use archive_reader::{self as archive, Source};
 use aws_sdk_dynamodb::types::ScalarAttributeType;
 use serde_json::{Value, json};
-use sidestream::archive::{self, Source};
 use stream_kit::{Deadline, Event, EventRecord};
 use stream_runtime::Runtime;
 use ttl_archiver::{Archiver, synthetic};
@@ -38,6 +38,13 @@ async fn archiver(bucket: &str) -> Runtime<Archiver> {
 async fn bucket(s3: &aws_sdk_s3::Client) -> String {
     let name = unique("archive");
     s3.create_bucket().bucket(&name).send().await.unwrap();
+    name
+}
+
+/// A new table keyed like the synthetic sessions (`pk`, `sk`), named after `prefix`.
+async fn sessions_table(dynamodb: &aws_sdk_dynamodb::Client, prefix: &str) -> String {
+    let name = unique(prefix);
+    create_table(dynamodb, &name, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
     name
 }
 
@@ -209,15 +216,7 @@ async fn archive_then_restore_gives_back_the_same_items() {
     let archiver = archiver(&bucket).await;
     let issues = unique("restored-issues");
     create_table(&dynamodb, &issues, "id", None, false).await;
-    let sessions = unique("restored-sessions");
-    create_table(
-        &dynamodb,
-        &sessions,
-        "pk",
-        Some(("sk", ScalarAttributeType::S)),
-        false,
-    )
-    .await;
+    let sessions = sessions_table(&dynamodb, "restored-sessions").await;
 
     let ttl_deletes: Vec<EventRecord> = ["every-type", "mixed", "keys-only"]
         .iter()
@@ -272,7 +271,9 @@ async fn archive_then_restore_gives_back_the_same_items() {
         "{progress}"
     );
     assert!(
-        progress.ends_with(&format!("restore: 4 items from 3 objects put into {issues}\n")),
+        progress.ends_with(&format!(
+            "restore: 4 items from 3 objects put into {issues}; 0 lines repeated an earlier object's and were left out\n"
+        )),
         "{progress}"
     );
 
@@ -287,6 +288,48 @@ async fn archive_then_restore_gives_back_the_same_items() {
     .await
     .unwrap();
     assert_eq!((restored.objects, restored.items), (2, 1_000));
+    let want: Vec<serde_dynamo::Item> = batch.records.iter().map(|r| r.change.old_image.clone()).collect();
+    assert_eq!(scan(&dynamodb, &sessions).await, sorted(want));
+}
+
+/// A redelivery that starts inside a run already uploaded writes an overlapping object: its
+/// lines repeat deletions the earlier object holds. Read back and restored, each deletion counts
+/// once, by its `eventID`.
+#[tokio::test]
+async fn overlapping_objects_are_read_and_restored_once() {
+    let sdk = sdk();
+    let s3 = s3_client();
+    let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
+    let bucket = bucket(&s3).await;
+    let archiver = archiver(&bucket).await;
+    let batch = synthetic::ttl_batch(6, 9, 1_795_168_800, 1.0);
+    let response = archiver.handle(batch.clone(), deadline()).await.unwrap();
+    assert_eq!(failures(&response), Vec::<String>::new());
+    // Lambda delivers the batch again from its fourth record (as after a checkpoint there).
+    let mut again = Event::default();
+    again.records = batch.records[3..].to_vec();
+    let response = archiver.handle(again, deadline()).await.unwrap();
+    assert_eq!(failures(&response), Vec::<String>::new());
+    let data_objects = objects(&s3, &bucket)
+        .await
+        .into_iter()
+        .filter(|(k, _)| !k.contains("/_meta/"))
+        .map(|(_, lines)| lines.len())
+        .collect::<Vec<_>>();
+    assert_eq!(
+        data_objects,
+        [6, 3],
+        "two objects, the second overlapping the first"
+    );
+
+    let read = archive::items(&s3, &bucket, "archive/").await.unwrap();
+    assert_eq!(read.len(), 6);
+    let sessions = sessions_table(&dynamodb, "overlap-sessions").await;
+    let config = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+    let restored = archive::restore(&s3, &config, &bucket, "archive/", &sessions, std::io::sink())
+        .await
+        .unwrap();
+    assert_eq!((restored.objects, restored.items, restored.duplicates), (2, 6, 3));
     let want: Vec<serde_dynamo::Item> = batch.records.iter().map(|r| r.change.old_image.clone()).collect();
     assert_eq!(scan(&dynamodb, &sessions).await, sorted(want));
 }
@@ -341,7 +384,7 @@ async fn cat_and_restore_errors() {
 
     let config = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
     let sink = std::io::sink;
-    let err = |r: anyhow::Result<archive::Restored>| format!("{:#}", r.unwrap_err());
+    let err = |r: Result<archive::Restored, archive::ArchiveError>| r.unwrap_err().to_string();
     let mixed = err(archive::restore(&s3, &config, &bucket, "archive/", "anything", sink()).await);
     assert!(
         mixed.contains("holds archives of 2 source tables (issues, sessions)"),

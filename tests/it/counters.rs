@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use counter_aggregator::Aggregator;
-use sharded_counter::{Counters, Layout};
+use sharded_counter::{Counters, Sharding};
 use stream_kit::{Deadline, Event, EventRecord};
 use stream_runtime::Runtime;
 
@@ -62,7 +62,7 @@ async fn concurrent_increments_sum_exactly() {
     let client = aws_sdk_dynamodb::Client::new(&sdk());
     let table = unique("counters");
     create_table(&client, &table, "pk", None, false).await;
-    let counters = Counters::new(client.clone(), &table, Layout::new(10).unwrap());
+    let counters = Counters::new(client.clone(), &table, Sharding::new(10).unwrap());
 
     let writers: Vec<_> = (0..4_u64)
         .map(|w| {
@@ -116,7 +116,7 @@ async fn exact_reads_chunk_by_100_and_reject_non_counts() {
     let client = aws_sdk_dynamodb::Client::new(&sdk());
     let table = unique("counters");
     create_table(&client, &table, "pk", None, false).await;
-    let counters = Counters::new(client.clone(), &table, Layout::new(250).unwrap());
+    let counters = Counters::new(client.clone(), &table, Sharding::new(250).unwrap());
     for shard in [0, 99, 100, 199, 249] {
         counters
             .increment_shard("wide", shard, i64::from(shard) + 1)
@@ -169,7 +169,7 @@ async fn the_aggregator_keeps_totals_exact_under_redelivery_and_races() {
     let client = aws_sdk_dynamodb::Client::new(&sdk());
     let table = unique("counters");
     create_table(&client, &table, "pk", None, true).await;
-    let counters = Counters::new(client.clone(), &table, Layout::new(8).unwrap());
+    let counters = Counters::new(client.clone(), &table, Sharding::new(8).unwrap());
     let names = ["votes/alice", "votes/bob", "likes#7"];
     let writers: Vec<_> = (0..4_u64)
         .map(|w| {

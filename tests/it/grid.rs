@@ -8,9 +8,9 @@ use std::ops::Bound;
 use anyhow::{Result, ensure};
 use aws_config::SdkConfig;
 use futures_util::StreamExt as _;
-use grid_view::{Filter, Grid, Layout, Phase, Query, Signer};
+use grid_view::{Filter, Grid, GridSchema, Phase, Query, Signer};
+use local_stack::{Stack, in_process_invoker, put_json};
 use serde_json::{Value, json};
-use sidestream::local::{Stack, in_process_invoker, put_json};
 use stream_replayer::{FailureLog, Pipeline};
 
 use crate::moto::{sdk, unique};
@@ -51,7 +51,7 @@ async fn put_all(client: &aws_sdk_dynamodb::Client, table: &str, items: Vec<Valu
         .buffer_unordered(8)
         .collect::<Vec<_>>()
         .await;
-    puts.into_iter().collect()
+    Ok(puts.into_iter().collect::<Result<(), _>>()?)
 }
 
 /// The stack with the article's issues and `generated` more in project `gen`, all indexed.
@@ -72,7 +72,7 @@ async fn world(sdk: &SdkConfig, generated: usize) -> Result<World> {
     items.extend((1..=generated).map(issue));
     put_all(&client, &issues, items).await?;
     pipeline.settle().await?;
-    let layout = Layout {
+    let layout = GridSchema {
         table: issues,
         key: "id".into(),
         scope: "project".into(),

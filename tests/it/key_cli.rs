@@ -1,26 +1,65 @@
-//! `sidestream key encode`/`decode` end to end, through the same functions the binary calls.
+//! `sidestream key encode`/`decode` end to end, as a process.
 
-use sidestream::key::{self, KeyOptions, Summary};
+use crate::cli::sidestream;
+
+/// The flags of one run.
+#[derive(Debug, Clone, Default)]
+struct KeyOptions {
+    binary: bool,
+    desc: Option<Vec<usize>>,
+}
+
+/// Lines read and lines that could not be converted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Summary {
+    lines: usize,
+    errors: usize,
+}
 
 fn run(encode: bool, input: &str, options: &KeyOptions) -> (String, Summary) {
-    let mut out = Vec::new();
-    let summary = if encode {
-        key::encode(input.as_bytes(), &mut out, options)
-    } else {
-        key::decode(input.as_bytes(), &mut out, options)
+    let desc = options
+        .desc
+        .as_ref()
+        .map(|d| d.iter().map(ToString::to_string).collect::<Vec<_>>().join(","));
+    let mut args = vec!["key", if encode { "encode" } else { "decode" }];
+    if options.binary {
+        args.push("--binary");
     }
-    .unwrap();
-    (String::from_utf8(out).unwrap(), summary)
+    if let Some(desc) = &desc {
+        args.extend(["--desc", desc]);
+    }
+    let ran = sidestream(&args, input, &[]);
+    let summary = if ran.ok {
+        assert_eq!(ran.err, "");
+        Summary {
+            lines: ran.out.lines().count(),
+            errors: 0,
+        }
+    } else {
+        // "sidestream: E of L lines could not be converted"
+        let words: Vec<&str> = ran.err.split_whitespace().collect();
+        assert_eq!(
+            words[4..],
+            ["lines", "could", "not", "be", "converted"],
+            "{}",
+            ran.err
+        );
+        Summary {
+            lines: words[3].parse().unwrap(),
+            errors: words[1].parse().unwrap(),
+        }
+    };
+    (ran.out, summary)
 }
 
 fn desc(positions: &[usize]) -> KeyOptions {
     KeyOptions {
-        desc: Some(positions.iter().copied().collect()),
+        desc: Some(positions.to_vec()),
         ..KeyOptions::default()
     }
 }
 
-/// The README's worked example, verbatim.
+/// The worked example of docs/keys.md, verbatim.
 #[test]
 fn readme_example() {
     let input = concat!(

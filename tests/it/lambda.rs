@@ -16,8 +16,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::ScalarAttributeType;
+use local_stack::Emulated;
 use serde_json::{Value, json};
-use sidestream::local::Emulated;
 use stream_kit::{Deadline, Vars};
 
 use stream_runtime::{Runtime, StreamFunction};
@@ -35,7 +35,7 @@ fn cargo_lambda() -> Result<PathBuf> {
 }
 
 /// A function binary from this build: `target/<profile>/<name>`, beside the test binary's `deps`.
-fn binary(name: &str) -> Result<PathBuf> {
+pub(crate) fn binary(name: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let dir = exe
         .parent()

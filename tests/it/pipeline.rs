@@ -13,9 +13,9 @@ use anyhow::{Result, ensure};
 use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Value, json};
-use sharded_counter::{Counters, Layout};
-use sidestream::check;
-use sidestream::local::{Stack, in_process_invoker, put_json as put, s3_client};
+use sharded_counter::{Counters, Sharding};
+
+use local_stack::{Stack, in_process_invoker, put_json as put, s3_client};
 use stream_replayer::invoke::in_process;
 use stream_replayer::{FailureLog, Invocation, Invoker, Pipeline};
 
@@ -36,7 +36,7 @@ async fn stack(sdk: &SdkConfig, parameters: &[(&str, &str)]) -> Result<Stack> {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-    Stack::create(sdk, &template(), &unique("e2e"), &parameters).await
+    Ok(Stack::create(sdk, &template(), &unique("e2e"), &parameters).await?)
 }
 
 /// The pipeline with every function in process; `wrap` may replace a function's invoker.
@@ -46,14 +46,14 @@ fn pipeline(
     failures: &Path,
     wrap: impl Fn(&str, Invoker) -> Invoker,
 ) -> Result<Pipeline> {
-    stack.pipeline(
+    Ok(stack.pipeline(
         sdk,
         |function| {
             let invoker = in_process_invoker(function, sdk)?;
             Ok(wrap(function.binary.as_deref().unwrap_or_default(), invoker))
         },
         FailureLog::new(failures),
-    )
+    )?)
 }
 
 fn failure_log() -> PathBuf {
@@ -79,7 +79,7 @@ fn issue(id: usize, fields: &Value) -> Value {
 
 /// The index table against what the issues table calls for.
 async fn assert_index_exact(sdk: &SdkConfig, stack: &Stack) -> Result<usize> {
-    let index = check::index(&aws_sdk_dynamodb::Client::new(sdk), stack).await?;
+    let index = local_stack::check_index(&aws_sdk_dynamodb::Client::new(sdk), stack).await?;
     ensure!(
         index.is_exact(),
         "index not exact: missing {:#?}, extra {:#?}",
@@ -187,7 +187,7 @@ async fn ttl_expiry_is_archived_exactly_and_user_deletes_are_not() -> Result<()>
     pipeline.settle().await?;
 
     let (bucket, prefix) = stack.archive_location()?;
-    let archived = sidestream::archive::items(&s3_client(&sdk), &bucket, &prefix).await?;
+    let archived = archive_reader::items(&s3_client(&sdk), &bucket, &prefix).await?;
     let mut ids: Vec<String> = archived
         .iter()
         .map(|(_, item)| {
@@ -204,7 +204,7 @@ async fn ttl_expiry_is_archived_exactly_and_user_deletes_are_not() -> Result<()>
             "{item}"
         );
     }
-    let left: Vec<String> = check::scan(&client, &issues)
+    let left: Vec<String> = local_stack::scan(&client, &issues)
         .await?
         .iter()
         .map(|i| i["id"]["S"].as_str().unwrap_or_default().to_owned())
@@ -223,7 +223,7 @@ async fn concurrent_increments_total_exactly() -> Result<()> {
     let sdk = sdk();
     let stack = stack(&sdk, &[("BatchSize", "25")]).await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let counters = Counters::new(client, &stack.table("CounterTable")?.name, Layout::new(8)?);
+    let counters = Counters::new(client, &stack.table("CounterTable")?.name, Sharding::new(8)?);
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     let writers = (0..16_i64).map(|w| {
         let counters = counters.clone();
@@ -294,7 +294,7 @@ async fn a_function_that_fails_once_loses_nothing() -> Result<()> {
     let counters = Counters::new(
         aws_sdk_dynamodb::Client::new(&sdk),
         &stack.table("CounterTable")?.name,
-        Layout::new(4)?,
+        Sharding::new(4)?,
     );
     for n in 1..=30 {
         counters.increment("c", n).await?;
@@ -372,7 +372,7 @@ async fn records_that_always_fail_go_to_the_failure_log_and_the_rest_goes_on() -
     let stream = &stack.streams[&issues];
     ensure!(info["streamArn"] == stream.as_str(), "{info}");
     // Every other issue is in the index: the shard went on past the poison record.
-    let index = check::scan(&client, &stack.table("IndexTable")?.name).await?;
+    let index = local_stack::scan(&client, &stack.table("IndexTable")?.name).await?;
     let mut ids: Vec<&str> = index.iter().filter_map(|i| i["id"]["S"].as_str()).collect();
     ids.sort_unstable();
     let expected: Vec<String> = (0..12).map(|id| format!("i{id:03}")).collect();

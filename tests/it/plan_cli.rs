@@ -1,31 +1,32 @@
-//! `sidestream plan ttl-archiver` and `plan counter-aggregator` end to end, through the
-//! functions the binary calls.
+//! `sidestream plan ttl-archiver` and `plan counter-aggregator` end to end, as a process.
 
 use serde_json::Value;
-use ttl_archiver::Layout;
 
+use crate::cli::sidestream;
+
+/// The summary lines, stderr, and whether some record was rejected or stopped planning (the
+/// exit status says so).
 fn plan(fixture: &str, out_dir: Option<&std::path::Path>) -> (Vec<Value>, String, bool) {
     let path = format!(
         "{}/../events/ttl-archiver/{fixture}.json",
         env!("CARGO_MANIFEST_DIR")
     );
-    let event = std::fs::read(path).unwrap();
-    let layout = Layout {
-        prefix: "archive/".to_owned(),
-        gzip_level: 6,
-    };
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let plan = sidestream::plan::ttl_archiver(&layout, &event, out_dir, &mut out, &mut err).unwrap();
-    let lines = String::from_utf8(out)
-        .unwrap()
+    let mut args = vec!["plan", "ttl-archiver", "--event", &path];
+    let out = out_dir.map(|d| d.display().to_string());
+    if let Some(out) = &out {
+        args.extend(["--out", out]);
+    }
+    let ran = sidestream(
+        &args,
+        "",
+        &[("ARCHIVE_PREFIX", "archive/"), ("ARCHIVE_GZIP_LEVEL", "6")],
+    );
+    let lines = ran
+        .out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    (
-        lines,
-        String::from_utf8(err).unwrap(),
-        plan.stopped.is_some() || !plan.rejected.is_empty(),
-    )
+    (lines, ran.err, !ran.ok)
 }
 
 #[test]
@@ -83,7 +84,7 @@ fn out_writes_the_objects_that_would_be_uploaded() {
     let meta = dir.join(lines[0]["metaKey"].as_str().unwrap());
     let mut cat = Vec::new();
     assert_eq!(
-        sidestream::archive::cat(&std::fs::read(&meta).unwrap(), &mut cat, false).unwrap(),
+        archive_reader::cat(&std::fs::read(&meta).unwrap(), &mut cat, false).unwrap(),
         2
     );
     assert!(
@@ -115,18 +116,16 @@ fn counter_aggregator_prints_one_update_per_counter() {
         "{}/../events/counter-aggregator/foreign.json",
         env!("CARGO_MANIFEST_DIR")
     );
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let plan = sidestream::plan::counter_aggregator("pk", &std::fs::read(path).unwrap(), &mut out, &mut err)
-        .unwrap();
-    assert!(plan.stopped.is_none());
-    let line: Value = serde_json::from_slice(&out).unwrap();
+    let ran = sidestream(&["plan", "counter-aggregator", "--event", &path], "", &[]);
+    assert!(ran.ok, "{}", ran.err);
+    let line: Value = serde_json::from_str(&ran.out).unwrap();
     assert_eq!(
         line,
         serde_json::json!({"counter": "votes/carol", "totalKey": "COUNTER#votes/carol#TOTAL", "firstRecord": 2,
                            "shards": {"0": {"value": "2", "sequenceNumber": "500000000000000000018"}}})
     );
     assert_eq!(
-        String::from_utf8(err).unwrap(),
+        ran.err,
         "sidestream: record 0 skipped: key ISSUE#af34 is not a counter shard (COUNTER#<name>#SHARD#<k>)\n\
          sidestream: record 1 skipped: the total item of counter \"votes/alice\"\n"
     );

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use counter_aggregator::Aggregator;
 use ddb_writer::{Report, Writer};
-use grid_view::{Grid, Layout, Phase, Query, Signer};
+use grid_view::{Grid, GridSchema, Phase, Query, Signer};
 use io_policy::{Budget, Deadline, FailureKind, Policy};
 use serde_json::{Value, json};
 use sharded_counter::Counters;
@@ -190,7 +190,7 @@ async fn unprocessed_keys_of_the_grid_are_asked_again_under_the_policy() {
         }
     })
     .await;
-    let layout = Layout {
+    let layout = GridSchema {
         table: "issues".into(),
         key: "id".into(),
         scope: "project".into(),
@@ -255,7 +255,7 @@ async fn unprocessed_keys_of_an_exact_counter_read_are_asked_again() {
     let counters = Counters::new(
         endpoint.dynamodb(),
         "counters",
-        sharded_counter::Layout::new(3).unwrap(),
+        sharded_counter::Sharding::new(3).unwrap(),
     )
     .with_policy(policy(), Duration::from_secs(30));
     assert_eq!(counters.exact("votes").await.unwrap(), 18);

@@ -151,10 +151,13 @@ pub fn config(vars: &Vars<'_>) -> Result<(String, String), ConfigError> {
         "COUNTER_TABLE",
         "the name of the table that holds the counters' shards and totals",
     )?;
-    let partition_key = vars
-        .optional("COUNTER_PARTITION_KEY")
-        .unwrap_or_else(|| DEFAULT_PARTITION_KEY.to_owned());
-    Ok((table, partition_key))
+    Ok((table, partition_key(vars)))
+}
+
+/// Reads `COUNTER_PARTITION_KEY`: the counter table's partition key attribute (default `pk`).
+pub fn partition_key(vars: &Vars<'_>) -> String {
+    vars.optional("COUNTER_PARTITION_KEY")
+        .unwrap_or_else(|| DEFAULT_PARTITION_KEY.to_owned())
 }
 
 impl StreamFunction for Aggregator {

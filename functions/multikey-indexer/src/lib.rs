@@ -56,6 +56,7 @@
 pub mod config;
 mod entries;
 pub mod handler;
+pub mod oracle;
 pub mod plan;
 pub mod synthetic;
 

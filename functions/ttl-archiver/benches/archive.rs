@@ -11,7 +11,7 @@ use std::hint::black_box;
 
 use aws_lambda_events::event::dynamodb::Event;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use ttl_archiver::{Layout, Plan, synthetic};
+use ttl_archiver::{ObjectSettings, Plan, synthetic};
 
 fn bench(c: &mut Criterion) {
     let bytes =
@@ -28,7 +28,7 @@ fn bench(c: &mut Criterion) {
     }
 
     let event: Event = serde_json::from_slice(&bytes).expect("the event decodes");
-    let layout = |gzip_level| Layout {
+    let layout = |gzip_level| ObjectSettings {
         prefix: "archive/".to_owned(),
         gzip_level,
     };

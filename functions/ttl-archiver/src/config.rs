@@ -27,25 +27,25 @@ pub const STORAGE_CLASSES: [&str; 8] = [
 
 /// How archive objects are named and compressed: all the plan needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Layout {
+pub struct ObjectSettings {
     /// `ARCHIVE_PREFIX`, empty or ending in `/`.
     pub prefix: String,
     /// `ARCHIVE_GZIP_LEVEL`.
     pub gzip_level: u32,
 }
 
-impl Default for Layout {
-    fn default() -> Layout {
-        Layout {
+impl Default for ObjectSettings {
+    fn default() -> ObjectSettings {
+        ObjectSettings {
             prefix: String::new(),
             gzip_level: 6,
         }
     }
 }
 
-impl Layout {
+impl ObjectSettings {
     /// Reads `ARCHIVE_PREFIX` and `ARCHIVE_GZIP_LEVEL`.
-    pub fn from_vars(vars: &Vars<'_>) -> Result<Layout, ConfigError> {
+    pub fn from_vars(vars: &Vars<'_>) -> Result<ObjectSettings, ConfigError> {
         let prefix = match vars.optional("ARCHIVE_PREFIX") {
             None => String::new(),
             Some(raw) => normalize_prefix(&raw).map_err(|reason| ConfigError::Invalid {
@@ -53,7 +53,7 @@ impl Layout {
                 reason,
             })?,
         };
-        Ok(Layout {
+        Ok(ObjectSettings {
             prefix,
             gzip_level: vars.integer("ARCHIVE_GZIP_LEVEL", 6, 1, 9)?,
         })
@@ -100,7 +100,7 @@ impl ArchiveConfig {
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Object names and compression.
-    pub layout: Layout,
+    pub layout: ObjectSettings,
     /// Bucket and storage class.
     pub archive: ArchiveConfig,
 }
@@ -109,7 +109,7 @@ impl Config {
     /// Reads the configuration; errors name the variable.
     pub fn from_vars(vars: &Vars<'_>) -> Result<Config, ConfigError> {
         Ok(Config {
-            layout: Layout::from_vars(vars)?,
+            layout: ObjectSettings::from_vars(vars)?,
             archive: ArchiveConfig::from_vars(vars)?,
         })
     }

@@ -73,6 +73,16 @@ pub fn meta_key(prefix: &str, partition: &Partition, name: &str) -> String {
     format!("{prefix}{META_DIR}/{}{name}{SUFFIX}", partition.path())
 }
 
+/// The key of the metadata object that goes with the item object `data_key`: `_meta/` inserted
+/// before its `table=` partition. `None` when it has none.
+pub fn meta_key_of(data_key: &str) -> Option<String> {
+    let at = data_key
+        .match_indices("table=")
+        .map(|(at, _)| at)
+        .find(|&at| at == 0 || data_key[..at].ends_with('/'))?;
+    Some(format!("{}{META_DIR}/{}", &data_key[..at], &data_key[at..]))
+}
+
 /// Whether `key` is a metadata object (some folder in it is `_meta`).
 pub fn is_meta_key(key: &str) -> bool {
     key.split('/').rev().skip(1).any(|segment| segment == META_DIR)

@@ -14,14 +14,14 @@ use stream_runtime::{
     StreamFunction, Vars,
 };
 
-use crate::config::{Config, Layout};
+use crate::config::{Config, ObjectSettings};
 use crate::format;
 use crate::plan::{Object, Plan, PlanError};
 
 /// The function, with its configuration and client built once.
 #[derive(Debug, Clone)]
 pub struct Archiver {
-    layout: Layout,
+    layout: ObjectSettings,
     bucket: String,
     storage_class: StorageClass,
     s3: aws_sdk_s3::Client,

@@ -21,7 +21,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use key_codec::SequenceNumber;
 use stream_kit::{ChangeKind, FailureKind, Image, Record, RecordError};
 
-use crate::config::Layout;
+use crate::config::ObjectSettings;
 use crate::format::{
     self, DynamoJson, GzLines, ItemLineRef, MetaLineRef, Partition, data_key, meta_key, object_name,
 };
@@ -139,7 +139,7 @@ pub struct Plan {
 
 impl Plan {
     /// Plans a batch.
-    pub fn new(layout: &Layout, records: &[EventRecord]) -> Plan {
+    pub fn new(layout: &ObjectSettings, records: &[EventRecord]) -> Plan {
         let mut plan = Plan::default();
         let mut run: Option<Run> = None;
         for (i, raw) in records.iter().enumerate() {
@@ -241,7 +241,7 @@ fn skip_reason(raw: &EventRecord) -> SkipReason {
 fn extend(
     run: &mut Option<Run>,
     plan: &mut Plan,
-    layout: &Layout,
+    layout: &ObjectSettings,
     i: usize,
     ttl: &TtlDelete<'_>,
 ) -> Result<(), PlanError> {
@@ -272,7 +272,7 @@ struct Run {
 }
 
 impl Run {
-    fn new(layout: &Layout, i: usize, first: &TtlDelete<'_>) -> Run {
+    fn new(layout: &ObjectSettings, i: usize, first: &TtlDelete<'_>) -> Run {
         let name = object_name(&first.sequence_number, &first.record.raw().event_id);
         Run {
             data_key: data_key(&layout.prefix, &first.partition, &name),

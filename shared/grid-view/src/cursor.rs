@@ -3,17 +3,13 @@
 //!
 //! # Format `g1`
 //!
-//! `g1.<payload>.<tag>`, both parts unpadded base64url:
+//! `g1.<payload>.<tag>`: the phase, DynamoDB's `LastEvaluatedKey`, the query's fingerprint and
+//! the issue time, signed with HMAC-SHA256. Specified, with a vector, in `docs/formats.md` at the
+//! repository's root; pinned by `the_format_is_pinned`.
 //!
-//! - `payload`: JSON `{"q": <query fingerprint>, "p": "index" | "nulls", "k": <key> | null,
-//!   "t": <issued, epoch seconds>}`. `k` is DynamoDB's `LastEvaluatedKey` of the previous page,
-//!   in DynamoDB JSON; `null` in the nulls phase means "from its start". The fingerprint is
-//!   the first 16 hex digits of SHA-256 over the query's scope, field, order and filter.
-//! - `tag`: the first 16 bytes of HMAC-SHA256 over `g1.<payload>`, with the reader's key.
-//!
-//! A cursor is refused when it is not of this form (malformed), when its tag does not match
-//! (tampered, or made with another key), when it was made for another query, or when it is older
-//! than the reader allows (stale: the items have moved on since).
+//! A cursor is refused when it is malformed, when its tag does not match (tampered, or made with
+//! another key), when it was made for another query, or when it is older than the reader allows
+//! (stale: the items have moved on since).
 
 use std::fmt::Write as _;
 

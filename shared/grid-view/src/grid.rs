@@ -11,7 +11,7 @@ use io_policy::{Budget, Failure, FailureKind, Policy};
 use serde_json::Value;
 
 use crate::cursor::{Cursor, CursorError, Phase, Signer};
-use crate::query::{Layout, Query, QueryError};
+use crate::query::{GridSchema, Query, QueryError};
 
 type Item = HashMap<String, AttributeValue>;
 
@@ -82,7 +82,7 @@ pub const PAGE_TIME: Duration = Duration::from_secs(20);
 #[derive(Debug, Clone)]
 pub struct Grid {
     client: Client,
-    layout: Layout,
+    layout: GridSchema,
     signer: Signer,
     policy: Policy,
     page_time: Duration,
@@ -92,7 +92,7 @@ impl Grid {
     /// A reader of `layout`'s tables whose cursors are signed by `signer`, under the default
     /// I/O policy and [`PAGE_TIME`]. `client` should have the SDK's own retries off
     /// (`io_policy::without_sdk_retries`): the policy retries.
-    pub fn new(client: Client, layout: Layout, signer: Signer) -> Grid {
+    pub fn new(client: Client, layout: GridSchema, signer: Signer) -> Grid {
         Grid {
             client,
             layout,
@@ -347,7 +347,7 @@ fn names(expression: &str) -> HashMap<String, String> {
 
 /// The base items' projection: key, scope, order, the index's attributes, what was asked for,
 /// and (in the nulls phase) the field, to tell whether the item has it.
-fn projection(query: &Query, layout: &Layout, with_field: bool) -> (String, HashMap<String, String>) {
+fn projection(query: &Query, layout: &GridSchema, with_field: bool) -> (String, HashMap<String, String>) {
     let mut attributes = vec![&layout.key, &layout.scope, &layout.order];
     attributes.extend(&layout.projected);
     attributes.extend(&query.attributes);

@@ -15,4 +15,4 @@ pub mod query;
 
 pub use cursor::{Cursor, CursorError, Phase, Signer};
 pub use grid::{Grid, GridError, PAGE_TIME, Page, Requests, Row};
-pub use query::{Filter, Layout, MAX_LIMIT, Query, QueryError};
+pub use query::{Filter, GridSchema, MAX_LIMIT, Query, QueryError};

@@ -16,7 +16,7 @@ pub const MAX_LIMIT: usize = 100;
 /// How the tables are laid out: the multikey indexer's index table and the base table's
 /// num-ordered index.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Layout {
+pub struct GridSchema {
     /// The base table.
     pub table: String,
     /// Its key attribute (`id`).
@@ -156,7 +156,7 @@ impl Query {
 
     /// Whether the index items lack an attribute the caller asked for, so that the page needs
     /// the base items too.
-    pub fn needs_base_items(&self, layout: &Layout) -> bool {
+    pub fn needs_base_items(&self, layout: &GridSchema) -> bool {
         self.attributes.iter().any(|a| {
             *a != layout.key && *a != layout.scope && *a != layout.order && !layout.projected.contains(a)
         })

@@ -6,7 +6,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use io_policy::{Budget, Failure, FailureKind, Policy};
 
-use crate::layout::{COUNT, Layout, LayoutError, TOTAL_ATTRIBUTE};
+use crate::layout::{COUNT, Sharding, ShardingError, TOTAL_ATTRIBUTE};
 
 /// `BatchGetItem` reads at most this many keys per request.
 const BATCH_GET_MAX: usize = 100;
@@ -19,7 +19,7 @@ pub const OPERATION_TIME: Duration = Duration::from_secs(20);
 pub enum CounterError {
     /// The counter's key cannot be built.
     #[error(transparent)]
-    Layout(#[from] LayoutError),
+    Sharding(#[from] ShardingError),
     /// A DynamoDB call failed for good, or the operation's time ran out, under the I/O policy
     /// (keys that DynamoDB kept leaving unprocessed included).
     #[error("{operation} on {table} ({kind}): {message}")]
@@ -50,7 +50,7 @@ pub enum CounterError {
 pub struct Counters {
     client: aws_sdk_dynamodb::Client,
     table: String,
-    layout: Layout,
+    layout: Sharding,
     policy: Policy,
     operation_time: Duration,
 }
@@ -59,7 +59,7 @@ impl Counters {
     /// Counters in `table`, laid out by `layout`, under the default I/O policy and
     /// [`OPERATION_TIME`]. `client` should have the SDK's own retries off
     /// (`io_policy::without_sdk_retries`): the policy retries.
-    pub fn new(client: aws_sdk_dynamodb::Client, table: impl Into<String>, layout: Layout) -> Counters {
+    pub fn new(client: aws_sdk_dynamodb::Client, table: impl Into<String>, layout: Sharding) -> Counters {
         Counters {
             client,
             table: table.into(),
@@ -82,7 +82,7 @@ impl Counters {
     }
 
     /// The layout.
-    pub fn layout(&self) -> &Layout {
+    pub fn layout(&self) -> &Sharding {
         &self.layout
     }
 

@@ -12,14 +12,14 @@ pub const TOTAL: &str = "TOTAL";
 pub const COUNT: &str = "count";
 /// The attribute that holds a total item's total.
 pub const TOTAL_ATTRIBUTE: &str = "total";
-/// The partition key attribute a [`Layout`] uses unless told otherwise.
+/// The partition key attribute a [`Sharding`] uses unless told otherwise.
 pub const DEFAULT_PARTITION_KEY: &str = "pk";
 /// The most shards a counter may have: enough for 1,000,000 writes per second.
 pub const MAX_SHARDS: u32 = 1_000;
 
 /// Why a key cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LayoutError {
+pub enum ShardingError {
     /// The shard count is outside `1..=MAX_SHARDS`.
     #[error("a counter needs 1 to {MAX_SHARDS} shards, not {0}")]
     Shards(u32),
@@ -38,48 +38,48 @@ pub enum LayoutError {
 
 /// How a table's counters are laid out.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Layout {
+pub struct Sharding {
     /// The table's partition key attribute (a string).
     pub partition_key: String,
     /// Shards per counter.
     pub shards: u32,
 }
 
-impl Layout {
+impl Sharding {
     /// A layout with `shards` shards per counter and partition key `pk`.
-    pub fn new(shards: u32) -> Result<Layout, LayoutError> {
+    pub fn new(shards: u32) -> Result<Sharding, ShardingError> {
         if !(1..=MAX_SHARDS).contains(&shards) {
-            return Err(LayoutError::Shards(shards));
+            return Err(ShardingError::Shards(shards));
         }
-        Ok(Layout {
+        Ok(Sharding {
             partition_key: DEFAULT_PARTITION_KEY.to_owned(),
             shards,
         })
     }
 
     /// The key of shard `shard` of counter `name`.
-    pub fn shard_key(&self, name: &str, shard: u32) -> Result<String, LayoutError> {
+    pub fn shard_key(&self, name: &str, shard: u32) -> Result<String, ShardingError> {
         key(name, |k| k.push(SHARD).push(&shard.to_string()))
     }
 
     /// The key of counter `name`'s total item.
-    pub fn total_key(&self, name: &str) -> Result<String, LayoutError> {
+    pub fn total_key(&self, name: &str) -> Result<String, ShardingError> {
         total_key(name)
     }
 }
 
 /// The key of counter `name`'s total item (the same in every layout).
-pub fn total_key(name: &str) -> Result<String, LayoutError> {
+pub fn total_key(name: &str) -> Result<String, ShardingError> {
     key(name, |k| k.push(TOTAL))
 }
 
-fn key(name: &str, rest: impl FnOnce(HierKey) -> HierKey) -> Result<String, LayoutError> {
+fn key(name: &str, rest: impl FnOnce(HierKey) -> HierKey) -> Result<String, ShardingError> {
     if name.is_empty() {
-        return Err(LayoutError::EmptyName);
+        return Err(ShardingError::EmptyName);
     }
     rest(HierKey::new(PREFIX).push(name))
         .finish(KeyKind::Partition)
-        .map_err(|source| LayoutError::TooLong {
+        .map_err(|source| ShardingError::TooLong {
             name: name.to_owned(),
             source,
         })

@@ -26,4 +26,4 @@ pub mod client;
 pub mod layout;
 
 pub use client::{CounterError, Counters, OPERATION_TIME};
-pub use layout::{CounterKey, Layout, LayoutError};
+pub use layout::{CounterKey, Sharding, ShardingError};

@@ -1,29 +1,10 @@
 //! Parked records, format version 1: where a record that can never succeed is kept, whole.
 //!
-//! A record with a record-permanent failure is written to S3 as one JSON object:
-//!
-//! ```text
-//! {PARKING_PREFIX}{function}/{sequence number, 40 digits}-{eventID}.json
-//! ```
-//!
-//! ```json
-//! {"v":1,"function":"multikey-indexer","kind":"record-permanent",
-//!  "error":"index item … is 512000 bytes; DynamoDB's item limit is 409600 bytes",
-//!  "parkedAt":"2026-11-23T12:00:00Z","eventID":"…","sequenceNumber":"…",
-//!  "record":{…the stream record exactly as Lambda delivered it…}}
-//! ```
-//!
-//! - The key is the record's own (its sequence number zero-padded to 40 digits, then its
-//!   `eventID` with only letters, digits and `-` kept), so parking the same record again, on a
-//!   redelivery, overwrites the same object: parking is idempotent. Keys sort in stream order
-//!   within a shard. A record without a usable sequence number is named `none`, and one without
-//!   an eventID gets no suffix.
-//! - `record` is the full stream record, both images included, so it can be replayed once the
-//!   cause is fixed.
-//!
-//! Why S3 and not SQS: a stream record with two images of up to 400 KB each does not fit an SQS
-//! message, SQS keeps messages 14 days at most, and a deterministic key makes parking idempotent.
-//! Parked records are counted (`ParkedRecords`) and alarmed instead of counted by the queue.
+//! A record with a record-permanent failure is written to S3 as one JSON object under a key of its
+//! own, `{PARKING_PREFIX}{function}/{sequence number, 40 digits}-{eventID}.json`, so parking it
+//! again on a redelivery overwrites the same object. The body holds the whole stream record, the
+//! function, the error and its kind, and the time. The format is specified, with a vector, in
+//! `docs/formats.md` at the repository's root (with why S3 and not SQS); the tests pin it.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use io_policy::Failure;

@@ -18,7 +18,7 @@ fn config(pairs: &[(&str, &str)]) -> Result<Config, String> {
 #[test]
 fn defaults_need_only_the_bucket() {
     let c = config(&[("ARCHIVE_BUCKET", "my-archive")]).unwrap();
-    assert_eq!(c.layout, Layout::default());
+    assert_eq!(c.layout, ObjectSettings::default());
     assert_eq!(c.archive.bucket, "my-archive");
     assert_eq!(c.archive.storage_class, "STANDARD");
 }

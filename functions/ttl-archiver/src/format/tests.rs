@@ -30,6 +30,20 @@ fn keys_follow_the_layout() {
 }
 
 #[test]
+fn an_item_object_names_its_metadata_object() {
+    for prefix in ["", "archive/", "a/b/"] {
+        let data = data_key(prefix, &partition(), "n");
+        assert_eq!(
+            meta_key_of(&data),
+            Some(meta_key(prefix, &partition(), "n")),
+            "{data}"
+        );
+    }
+    assert_eq!(meta_key_of("archive/xtable=t/n.json.gz"), None);
+    assert_eq!(meta_key_of("archive/n.json.gz"), None);
+}
+
+#[test]
 fn meta_keys_and_tables_are_recognised() {
     #[rustfmt::skip]
     let cases = [

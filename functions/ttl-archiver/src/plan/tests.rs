@@ -17,8 +17,8 @@ fn records(json: &str) -> Vec<EventRecord> {
     serde_json::from_str::<Event>(json).unwrap().records
 }
 
-fn layout() -> Layout {
-    Layout {
+fn layout() -> ObjectSettings {
+    ObjectSettings {
         prefix: "archive/".to_owned(),
         gzip_level: 6,
     }

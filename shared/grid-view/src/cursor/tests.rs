@@ -37,6 +37,15 @@ fn the_format_is_pinned() {
         signer().encode(&cursor(), &fingerprint, NOW),
         "encoding is deterministic"
     );
+    // The vector in docs/formats.md.
+    assert_eq!(fingerprint, "2ca137ecc6129738");
+    assert_eq!(
+        text,
+        concat!(
+            "g1.eyJrIjp7InBrIjp7IlMiOiIzNWU5IzNmZTYifSwic2siOnsiUyI6Im5BNDIjbkEzI3NhZjM0IyJ9fSwicCI6ImluZGV4",
+            "IiwicSI6IjJjYTEzN2VjYzYxMjk3MzgiLCJ0IjoxODAwMDAwMDAwfQ.Li9g_3oSQ3lo3Y6hUzIu4w"
+        )
+    );
 }
 
 #[test]

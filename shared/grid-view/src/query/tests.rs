@@ -165,7 +165,7 @@ fn cursors_are_bound_to_scope_field_order_and_filter() {
 
 #[test]
 fn base_items_are_fetched_only_for_attributes_the_index_lacks() {
-    let layout = Layout {
+    let layout = GridSchema {
         table: "issues".into(),
         key: "id".into(),
         scope: "project".into(),

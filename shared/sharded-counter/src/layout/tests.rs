@@ -4,7 +4,7 @@ use super::*;
 
 #[test]
 fn keys_are_built_and_parsed_back() {
-    let layout = Layout::new(8).unwrap();
+    let layout = Sharding::new(8).unwrap();
     #[rustfmt::skip]
     let cases = [
         ("votes/alice", Some(3), "COUNTER#votes/alice#SHARD#3"),
@@ -58,12 +58,12 @@ fn other_keys_are_not_counters() {
 #[test]
 fn bad_layouts_and_names_say_why() {
     assert_eq!(
-        Layout::new(0).unwrap_err().to_string(),
+        Sharding::new(0).unwrap_err().to_string(),
         "a counter needs 1 to 1000 shards, not 0"
     );
-    assert_eq!(Layout::new(1001).unwrap_err(), LayoutError::Shards(1001));
-    let layout = Layout::new(1).unwrap();
-    assert_eq!(layout.total_key("").unwrap_err(), LayoutError::EmptyName);
+    assert_eq!(Sharding::new(1001).unwrap_err(), ShardingError::Shards(1001));
+    let layout = Sharding::new(1).unwrap();
+    assert_eq!(layout.total_key("").unwrap_err(), ShardingError::EmptyName);
     let err = layout.shard_key(&"x".repeat(2040), 0).unwrap_err().to_string();
     assert!(err.contains("2048"), "{err}");
 }

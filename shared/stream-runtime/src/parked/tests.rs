@@ -71,3 +71,26 @@ fn the_body_is_version_1_with_the_whole_record() {
         json!({"S": "seven"})
     );
 }
+
+#[test]
+fn the_body_bytes_are_pinned() {
+    // The vector in docs/formats.md: a change to the layout must come with a new version.
+    let at = Utc.with_ymd_and_hms(2026, 11, 23, 12, 0, 0).unwrap();
+    let failure =
+        Failure::record_permanent("shard COUNTER#a#SHARD#1 has S \"seven\" where an integer `count` belongs");
+    let r = record(Some("4100000000000001"), "e1");
+    let text = String::from_utf8(body("counter-aggregator", &r, &failure, at)).unwrap();
+    let (head, _) = text.split_once(r#","record":"#).unwrap();
+    assert_eq!(
+        head,
+        concat!(
+            r#"{"error":"shard COUNTER#a#SHARD#1 has S \"seven\" where an integer `count` belongs","#,
+            r#""eventID":"e1","function":"counter-aggregator","kind":"record-permanent","#,
+            r#""parkedAt":"2026-11-23T12:00:00Z""#
+        )
+    );
+    assert_eq!(
+        key("parked/", "counter-aggregator", &r),
+        "parked/counter-aggregator/0000000000000000000000004100000000000001-e1.json"
+    );
+}

@@ -1,7 +1,8 @@
-//! `sidestream local`: the stack of `template.yaml` on a local emulator. Its tables and buckets
-//! are created from the template, and its functions run (as their real binaries behind
-//! `cargo lambda watch`, or in process) with the environment the template gives them, fed by the
-//! event-source-mapping replayer (`stream-replayer`).
+//! local-stack: the stack of `template.yaml` on a local emulator, as `sidestream local` and the
+//! integration tests run it. Its tables and buckets are created from the template, and its
+//! functions run (as their real binaries behind `cargo lambda watch`, or in process under the
+//! stream runtime) with the environment the template gives them, fed by the event-source-mapping
+//! replayer (`stream-replayer`).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -11,13 +12,64 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail, ensure};
 use aws_config::SdkConfig;
-use sam_template::{Bucket, Function, Names, Pattern, Table, Template};
-use stream_kit::{Deadline, Vars};
+use multikey_indexer::Indexes;
+use multikey_indexer::oracle::IndexCheck;
+use sam_template::{Bucket, Function, Names, Pattern, Table, Template, TemplateError};
+use stream_kit::{ConfigError, Deadline, Vars};
 use stream_replayer::invoke::{Invoker, http, in_process};
-use stream_replayer::{FailureLog, Invocation, Pipeline, Settings, Source, Sweeper, resources};
+use stream_replayer::{FailureLog, Invocation, Pipeline, ReplayError, Settings, Source, Sweeper, resources};
 use stream_runtime::{Runtime, StreamFunction};
+
+/// Why the local stack cannot be set up or run.
+#[derive(Debug, thiserror::Error)]
+pub enum StackError {
+    /// The template cannot be read, parsed or resolved.
+    #[error("{path}: {source}")]
+    Template {
+        /// The template file.
+        path: String,
+        /// Why.
+        source: TemplateError,
+    },
+    /// The template lacks something the stack needs, or holds something it cannot use.
+    #[error("{0}")]
+    Unusable(String),
+    /// A function's configuration, from its template environment, is refused.
+    #[error("{function}: {source}")]
+    Config {
+        /// The function's logical id.
+        function: String,
+        /// Why.
+        source: ConfigError,
+    },
+    /// Creating a table or bucket on the emulator failed.
+    #[error(transparent)]
+    Emulator(#[from] ReplayError),
+    /// A DynamoDB request failed.
+    #[error("{operation} {table}: {message}")]
+    Request {
+        /// The operation.
+        operation: &'static str,
+        /// The table.
+        table: String,
+        /// The SDK's error, with its causes.
+        message: String,
+    },
+    /// A file or process could not be read, written or started.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> StackError {
+    let what = what.into();
+    move |source| StackError::Io { what, source }
+}
 
 /// The account moto reports.
 const ACCOUNT: &str = "123456789012";
@@ -48,10 +100,15 @@ impl Stack {
         template: &Path,
         stack: &str,
         parameters: &BTreeMap<String, String>,
-    ) -> anyhow::Result<Stack> {
-        let text = std::fs::read_to_string(template)
-            .with_context(|| format!("cannot read the template {}", template.display()))?;
-        let parsed = Template::parse(&text).with_context(|| template.display().to_string())?;
+    ) -> Result<Stack, StackError> {
+        let path = template.display().to_string();
+        let text =
+            std::fs::read_to_string(template).map_err(io(format!("cannot read the template {path}")))?;
+        let in_template = |source| StackError::Template {
+            path: path.clone(),
+            source,
+        };
+        let parsed = Template::parse(&text).map_err(in_template)?;
         let name = |id: &str| format!("{stack}-{id}").to_lowercase();
         let names = Names {
             region: sdk.region().map_or("us-east-1", |r| r.as_ref()).to_owned(),
@@ -60,9 +117,9 @@ impl Stack {
             resource: &name,
         };
         let resolver = parsed.resolver(parameters, names);
-        let functions = parsed.functions(&resolver)?;
-        let tables = parsed.tables(&resolver)?;
-        let buckets = parsed.buckets(&resolver)?;
+        let functions = parsed.functions(&resolver).map_err(in_template)?;
+        let tables = parsed.tables(&resolver).map_err(in_template)?;
+        let buckets = parsed.buckets(&resolver).map_err(in_template)?;
         let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
         let s3 = s3_client(sdk);
         let mut streams = BTreeMap::new();
@@ -83,20 +140,22 @@ impl Stack {
     }
 
     /// The table a template stream ARN (`…:table/<name>/stream/…`) belongs to.
-    fn table_of_stream<'a>(&self, arn: &'a str) -> anyhow::Result<&'a str> {
+    fn table_of_stream<'a>(&self, arn: &'a str) -> Result<&'a str, StackError> {
         arn.split_once(":table/")
             .and_then(|(_, rest)| rest.split('/').next())
             .filter(|name| self.streams.contains_key(*name))
-            .with_context(|| {
-                format!("the stream {arn} is not one of a table this template creates with a stream")
+            .ok_or_else(|| {
+                StackError::Unusable(format!(
+                    "the stream {arn} is not one of a table this template creates with a stream"
+                ))
             })
     }
 
     /// One replayer source per function and stream event, each invoked by `invoker(function)`.
     pub fn sources(
         &self,
-        mut invoker: impl FnMut(&Function) -> anyhow::Result<Invoker>,
-    ) -> anyhow::Result<Vec<Source>> {
+        mut invoker: impl FnMut(&Function) -> Result<Invoker, StackError>,
+    ) -> Result<Vec<Source>, StackError> {
         let mut sources = Vec::new();
         for function in &self.functions {
             if function.streams.is_empty() {
@@ -105,17 +164,20 @@ impl Stack {
             let invoke = invoker(function)?;
             for stream in &function.streams {
                 let at = format!("{}/Events/{}", function.logical_id, stream.name);
-                let table = self.table_of_stream(&stream.stream).with_context(|| at.clone())?;
+                let table = self
+                    .table_of_stream(&stream.stream)
+                    .map_err(|e| StackError::Unusable(format!("{at}: {e}")))?;
                 let filters = stream
                     .filters
                     .iter()
                     .map(|p| Pattern::parse_dynamodb(p))
                     .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| anyhow::anyhow!("{at}: FilterCriteria: {e}"))?;
+                    .map_err(|e| StackError::Unusable(format!("{at}: FilterCriteria: {e}")))?;
                 sources.push(Source {
                     function: binary_of(function)?.to_owned(),
                     stream_arn: self.streams[table].clone(),
-                    settings: Settings::from_source(stream).map_err(|e| anyhow::anyhow!("{at}: {e}"))?,
+                    settings: Settings::from_source(stream)
+                        .map_err(|e| StackError::Unusable(format!("{at}: {e}")))?,
                     filters,
                     invoker: Arc::clone(&invoke),
                 });
@@ -145,9 +207,9 @@ impl Stack {
     pub fn pipeline(
         &self,
         sdk: &SdkConfig,
-        invoker: impl FnMut(&Function) -> anyhow::Result<Invoker>,
+        invoker: impl FnMut(&Function) -> Result<Invoker, StackError>,
         failures: FailureLog,
-    ) -> anyhow::Result<Pipeline> {
+    ) -> Result<Pipeline, StackError> {
         let streams = aws_sdk_dynamodbstreams::Client::new(sdk);
         Ok(Pipeline::new(
             &streams,
@@ -158,36 +220,88 @@ impl Stack {
     }
 
     /// The function built from the cargo binary `binary`.
-    pub fn function(&self, binary: &str) -> anyhow::Result<&Function> {
+    pub fn function(&self, binary: &str) -> Result<&Function, StackError> {
         self.functions
             .iter()
             .find(|f| f.binary.as_deref() == Some(binary))
-            .with_context(|| format!("the template has no function with BuildProperties.Binary {binary}"))
+            .ok_or_else(|| {
+                StackError::Unusable(format!(
+                    "the template has no function with BuildProperties.Binary {binary}"
+                ))
+            })
     }
 
     /// The template environment of the function built from `binary`.
-    pub fn environment(&self, binary: &str) -> anyhow::Result<&BTreeMap<String, String>> {
+    pub fn environment(&self, binary: &str) -> Result<&BTreeMap<String, String>, StackError> {
         Ok(&self.function(binary)?.environment)
     }
 
     /// Where the ttl-archiver writes: its `ARCHIVE_BUCKET` and `ARCHIVE_PREFIX`.
-    pub fn archive_location(&self) -> anyhow::Result<(String, String)> {
+    pub fn archive_location(&self) -> Result<(String, String), StackError> {
         let env = self.environment("ttl-archiver")?;
         let get = |name: &str| {
             env.get(name)
                 .cloned()
-                .with_context(|| format!("the ttl-archiver's environment has no {name}"))
+                .ok_or_else(|| StackError::Unusable(format!("the ttl-archiver's environment has no {name}")))
         };
         Ok((get("ARCHIVE_BUCKET")?, get("ARCHIVE_PREFIX")?))
     }
 
     /// The table with this logical id.
-    pub fn table(&self, logical_id: &str) -> anyhow::Result<&Table> {
+    pub fn table(&self, logical_id: &str) -> Result<&Table, StackError> {
         self.tables
             .iter()
             .find(|t| t.logical_id == logical_id)
-            .with_context(|| format!("the template creates no table {logical_id}"))
+            .ok_or_else(|| StackError::Unusable(format!("the template creates no table {logical_id}")))
     }
+}
+
+/// Every item of `table` (all pages of a Scan), as DynamoDB JSON.
+pub async fn scan(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<Vec<serde_json::Value>, StackError> {
+    let failed = |message: String| StackError::Request {
+        operation: "Scan",
+        table: table.to_owned(),
+        message,
+    };
+    let mut items = Vec::new();
+    let mut start = None;
+    loop {
+        let page = client
+            .scan()
+            .table_name(table)
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .map_err(|e| failed(aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string()))?;
+        for item in page.items() {
+            items.push(
+                serde_json::to_value(serde_dynamo::Item::from(item.clone()))
+                    .map_err(|e| failed(e.to_string()))?,
+            );
+        }
+        match page.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => return Ok(items),
+        }
+    }
+}
+
+/// Compares `stack`'s index table with what its issues table calls for, under the indexer's
+/// configuration there (see `multikey_indexer::oracle`).
+pub async fn check_index(client: &aws_sdk_dynamodb::Client, stack: &Stack) -> Result<IndexCheck, StackError> {
+    let function = stack.function("multikey-indexer")?;
+    let lookup = |name: &str| function.environment.get(name).cloned();
+    let indexes = Indexes::from_vars(&Vars::new(&lookup)).map_err(|source| StackError::Config {
+        function: function.logical_id.clone(),
+        source,
+    })?;
+    let base = scan(client, &stack.table("IssuesTable")?.name).await?;
+    let index = scan(client, &stack.table("IndexTable")?.name).await?;
+    multikey_indexer::oracle::compare(&indexes, &base, &index)
+        .map_err(|e| StackError::Unusable(e.to_string()))
 }
 
 /// Puts one item given as plain JSON (numbers become N, strings S, objects M, arrays L).
@@ -195,15 +309,20 @@ pub async fn put_json(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
     item: &serde_json::Value,
-) -> anyhow::Result<()> {
-    let item: serde_dynamo::Item = serde_dynamo::to_item(item)?;
+) -> Result<(), StackError> {
+    let failed = |message: String| StackError::Request {
+        operation: "PutItem",
+        table: table.to_owned(),
+        message,
+    };
+    let item: serde_dynamo::Item = serde_dynamo::to_item(item).map_err(|e| failed(e.to_string()))?;
     client
         .put_item()
         .table_name(table)
         .set_item(Some(item.into()))
         .send()
         .await
-        .with_context(|| format!("PutItem {table}"))?;
+        .map_err(|e| failed(aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string()))?;
     Ok(())
 }
 
@@ -218,12 +337,12 @@ pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
     )
 }
 
-fn binary_of(function: &Function) -> anyhow::Result<&str> {
-    function.binary.as_deref().with_context(|| {
-        format!(
+fn binary_of(function: &Function) -> Result<&str, StackError> {
+    function.binary.as_deref().ok_or_else(|| {
+        StackError::Unusable(format!(
             "{} has no Metadata.BuildProperties.Binary naming its cargo binary",
             function.logical_id
-        )
+        ))
     })
 }
 
@@ -246,30 +365,37 @@ fn timeout(function: &Function) -> Duration {
 
 /// An invoker that runs `function`'s library handler in this process, under the stream runtime,
 /// configured from its template environment as its binary would be.
-pub fn in_process_invoker(function: &Function, sdk: &SdkConfig) -> anyhow::Result<Invoker> {
+pub fn in_process_invoker(function: &Function, sdk: &SdkConfig) -> Result<Invoker, StackError> {
     let env = environment(function);
     let lookup = |name: &str| env.get(name).cloned();
     let vars = Vars::new(&lookup);
     let limit = timeout(function);
     match binary_of(function)? {
-        "multikey-indexer" => runtime_invoker::<multikey_indexer::Indexer>(&vars, sdk, limit),
-        "ttl-archiver" => runtime_invoker::<ttl_archiver::Archiver>(&vars, sdk, limit),
-        "counter-aggregator" => runtime_invoker::<counter_aggregator::Aggregator>(&vars, sdk, limit),
-        other => bail!(
+        "multikey-indexer" => runtime_invoker::<multikey_indexer::Indexer>(function, &vars, sdk, limit),
+        "ttl-archiver" => runtime_invoker::<ttl_archiver::Archiver>(function, &vars, sdk, limit),
+        "counter-aggregator" => {
+            runtime_invoker::<counter_aggregator::Aggregator>(function, &vars, sdk, limit)
+        }
+        other => Err(StackError::Unusable(format!(
             "{}: no in-process handler for the binary {other}",
             function.logical_id
-        ),
+        ))),
     }
 }
 
 /// An in-process invoker of the function `F` under the stream runtime, each invocation with
 /// `limit` to its deadline.
 fn runtime_invoker<F: StreamFunction>(
+    function: &Function,
     vars: &Vars<'_>,
     sdk: &SdkConfig,
     limit: Duration,
-) -> anyhow::Result<Invoker> {
-    let runtime = Arc::new(Runtime::<F>::from_vars(vars, sdk)?);
+) -> Result<Invoker, StackError> {
+    let runtime = Runtime::<F>::from_vars(vars, sdk).map_err(|source| StackError::Config {
+        function: function.logical_id.clone(),
+        source,
+    })?;
+    let runtime = Arc::new(runtime);
     Ok(in_process(move |event| {
         let runtime = Arc::clone(&runtime);
         async move { answer(runtime.handle(event, Deadline::after(limit)).await) }
@@ -332,31 +458,40 @@ impl Emulated {
         env: &BTreeMap<String, String>,
         log: &Path,
         timeout: Duration,
-    ) -> anyhow::Result<Emulated> {
-        ensure!(
-            binary.exists(),
-            "{} is missing: build the functions first (cargo build --bins)",
-            binary.display()
-        );
-        if let Some(dir) = log.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    ) -> Result<Emulated, StackError> {
+        if !binary.exists() {
+            return Err(StackError::Unusable(format!(
+                "{} is missing: build the functions first (cargo build --bins)",
+                binary.display()
+            )));
         }
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        if let Some(dir) = log.parent() {
+            std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(io("cannot find a free loopback port"))?
+            .port();
+        let watch_log = log.with_extension("watch.log");
         let watch = Command::new(cargo_lambda)
             .args(["lambda", "watch", "--only-lambda-apis", "-A", "127.0.0.1", "-P"])
             .arg(port.to_string())
             .stdout(Stdio::null())
-            .stderr(File::create(log.with_extension("watch.log"))?)
+            .stderr(File::create(&watch_log).map_err(io(format!("cannot create {}", watch_log.display())))?)
             .spawn()
-            .with_context(|| format!("cannot start {} lambda watch", cargo_lambda.display()))?;
+            .map_err(io(format!(
+                "cannot start {} lambda watch",
+                cargo_lambda.display()
+            )))?;
         let watch = Process(watch);
         let started = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            ensure!(
-                started.elapsed() < Duration::from_secs(60),
-                "cargo lambda watch did not listen on port {port}; see {}",
-                log.with_extension("watch.log").display()
-            );
+            if started.elapsed() >= Duration::from_secs(60) {
+                return Err(StackError::Unusable(format!(
+                    "cargo lambda watch did not listen on port {port}; see {}",
+                    watch_log.display()
+                )));
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
         let mut command = Command::new(binary);
@@ -372,10 +507,10 @@ impl Emulated {
             .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
             .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
-            .stdout(File::create(log)?)
+            .stdout(File::create(log).map_err(io(format!("cannot create {}", log.display())))?)
             .stderr(Stdio::inherit())
             .spawn()
-            .with_context(|| format!("cannot start {}", binary.display()))?;
+            .map_err(io(format!("cannot start {}", binary.display())))?;
         Ok(Emulated {
             port,
             log: log.to_owned(),
@@ -391,7 +526,7 @@ impl Emulated {
         bin_dir: &Path,
         function: &Function,
         log_dir: &Path,
-    ) -> anyhow::Result<Emulated> {
+    ) -> Result<Emulated, StackError> {
         let binary = binary_of(function)?;
         Emulated::start(
             cargo_lambda,

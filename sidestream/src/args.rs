@@ -1,0 +1,257 @@
+//! The command line's flags: every subcommand and option, parsed by clap in this one layer, and
+//! resolved into library objects by `main.rs`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::key::KeyOptions;
+
+/// Sidestream: DynamoDB stream processing toolkit.
+#[derive(Debug, Parser)]
+#[command(name = "sidestream", version, about)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Order-preserving DynamoDB keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// Runs a function's planning step on an event file, without touching AWS.
+    ///
+    /// Configuration comes from the same environment variables as the Lambda (multikey-indexer:
+    /// `MULTIKEY_INDEXES`; ttl-archiver: `ARCHIVE_PREFIX`, `ARCHIVE_GZIP_LEVEL`;
+    /// counter-aggregator: `COUNTER_PARTITION_KEY`). Prints one JSON object per planned write
+    /// (multikey-indexer), per archive object (ttl-archiver) or per counter total to update
+    /// (counter-aggregator); what is left out and the record planning stopped at go to stderr,
+    /// and a stop exits with status 1.
+    Plan {
+        /// The function whose plan to run.
+        function: Function,
+        /// A DynamoDB stream event (`{"Records":[…]}`), as Lambda delivers it.
+        #[arg(long, value_name = "FILE")]
+        event: PathBuf,
+        /// ttl-archiver: also write the archive objects under DIR, at their keys.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+    /// The ttl-archiver's archives: read them, restore them.
+    ///
+    /// S3 and DynamoDB are reached with the usual AWS configuration (`AWS_PROFILE`, `AWS_REGION`,
+    /// `AWS_ENDPOINT_URL` for an emulator); set `S3_FORCE_PATH_STYLE=true` for emulators that
+    /// need it.
+    #[command(subcommand)]
+    Archive(ArchiveCommand),
+    /// The stack of `template.yaml` on a local AWS emulator (moto), with Lambda's event source
+    /// mappings replayed.
+    ///
+    /// Tables and buckets are created from the template (existing ones are kept) and named
+    /// `<stack>-<logicalid>`. Each function runs as its real binary behind `cargo lambda watch`
+    /// (or in process) with the template's environment, and gets its stream's records the way
+    /// Lambda would deliver them: `FilterCriteria`, `BatchSize`, `batchItemFailures`, bisection,
+    /// `MaximumRetryAttempts` (given-up ranges go to the failure log). Items whose TTL attribute
+    /// is past are deleted, and their REMOVE records carry DynamoDB's service identity.
+    /// The emulator is reached with `AWS_ENDPOINT_URL` (scripts/moto sets it).
+    #[command(subcommand)]
+    Local(LocalCommand),
+    /// One page of a scope's items sorted by an indexed field (the multikey index's read side):
+    /// the items that have the field in its order, then those without it in `num` order.
+    ///
+    /// Prints a table and `next: <cursor>`; pass the cursor back with --cursor for the next page.
+    /// Cursors are signed with `GRID_CURSOR_KEY` (a built-in development key when unset, which
+    /// makes them tamper-evident but not unforgeable) and last a day.
+    Grid(GridArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GridArgs {
+    /// The base table (the issues).
+    #[arg(long)]
+    pub(crate) table: String,
+    /// The multikey index table.
+    #[arg(long)]
+    pub(crate) index_table: String,
+    /// The scope's value, e.g. a project id.
+    #[arg(long)]
+    pub(crate) scope: String,
+    /// The field to sort by (a key of the indexed map).
+    #[arg(long)]
+    pub(crate) field: String,
+    /// Highest values first (items without the field still come last).
+    #[arg(long)]
+    pub(crate) desc: bool,
+    /// Items per page (1-100).
+    #[arg(long, default_value_t = 20)]
+    pub(crate) limit: usize,
+    /// The cursor a previous page printed.
+    #[arg(long)]
+    pub(crate) cursor: Option<String>,
+    /// Values from this one (a typed component, e.g. `{"N":"10"}` or `{"S":"2023-05-01"}`).
+    #[arg(long, value_name = "JSON")]
+    pub(crate) from: Option<String>,
+    /// Values up to this one, included.
+    #[arg(long, value_name = "JSON")]
+    pub(crate) to: Option<String>,
+    /// String values beginning with this.
+    #[arg(long, conflicts_with_all = ["from", "to"])]
+    pub(crate) prefix: Option<String>,
+    /// Base attributes to show besides the index's (fetched with one `BatchGetItem`).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) attributes: Vec<String>,
+    /// The base table's key attribute.
+    #[arg(long, default_value = "id")]
+    pub(crate) key: String,
+    /// The scope attribute.
+    #[arg(long, default_value = "project")]
+    pub(crate) scope_attribute: String,
+    /// The order attribute of the nulls phase.
+    #[arg(long, default_value = "num")]
+    pub(crate) order: String,
+    /// The indexed map attribute.
+    #[arg(long, default_value = "custom_fields")]
+    pub(crate) source: String,
+    /// The base table's index by scope and order.
+    #[arg(long, default_value = "project-num")]
+    pub(crate) nulls_index: String,
+    /// The base attributes the index items carry (the indexer's `include`).
+    #[arg(long, value_delimiter = ',', default_value = "name,state")]
+    pub(crate) projected: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum LocalCommand {
+    /// Creates the stack and replays its streams until interrupted (or, with --until-settled,
+    /// until everything written so far is delivered).
+    Run {
+        #[command(flatten)]
+        options: LocalOptions,
+        /// Stop once every stream has been replayed to its end.
+        #[arg(long)]
+        until_settled: bool,
+    },
+    /// Creates the stack, loads the article's issue tracker, a hot counter and expiring issues
+    /// while the replayer runs, then prints what the functions kept and checks it is exact
+    /// (exit status 1 if not).
+    Demo {
+        #[command(flatten)]
+        options: LocalOptions,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct LocalOptions {
+    /// The SAM template.
+    #[arg(long, default_value = "template.yaml", value_name = "FILE")]
+    pub(crate) template: PathBuf,
+    /// The stack name, the prefix of every resource name.
+    #[arg(long, default_value = "sidestream-local")]
+    pub(crate) stack: String,
+    /// A template parameter, `NAME=VALUE` (repeatable); the rest take their defaults.
+    #[arg(long = "parameter", value_name = "NAME=VALUE", value_parser = parse_parameter)]
+    pub(crate) parameters: Vec<(String, String)>,
+    /// Run the functions' library handlers in this process instead of their binaries.
+    #[arg(long)]
+    pub(crate) in_process: bool,
+    /// Where the function binaries are (default: beside this program).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) bin_dir: Option<PathBuf>,
+    /// The cargo-lambda program.
+    #[arg(long, default_value = "cargo-lambda", value_name = "PATH")]
+    pub(crate) cargo_lambda: PathBuf,
+    /// Ranges of records given up on after `MaximumRetryAttempts`, one JSON line each.
+    #[arg(long, default_value = "target/local/failures.jsonl", value_name = "FILE")]
+    pub(crate) failure_log: PathBuf,
+    /// Where the function binaries' logs go.
+    #[arg(long, default_value = "target/local/logs", value_name = "DIR")]
+    pub(crate) log_dir: PathBuf,
+}
+
+fn parse_parameter(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("{text:?} is not NAME=VALUE"))
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ArchiveCommand {
+    /// Prints an archive object as plain JSON lines: items as ordinary JSON (sets as arrays,
+    /// binary as base64, numbers exact), metadata lines with their keys likewise.
+    Cat {
+        /// `s3://BUCKET/KEY`, or a local file.
+        source: String,
+        /// Print the lines as archived, in DynamoDB JSON.
+        #[arg(long)]
+        typed: bool,
+    },
+    /// Puts the items archived under a prefix back into an existing table, object by object in
+    /// key order, replacing items with the same key. Progress goes to stderr.
+    Restore {
+        /// The archive bucket.
+        #[arg(long)]
+        bucket: String,
+        /// The key prefix to restore, for example `archive/table=issues/` or a single day.
+        #[arg(long)]
+        prefix: String,
+        /// The table to put the items into.
+        #[arg(long)]
+        table: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum Function {
+    /// The multikey index.
+    MultikeyIndexer,
+    /// The TTL archive.
+    TtlArchiver,
+    /// The sharded counters' totals.
+    CounterAggregator,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum KeyCommand {
+    /// Encodes typed tuples, one JSON array per line, into keys: `{"S":"…"}` or `{"B":"…"}`.
+    ///
+    /// Components are DynamoDB JSON ({"S":"Open"}, {"N":"42"}, {"B":"AQI="}, {"BOOL":true},
+    /// {"NULL":true}) or {"DATE":"2024-05-01"} / {"DATETIME":"2024-05-01T12:34:56Z"}.
+    /// A line that cannot be encoded yields {"error":"…"}; the exit status is then 1.
+    Encode {
+        #[command(flatten)]
+        form: Form,
+        /// Check against the 2048-byte partition-key limit instead of the 1024-byte sort-key one.
+        #[arg(long)]
+        partition: bool,
+    },
+    /// Decodes keys, one per line ({"S":"…"}, {"B":"…"}, or the bare key), into JSON arrays.
+    Decode {
+        #[command(flatten)]
+        form: Form,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct Form {
+    /// The binary form (B keys, base64) instead of the text form (S keys).
+    #[arg(long)]
+    pub(crate) binary: bool,
+    /// Comma-separated 0-based positions that sort descending, e.g. `--desc 1,2`. When decoding,
+    /// the key's recorded directions are checked against it.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub(crate) desc: Option<Vec<usize>>,
+}
+
+impl Form {
+    pub(crate) fn options(&self) -> KeyOptions {
+        KeyOptions {
+            binary: self.binary,
+            desc: self
+                .desc
+                .as_ref()
+                .map(|positions| positions.iter().copied().collect()),
+            partition: false,
+        }
+    }
+}

@@ -11,7 +11,7 @@
 //! by `stream-runtime`.
 
 use stream_kit::{ConfigError, Vars};
-use stream_runtime::settings::{check_bucket, normalize_prefix};
+use stream_runtime::settings::{bucket, normalize_prefix};
 
 /// The storage classes `ARCHIVE_STORAGE_CLASS` accepts (S3's `PutObject` names).
 pub const STORAGE_CLASSES: [&str; 8] = [
@@ -72,14 +72,11 @@ pub struct ArchiveConfig {
 impl ArchiveConfig {
     /// Reads and checks the variables.
     pub fn from_vars(vars: &Vars<'_>) -> Result<ArchiveConfig, ConfigError> {
-        let bucket = vars.required(
+        let bucket = bucket(
+            vars,
             "ARCHIVE_BUCKET",
             "the name of the S3 bucket that receives the archive",
         )?;
-        check_bucket(&bucket).map_err(|reason| ConfigError::Invalid {
-            var: "ARCHIVE_BUCKET",
-            reason,
-        })?;
         let storage_class = vars
             .optional("ARCHIVE_STORAGE_CLASS")
             .unwrap_or_else(|| "STANDARD".to_owned());

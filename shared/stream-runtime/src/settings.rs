@@ -57,14 +57,11 @@ impl Settings {
 impl ParkingPlace {
     /// Reads `PARKING_BUCKET` and `PARKING_PREFIX`.
     pub fn from_vars(vars: &Vars<'_>) -> Result<ParkingPlace, ConfigError> {
-        let bucket = vars.required(
+        let bucket = bucket(
+            vars,
             "PARKING_BUCKET",
             "the S3 bucket where records that can never succeed are parked",
         )?;
-        check_bucket(&bucket).map_err(|reason| ConfigError::Invalid {
-            var: "PARKING_BUCKET",
-            reason,
-        })?;
         let prefix = vars
             .optional("PARKING_PREFIX")
             .unwrap_or_else(|| DEFAULT_PARKING_PREFIX.to_owned());
@@ -131,6 +128,13 @@ pub fn normalize_prefix(raw: &str) -> Result<String, String> {
         prefix.push('/');
     }
     Ok(prefix)
+}
+
+/// Reads the required bucket name `var` (`what` says what it is for), checked by [`check_bucket`].
+pub fn bucket(vars: &Vars<'_>, var: &'static str, what: &'static str) -> Result<String, ConfigError> {
+    let bucket = vars.required(var, what)?;
+    check_bucket(&bucket).map_err(|reason| ConfigError::Invalid { var, reason })?;
+    Ok(bucket)
 }
 
 /// S3's bucket naming rules (general purpose buckets): 3-63 characters of lowercase letters,

@@ -64,6 +64,10 @@ pub(crate) enum Command {
     /// Cursors are signed with `GRID_CURSOR_KEY` (a built-in development key when unset, which
     /// makes them tamper-evident but not unforgeable) and last a day.
     Grid(GridArgs),
+    /// The web grid: a page on http://127.0.0.1:PORT that lists a scope's items in a table and
+    /// sorts them by any custom field through the index, with the same reads and cursors as
+    /// `grid`. The index comes from `MULTIKEY_INDEXES`, as for `grid`.
+    Serve(ServeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -71,16 +75,20 @@ pub(crate) struct GridArgs {
     /// The base table (the issues).
     #[arg(long)]
     pub(crate) table: String,
-    /// The multikey index table.
+    /// The base table's index by the index's scope and first tiebreaker.
+    #[arg(long, default_value = "project-num")]
+    pub(crate) nulls_index: String,
+    /// Which index of `MULTIKEY_INDEXES` to read (needed when it defines several). The index
+    /// table, the attribute names and the projected attributes all come from there.
     #[arg(long)]
-    pub(crate) index_table: String,
+    pub(crate) index: Option<String>,
     /// The scope's value, e.g. a project id.
     #[arg(long)]
     pub(crate) scope: String,
     /// The field to sort by (a key of the indexed map).
     #[arg(long)]
     pub(crate) field: String,
-    /// Highest values first (items without the field still come last).
+    /// Highest values first (items without an indexed value still come last).
     #[arg(long)]
     pub(crate) desc: bool,
     /// Items per page (1-100).
@@ -101,24 +109,35 @@ pub(crate) struct GridArgs {
     /// Base attributes to show besides the index's (fetched with one `BatchGetItem`).
     #[arg(long, value_delimiter = ',')]
     pub(crate) attributes: Vec<String>,
-    /// The base table's key attribute.
-    #[arg(long, default_value = "id")]
-    pub(crate) key: String,
-    /// The scope attribute.
-    #[arg(long, default_value = "project")]
-    pub(crate) scope_attribute: String,
-    /// The order attribute of the nulls phase.
-    #[arg(long, default_value = "num")]
-    pub(crate) order: String,
-    /// The indexed map attribute.
-    #[arg(long, default_value = "custom_fields")]
-    pub(crate) source: String,
-    /// The base table's index by scope and order.
+    /// `text` (a table) or `json` (one object per item, then one with the next cursor).
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub(crate) output: Output,
+}
+
+/// The web grid's flags.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The base table (the issues).
+    #[arg(long)]
+    pub(crate) table: String,
+    /// The base table's index by the index's scope and first tiebreaker.
     #[arg(long, default_value = "project-num")]
     pub(crate) nulls_index: String,
-    /// The base attributes the index items carry (the indexer's `include`).
-    #[arg(long, value_delimiter = ',', default_value = "name,state")]
-    pub(crate) projected: Vec<String>,
+    /// Which index of `MULTIKEY_INDEXES` to read (needed when it defines several).
+    #[arg(long)]
+    pub(crate) index: Option<String>,
+    /// The port on 127.0.0.1 (0: any free port).
+    #[arg(long, default_value_t = 8080)]
+    pub(crate) port: u16,
+}
+
+/// How a command prints its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Output {
+    /// For people.
+    Text,
+    /// For programs: JSON lines.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -138,6 +157,12 @@ pub(crate) enum LocalCommand {
     Demo {
         #[command(flatten)]
         options: LocalOptions,
+        /// After the checks, keep the stack up and serve the web grid over it.
+        #[arg(long)]
+        serve: bool,
+        /// The web grid's port on 127.0.0.1 (0: any free port).
+        #[arg(long, default_value_t = 8080)]
+        port: u16,
     },
 }
 

@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use grid_view::{GridSchema, Page, Phase};
+use grid_view::{GridSchema, Page, Phase, Query};
 use serde_json::Value;
 
 /// A DynamoDB JSON value as plain text: strings and numbers as they are, sets and maps as JSON.
@@ -24,26 +24,26 @@ pub(crate) fn plain(value: Option<&Value>) -> String {
 /// the index's attributes and any asked for), then `next: <cursor>` or `next: none`.
 pub(crate) fn render(
     page: &Page,
-    layout: &GridSchema,
-    field: &str,
-    attributes: &[String],
+    schema: &GridSchema,
+    query: &Query,
     mut out: impl Write,
 ) -> std::io::Result<()> {
-    let mut columns: Vec<&str> = vec![&layout.order, &layout.key];
-    for attribute in layout.projected.iter().chain(attributes) {
-        if !columns.contains(&attribute.as_str()) {
-            columns.push(attribute);
-        }
-    }
+    let columns: Vec<&str> = std::iter::once(schema.key())
+        .chain(grid_view::output::columns(schema, query))
+        .collect();
     let mut lines = vec![
-        std::iter::once(field.to_owned())
+        std::iter::once(query.field.clone())
             .chain(columns.iter().map(|c| (*c).to_owned()))
             .collect::<Vec<_>>(),
     ];
+    let mut nulls = 0;
     for row in &page.rows {
-        let value = match page.phase {
+        let value = match row.phase {
             Phase::Index => plain(row.value.as_ref()),
-            Phase::Nulls => "-".to_owned(),
+            Phase::Nulls => {
+                nulls += 1;
+                "-".to_owned()
+            }
         };
         lines.push(
             std::iter::once(value)
@@ -69,16 +69,28 @@ pub(crate) fn render(
             .collect();
         writeln!(out, "{}", cells.join("  ").trim_end())?;
     }
-    let phase = match page.phase {
-        Phase::Index => format!("with {field}, in its order"),
-        Phase::Nulls => format!("without {field}, in {} order", layout.order),
-    };
     writeln!(
         out,
-        "({} items {phase}; {} Query, {} BatchGetItem)",
-        page.rows.len(),
+        "({} items sorted by {}, {nulls} without an indexed value, by {}; {} Query, {} BatchGetItem)",
+        page.rows.len() - nulls,
+        query.field,
+        schema.order(),
         page.requests.queries,
         page.requests.batch_gets
     )?;
-    writeln!(out, "next: {}", page.next.as_deref().unwrap_or("none"))
+    writeln!(out, "next: {}", page.next.as_deref().unwrap_or("none"))?;
+    out.flush()
+}
+
+/// Prints `page` as JSON lines (`grid_view::output`).
+pub(crate) fn json_lines(
+    page: &Page,
+    schema: &GridSchema,
+    query: &Query,
+    mut out: impl Write,
+) -> std::io::Result<()> {
+    for line in grid_view::output::json_lines(page, schema, query) {
+        writeln!(out, "{line}")?;
+    }
+    out.flush()
 }

@@ -12,7 +12,9 @@ mod key;
 mod plan;
 mod typed_json;
 
-use crate::args::{ArchiveCommand, Cli, Command, Function, GridArgs, KeyCommand, LocalCommand};
+use crate::args::{
+    ArchiveCommand, Cli, Command, Function, GridArgs, KeyCommand, LocalCommand, Output, ServeArgs,
+};
 use crate::key::KeyOptions;
 use anyhow::Context as _;
 use archive_reader as archive;
@@ -28,16 +30,17 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Archive(command) => run_archive(command),
         Command::Local(command) => run_local(command),
         Command::Grid(args) => run_grid(args),
+        Command::Serve(args) => run_serve(args),
     }
 }
 
 fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
-    let (options, demo, until_settled) = match command {
+    let (options, demo, until_settled, serve) = match command {
         LocalCommand::Run {
             options,
             until_settled,
-        } => (options, false, until_settled),
-        LocalCommand::Demo { options } => (options, true, true),
+        } => (options, false, until_settled, None),
+        LocalCommand::Demo { options, serve, port } => (options, true, true, serve.then_some(port)),
     };
     // JSON logs on stderr; the demo keeps its output readable with warnings and errors only.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -100,6 +103,10 @@ fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
         out.flush()?;
         if demo {
             let ok = crate::demo::run(&sdk, &stack, pipeline, &mut out).await?;
+            if let Some(port) = serve {
+                let schema = stack.grid_schema()?;
+                serve_grid(&sdk, schema, port, "35e9", &mut out).await?;
+            }
             return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
         }
         let mut pipeline = pipeline;
@@ -197,37 +204,77 @@ fn run_grid(args: GridArgs) -> anyhow::Result<ExitCode> {
         filter,
         attributes: args.attributes,
     };
-    let layout = grid_view::GridSchema {
-        table: args.table,
-        key: args.key,
-        scope: args.scope_attribute,
-        order: args.order,
-        source: args.source,
-        nulls_index: args.nulls_index,
-        index_table: args.index_table,
-        projected: args.projected,
-    };
-    let key = Vars::new(&Vars::process_lookup)
-        .optional("GRID_CURSOR_KEY")
-        .unwrap_or_else(|| "sidestream-grid-development-key".to_owned());
-    let signer = grid_view::Signer::new(key.as_bytes(), 24 * 3600);
+    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&Vars::process_lookup))?;
+    let schema = grid_view::GridSchema::new(&indexes, args.index.as_deref(), args.table, args.nulls_index)?;
+    let signer = grid_signer();
     runtime()?.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let grid = grid_view::Grid::new(
             aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk)),
-            layout.clone(),
+            schema,
             signer,
         );
         let page = grid.page(&query, args.cursor.as_deref()).await?;
-        crate::grid::render(
-            &page,
-            &layout,
-            &query.field,
-            &query.attributes,
-            io::stdout().lock(),
-        )?;
+        let out = BufWriter::new(io::stdout().lock());
+        match args.output {
+            Output::Text => crate::grid::render(&page, grid.schema(), &query, out)?,
+            Output::Json => crate::grid::json_lines(&page, grid.schema(), &query, out)?,
+        }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(io::stderr)
+        .init();
+    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&Vars::process_lookup))?;
+    let schema = grid_view::GridSchema::new(&indexes, args.index.as_deref(), args.table, args.nulls_index)?;
+    runtime()?.block_on(async {
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        serve_grid(&sdk, schema, args.port, "", &mut io::stdout()).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Serves the web grid over `schema` on 127.0.0.1:`port` until interrupted, after printing its
+/// address (opening `scope` when given).
+async fn serve_grid(
+    sdk: &aws_config::SdkConfig,
+    schema: grid_view::GridSchema,
+    port: u16,
+    scope: &str,
+    out: &mut impl io::Write,
+) -> anyhow::Result<()> {
+    let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
+    let grid = grid_view::Grid::new(client.clone(), schema, grid_signer());
+    let (listener, addr) = grid_server::bind(([127, 0, 0, 1], port).into())
+        .await
+        .with_context(|| format!("cannot listen on 127.0.0.1:{port}"))?;
+    let query = if scope.is_empty() {
+        String::new()
+    } else {
+        format!("?scope={scope}")
+    };
+    writeln!(out, "\nThe web grid: http://{addr}/{query} (Ctrl-C to stop)")?;
+    out.flush()?;
+    tokio::select! {
+        served = grid_server::serve(listener, grid_server::App::new(grid, client)) => served?,
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    Ok(())
+}
+
+/// The grid's cursor signer: `GRID_CURSOR_KEY`, or a development key; cursors last a day.
+fn grid_signer() -> grid_view::Signer {
+    let key = Vars::new(&Vars::process_lookup)
+        .optional("GRID_CURSOR_KEY")
+        .unwrap_or_else(|| "sidestream-grid-development-key".to_owned());
+    grid_view::Signer::new(key.as_bytes(), 24 * 3600)
 }
 
 /// The async runtime for the commands that call AWS.

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, reason = "test code: a failed unwrap is a failed test")]
 
 mod archive;
+mod browser;
 mod cli;
 mod counters;
 mod fixtures;

@@ -190,16 +190,12 @@ async fn unprocessed_keys_of_the_grid_are_asked_again_under_the_policy() {
         }
     })
     .await;
-    let layout = GridSchema {
-        table: "issues".into(),
-        key: "id".into(),
-        scope: "project".into(),
-        order: "num".into(),
-        source: "custom_fields".into(),
-        nulls_index: "project-num".into(),
-        index_table: "index".into(),
-        projected: vec![],
-    };
+    let indexes = multikey_indexer::Indexes::from_json(
+        &include_str!("../../functions/multikey-indexer/indexes.example.json")
+            .replace("issue-attrib-index", "index"),
+    )
+    .unwrap();
+    let layout = GridSchema::new(&indexes, None, "issues", "project-num").unwrap();
     let grid = Grid::new(endpoint.dynamodb(), layout, Signer::new(b"scripted", 60))
         .with_policy(policy(), Duration::from_secs(30));
     let query = Query {

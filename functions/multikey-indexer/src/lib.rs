@@ -53,13 +53,12 @@
 //! systemic one becomes the batch's checkpoint. A parked record's item may have stale or missing
 //! entries until the item changes again or the index is repaired.
 
-pub mod config;
-mod entries;
 pub mod handler;
 pub mod oracle;
 pub mod plan;
 pub mod synthetic;
 
-pub use config::{Index, Indexes, KeyFormat};
 pub use handler::Indexer;
+pub use multikey_schema::config;
+pub use multikey_schema::{Index, Indexes, KeyFormat};
 pub use plan::{Plan, PlanError, Skipped, Stopped};

@@ -43,7 +43,7 @@ use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
 use stream_kit::{EventRecord, FailureKind, ItemWrite, Op, Record, RecordError};
 
 use crate::config::{Index, Indexes};
-use crate::entries::{EntryKey, ImageEntries, Member};
+use multikey_schema::entries::{EntryKey, ImageEntries, Member};
 
 /// What a batch of records asks of the index tables.
 #[derive(Debug, Default, PartialEq)]

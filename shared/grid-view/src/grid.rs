@@ -11,7 +11,8 @@ use io_policy::{Budget, Failure, FailureKind, Policy};
 use serde_json::Value;
 
 use crate::cursor::{Cursor, CursorError, Phase, Signer};
-use crate::query::{GridSchema, Query, QueryError};
+use crate::query::{MAX_LIMIT, Query, QueryError};
+use crate::schema::GridSchema;
 
 type Item = HashMap<String, AttributeValue>;
 
@@ -44,12 +45,12 @@ pub enum GridError {
 /// One page.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page {
-    /// The items, in order: index items (or base items, when the caller asked for attributes
-    /// the index lacks) with the sorted `value`, then base items without the field.
+    /// The items, in order: the index phase's (sorted by the field's value), then the nulls
+    /// phase's (items without an indexed value for the field, by order attribute).
     pub rows: Vec<Row>,
     /// The cursor of the next page; `None` after the last.
     pub next: Option<String>,
-    /// The phase these rows came from.
+    /// The phase the page ended in.
     pub phase: Phase,
     /// Requests made: queries and `BatchGetItem` calls, every attempt counted.
     pub requests: Requests,
@@ -58,10 +59,13 @@ pub struct Page {
 /// One item of a page.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
-    /// The item, in DynamoDB JSON.
+    /// The item, in DynamoDB JSON: the index item (or the base item, when the caller asked for
+    /// attributes the index lacks), or in the nulls phase the base item.
     pub item: Value,
     /// The field's value (DynamoDB JSON); `None` in the nulls phase.
     pub value: Option<Value>,
+    /// The phase the row came from.
+    pub phase: Phase,
 }
 
 /// What a page cost.
@@ -78,24 +82,28 @@ pub struct Requests {
 /// How long one page may take by default, every request and retry included.
 pub const PAGE_TIME: Duration = Duration::from_secs(20);
 
-/// Pages through one layout's items.
+/// Pages through one index's items.
 #[derive(Debug, Clone)]
 pub struct Grid {
     client: Client,
-    layout: GridSchema,
+    schema: GridSchema,
     signer: Signer,
     policy: Policy,
     page_time: Duration,
 }
 
+/// Where a phase stopped: `None` when it is exhausted, else the key to resume after (`None`
+/// inside: from the phase's start).
+type More = Option<Option<Value>>;
+
 impl Grid {
-    /// A reader of `layout`'s tables whose cursors are signed by `signer`, under the default
+    /// A reader of `schema`'s tables whose cursors are signed by `signer`, under the default
     /// I/O policy and [`PAGE_TIME`]. `client` should have the SDK's own retries off
     /// (`io_policy::without_sdk_retries`): the policy retries.
-    pub fn new(client: Client, layout: GridSchema, signer: Signer) -> Grid {
+    pub fn new(client: Client, schema: GridSchema, signer: Signer) -> Grid {
         Grid {
             client,
-            layout,
+            schema,
             signer,
             policy: Policy::default(),
             page_time: PAGE_TIME,
@@ -110,14 +118,32 @@ impl Grid {
         self
     }
 
+    /// The schema read.
+    pub fn schema(&self) -> &GridSchema {
+        &self.schema
+    }
+
     /// The page of `query` that `cursor` points at (the first page without one).
     ///
-    /// Cost: one `Query` (of the index table, or in the nulls phase of the base table's
-    /// `project-num` index), plus one `BatchGetItem` when the index items do not hold every
-    /// attribute asked for, and always in the nulls phase, whose index cannot tell which items
-    /// lack the field. When the index phase ends exactly at a page boundary, the next page, which
-    /// would be empty, goes straight on to the nulls phase (one more `Query`). A nulls page may
-    /// hold fewer rows than `limit`: items that have the field are left out of it.
+    /// **Order.** First every item with an index entry for the field, by the entry's sort key
+    /// (value, tiebreakers, key), ascending or descending. Then, in both orders, every item of
+    /// the scope without one, by the order attribute ascending: items that lack the field, and
+    /// items whose value the indexer cannot key (a map, list or set; a binary too long for the
+    /// sort key; a field name too long for the partition key). Whether an item has an entry is
+    /// decided by the indexer's own keying (`multikey_schema::has_entry`), so each item appears
+    /// exactly once. A filtered query has no nulls phase.
+    ///
+    /// **Pages are full.** A page holds `limit` items whenever that many remain, and `next` is
+    /// `None` exactly when nothing does: each phase reads one item past the page to know.
+    ///
+    /// **Cost.** The index phase: one `Query` (more only when DynamoDB's 1 MB page limit cuts a
+    /// response short), plus one `BatchGetItem` when the caller asks for attributes the index
+    /// items lack. The nulls phase reads the scope's items in order from the base table's
+    /// `nulls_index` and their fields with `BatchGetItem`, 100 at a time: one `Query` and one
+    /// `BatchGetItem` per round, until the page is full or the scope is read to its end. Items
+    /// that have an entry are passed over, so the page where the index phase ends reads every
+    /// remaining item of the scope when most items have the field: for a scope of `n` items,
+    /// up to `n / 100` rounds. A page stops at the grid's page time (`PAGE_TIME` by default).
     pub async fn page(&self, query: &Query, cursor: Option<&str>) -> Result<Page, GridError> {
         query.check()?;
         let now = now();
@@ -131,85 +157,111 @@ impl Grid {
         };
         let budget = self.policy.within(self.page_time);
         let mut requests = Requests::default();
-        let Cursor { phase, key } = at;
-        let mut start = None;
-        if phase == Phase::Nulls {
-            start = key;
-        } else {
-            let (rows, last) = self.index_page(query, key, &budget, &mut requests).await?;
-            let next = match last {
-                Some(key) => Some(Cursor {
-                    phase: Phase::Index,
-                    key: Some(key),
-                }),
-                None if query.has_nulls_phase() => Some(Cursor {
-                    phase: Phase::Nulls,
-                    key: None,
-                }),
-                None => None,
-            };
-            if !rows.is_empty() || next.as_ref().is_none_or(|n| n.phase == Phase::Index) {
-                return Ok(Page {
-                    rows,
-                    next: next.map(|n| self.signer.encode(&n, &fingerprint, now)),
-                    phase: Phase::Index,
-                    requests: requests.with_retries(&budget),
-                });
+        let mut rows = Vec::with_capacity(query.limit);
+        let mut start = at.key;
+        if at.phase == Phase::Index {
+            let more = self
+                .index_rows(query, start.take(), &mut rows, &budget, &mut requests)
+                .await?;
+            if more.is_some() || !query.has_nulls_phase() {
+                return Ok(self.finish(rows, more, Phase::Index, &fingerprint, now, requests, &budget));
             }
         }
-        let (rows, last) = self.nulls_page(query, start, &budget, &mut requests).await?;
-        let next = last.map(|key| {
-            let cursor = Cursor {
-                phase: Phase::Nulls,
-                key: Some(key),
-            };
-            self.signer.encode(&cursor, &fingerprint, now)
-        });
-        Ok(Page {
-            rows,
-            next,
-            phase: Phase::Nulls,
-            requests: requests.with_retries(&budget),
-        })
+        let more = self
+            .nulls_rows(query, start, &mut rows, &budget, &mut requests)
+            .await?;
+        Ok(self.finish(rows, more, Phase::Nulls, &fingerprint, now, requests, &budget))
     }
 
-    async fn index_page(
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the parts of one page, assembled in one place"
+    )]
+    fn finish(
+        &self,
+        rows: Vec<Row>,
+        more: More,
+        phase: Phase,
+        fingerprint: &str,
+        now: u64,
+        requests: Requests,
+        budget: &Budget,
+    ) -> Page {
+        let next = more.map(|key| self.signer.encode(&Cursor { phase, key }, fingerprint, now));
+        Page {
+            rows,
+            next,
+            phase,
+            requests: requests.with_retries(budget),
+        }
+    }
+
+    /// Index rows after `start`, up to the page's limit; whether more follow.
+    async fn index_rows(
         &self,
         query: &Query,
         start: Option<Value>,
+        rows: &mut Vec<Row>,
         budget: &Budget,
         requests: &mut Requests,
-    ) -> Result<(Vec<Row>, Option<Value>), GridError> {
-        let layout = &self.layout;
-        let condition = query.key_condition()?;
-        let start = start.map(|k| item(&k)).transpose()?;
-        let ask = self
-            .client
-            .query()
-            .table_name(&layout.index_table)
-            .key_condition_expression(&condition.expression)
-            .set_expression_attribute_names(Some(names(&condition.expression)))
-            .set_expression_attribute_values(Some(condition.values))
-            .scan_index_forward(!query.descending)
-            .limit(limit(query))
-            .set_exclusive_start_key(start);
-        let page = query_under(ask, &layout.index_table, budget, requests).await?;
-        let entries = page.items().to_vec();
-        let last = last_key(page.last_evaluated_key())?;
-        let base = if query.needs_base_items(layout) {
+    ) -> Result<More, GridError> {
+        let schema = &self.schema;
+        let condition = match query.key_condition() {
+            Ok(condition) => condition,
+            // No partition key fits the field's name: the indexer wrote no entry for it.
+            Err(QueryError::Key { .. }) => return Ok(None),
+            Err(other) => return Err(other.into()),
+        };
+        let want = query.limit;
+        let (pk, sk) = schema.index_keys();
+        let mut entries = Vec::with_capacity(want + 1);
+        let mut start = start.map(|k| item(&k)).transpose()?;
+        loop {
+            let ask = self
+                .client
+                .query()
+                .table_name(schema.index_table())
+                .key_condition_expression(&condition.expression)
+                .set_expression_attribute_names(Some(names(&condition.expression, pk, sk)))
+                .set_expression_attribute_values(Some(condition.values.clone()))
+                .scan_index_forward(!query.descending)
+                .limit(count(want + 1 - entries.len()))
+                .set_exclusive_start_key(start.take());
+            let page = query_under(ask, schema.index_table(), budget, requests).await?;
+            entries.extend(page.items.unwrap_or_default());
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() && entries.len() <= want => start = Some(key),
+                _ => break,
+            }
+        }
+        let more = if entries.len() > want {
+            entries.truncate(want);
+            let last = entries.last().map(|e| {
+                e.iter()
+                    .filter(|(name, _)| *name == pk || *name == sk)
+                    .map(|(n, v)| (n.clone(), v.clone()))
+                    .collect::<Item>()
+            });
+            Some(last.map(json_item).transpose()?)
+        } else {
+            None
+        };
+        let base = if query.needs_base_items(schema) {
             let keys = entries
                 .iter()
-                .filter_map(|e| e.get(&layout.key).cloned())
+                .filter_map(|e| e.get(schema.key()).cloned())
                 .collect();
-            self.base_items(keys, &projection(query, layout, false), budget, requests)
+            self.base_items(keys, &projection(query, schema, false), budget, requests)
                 .await?
         } else {
             HashMap::new()
         };
-        let mut rows = Vec::with_capacity(entries.len());
         for entry in entries {
-            let value = entry.get("value").map(json).transpose()?;
-            let item = match entry.get(&layout.key).and_then(|k| base.get(&key_text(k))) {
+            let value = entry
+                .get(multikey_schema::VALUE_ATTRIBUTE)
+                .map(json)
+                .transpose()?;
+            let item = match entry.get(schema.key()).and_then(|k| base.get(&key_text(k))) {
                 Some(base) => base.clone(),
                 // The issue was deleted since the index was read; show the index entry.
                 None => entry,
@@ -217,61 +269,78 @@ impl Grid {
             rows.push(Row {
                 item: json_item(item)?,
                 value,
+                phase: Phase::Index,
             });
         }
-        Ok((rows, last))
+        Ok(more)
     }
 
-    async fn nulls_page(
+    /// Rows of the nulls phase after `start` until the page holds `limit` rows; whether more
+    /// follow. Reads one qualifying item past the page to know.
+    async fn nulls_rows(
         &self,
         query: &Query,
         start: Option<Value>,
+        rows: &mut Vec<Row>,
         budget: &Budget,
         requests: &mut Requests,
-    ) -> Result<(Vec<Row>, Option<Value>), GridError> {
-        let layout = &self.layout;
-        let start = start.map(|k| item(&k)).transpose()?;
-        let ask = self
-            .client
-            .query()
-            .table_name(&layout.table)
-            .index_name(&layout.nulls_index)
-            .key_condition_expression("#scope = :scope")
-            .expression_attribute_names("#scope", &layout.scope)
-            .expression_attribute_values(":scope", AttributeValue::S(query.scope.clone()))
-            .limit(limit(query))
-            .set_exclusive_start_key(start);
-        let page = query_under(ask, &layout.table, budget, requests).await?;
-        let last = last_key(page.last_evaluated_key())?;
-        let keys: Vec<AttributeValue> = page
-            .items()
-            .iter()
-            .filter_map(|i| i.get(&layout.key).cloned())
-            .collect();
-        let base = if keys.is_empty() {
-            HashMap::new()
-        } else {
-            self.base_items(keys.clone(), &projection(query, layout, true), budget, requests)
-                .await?
-        };
-        let mut rows = Vec::new();
-        for key in keys {
-            let Some(mut item) = base.get(&key_text(&key)).cloned() else {
-                continue; // deleted meanwhile
+    ) -> Result<More, GridError> {
+        let schema = &self.schema;
+        let base_key = schema.base_key();
+        let projection = projection(query, schema, true);
+        let mut resume = start.clone();
+        let mut start = start.map(|k| item(&k)).transpose()?;
+        loop {
+            // Full rounds whatever is left to fill: items with an entry are passed over, and the
+            // page must read one item past its end.
+            let ask = self
+                .client
+                .query()
+                .table_name(schema.table())
+                .index_name(schema.nulls_index())
+                .key_condition_expression("#scope = :scope")
+                .expression_attribute_names("#scope", schema.scope())
+                .expression_attribute_values(":scope", AttributeValue::S(query.scope.clone()))
+                .limit(count(MAX_LIMIT))
+                .set_exclusive_start_key(start.take());
+            let page = query_under(ask, schema.table(), budget, requests).await?;
+            let listed = page.items.unwrap_or_default();
+            let keys: Vec<AttributeValue> = listed
+                .iter()
+                .filter_map(|i| i.get(schema.key()).cloned())
+                .collect();
+            let base = if keys.is_empty() {
+                HashMap::new()
+            } else {
+                self.base_items(keys, &projection, budget, requests).await?
             };
-            let has_field = matches!(item.get(&layout.source), Some(AttributeValue::M(m)) if m.contains_key(&query.field));
-            if has_field {
-                continue;
+            for listed in &listed {
+                let Some(found) = listed.get(schema.key()).and_then(|k| base.get(&key_text(k))) else {
+                    continue; // deleted meanwhile
+                };
+                let dynamo = serde_dynamo::Item::from(found.clone());
+                if multikey_schema::has_entry(schema.index(), base_key, &dynamo, &query.field) {
+                    continue; // listed in the index phase
+                }
+                if rows.len() == query.limit {
+                    return Ok(Some(resume));
+                }
+                let mut found = found.clone();
+                if !query.attributes.iter().any(|a| a == schema.source()) {
+                    found.remove(schema.source());
+                }
+                rows.push(Row {
+                    item: json_item(found)?,
+                    value: None,
+                    phase: Phase::Nulls,
+                });
+                resume = Some(json_item(nulls_key(listed, schema))?);
             }
-            if !query.attributes.contains(&layout.source) {
-                item.remove(&layout.source);
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(None),
             }
-            rows.push(Row {
-                item: json_item(item)?,
-                value: None,
-            });
         }
-        Ok((rows, last))
     }
 
     /// The base items with these keys, by key text; unprocessed keys are asked again, as
@@ -283,18 +352,18 @@ impl Grid {
         budget: &Budget,
         requests: &mut Requests,
     ) -> Result<HashMap<String, Item>, GridError> {
-        let layout = &self.layout;
+        let schema = &self.schema;
+        let table = schema.table();
         let wanted = KeysAndAttributes::builder()
             .set_keys(Some(
                 keys.into_iter()
-                    .map(|k| HashMap::from([(layout.key.clone(), k)]))
+                    .map(|k| HashMap::from([(schema.key().to_owned(), k)]))
                     .collect(),
             ))
             .projection_expression(&projection.0)
             .set_expression_attribute_names(Some(projection.1.clone()))
             .build()
-            .map_err(|e| request("BatchGetItem", &layout.table, Failure::systemic(e.to_string())))?;
-        let table = &layout.table;
+            .map_err(|e| request("BatchGetItem", table, Failure::systemic(e.to_string())))?;
         let answers = budget
             .drain("BatchGetItem", wanted, |wanted| {
                 requests.batch_gets += 1;
@@ -314,9 +383,18 @@ impl Grid {
         Ok(answers
             .into_iter()
             .flatten()
-            .filter_map(|item| Some((key_text(item.get(&layout.key)?), item)))
+            .filter_map(|item| Some((key_text(item.get(schema.key())?), item)))
             .collect())
     }
+}
+
+/// The key of a `nulls_index` item, as DynamoDB's `ExclusiveStartKey` for that index wants it:
+/// the table's key and the index's.
+fn nulls_key(listed: &Item, schema: &GridSchema) -> Item {
+    [schema.key(), schema.scope(), schema.order()]
+        .into_iter()
+        .filter_map(|name| Some((name.to_owned(), listed.get(name)?.clone())))
+        .collect()
 }
 
 /// Sends a `Query` under the budget, counting every attempt.
@@ -336,20 +414,23 @@ async fn query_under(
         .map_err(|f| request("Query", table, f))
 }
 
-/// `#sk` for conditions that use it.
-fn names(expression: &str) -> HashMap<String, String> {
-    let mut names = HashMap::from([("#pk".to_owned(), "pk".to_owned())]);
+/// `#pk`, and `#sk` for conditions that use it.
+fn names(expression: &str, pk: &str, sk: &str) -> HashMap<String, String> {
+    let mut names = HashMap::from([("#pk".to_owned(), pk.to_owned())]);
     if expression.contains("#sk") {
-        names.insert("#sk".to_owned(), "sk".to_owned());
+        names.insert("#sk".to_owned(), sk.to_owned());
     }
     names
 }
 
-/// The base items' projection: key, scope, order, the index's attributes, what was asked for,
-/// and (in the nulls phase) the field, to tell whether the item has it.
-fn projection(query: &Query, layout: &GridSchema, with_field: bool) -> (String, HashMap<String, String>) {
-    let mut attributes = vec![&layout.key, &layout.scope, &layout.order];
-    attributes.extend(&layout.projected);
+/// The base items' projection: key, scope, tiebreakers, the index's attributes, what was asked
+/// for, and (in the nulls phase) the field, to tell whether the item has an entry for it.
+fn projection(query: &Query, schema: &GridSchema, with_field: bool) -> (String, HashMap<String, String>) {
+    let index = schema.index();
+    let mut attributes: Vec<&String> = schema.base_key().iter().collect();
+    attributes.extend(&index.scope);
+    attributes.extend(&index.tiebreakers);
+    attributes.extend(schema.projected());
     attributes.extend(&query.attributes);
     let mut names = HashMap::new();
     let mut parts = Vec::new();
@@ -360,16 +441,16 @@ fn projection(query: &Query, layout: &GridSchema, with_field: bool) -> (String, 
         names.insert(format!("#a{i}"), attribute.clone());
         parts.push(format!("#a{i}"));
     }
-    if with_field && !query.attributes.contains(&layout.source) {
-        names.insert("#src".to_owned(), layout.source.clone());
+    if with_field && !query.attributes.iter().any(|a| a == schema.source()) {
+        names.insert("#src".to_owned(), schema.source().to_owned());
         names.insert("#field".to_owned(), query.field.clone());
         parts.push("#src.#field".to_owned());
     }
     (parts.join(", "), names)
 }
 
-fn limit(query: &Query) -> i32 {
-    i32::try_from(query.limit).unwrap_or(i32::MAX)
+fn count(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
 }
 
 fn now() -> u64 {
@@ -383,12 +464,6 @@ fn key_text(key: &AttributeValue) -> String {
         AttributeValue::S(s) | AttributeValue::N(s) => s.clone(),
         other => format!("{other:?}"),
     }
-}
-
-fn last_key(key: Option<&Item>) -> Result<Option<Value>, GridError> {
-    key.filter(|k| !k.is_empty())
-        .map(|k| json_item(k.clone()))
-        .transpose()
 }
 
 fn json_item(item: Item) -> Result<Value, GridError> {

@@ -9,32 +9,10 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use key_codec::{Dir, HierKey, KeyKind, TextKey, Value};
 
 use crate::cursor::fingerprint;
+use crate::schema::GridSchema;
 
 /// The largest page: one `BatchGetItem` holds 100 keys.
 pub const MAX_LIMIT: usize = 100;
-
-/// How the tables are laid out: the multikey indexer's index table and the base table's
-/// num-ordered index.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GridSchema {
-    /// The base table.
-    pub table: String,
-    /// Its key attribute (`id`).
-    pub key: String,
-    /// The scope attribute (`project`), the partition key of `nulls_index`.
-    pub scope: String,
-    /// The order of the nulls phase (`num`), the sort key of `nulls_index`.
-    pub order: String,
-    /// The map attribute the index covers (`custom_fields`).
-    pub source: String,
-    /// The base table's index by scope and order (`project-num`).
-    pub nulls_index: String,
-    /// The index table (text sort keys, the indexer's default).
-    pub index_table: String,
-    /// The base attributes the index items carry besides key, scope and order (the indexer's
-    /// `include`, e.g. `name`, `state`).
-    pub projected: Vec<String>,
-}
 
 /// A filter on the sorted value. Items without the field never match one, so a filtered query
 /// has no nulls phase.
@@ -156,9 +134,9 @@ impl Query {
 
     /// Whether the index items lack an attribute the caller asked for, so that the page needs
     /// the base items too.
-    pub fn needs_base_items(&self, layout: &GridSchema) -> bool {
+    pub fn needs_base_items(&self, schema: &GridSchema) -> bool {
         self.attributes.iter().any(|a| {
-            *a != layout.key && *a != layout.scope && *a != layout.order && !layout.projected.contains(a)
+            a != schema.key() && a != schema.scope() && a != schema.order() && !schema.projected().contains(a)
         })
     }
 

@@ -256,6 +256,44 @@ impl Stack {
     }
 }
 
+impl Stack {
+    /// The grid over this stack: the indexer's `MULTIKEY_INDEXES`, the issues table, and its
+    /// global index by the index's scope and first tiebreaker (`project-num`).
+    pub fn grid_schema(&self) -> Result<grid_view::GridSchema, StackError> {
+        let function = self.function("multikey-indexer")?;
+        let lookup = |name: &str| function.environment.get(name).cloned();
+        let indexes = Indexes::from_vars(&Vars::new(&lookup)).map_err(|source| StackError::Config {
+            function: function.logical_id.clone(),
+            source,
+        })?;
+        let table = self.table("IssuesTable")?;
+        let index = indexes
+            .indexes
+            .first()
+            .ok_or_else(|| StackError::Unusable("MULTIKEY_INDEXES defines no index".to_owned()))?;
+        let by_scope = table.global_indexes.iter().find(|g| {
+            let names: Vec<&str> = g.key.iter().map(|k| k.name.as_str()).collect();
+            names.first() == index.scope.first().map(String::as_str).as_ref()
+                && names.get(1) == index.tiebreakers.first().map(String::as_str).as_ref()
+        });
+        let Some(by_scope) = by_scope else {
+            return Err(StackError::Unusable(format!(
+                "{} has no global index keyed by {:?} and {:?}, which the grid's nulls phase reads",
+                table.logical_id,
+                index.scope.first(),
+                index.tiebreakers.first()
+            )));
+        };
+        grid_view::GridSchema::new(
+            &indexes,
+            Some(&index.name),
+            table.name.clone(),
+            by_scope.name.clone(),
+        )
+        .map_err(|e| StackError::Unusable(e.to_string()))
+    }
+}
+
 /// Every item of `table` (all pages of a Scan), as DynamoDB JSON.
 pub async fn scan(
     client: &aws_sdk_dynamodb::Client,

@@ -4,6 +4,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use key_codec::{Dir, Number, TextKey, Value};
 
 use super::*;
+use crate::schema::GridSchema;
 
 fn query(filter: Filter) -> Query {
     Query {
@@ -165,16 +166,11 @@ fn cursors_are_bound_to_scope_field_order_and_filter() {
 
 #[test]
 fn base_items_are_fetched_only_for_attributes_the_index_lacks() {
-    let layout = GridSchema {
-        table: "issues".into(),
-        key: "id".into(),
-        scope: "project".into(),
-        order: "num".into(),
-        source: "custom_fields".into(),
-        nulls_index: "project-num".into(),
-        index_table: "index".into(),
-        projected: vec!["name".into(), "state".into()],
-    };
+    let indexes = multikey_schema::Indexes::from_json(include_str!(
+        "../../../../functions/multikey-indexer/indexes.example.json"
+    ))
+    .unwrap();
+    let layout = GridSchema::new(&indexes, None, "issues", "project-num").unwrap();
     let with = |attributes: &[&str]| Query {
         attributes: attributes.iter().map(|a| (*a).to_owned()).collect(),
         ..query(Filter::None)

@@ -6,7 +6,10 @@ use super::*;
 
 #[test]
 fn the_worked_example_parses_with_defaults() {
-    let ix = Indexes::from_json(include_str!("../../indexes.example.json")).unwrap();
+    let ix = Indexes::from_json(include_str!(
+        "../../../../functions/multikey-indexer/indexes.example.json"
+    ))
+    .unwrap();
     assert_eq!(ix.base_key, ["id"]);
     let i = &ix.indexes[0];
     assert_eq!(

@@ -19,22 +19,22 @@ use serde_dynamo::{AttributeValue, Item};
 use crate::config::{ENTRY_ATTRIBUTE, Index, KeyFormat, VALUE_ATTRIBUTE};
 
 /// A value that cannot go into an index key, and why.
-pub(crate) type Unkeyable = String;
+pub type Unkeyable = String;
 
 /// One fanned-out member of an image's source attribute.
 #[derive(Debug, PartialEq)]
-pub(crate) struct Member<'a> {
+pub struct Member<'a> {
     /// The map key, or the element's text; unique within an image.
-    pub(crate) id: Cow<'a, str>,
+    pub id: Cow<'a, str>,
     /// The `entry` attribute: the map key or the element.
-    pub(crate) entry: EntryValue<'a>,
+    pub entry: EntryValue<'a>,
     /// The map value (maps only).
-    pub(crate) value: Option<&'a AttributeValue>,
+    pub value: Option<&'a AttributeValue>,
 }
 
 /// A map key or a scalar element, as stored in the `entry` attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum EntryValue<'a> {
+pub enum EntryValue<'a> {
     /// A string (map keys, SS and S elements).
     S(&'a str),
     /// A number (NS and N elements).
@@ -43,20 +43,24 @@ pub(crate) enum EntryValue<'a> {
 
 /// A sort key in the index's format.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SortKey {
+pub enum SortKey {
+    /// K1, for an S sort key.
     Text(String),
+    /// B1, for a B sort key.
     Binary(Vec<u8>),
 }
 
 impl SortKey {
-    pub(crate) fn as_bytes(&self) -> &[u8] {
+    /// The key's bytes, in DynamoDB's order.
+    pub fn as_bytes(&self) -> &[u8] {
         match self {
             SortKey::Text(s) => s.as_bytes(),
             SortKey::Binary(b) => b,
         }
     }
 
-    pub(crate) fn into_attribute(self) -> AttributeValue {
+    /// The key as a DynamoDB value (S or B).
+    pub fn into_attribute(self) -> AttributeValue {
         match self {
             SortKey::Text(s) => AttributeValue::S(s),
             SortKey::Binary(b) => AttributeValue::B(b),
@@ -66,28 +70,32 @@ impl SortKey {
 
 /// An index entry's key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct EntryKey {
-    pub(crate) pk: String,
-    pub(crate) sk: SortKey,
+pub struct EntryKey {
+    /// The partition key: scope values, then the member.
+    pub pk: String,
+    /// The sort key: value, tiebreakers, base key.
+    pub sk: SortKey,
 }
 
 /// What every entry of one image shares, and its members.
-pub(crate) struct ImageEntries<'a> {
+pub struct ImageEntries<'a> {
     index: &'a Index,
     base_key: &'a [(&'a str, &'a AttributeValue)],
     /// Scope, tiebreaker and include attributes present in the image, in that order.
-    pub(crate) copied: Vec<(&'a str, &'a AttributeValue)>,
+    pub copied: Vec<(&'a str, &'a AttributeValue)>,
     /// The scope segments of the partition key, or why they cannot be keyed.
     prefix: Result<Option<HierKey>, Unkeyable>,
     /// The encoded tiebreakers and primary key, or why they cannot be keyed.
     suffix: Result<KeyBuf, Unkeyable>,
-    pub(crate) members: Vec<Member<'a>>,
+    /// The members of the source attribute that have a value to index.
+    pub members: Vec<Member<'a>>,
     /// Members left out, with the reason.
-    pub(crate) unkeyable_members: Vec<(String, Unkeyable)>,
+    pub unkeyable_members: Vec<(String, Unkeyable)>,
 }
 
 impl<'a> ImageEntries<'a> {
-    pub(crate) fn new(
+    /// The entries `image` (an item of the base table, whose key is `base_key`) yields for `index`.
+    pub fn new(
         index: &'a Index,
         base_key: &'a [(&'a str, &'a AttributeValue)],
         image: &'a Item,
@@ -121,7 +129,7 @@ impl<'a> ImageEntries<'a> {
     }
 
     /// The key of one member, or why it has none.
-    pub(crate) fn key(&self, member: &Member<'_>) -> Result<EntryKey, Unkeyable> {
+    pub fn key(&self, member: &Member<'_>) -> Result<EntryKey, Unkeyable> {
         let prefix = self.prefix.as_ref().map_err(Clone::clone)?;
         let suffix = self.suffix.as_ref().map_err(Clone::clone)?;
         let pk = match prefix {
@@ -142,7 +150,7 @@ impl<'a> ImageEntries<'a> {
     }
 
     /// The index item for one member under `key`.
-    pub(crate) fn item(&self, member: &Member<'_>, key: EntryKey) -> Item {
+    pub fn item(&self, member: &Member<'_>, key: EntryKey) -> Item {
         let index = self.index;
         let mut item = HashMap::with_capacity(4 + self.base_key.len() + self.copied.len());
         item.insert(index.partition_key.clone(), AttributeValue::S(key.pk));
@@ -399,7 +407,8 @@ impl KeyBuf {
 }
 
 /// The DynamoDB type name of a value.
-pub(crate) fn type_name(value: &AttributeValue) -> &'static str {
+/// The DynamoDB type name of a value (`S`, `N`, `M`, …), for messages.
+pub fn type_name(value: &AttributeValue) -> &'static str {
     match value {
         AttributeValue::N(_) => "N",
         AttributeValue::S(_) => "S",
@@ -412,4 +421,22 @@ pub(crate) fn type_name(value: &AttributeValue) -> &'static str {
         AttributeValue::Ns(_) => "NS",
         AttributeValue::Bs(_) => "BS",
     }
+}
+
+/// Whether `item`, an item of the base table whose key attributes are `base_key`, has an entry
+/// for `member` (a map key, or an element's text) in `index`: whether the indexer writes one.
+/// An item that lacks the member, or whose value cannot be keyed, has none.
+pub fn has_entry(index: &Index, base_key: &[String], item: &Item, member: &str) -> bool {
+    let Some(key) = base_key
+        .iter()
+        .map(|name| item.get(name).map(|v| (name.as_str(), v)))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return false;
+    };
+    let entries = ImageEntries::new(index, &key, item);
+    entries
+        .members
+        .iter()
+        .any(|m| m.id == member && entries.key(m).is_ok())
 }

@@ -1,0 +1,12 @@
+//! multikey-schema: the multikey index's definition, in one place for the indexer that writes the
+//! index and the grid view that reads it.
+//!
+//! - [`config`]: `MULTIKEY_INDEXES`, parsed and checked once.
+//! - [`entries`]: the entries an item image yields for one index, their keys and items (format
+//!   in `docs/formats.md`), and [`has_entry`], whether an item has an entry for a member.
+
+pub mod config;
+pub mod entries;
+
+pub use config::{ENTRY_ATTRIBUTE, INDEXES_VAR, Index, Indexes, KeyFormat, VALUE_ATTRIBUTE};
+pub use entries::{EntryKey, has_entry};

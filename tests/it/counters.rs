@@ -150,20 +150,32 @@ async fn aggregator(table: &str) -> Runtime<Aggregator> {
     runtime(&[("COUNTER_TABLE", table)]).await
 }
 
-async fn deliver(aggregator: &Runtime<Aggregator>, records: &[EventRecord]) {
+/// Delivers `records` as one batch; returns the conflicts the invocation met.
+async fn deliver(aggregator: &Runtime<Aggregator>, records: &[EventRecord]) -> u64 {
     let mut event = Event::default();
     event.records = records.to_vec();
-    let response = aggregator
-        .handle(event, Deadline::after(Duration::from_secs(60)))
-        .await
-        .unwrap();
+    let (response, metrics) = aggregator
+        .handle_counted(event, Deadline::after(Duration::from_secs(60)))
+        .await;
+    let response = response.unwrap();
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    metrics.get(stream_kit::Metric::Conflicts)
+}
+
+/// The shard number of a shard record, from its key `COUNTER#<name>#SHARD#<k>`.
+fn shard_of(record: &EventRecord) -> usize {
+    let key = serde_json::to_value(&record.change.keys).unwrap();
+    key["pk"]["S"]
+        .as_str()
+        .and_then(|k| k.rsplit('#').next())
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Four concurrent writers make 2,000 increments on three counters and remove one shard; the
 /// aggregator then consumes the stream with every batch delivered twice, one batch retried from
-/// its middle, and two invocations racing on the same total items. Every total equals the exact
-/// sum of its shards.
+/// its middle, and eight invocations racing on the same total items, until they have met a
+/// conflict. Every total equals the exact sum of its shards.
 #[tokio::test]
 async fn the_aggregator_keeps_totals_exact_under_redelivery_and_races() {
     let client = aws_sdk_dynamodb::Client::new(&sdk());
@@ -205,13 +217,44 @@ async fn the_aggregator_keeps_totals_exact_under_redelivery_and_races() {
     // A batch that failed after its first half and was retried from record 1,050.
     deliver(&one, &records[1_000..1_100]).await;
     deliver(&one, &records[1_050..1_200]).await;
-    // Two invocations at once on the rest, split by shard key as stream shards would split it.
-    let (even, odd): (Vec<EventRecord>, Vec<EventRecord>) = records[1_200..]
-        .iter()
-        .cloned()
-        .partition(|r| format!("{:?}", r.change.keys).len() % 2 == 0);
-    let two = aggregator(&table).await;
-    tokio::join!(deliver(&one, &even), deliver(&two, &odd));
+    // The rest split by shard, as stream shards split a table, and delivered by one invocation
+    // per shard at once: they race on the same total items. A round of fresh increments follows
+    // until the race has produced a conflict (the version-conditioned write failing, re-read and
+    // merged), at most five rounds.
+    let mut delivered = records.len();
+    let mut rest = records[1_200..].to_vec();
+    let mut conflicts = 0;
+    for round in 0..5 {
+        let mut by_shard: Vec<Vec<EventRecord>> = vec![Vec::new(); 8];
+        for record in rest {
+            by_shard[shard_of(&record)].push(record);
+        }
+        let mut invocations = Vec::new();
+        for _ in 0..8 {
+            invocations.push(aggregator(&table).await);
+        }
+        let met = futures_util::future::join_all(
+            invocations
+                .iter()
+                .zip(&by_shard)
+                .map(|(runtime, batch)| deliver(runtime, batch)),
+        )
+        .await;
+        conflicts += met.iter().sum::<u64>();
+        if conflicts > 0 {
+            break;
+        }
+        for (i, name) in names.iter().enumerate() {
+            counters
+                .increment_shard(name, u32::try_from(i + round).unwrap() % 8, 1)
+                .await
+                .unwrap();
+        }
+        let all = stream_records(&sdk(), &client, &table).await;
+        rest = all[delivered..].to_vec();
+        delivered = all.len();
+    }
+    assert!(conflicts > 0, "the racing invocations never met a conflict");
 
     for name in names {
         let exact = counters.exact(name).await.unwrap();

@@ -1,16 +1,19 @@
 //! The index the base table calls for, and how an index table differs from it: what the demo
-//! prints and the end-to-end tests assert.
+//! prints, the end-to-end tests assert, and `index verify` will repair.
 //!
-//! The expected entries are computed by planning an INSERT of every base item with [`Plan`], the
-//! indexer's own planning code, so a keying bug the plan shares cannot be caught here: this
-//! checks that the stream path (delivery, coalescing, retries, deletes of stale entries) ends
-//! where a fresh build would. An independent computation replaces it with `index verify`.
+//! The expected entries are computed **independently of the indexer**: straight from the rules
+//! of `docs/formats.md` ("Index items") over the base items' DynamoDB JSON, with the key crate
+//! as the format's encoder, not through the indexer's `Plan` or its entry keying. So a keying
+//! bug in the indexer shows up as a difference here. The unit tests check the two agree on
+//! generated data.
 
-use aws_lambda_events::event::dynamodb::EventRecord;
-use serde_json::{Value, json};
-use stream_kit::Op;
+use std::collections::BTreeMap;
 
-use crate::{Indexes, Plan, PlanError};
+use base64::Engine as _;
+use key_codec::{BinaryKey, Dir, HierKey, KeyKind, Number, TextKey, Value as Component, truncate_for_text};
+use serde_json::{Map, Value, json};
+
+use crate::{Index, Indexes, KeyFormat};
 
 /// Why the expected index cannot be computed.
 #[derive(Debug, thiserror::Error)]
@@ -64,66 +67,209 @@ pub fn compare(indexes: &Indexes, base: &[Value], index: &[Value]) -> Result<Ind
     })
 }
 
-/// The index items `indexes` calls for, given the base table's items (DynamoDB JSON): what the
-/// indexer would write if every item were inserted afresh. One JSON line each, sorted.
+/// The index items `indexes` calls for, given the base table's items (DynamoDB JSON): one JSON
+/// line each, sorted. An item without its base key is an error; a member that cannot be keyed
+/// (its value is a map, list or set, or too long for the key) has no entry.
 pub fn expected_index(indexes: &Indexes, base: &[Value]) -> Result<Vec<String>, OracleError> {
-    let records = base
-        .iter()
-        .enumerate()
-        .map(|(i, item)| {
-            let keys: serde_json::Map<String, Value> = indexes
-                .base_key
-                .iter()
-                .filter_map(|k| item.get(k).map(|v| (k.clone(), v.clone())))
-                .collect();
-            serde_json::from_value::<EventRecord>(json!({
-                "eventID": i.to_string(), "eventName": "INSERT", "eventVersion": "1.1",
-                "eventSource": "aws:dynamodb", "awsRegion": "us-east-1", "eventSourceARN": "check",
-                "dynamodb": {
-                    "Keys": keys, "NewImage": item, "SequenceNumber": (i + 1).to_string(),
-                    "SizeBytes": 1, "StreamViewType": "NEW_AND_OLD_IMAGES"
-                }
-            }))
-            .map_err(|e| OracleError::NotDynamoJson {
+    let mut lines = Vec::new();
+    for (i, item) in base.iter().enumerate() {
+        let Some(item) = item.as_object() else {
+            return Err(OracleError::NotDynamoJson {
                 item: i,
-                reason: e.to_string(),
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let plan = Plan::new(indexes, &records);
-    if let Some(stopped) = plan.stopped {
-        return Err(OracleError::Unindexable {
-            item: stopped.record,
-            reason: stopped.error.to_string(),
-        });
+                reason: "not an object".to_owned(),
+            });
+        };
+        let mut key = Vec::with_capacity(indexes.base_key.len());
+        for name in &indexes.base_key {
+            let value = item.get(name).ok_or_else(|| OracleError::Unindexable {
+                item: i,
+                reason: format!("it has no {name:?}, which base_key names"),
+            })?;
+            key.push((name.as_str(), value));
+        }
+        for index in &indexes.indexes {
+            for entry in entries(index, &key, item) {
+                lines.push(entry.to_string());
+            }
+        }
     }
-    // An entry over the item size limit is expected to be absent: the indexer deletes its key
-    // and parks the record. Any other rejection means the base item itself cannot be indexed.
-    if let Some(rejected) = plan
-        .rejected
-        .iter()
-        .find(|r| !matches!(r.error, PlanError::EntryTooLarge { .. }))
-    {
-        return Err(OracleError::Unindexable {
-            item: rejected.record,
-            reason: rejected.error.to_string(),
-        });
-    }
-    let mut lines: Vec<String> = plan
-        .writes
-        .into_iter()
-        .filter_map(|w| match w.op {
-            Op::Put(item) => Some(serde_json::to_value(item).map(|v| v.to_string()).map_err(|e| {
-                OracleError::NotDynamoJson {
-                    item: w.origin,
-                    reason: e.to_string(),
-                }
-            })),
-            Op::Delete(_) => None,
-        })
-        .collect::<Result<_, _>>()?;
     lines.sort();
     Ok(lines)
+}
+
+/// A member of the source attribute: its entry value, and its map value (maps only).
+type Members<'a> = BTreeMap<String, (Value, Option<&'a Value>)>;
+
+/// The members of `source`: map entries with a scalar value, or distinct S and N elements
+/// (numbers by their canonical text), each id once, the first occurrence kept.
+fn members(source: &Value) -> Members<'_> {
+    fn add<'a>(members: &mut Members<'a>, id: String, entry: Value, value: Option<&'a Value>) {
+        members.entry(id).or_insert((entry, value));
+    }
+    let mut members = Members::new();
+    match typed(source) {
+        Some(("M", Value::Object(map))) => {
+            for (k, v) in map {
+                if matches!(typed(v), Some(("S" | "N" | "B" | "BOOL" | "NULL", _))) {
+                    add(&mut members, k.clone(), json!({"S": k}), Some(v));
+                }
+            }
+        }
+        Some(("SS", Value::Array(items))) => {
+            for s in items.iter().filter_map(Value::as_str) {
+                add(&mut members, s.to_owned(), json!({"S": s}), None);
+            }
+        }
+        Some((kind @ ("NS" | "L"), Value::Array(items))) => {
+            for element in items {
+                let (text, is_number) = match (kind, element) {
+                    ("NS", Value::String(n)) => (n.as_str(), true),
+                    ("L", element) => match typed(element) {
+                        Some(("S", Value::String(s))) => (s.as_str(), false),
+                        Some(("N", Value::String(n))) => (n.as_str(), true),
+                        _ => continue,
+                    },
+                    _ => continue,
+                };
+                if !is_number {
+                    add(&mut members, text.to_owned(), json!({"S": text}), None);
+                } else if let Ok(n) = Number::parse(text) {
+                    add(&mut members, n.to_string(), json!({"N": text}), None);
+                }
+            }
+        }
+        _ => {}
+    }
+    members
+}
+
+/// The sort key's tail: the tiebreakers (NULL when missing), then the base key; `None` when one
+/// of them is not a scalar.
+fn tail(index: &Index, key: &[(&str, &Value)], item: &Map<String, Value>) -> Option<Vec<Component>> {
+    let tiebreakers = index
+        .tiebreakers
+        .iter()
+        .map(|name| item.get(name).map_or(Some(Component::Null), component));
+    tiebreakers.chain(key.iter().map(|(_, v)| component(v))).collect()
+}
+
+/// The entries of one item for one index, by the rules of `docs/formats.md`.
+fn entries(index: &Index, key: &[(&str, &Value)], item: &Map<String, Value>) -> Vec<Value> {
+    let Some(source) = item.get(&index.source) else {
+        return Vec::new();
+    };
+    // The partition key's scope segments: S or N values, all present.
+    let mut scope = Vec::with_capacity(index.scope.len());
+    for name in &index.scope {
+        match item.get(name).and_then(typed) {
+            Some(("S" | "N", Value::String(s))) => scope.push(s.as_str()),
+            _ => return Vec::new(),
+        }
+    }
+    let Some(tail) = tail(index, key, item) else {
+        return Vec::new();
+    };
+    let tail_bytes = encode(index.key_format, &tail).len();
+    if tail_bytes > KeyKind::Sort.max_bytes() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (id, (entry, value)) in members(source) {
+        let mut pk = None::<HierKey>;
+        for segment in scope.iter().copied().chain([id.as_str()]) {
+            pk = Some(match pk {
+                None => HierKey::new(segment),
+                Some(k) => k.push(segment),
+            });
+        }
+        let Some(Ok(pk)) = pk.map(|k| k.finish(KeyKind::Partition)) else {
+            continue;
+        };
+        let mut tuple = Vec::with_capacity(tail.len() + 1);
+        if let Some(value) = value {
+            // A value whose component does not fit beside the tail: strings are cut at a
+            // character boundary to fit; anything else has no entry.
+            let Some(mut first) = component(value) else {
+                continue;
+            };
+            let budget = KeyKind::Sort.max_bytes() - tail_bytes;
+            if encode(index.key_format, std::slice::from_ref(&first)).len() > budget {
+                let Component::String(s) = &first else { continue };
+                first = Component::String(match index.key_format {
+                    KeyFormat::Text => truncate_for_text(s, Dir::Asc, budget).to_owned(),
+                    KeyFormat::Binary => key_codec::truncate_for_binary(s, budget).to_owned(),
+                });
+            }
+            tuple.push(first);
+        }
+        tuple.extend(tail.iter().cloned());
+        let Some(sk) = sort_key(index.key_format, &tuple) else {
+            continue;
+        };
+        let mut entry_item = Map::new();
+        for name in index.scope.iter().chain(&index.tiebreakers).chain(&index.include) {
+            if let Some(v) = item.get(name) {
+                entry_item.insert(name.clone(), v.clone());
+            }
+        }
+        for (name, v) in key {
+            entry_item.insert((*name).to_owned(), (*v).clone());
+        }
+        entry_item.insert(index.partition_key.clone(), json!({"S": pk}));
+        entry_item.insert(index.sort_key.clone(), sk);
+        entry_item.insert("entry".to_owned(), entry);
+        if let Some(value) = value {
+            entry_item.insert("value".to_owned(), value.clone());
+        }
+        out.push(Value::Object(entry_item));
+    }
+    out
+}
+
+/// The sort key of `tuple` as a DynamoDB JSON value; `None` when it is too long.
+fn sort_key(format: KeyFormat, tuple: &[Component]) -> Option<Value> {
+    let components = tuple.iter().map(|c| (c, Dir::Asc));
+    match format {
+        KeyFormat::Text => TextKey::from_tuple(components)
+            .finish(KeyKind::Sort)
+            .ok()
+            .map(|k| json!({"S": k})),
+        KeyFormat::Binary => BinaryKey::from_tuple(components)
+            .finish(KeyKind::Sort)
+            .ok()
+            .map(|k| json!({"B": base64::engine::general_purpose::STANDARD.encode(k)})),
+    }
+}
+
+/// A DynamoDB JSON value's type and content.
+fn typed(value: &Value) -> Option<(&str, &Value)> {
+    let object = value.as_object().filter(|o| o.len() == 1)?;
+    object.iter().next().map(|(k, v)| (k.as_str(), v))
+}
+
+/// A scalar DynamoDB JSON value as a key component; `None` for anything else.
+fn component(value: &Value) -> Option<Component> {
+    match typed(value)? {
+        ("S", Value::String(s)) => Some(Component::String(s.clone())),
+        ("N", Value::String(n)) => Number::parse(n).ok().map(Component::Number),
+        ("B", Value::String(b)) => base64::engine::general_purpose::STANDARD
+            .decode(b)
+            .ok()
+            .map(Component::Binary),
+        ("BOOL", Value::Bool(b)) => Some(Component::Bool(*b)),
+        ("NULL", _) => Some(Component::Null),
+        _ => None,
+    }
+}
+
+/// The encoding of `components`, ascending, in `format`.
+fn encode(format: KeyFormat, components: &[Component]) -> Vec<u8> {
+    match format {
+        KeyFormat::Text => TextKey::from_tuple(components.iter().map(|c| (c, Dir::Asc)))
+            .into_string()
+            .into_bytes(),
+        KeyFormat::Binary => BinaryKey::from_tuple(components.iter().map(|c| (c, Dir::Asc))).into_bytes(),
+    }
 }
 
 /// Items as sorted JSON lines, to compare with [`expected_index`].
@@ -186,5 +332,89 @@ mod tests {
             matches!(error, OracleError::Unindexable { item: 0, .. }),
             "{error}"
         );
+    }
+
+    /// The entries the indexer's own plan writes for INSERTs of `base`: what the oracle must
+    /// agree with, computed the other way.
+    fn planned(indexes: &Indexes, base: &[Value]) -> Vec<String> {
+        let records: Vec<aws_lambda_events::event::dynamodb::EventRecord> = base
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                serde_json::from_value(json!({
+                    "eventID": i.to_string(), "eventName": "INSERT", "eventVersion": "1.1",
+                    "eventSource": "aws:dynamodb", "awsRegion": "us-east-1", "eventSourceARN": "check",
+                    "dynamodb": {"Keys": {"id": item["id"]}, "NewImage": item,
+                                 "SequenceNumber": (i + 1).to_string(), "SizeBytes": 1,
+                                 "StreamViewType": "NEW_AND_OLD_IMAGES"}
+                }))
+                .unwrap()
+            })
+            .collect();
+        let plan = crate::Plan::new(indexes, &records);
+        let mut lines: Vec<String> = plan
+            .writes
+            .into_iter()
+            .filter_map(|w| match w.op {
+                stream_kit::Op::Put(item) => Some(serde_json::to_value(item).unwrap().to_string()),
+                stream_kit::Op::Delete(_) => None,
+            })
+            .collect();
+        lines.sort();
+        lines
+    }
+
+    /// Every kind of value the rules distinguish, as a custom field, a list element and a
+    /// tiebreaker, in text and binary indexes: the oracle and the indexer agree entry for entry.
+    #[test]
+    fn the_oracle_and_the_indexer_agree_on_every_kind_of_value() {
+        let b64 = |n: usize| base64::engine::general_purpose::STANDARD.encode(vec![7_u8; n]);
+        let values = [
+            json!({"N": "42"}),
+            json!({"N": "-1.50"}),
+            json!({"N": "1E+125"}),
+            json!({"S": ""}),
+            json!({"S": "a#b c%"}),
+            json!({"S": "é".repeat(700)}),
+            json!({"S": "9".repeat(2_048)}),
+            json!({"B": b64(10)}),
+            json!({"B": b64(2_048)}),
+            json!({"BOOL": true}),
+            json!({"NULL": true}),
+            json!({"M": {"x": {"N": "1"}}}),
+            json!({"L": [{"S": "a"}, {"N": "1"}, {"N": "1.0"}, {"BOOL": false}]}),
+            json!({"SS": ["b", "a"]}),
+            json!({"NS": ["2", "2.0", "10"]}),
+        ];
+        let mut base = Vec::new();
+        for (i, value) in values.iter().enumerate() {
+            let mut fields = Map::new();
+            fields.insert(format!("f{i}"), value.clone());
+            fields.insert("L".repeat(2_100), json!({"N": "1"}));
+            let mut item = issue(&format!("m{i}"), &Value::Object(fields));
+            // Tiebreakers of every kind too, and one missing.
+            if i % 4 == 0 {
+                item.as_object_mut().unwrap().remove("num");
+            } else if i % 4 == 1 && value.get("N").is_none() {
+                item["num"] = value.clone();
+            }
+            base.push(item);
+            for source in [value.clone(), json!({"L": [value.clone(), {"S": "z"}]})] {
+                let mut item = issue(&format!("s{i}-{}", base.len()), &json!({}));
+                item["custom_fields"] = source;
+                base.push(item);
+            }
+        }
+        let text = indexes();
+        let binary = Indexes::from_json(
+            &include_str!("../indexes.example.json")
+                .replace(r#""include""#, r#""key_format": "binary", "include""#),
+        )
+        .unwrap();
+        for indexes in [text, binary] {
+            let oracle = expected_index(&indexes, &base).unwrap();
+            assert!(oracle.len() >= 30, "{} entries", oracle.len());
+            assert_eq!(oracle, planned(&indexes, &base));
+        }
     }
 }

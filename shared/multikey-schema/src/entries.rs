@@ -406,7 +406,6 @@ impl KeyBuf {
     }
 }
 
-/// The DynamoDB type name of a value.
 /// The DynamoDB type name of a value (`S`, `N`, `M`, …), for messages.
 pub fn type_name(value: &AttributeValue) -> &'static str {
     match value {

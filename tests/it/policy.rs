@@ -1,6 +1,7 @@
 //! The I/O policy against a scripted endpoint: throttling, 5xx, unprocessed items and keys, a
 //! stalled attempt, and the deadline stop, each driven on purpose and counted request by request;
-//! and the counter-aggregator's conflict rounds, which stop before the invocation's deadline.
+//! the counter-aggregator's conflict rounds, which stop before the invocation's deadline; and the
+//! archiver when S3 fails in the middle of a batch.
 
 use std::time::{Duration, Instant};
 
@@ -341,4 +342,114 @@ async fn the_aggregator_stops_its_conflict_rounds_before_the_deadline() {
         "a request was sent past the deadline"
     );
     assert!(returned < end, "the invocation outlived its deadline");
+}
+
+/// The archiver over a scripted S3 that rejects every upload of one day's run (`SlowDown`, 503)
+/// until `healthy` is set: runs before it are uploaded, the batch stops at its first record,
+/// and no later run is uploaded; the redelivery from there uploads the rest. Four days of ten
+/// TTL deletes each: four runs, eight objects.
+#[tokio::test]
+async fn an_s3_failure_in_the_middle_of_a_batch_checkpoints_at_its_run_and_loses_nothing() {
+    let healthy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = std::sync::Arc::clone(&healthy);
+    let endpoint = Scripted::start(move |request| {
+        if request.operation != "PUT" {
+            return Reply::s3_error(400, "InvalidRequest");
+        }
+        if !flag.load(std::sync::atomic::Ordering::Relaxed) && request.path.contains("/day=22/") {
+            Reply::s3_error(503, "SlowDown")
+        } else {
+            Reply::s3_ok()
+        }
+    })
+    .await;
+    let vars = std::collections::HashMap::from([
+        ("ARCHIVE_BUCKET".to_owned(), "archive".to_owned()),
+        ("ARCHIVE_PREFIX".to_owned(), "archive/".to_owned()),
+        ("PARKING_BUCKET".to_owned(), "parking".to_owned()),
+        ("S3_FORCE_PATH_STYLE".to_owned(), "true".to_owned()),
+        ("WRITE_MAX_ATTEMPTS".to_owned(), "3".to_owned()),
+        (
+            "AWS_LAMBDA_FUNCTION_NAME".to_owned(),
+            "ttl-archiver-test".to_owned(),
+        ),
+    ]);
+    let lookup = |name: &str| vars.get(name).cloned();
+    let runtime: Runtime<ttl_archiver::Archiver> =
+        Runtime::from_vars(&Vars::new(&lookup), &endpoint.sdk()).unwrap();
+    // 2026-11-20 00:00 UTC, one delete every 2.4 hours: ten a day, days 20 to 23.
+    let batch = ttl_archiver::synthetic::ttl_batch(40, 3, 1_795_132_800, 8_640.0);
+    let sequence = |i: usize| {
+        batch.records[i]
+            .change
+            .sequence_number
+            .clone()
+            .unwrap_or_default()
+    };
+    let deadline = || Deadline::after(Duration::from_secs(60));
+
+    let (response, metrics) = runtime.handle_counted(batch.clone(), deadline()).await;
+    let failures: Vec<String> = response
+        .unwrap()
+        .batch_item_failures
+        .into_iter()
+        .map(|f| f.item_identifier.unwrap_or_default())
+        .collect();
+    assert_eq!(
+        failures,
+        [sequence(20)],
+        "the checkpoint is day 22's first record"
+    );
+    assert_eq!(metrics.get(Metric::TransientFailures), 1);
+    let first: Vec<String> = endpoint.seen().into_iter().map(|r| r.path).collect();
+    let day = |d: u32| format!("/day={d}/");
+    assert_eq!(
+        first
+            .iter()
+            .filter(|p| p.contains(&day(20)) || p.contains(&day(21)))
+            .count(),
+        4
+    );
+    assert!(
+        first.iter().filter(|p| p.contains(&day(22))).count() >= 3,
+        "day 22 was retried: {first:?}"
+    );
+    assert!(
+        !first.iter().any(|p| p.contains(&day(23))),
+        "no run after the failed one is uploaded"
+    );
+
+    healthy.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut again = Event::default();
+    again.records = batch.records[20..].to_vec();
+    let (response, _) = runtime.handle_counted(again, deadline()).await;
+    assert!(response.unwrap().batch_item_failures.is_empty());
+    // What S3 accepted: the first delivery's uploads but day 22's, and all of the second's.
+    let second: Vec<String> = endpoint.seen()[first.len()..]
+        .iter()
+        .map(|r| r.path.clone())
+        .collect();
+    assert!(
+        second
+            .iter()
+            .all(|p| p.contains(&day(22)) || p.contains(&day(23))),
+        "{second:?}"
+    );
+    let uploaded: std::collections::BTreeSet<&String> = first
+        .iter()
+        .filter(|p| !p.contains(&day(22)))
+        .chain(&second)
+        .collect();
+    assert_eq!(
+        uploaded.len(),
+        8,
+        "every run's item and metadata objects: {uploaded:?}"
+    );
+    for d in 20..=23 {
+        assert_eq!(
+            uploaded.iter().filter(|p| p.contains(&day(d))).count(),
+            2,
+            "day {d}"
+        );
+    }
 }

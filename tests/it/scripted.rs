@@ -1,5 +1,6 @@
-//! A scripted DynamoDB endpoint on loopback: real HTTP, real SDK clients, and answers chosen by
-//! the test (throttling, 5xx, unprocessed items or keys, stalls), with every request recorded.
+//! A scripted AWS endpoint on loopback: real HTTP, real SDK clients (DynamoDB's JSON protocol and
+//! S3's REST one), and answers chosen by the test (throttling, 5xx, unprocessed items or keys,
+//! S3 errors, stalls), with every request recorded.
 //!
 //! moto never throttles and never leaves work unprocessed; this endpoint does exactly what a test
 //! scripts, so the I/O policy's paths can be driven one by one and their requests counted.
@@ -16,8 +17,11 @@ use tokio::net::{TcpListener, TcpStream};
 /// One request as the endpoint received it.
 #[derive(Debug, Clone)]
 pub(crate) struct Request {
-    /// The operation, from `X-Amz-Target` (`BatchWriteItem`, `GetItem`, …).
+    /// The operation: from `X-Amz-Target` (`BatchWriteItem`, `GetItem`, …) for DynamoDB, else
+    /// the HTTP method (S3: `PUT`, `GET`, …).
     pub(crate) operation: String,
+    /// The request path (S3, path-style: `/bucket/key`).
+    pub(crate) path: String,
     /// The JSON body.
     pub(crate) body: Value,
     /// When its body had been read.
@@ -29,6 +33,7 @@ pub(crate) struct Request {
 pub(crate) struct Reply {
     status: u16,
     body: Value,
+    content_type: &'static str,
     stall: Duration,
 }
 
@@ -38,6 +43,29 @@ impl Reply {
         Reply {
             status: 200,
             body,
+            content_type: "application/x-amz-json-1.0",
+            stall: Duration::ZERO,
+        }
+    }
+
+    /// S3's empty 200 (a `PutObject` that succeeded).
+    pub(crate) fn s3_ok() -> Reply {
+        Reply {
+            status: 200,
+            body: Value::String(String::new()),
+            content_type: "application/xml",
+            stall: Duration::ZERO,
+        }
+    }
+
+    /// An S3 error: `status`, with `code` in S3's XML error document.
+    pub(crate) fn s3_error(status: u16, code: &str) -> Reply {
+        Reply {
+            status,
+            body: Value::String(format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code><Message>scripted {code}</Message><RequestId>scripted</RequestId></Error>"
+            )),
+            content_type: "application/xml",
             stall: Duration::ZERO,
         }
     }
@@ -47,6 +75,7 @@ impl Reply {
         Reply {
             status,
             body: json!({"__type": format!("com.amazonaws.dynamodb.v20120810#{code}"), "message": message}),
+            content_type: "application/x-amz-json-1.0",
             stall: Duration::ZERO,
         }
     }
@@ -141,10 +170,14 @@ async fn serve(stream: TcpStream, script: Arc<Mutex<Script>>, seen: Arc<Mutex<Ve
         let reply = (script.lock().unwrap())(&request);
         seen.lock().unwrap().push(request);
         tokio::time::sleep(reply.stall).await;
-        let body = reply.body.to_string();
+        let body = match reply.body {
+            Value::String(text) => text,
+            other => other.to_string(),
+        };
         let head = format!(
-            "HTTP/1.1 {} Scripted\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: {}\r\nx-amzn-requestid: scripted\r\n\r\n",
+            "HTTP/1.1 {} Scripted\r\ncontent-type: {}\r\ncontent-length: {}\r\nx-amzn-requestid: scripted\r\netag: \"scripted\"\r\n\r\n",
             reply.status,
+            reply.content_type,
             body.len()
         );
         let out = stream.get_mut();
@@ -155,9 +188,15 @@ async fn serve(stream: TcpStream, script: Arc<Mutex<Script>>, seen: Arc<Mutex<Ve
 }
 
 async fn read_request(stream: &mut BufReader<TcpStream>) -> Option<Request> {
-    let mut operation = String::new();
-    let mut length = 0_usize;
     let mut line = String::new();
+    if stream.read_line(&mut line).await.ok()? == 0 {
+        return None;
+    }
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next()?.to_owned(), percent_decoded(parts.next()?));
+    let mut operation = method.clone();
+    let mut length = 0_usize;
+    let mut chunked = false;
     loop {
         line.clear();
         if stream.read_line(&mut line).await.ok()? == 0 {
@@ -171,6 +210,7 @@ async fn read_request(stream: &mut BufReader<TcpStream>) -> Option<Request> {
             let value = value.trim();
             match name.to_ascii_lowercase().as_str() {
                 "content-length" => length = value.parse().ok()?,
+                "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
                 "x-amz-target" => {
                     operation = value.rsplit('.').next().unwrap_or(value).to_owned();
                 }
@@ -180,9 +220,55 @@ async fn read_request(stream: &mut BufReader<TcpStream>) -> Option<Request> {
     }
     let mut body = vec![0; length];
     stream.read_exact(&mut body).await.ok()?;
+    if chunked {
+        loop {
+            line.clear();
+            stream.read_line(&mut line).await.ok()?;
+            let size = usize::from_str_radix(line.trim().split(';').next()?, 16).ok()?;
+            if size == 0 {
+                // Trailers, if any, then the empty line that ends the body.
+                loop {
+                    line.clear();
+                    stream.read_line(&mut line).await.ok()?;
+                    if line.trim().is_empty() {
+                        break;
+                    }
+                }
+                break;
+            }
+            let mut chunk = vec![0; size + 2];
+            stream.read_exact(&mut chunk).await.ok()?;
+            body.extend_from_slice(&chunk[..size]);
+        }
+    }
     Some(Request {
         operation,
+        path,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         at: Instant::now(),
     })
+}
+
+/// A request path with its `%XX` escapes decoded (S3 keys arrive percent-encoded).
+fn percent_decoded(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }

@@ -264,6 +264,22 @@ async fn unprocessed_keys_of_an_exact_counter_read_are_asked_again() {
     );
 }
 
+/// The function `F` under the stream runtime against `endpoint`, configured from `env` plus a
+/// parking bucket and a function name.
+fn scripted_runtime<F: stream_runtime::StreamFunction>(
+    endpoint: &Scripted,
+    env: &[(&str, &str)],
+) -> Runtime<F> {
+    let mut vars: std::collections::HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    vars.insert("PARKING_BUCKET".to_owned(), "parking".to_owned());
+    vars.insert("AWS_LAMBDA_FUNCTION_NAME".to_owned(), format!("{}-test", F::NAME));
+    let lookup = |name: &str| vars.get(name).cloned();
+    Runtime::from_vars(&Vars::new(&lookup), &endpoint.sdk()).unwrap()
+}
+
 fn shard_record(seq: u64, k: u32, count: i64) -> EventRecord {
     let key = json!({"pk": {"S": format!("COUNTER#votes#SHARD#{k}")}});
     serde_json::from_value(json!({
@@ -301,18 +317,14 @@ async fn the_aggregator_stops_its_conflict_rounds_before_the_deadline() {
         other => Reply::error(400, "ValidationException", &format!("unscripted {other}")),
     })
     .await;
-    let vars = std::collections::HashMap::from([
-        ("COUNTER_TABLE".to_owned(), "counters".to_owned()),
-        ("PARKING_BUCKET".to_owned(), "parking".to_owned()),
-        ("WRITE_MAX_ATTEMPTS".to_owned(), "20".to_owned()),
-        ("DEADLINE_MARGIN_MS".to_owned(), "1000".to_owned()),
-        (
-            "AWS_LAMBDA_FUNCTION_NAME".to_owned(),
-            "counter-aggregator-test".to_owned(),
-        ),
-    ]);
-    let lookup = |name: &str| vars.get(name).cloned();
-    let runtime: Runtime<Aggregator> = Runtime::from_vars(&Vars::new(&lookup), &endpoint.sdk()).unwrap();
+    let runtime: Runtime<Aggregator> = scripted_runtime(
+        &endpoint,
+        &[
+            ("COUNTER_TABLE", "counters"),
+            ("WRITE_MAX_ATTEMPTS", "20"),
+            ("DEADLINE_MARGIN_MS", "1000"),
+        ],
+    );
     let mut event = Event::default();
     event.records = vec![shard_record(1, 0, 3), shard_record(2, 1, 4)];
     let deadline = Deadline::after(Duration::from_secs(3));
@@ -363,20 +375,15 @@ async fn an_s3_failure_in_the_middle_of_a_batch_checkpoints_at_its_run_and_loses
         }
     })
     .await;
-    let vars = std::collections::HashMap::from([
-        ("ARCHIVE_BUCKET".to_owned(), "archive".to_owned()),
-        ("ARCHIVE_PREFIX".to_owned(), "archive/".to_owned()),
-        ("PARKING_BUCKET".to_owned(), "parking".to_owned()),
-        ("S3_FORCE_PATH_STYLE".to_owned(), "true".to_owned()),
-        ("WRITE_MAX_ATTEMPTS".to_owned(), "3".to_owned()),
-        (
-            "AWS_LAMBDA_FUNCTION_NAME".to_owned(),
-            "ttl-archiver-test".to_owned(),
-        ),
-    ]);
-    let lookup = |name: &str| vars.get(name).cloned();
-    let runtime: Runtime<ttl_archiver::Archiver> =
-        Runtime::from_vars(&Vars::new(&lookup), &endpoint.sdk()).unwrap();
+    let runtime: Runtime<ttl_archiver::Archiver> = scripted_runtime(
+        &endpoint,
+        &[
+            ("ARCHIVE_BUCKET", "archive"),
+            ("ARCHIVE_PREFIX", "archive/"),
+            ("S3_FORCE_PATH_STYLE", "true"),
+            ("WRITE_MAX_ATTEMPTS", "3"),
+        ],
+    );
     // 2026-11-20 00:00 UTC, one delete every 2.4 hours: ten a day, days 20 to 23.
     let batch = ttl_archiver::synthetic::ttl_batch(40, 3, 1_795_132_800, 8_640.0);
     let sequence = |i: usize| {

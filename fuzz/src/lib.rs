@@ -1,0 +1,389 @@
+//! fuzz: hostile input for everything that reads what a user or AWS sends, on the stable
+//! toolchain (cargo-fuzz needs nightly). Each [`Target`] starts from valid seeds (golden keys,
+//! fixture events, a real cursor, archive lines, the template's filter patterns) and feeds its
+//! decoder mutated copies: bytes flipped, inserted, deleted and repeated, and for JSON inputs
+//! values replaced by other types, huge strings and deep nesting. A target fails when its code
+//! panics or breaks an invariant (a key that decodes must re-encode to the same bytes). [`run`]
+//! counts executions and records each failure with its input.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// What is fuzzed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// `key_codec::text::decode`, and re-encoding what decodes.
+    KeyText,
+    /// `key_codec::binary::decode`, and re-encoding what decodes.
+    KeyBinary,
+    /// `grid_view::Signer::decode` of cursors.
+    Cursor,
+    /// `ttl_archiver::format::read` of archive objects (gzip of JSON lines).
+    ArchiveLines,
+    /// `sam_template::Pattern::parse_dynamodb` of event filter patterns.
+    FilterPattern,
+    /// The three plans over stream events, decoded as Lambda's runtime decodes them.
+    Plans,
+}
+
+impl Target {
+    /// Every target.
+    pub const ALL: [Target; 6] = [
+        Target::KeyText,
+        Target::KeyBinary,
+        Target::Cursor,
+        Target::ArchiveLines,
+        Target::FilterPattern,
+        Target::Plans,
+    ];
+
+    /// The target's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::KeyText => "key-text",
+            Target::KeyBinary => "key-binary",
+            Target::Cursor => "cursor",
+            Target::ArchiveLines => "archive-lines",
+            Target::FilterPattern => "filter-pattern",
+            Target::Plans => "plans",
+        }
+    }
+
+    /// The target named `name`.
+    pub fn from_name(name: &str) -> Option<Target> {
+        Target::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Valid inputs to start from.
+    pub fn seeds(self) -> Vec<Vec<u8>> {
+        match self {
+            Target::KeyText => [
+                "n0#",
+                "nA7#",
+                "n-Y57~#",
+                "MB42#",
+                "sa$_b#",
+                "s$?#",
+                "H9e~#",
+                "d2024-05-01#",
+                "t#f#%#",
+                "sIn$_progress#MA1.5#sSRC$b7#",
+                "nZ02610000000000000000000000000#",
+            ]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect(),
+            Target::KeyBinary => vec![
+                vec![0x41],
+                vec![0x42, 0x82, 0x8c],
+                vec![0x40, 0x7c, 0xab],
+                vec![0x50, 0x61, 0x20, 0x62, 0x00, 0x01],
+                vec![0x20, 0x80, 0x00, 0x4d, 0x84, 0x00],
+                vec![0x60, 0x30, 0x01],
+                vec![0xbf, 0x83, 0x54],
+            ],
+            Target::Cursor => {
+                let signer = signer();
+                let cursor = grid_view::Cursor {
+                    phase: grid_view::Phase::Index,
+                    key: Some(json!({"pk": {"S": "35e9#3fe6"}, "sk": {"S": "nA42#nA3#saf34#"}})),
+                };
+                vec![signer.encode(&cursor, FINGERPRINT, NOW).into_bytes()]
+            }
+            Target::ArchiveLines => vec![
+                br#"{"Item":{"id":{"S":"e005"},"n":{"N":"-12.5"},"b":{"B":"AAEC/w=="},"l":{"L":[{"S":"a"},{"M":{}}]},"ss":{"SS":["a","b"]}}}"#.to_vec(),
+                br#"{"v":1,"eventID":"e0030","sequenceNumber":"400000000000000000030","deletedAt":"2026-11-20T10:00:00Z","table":"issues","keys":{"id":{"S":"e005"}},"keysOnly":false}"#.to_vec(),
+            ],
+            Target::FilterPattern => [
+                r#"{"eventName": ["REMOVE"], "userIdentity": {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]}}"#,
+                r#"{"dynamodb": {"Keys": {"pk": {"S": [{"prefix": "COUNTER#"}]}}, "NewImage": {"count": {"N": [{"exists": true}]}}}}"#,
+                r#"{"$or": [{"dynamodb": {"NewImage": {"n": {"N": [{"numeric": [">", 0, "<=", 5]}]}}}}, {"eventName": [{"anything-but": ["INSERT"]}]}]}"#,
+                r#"{"dynamodb": {"NewImage": {"s": {"S": [{"equals-ignore-case": "x"}, {"suffix": ".png"}]}}}}"#,
+            ]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect(),
+            Target::Plans => EVENTS.iter().map(|e| e.as_bytes().to_vec()).collect(),
+        }
+    }
+
+    /// Runs one input.
+    ///
+    /// # Panics
+    ///
+    /// When the code under test panics, or breaks an invariant: that is what a fuzzer looks for.
+    pub fn exec(self, input: &[u8]) {
+        match self {
+            Target::KeyText => {
+                if let Ok(text) = std::str::from_utf8(input)
+                    && let Ok(components) = key_codec::text::decode(text)
+                {
+                    let again = key_codec::TextKey::from_tuple(components.iter().map(|(v, d)| (v, *d)));
+                    assert_eq!(again.as_str(), text, "a decoded K1 key re-encodes to itself");
+                }
+            }
+            Target::KeyBinary => {
+                if let Ok(components) = key_codec::binary::decode(input) {
+                    let again = key_codec::BinaryKey::from_tuple(components.iter().map(|(v, d)| (v, *d)));
+                    assert_eq!(again.as_bytes(), input, "a decoded B1 key re-encodes to itself");
+                }
+            }
+            Target::Cursor => {
+                if let Ok(text) = std::str::from_utf8(input) {
+                    let _ = signer().decode(text, FINGERPRINT, NOW);
+                }
+            }
+            Target::ArchiveLines => {
+                let _ = ttl_archiver::format::read(input);
+                let _ = ttl_archiver::format::read(&gzip(input));
+            }
+            Target::FilterPattern => {
+                if let Ok(text) = std::str::from_utf8(input) {
+                    let _ = sam_template::Pattern::parse_dynamodb(text);
+                    let _ = sam_template::Pattern::parse(text);
+                }
+            }
+            Target::Plans => {
+                if let Ok(event) = serde_json::from_slice::<stream_kit::Event>(input) {
+                    plans(&event.records);
+                }
+            }
+        }
+    }
+}
+
+const FINGERPRINT: &str = "2ca137ecc6129738";
+const NOW: u64 = 1_800_000_000;
+
+fn signer() -> grid_view::Signer {
+    grid_view::Signer::new(b"fuzz", 3_600)
+}
+
+/// The fixture events: every kind of record the functions meet.
+const EVENTS: [&str; 9] = [
+    include_str!("../../events/multikey-indexer/insert.json"),
+    include_str!("../../events/multikey-indexer/modify-fields.json"),
+    include_str!("../../events/multikey-indexer/keys-only.json"),
+    include_str!("../../events/multikey-indexer/poison.json"),
+    include_str!("../../events/ttl-archiver/every-type.json"),
+    include_str!("../../events/ttl-archiver/mixed.json"),
+    include_str!("../../events/counter-aggregator/increments.json"),
+    include_str!("../../events/counter-aggregator/shard-removal.json"),
+    include_str!("../../events/counter-aggregator/foreign.json"),
+];
+
+fn plans(records: &[stream_kit::EventRecord]) {
+    thread_local! {
+        static INDEXES: multikey_indexer::Indexes =
+            multikey_indexer::Indexes::from_json(include_str!("../../functions/multikey-indexer/indexes.example.json"))
+                .unwrap_or_else(|e| panic!("the example configuration: {e}"));
+    }
+    INDEXES.with(|indexes| drop(multikey_indexer::Plan::new(indexes, records)));
+    drop(ttl_archiver::Plan::new(
+        &ttl_archiver::ObjectSettings::default(),
+        records,
+    ));
+    drop(counter_aggregator::Plan::new("pk", records));
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let _ = encoder.write_all(bytes);
+    encoder.finish().unwrap_or_default()
+}
+
+/// A mutated copy of `input`.
+pub fn mutate(rng: &mut fastrand::Rng, input: &[u8]) -> Vec<u8> {
+    if rng.u8(..4) == 0
+        && let Ok(mut value) = serde_json::from_slice::<Value>(input)
+    {
+        mutate_json(rng, &mut value, 0);
+        return serde_json::to_vec(&value).unwrap_or_default();
+    }
+    let mut out = input.to_vec();
+    for _ in 0..=rng.usize(..4) {
+        let at = rng.usize(..=out.len());
+        match rng.u8(..6) {
+            0 if !out.is_empty() => {
+                let i = rng.usize(..out.len());
+                out[i] ^= 1 << rng.u8(..8);
+            }
+            1 => out.insert(at, INTERESTING[rng.usize(..INTERESTING.len())]),
+            2 => out.insert(at, rng.u8(..)),
+            3 if at < out.len() => {
+                let end = (at + 1 + rng.usize(..8)).min(out.len());
+                out.drain(at..end);
+            }
+            4 if at < out.len() => {
+                let end = (at + 1 + rng.usize(..16)).min(out.len());
+                let piece = out[at..end].to_vec();
+                let times = 1 + rng.usize(..4);
+                for _ in 0..times {
+                    out.splice(at..at, piece.iter().copied());
+                }
+            }
+            _ => out.truncate(at),
+        }
+    }
+    out
+}
+
+const INTERESTING: [u8; 14] = [
+    0, 0xff, 0x7f, 0x80, b'#', b'$', b'%', b'~', b'"', b'{', b'}', b'[', b'-', b'.',
+];
+
+/// Replaces one node of a JSON document: another type, a huge or empty string, deep nesting, a
+/// dropped key, an extreme number.
+fn mutate_json(rng: &mut fastrand::Rng, value: &mut Value, depth: usize) {
+    let descend = depth < 12 && rng.u8(..3) != 0;
+    match value {
+        Value::Object(map) if descend && !map.is_empty() => {
+            let key = map
+                .keys()
+                .nth(rng.usize(..map.len()))
+                .cloned()
+                .unwrap_or_default();
+            if rng.u8(..8) == 0 {
+                map.remove(&key);
+            } else if let Some(child) = map.get_mut(&key) {
+                mutate_json(rng, child, depth + 1);
+            }
+            return;
+        }
+        Value::Array(items) if descend && !items.is_empty() => {
+            let i = rng.usize(..items.len());
+            mutate_json(rng, &mut items[i], depth + 1);
+            return;
+        }
+        _ => {}
+    }
+    *value = match rng.u8(..9) {
+        0 => Value::Null,
+        1 => json!(rng.bool()),
+        2 => json!("x".repeat(rng.usize(..70_000))),
+        3 => json!(""),
+        4 => json!(
+            [
+                "1E126",
+                "-0",
+                "1e-131",
+                "NaN",
+                "99999999999999999999999999999999999999999"
+            ][rng.usize(..5)]
+        ),
+        5 => json!(rng.i64(..)),
+        6 => (0..rng.usize(..64)).fold(json!({"S": "deep"}), |inner, _| json!({"M": {"x": inner}})),
+        7 => json!({"S": "a"}),
+        _ => json!([{"N": "1"}, {"S": "#$%"}, {"B": "AP8="}]),
+    };
+}
+
+/// What a run found.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Inputs executed.
+    pub execs: u64,
+    /// The longest one input took.
+    pub slowest: Duration,
+    /// Inputs that failed, with the panic message (at most 10 kept).
+    pub failures: Vec<(Vec<u8>, String)>,
+    /// How many failed in all.
+    pub failed: u64,
+}
+
+/// Runs `execs` mutated inputs of `target` from `seed`, calling `progress` every 10,000.
+pub fn run(target: Target, execs: u64, seed: u64, progress: impl FnMut(u64)) -> Report {
+    run_with(&target.seeds(), |input| target.exec(input), execs, seed, progress)
+}
+
+/// Runs `execs` inputs through `exec`: the `seeds` first, then mutants of them and of earlier
+/// mutants. A panic is caught, counted and kept with its input.
+pub fn run_with(
+    seeds: &[Vec<u8>],
+    exec: impl Fn(&[u8]),
+    execs: u64,
+    seed: u64,
+    mut progress: impl FnMut(u64),
+) -> Report {
+    let seeds = seeds.to_vec();
+    let mut corpus: Vec<Vec<u8>> = seeds.clone();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut report = Report::default();
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    for n in 0..execs {
+        let parent = &corpus[rng.usize(..corpus.len())];
+        let input = if n < seeds.len() as u64 {
+            parent.clone()
+        } else {
+            mutate(&mut rng, parent)
+        };
+        let started = Instant::now();
+        let result = catch_unwind(AssertUnwindSafe(|| exec(&input)));
+        report.slowest = report.slowest.max(started.elapsed());
+        report.execs += 1;
+        if let Err(panic) = result {
+            report.failed += 1;
+            if report.failures.len() < 10 {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_default();
+                report.failures.push((input, message));
+            }
+        } else if corpus.len() < 512 && input.len() < 100_000 && rng.u8(..16) == 0 {
+            // Keep some mutants as parents, so mutations compound.
+            corpus.push(input);
+        }
+        if n % 10_000 == 9_999 {
+            progress(n + 1);
+        }
+    }
+    std::panic::set_hook(hook);
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A short run of every target, as the test suite's share of `scripts/fuzz`.
+    #[test]
+    fn every_target_survives_a_short_run() {
+        for target in Target::ALL {
+            let report = run(target, 3_000, 7, |_| {});
+            assert_eq!(report.execs, 3_000);
+            assert!(
+                report.failures.is_empty(),
+                "{}: {:?}",
+                target.name(),
+                report.failures
+            );
+        }
+    }
+
+    #[test]
+    fn a_panic_is_caught_counted_and_kept_with_its_input() {
+        let seeds = vec![b"sOpen#".to_vec()];
+        let report = run_with(
+            &seeds,
+            |input| assert!(!input.contains(&b'%'), "a percent sign"),
+            20_000,
+            3,
+            |_| {},
+        );
+        assert_eq!(report.execs, 20_000);
+        assert!(
+            report.failed > 0,
+            "mutation inserts '%' among its interesting bytes"
+        );
+        assert!(report.failures.len() <= 10);
+        let (input, message) = &report.failures[0];
+        assert!(input.contains(&b'%'));
+        assert_eq!(message, "a percent sign");
+    }
+}

@@ -192,6 +192,11 @@ pub(crate) struct LocalOptions {
     /// Where the function binaries' logs go.
     #[arg(long, default_value = "target/local/logs", value_name = "DIR")]
     pub(crate) log_dir: PathBuf,
+    /// Put a fault-injecting proxy between the functions and the emulator: `default`, or
+    /// `name=value` pairs such as `throttle=0.05,5xx=0.02,partial=0.2,apply-then-fail=0.02,
+    /// reset=0.01,stall=0.003,stall-for=12000ms,latency=2ms,seed=1` (see docs/local.md).
+    #[arg(long, value_name = "SPEC")]
+    pub(crate) faults: Option<String>,
 }
 
 fn parse_parameter(text: &str) -> Result<(String, String), String> {

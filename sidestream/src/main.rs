@@ -56,19 +56,7 @@ fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
         let stack = Stack::create(&sdk, &options.template, &options.stack, &parameters).await?;
         // Not locked: in-process handlers print their EMF lines to stdout meanwhile.
         let mut out = io::stdout();
-        writeln!(
-            out,
-            "The stack {} of {} on {}",
-            options.stack,
-            options.template.display(),
-            sdk.endpoint_url().unwrap_or("AWS")
-        )?;
-        for table in &stack.tables {
-            writeln!(out, "  table  {}", table.name)?;
-        }
-        for bucket in &stack.buckets {
-            writeln!(out, "  bucket {}", bucket.name)?;
-        }
+        announce(&mut out, &options, &sdk, &stack)?;
         let bin_dir = match &options.bin_dir {
             Some(dir) => dir.clone(),
             None => std::env::current_exe()?
@@ -76,12 +64,33 @@ fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
                 .context("this program's folder")?
                 .to_owned(),
         };
+        // With --faults, the functions reach the emulator through the fault proxy; the loader,
+        // the replayer and the checks go to it directly.
+        let proxy = start_faults(options.faults.as_deref(), &sdk, &mut out).await?;
+        // Loaded with the proxy as an explicit endpoint: one set on a copy of `sdk` would lose to
+        // AWS_ENDPOINT_URL, which the SDK reads again per client.
+        let functions_sdk = match &proxy {
+            Some(proxy) => {
+                aws_config::defaults(aws_config::BehaviorVersion::latest())
+                    .endpoint_url(format!("http://{}", proxy.addr))
+                    .load()
+                    .await
+            }
+            None => sdk.clone(),
+        };
         let mut running = Vec::new();
         let pipeline = stack.pipeline(
             &sdk,
             |function| {
+                let mut function = function.clone();
+                if let Some(proxy) = &proxy {
+                    function
+                        .environment
+                        .insert("AWS_ENDPOINT_URL".to_owned(), format!("http://{}", proxy.addr));
+                }
+                let function = &function;
                 if options.in_process {
-                    return local_stack::in_process_invoker(function, &sdk);
+                    return local_stack::in_process_invoker(function, &functions_sdk);
                 }
                 let emulated =
                     Emulated::function(&options.cargo_lambda, &bin_dir, function, &options.log_dir)?;
@@ -103,6 +112,7 @@ fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
         out.flush()?;
         if demo {
             let ok = crate::demo::run(&sdk, &stack, pipeline, &mut out).await?;
+            report_faults(proxy.as_ref(), &mut out)?;
             if let Some(port) = serve {
                 let schema = stack.grid_schema()?;
                 serve_grid(&sdk, schema, port, "35e9", &mut out).await?;
@@ -120,8 +130,50 @@ fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
         for (function, counts) in pipeline.counts() {
             writeln!(out, "  {function:<18} {counts}")?;
         }
+        report_faults(proxy.as_ref(), &mut out)?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The stack's resources, on `out`.
+fn announce(
+    out: &mut impl io::Write,
+    options: &crate::args::LocalOptions,
+    sdk: &aws_config::SdkConfig,
+    stack: &Stack,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "The stack {} of {} on {}",
+        options.stack,
+        options.template.display(),
+        sdk.endpoint_url().unwrap_or("AWS")
+    )?;
+    for table in &stack.tables {
+        writeln!(out, "  table  {}", table.name)?;
+    }
+    for bucket in &stack.buckets {
+        writeln!(out, "  bucket {}", bucket.name)?;
+    }
+    Ok(())
+}
+
+/// The faults the proxy injected, on `out`.
+fn report_faults(proxy: Option<&fault_proxy::Proxy>, out: &mut impl io::Write) -> io::Result<()> {
+    if let Some(proxy) = proxy {
+        let counts: Vec<String> = proxy
+            .counts
+            .snapshot()
+            .iter()
+            .map(|(kind, n)| format!("{kind} {n}"))
+            .collect();
+        writeln!(
+            out,
+            "\nFaults between the functions and the emulator: {}",
+            counts.join(", ")
+        )?;
+    }
+    Ok(())
 }
 
 fn run_key(command: KeyCommand) -> anyhow::Result<ExitCode> {
@@ -275,6 +327,25 @@ fn grid_signer() -> grid_view::Signer {
         .optional("GRID_CURSOR_KEY")
         .unwrap_or_else(|| "sidestream-grid-development-key".to_owned());
     grid_view::Signer::new(key.as_bytes(), 24 * 3600)
+}
+
+/// With a `--faults` spec, a fault proxy in front of the emulator `sdk` points at, announced on
+/// `out`.
+async fn start_faults(
+    spec: Option<&str>,
+    sdk: &aws_config::SdkConfig,
+    out: &mut impl io::Write,
+) -> anyhow::Result<Option<fault_proxy::Proxy>> {
+    let Some(spec) = spec else {
+        return Ok(None);
+    };
+    let spec = fault_proxy::Spec::parse(spec)?;
+    let upstream = sdk
+        .endpoint_url()
+        .context("--faults needs AWS_ENDPOINT_URL (the emulator)")?;
+    let proxy = fault_proxy::start(upstream, spec).await?;
+    writeln!(out, "  faults {spec:?} through http://{}", proxy.addr)?;
+    Ok(Some(proxy))
 }
 
 /// The async runtime for the commands that call AWS.

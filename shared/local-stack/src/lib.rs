@@ -535,7 +535,10 @@ impl Emulated {
         let mut command = Command::new(binary);
         command.env_clear().envs(env);
         for name in PASSED_ON {
-            if let Ok(value) = std::env::var(name) {
+            // The function's own environment wins (a fault proxy's endpoint, say).
+            if let Ok(value) = std::env::var(name)
+                && !env.contains_key(name)
+            {
                 command.env(name, value);
             }
         }

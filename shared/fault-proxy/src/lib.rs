@@ -1,0 +1,497 @@
+//! fault-proxy: a fault-injecting HTTP/1 proxy on loopback, between the functions and the AWS
+//! emulator. It forwards every request upstream, and to DynamoDB's data-plane operations and S3's
+//! object operations it applies faults drawn from a seeded random stream, each counted:
+//!
+//! | fault | what the client sees | upstream |
+//! |---|---|---|
+//! | `throttle` | DynamoDB: 400 `ThrottlingException`; S3: 503 `SlowDown` | not sent |
+//! | `5xx` | 500 `InternalServerError` | not sent |
+//! | `partial` | `BatchWriteItem` answered with the second half of its writes as `UnprocessedItems` | the first half only |
+//! | `apply-then-fail` | 500 `InternalServerError` | sent and applied |
+//! | `reset` | the connection closed before an answer | not sent |
+//! | `stall` | an answer only after `stall-for` (past the client's attempt timeout) | sent |
+//! | `latency` | every answer this much later | sent |
+//!
+//! Control-plane calls (`CreateTable`, `DescribeTable`, …) and DynamoDB Streams pass through
+//! untouched. The spec is `name=value` pairs: rates from 0 to 1, `latency` and `stall-for` in
+//! milliseconds (`5ms`), and `seed`; [`DEFAULT_SPEC`] is what `--faults default` means.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+/// What `--faults default` means: every kind, at rates a run of a few thousand records meets
+/// each of several times.
+pub const DEFAULT_SPEC: &str = "throttle=0.05,5xx=0.02,partial=0.2,apply-then-fail=0.02,reset=0.01,stall=0.003,stall-for=12000ms,latency=2ms,seed=1";
+
+/// A spec that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// A part that is not `name=value`, or an unknown name.
+    #[error(
+        "{0:?} is not a fault: use throttle, 5xx, partial, apply-then-fail, reset, stall (rates 0-1), stall-for, latency (e.g. 5ms) or seed"
+    )]
+    Unknown(String),
+    /// A value out of range.
+    #[error("{name}={value}: {reason}")]
+    Value {
+        /// The fault.
+        name: String,
+        /// Its value.
+        value: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+}
+
+/// Which faults, how often.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spec {
+    /// Throttling answers, per request.
+    pub throttle: f64,
+    /// 500s without applying.
+    pub server_error: f64,
+    /// `BatchWriteItem`s half applied, the rest returned unprocessed.
+    pub partial: f64,
+    /// Requests applied, then answered with a 500.
+    pub apply_then_fail: f64,
+    /// Connections closed before an answer.
+    pub reset: f64,
+    /// Requests stalled for `stall_for`.
+    pub stall: f64,
+    /// How long a stall lasts.
+    pub stall_for: Duration,
+    /// Added to every faultable request.
+    pub latency: Duration,
+    /// The random stream's seed.
+    pub seed: u64,
+}
+
+impl Spec {
+    /// Reads `name=value,…`; `default` is [`DEFAULT_SPEC`].
+    pub fn parse(text: &str) -> Result<Spec, SpecError> {
+        let text = if text.trim() == "default" {
+            DEFAULT_SPEC
+        } else {
+            text
+        };
+        let mut spec = Spec {
+            throttle: 0.0,
+            server_error: 0.0,
+            partial: 0.0,
+            apply_then_fail: 0.0,
+            reset: 0.0,
+            stall: 0.0,
+            stall_for: Duration::from_secs(12),
+            latency: Duration::ZERO,
+            seed: 1,
+        };
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = part
+                .split_once('=')
+                .ok_or_else(|| SpecError::Unknown(part.to_owned()))?;
+            let bad = |reason| SpecError::Value {
+                name: name.to_owned(),
+                value: value.to_owned(),
+                reason,
+            };
+            let rate = || {
+                value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|r| (0.0..=1.0).contains(r))
+                    .ok_or_else(|| bad("a rate is a number from 0 to 1"))
+            };
+            let millis = || {
+                value
+                    .trim_end_matches("ms")
+                    .parse::<u64>()
+                    .map(Duration::from_millis)
+                    .map_err(|_| bad("a duration is whole milliseconds, like 5ms"))
+            };
+            match name {
+                "throttle" => spec.throttle = rate()?,
+                "5xx" => spec.server_error = rate()?,
+                "partial" => spec.partial = rate()?,
+                "apply-then-fail" => spec.apply_then_fail = rate()?,
+                "reset" => spec.reset = rate()?,
+                "stall" => spec.stall = rate()?,
+                "stall-for" => spec.stall_for = millis()?,
+                "latency" => spec.latency = millis()?,
+                "seed" => spec.seed = value.parse().map_err(|_| bad("a seed is a whole number"))?,
+                _ => return Err(SpecError::Unknown(part.to_owned())),
+            }
+        }
+        let total = spec.throttle + spec.server_error + spec.apply_then_fail + spec.reset + spec.stall;
+        if total > 1.0 {
+            return Err(SpecError::Value {
+                name: "the rates".to_owned(),
+                value: format!("{total}"),
+                reason: "throttle, 5xx, apply-then-fail, reset and stall add up to more than 1",
+            });
+        }
+        Ok(spec)
+    }
+}
+
+/// Faults injected and requests forwarded, counted as they happen.
+#[derive(Debug, Default)]
+pub struct Counts {
+    /// Requests sent upstream (whole or in part).
+    pub forwarded: AtomicU64,
+    /// Throttling answers.
+    pub throttled: AtomicU64,
+    /// 500s without applying.
+    pub server_errors: AtomicU64,
+    /// `BatchWriteItem`s half applied.
+    pub partial: AtomicU64,
+    /// Applied, then answered with a 500.
+    pub applied_then_failed: AtomicU64,
+    /// Connections closed before an answer.
+    pub resets: AtomicU64,
+    /// Stalled requests.
+    pub stalls: AtomicU64,
+}
+
+impl Counts {
+    /// Each fault kind and its count, in a fixed order, then `forwarded`.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        vec![
+            ("throttle", get(&self.throttled)),
+            ("5xx", get(&self.server_errors)),
+            ("partial", get(&self.partial)),
+            ("apply-then-fail", get(&self.applied_then_failed)),
+            ("reset", get(&self.resets)),
+            ("stall", get(&self.stalls)),
+            ("forwarded", get(&self.forwarded)),
+        ]
+    }
+}
+
+/// A running proxy.
+#[derive(Debug, Clone)]
+pub struct Proxy {
+    /// Its address: point the clients' endpoint at `http://{addr}`.
+    pub addr: SocketAddr,
+    /// What it has done so far.
+    pub counts: Arc<Counts>,
+}
+
+struct State {
+    upstream: String,
+    spec: Spec,
+    rng: Mutex<fastrand::Rng>,
+    counts: Arc<Counts>,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+/// What to do with one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    None,
+    Throttle,
+    ServerError,
+    Partial,
+    ApplyThenFail,
+    Reset,
+    Stall,
+}
+
+/// Starts a proxy on a free loopback port in front of `upstream` (`http://127.0.0.1:PORT`); it
+/// runs until the runtime ends.
+pub async fn start(upstream: &str, spec: Spec) -> std::io::Result<Proxy> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let counts = Arc::new(Counts::default());
+    let state = Arc::new(State {
+        upstream: upstream.trim_end_matches('/').to_owned(),
+        spec,
+        rng: Mutex::new(fastrand::Rng::with_seed(spec.seed)),
+        counts: Arc::clone(&counts),
+        client: Client::builder(TokioExecutor::new()).build_http(),
+    });
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let state = Arc::clone(&state);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                    let state = Arc::clone(&state);
+                    async move { handle(&state, request).await }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Ok(Proxy { addr, counts })
+}
+
+/// The error that makes hyper close the connection without an answer.
+#[derive(Debug, thiserror::Error)]
+#[error("connection reset by the fault proxy")]
+struct Reset;
+
+async fn handle(state: &State, request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Reset> {
+    let (parts, body) = request.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(http_body_util::Collected::to_bytes)
+        .unwrap_or_default();
+    let target = parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let operation = target.rsplit('.').next().unwrap_or_default();
+    let dynamodb = target.starts_with("DynamoDB_20120810.");
+    let faultable = if dynamodb {
+        matches!(
+            operation,
+            "BatchWriteItem" | "PutItem" | "UpdateItem" | "DeleteItem" | "GetItem" | "BatchGetItem" | "Query"
+        )
+    } else {
+        // S3 object operations: a path with a bucket and a key.
+        target.is_empty() && parts.uri.path().trim_start_matches('/').contains('/')
+    };
+    let fault = if faultable {
+        choose(state, operation)
+    } else {
+        Fault::None
+    };
+    let counts = &state.counts;
+    if faultable && !state.spec.latency.is_zero() {
+        tokio::time::sleep(state.spec.latency).await;
+    }
+    match fault {
+        Fault::Reset => {
+            counts.resets.fetch_add(1, Ordering::Relaxed);
+            return Err(Reset);
+        }
+        Fault::Throttle => {
+            counts.throttled.fetch_add(1, Ordering::Relaxed);
+            return Ok(if dynamodb {
+                dynamodb_error(
+                    StatusCode::BAD_REQUEST,
+                    "ThrottlingException",
+                    "Rate of requests exceeds the allowed throughput.",
+                )
+            } else {
+                s3_error(StatusCode::SERVICE_UNAVAILABLE, "SlowDown")
+            });
+        }
+        Fault::ServerError => {
+            counts.server_errors.fetch_add(1, Ordering::Relaxed);
+            return Ok(server_error(dynamodb));
+        }
+        Fault::Stall => {
+            counts.stalls.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(state.spec.stall_for).await;
+        }
+        Fault::None | Fault::Partial | Fault::ApplyThenFail => {}
+    }
+    if fault == Fault::Partial
+        && let Some((first, rest)) = split_batch(&body)
+    {
+        counts.partial.fetch_add(1, Ordering::Relaxed);
+        let answer = forward(state, &parts, Bytes::from(first.to_string())).await;
+        if !answer.as_ref().is_ok_and(|r| r.status().is_success()) {
+            return Ok(answer.unwrap_or_else(|()| server_error(true)));
+        }
+        let body = json!({"UnprocessedItems": rest}).to_string();
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        set_content_type(&mut response, "application/x-amz-json-1.0");
+        return Ok(response);
+    }
+    let answer = forward(state, &parts, body).await;
+    if fault == Fault::ApplyThenFail {
+        counts.applied_then_failed.fetch_add(1, Ordering::Relaxed);
+        return Ok(server_error(dynamodb));
+    }
+    Ok(answer.unwrap_or_else(|()| server_error(dynamodb)))
+}
+
+fn choose(state: &State, operation: &str) -> Fault {
+    let spec = &state.spec;
+    let Ok(mut rng) = state.rng.lock() else {
+        return Fault::None;
+    };
+    if operation == "BatchWriteItem" && rng.f64() < spec.partial {
+        return Fault::Partial;
+    }
+    let draw = rng.f64();
+    let mut edge = 0.0;
+    for (rate, fault) in [
+        (spec.throttle, Fault::Throttle),
+        (spec.server_error, Fault::ServerError),
+        (spec.apply_then_fail, Fault::ApplyThenFail),
+        (spec.reset, Fault::Reset),
+        (spec.stall, Fault::Stall),
+    ] {
+        edge += rate;
+        if draw < edge {
+            return fault;
+        }
+    }
+    Fault::None
+}
+
+/// A `BatchWriteItem` body cut in two: the request with the first half of its writes, and the
+/// second half in `RequestItems` form; `None` when it holds fewer than two writes.
+fn split_batch(body: &[u8]) -> Option<(Value, Value)> {
+    let request: Value = serde_json::from_slice(body).ok()?;
+    let items = request.get("RequestItems")?.as_object()?;
+    let writes: Vec<(&String, &Value)> = items
+        .iter()
+        .flat_map(|(table, writes)| writes.as_array().into_iter().flatten().map(move |w| (table, w)))
+        .collect();
+    if writes.len() < 2 {
+        return None;
+    }
+    let (first, rest) = writes.split_at(writes.len() / 2);
+    let group = |part: &[(&String, &Value)]| {
+        let mut map = serde_json::Map::new();
+        for (table, write) in part {
+            if let Some(list) = map
+                .entry((*table).clone())
+                .or_insert_with(|| Value::Array(Vec::new()))
+                .as_array_mut()
+            {
+                list.push((*write).clone());
+            }
+        }
+        Value::Object(map)
+    };
+    let mut sent = request.clone();
+    sent["RequestItems"] = group(first);
+    Some((sent, group(rest)))
+}
+
+async fn forward(
+    state: &State,
+    parts: &hyper::http::request::Parts,
+    body: Bytes,
+) -> Result<Response<Full<Bytes>>, ()> {
+    state.counts.forwarded.fetch_add(1, Ordering::Relaxed);
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut request = Request::builder()
+        .method(parts.method.clone())
+        .uri(format!("{}{path}", state.upstream));
+    for (name, value) in &parts.headers {
+        if name != hyper::header::CONTENT_LENGTH && name != hyper::header::TRANSFER_ENCODING {
+            request = request.header(name, value);
+        }
+    }
+    let request = request.body(Full::new(body)).map_err(|_| ())?;
+    let response = state.client.request(request).await.map_err(|e| {
+        tracing::warn!(error = %e, "the upstream did not answer");
+    })?;
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.map_err(|_| ())?.to_bytes();
+    let mut response = Response::from_parts(parts, Full::new(body));
+    response.headers_mut().remove(hyper::header::TRANSFER_ENCODING);
+    Ok(response)
+}
+
+fn dynamodb_error(status: StatusCode, code: &str, message: &str) -> Response<Full<Bytes>> {
+    let body = json!({"__type": format!("com.amazonaws.dynamodb.v20120810#{code}"), "message": message});
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() = status;
+    set_content_type(&mut response, "application/x-amz-json-1.0");
+    response
+}
+
+fn s3_error(status: StatusCode, code: &str) -> Response<Full<Bytes>> {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code><Message>injected by the fault proxy</Message></Error>"
+    );
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    set_content_type(&mut response, "application/xml");
+    response
+}
+
+fn server_error(dynamodb: bool) -> Response<Full<Bytes>> {
+    if dynamodb {
+        dynamodb_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalServerError",
+            "Internal server error (injected)",
+        )
+    } else {
+        s3_error(StatusCode::INTERNAL_SERVER_ERROR, "InternalError")
+    }
+}
+
+fn set_content_type(response: &mut Response<Full<Bytes>>, value: &'static str) {
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(value),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_are_read_and_bad_ones_named() {
+        let spec = Spec::parse("throttle=0.1,5xx=0.05,latency=5ms,seed=7").unwrap();
+        assert_eq!((spec.throttle, spec.server_error, spec.seed), (0.1, 0.05, 7));
+        assert_eq!(spec.latency, Duration::from_millis(5));
+        assert_eq!(
+            Spec::parse("default").unwrap(),
+            Spec::parse(DEFAULT_SPEC).unwrap()
+        );
+        assert!(
+            Spec::parse("throttle=2")
+                .unwrap_err()
+                .to_string()
+                .contains("from 0 to 1")
+        );
+        assert!(
+            Spec::parse("flood=0.1")
+                .unwrap_err()
+                .to_string()
+                .contains("is not a fault")
+        );
+        assert!(
+            Spec::parse("throttle=0.6,5xx=0.6")
+                .unwrap_err()
+                .to_string()
+                .contains("more than 1")
+        );
+    }
+
+    #[test]
+    fn a_batch_is_split_in_halves_across_tables() {
+        let body = json!({"RequestItems": {
+            "a": [{"PutRequest": {"Item": {"k": {"S": "1"}}}}, {"PutRequest": {"Item": {"k": {"S": "2"}}}}],
+            "b": [{"DeleteRequest": {"Key": {"k": {"S": "3"}}}}]
+        }});
+        let (sent, rest) = split_batch(body.to_string().as_bytes()).unwrap();
+        assert_eq!(sent["RequestItems"]["a"].as_array().unwrap().len(), 1);
+        let rest_count: usize = rest
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_array().unwrap().len())
+            .sum();
+        assert_eq!(rest_count, 2);
+        let one = json!({"RequestItems": {"a": [{"PutRequest": {"Item": {"k": {"S": "1"}}}}]}});
+        assert!(split_batch(one.to_string().as_bytes()).is_none());
+    }
+}

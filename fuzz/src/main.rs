@@ -1,7 +1,7 @@
 //! `sidestream-fuzz [--execs N] [--seed S] [TARGET...]`: runs each target (all by default) for N
 //! executions (10^6 by default), one thread per core, printing progress, then one line per
 //! target: executions, rate, the slowest input, failures. Exits 1 if any input failed; the
-//! failing inputs are written to target/fuzz/<target>-<n>.bin.
+//! failing inputs are written to target/fuzz-failures/<target>-<n>.bin.
 
 use std::io::Write as _;
 use std::time::Instant;
@@ -58,7 +58,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
     }
     let mut out = std::io::stdout().lock();
     let mut failed = false;
-    std::fs::create_dir_all("target/fuzz")?;
+    std::fs::create_dir_all("target/fuzz-failures")?;
     for (target, report, took) in &results {
         #[allow(clippy::cast_precision_loss, reason = "a rate for people")]
         let rate = report.execs as f64 / took.as_secs_f64().max(1e-9);
@@ -72,7 +72,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             report.failed
         )?;
         for (i, (input, message)) in report.failures.iter().enumerate() {
-            let path = format!("target/fuzz/{}-{i}.bin", target.name());
+            let path = format!("target/fuzz-failures/{}-{i}.bin", target.name());
             std::fs::write(&path, input)?;
             writeln!(out, "  {path}: {message}")?;
             failed = true;

@@ -72,16 +72,8 @@ pub(crate) enum Command {
 
 #[derive(Debug, Args)]
 pub(crate) struct GridArgs {
-    /// The base table (the issues).
-    #[arg(long)]
-    pub(crate) table: String,
-    /// The base table's index by the index's scope and first tiebreaker.
-    #[arg(long, default_value = "project-num")]
-    pub(crate) nulls_index: String,
-    /// Which index of `MULTIKEY_INDEXES` to read (needed when it defines several). The index
-    /// table, the attribute names and the projected attributes all come from there.
-    #[arg(long)]
-    pub(crate) index: Option<String>,
+    #[command(flatten)]
+    pub(crate) source: GridSource,
     /// The scope's value, e.g. a project id.
     #[arg(long)]
     pub(crate) scope: String,
@@ -114,18 +106,26 @@ pub(crate) struct GridArgs {
     pub(crate) output: Output,
 }
 
-/// The web grid's flags.
+/// The tables a grid reads, shared by `grid` and `serve`.
 #[derive(Debug, Args)]
-pub(crate) struct ServeArgs {
+pub(crate) struct GridSource {
     /// The base table (the issues).
     #[arg(long)]
     pub(crate) table: String,
     /// The base table's index by the index's scope and first tiebreaker.
     #[arg(long, default_value = "project-num")]
     pub(crate) nulls_index: String,
-    /// Which index of `MULTIKEY_INDEXES` to read (needed when it defines several).
+    /// Which index of `MULTIKEY_INDEXES` to read (needed when it defines several). The index
+    /// table, the attribute names and the projected attributes all come from there.
     #[arg(long)]
     pub(crate) index: Option<String>,
+}
+
+/// The web grid's flags.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    pub(crate) source: GridSource,
     /// The port on 127.0.0.1 (0: any free port).
     #[arg(long, default_value_t = 8080)]
     pub(crate) port: u16,

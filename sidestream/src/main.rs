@@ -256,8 +256,7 @@ fn run_grid(args: GridArgs) -> anyhow::Result<ExitCode> {
         filter,
         attributes: args.attributes,
     };
-    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&Vars::process_lookup))?;
-    let schema = grid_view::GridSchema::new(&indexes, args.index.as_deref(), args.table, args.nulls_index)?;
+    let schema = grid_schema(args.source)?;
     let signer = grid_signer();
     runtime()?.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
@@ -284,8 +283,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         )
         .with_writer(io::stderr)
         .init();
-    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&Vars::process_lookup))?;
-    let schema = grid_view::GridSchema::new(&indexes, args.index.as_deref(), args.table, args.nulls_index)?;
+    let schema = grid_schema(args.source)?;
     runtime()?.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         serve_grid(&sdk, schema, args.port, "", &mut io::stdout()).await?;
@@ -319,6 +317,17 @@ async fn serve_grid(
         _ = tokio::signal::ctrl_c() => {}
     }
     Ok(())
+}
+
+/// The grid over `source`'s tables, as `MULTIKEY_INDEXES` describes the index.
+fn grid_schema(source: crate::args::GridSource) -> anyhow::Result<grid_view::GridSchema> {
+    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&Vars::process_lookup))?;
+    Ok(grid_view::GridSchema::new(
+        &indexes,
+        source.index.as_deref(),
+        source.table,
+        source.nulls_index,
+    )?)
 }
 
 /// The grid's cursor signer: `GRID_CURSOR_KEY`, or a development key; cursors last a day.

@@ -264,6 +264,16 @@ async fn unprocessed_keys_of_an_exact_counter_read_are_asked_again() {
     );
 }
 
+/// The records a batch response reports as failed.
+fn failures(response: Result<stream_kit::DynamoDbEventResponse, stream_kit::NoCheckpoint>) -> Vec<String> {
+    response
+        .unwrap()
+        .batch_item_failures
+        .into_iter()
+        .map(|f| f.item_identifier.unwrap_or_default())
+        .collect()
+}
+
 /// The function `F` under the stream runtime against `endpoint`, configured from `env` plus a
 /// parking bucket and a function name.
 fn scripted_runtime<F: stream_runtime::StreamFunction>(
@@ -331,12 +341,7 @@ async fn the_aggregator_stops_its_conflict_rounds_before_the_deadline() {
     let (response, metrics) = runtime.handle_counted(event, deadline).await;
     let returned = Instant::now();
 
-    let failures: Vec<String> = response
-        .unwrap()
-        .batch_item_failures
-        .into_iter()
-        .map(|f| f.item_identifier.unwrap_or_default())
-        .collect();
+    let failures = failures(response);
     assert_eq!(failures, ["000000000000000000001"]);
     assert_eq!(metrics.get(Metric::TransientFailures), 1);
     assert_eq!(metrics.get(Metric::ParkedRecords), 0);
@@ -396,12 +401,7 @@ async fn an_s3_failure_in_the_middle_of_a_batch_checkpoints_at_its_run_and_loses
     let deadline = || Deadline::after(Duration::from_secs(60));
 
     let (response, metrics) = runtime.handle_counted(batch.clone(), deadline()).await;
-    let failures: Vec<String> = response
-        .unwrap()
-        .batch_item_failures
-        .into_iter()
-        .map(|f| f.item_identifier.unwrap_or_default())
-        .collect();
+    let failures = failures(response);
     assert_eq!(
         failures,
         [sequence(20)],

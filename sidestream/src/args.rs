@@ -164,6 +164,42 @@ pub(crate) enum LocalCommand {
         #[arg(long, default_value_t = 8080)]
         port: u16,
     },
+    /// Creates a fresh stack and runs a generated workload through the three functions (in
+    /// process) under every AWS fault (a proxy before the emulator) and every Lambda fault
+    /// (killed processes, timeouts, batches delivered twice), over split shards with parallel
+    /// batches; then checks the index, the archive and the counters against independent
+    /// oracles. Exit status 1 on any difference.
+    Chaos(ChaosArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ChaosArgs {
+    /// Ops in the workload: issue puts and deletes, expiring items, counter increments.
+    #[arg(long, default_value_t = 100_000)]
+    pub(crate) records: u64,
+    /// Seeds the workload and the faults (replacing the spec's seed).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// `default`, `none`, or `name=value` pairs: the fault proxy's (throttle, 5xx, partial,
+    /// apply-then-fail, reset, stall, stall-for, latency) and the replayer's (kill, timeout,
+    /// duplicate); see docs/local.md.
+    #[arg(long, default_value = "default", value_name = "SPEC")]
+    pub(crate) faults: String,
+    /// `ParallelizationFactor` of every mapping (1-10).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(1..=10))]
+    pub(crate) parallelization: u8,
+    /// Concurrent workload writers.
+    #[arg(long, default_value_t = 16)]
+    pub(crate) writers: usize,
+    /// The SAM template.
+    #[arg(long, default_value = "template.yaml", value_name = "FILE")]
+    pub(crate) template: PathBuf,
+    /// A template parameter, `NAME=VALUE` (repeatable).
+    #[arg(long = "parameter", value_name = "NAME=VALUE", value_parser = parse_parameter)]
+    pub(crate) parameters: Vec<(String, String)>,
+    /// `text` (a progress bar, then a report) or `json` (one object).
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub(crate) output: Output,
 }
 
 #[derive(Debug, Args)]

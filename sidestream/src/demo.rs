@@ -6,7 +6,7 @@
 
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
@@ -14,7 +14,7 @@ use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Value, json};
 use sharded_counter::{Counters, Sharding};
-use stream_replayer::{Pipeline, Progress};
+use stream_replayer::{Pipeline, Progress, Running};
 
 use local_stack::{Stack, put_json as put, s3_client};
 
@@ -35,7 +35,7 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 pub(crate) async fn run(
     sdk: &SdkConfig,
     stack: &Stack,
-    mut pipeline: Pipeline,
+    pipeline: Pipeline,
     out: &mut dyn Write,
 ) -> anyhow::Result<bool> {
     let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
@@ -44,19 +44,7 @@ pub(crate) async fn run(
     let counters = stack.table("CounterTable")?.name.clone();
 
     let progress = pipeline.progress();
-    let stop = Arc::new(AtomicBool::new(false));
-    let stopped = Arc::clone(&stop);
-    let replay = tokio::spawn(async move {
-        let until = async move {
-            while !stopped.load(Ordering::Relaxed) {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        };
-        pipeline
-            .run_until(until, Duration::from_millis(100))
-            .await
-            .map(|()| pipeline)
-    });
+    let replay = pipeline.spawn(Duration::from_millis(100));
 
     let expiring = load_issues(&dynamodb, &issues, out).await?;
 
@@ -71,7 +59,6 @@ pub(crate) async fn run(
     );
     let true_sum = increment(&counter, out).await?;
 
-    stop.store(true, Ordering::Relaxed);
     writeln!(out, "Replaying the streams until every record is delivered")?;
     let pipeline = wait(replay, &progress, out).await?;
     for (function, counts) in pipeline.counts() {
@@ -242,16 +229,13 @@ async fn increment(counter: &Counters, out: &mut dyn Write) -> anyhow::Result<i6
 }
 
 /// Waits for the replayer to settle, with progress.
-async fn wait(
-    replay: tokio::task::JoinHandle<Result<Pipeline, stream_replayer::ReplayError>>,
-    progress: &Progress,
-    out: &mut dyn Write,
-) -> anyhow::Result<Pipeline> {
-    tokio::pin!(replay);
+async fn wait(replay: Running, progress: &Progress, out: &mut dyn Write) -> anyhow::Result<Pipeline> {
+    let finish = replay.finish();
+    tokio::pin!(finish);
     let started = Instant::now();
     loop {
         tokio::select! {
-            done = &mut replay => return Ok(done.context("the replayer panicked")??),
+            done = &mut finish => return Ok(done?),
             () = tokio::time::sleep(PROGRESS_EVERY) => {
                 writeln!(
                     out,

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 mod args;
+mod chaos;
 mod demo;
 mod grid;
 mod key;
@@ -36,20 +37,19 @@ fn main() -> anyhow::Result<ExitCode> {
 
 fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
     let (options, demo, until_settled, serve) = match command {
+        LocalCommand::Chaos(args) => {
+            // The report says what happened; logs only for what it cannot (RUST_LOG for more).
+            init_logs("error");
+            return crate::chaos::run(args);
+        }
         LocalCommand::Run {
             options,
             until_settled,
         } => (options, false, until_settled, None),
         LocalCommand::Demo { options, serve, port } => (options, true, true, serve.then_some(port)),
     };
-    // JSON logs on stderr; the demo keeps its output readable with warnings and errors only.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(if demo { "warn" } else { "info" }));
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .with_writer(io::stderr)
-        .init();
+    // The demo keeps its output readable with warnings and errors only.
+    init_logs(if demo { "warn" } else { "info" });
     runtime()?.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let parameters = options.parameters.iter().cloned().collect();
@@ -133,6 +133,17 @@ fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
         report_faults(proxy.as_ref(), &mut out)?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// JSON logs on stderr, at `RUST_LOG`'s levels or else at `default`.
+fn init_logs(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .init();
 }
 
 /// The stack's resources, on `out`.

@@ -5,6 +5,7 @@
 
 mod archive;
 mod browser;
+mod chaos;
 mod cli;
 mod counters;
 mod fixtures;

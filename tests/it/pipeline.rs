@@ -251,6 +251,82 @@ async fn concurrent_increments_total_exactly() -> Result<()> {
     Ok(())
 }
 
+/// `ParallelizationFactor` 4 over shards that split every 15 records (one into two, four, then
+/// eight): batches of one shard run at once, a child shard starts only when its parent is done,
+/// and each item's records reach the function in stream order. Shown by what the indexer saw:
+/// concurrent invocations (counted), lanes beyond one shard's four, and every item's sequence
+/// numbers increasing.
+#[tokio::test]
+async fn parallel_batches_and_split_shards_keep_each_items_records_in_order() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[("BatchSize", "3"), ("ParallelizationFactor", "4")]).await?;
+    let seen: Arc<std::sync::Mutex<Vec<(String, u128)>>> = Arc::default();
+    let (in_flight, most) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let (log, running, peak) = (Arc::clone(&seen), Arc::clone(&in_flight), Arc::clone(&most));
+    let pipeline = pipeline(&sdk, &stack, &failure_log(), move |function, inner| {
+        if function != "multikey-indexer" {
+            return inner;
+        }
+        let (log, running, peak) = (Arc::clone(&log), Arc::clone(&running), Arc::clone(&peak));
+        in_process(move |event, deadline| {
+            let (inner, log, running, peak) = (
+                Arc::clone(&inner),
+                Arc::clone(&log),
+                Arc::clone(&running),
+                Arc::clone(&peak),
+            );
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                if let Ok(mut log) = log.lock() {
+                    for r in &event.records {
+                        let key = serde_json::to_string(&r.change.keys).unwrap_or_default();
+                        let sequence = r.change.sequence_number.as_deref().unwrap_or_default();
+                        log.push((key, sequence.parse().unwrap_or_default()));
+                    }
+                }
+                let answer = inner(event, deadline).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                answer
+            }
+        })
+    })?;
+    let mut pipeline = pipeline.with_topology(stream_replayer::Topology {
+        split_every: Some(15),
+    });
+    churn(&sdk, &stack).await?;
+    pipeline.step().await?;
+    churn(&sdk, &stack).await?;
+    pipeline.settle().await?;
+    assert_index_exact(&sdk, &stack).await?;
+
+    let seen = seen.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
+    let mut last: BTreeMap<&str, u128> = BTreeMap::new();
+    for (key, sequence) in &seen {
+        let before = last.insert(key, *sequence);
+        ensure!(
+            before.is_none_or(|b| b < *sequence),
+            "{key}: {sequence} delivered after {before:?}"
+        );
+    }
+    let counts: BTreeMap<&str, _> = pipeline.counts().into_iter().collect();
+    let indexer = counts["multikey-indexer"];
+    ensure!(
+        indexer.delivered == indexer.read && seen.len() as u64 == indexer.read,
+        "every record once: {indexer:?}, {} seen",
+        seen.len()
+    );
+    ensure!(
+        indexer.lanes > 8,
+        "shards split into children, each with 4 lanes: {indexer:?}"
+    );
+    ensure!(
+        most.load(Ordering::SeqCst) > 1,
+        "batches of one stream ran at once"
+    );
+    Ok(())
+}
+
 /// An invoker that fails its first `failures` invocations in the given way, then calls `inner`.
 fn failing_first(
     failures: u32,
@@ -259,13 +335,13 @@ fn failing_first(
 ) -> Invoker {
     let calls = Arc::new(AtomicU32::new(0));
     let answer = Arc::new(answer);
-    in_process(move |event| {
+    in_process(move |event, deadline| {
         let (calls, inner, answer) = (Arc::clone(&calls), Arc::clone(&inner), Arc::clone(&answer));
         async move {
             if calls.fetch_add(1, Ordering::SeqCst) < failures {
                 return answer(&event);
             }
-            inner(event).await
+            inner(event, deadline).await
         }
     })
 }
@@ -322,7 +398,7 @@ async fn records_that_always_fail_go_to_the_failure_log_and_the_rest_goes_on() -
         if function != "multikey-indexer" {
             return inner;
         }
-        in_process(move |event| {
+        in_process(move |event, deadline| {
             let inner = Arc::clone(&inner);
             async move {
                 let poisoned = event
@@ -335,7 +411,7 @@ async fn records_that_always_fail_go_to_the_failure_log_and_the_rest_goes_on() -
                         message: "cannot index".into(),
                     };
                 }
-                inner(event).await
+                inner(event, deadline).await
             }
         })
     })?;

@@ -3,8 +3,9 @@
 //! [`batch`] simulates a base table of issues shaped like the article's (an `id` key, `project`,
 //! `num`, `name`, `state` and a `custom_fields` map) and records every change to it as a stream
 //! record with both images: inserts of new issues, removals, and modifications that change a
-//! custom field's value, add or drop a field, renumber an issue, rename it, or touch an attribute
-//! no index reads. The same seed always gives the same batch.
+//! custom field's value, add or drop a field, renumber an issue, rename it, move it to another
+//! project (a re-key of every entry across index partitions), change its state, or touch an
+//! attribute no index reads. The same seed always gives the same batch.
 
 use std::collections::HashMap;
 
@@ -94,7 +95,7 @@ impl Sim {
 
     fn modified(&mut self, old: &Item) -> Item {
         let mut new = old.clone();
-        match self.below(6) {
+        match self.below(8) {
             0 | 1 => {
                 let v = self.field_value();
                 if let Some(AttributeValue::M(fields)) = new.get_mut("custom_fields") {
@@ -115,6 +116,14 @@ impl Sim {
             4 => {
                 let s = if self.below(2) == 0 { "closed" } else { "open" };
                 new.insert("state".to_owned(), AttributeValue::S(s.to_owned()));
+            }
+            5 => {
+                let name = format!("{} renamed", WORDS[self.below(WORDS.len())]);
+                new.insert("name".to_owned(), AttributeValue::S(name));
+            }
+            6 => {
+                let project = format!("p{:03}", self.below(37));
+                new.insert("project".to_owned(), AttributeValue::S(project));
             }
             _ => {
                 let t = AttributeValue::N(format!("{}", self.next() % 1_000_000));

@@ -50,6 +50,11 @@ impl Deadline {
         )
     }
 
+    /// A deadline at `instant` (for tools that own an invocation's timeout, as Lambda does).
+    pub fn at(instant: Instant) -> Deadline {
+        Deadline(instant)
+    }
+
     /// The instant `margin` before the deadline: when work must stop to leave time to report.
     pub fn less(self, margin: Duration) -> Instant {
         self.0.checked_sub(margin).unwrap_or(self.0)

@@ -10,13 +10,14 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
 use multikey_indexer::Indexes;
 use multikey_indexer::oracle::IndexCheck;
 use sam_template::{Bucket, Function, Names, Pattern, Table, Template, TemplateError};
-use stream_kit::{ConfigError, Deadline, Vars};
+use stream_kit::{ConfigError, Deadline, Metric, Metrics, Vars};
 use stream_replayer::invoke::{Invoker, http, in_process};
 use stream_replayer::{FailureLog, Invocation, Pipeline, ReplayError, Settings, Source, Sweeper, resources};
 use stream_runtime::{Runtime, StreamFunction};
@@ -180,6 +181,7 @@ impl Stack {
                         .map_err(|e| StackError::Unusable(format!("{at}: {e}")))?,
                     filters,
                     invoker: Arc::clone(&invoke),
+                    timeout: timeout(function),
                 });
             }
         }
@@ -402,17 +404,35 @@ fn timeout(function: &Function) -> Duration {
 }
 
 /// An invoker that runs `function`'s library handler in this process, under the stream runtime,
-/// configured from its template environment as its binary would be.
+/// configured from its template environment as its binary would be. Its metrics go to stdout as
+/// EMF lines, as on Lambda.
 pub fn in_process_invoker(function: &Function, sdk: &SdkConfig) -> Result<Invoker, StackError> {
+    invoker_of(function, sdk, None)
+}
+
+/// [`in_process_invoker`], with the metrics of every invocation added up in `tally` instead of
+/// written out.
+pub fn tallied_invoker(
+    function: &Function,
+    sdk: &SdkConfig,
+    tally: Arc<Tally>,
+) -> Result<Invoker, StackError> {
+    invoker_of(function, sdk, Some(tally))
+}
+
+fn invoker_of(
+    function: &Function,
+    sdk: &SdkConfig,
+    tally: Option<Arc<Tally>>,
+) -> Result<Invoker, StackError> {
     let env = environment(function);
     let lookup = |name: &str| env.get(name).cloned();
     let vars = Vars::new(&lookup);
-    let limit = timeout(function);
     match binary_of(function)? {
-        "multikey-indexer" => runtime_invoker::<multikey_indexer::Indexer>(function, &vars, sdk, limit),
-        "ttl-archiver" => runtime_invoker::<ttl_archiver::Archiver>(function, &vars, sdk, limit),
+        "multikey-indexer" => runtime_invoker::<multikey_indexer::Indexer>(function, &vars, sdk, tally),
+        "ttl-archiver" => runtime_invoker::<ttl_archiver::Archiver>(function, &vars, sdk, tally),
         "counter-aggregator" => {
-            runtime_invoker::<counter_aggregator::Aggregator>(function, &vars, sdk, limit)
+            runtime_invoker::<counter_aggregator::Aggregator>(function, &vars, sdk, tally)
         }
         other => Err(StackError::Unusable(format!(
             "{}: no in-process handler for the binary {other}",
@@ -421,22 +441,53 @@ pub fn in_process_invoker(function: &Function, sdk: &SdkConfig) -> Result<Invoke
     }
 }
 
-/// An in-process invoker of the function `F` under the stream runtime, each invocation with
-/// `limit` to its deadline.
+/// Metrics summed over many invocations.
+#[derive(Debug, Default)]
+pub struct Tally([AtomicU64; Metric::ALL.len()]);
+
+impl Tally {
+    /// Adds one invocation's metrics.
+    pub fn add(&self, metrics: &Metrics) {
+        for (slot, metric) in self.0.iter().zip(Metric::ALL) {
+            slot.fetch_add(metrics.get(metric), Ordering::Relaxed);
+        }
+    }
+
+    /// The sum of `metric` so far.
+    pub fn get(&self, metric: Metric) -> u64 {
+        Metric::ALL
+            .iter()
+            .position(|m| *m == metric)
+            .map_or(0, |i| self.0[i].load(Ordering::Relaxed))
+    }
+}
+
+/// An in-process invoker of the function `F` under the stream runtime; its metrics go to
+/// `tally` if there is one, else to stdout.
 fn runtime_invoker<F: StreamFunction>(
     function: &Function,
     vars: &Vars<'_>,
     sdk: &SdkConfig,
-    limit: Duration,
+    tally: Option<Arc<Tally>>,
 ) -> Result<Invoker, StackError> {
     let runtime = Runtime::<F>::from_vars(vars, sdk).map_err(|source| StackError::Config {
         function: function.logical_id.clone(),
         source,
     })?;
     let runtime = Arc::new(runtime);
-    Ok(in_process(move |event| {
-        let runtime = Arc::clone(&runtime);
-        async move { answer(runtime.handle(event, Deadline::after(limit)).await) }
+    Ok(in_process(move |event, deadline| {
+        let (runtime, tally) = (Arc::clone(&runtime), tally.clone());
+        async move {
+            let deadline = Deadline::at(deadline);
+            match tally {
+                None => answer(runtime.handle(event, deadline).await),
+                Some(tally) => {
+                    let (response, metrics) = runtime.handle_counted(event, deadline).await;
+                    tally.add(&metrics);
+                    answer(response)
+                }
+            }
+        }
     }))
 }
 

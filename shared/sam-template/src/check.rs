@@ -113,6 +113,13 @@ fn check_stream(source: &StreamSource, report: &mut impl FnMut(&str, String)) {
         -1,
         10_000,
     );
+    range(
+        report,
+        &field("ParallelizationFactor"),
+        source.parallelization_factor,
+        1,
+        10,
+    );
     if let Some(age) = source.maximum_record_age
         && age != -1
         && !(60..=604_800).contains(&age)

@@ -60,6 +60,8 @@ pub struct StreamSource {
     pub maximum_retry_attempts: Option<i64>,
     /// `MaximumRecordAgeInSeconds`.
     pub maximum_record_age: Option<i64>,
+    /// `ParallelizationFactor`: concurrent batches per shard.
+    pub parallelization_factor: Option<i64>,
     /// `DestinationConfig.OnFailure.Destination`.
     pub on_failure: Option<String>,
     /// `FilterCriteria.Filters[].Pattern`, as written (JSON text).
@@ -221,6 +223,7 @@ fn stream_source(name: &str, properties: &Value, at: &str) -> Result<StreamSourc
             .map(|v| scalar(v) == "true"),
         maximum_retry_attempts: integer("MaximumRetryAttempts")?,
         maximum_record_age: integer("MaximumRecordAgeInSeconds")?,
+        parallelization_factor: integer("ParallelizationFactor")?,
         on_failure: properties
             .pointer("/DestinationConfig/OnFailure/Destination")
             .map(scalar),

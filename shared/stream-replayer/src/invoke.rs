@@ -1,9 +1,13 @@
 //! How the replayer calls a function: in process (a closure over the library's handler) or over
 //! Lambda's Invoke API, as served by a local emulator such as `cargo lambda watch`.
+//!
+//! Like Lambda, the replayer owns each invocation's timeout: an invoker gets the deadline, which
+//! an in-process function sees as its context's deadline, and the replayer cuts the invocation
+//! off there.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_sdk_dynamodb::error::DisplayErrorContext;
@@ -17,8 +21,8 @@ use serde_json::Value;
 
 use crate::Invocation;
 
-/// Invokes a function with a batch of records.
-pub type Invoker = Arc<dyn Fn(Event) -> BoxFuture<'static, Invocation> + Send + Sync>;
+/// Invokes a function with a batch of records, to answer by the deadline.
+pub type Invoker = Arc<dyn Fn(Event, Instant) -> BoxFuture<'static, Invocation> + Send + Sync>;
 
 /// An event holding `records`, as Lambda sends it.
 pub fn event(records: Vec<EventRecord>) -> Event {
@@ -27,17 +31,18 @@ pub fn event(records: Vec<EventRecord>) -> Event {
     event
 }
 
-/// An invoker that calls `handler` in this process.
+/// An invoker that calls `handler` in this process with the event and its deadline.
 pub fn in_process<F, Fut>(handler: F) -> Invoker
 where
-    F: Fn(Event) -> Fut + Send + Sync + 'static,
+    F: Fn(Event, Instant) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Invocation> + Send + 'static,
 {
-    Arc::new(move |event| Box::pin(handler(event)))
+    Arc::new(move |event, deadline| Box::pin(handler(event, deadline)))
 }
 
 /// An invoker that POSTs to `{endpoint}/2015-03-31/functions/{function}/invocations` (Lambda's
-/// Invoke API, which `cargo lambda watch` serves), giving up after `timeout` as Lambda would.
+/// Invoke API, which `cargo lambda watch` serves), giving up at the deadline, or after
+/// `timeout` if that comes first (the emulator runs the function with its own timeout).
 ///
 /// A 200 answer is the function's response; any other status is a function error, read from
 /// the body's `errorType` and `errorMessage`. A refused connection or a timeout is a function
@@ -48,8 +53,9 @@ pub fn http(endpoint: &str, function: &str, timeout: Duration) -> Invoker {
         "{}/2015-03-31/functions/{function}/invocations",
         endpoint.trim_end_matches('/')
     );
-    Arc::new(move |event| {
+    Arc::new(move |event, deadline| {
         let (client, url) = (client.clone(), url.clone());
+        let timeout = timeout.min(deadline.saturating_duration_since(Instant::now()));
         Box::pin(async move {
             match tokio::time::timeout(timeout, post(&client, &url, &event)).await {
                 Ok(Ok(invocation)) => invocation,

@@ -10,11 +10,15 @@
 //!   resulting REMOVE records.
 //! - [`invoke`]: in-process invokers, and Lambda's Invoke API over HTTP (`cargo lambda watch`).
 //! - [`failures`]: the local failure log, in the shape of Lambda's on-failure records.
+//! - [`faults`]: Lambda-side faults to inject (killed processes, timeouts, duplicate
+//!   deliveries) and split shard topologies.
 //! - [`resources`]: creates the tables and buckets a template declares.
 
 mod error;
 pub mod failures;
+pub mod faults;
 pub mod invoke;
+mod lane;
 pub mod mapping;
 pub mod pipeline;
 pub mod reader;
@@ -23,7 +27,8 @@ pub mod sweeper;
 
 pub use error::ReplayError;
 pub use failures::FailureLog;
+pub use faults::{LambdaFaults, Topology};
 pub use invoke::Invoker;
 pub use mapping::{FailedRange, Invocation, Mapping, Settings, Step};
-pub use pipeline::{Counts, Pipeline, Progress, Source};
+pub use pipeline::{Counts, Pipeline, Progress, Running, Source};
 pub use sweeper::Sweeper;

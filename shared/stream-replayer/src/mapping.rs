@@ -37,11 +37,15 @@ pub struct Settings {
     pub bisect: bool,
     /// `FunctionResponseTypes: [ReportBatchItemFailures]`.
     pub report_batch_item_failures: bool,
+    /// `ParallelizationFactor`: batches of one shard in flight at once, 1 to 10. Records are
+    /// spread over them by item key, so each item's records stay in order.
+    pub parallelization_factor: u8,
 }
 
 impl Settings {
     /// The settings of a `template.yaml` stream source, with Lambda's defaults for what it leaves
-    /// out (`BatchSize` 100, `MaximumRetryAttempts` -1, no bisection, no partial responses).
+    /// out (`BatchSize` 100, `MaximumRetryAttempts` -1, no bisection, no partial responses,
+    /// `ParallelizationFactor` 1).
     pub fn from_source(source: &StreamSource) -> Result<Settings, String> {
         let at = &source.name;
         let batch_size = match source.batch_size {
@@ -58,8 +62,16 @@ impl Settings {
                     format!("{at}: MaximumRetryAttempts {n} is not -1 or between 0 and 10000")
                 })?),
             };
+        let parallelization_factor = match source.parallelization_factor {
+            None => 1,
+            Some(n) => u8::try_from(n)
+                .ok()
+                .filter(|n| (1..=10).contains(n))
+                .ok_or_else(|| format!("{at}: ParallelizationFactor {n} is not between 1 and 10"))?,
+        };
         Ok(Settings {
             batch_size,
+            parallelization_factor,
             maximum_retry_attempts,
             bisect: source.bisect.unwrap_or(false),
             report_batch_item_failures: source
@@ -159,6 +171,7 @@ impl Mapping {
         Mapping {
             settings: Settings {
                 batch_size: settings.batch_size.max(1),
+                parallelization_factor: settings.parallelization_factor.clamp(1, 10),
                 ..settings
             },
             queue: VecDeque::new(),

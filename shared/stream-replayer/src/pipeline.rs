@@ -2,8 +2,10 @@
 //! function's mapping and deliver them in batches until every mapping has caught up.
 //!
 //! Streams are replayed concurrently, and so are the mappings of one stream (as Lambda runs one
-//! mapping per function and stream); within a mapping each shard's records go strictly in order,
-//! one invocation at a time.
+//! mapping per function and stream); within a mapping, shards and parallel batches go at once
+//! and each item's records strictly in order (see [`crate::lane`]).
+//!
+//! Lambda-side faults ([`LambdaFaults`]) and a split shard topology ([`Topology`]) are opt-in.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,11 +16,13 @@ use futures_util::FutureExt as _;
 use futures_util::future::try_join_all;
 use sam_template::Pattern;
 
-use crate::failures::{FailureLog, Origin, entry};
-use crate::invoke::{Invoker, event};
+use crate::failures::FailureLog;
+use crate::faults::{LambdaFaults, Topology, hash};
+use crate::invoke::Invoker;
+use crate::lane::{Context, Lane, Place};
 use crate::reader::{StreamReader, record_json};
 use crate::sweeper::Sweeper;
-use crate::{Mapping, ReplayError, Settings, Step};
+use crate::{ReplayError, Settings};
 
 /// How often [`Pipeline::run_until`] sweeps expired items.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -36,6 +40,8 @@ pub struct Source {
     pub filters: Vec<Pattern>,
     /// How to invoke the function.
     pub invoker: Invoker,
+    /// The function's `Timeout`: each invocation's deadline is this far from its start.
+    pub timeout: Duration,
 }
 
 /// What one mapping has done so far.
@@ -57,6 +63,39 @@ pub struct Counts {
     pub given_up: u64,
     /// Failures reported but ignored, because the mapping lacks `ReportBatchItemFailures`.
     pub ignored_failures: u64,
+    /// Lanes of delivery opened: one per shard and parallel batch (`ParallelizationFactor`),
+    /// while it has records.
+    pub lanes: u64,
+    /// Invocations cut off at their deadline (`Sandbox.Timedout`).
+    pub timed_out: u64,
+    /// Injected: processes killed mid-batch.
+    pub kills: u64,
+    /// Injected: invocations given a short timeout.
+    pub short_timeouts: u64,
+    /// Injected: batches delivered twice.
+    pub duplicates: u64,
+}
+
+impl std::ops::Add for Counts {
+    type Output = Counts;
+
+    fn add(self, other: Counts) -> Counts {
+        Counts {
+            read: self.read + other.read,
+            filtered_out: self.filtered_out + other.filtered_out,
+            delivered: self.delivered + other.delivered,
+            invocations: self.invocations + other.invocations,
+            retries: self.retries + other.retries,
+            bisections: self.bisections + other.bisections,
+            given_up: self.given_up + other.given_up,
+            ignored_failures: self.ignored_failures + other.ignored_failures,
+            lanes: self.lanes + other.lanes,
+            timed_out: self.timed_out + other.timed_out,
+            kills: self.kills + other.kills,
+            short_timeouts: self.short_timeouts + other.short_timeouts,
+            duplicates: self.duplicates + other.duplicates,
+        }
+    }
 }
 
 impl std::fmt::Display for Counts {
@@ -74,6 +113,16 @@ impl std::fmt::Display for Counts {
         )?;
         if self.ignored_failures > 0 {
             write!(f, ", {} reported failures ignored", self.ignored_failures)?;
+        }
+        if self.timed_out > 0 {
+            write!(f, ", {} timed out", self.timed_out)?;
+        }
+        if self.kills + self.short_timeouts + self.duplicates > 0 {
+            write!(
+                f,
+                "; injected: {} kills, {} short timeouts, {} duplicate deliveries",
+                self.kills, self.short_timeouts, self.duplicates
+            )?;
         }
         Ok(())
     }
@@ -97,18 +146,16 @@ pub struct Pipeline {
     streams: Vec<Stream>,
     failures: FailureLog,
     progress: Arc<Progress>,
+    faults: LambdaFaults,
 }
 
 struct Stream {
     reader: StreamReader,
     sweeper: Option<Sweeper>,
     lanes: Vec<Lane>,
-}
-
-struct Lane {
-    source: Source,
-    shards: Vec<(String, Mapping)>,
-    counts: Counts,
+    topology: Topology,
+    /// Records read so far, which places the next one in the topology.
+    seen: u64,
 }
 
 impl Pipeline {
@@ -122,11 +169,7 @@ impl Pipeline {
     ) -> Pipeline {
         let mut streams: Vec<Stream> = Vec::new();
         for source in sources {
-            let lane = Lane {
-                source,
-                shards: Vec::new(),
-                counts: Counts::default(),
-            };
+            let lane = Lane::new(source, 0);
             match streams
                 .iter_mut()
                 .find(|s| s.reader.arn() == lane.source.stream_arn)
@@ -136,6 +179,8 @@ impl Pipeline {
                     reader: StreamReader::new(client.clone(), lane.source.stream_arn.clone()),
                     sweeper: None,
                     lanes: vec![lane],
+                    topology: Topology::default(),
+                    seen: 0,
                 }),
             }
         }
@@ -146,6 +191,8 @@ impl Pipeline {
                     reader: StreamReader::new(client.clone(), arn),
                     sweeper: Some(sweeper),
                     lanes: Vec::new(),
+                    topology: Topology::default(),
+                    seen: 0,
                 }),
             }
         }
@@ -153,7 +200,29 @@ impl Pipeline {
             streams,
             failures,
             progress: Arc::default(),
+            faults: LambdaFaults::NONE,
         }
+    }
+
+    /// Injects `faults` into the invocations from now on.
+    #[must_use]
+    pub fn with_faults(mut self, faults: LambdaFaults) -> Pipeline {
+        self.faults = faults;
+        for stream in &mut self.streams {
+            for lane in &mut stream.lanes {
+                lane.reseed(faults.seed);
+            }
+        }
+        self
+    }
+
+    /// Lays `topology` over every stream's shards (before the first round).
+    #[must_use]
+    pub fn with_topology(mut self, topology: Topology) -> Pipeline {
+        for stream in &mut self.streams {
+            stream.topology = topology;
+        }
+        self
     }
 
     /// Running totals, to show progress from another task.
@@ -166,7 +235,7 @@ impl Pipeline {
         self.streams
             .iter()
             .flat_map(|s| &s.lanes)
-            .map(|l| (l.source.function.as_str(), l.counts))
+            .map(|l| (l.source.function.as_str(), l.counts()))
             .collect()
     }
 
@@ -181,11 +250,11 @@ impl Pipeline {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        let (failures, progress) = (&self.failures, &*self.progress);
+        let (failures, progress, faults) = (&self.failures, &*self.progress, &self.faults);
         let moved = try_join_all(
             self.streams
                 .iter_mut()
-                .map(|s| s.step(now, sweep, failures, progress)),
+                .map(|s| s.step(now, sweep, failures, progress, faults)),
         )
         .await?;
         Ok(moved.into_iter().any(|m| m))
@@ -196,6 +265,21 @@ impl Pipeline {
     pub async fn settle(&mut self) -> Result<(), ReplayError> {
         while self.step().await? {}
         Ok(())
+    }
+
+    /// Replays in a background task, as [`Pipeline::run_until`] does, until
+    /// [`Running::finish`].
+    pub fn spawn(self, idle: Duration) -> Running {
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let stopped = Arc::clone(&stop);
+        let mut pipeline = self;
+        let task = tokio::spawn(async move {
+            pipeline
+                .run_until(stopped.notified_owned(), idle)
+                .await
+                .map(|()| pipeline)
+        });
+        Running { stop, task }
     }
 
     /// Rounds until `stop` completes, pausing `idle` whenever a round found nothing, and sweeping
@@ -228,6 +312,24 @@ impl Pipeline {
     }
 }
 
+/// A pipeline replaying in a background task.
+pub struct Running {
+    stop: Arc<tokio::sync::Notify>,
+    task: tokio::task::JoinHandle<Result<Pipeline, ReplayError>>,
+}
+
+impl Running {
+    /// Stops the replay once everything written so far has been delivered (everything expired
+    /// swept and delivered too), and gives the pipeline back.
+    pub async fn finish(self) -> Result<Pipeline, ReplayError> {
+        // A permit is stored if the task is not waiting yet, so the stop is never missed.
+        self.stop.notify_one();
+        self.task
+            .await
+            .map_err(|e| ReplayError::unexpected("the replayer", format!("its task failed: {e}")))?
+    }
+}
+
 impl Stream {
     async fn step(
         &mut self,
@@ -235,6 +337,7 @@ impl Stream {
         sweep: bool,
         failures: &FailureLog,
         progress: &Progress,
+        faults: &LambdaFaults,
     ) -> Result<bool, ReplayError> {
         let mut swept = 0;
         if let Some(sweeper) = self.sweeper.as_mut().filter(|_| sweep) {
@@ -257,121 +360,33 @@ impl Stream {
         progress.read.fetch_add(records.len() as u64, Ordering::Relaxed);
         for (shard, record) in &records {
             let json = record_json(record);
+            // The item's key, as canonical JSON (ordered by attribute name).
+            let key_hash = hash(json["dynamodb"]["Keys"].to_string().as_bytes());
+            let (generation, number) = self.topology.place(self.seen, key_hash);
+            self.seen += 1;
+            let place = Place {
+                shard_id: shard,
+                generation,
+                shard: number,
+                key_hash,
+            };
             for lane in &mut self.lanes {
                 lane.counts.read += 1;
                 let source = &lane.source;
                 if source.filters.is_empty() || source.filters.iter().any(|p| p.matches(&json)) {
-                    lane.mapping(shard).push([record.clone()]);
+                    lane.push(place, record.clone());
                 } else {
                     lane.counts.filtered_out += 1;
                 }
             }
         }
-        let arn = self.reader.arn();
-        try_join_all(self.lanes.iter_mut().map(|l| l.drain(arn, failures, progress))).await?;
+        let context = Context {
+            arn: self.reader.arn(),
+            failures,
+            progress,
+            faults,
+        };
+        try_join_all(self.lanes.iter_mut().map(|l| l.drain(context))).await?;
         Ok(swept > 0 || !records.is_empty())
     }
-}
-
-impl Lane {
-    fn mapping(&mut self, shard: &str) -> &mut Mapping {
-        if let Some(at) = self.shards.iter().position(|(id, _)| id == shard) {
-            return &mut self.shards[at].1;
-        }
-        self.shards
-            .push((shard.to_owned(), Mapping::new(self.source.settings)));
-        let (_, mapping) = self.shards.last_mut().expect("just pushed");
-        mapping
-    }
-
-    /// Delivers every waiting record, shard by shard.
-    async fn drain(
-        &mut self,
-        arn: &str,
-        failures: &FailureLog,
-        progress: &Progress,
-    ) -> Result<(), ReplayError> {
-        let function = self.source.function.as_str();
-        for (shard, mapping) in &mut self.shards {
-            while let Some(batch) = mapping.next_batch() {
-                let records = batch.len();
-                self.counts.invocations += 1;
-                progress.invocations.fetch_add(1, Ordering::Relaxed);
-                let invocation = (self.source.invoker)(event(batch)).await;
-                match mapping.complete(&invocation) {
-                    Step::Checkpointed {
-                        records,
-                        ignored_failures,
-                    } => {
-                        self.counts.delivered += records as u64;
-                        progress.delivered.fetch_add(records as u64, Ordering::Relaxed);
-                        if ignored_failures > 0 {
-                            self.counts.ignored_failures += ignored_failures as u64;
-                            tracing::warn!(
-                                function,
-                                ignored_failures,
-                                "the function reported batchItemFailures, but its mapping lacks ReportBatchItemFailures: Lambda treats the batch as a success and those records are not retried"
-                            );
-                        }
-                    }
-                    Step::Retrying {
-                        checkpointed,
-                        records: retried,
-                        retry,
-                        reason,
-                    } => {
-                        self.counts.delivered += checkpointed as u64;
-                        progress
-                            .delivered
-                            .fetch_add(checkpointed as u64, Ordering::Relaxed);
-                        self.counts.retries += 1;
-                        tracing::warn!(function, records = retried, retry, reason, "retrying");
-                        backoff(retry).await;
-                    }
-                    Step::Bisected {
-                        halves,
-                        retry,
-                        reason,
-                    } => {
-                        self.counts.bisections += 1;
-                        tracing::warn!(
-                            function,
-                            records,
-                            first = halves.0,
-                            second = halves.1,
-                            retry,
-                            reason,
-                            "bisecting the batch"
-                        );
-                        backoff(retry).await;
-                    }
-                    Step::GaveUp(range) => {
-                        self.counts.given_up += range.batch_size as u64;
-                        tracing::error!(
-                            function,
-                            records = range.batch_size,
-                            start = range.start_sequence_number,
-                            end = range.end_sequence_number,
-                            reason = range.reason,
-                            failure_log = %failures.path().display(),
-                            "giving up on records after MaximumRetryAttempts; their range is in the failure log"
-                        );
-                        let origin = Origin {
-                            function,
-                            stream_arn: arn,
-                            shard_id: shard,
-                        };
-                        failures.append(&entry(&range, origin, SystemTime::now()))?;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A pause before retry `retry`, growing from 20 ms to 1 s.
-async fn backoff(retry: u32) {
-    let millis = 20_u64.saturating_mul(1 << retry.min(6)).min(1000);
-    tokio::time::sleep(Duration::from_millis(millis)).await;
 }

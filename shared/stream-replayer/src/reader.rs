@@ -8,6 +8,10 @@ use serde_json::{Value, json};
 
 use crate::ReplayError;
 
+/// The most records one poll reads from a shard, so that a backlog is delivered as it is read
+/// (as Lambda does) rather than read whole first.
+pub const POLL_LIMIT: usize = 2_000;
+
 /// A stream being read: where each shard's reading has got to.
 #[derive(Debug)]
 pub struct StreamReader {
@@ -38,13 +42,17 @@ impl StreamReader {
         &self.arn
     }
 
-    /// The records written since the last poll, with their shard ids, in stream order within each
-    /// shard. Shards that appeared since are read from their start.
+    /// The records written since the last poll, at most [`POLL_LIMIT`] a shard, with their shard
+    /// ids, in stream order within each shard. Shards that appeared since are read from their
+    /// start.
     pub async fn poll(&mut self) -> Result<Vec<(String, EventRecord)>, ReplayError> {
         self.discover().await?;
         let mut out = Vec::new();
         for shard in &mut self.shards {
-            while let Some(iterator) = shard.iterator.take() {
+            let start = out.len();
+            while out.len() - start < POLL_LIMIT
+                && let Some(iterator) = shard.iterator.take()
+            {
                 let page = self
                     .client
                     .get_records()

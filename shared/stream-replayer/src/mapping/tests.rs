@@ -73,6 +73,7 @@ const BISECTING: Settings = Settings {
     maximum_retry_attempts: Some(2),
     bisect: true,
     report_batch_item_failures: true,
+    parallelization_factor: 1,
 };
 
 const PLAIN: Settings = Settings {

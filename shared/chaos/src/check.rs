@@ -1,0 +1,114 @@
+//! The oracles of a chaos run, each independent of the functions' planning code: the index
+//! against the article's rules over the base items (`multikey_indexer::oracle` through
+//! `local_stack::check_index`), the archive against the items that expired, each counter
+//! against the increments its writers saw acknowledged, and the replayer's and runtime's counts
+//! against loss.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use aws_config::SdkConfig;
+use serde_json::Value;
+use sharded_counter::Counters;
+
+use local_stack::Stack;
+
+use crate::{ChaosError, Verdict};
+
+/// The index: exact, with the first differences as the detail.
+pub(crate) async fn index(sdk: &SdkConfig, stack: &Stack) -> Result<Verdict, ChaosError> {
+    let check = local_stack::check_index(&aws_sdk_dynamodb::Client::new(sdk), stack).await?;
+    let ok = check.is_exact();
+    let detail = if ok {
+        format!("{} entries, each as the base items call for", check.entries)
+    } else {
+        format!(
+            "{} entries; {} missing (first: {}), {} extra (first: {})",
+            check.entries,
+            check.missing.len(),
+            check.missing.first().map_or("-", String::as_str),
+            check.extra.len(),
+            check.extra.first().map_or("-", String::as_str),
+        )
+    };
+    Ok(Verdict {
+        oracle: "index",
+        ok,
+        detail,
+    })
+}
+
+/// The archive: exactly the expired items, each once, each as it was put.
+pub(crate) async fn archive(
+    sdk: &SdkConfig,
+    stack: &Stack,
+    expired: &BTreeMap<String, Value>,
+) -> Result<Verdict, ChaosError> {
+    let (bucket, prefix) = stack.archive_location()?;
+    let archived = archive_reader::items(&local_stack::s3_client(sdk), &bucket, &prefix).await?;
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut changed = Vec::new();
+    for (_, item) in &archived {
+        let item = serde_json::to_value(item).map_err(|e| ChaosError::Check(e.to_string()))?;
+        let id = item["id"]["S"].as_str().unwrap_or_default().to_owned();
+        if let Some(put) = expired.get(&id) {
+            let put: serde_dynamo::Item =
+                serde_dynamo::to_item(put).map_err(|e| ChaosError::Check(e.to_string()))?;
+            let put = serde_json::to_value(put).map_err(|e| ChaosError::Check(e.to_string()))?;
+            if put != item {
+                changed.push(id.clone());
+            }
+        }
+        *seen.entry(id).or_default() += 1;
+    }
+    let expected: BTreeSet<&String> = expired.keys().collect();
+    let missing: Vec<&&String> = expected.iter().filter(|id| !seen.contains_key(**id)).collect();
+    let extra: Vec<&String> = seen.keys().filter(|id| !expired.contains_key(*id)).collect();
+    let twice: Vec<&String> = seen.iter().filter(|(_, n)| **n > 1).map(|(id, _)| id).collect();
+    let ok = missing.is_empty() && extra.is_empty() && twice.is_empty() && changed.is_empty();
+    let detail = if ok {
+        format!(
+            "{} items, exactly those TTL deleted, each once and whole",
+            expired.len()
+        )
+    } else {
+        format!(
+            "{} expected; missing {missing:?}, not expired {extra:?}, read twice {twice:?}, different from what was put {changed:?}",
+            expired.len()
+        )
+    };
+    Ok(Verdict {
+        oracle: "archive",
+        ok,
+        detail,
+    })
+}
+
+/// Each counter's total and shards against the sum of its acknowledged increments.
+pub(crate) async fn counters(
+    counters: &Counters,
+    sums: &BTreeMap<String, i128>,
+) -> Result<Verdict, ChaosError> {
+    let mut wrong = Vec::new();
+    for (name, sum) in sums {
+        let total = counters.total(name).await?;
+        let shards = counters.exact(name).await?;
+        if total != Some(*sum) || shards != *sum {
+            wrong.push(format!(
+                "{name}: acknowledged {sum}, shards {shards}, total {total:?}"
+            ));
+        }
+    }
+    let ok = wrong.is_empty();
+    Ok(Verdict {
+        oracle: "counters",
+        ok,
+        detail: if ok {
+            format!(
+                "{} totals, each the exact sum of its acknowledged increments",
+                sums.len()
+            )
+        } else {
+            wrong.join("; ")
+        },
+    })
+}

@@ -1,0 +1,478 @@
+//! chaos: Sidestream under every fault AWS and Lambda produce, checked end to end.
+//!
+//! [`run`] creates the stack of `template.yaml` on the emulator, starts the fault proxy between
+//! the functions and the emulator (AWS faults on the wire) and the replayer with Lambda-side
+//! faults (killed processes, timeouts, batches delivered twice), several shards split parent to
+//! children and `ParallelizationFactor` batches per shard. Concurrent writers then make a
+//! generated workload ([`workload`]) while the three functions run in process. When every
+//! stream has been replayed, independent oracles ([`check`]) compare what the functions kept
+//! with what the workload calls for, and the [`Report`] says what was injected, what it cost,
+//! and each oracle's verdict.
+//!
+//! - [`spec`]: the `--faults` spec, both halves.
+//! - [`workload`]: the generated ops.
+//! - [`check`]: the oracles.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use aws_config::SdkConfig;
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::Serialize;
+use serde_json::Value;
+use sharded_counter::{Counters, Sharding};
+use stream_kit::Metric;
+use stream_replayer::{Counts, FailureLog, Pipeline, Topology};
+
+use local_stack::{Stack, Tally, tallied_invoker};
+
+mod check;
+pub mod spec;
+pub mod workload;
+
+pub use spec::{DEFAULT_SPEC, Faults};
+pub use workload::{Op, generate};
+
+/// Shards of each hot counter.
+const COUNTER_SHARDS: u32 = 16;
+
+/// The attempt timeout a chaos stack gives its functions (`ATTEMPT_TIMEOUT_MS`), so that a
+/// stalled request costs a second, not the default ten.
+const ATTEMPT_TIMEOUT_MS: &str = "1000";
+
+/// A chaos run that could not be carried out (a difference found is not an error: it is in the
+/// [`Report`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ChaosError {
+    /// The `--faults` spec is unusable.
+    #[error("{0}")]
+    Spec(String),
+    /// The stack could not be created or read.
+    #[error(transparent)]
+    Stack(#[from] local_stack::StackError),
+    /// The replayer failed.
+    #[error(transparent)]
+    Replay(#[from] stream_replayer::ReplayError),
+    /// A counter could not be written or read.
+    #[error(transparent)]
+    Counter(#[from] sharded_counter::CounterError),
+    /// The archive could not be read.
+    #[error(transparent)]
+    Archive(#[from] archive_reader::ArchiveError),
+    /// A workload write failed (the writers go to the emulator directly, without faults).
+    #[error("the workload's {op} failed: {message}")]
+    Write {
+        /// The op.
+        op: String,
+        /// Why.
+        message: String,
+    },
+    /// The fault proxy could not start.
+    #[error("the fault proxy: {0}")]
+    Proxy(std::io::Error),
+    /// An oracle could not read what it checks.
+    #[error("a check: {0}")]
+    Check(String),
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Ops in the workload (each makes one stream record, or two for a counter increment).
+    pub records: u64,
+    /// Seeds the workload and the faults.
+    pub seed: u64,
+    /// The faults.
+    pub faults: Faults,
+    /// `ParallelizationFactor` of every mapping.
+    pub parallelization: u8,
+    /// Shards split after this many records of a stream (see [`Topology`]).
+    pub split_every: Option<u64>,
+    /// Concurrent workload writers.
+    pub writers: usize,
+    /// The template.
+    pub template: PathBuf,
+    /// The stack's name: its tables and bucket are named after it.
+    pub stack: String,
+    /// Template parameters (`BatchSize` …).
+    pub parameters: BTreeMap<String, String>,
+}
+
+impl Options {
+    /// `records` ops from `seed` under `faults`, with 4 parallel batches per shard, shards
+    /// split eight times over the run, and 16 writers.
+    pub fn new(records: u64, seed: u64, faults: Faults, template: PathBuf, stack: String) -> Options {
+        Options {
+            records,
+            seed,
+            faults,
+            parallelization: 4,
+            split_every: Some((records / 8).max(50)),
+            writers: 16,
+            template,
+            stack,
+            parameters: BTreeMap::new(),
+        }
+    }
+}
+
+/// How far a run has got, readable while it runs.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Ops in the workload.
+    pub ops: AtomicU64,
+    /// Ops written.
+    pub written: AtomicU64,
+    /// Whether the workload is written and the replayer is catching up.
+    pub settling: AtomicBool,
+    /// The replayer's progress, once it has started.
+    pub replay: std::sync::OnceLock<Arc<stream_replayer::Progress>>,
+}
+
+/// One oracle's verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    /// Which.
+    pub oracle: &'static str,
+    /// Whether what it checked is exact.
+    pub ok: bool,
+    /// Counts, or the differences.
+    pub detail: String,
+}
+
+/// What the functions' runtimes did, summed over every invocation.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct RuntimeTotals {
+    /// Requests sent to DynamoDB and S3.
+    pub requests: u64,
+    /// Requests sent again (throttled, failed, unprocessed, timed out).
+    pub retries: u64,
+    /// Records parked as record-permanent failures.
+    pub parked: u64,
+    /// Invocations stopped at a transient failure after their retries.
+    pub transient_stops: u64,
+    /// Invocations stopped at a systemic failure.
+    pub systemic_stops: u64,
+    /// Counter totals that lost a version race and were merged again.
+    pub conflicts: u64,
+}
+
+/// One mapping's replay counts.
+#[derive(Debug, Clone, Serialize)]
+pub struct Mapping {
+    /// The function.
+    pub function: String,
+    /// Records read, delivered, filtered out, given up.
+    pub read: u64,
+    /// Records delivered.
+    pub delivered: u64,
+    /// Records the filters left out.
+    pub filtered_out: u64,
+    /// Invocations.
+    pub invocations: u64,
+    /// Batch retries.
+    pub retries: u64,
+    /// Bisections.
+    pub bisections: u64,
+    /// Records given up on.
+    pub given_up: u64,
+    /// Invocations cut off at their deadline.
+    pub timed_out: u64,
+    /// Injected kills.
+    pub kills: u64,
+    /// Injected short timeouts.
+    pub short_timeouts: u64,
+    /// Injected duplicate deliveries.
+    pub duplicates: u64,
+}
+
+impl Mapping {
+    fn new(function: &str, c: Counts) -> Mapping {
+        Mapping {
+            function: function.to_owned(),
+            read: c.read,
+            delivered: c.delivered,
+            filtered_out: c.filtered_out,
+            invocations: c.invocations,
+            retries: c.retries,
+            bisections: c.bisections,
+            given_up: c.given_up,
+            timed_out: c.timed_out,
+            kills: c.kills,
+            short_timeouts: c.short_timeouts,
+            duplicates: c.duplicates,
+        }
+    }
+}
+
+/// What a run did and found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Ops written.
+    pub ops: u64,
+    /// The seed.
+    pub seed: u64,
+    /// Stream records read across every table.
+    pub stream_records: u64,
+    /// Faults the proxy injected, by kind, and the requests it forwarded.
+    pub wire_faults: BTreeMap<&'static str, u64>,
+    /// Each mapping's counts, Lambda-side faults included.
+    pub mappings: Vec<Mapping>,
+    /// The runtimes' totals.
+    pub runtime: RuntimeTotals,
+    /// Wall time from the first write to the last check.
+    pub seconds: f64,
+    /// Stream records per second over the run.
+    pub records_per_second: f64,
+    /// Each oracle's verdict.
+    pub verdicts: Vec<Verdict>,
+}
+
+impl Report {
+    /// Whether every oracle found exactly what it expected.
+    pub fn ok(&self) -> bool {
+        self.verdicts.iter().all(|v| v.ok)
+    }
+}
+
+/// Runs the workload of `options` on the emulator at `endpoint` (which `sdk` points at),
+/// reporting how far it has got in `progress`.
+pub async fn run(
+    sdk: &SdkConfig,
+    endpoint: &str,
+    options: &Options,
+    progress: &Progress,
+) -> Result<Report, ChaosError> {
+    let Setup {
+        proxy,
+        stack,
+        tally,
+        pipeline,
+        failure_log,
+    } = set_up(sdk, endpoint, options).await?;
+    let _ = progress.replay.set(pipeline.progress());
+
+    let started = Instant::now();
+    let replay = pipeline.spawn(Duration::from_millis(100));
+
+    let counters = Counters::new(
+        aws_sdk_dynamodb::Client::new(sdk),
+        &stack.table("CounterTable")?.name,
+        Sharding::new(COUNTER_SHARDS).map_err(|e| ChaosError::Check(e.to_string()))?,
+    );
+    let ops = generate(options.records, options.seed, epoch_seconds());
+    progress.ops.store(ops.len() as u64, Ordering::Relaxed);
+    let expired: BTreeMap<String, Value> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Expiring { item, expired: true } => Some((op.subject().to_owned(), item.clone())),
+            _ => None,
+        })
+        .collect();
+    let written = write(sdk, &stack, &counters, ops, options.writers, progress).await;
+    progress.settling.store(true, Ordering::Relaxed);
+    let pipeline = replay.finish().await?;
+    let sums = written?;
+
+    let mut verdicts = vec![
+        check::index(sdk, &stack).await?,
+        check::archive(sdk, &stack, &expired).await?,
+        check::counters(&counters, &sums).await?,
+    ];
+    let mappings: Vec<Mapping> = pipeline
+        .counts()
+        .into_iter()
+        .map(|(function, counts)| Mapping::new(function, counts))
+        .collect();
+    let runtime = RuntimeTotals {
+        requests: tally.get(Metric::Requests),
+        retries: tally.get(Metric::Retries),
+        parked: tally.get(Metric::ParkedRecords),
+        transient_stops: tally.get(Metric::TransientFailures),
+        systemic_stops: tally.get(Metric::SystemicFailures),
+        conflicts: tally.get(Metric::Conflicts),
+    };
+    verdicts.push(nothing_lost(&mappings, &runtime, &failure_log));
+    let seconds = started.elapsed().as_secs_f64();
+    let stream_records = pipeline.progress().read.load(Ordering::Relaxed);
+    Ok(Report {
+        ops: options.records,
+        seed: options.seed,
+        stream_records,
+        wire_faults: proxy.counts.snapshot().into_iter().collect(),
+        mappings,
+        runtime,
+        seconds,
+        #[expect(clippy::cast_precision_loss, reason = "a rate for people")]
+        records_per_second: stream_records as f64 / seconds.max(f64::EPSILON),
+        verdicts,
+    })
+}
+
+/// What a run works with.
+struct Setup {
+    proxy: fault_proxy::Proxy,
+    stack: Stack,
+    tally: Arc<Tally>,
+    pipeline: Pipeline,
+    failure_log: PathBuf,
+}
+
+/// The fault proxy, a fresh stack, and the replayer over it with the functions in process
+/// behind the proxy, their metrics summed.
+async fn set_up(sdk: &SdkConfig, endpoint: &str, options: &Options) -> Result<Setup, ChaosError> {
+    let proxy = fault_proxy::start(endpoint, options.faults.wire)
+        .await
+        .map_err(ChaosError::Proxy)?;
+    // An explicit endpoint: one set on a copy of `sdk` would lose to AWS_ENDPOINT_URL.
+    let through = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(format!("http://{}", proxy.addr))
+        .load()
+        .await;
+    let stack = Stack::create(sdk, &options.template, &options.stack, &options.parameters).await?;
+    let tally = Arc::new(Tally::default());
+    let mut sources = stack.sources(|function| {
+        let mut function = function.clone();
+        function
+            .environment
+            .insert("ATTEMPT_TIMEOUT_MS".into(), ATTEMPT_TIMEOUT_MS.into());
+        tallied_invoker(&function, &through, Arc::clone(&tally))
+    })?;
+    for source in &mut sources {
+        source.settings.parallelization_factor = options.parallelization;
+    }
+    let failure_log = std::env::temp_dir().join(format!("{}-failures.jsonl", options.stack));
+    let pipeline = Pipeline::new(
+        &aws_sdk_dynamodbstreams::Client::new(sdk),
+        sources,
+        stack.sweepers(sdk),
+        FailureLog::new(&failure_log),
+    )
+    .with_faults(options.faults.lambda)
+    .with_topology(Topology {
+        split_every: options.split_every,
+    });
+    Ok(Setup {
+        proxy,
+        stack,
+        tally,
+        pipeline,
+        failure_log,
+    })
+}
+
+/// Nothing given up by the replayer, nothing parked, every record read delivered or filtered.
+fn nothing_lost(mappings: &[Mapping], runtime: &RuntimeTotals, failure_log: &std::path::Path) -> Verdict {
+    let mut wrong = Vec::new();
+    for m in mappings {
+        if m.given_up > 0 || m.delivered + m.filtered_out != m.read {
+            wrong.push(format!(
+                "{}: {} read, {} delivered, {} filtered out, {} given up",
+                m.function, m.read, m.delivered, m.filtered_out, m.given_up
+            ));
+        }
+    }
+    if runtime.parked > 0 {
+        wrong.push(format!(
+            "{} records parked, though every fault injected is transient",
+            runtime.parked
+        ));
+    }
+    let logged = std::fs::read_to_string(failure_log).map_or(0, |t| t.lines().count());
+    if logged > 0 {
+        wrong.push(format!(
+            "{logged} ranges in the failure log {}",
+            failure_log.display()
+        ));
+    }
+    let ok = wrong.is_empty();
+    Verdict {
+        oracle: "delivery",
+        ok,
+        detail: if ok {
+            "every record delivered; nothing given up, parked or logged as failed".to_owned()
+        } else {
+            wrong.join("; ")
+        },
+    }
+}
+
+/// Makes `ops` with `writers` concurrent writers, each item's ops in order by one writer;
+/// returns each counter's acknowledged sum.
+async fn write(
+    sdk: &SdkConfig,
+    stack: &Stack,
+    counters: &Counters,
+    ops: Vec<Op>,
+    writers: usize,
+    progress: &Progress,
+) -> Result<BTreeMap<String, i128>, ChaosError> {
+    let client = aws_sdk_dynamodb::Client::new(sdk);
+    let issues = stack.table("IssuesTable")?.name.clone();
+    let writers = writers.max(1);
+    let mut queues: Vec<Vec<Op>> = vec![Vec::new(); writers];
+    for (n, op) in ops.into_iter().enumerate() {
+        // Increments of one counter commute: any writer; an item's ops: always the same one.
+        let lane = match op {
+            Op::Increment { .. } => n % writers,
+            _ => usize::try_from(stream_replayer::faults::hash(op.subject().as_bytes()) % writers as u64)
+                .unwrap_or(0),
+        };
+        queues[lane].push(op);
+    }
+    let sums = futures_util::future::try_join_all(queues.into_iter().map(|queue| {
+        let (client, issues) = (client.clone(), issues.clone());
+        async move {
+            let mut sums: BTreeMap<String, i128> = BTreeMap::new();
+            for op in queue {
+                apply(&client, &issues, counters, &op, &mut sums).await?;
+                progress.written.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, ChaosError>(sums)
+        }
+    }))
+    .await?;
+    let mut total: BTreeMap<String, i128> = BTreeMap::new();
+    for (name, sum) in sums.into_iter().flatten() {
+        *total.entry(name).or_default() += sum;
+    }
+    Ok(total)
+}
+
+async fn apply(
+    client: &aws_sdk_dynamodb::Client,
+    issues: &str,
+    counters: &Counters,
+    op: &Op,
+    sums: &mut BTreeMap<String, i128>,
+) -> Result<(), ChaosError> {
+    match op {
+        Op::Put(item) | Op::Expiring { item, .. } => local_stack::put_json(client, issues, item).await?,
+        Op::Delete(id) => {
+            client
+                .delete_item()
+                .table_name(issues)
+                .key("id", AttributeValue::S(id.clone()))
+                .send()
+                .await
+                .map_err(|e| ChaosError::Write {
+                    op: format!("DeleteItem {id}"),
+                    message: aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string(),
+                })?;
+        }
+        Op::Increment { counter, by } => {
+            counters.increment(counter, *by).await?;
+            *sums.entry(counter.clone()).or_default() += i128::from(*by);
+        }
+    }
+    Ok(())
+}
+
+fn epoch_seconds() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}

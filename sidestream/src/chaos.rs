@@ -1,0 +1,197 @@
+//! `sidestream local chaos`: resolves the flags into [`chaos::Options`], shows a progress bar
+//! while the run goes, and renders its [`chaos::Report`] for people or as JSON.
+
+use std::io::{self, IsTerminal as _, Write};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+use crate::args::{ChaosArgs, Output};
+
+/// How often the progress bar is redrawn.
+const REDRAW: Duration = Duration::from_millis(500);
+
+pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
+    let spec = if args.faults.trim() == "none" {
+        ""
+    } else {
+        args.faults.as_str()
+    };
+    let faults = chaos::Faults::parse(spec, Some(args.seed))?;
+    let stack = format!(
+        "sidestream-chaos-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+    );
+    let mut options = chaos::Options::new(args.records, args.seed, faults, args.template, stack);
+    options.parallelization = args.parallelization;
+    options.writers = args.writers;
+    options.parameters = args.parameters.into_iter().collect();
+    let endpoint = std::env::var("AWS_ENDPOINT_URL")
+        .context("AWS_ENDPOINT_URL: the emulator's endpoint (scripts/chaos sets it)")?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let report = runtime.block_on(async {
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let progress = chaos::Progress::default();
+        let run = chaos::run(&sdk, &endpoint, &options, &progress);
+        tokio::pin!(run);
+        let started = Instant::now();
+        let bar = args.output == Output::Text;
+        let mut tick = 0_u64;
+        loop {
+            tick += 1;
+            tokio::select! {
+                report = &mut run => {
+                    if bar {
+                        draw(&progress, started, None);
+                    }
+                    return report;
+                }
+                () = tokio::time::sleep(REDRAW) => {
+                    if bar {
+                        draw(&progress, started, Some(tick));
+                    }
+                }
+            }
+        }
+    })?;
+
+    let mut out = io::stdout().lock();
+    match args.output {
+        Output::Json => writeln!(out, "{}", serde_json::to_string(&report)?)?,
+        Output::Text => render(&report, &options, &mut out)?,
+    }
+    Ok(if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Off a terminal, the progress bar is printed every this many redraws.
+const PRINT_EVERY: u64 = 10;
+
+/// The progress bar on stderr: ops written with their rate and ETA, then the replay catching
+/// up. On a terminal it redraws one line; elsewhere it prints a line every [`PRINT_EVERY`]
+/// redraws. `tick` is the redraw's number, `None` for the last.
+fn draw(progress: &chaos::Progress, started: Instant, tick: Option<u64>) {
+    let last = tick.is_none();
+    let (ops, written) = (
+        progress.ops.load(Ordering::Relaxed),
+        progress.written.load(Ordering::Relaxed),
+    );
+    let elapsed = started.elapsed().as_secs_f64();
+    #[expect(clippy::cast_precision_loss, reason = "a rate for people")]
+    let rate = written as f64 / elapsed.max(0.001);
+    #[expect(clippy::cast_precision_loss, reason = "a rate for people")]
+    let eta = (ops.saturating_sub(written)) as f64 / rate.max(0.001);
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss,
+        reason = "a bar's width"
+    )]
+    let filled = if ops == 0 {
+        0
+    } else {
+        ((written as f64 / ops as f64) * 30.0) as usize
+    };
+    let replay = progress.replay.get().map_or_else(String::new, |p| {
+        format!(
+            " | replayed {} records in {} invocations",
+            p.read.load(Ordering::Relaxed),
+            p.invocations.load(Ordering::Relaxed)
+        )
+    });
+    let phase = if progress.settling.load(Ordering::Relaxed) {
+        " | settling".to_owned()
+    } else {
+        format!(" {rate:.0} ops/s ETA {eta:.0}s")
+    };
+    let line = format!(
+        "[{}{}] {written}/{ops} ops{phase}{replay} ({elapsed:.0}s)",
+        "#".repeat(filled.min(30)),
+        "-".repeat(30 - filled.min(30)),
+    );
+    let mut err = io::stderr().lock();
+    if err.is_terminal() {
+        let _ = write!(err, "\r{line}\x1b[K");
+        if last {
+            let _ = writeln!(err);
+        }
+    } else if tick.is_none_or(|t| t.is_multiple_of(PRINT_EVERY)) {
+        let _ = writeln!(err, "{line}");
+    }
+}
+
+fn render(report: &chaos::Report, options: &chaos::Options, out: &mut impl Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "Chaos run: {} ops, seed {}, ParallelizationFactor {}, shards split every {} records",
+        report.ops,
+        report.seed,
+        options.parallelization,
+        options
+            .split_every
+            .map_or_else(|| "never".to_owned(), |n| n.to_string())
+    )?;
+    let faults: Vec<String> = report
+        .wire_faults
+        .iter()
+        .map(|(kind, n)| format!("{kind} {n}"))
+        .collect();
+    writeln!(out, "\nAWS faults injected (fault proxy): {}", faults.join(", "))?;
+    writeln!(out, "\nLambda, per function:")?;
+    for m in &report.mappings {
+        writeln!(
+            out,
+            "  {:<18} {} records read, {} delivered, {} filtered out, {} invocations, {} retries, {} bisections, {} timed out, {} given up; injected: {} kills, {} short timeouts, {} duplicate deliveries",
+            m.function,
+            m.read,
+            m.delivered,
+            m.filtered_out,
+            m.invocations,
+            m.retries,
+            m.bisections,
+            m.timed_out,
+            m.given_up,
+            m.kills,
+            m.short_timeouts,
+            m.duplicates
+        )?;
+    }
+    let r = &report.runtime;
+    writeln!(
+        out,
+        "\nFunctions' runtimes: {} requests, {} retries, {} parked records, {} transient stops, {} systemic stops, {} counter conflicts",
+        r.requests, r.retries, r.parked, r.transient_stops, r.systemic_stops, r.conflicts
+    )?;
+    writeln!(
+        out,
+        "\n{} stream records in {:.1} s: {:.0} records/s",
+        report.stream_records, report.seconds, report.records_per_second
+    )?;
+    writeln!(out, "\nOracles:")?;
+    for v in &report.verdicts {
+        writeln!(
+            out,
+            "  {:<9} {}  {}",
+            v.oracle,
+            if v.ok { "exact" } else { "DIFFERS" },
+            v.detail
+        )?;
+    }
+    writeln!(
+        out,
+        "\n{}",
+        if report.ok() {
+            "Nothing lost, nothing doubled."
+        } else {
+            "DIFFERENCES FOUND."
+        }
+    )
+}

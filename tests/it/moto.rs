@@ -107,7 +107,15 @@ pub(crate) async fn stream_records(
         .unwrap()
         .to_owned();
     let mut reader = StreamReader::new(aws_sdk_dynamodbstreams::Client::new(sdk), arn);
-    reader.poll().await.unwrap().into_iter().map(|(_, r)| r).collect()
+    // A poll reads at most POLL_LIMIT records a shard: poll until one finds nothing.
+    let mut records = Vec::new();
+    loop {
+        let polled = reader.poll().await.unwrap();
+        if polled.is_empty() {
+            return records;
+        }
+        records.extend(polled.into_iter().map(|(_, r)| r));
+    }
 }
 
 /// The bucket the functions under test park records in.

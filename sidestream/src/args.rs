@@ -253,7 +253,9 @@ pub(crate) enum ArchiveCommand {
         typed: bool,
     },
     /// Puts the items archived under a prefix back into an existing table, object by object in
-    /// key order, replacing items with the same key. Progress goes to stderr.
+    /// key order, each deletion once (by `eventID`), replacing items with the same key unless
+    /// --if-absent. Every archived item was deleted by TTL, so unless --ttl says what to do
+    /// with the TTL attribute, the restore is refused. Progress goes to stderr.
     Restore {
         /// The archive bucket.
         #[arg(long)]
@@ -264,6 +266,21 @@ pub(crate) enum ArchiveCommand {
         /// The table to put the items into.
         #[arg(long)]
         table: String,
+        /// The table's TTL attribute (the template's `TtlAttribute`).
+        #[arg(long, default_value = "expires_at", value_name = "NAME")]
+        ttl_attribute: String,
+        /// What to do with each item's TTL attribute: `keep`, `clear` or `extend=DAYS`. Without
+        /// it, a restore of items whose TTL has passed (DynamoDB would delete them again) is
+        /// refused, with their count, before anything is written.
+        #[arg(long, value_name = "CHOICE", value_parser = archive_reader::TtlChoice::parse)]
+        ttl: Option<archive_reader::TtlChoice>,
+        /// Put an item only where the table has none with its key (a conditional put); items
+        /// already there are left as they are, and counted.
+        #[arg(long)]
+        if_absent: bool,
+        /// `text` (a progress bar, then a summary) or `json` (one object of counts).
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
     },
 }
 

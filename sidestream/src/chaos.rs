@@ -1,14 +1,15 @@
 //! `sidestream local chaos`: resolves the flags into [`chaos::Options`], shows a progress bar
 //! while the run goes, and renders its [`chaos::Report`] for people or as JSON.
 
-use std::io::{self, IsTerminal as _, Write};
+use std::io::{self, Write};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
 
 use crate::args::{ChaosArgs, Output};
+use crate::progress::Bar;
 
 /// How often the progress bar is redrawn.
 const REDRAW: Duration = Duration::from_millis(500);
@@ -39,21 +40,18 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
         let progress = chaos::Progress::default();
         let run = chaos::run(&sdk, &endpoint, &options, &progress);
         tokio::pin!(run);
-        let started = Instant::now();
-        let bar = args.output == Output::Text;
-        let mut tick = 0_u64;
+        let mut bar = (args.output == Output::Text).then(|| Bar::new("ops"));
         loop {
-            tick += 1;
             tokio::select! {
                 report = &mut run => {
-                    if bar {
-                        draw(&progress, started, None);
+                    if let Some(bar) = &mut bar {
+                        draw(bar, &progress, true);
                     }
                     return report;
                 }
                 () = tokio::time::sleep(REDRAW) => {
-                    if bar {
-                        draw(&progress, started, Some(tick));
+                    if let Some(bar) = &mut bar {
+                        draw(bar, &progress, false);
                     }
                 }
             }
@@ -72,34 +70,12 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Off a terminal, the progress bar is printed every this many redraws.
-const PRINT_EVERY: u64 = 10;
-
-/// The progress bar on stderr: ops written with their rate and ETA, then the replay catching
-/// up. On a terminal it redraws one line; elsewhere it prints a line every [`PRINT_EVERY`]
-/// redraws. `tick` is the redraw's number, `None` for the last.
-fn draw(progress: &chaos::Progress, started: Instant, tick: Option<u64>) {
-    let last = tick.is_none();
+/// The progress bar: ops written, then the replay catching up.
+fn draw(bar: &mut Bar, progress: &chaos::Progress, last: bool) {
     let (ops, written) = (
         progress.ops.load(Ordering::Relaxed),
         progress.written.load(Ordering::Relaxed),
     );
-    let elapsed = started.elapsed().as_secs_f64();
-    #[expect(clippy::cast_precision_loss, reason = "a rate for people")]
-    let rate = written as f64 / elapsed.max(0.001);
-    #[expect(clippy::cast_precision_loss, reason = "a rate for people")]
-    let eta = (ops.saturating_sub(written)) as f64 / rate.max(0.001);
-    #[expect(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss,
-        reason = "a bar's width"
-    )]
-    let filled = if ops == 0 {
-        0
-    } else {
-        ((written as f64 / ops as f64) * 30.0) as usize
-    };
     let replay = progress.replay.get().map_or_else(String::new, |p| {
         format!(
             " | replayed {} records in {} invocations",
@@ -107,25 +83,12 @@ fn draw(progress: &chaos::Progress, started: Instant, tick: Option<u64>) {
             p.invocations.load(Ordering::Relaxed)
         )
     });
-    let phase = if progress.settling.load(Ordering::Relaxed) {
-        " | settling".to_owned()
+    let settling = if progress.settling.load(Ordering::Relaxed) {
+        " | settling"
     } else {
-        format!(" {rate:.0} ops/s ETA {eta:.0}s")
+        ""
     };
-    let line = format!(
-        "[{}{}] {written}/{ops} ops{phase}{replay} ({elapsed:.0}s)",
-        "#".repeat(filled.min(30)),
-        "-".repeat(30 - filled.min(30)),
-    );
-    let mut err = io::stderr().lock();
-    if err.is_terminal() {
-        let _ = write!(err, "\r{line}\x1b[K");
-        if last {
-            let _ = writeln!(err);
-        }
-    } else if tick.is_none_or(|t| t.is_multiple_of(PRINT_EVERY)) {
-        let _ = writeln!(err, "{line}");
-    }
+    bar.show(written, ops, &format!("{settling}{replay}"), last);
 }
 
 fn render(report: &chaos::Report, options: &chaos::Options, out: &mut impl Write) -> io::Result<()> {

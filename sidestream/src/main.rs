@@ -11,6 +11,7 @@ mod demo;
 mod grid;
 mod key;
 mod plan;
+mod progress;
 mod typed_json;
 
 use crate::args::{
@@ -24,8 +25,20 @@ use local_stack::{Emulated, Stack};
 use stream_kit::Vars;
 use stream_replayer::FailureLog;
 
-fn main() -> anyhow::Result<ExitCode> {
-    match Cli::parse().command {
+/// Runs the command; an error is printed as one line (its causes after colons), never with a
+/// backtrace, and exits with status 1.
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("sidestream: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
         Command::Key(command) => run_key(command),
         Command::Plan { function, event, out } => run_plan(function, &event, out.as_deref()),
         Command::Archive(command) => run_archive(command),
@@ -390,9 +403,50 @@ fn run_archive(command: ArchiveCommand) -> anyhow::Result<ExitCode> {
                 bucket,
                 prefix,
                 table,
+                ttl_attribute,
+                ttl,
+                if_absent,
+                output,
             } => {
                 let dynamodb = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-                archive::restore(&s3, &dynamodb, &bucket, &prefix, &table, io::stderr().lock()).await?;
+                let options = archive::RestoreOptions {
+                    ttl_attribute,
+                    ttl,
+                    if_absent,
+                    now: std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+                };
+                let mut bar = (output == Output::Text).then(|| crate::progress::Bar::new("items"));
+                let mut show = |p: archive::RestoreProgress<'_>| {
+                    if let Some(bar) = &mut bar {
+                        let last = p.objects.0 == p.objects.1;
+                        let extra = format!(" | object {}/{}", p.objects.0, p.objects.1);
+                        bar.show(p.items.0 as u64, p.items.1 as u64, &extra, last);
+                    }
+                };
+                let done = archive::restore(&s3, &dynamodb, (&bucket, &prefix, &table), &options, &mut show).await?;
+                let mut out = io::stdout().lock();
+                match output {
+                    Output::Json => writeln!(out, "{}", serde_json::to_string(&done)?)?,
+                    Output::Text => writeln!(
+                        out,
+                        "Restored {} items from {} objects into {table}: {} already there and left as they were, \
+                         {} lines that repeated an earlier object's left out, {} items had {} in the past, {} had it {}",
+                        done.items,
+                        done.objects,
+                        done.existing,
+                        done.duplicates,
+                        done.expired,
+                        options.ttl_attribute,
+                        done.ttl_changed,
+                        match options.ttl {
+                            Some(archive::TtlChoice::Clear) => "cleared",
+                            Some(archive::TtlChoice::Extend { .. }) => "extended",
+                            _ => "changed",
+                        }
+                    )?,
+                }
             }
         }
         Ok(ExitCode::SUCCESS)

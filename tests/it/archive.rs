@@ -200,6 +200,16 @@ async fn scan(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<serde_dynam
     items
 }
 
+/// Restore options that put the items back exactly as archived.
+fn keep() -> archive::RestoreOptions {
+    archive::RestoreOptions {
+        ttl_attribute: "expires_at".into(),
+        ttl: Some(archive::TtlChoice::Keep),
+        if_absent: false,
+        now: 1_795_168_800,
+    }
+}
+
 fn sorted(mut items: Vec<serde_dynamo::Item>) -> Vec<serde_dynamo::Item> {
     items.sort_by_key(|item| serde_json::to_string(&ttl_archiver::format::DynamoJson(item)).unwrap());
     items
@@ -245,10 +255,9 @@ async fn archive_then_restore_gives_back_the_same_items() {
     let restored = archive::restore(
         &s3,
         &config,
-        &bucket,
-        "archive/table=issues/",
-        &issues,
-        &mut progress,
+        (&bucket, "archive/table=issues/", &issues),
+        &keep(),
+        &mut |p| progress.push((p.object.to_owned(), p.objects, p.items)),
     )
     .await
     .unwrap();
@@ -265,25 +274,20 @@ async fn archive_then_restore_gives_back_the_same_items() {
         .collect();
     assert_eq!(want.len(), 4);
     assert_eq!(scan(&dynamodb, &issues).await, sorted(want));
-    let progress = String::from_utf8(progress).unwrap();
+    assert_eq!(progress.len(), 3, "{progress:?}");
+    let (object, objects, items) = &progress[2];
     assert!(
-        progress.contains("restore: [3/3] archive/table=issues/year=2026/month=11/day=21/"),
-        "{progress}"
+        object.starts_with("archive/table=issues/year=2026/month=11/day=21/"),
+        "{object}"
     );
-    assert!(
-        progress.ends_with(&format!(
-            "restore: 4 items from 3 objects put into {issues}; 0 lines repeated an earlier object's and were left out\n"
-        )),
-        "{progress}"
-    );
+    assert_eq!((*objects, *items), ((3, 3), (4, 4)));
 
     let restored = archive::restore(
         &s3,
         &config,
-        &bucket,
-        "archive/table=sessions/",
-        &sessions,
-        std::io::sink(),
+        (&bucket, "archive/table=sessions/", &sessions),
+        &keep(),
+        &mut |_| {},
     )
     .await
     .unwrap();
@@ -326,9 +330,15 @@ async fn overlapping_objects_are_read_and_restored_once() {
     assert_eq!(read.len(), 6);
     let sessions = sessions_table(&dynamodb, "overlap-sessions").await;
     let config = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-    let restored = archive::restore(&s3, &config, &bucket, "archive/", &sessions, std::io::sink())
-        .await
-        .unwrap();
+    let restored = archive::restore(
+        &s3,
+        &config,
+        (&bucket, "archive/", &sessions),
+        &keep(),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
     assert_eq!((restored.objects, restored.items, restored.duplicates), (2, 6, 3));
     let want: Vec<serde_dynamo::Item> = batch.records.iter().map(|r| r.change.old_image.clone()).collect();
     assert_eq!(scan(&dynamodb, &sessions).await, sorted(want));
@@ -383,31 +393,177 @@ async fn cat_and_restore_errors() {
     );
 
     let config = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-    let sink = std::io::sink;
     let err = |r: Result<archive::Restored, archive::ArchiveError>| r.unwrap_err().to_string();
-    let mixed = err(archive::restore(&s3, &config, &bucket, "archive/", "anything", sink()).await);
+    let restore = |prefix: &'static str, table: &'static str| {
+        let (s3, config, bucket) = (s3.clone(), config.clone(), bucket.clone());
+        async move { archive::restore(&s3, &config, (&bucket, prefix, table), &keep(), &mut |_| {}).await }
+    };
+    let mixed = err(restore("archive/", "anything").await);
     assert!(
         mixed.contains("holds archives of 2 source tables (issues, sessions)"),
         "{mixed}"
     );
-    let empty = err(archive::restore(&s3, &config, &bucket, "nothing/", "anything", sink()).await);
+    let empty = err(restore("nothing/", "anything").await);
     assert!(
         empty.contains(&format!(
             "no archive objects (*.json.gz) under s3://{bucket}/nothing/"
         )),
         "{empty}"
     );
-    let missing = err(archive::restore(
-        &s3,
-        &config,
-        &bucket,
-        "archive/table=issues/",
-        "no-such-table",
-        sink(),
-    )
-    .await);
+    let missing = err(restore("archive/table=issues/", "no-such-table").await);
     assert!(
         missing.contains("DescribeTable no-such-table") && missing.contains("existing table"),
         "{missing}"
     );
+}
+
+/// 20 synthetic sessions archived (their TTL a day past at `NOW`), and a restore of them into a
+/// table.
+struct Archived {
+    s3: aws_sdk_s3::Client,
+    config: aws_sdk_dynamodb::Client,
+    dynamodb: aws_sdk_dynamodb::Client,
+    bucket: String,
+    items: Vec<serde_dynamo::Item>,
+}
+
+/// When the restores below run: a day after the sessions' deletions.
+const NOW: i64 = 1_795_168_800 + 86_400;
+
+impl Archived {
+    async fn new() -> Archived {
+        let sdk = sdk();
+        let s3 = s3_client();
+        let bucket = bucket(&s3).await;
+        let archiver = archiver(&bucket).await;
+        let batch = synthetic::ttl_batch(20, 3, NOW - 86_400, 10.0);
+        let response = archiver.handle(batch.clone(), deadline()).await.unwrap();
+        assert_eq!(failures(&response), Vec::<String>::new());
+        Archived {
+            s3,
+            config: aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk)),
+            dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
+            bucket,
+            items: batch.records.iter().map(|r| r.change.old_image.clone()).collect(),
+        }
+    }
+
+    async fn restore(
+        &self,
+        table: &str,
+        ttl: Option<archive::TtlChoice>,
+        if_absent: bool,
+    ) -> Result<archive::Restored, archive::ArchiveError> {
+        let options = archive::RestoreOptions {
+            ttl_attribute: "expires_at".into(),
+            ttl,
+            if_absent,
+            now: NOW,
+        };
+        let target = (self.bucket.as_str(), "archive/", table);
+        archive::restore(&self.s3, &self.config, target, &options, &mut |_| {}).await
+    }
+}
+
+/// Every archived item's TTL has passed, so a restore without a choice is refused before it
+/// writes anything, with the count; so is one whose TTL attribute name matches no item. `clear`,
+/// `extend=DAYS` and `keep` do what they say.
+#[tokio::test]
+async fn restore_refuses_expired_ttl_and_each_choice_does_what_it_says() {
+    let archived = Archived::new().await;
+    let dynamodb = &archived.dynamodb;
+    let refused = sessions_table(dynamodb, "refused").await;
+    let error = archived
+        .restore(&refused, None, false)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with("refused: 20 of the 20 items have expires_at in the past")
+            && error.contains("--ttl clear"),
+        "{error}"
+    );
+    let misnamed = archive::RestoreOptions {
+        ttl_attribute: "ttl".into(),
+        ttl: None,
+        if_absent: false,
+        now: NOW,
+    };
+    let target = (archived.bucket.as_str(), "archive/", refused.as_str());
+    let error = archive::restore(&archived.s3, &archived.config, target, &misnamed, &mut |_| {})
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("none of the 20 items has the attribute ttl"),
+        "{error}"
+    );
+    assert_eq!(
+        scan(dynamodb, &refused).await.len(),
+        0,
+        "a refusal writes nothing"
+    );
+
+    let ttl_of = |item: &serde_dynamo::Item| match item.get("expires_at") {
+        Some(serde_dynamo::AttributeValue::N(n)) => Some(n.parse::<i64>().unwrap()),
+        _ => None,
+    };
+    let cleared = sessions_table(dynamodb, "cleared").await;
+    let done = archived
+        .restore(&cleared, Some(archive::TtlChoice::Clear), false)
+        .await
+        .unwrap();
+    assert_eq!((done.items, done.expired, done.ttl_changed), (20, 20, 20));
+    assert!(scan(dynamodb, &cleared).await.iter().all(|i| ttl_of(i).is_none()));
+
+    let extended = sessions_table(dynamodb, "extended").await;
+    let done = archived
+        .restore(&extended, Some(archive::TtlChoice::Extend { days: 7 }), false)
+        .await
+        .unwrap();
+    assert_eq!((done.items, done.ttl_changed), (20, 20));
+    let items = scan(dynamodb, &extended).await;
+    assert!(
+        items.iter().all(|i| ttl_of(i) == Some(NOW + 7 * 86_400)),
+        "{items:?}"
+    );
+
+    let kept = sessions_table(dynamodb, "kept").await;
+    let done = archived
+        .restore(&kept, Some(archive::TtlChoice::Keep), false)
+        .await
+        .unwrap();
+    assert_eq!((done.items, done.expired, done.ttl_changed), (20, 20, 0));
+    assert_eq!(scan(dynamodb, &kept).await, sorted(archived.items.clone()));
+}
+
+/// One item was recreated under the same key since its deletion: `if_absent` leaves it as it
+/// is and counts it, and a second restore overwrites nothing.
+#[tokio::test]
+async fn restore_if_absent_never_overwrites_a_recreated_item() {
+    let archived = Archived::new().await;
+    let dynamodb = &archived.dynamodb;
+    let want = archived.items.clone();
+    let recreated = sessions_table(dynamodb, "recreated").await;
+    let mut newer = want[4].clone();
+    newer.insert(
+        "page".to_owned(),
+        serde_dynamo::AttributeValue::S("recreated".into()),
+    );
+    dynamodb
+        .put_item()
+        .table_name(&recreated)
+        .set_item(Some(newer.clone().into()))
+        .send()
+        .await
+        .unwrap();
+    let keep = Some(archive::TtlChoice::Keep);
+    let done = archived.restore(&recreated, keep, true).await.unwrap();
+    assert_eq!((done.items, done.existing), (19, 1));
+    let mut expected = want;
+    expected[4] = newer;
+    assert_eq!(scan(dynamodb, &recreated).await, sorted(expected));
+    // Again: everything is there now, and nothing is overwritten.
+    let again = archived.restore(&recreated, keep, true).await.unwrap();
+    assert_eq!((again.items, again.existing), (0, 20));
 }

@@ -2,7 +2,8 @@
 //!
 //! - [`Source`]: one archive object, a local file or `s3://bucket/key`.
 //! - [`cat`]: an object's lines as plain JSON (or as archived).
-//! - [`items`] and [`restore`]: every item under a prefix, read back or put into a table.
+//! - [`items`] and [`restore`]: every item under a prefix, read back or put into a table; [`ttl`]:
+//!   what a restore does with the TTL attribute.
 //!
 //! **Overlap.** A redelivered batch whose retry starts inside a run that was already uploaded
 //! writes a new object (named by its own first record) whose lines overlap the earlier one's. The
@@ -13,11 +14,13 @@
 
 mod plain;
 mod restore;
+pub mod ttl;
 
 use serde_dynamo::Item;
 
 pub use plain::cat;
-pub use restore::{Restored, items, restore};
+pub use restore::{RestoreOptions, RestoreProgress, Restored, items, restore};
+pub use ttl::TtlChoice;
 use ttl_archiver::FormatError;
 
 /// Why an archive cannot be read or restored.
@@ -56,6 +59,10 @@ pub enum ArchiveError {
     /// Nothing to restore, or more than one table's archive under the prefix.
     #[error("{0}")]
     Prefix(String),
+    /// A restore that would do harm without a choice the user has not made (see
+    /// [`RestoreOptions::ttl`]); nothing was written.
+    #[error("refused: {0}")]
+    Refused(String),
     /// Writing items to the table failed under the I/O policy.
     #[error("{object}: {failed} of {count} items were not written to {table}: {failure}")]
     Write {

@@ -45,6 +45,11 @@ pub(crate) enum Command {
     /// need it.
     #[command(subcommand)]
     Archive(ArchiveCommand),
+    /// What the functions gave up on: ranges in a failure log (the local replayer's, or the
+    /// on-failure queue's message bodies saved one per line) and records parked in S3. List
+    /// them, or replay them through a function.
+    #[command(subcommand)]
+    Failures(FailuresCommand),
     /// The stack of `template.yaml` on a local AWS emulator (moto), with Lambda's event source
     /// mappings replayed.
     ///
@@ -284,6 +289,47 @@ pub(crate) enum ArchiveCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub(crate) enum FailuresCommand {
+    /// Lists the failures: function, when, why, where the records are, and whether a range is
+    /// still in the stream (24 hours).
+    List {
+        #[command(flatten)]
+        from: FailureSources,
+        /// `text` (a line each) or `json` (one object per failure).
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+    /// Replays one function's failures through its code in this process, configured from this
+    /// process's environment exactly as the function is from its own (`MULTIKEY_INDEXES`,
+    /// `PARKING_BUCKET`, …): ranges read again from the stream, parked records as stored.
+    /// Exit status 1 if any failure still fails or is no longer in the stream.
+    Replay {
+        #[command(flatten)]
+        from: FailureSources,
+        /// The function whose failures to replay.
+        #[arg(long, value_enum)]
+        function: Function,
+        /// Each replay invocation's timeout, in seconds.
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+        /// `text` (a line each) or `json` (one object per failure).
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+}
+
+/// Where failures are read from.
+#[derive(Debug, Args)]
+pub(crate) struct FailureSources {
+    /// A file of on-failure records, one JSON object per line (repeatable).
+    #[arg(long = "log", value_name = "FILE")]
+    pub(crate) logs: Vec<PathBuf>,
+    /// Records parked under `s3://BUCKET/PREFIX` (repeatable).
+    #[arg(long = "parked", value_name = "S3URL")]
+    pub(crate) parked: Vec<String>,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum Function {
     /// The multikey index.
@@ -292,6 +338,17 @@ pub(crate) enum Function {
     TtlArchiver,
     /// The sharded counters' totals.
     CounterAggregator,
+}
+
+impl Function {
+    /// Its cargo binary's name, which is also its name in logs and failure records.
+    pub(crate) fn binary(self) -> &'static str {
+        match self {
+            Function::MultikeyIndexer => "multikey-indexer",
+            Function::TtlArchiver => "ttl-archiver",
+            Function::CounterAggregator => "counter-aggregator",
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 mod args;
 mod chaos;
 mod demo;
+mod failures;
 mod grid;
 mod key;
 mod plan;
@@ -42,6 +43,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Key(command) => run_key(command),
         Command::Plan { function, event, out } => run_plan(function, &event, out.as_deref()),
         Command::Archive(command) => run_archive(command),
+        Command::Failures(command) => crate::failures::run(command),
         Command::Local(command) => run_local(command),
         Command::Grid(args) => run_grid(args),
         Command::Serve(args) => run_serve(args),

@@ -8,6 +8,7 @@ mod browser;
 mod chaos;
 mod cli;
 mod counters;
+mod failures;
 mod fixtures;
 mod grid;
 mod key_cli;

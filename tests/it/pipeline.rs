@@ -31,7 +31,7 @@ fn now() -> i64 {
 }
 
 /// A fresh stack (its own tables and bucket) with these template parameters.
-async fn stack(sdk: &SdkConfig, parameters: &[(&str, &str)]) -> Result<Stack> {
+pub(crate) async fn stack(sdk: &SdkConfig, parameters: &[(&str, &str)]) -> Result<Stack> {
     let parameters: BTreeMap<String, String> = parameters
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -40,7 +40,7 @@ async fn stack(sdk: &SdkConfig, parameters: &[(&str, &str)]) -> Result<Stack> {
 }
 
 /// The pipeline with every function in process; `wrap` may replace a function's invoker.
-fn pipeline(
+pub(crate) fn pipeline(
     sdk: &SdkConfig,
     stack: &Stack,
     failures: &Path,
@@ -56,7 +56,7 @@ fn pipeline(
     )?)
 }
 
-fn failure_log() -> PathBuf {
+pub(crate) fn failure_log() -> PathBuf {
     std::env::temp_dir().join(format!("{}.jsonl", unique("sidestream-failures")))
 }
 
@@ -70,7 +70,7 @@ async fn delete(client: &aws_sdk_dynamodb::Client, table: &str, id: &str) -> Res
     Ok(())
 }
 
-fn issue(id: usize, fields: &Value) -> Value {
+pub(crate) fn issue(id: usize, fields: &Value) -> Value {
     json!({
         "id": format!("i{id:03}"), "name": format!("Issue {id}"), "project": format!("p{}", id % 3),
         "num": id, "state": if id.is_multiple_of(2) { "open" } else { "closed" }, "custom_fields": fields
@@ -78,7 +78,7 @@ fn issue(id: usize, fields: &Value) -> Value {
 }
 
 /// The index table against what the issues table calls for.
-async fn assert_index_exact(sdk: &SdkConfig, stack: &Stack) -> Result<usize> {
+pub(crate) async fn assert_index_exact(sdk: &SdkConfig, stack: &Stack) -> Result<usize> {
     let index = local_stack::check_index(&aws_sdk_dynamodb::Client::new(sdk), stack).await?;
     ensure!(
         index.is_exact(),

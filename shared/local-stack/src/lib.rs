@@ -427,16 +427,35 @@ fn invoker_of(
 ) -> Result<Invoker, StackError> {
     let env = environment(function);
     let lookup = |name: &str| env.get(name).cloned();
-    let vars = Vars::new(&lookup);
-    match binary_of(function)? {
-        "multikey-indexer" => runtime_invoker::<multikey_indexer::Indexer>(function, &vars, sdk, tally),
-        "ttl-archiver" => runtime_invoker::<ttl_archiver::Archiver>(function, &vars, sdk, tally),
-        "counter-aggregator" => {
-            runtime_invoker::<counter_aggregator::Aggregator>(function, &vars, sdk, tally)
-        }
+    runtime_of(
+        binary_of(function)?,
+        &function.logical_id,
+        &Vars::new(&lookup),
+        sdk,
+        tally,
+    )
+}
+
+/// An in-process invoker of the function built from the cargo binary `binary`, configured from
+/// `vars` as the function reads its environment (for tools that replay records through a
+/// deployed function's code, configured like it).
+pub fn function_invoker(binary: &str, vars: &Vars<'_>, sdk: &SdkConfig) -> Result<Invoker, StackError> {
+    runtime_of(binary, binary, vars, sdk, None)
+}
+
+fn runtime_of(
+    binary: &str,
+    name: &str,
+    vars: &Vars<'_>,
+    sdk: &SdkConfig,
+    tally: Option<Arc<Tally>>,
+) -> Result<Invoker, StackError> {
+    match binary {
+        "multikey-indexer" => runtime_invoker::<multikey_indexer::Indexer>(name, vars, sdk, tally),
+        "ttl-archiver" => runtime_invoker::<ttl_archiver::Archiver>(name, vars, sdk, tally),
+        "counter-aggregator" => runtime_invoker::<counter_aggregator::Aggregator>(name, vars, sdk, tally),
         other => Err(StackError::Unusable(format!(
-            "{}: no in-process handler for the binary {other}",
-            function.logical_id
+            "{name}: no in-process handler for the binary {other} (multikey-indexer, ttl-archiver, counter-aggregator)"
         ))),
     }
 }
@@ -465,13 +484,13 @@ impl Tally {
 /// An in-process invoker of the function `F` under the stream runtime; its metrics go to
 /// `tally` if there is one, else to stdout.
 fn runtime_invoker<F: StreamFunction>(
-    function: &Function,
+    name: &str,
     vars: &Vars<'_>,
     sdk: &SdkConfig,
     tally: Option<Arc<Tally>>,
 ) -> Result<Invoker, StackError> {
     let runtime = Runtime::<F>::from_vars(vars, sdk).map_err(|source| StackError::Config {
-        function: function.logical_id.clone(),
+        function: name.to_owned(),
         source,
     })?;
     let runtime = Arc::new(runtime);

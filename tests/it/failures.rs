@@ -1,0 +1,136 @@
+//! What the functions gave up on, replayed (`failure_replay`): a range the replayer gave up on
+//! after `MaximumRetryAttempts`, read again from the stream, and a parked record, taken as
+//! stored, both run through the indexer again; the index is then exact.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use anyhow::{Result, ensure};
+use serde_json::json;
+use stream_replayer::invoke::in_process;
+use stream_replayer::{Invocation, Invoker};
+
+use failure_replay::{Records, Replayed};
+use local_stack::{in_process_invoker, put_json as put};
+
+use crate::moto::{PARKING_BUCKET, parking_bucket, s3, sdk, unique};
+use crate::pipeline::{assert_index_exact, failure_log, issue, pipeline, stack};
+
+fn id_of(record: &stream_kit::EventRecord) -> String {
+    serde_json::to_value(&record.change.keys)
+        .ok()
+        .and_then(|k| k["id"]["S"].as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// The indexer as it was when things failed: it crashes on the issue "poison" (its range is
+/// given up), and parks the issue "odd" (as the runtime parks a record-permanent failure: the
+/// whole record in S3, under `prefix`) and goes on. Counts (parked, crashes).
+fn as_it_was(inner: Invoker, prefix: String, counts: (Arc<AtomicU32>, Arc<AtomicU32>)) -> Invoker {
+    in_process(move |mut event, deadline| {
+        let (inner, prefix, (parked, crashes)) = (Arc::clone(&inner), prefix.clone(), counts.clone());
+        async move {
+            if event.records.iter().any(|r| id_of(r) == "poison") {
+                crashes.fetch_add(1, Ordering::SeqCst);
+                return Invocation::Failed {
+                    error_type: "Poison".into(),
+                    message: "cannot index".into(),
+                };
+            }
+            for record in event.records.iter().filter(|r| id_of(r) == "odd") {
+                let failure = stream_kit::Failure::record_permanent("an index limit, since raised");
+                let key = stream_runtime::parked::key(&prefix, "multikey-indexer", record);
+                let body =
+                    stream_runtime::parked::body("multikey-indexer", record, &failure, chrono::Utc::now());
+                let put = s3()
+                    .put_object()
+                    .bucket(PARKING_BUCKET)
+                    .key(key)
+                    .body(body.into())
+                    .send();
+                if put.await.is_ok() {
+                    parked.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            event.records.retain(|r| id_of(r) != "odd");
+            inner(event, deadline).await
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exact() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[("BatchSize", "4"), ("MaximumRetryAttempts", "2")]).await?;
+    parking_bucket().await;
+    let prefix = format!("{}/", unique("parked"));
+    let prefix_for_parking = prefix.clone();
+    let log = failure_log();
+    let (parked, crashes) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let seen = (Arc::clone(&parked), Arc::clone(&crashes));
+    let mut pipeline = pipeline(&sdk, &stack, &log, move |function, inner| {
+        if function != "multikey-indexer" {
+            return inner;
+        }
+        as_it_was(inner, prefix_for_parking.clone(), seen.clone())
+    })?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let issues = stack.table("IssuesTable")?.name.clone();
+    for id in 0..6 {
+        put(&client, &issues, &issue(id, &json!({"f": id}))).await?;
+    }
+    // Each in a batch of its own (BatchSize 4): poison alone is given up, after bisection.
+    let special = |id: &str, num: u32| json!({"id": id, "project": "p0", "num": num, "custom_fields": {"f": num, "g": "x"}});
+    put(&client, &issues, &special("poison", 99)).await?;
+    for id in 6..12 {
+        put(&client, &issues, &issue(id, &json!({"f": id}))).await?;
+    }
+    put(&client, &issues, &special("odd", 98)).await?;
+    pipeline.settle().await?;
+    let (crash_count, was_parked) = (crashes.load(Ordering::SeqCst), parked.load(Ordering::SeqCst));
+    ensure!(
+        crash_count >= 3 && was_parked == 1,
+        "the poison record crashed its batches until given up ({crash_count} crashes), and odd was parked ({was_parked})"
+    );
+    ensure!(
+        assert_index_exact(&sdk, &stack).await.is_err(),
+        "before the replay, the index lacks poison's and odd's entries"
+    );
+
+    let mut failures = failure_replay::read_log(&log)?;
+    failures.extend(failure_replay::read_parked(&s3(), PARKING_BUCKET, &prefix).await?);
+    ensure!(
+        failures.len() == 2,
+        "one range and one parked record: {failures:?}"
+    );
+    ensure!(matches!(
+        failures[0].records,
+        Records::Range { batch_size: 1, .. }
+    ));
+    ensure!(matches!(failures[1].records, Records::Parked { .. }));
+    let now = chrono::Utc::now();
+    ensure!(
+        failures
+            .iter()
+            .all(|f| f.function == "multikey-indexer" && f.replayable(now))
+    );
+
+    // The indexer as it is now.
+    let healthy = in_process_invoker(stack.function("multikey-indexer")?, &sdk)?;
+    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+    for failed in &failures {
+        let replayed = failure_replay::replay(failed, &streams, &healthy, Duration::from_secs(60)).await?;
+        ensure!(
+            replayed == Replayed::Applied { records: 1 },
+            "{failed:?}: {replayed:?}"
+        );
+    }
+    assert_index_exact(&sdk, &stack).await?;
+    // Replayed again, as any redelivery: still exact.
+    for failed in &failures {
+        failure_replay::replay(failed, &streams, &healthy, Duration::from_secs(60)).await?;
+    }
+    assert_index_exact(&sdk, &stack).await?;
+    Ok(())
+}

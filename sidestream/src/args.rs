@@ -50,6 +50,10 @@ pub(crate) enum Command {
     /// them, or replay them through a function.
     #[command(subcommand)]
     Failures(FailuresCommand),
+    /// The multikey index against what the base table calls for. Configured like the indexer:
+    /// `MULTIKEY_INDEXES` from the environment.
+    #[command(subcommand)]
+    Index(IndexCommand),
     /// The stack of `template.yaml` on a local AWS emulator (moto), with Lambda's event source
     /// mappings replayed.
     ///
@@ -259,8 +263,9 @@ pub(crate) enum ArchiveCommand {
     },
     /// Puts the items archived under a prefix back into an existing table, object by object in
     /// key order, each deletion once (by `eventID`), replacing items with the same key unless
-    /// --if-absent. Every archived item was deleted by TTL, so unless --ttl says what to do
-    /// with the TTL attribute, the restore is refused. Progress goes to stderr.
+    /// --if-absent. Archived items were deleted by TTL, so their TTL attribute is in the past:
+    /// unless --ttl says what to do with it, such a restore is refused before anything is
+    /// written. Progress goes to stderr.
     Restore {
         /// The archive bucket.
         #[arg(long)]
@@ -284,6 +289,29 @@ pub(crate) enum ArchiveCommand {
         #[arg(long)]
         if_absent: bool,
         /// `text` (a progress bar, then a summary) or `json` (one object of counts).
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum IndexCommand {
+    /// Compares the index table with what the base table calls for (consistent scans, and the
+    /// expected entries computed from the format's rules, not the indexer's code): counts of
+    /// missing, stale and extra entries with the first examples. Exit status 1 on drift (after
+    /// --repair, if drift remains).
+    Verify {
+        /// The base table.
+        #[arg(long)]
+        table: String,
+        /// Which index of `MULTIKEY_INDEXES` (needed when it defines several).
+        #[arg(long)]
+        index: Option<String>,
+        /// Write exactly the difference: missing and stale entries put, extra ones deleted;
+        /// then verify again.
+        #[arg(long)]
+        repair: bool,
+        /// `text` or `json` (one object).
         #[arg(long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },

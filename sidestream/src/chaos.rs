@@ -34,7 +34,7 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     let endpoint = std::env::var("AWS_ENDPOINT_URL")
         .context("AWS_ENDPOINT_URL: the emulator's endpoint (scripts/chaos sets it)")?;
 
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = crate::runtime()?;
     let report = runtime.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let progress = chaos::Progress::default();

@@ -12,10 +12,7 @@ use stream_kit::Vars;
 use crate::args::{FailureSources, FailuresCommand, Output};
 
 pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = crate::runtime()?;
     runtime.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         match command {

@@ -10,6 +10,7 @@ mod chaos;
 mod demo;
 mod failures;
 mod grid;
+mod index;
 mod key;
 mod plan;
 mod progress;
@@ -44,6 +45,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan { function, event, out } => run_plan(function, &event, out.as_deref()),
         Command::Archive(command) => run_archive(command),
         Command::Failures(command) => crate::failures::run(command),
+        Command::Index(command) => crate::index::run(command),
         Command::Local(command) => run_local(command),
         Command::Grid(args) => run_grid(args),
         Command::Serve(args) => run_serve(args),
@@ -384,7 +386,7 @@ async fn start_faults(
 }
 
 /// The async runtime for the commands that call AWS.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -21,3 +21,4 @@ mod plan_cli;
 mod policy;
 mod scripted;
 mod template;
+mod verify;

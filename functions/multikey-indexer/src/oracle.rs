@@ -1,5 +1,5 @@
 //! The index the base table calls for, and how an index table differs from it: what the demo
-//! prints, the end-to-end tests assert, and `index verify` will repair.
+//! prints, the end-to-end tests assert, and `index verify` repairs (`shared/index-verify`).
 //!
 //! The expected entries are computed **independently of the indexer**: straight from the rules
 //! of `docs/formats.md` ("Index items") over the base items' DynamoDB JSON, with the key crate

@@ -1,0 +1,274 @@
+//! index-verify: an index table checked against what the base table calls for, and repaired.
+//!
+//! [`verify`] reads both tables with consistent scans and computes the expected entries with
+//! `multikey_indexer::oracle` (the format's rules over the base items, not the indexer's plan).
+//! Every difference is one of three:
+//!
+//! - **missing**: the base calls for an entry whose key the index lacks;
+//! - **stale**: the index has the key, with other content (a value, a tiebreaker, an included
+//!   attribute);
+//! - **extra**: the index has a key no base item calls for.
+//!
+//! [`repair`] writes exactly that difference: a put of each missing and stale entry, a delete of
+//! each extra one, with `ddb-writer` under the I/O policy. Both are idempotent: repairing twice,
+//! or while the indexer runs, converges to what the base table calls for at that time.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ddb_writer::Writer;
+use io_policy::Policy;
+use multikey_indexer::{Index, Indexes};
+use serde::Serialize;
+use serde_json::Value;
+use stream_kit::{ItemWrite, Op};
+
+/// How long a repair may take, retries included.
+const REPAIR_TIME: Duration = Duration::from_secs(3600);
+
+/// Why an index cannot be verified or repaired.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    /// The configuration names no such index, or several and none was chosen.
+    #[error("{0}")]
+    Index(String),
+    /// A scan failed.
+    #[error("Scan {table}: {message}")]
+    Scan {
+        /// The table.
+        table: String,
+        /// The SDK's error, with its causes.
+        message: String,
+    },
+    /// The expected entries cannot be computed from the base items.
+    #[error(transparent)]
+    Oracle(#[from] multikey_indexer::oracle::OracleError),
+    /// An item is not what the index's format says.
+    #[error("{0}")]
+    Format(String),
+    /// Some repair writes failed after their retries.
+    #[error("{failed} of {count} repair writes to {table} failed: {failure}")]
+    Repair {
+        /// Writes that failed.
+        failed: u64,
+        /// Writes in all.
+        count: usize,
+        /// The index table.
+        table: String,
+        /// The first failure.
+        failure: io_policy::Failure,
+    },
+}
+
+/// How an index table differs from what the base table calls for.
+#[derive(Debug, Clone, Serialize)]
+pub struct Drift {
+    /// The index's name.
+    pub index: String,
+    /// Its table.
+    pub table: String,
+    /// Entries in the index table.
+    pub entries: usize,
+    /// Entries the base table calls for.
+    pub expected: usize,
+    /// Entries the base calls for whose key the index lacks (DynamoDB JSON).
+    pub missing: Vec<Value>,
+    /// Entries whose key the index has with other content: what the base calls for.
+    pub stale: Vec<Value>,
+    /// Entries whose key no base item calls for (DynamoDB JSON, as the index has them).
+    pub extra: Vec<Value>,
+}
+
+impl Drift {
+    /// Whether the index is exact.
+    pub fn is_exact(&self) -> bool {
+        self.missing.is_empty() && self.stale.is_empty() && self.extra.is_empty()
+    }
+}
+
+/// What a repair wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Repaired {
+    /// Entries put (missing and stale).
+    pub puts: usize,
+    /// Entries deleted (extra).
+    pub deletes: usize,
+}
+
+/// The index of `indexes` named `name` (or the only one).
+pub fn choose<'a>(indexes: &'a Indexes, name: Option<&str>) -> Result<&'a Index, VerifyError> {
+    let names = || {
+        indexes
+            .indexes
+            .iter()
+            .map(|i| i.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match name {
+        Some(name) => indexes.indexes.iter().find(|i| i.name == name).ok_or_else(|| {
+            VerifyError::Index(format!(
+                "MULTIKEY_INDEXES has no index {name:?} (it has {})",
+                names()
+            ))
+        }),
+        None if indexes.indexes.len() == 1 => Ok(&indexes.indexes[0]),
+        None => Err(VerifyError::Index(format!(
+            "MULTIKEY_INDEXES defines several indexes ({}); choose one with --index",
+            names()
+        ))),
+    }
+}
+
+/// Compares `index`'s table with what `base_table` calls for under `indexes`' base key.
+pub async fn verify(
+    client: &aws_sdk_dynamodb::Client,
+    indexes: &Indexes,
+    index: &Index,
+    base_table: &str,
+) -> Result<Drift, VerifyError> {
+    let base = scan(client, base_table).await?;
+    let actual = scan(client, &index.table).await?;
+    let one = Indexes {
+        base_key: indexes.base_key.clone(),
+        indexes: vec![index.clone()],
+    };
+    let expected = multikey_indexer::oracle::expected_index(&one, &base)?;
+    let key = |item: &Value| -> Result<String, VerifyError> {
+        let part = |name: &str| {
+            item.get(name).map(Value::to_string).ok_or_else(|| {
+                VerifyError::Format(format!("an index item without its key attribute {name}: {item}"))
+            })
+        };
+        Ok(format!(
+            "{}\u{0}{}",
+            part(&index.partition_key)?,
+            part(&index.sort_key)?
+        ))
+    };
+    let mut want: BTreeMap<String, Value> = BTreeMap::new();
+    for line in &expected {
+        let item: Value = serde_json::from_str(line).map_err(|e| VerifyError::Format(e.to_string()))?;
+        want.insert(key(&item)?, item);
+    }
+    let mut have: BTreeMap<String, Value> = BTreeMap::new();
+    for item in actual {
+        have.insert(key(&item)?, item);
+    }
+    let mut drift = Drift {
+        index: index.name.clone(),
+        table: index.table.to_string(),
+        entries: have.len(),
+        expected: want.len(),
+        missing: Vec::new(),
+        stale: Vec::new(),
+        extra: Vec::new(),
+    };
+    for (k, item) in &want {
+        match have.get(k) {
+            None => drift.missing.push(item.clone()),
+            Some(found) if found != item => drift.stale.push(item.clone()),
+            Some(_) => {}
+        }
+    }
+    drift.extra = have
+        .into_iter()
+        .filter(|(k, _)| !want.contains_key(k))
+        .map(|(_, item)| item)
+        .collect();
+    Ok(drift)
+}
+
+/// Writes exactly `drift`'s difference to its table: missing and stale entries put, extra ones
+/// deleted. `client` must have the SDK's retries off (`io_policy::without_sdk_retries`).
+pub async fn repair(
+    client: &aws_sdk_dynamodb::Client,
+    index: &Index,
+    drift: &Drift,
+) -> Result<Repaired, VerifyError> {
+    let table: Arc<str> = Arc::clone(&index.table);
+    let item = |value: &Value| -> Result<serde_dynamo::Item, VerifyError> {
+        serde_json::from_value(value.clone()).map_err(|e| VerifyError::Format(e.to_string()))
+    };
+    let mut writes = Vec::new();
+    for value in drift.missing.iter().chain(&drift.stale) {
+        writes.push(Op::Put(item(value)?));
+    }
+    for value in &drift.extra {
+        let full = item(value)?;
+        let key: std::collections::HashMap<String, serde_dynamo::AttributeValue> =
+            [&index.partition_key, &index.sort_key]
+                .into_iter()
+                .filter_map(|name| full.get(name.as_str()).map(|v| (name.clone(), v.clone())))
+                .collect();
+        writes.push(Op::Delete(key.into()));
+    }
+    let count = writes.len();
+    let writes: Vec<ItemWrite> = writes
+        .into_iter()
+        .enumerate()
+        .map(|(origin, op)| ItemWrite {
+            table: Arc::clone(&table),
+            op,
+            origin,
+        })
+        .collect();
+    let report = Writer::new(client.clone())
+        .write(writes, &Policy::default().within(REPAIR_TIME))
+        .await;
+    if let Some((_, failure)) = report.failures.into_iter().next() {
+        return Err(VerifyError::Repair {
+            failed: report.failed,
+            count,
+            table: table.to_string(),
+            failure,
+        });
+    }
+    Ok(Repaired {
+        puts: drift.missing.len() + drift.stale.len(),
+        deletes: drift.extra.len(),
+    })
+}
+
+/// Every item of `table`, read with consistent scans, as DynamoDB JSON.
+async fn scan(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<Vec<Value>, VerifyError> {
+    let failed = |message: String| VerifyError::Scan {
+        table: table.to_owned(),
+        message,
+    };
+    let mut items = Vec::new();
+    let mut start = None;
+    loop {
+        let page = client
+            .scan()
+            .table_name(table)
+            .consistent_read(true)
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .map_err(|e| {
+                failed(match e.as_service_error() {
+                    Some(service) if service.is_resource_not_found_exception() => {
+                        "no such table (ResourceNotFoundException)".to_owned()
+                    }
+                    Some(service) => format!(
+                        "{}: {}",
+                        service.meta().code().unwrap_or("error"),
+                        service.meta().message().unwrap_or_default()
+                    ),
+                    None => aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string(),
+                })
+            })?;
+        for item in page.items() {
+            items.push(
+                serde_json::to_value(serde_dynamo::Item::from(item.clone()))
+                    .map_err(|e| failed(e.to_string()))?,
+            );
+        }
+        match page.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => return Ok(items),
+        }
+    }
+}

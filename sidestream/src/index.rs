@@ -1,0 +1,125 @@
+//! `sidestream index verify [--repair]`: the index against the base table (`index_verify`),
+//! rendered for people or as JSON.
+
+use std::io::{self, Write as _};
+use std::process::ExitCode;
+
+use index_verify::{Drift, Repaired};
+use stream_kit::Vars;
+
+use crate::args::{IndexCommand, Output};
+
+/// Examples of each kind of difference shown.
+const EXAMPLES: usize = 5;
+
+pub(crate) fn run(command: IndexCommand) -> anyhow::Result<ExitCode> {
+    let IndexCommand::Verify {
+        table,
+        index,
+        repair,
+        output,
+    } = command;
+    let lookup = |name: &str| std::env::var(name).ok();
+    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
+    let index = index_verify::choose(&indexes, index.as_deref())?;
+    let runtime = crate::runtime()?;
+    runtime.block_on(async {
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let client = aws_sdk_dynamodb::Client::new(&sdk);
+        let drift = index_verify::verify(&client, &indexes, index, &table).await?;
+        let mut repaired = None;
+        let mut after = None;
+        if repair && !drift.is_exact() {
+            let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+            repaired = Some(index_verify::repair(&writer, index, &drift).await?);
+            after = Some(index_verify::verify(&client, &indexes, index, &table).await?);
+        }
+        let exact = after.as_ref().unwrap_or(&drift).is_exact();
+        let mut out = io::stdout().lock();
+        match output {
+            Output::Json => writeln!(out, "{}", json(&drift, repaired, after.as_ref()))?,
+            Output::Text => text(&drift, repaired, after.as_ref(), &mut out)?,
+        }
+        Ok(if exact {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        })
+    })
+}
+
+fn counts(drift: &Drift) -> serde_json::Value {
+    serde_json::json!({
+        "index": drift.index, "table": drift.table, "entries": drift.entries, "expected": drift.expected,
+        "missing": drift.missing.len(), "stale": drift.stale.len(), "extra": drift.extra.len(),
+        "exact": drift.is_exact(),
+    })
+}
+
+fn json(drift: &Drift, repaired: Option<Repaired>, after: Option<&Drift>) -> serde_json::Value {
+    let first = |items: &[serde_json::Value]| items.iter().take(EXAMPLES).cloned().collect::<Vec<_>>();
+    let mut doc = counts(drift);
+    doc["examples"] = serde_json::json!({
+        "missing": first(&drift.missing), "stale": first(&drift.stale), "extra": first(&drift.extra),
+    });
+    if let Some(repaired) = repaired {
+        doc["repaired"] = serde_json::json!(repaired);
+    }
+    if let Some(after) = after {
+        doc["after"] = counts(after);
+    }
+    doc
+}
+
+fn text(
+    drift: &Drift,
+    repaired: Option<Repaired>,
+    after: Option<&Drift>,
+    out: &mut impl io::Write,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "{} ({}): {} entries, {} called for by the base table: {} missing, {} stale, {} extra",
+        drift.index,
+        drift.table,
+        drift.entries,
+        drift.expected,
+        drift.missing.len(),
+        drift.stale.len(),
+        drift.extra.len()
+    )?;
+    for (kind, items) in [
+        ("missing", &drift.missing),
+        ("stale (as it should be)", &drift.stale),
+        ("extra", &drift.extra),
+    ] {
+        for item in items.iter().take(EXAMPLES) {
+            writeln!(out, "  {kind}: {item}")?;
+        }
+    }
+    if let Some(repaired) = repaired {
+        writeln!(
+            out,
+            "Repaired: {} entries put, {} deleted",
+            repaired.puts, repaired.deletes
+        )?;
+    }
+    if let Some(after) = after {
+        writeln!(
+            out,
+            "After the repair: {} missing, {} stale, {} extra",
+            after.missing.len(),
+            after.stale.len(),
+            after.extra.len()
+        )?;
+    }
+    writeln!(
+        out,
+        "{}",
+        if after.unwrap_or(drift).is_exact() {
+            "The index is exact."
+        } else {
+            "THE INDEX HAS DRIFTED."
+        }
+    )
+}

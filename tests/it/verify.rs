@@ -1,0 +1,99 @@
+//! `index_verify`: drift injected into an index the indexer built (an entry deleted, an entry
+//! added, a stale value, a stale included attribute) is found, each difference as its kind, and
+//! `repair` writes exactly that difference; the index is then exact, and a second repair writes
+//! nothing.
+
+use anyhow::{Result, ensure};
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde_json::{Value, json};
+use stream_kit::Vars;
+
+use local_stack::put_json as put;
+
+use crate::moto::sdk;
+use crate::pipeline::{assert_index_exact, failure_log, issue, pipeline, stack};
+
+#[tokio::test]
+async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[]).await?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let issues = stack.table("IssuesTable")?.name.clone();
+    let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
+    for id in 0..20 {
+        put(
+            &client,
+            &issues,
+            &issue(id, &json!({"f1": id, "f2": format!("v{id}")})),
+        )
+        .await?;
+    }
+    pipeline.settle().await?;
+    let entries = assert_index_exact(&sdk, &stack).await?;
+
+    let function = stack.function("multikey-indexer")?;
+    let lookup = |name: &str| function.environment.get(name).cloned();
+    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
+    let index = index_verify::choose(&indexes, None)?;
+    let exact = index_verify::verify(&client, &indexes, index, &issues).await?;
+    ensure!(exact.is_exact() && exact.entries == entries, "{exact:?}");
+
+    // Drift: one entry deleted, one stale value, one stale included attribute, one extra.
+    let table = index.table.to_string();
+    let items = local_stack::scan(&client, &table).await?;
+    let (pk, sk) = (index.partition_key.as_str(), index.sort_key.as_str());
+    let key_of = |item: &Value| {
+        let s = |name: &str| AttributeValue::S(item[name]["S"].as_str().unwrap_or_default().to_owned());
+        [(pk.to_owned(), s(pk)), (sk.to_owned(), s(sk))]
+    };
+    let [deleted, stale_value, stale_include, ..] = items.as_slice() else {
+        anyhow::bail!("too few entries: {}", items.len());
+    };
+    client
+        .delete_item()
+        .table_name(&table)
+        .set_key(Some(key_of(deleted).into_iter().collect()))
+        .send()
+        .await?;
+    let mut changed = stale_value.clone();
+    changed["value"] = json!({"S": "not what the base says"});
+    let mut renamed = stale_include.clone();
+    renamed["name"] = json!({"S": "Renamed behind the indexer's back"});
+    let mut extra = stale_value.clone();
+    extra[sk] = json!({"S": "an entry no item calls for"});
+    for item in [&changed, &renamed, &extra] {
+        let item: serde_dynamo::Item = serde_json::from_value(item.clone())?;
+        client
+            .put_item()
+            .table_name(&table)
+            .set_item(Some(item.into()))
+            .send()
+            .await?;
+    }
+
+    let drift = index_verify::verify(&client, &indexes, index, &issues).await?;
+    ensure!(
+        (drift.missing.len(), drift.stale.len(), drift.extra.len()) == (1, 2, 1),
+        "one missing, two stale, one extra: {drift:#?}"
+    );
+    ensure!(
+        drift.missing[0] == *deleted && drift.extra[0] == extra,
+        "{drift:#?}"
+    );
+    ensure!(
+        drift.stale.contains(stale_value) && drift.stale.contains(stale_include),
+        "the stale entries, as the base calls for them: {drift:#?}"
+    );
+    let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+    let repaired = index_verify::repair(&writer, index, &drift).await?;
+    ensure!(
+        repaired == index_verify::Repaired { puts: 3, deletes: 1 },
+        "{repaired:?}"
+    );
+    assert_index_exact(&sdk, &stack).await?;
+    let again = index_verify::verify(&client, &indexes, index, &issues).await?;
+    ensure!(again.is_exact(), "{again:#?}");
+    let nothing = index_verify::repair(&writer, index, &again).await?;
+    ensure!(nothing == index_verify::Repaired::default());
+    Ok(())
+}

@@ -26,13 +26,27 @@ pub(crate) fn run(command: IndexCommand) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let client = aws_sdk_dynamodb::Client::new(&sdk);
-        let drift = index_verify::verify(&client, &indexes, index, &table).await?;
+        let mut bar = (output == Output::Text).then(|| crate::progress::Bar::new("items scanned"));
+        // The total is DynamoDB's estimate of both tables' items.
+        let total = index_verify::estimated_items(&client, &table).await
+            + index_verify::estimated_items(&client, &index.table).await;
+        let mut scanned = 0_u64;
+        let mut show = |n: usize| {
+            scanned = n as u64;
+            if let Some(bar) = &mut bar {
+                bar.show(scanned, total.max(scanned), "", false);
+            }
+        };
+        let drift = index_verify::verify(&client, &indexes, index, &table, &mut show).await?;
+        if let Some(bar) = &mut bar {
+            bar.show(scanned, scanned, "", true);
+        }
         let mut repaired = None;
         let mut after = None;
         if repair && !drift.is_exact() {
             let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
             repaired = Some(index_verify::repair(&writer, index, &drift).await?);
-            after = Some(index_verify::verify(&client, &indexes, index, &table).await?);
+            after = Some(index_verify::verify(&client, &indexes, index, &table, &mut |_| {}).await?);
         }
         let exact = after.as_ref().unwrap_or(&drift).is_exact();
         let mut out = io::stdout().lock();

@@ -35,8 +35,13 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
     let lookup = |name: &str| function.environment.get(name).cloned();
     let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
     let index = index_verify::choose(&indexes, None)?;
-    let exact = index_verify::verify(&client, &indexes, index, &issues).await?;
+    let mut scanned = Vec::new();
+    let exact = index_verify::verify(&client, &indexes, index, &issues, &mut |n| scanned.push(n)).await?;
     ensure!(exact.is_exact() && exact.entries == entries, "{exact:?}");
+    ensure!(
+        scanned.last() == Some(&(20 + entries)),
+        "progress counts every item of both tables: {scanned:?}"
+    );
 
     // Drift: one entry deleted, one stale value, one stale included attribute, one extra.
     let table = index.table.to_string();
@@ -71,7 +76,7 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
             .await?;
     }
 
-    let drift = index_verify::verify(&client, &indexes, index, &issues).await?;
+    let drift = index_verify::verify(&client, &indexes, index, &issues, &mut |_| {}).await?;
     ensure!(
         (drift.missing.len(), drift.stale.len(), drift.extra.len()) == (1, 2, 1),
         "one missing, two stale, one extra: {drift:#?}"
@@ -91,7 +96,7 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
         "{repaired:?}"
     );
     assert_index_exact(&sdk, &stack).await?;
-    let again = index_verify::verify(&client, &indexes, index, &issues).await?;
+    let again = index_verify::verify(&client, &indexes, index, &issues, &mut |_| {}).await?;
     ensure!(again.is_exact(), "{again:#?}");
     let nothing = index_verify::repair(&writer, index, &again).await?;
     ensure!(nothing == index_verify::Repaired::default());

@@ -121,15 +121,18 @@ pub fn choose<'a>(indexes: &'a Indexes, name: Option<&str>) -> Result<&'a Index,
     }
 }
 
-/// Compares `index`'s table with what `base_table` calls for under `indexes`' base key.
+/// Compares `index`'s table with what `base_table` calls for under `indexes`' base key, calling
+/// `progress` with the items scanned so far (both tables) after each page.
 pub async fn verify(
     client: &aws_sdk_dynamodb::Client,
     indexes: &Indexes,
     index: &Index,
     base_table: &str,
+    progress: &mut dyn FnMut(usize),
 ) -> Result<Drift, VerifyError> {
-    let base = scan(client, base_table).await?;
-    let actual = scan(client, &index.table).await?;
+    let base = scan(client, base_table, &mut |n| progress(n)).await?;
+    let scanned = base.len();
+    let actual = scan(client, &index.table, &mut |n| progress(scanned + n)).await?;
     let one = Indexes {
         base_key: indexes.base_key.clone(),
         indexes: vec![index.clone()],
@@ -231,8 +234,30 @@ pub async fn repair(
     })
 }
 
-/// Every item of `table`, read with consistent scans, as DynamoDB JSON.
-async fn scan(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<Vec<Value>, VerifyError> {
+/// Roughly how many items `table` holds (`DescribeTable`'s `ItemCount`, which DynamoDB updates
+/// about every six hours): the total for a progress bar. 0 when unknown.
+pub async fn estimated_items(client: &aws_sdk_dynamodb::Client, table: &str) -> u64 {
+    client
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .ok()
+        .and_then(|d| {
+            d.table()
+                .and_then(aws_sdk_dynamodb::types::TableDescription::item_count)
+        })
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(0)
+}
+
+/// Every item of `table`, read with consistent scans, as DynamoDB JSON; `progress` gets the
+/// items read so far after each page.
+async fn scan(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    progress: &mut dyn FnMut(usize),
+) -> Result<Vec<Value>, VerifyError> {
     let failed = |message: String| VerifyError::Scan {
         table: table.to_owned(),
         message,
@@ -266,6 +291,7 @@ async fn scan(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<Vec<Valu
                     .map_err(|e| failed(e.to_string()))?,
             );
         }
+        progress(items.len());
         match page.last_evaluated_key {
             Some(key) if !key.is_empty() => start = Some(key),
             _ => return Ok(items),

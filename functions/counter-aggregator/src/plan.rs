@@ -3,7 +3,8 @@
 //! Every record of a counter shard says "shard `k` of counter `c` held `v` as of sequence number
 //! `q`" (`v` is `NewImage.count`, 0 when the image has none, and 0 for a REMOVE). The plan keeps, per shard, the state with
 //! the highest sequence number, and groups shards by counter. Records that are not counter shards
-//! (other keys, and the total items this function writes itself) are skipped and counted. A record
+//! (other keys, the total items this function writes itself, and a backfill's touches, which
+//! change no count) are skipped and counted. A record
 //! that cannot be read is rejected: a malformed one (a count that is not an integer, no sequence
 //! number) is left out and planning goes on, to be parked; a stream without the `NewImage` a
 //! change needs stops the plan, and the updates hold only what came before it.
@@ -49,6 +50,8 @@ pub enum SkipReason {
     NotACounter(String),
     /// It is a counter's total item (this function's own write).
     Total(String),
+    /// A backfill's touch (`stream_kit::touch`): only the marker changed, not the count.
+    Touch(String),
 }
 
 impl fmt::Display for SkipReason {
@@ -58,6 +61,7 @@ impl fmt::Display for SkipReason {
                 write!(f, "key {key} is not a counter shard (COUNTER#<name>#SHARD#<k>)")
             }
             SkipReason::Total(name) => write!(f, "the total item of counter {name:?}"),
+            SkipReason::Touch(key) => write!(f, "key {key}: a backfill's touch, no count changed"),
         }
     }
 }
@@ -178,6 +182,11 @@ fn read(partition_key: &str, raw: &EventRecord) -> Result<Read, PlanError> {
         Some(CounterKey::Total { name }) => return Ok(Read::Skip(SkipReason::Total(name))),
         None => return Ok(Read::Skip(SkipReason::NotACounter(key.clone()))),
     };
+    // Without an old image (a NEW_IMAGE stream) no change can be told to be a touch; counting
+    // it is harmless, since a touch carries the count the shard already had.
+    if stream_kit::touch::is_touch_only(record.before().ok().flatten(), record.after().ok().flatten()) {
+        return Ok(Read::Skip(SkipReason::Touch(key.clone())));
+    }
     let seq = record.sequence_number().unwrap_or_default();
     let sequence_number =
         SequenceNumber::parse(seq).map_err(|_| PlanError::SequenceNumber(seq.to_owned()))?;

@@ -8,7 +8,9 @@
 //!   otherwise put the new entry, and delete the old one first when its key changed (the value, a
 //!   tiebreaker or a scope attribute changed: a re-key).
 //!
-//! An INSERT has no old image and a REMOVE no new one, so they put and delete every entry.
+//! An INSERT has no old image and a REMOVE no new one, so they put and delete every entry. A
+//! backfill's touch (`stream_kit::touch`) puts every entry of the new image too, changed or not:
+//! the item was written before the indexer existed, so its old image's entries may never have been.
 //!
 //! **Coalescing.** Every write is a whole-item put or a delete by key, so applying a batch's writes
 //! in order leaves the same index as applying, for each key, only the last write to it. The plan
@@ -187,14 +189,15 @@ impl<'c> Planner<'c> {
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let touches = |image: Option<&Item>| {
+        let has_source = |image: Option<&Item>| {
             image.is_some_and(|i| self.indexes.indexes.iter().any(|ix| i.contains_key(&ix.source)))
         };
-        if !touches(before) && !touches(after) {
+        if !has_source(before) && !has_source(after) {
             self.plan.unindexed_records += 1;
         }
+        let backfill_touch = stream_kit::touch::is_touched(before, after);
         for (ix, index) in self.indexes.indexes.iter().enumerate() {
-            self.diff(origin, ix, index, &base_key, before, after);
+            self.diff(origin, ix, index, &base_key, (before, after), backfill_touch);
         }
         for (slot, write) in self.staged.drain(..) {
             if let Some(&at) = self.slots.get(&slot) {
@@ -215,10 +218,11 @@ impl<'c> Planner<'c> {
         ix: usize,
         index: &Index,
         base_key: &[(&str, &AttributeValue)],
-        before: Option<&Item>,
-        after: Option<&Item>,
+        (before, after): (Option<&Item>, Option<&Item>),
+        touched: bool,
     ) {
         if let (Some(old), Some(new)) = (before, after)
+            && !touched
             && relevant_unchanged(index, old, new)
         {
             return;
@@ -233,7 +237,8 @@ impl<'c> Planner<'c> {
         let none: &[Member<'_>] = &[];
         let old_members = old.as_ref().map_or(none, |o| &o.members[..]);
         let new_members = new.as_ref().map_or(none, |n| &n.members[..]);
-        let copied_unchanged = matches!((&old, &new), (Some(o), Some(n)) if o.copied == n.copied);
+        // A touch re-puts every entry, as if nothing had been written before.
+        let copied_unchanged = !touched && matches!((&old, &new), (Some(o), Some(n)) if o.copied == n.copied);
         // Members are sorted by id: walk both images in step.
         let (mut a, mut b) = (old_members.iter().peekable(), new_members.iter().peekable());
         loop {

@@ -15,6 +15,7 @@
 //!   name the variable.
 //! - [`write`]: the item writes a plan produces, each tagged with the record it finishes.
 //! - [`limits`]: DynamoDB's item size limit, measured before a request is sent.
+//! - [`touch`]: the marker a backfill sets so that the stream carries existing items.
 //!
 //! Nothing here talks to AWS; the DynamoDB writer lives in the `ddb-writer` crate.
 
@@ -23,6 +24,7 @@ pub mod limits;
 pub mod metrics;
 pub mod outcome;
 pub mod record;
+pub mod touch;
 pub mod write;
 
 pub use aws_lambda_events::event::dynamodb::{Event, EventRecord};

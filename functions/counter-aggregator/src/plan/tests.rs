@@ -78,6 +78,33 @@ fn skips_say_why() {
 }
 
 #[test]
+fn a_backfill_touch_is_skipped_but_a_count_change_with_it_is_not() {
+    let base = records(fixture!("increments.json"));
+    let touch = |edit_count: bool| {
+        let mut v = serde_json::to_value(&base[3]).unwrap();
+        let mut old = v["dynamodb"]["NewImage"].clone();
+        if edit_count {
+            old["count"] = serde_json::json!({"N": "0"});
+        }
+        v["dynamodb"]["OldImage"] = old;
+        v["dynamodb"]["NewImage"][stream_kit::touch::TOUCH_ATTRIBUTE] = serde_json::json!({"S": "run-1"});
+        v["eventName"] = serde_json::json!("MODIFY");
+        serde_json::from_value::<EventRecord>(v).unwrap()
+    };
+    let plan = Plan::new("pk", &[touch(false)]);
+    let reasons: Vec<String> = plan.skipped.iter().map(|s| s.reason.to_string()).collect();
+    assert_eq!(
+        (reasons.as_slice(), plan.updates.len()),
+        (
+            ["key COUNTER#votes/alice#SHARD#0: a backfill's touch, no count changed".to_owned()].as_slice(),
+            0
+        )
+    );
+    let plan = Plan::new("pk", &[touch(true)]);
+    assert_eq!((plan.skipped.len(), plan.updates.len()), (0, 1));
+}
+
+#[test]
 fn unreadable_shard_records_stop_the_plan() {
     let base = records(fixture!("increments.json"));
     let with = |i: usize, edit: &dyn Fn(&mut serde_json::Value)| {

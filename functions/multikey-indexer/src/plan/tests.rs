@@ -241,6 +241,53 @@ fn records_for_one_item_coalesce_to_one_write_per_key() {
 }
 
 #[test]
+fn a_touch_puts_every_entry_of_the_item_and_a_untouched_no_op_puts_none() {
+    let fields = json!({"f": {"S": "a"}, "g": {"N": "7"}});
+    let untouched = issue("i1", 1, &fields);
+    let mut touched = untouched.clone();
+    touched[stream_kit::touch::TOUCH_ATTRIBUTE] = json!({"S": "run-1"});
+    let mut renamed_after = touched.clone();
+    renamed_after["custom_fields"]["M"]["f"] = json!({"S": "b"});
+    let both = [r#"put p1#f ("a", 1, "i1") @0"#, r#"put p1#g (7, 1, "i1") @0"#];
+    // (what, before, after, writes)
+    let cases: [(&str, &serde_json::Value, &serde_json::Value, &[&str]); 4] = [
+        ("a touch re-puts every entry", &untouched, &touched, &both),
+        (
+            "a change with nothing indexed in it writes nothing",
+            &untouched,
+            &untouched,
+            &[],
+        ),
+        (
+            "a user's change after a touch is a untouched diff",
+            &touched,
+            &renamed_after,
+            &[
+                r#"delete p1#f ("a", 1, "i1") @0"#,
+                r#"put p1#f ("b", 1, "i1") @0"#,
+            ],
+        ),
+        (
+            "a second touch re-puts every entry again",
+            &renamed_after,
+            &{
+                let mut again = renamed_after.clone();
+                again[stream_kit::touch::TOUCH_ATTRIBUTE] = json!({"S": "run-2"});
+                again
+            },
+            &[r#"put p1#f ("b", 1, "i1") @0"#, r#"put p1#g (7, 1, "i1") @0"#],
+        ),
+    ];
+    for (what, before, after, writes) in cases {
+        let batch = [record("MODIFY", Some(before.clone()), Some(after.clone()), 10)];
+        let plan = Plan::new(&article(), &batch);
+        let mut got: Vec<String> = plan.writes.iter().map(describe).collect();
+        got.sort();
+        assert_eq!(got, *writes, "{what}");
+    }
+}
+
+#[test]
 fn a_malformed_record_is_rejected_and_planning_goes_on_but_a_misconfiguration_stops_it() {
     let ok = record(
         "INSERT",

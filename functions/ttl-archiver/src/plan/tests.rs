@@ -154,6 +154,22 @@ fn skips_say_why() {
     );
 }
 
+#[test]
+fn a_backfill_touch_is_not_archived() {
+    let mut v = serde_json::to_value(&records(fixture!("ttl-remove.json"))[0]).unwrap();
+    let mut new = v["dynamodb"]["OldImage"].clone();
+    new[stream_kit::touch::TOUCH_ATTRIBUTE] = serde_json::json!({"S": "run-1"});
+    v["dynamodb"]["NewImage"] = new;
+    v["eventName"] = serde_json::json!("MODIFY");
+    v.as_object_mut().unwrap().remove("userIdentity");
+    let plan = Plan::new(&layout(), &[serde_json::from_value(v).unwrap()]);
+    let reasons: Vec<String> = plan.skipped.iter().map(|s| s.reason.to_string()).collect();
+    assert_eq!(
+        (reasons.as_slice(), plan.objects.len()),
+        (["MODIFY record, not a delete".to_owned()].as_slice(), 0)
+    );
+}
+
 /// The persisted format, byte for byte: a change here is a new format version.
 #[test]
 fn golden_every_type_lines() {

@@ -294,8 +294,50 @@ pub(crate) enum ArchiveCommand {
     },
 }
 
+/// `sidestream index backfill`'s flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct BackfillArgs {
+    /// The base table.
+    #[arg(long)]
+    pub(crate) table: String,
+    /// Which index of `MULTIKEY_INDEXES` (default: every index).
+    #[arg(long)]
+    pub(crate) index: Option<String>,
+    /// Scan segments, run concurrently.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub(crate) segments: u32,
+    /// Items per scan page.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(i32).range(1..=10_000))]
+    pub(crate) page_size: i32,
+    /// Read capacity units per second, at most (default: no limit).
+    #[arg(long)]
+    pub(crate) read_units: Option<f64>,
+    /// Write capacity units per second, at most (default: no limit).
+    #[arg(long)]
+    pub(crate) write_units: Option<f64>,
+    /// The checkpoint file: resumed from when it exists, written after every page.
+    #[arg(long, default_value = "backfill-checkpoint.json")]
+    pub(crate) checkpoint: std::path::PathBuf,
+    /// Scan and count what would be touched; write nothing (no checkpoint either).
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// `text` (a progress bar, then a summary) or `json` (one object of counts).
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub(crate) output: Output,
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum IndexCommand {
+    /// Brings the base table's existing items into the index, race-free with the live stream: it
+    /// sets each item's `sidestream_touch` marker to the run id, and the running indexer, which
+    /// the stream hands the change in the item's own order, puts the item's entries. Parallel
+    /// scan segments, paced, resumable from its checkpoint file.
+    Backfill(BackfillArgs),
+    /// Rebuilds one index (`--index`, required) into its table: creates the table named in its
+    /// definition unless it exists (on-demand; its key attributes, the sort key S or B by its
+    /// key format), then backfills it. For a new or changed definition, deployed beside the old
+    /// one: see docs/operations.md, "Changing an index's definition".
+    Rebuild(BackfillArgs),
     /// Compares the index table with what the base table calls for (consistent scans, and the
     /// expected entries computed from the format's rules, not the indexer's code): counts of
     /// missing, stale and extra entries with the first examples. Exit status 1 on drift (after

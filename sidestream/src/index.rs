@@ -1,5 +1,5 @@
 //! `sidestream index verify [--repair]`: the index against the base table (`index_verify`),
-//! rendered for people or as JSON.
+//! rendered for people or as JSON. `index backfill` is in [`crate::backfill`].
 
 use std::io::{self, Write as _};
 use std::process::ExitCode;
@@ -13,22 +13,29 @@ use crate::args::{IndexCommand, Output};
 const EXAMPLES: usize = 5;
 
 pub(crate) fn run(command: IndexCommand) -> anyhow::Result<ExitCode> {
-    let IndexCommand::Verify {
-        table,
-        index,
-        repair,
-        output,
-    } = command;
+    match command {
+        IndexCommand::Verify {
+            table,
+            index,
+            repair,
+            output,
+        } => verify(&table, index.as_deref(), repair, output),
+        IndexCommand::Backfill(args) => crate::backfill::run(args, false),
+        IndexCommand::Rebuild(args) => crate::backfill::run(args, true),
+    }
+}
+
+fn verify(table: &str, index: Option<&str>, repair: bool, output: Output) -> anyhow::Result<ExitCode> {
     let lookup = |name: &str| std::env::var(name).ok();
     let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
-    let index = index_verify::choose(&indexes, index.as_deref())?;
+    let index = index_verify::choose(&indexes, index)?;
     let runtime = crate::runtime()?;
     runtime.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let client = aws_sdk_dynamodb::Client::new(&sdk);
         let mut bar = (output == Output::Text).then(|| crate::progress::Bar::new("items scanned"));
         // The total is DynamoDB's estimate of both tables' items.
-        let total = index_verify::estimated_items(&client, &table).await
+        let total = index_verify::estimated_items(&client, table).await
             + index_verify::estimated_items(&client, &index.table).await;
         let mut scanned = 0_u64;
         let mut show = |n: usize| {
@@ -37,7 +44,7 @@ pub(crate) fn run(command: IndexCommand) -> anyhow::Result<ExitCode> {
                 bar.show(scanned, total.max(scanned), "", false);
             }
         };
-        let drift = index_verify::verify(&client, &indexes, index, &table, &mut show).await?;
+        let drift = index_verify::verify(&client, &indexes, index, table, &mut show).await?;
         if let Some(bar) = &mut bar {
             bar.show(scanned, scanned, "", true);
         }
@@ -46,7 +53,7 @@ pub(crate) fn run(command: IndexCommand) -> anyhow::Result<ExitCode> {
         if repair && !drift.is_exact() {
             let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
             repaired = Some(index_verify::repair(&writer, index, &drift).await?);
-            after = Some(index_verify::verify(&client, &indexes, index, &table, &mut |_| {}).await?);
+            after = Some(index_verify::verify(&client, &indexes, index, table, &mut |_| {}).await?);
         }
         let exact = after.as_ref().unwrap_or(&drift).is_exact();
         let mut out = io::stdout().lock();

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 mod args;
+mod backfill;
 mod chaos;
 mod demo;
 mod failures;

@@ -65,8 +65,39 @@ fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
             "set attribute",
             set(&[("IndexedAttribute", "tags"), ("IndexedAttributeType", "SS")]),
         ),
+        (
+            "backfill on, existing issues table, paced",
+            set(&[
+                ("EnableBackfill", "true"),
+                (
+                    "IssuesTableStreamArn",
+                    "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-01-01T00:00:00.000",
+                ),
+                ("BackfillWriteUnitsPerSegment", "50"),
+            ]),
+        ),
+        ("backfill on", set(&[("EnableBackfill", "true")])),
+        ("scheduled verify", set(&[("IndexVerifySchedule", "rate(1 day)")])),
+        (
+            "scheduled verify and repair, existing tables",
+            set(&[
+                ("IndexVerifySchedule", "rate(6 hours)"),
+                ("IndexVerifyRepair", "true"),
+                ("IndexTableName", "issue-attrib-index"),
+                (
+                    "IssuesTableStreamArn",
+                    "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-01-01T00:00:00.000",
+                ),
+            ]),
+        ),
     ]
 }
+
+/// Stream functions' binaries, and the backfill's (only when `EnableBackfill` is "true").
+const STREAM_FUNCTIONS: [&str; 3] = ["counter-aggregator", "multikey-indexer", "ttl-archiver"];
+const BACKFILLER: &str = "index-backfiller";
+/// The scheduled verifier's binary (only when `IndexVerifySchedule` is set).
+const VERIFIER: &str = "index-verifier";
 
 #[test]
 fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
@@ -76,8 +107,18 @@ fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
         let problems: Vec<String> = check(&functions).iter().map(ToString::to_string).collect();
         ensure!(problems.is_empty(), "{deployment}: {problems:#?}");
         let binaries: BTreeSet<_> = functions.iter().filter_map(|f| f.binary.as_deref()).collect();
+        let mut expected = BTreeSet::from(STREAM_FUNCTIONS);
+        if parameters.get("EnableBackfill").is_some_and(|v| v == "true") {
+            expected.insert(BACKFILLER);
+        }
+        if parameters
+            .get("IndexVerifySchedule")
+            .is_some_and(|v| !v.is_empty())
+        {
+            expected.insert(VERIFIER);
+        }
         ensure!(
-            binaries == BTreeSet::from(["counter-aggregator", "multikey-indexer", "ttl-archiver"]),
+            binaries == expected,
             "{deployment}: the template's functions run {binaries:?}"
         );
         for f in &functions {
@@ -86,6 +127,14 @@ fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
                 "{}: arm64, JSON logs",
                 f.logical_id
             );
+            if matches!(f.binary.as_deref(), Some(BACKFILLER | VERIFIER)) {
+                ensure!(
+                    f.streams.is_empty() && f.timeout == Some(900),
+                    "{}: no stream, 15 minutes",
+                    f.logical_id
+                );
+                continue;
+            }
             ensure!(f.streams.len() == 1, "{}: one stream source", f.logical_id);
             let s = &f.streams[0];
             ensure!(
@@ -141,11 +190,19 @@ struct Uses {
     objects: Option<String>,
     /// `bucket/prefix` it parks records under.
     parked: Option<String>,
+    /// Whether it writes to the index (the verifier, when configured to repair).
+    repairs: bool,
 }
 
 fn uses(binary: &str, vars: &Vars<'_>, function: &Function, resolver: &Resolver<'_>) -> Result<Uses> {
     let parameter = |name: &str| resolver.parameter(name).unwrap_or_default().to_owned();
     let mut uses = Uses::default();
+    if binary == BACKFILLER {
+        return backfiller_uses(vars, &parameter);
+    }
+    if binary == VERIFIER {
+        return verifier_uses(vars, &parameter);
+    }
     let settings = stream_runtime::Settings::from_vars(vars, binary)?;
     ensure!(
         settings.parking.bucket == physical("ParkingBucket"),
@@ -225,6 +282,56 @@ fn uses(binary: &str, vars: &Vars<'_>, function: &Function, resolver: &Resolver<
     Ok(uses)
 }
 
+/// What the scheduled verifier reads (both tables) and, when repairing, writes (the index).
+fn verifier_uses(vars: &Vars<'_>, parameter: &dyn Fn(&str) -> String) -> Result<Uses> {
+    let mut uses = Uses::default();
+    let config = index_verify::scheduled::Config::from_vars(vars)?;
+    let issues = issues_table(parameter);
+    let index_table = match parameter("IndexTableName") {
+        name if name.is_empty() => physical("IndexTable"),
+        name => name,
+    };
+    ensure!(
+        config.table == issues && *config.index.table == *index_table,
+        "verifies {} against {}, not {index_table} against {issues}",
+        config.index.table,
+        config.table
+    );
+    ensure!(
+        config.repair == (parameter("IndexVerifyRepair") == "true"),
+        "repairs: {}",
+        config.repair
+    );
+    uses.tables.extend([issues, index_table]);
+    uses.repairs = config.repair;
+    Ok(uses)
+}
+
+/// What the backfill function touches: the issues table, the items with the indexed attribute.
+fn backfiller_uses(vars: &Vars<'_>, parameter: &dyn Fn(&str) -> String) -> Result<Uses> {
+    let mut uses = Uses::default();
+    let (target, settings) = index_backfill::task::target_from_vars(vars)?;
+    let expected = issues_table(parameter);
+    ensure!(
+        target.table == expected,
+        "touches {} not the issues table {expected}",
+        target.table
+    );
+    ensure!(
+        target.sources == [parameter("IndexedAttribute")],
+        "touches items with {:?}, not what the indexer indexes",
+        target.sources
+    );
+    let units = parameter("BackfillWriteUnitsPerSegment");
+    ensure!(
+        settings.write_units_per_second == units.parse().ok(),
+        "paces writes at {:?}, not BackfillWriteUnitsPerSegment {units:?}",
+        settings.write_units_per_second
+    );
+    uses.tables.insert(target.table);
+    Ok(uses)
+}
+
 /// Each statement of the function's role allows only what the function needs, on its own resources.
 fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function, uses: &Uses) -> Result<()> {
     let resource = &template.root()["Resources"][&function.logical_id];
@@ -251,15 +358,14 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
         .iter()
         .map(|t| format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{t}"))
         .collect();
-    let stream = &function.streams[0].stream;
-    let queue = function.streams[0].on_failure.clone().unwrap_or_default();
+    let (stream, queue) = function
+        .streams
+        .first()
+        .map_or((String::new(), String::new()), |s| {
+            (s.stream.clone(), s.on_failure.clone().unwrap_or_default())
+        });
     let mut granted = BTreeSet::new();
-    for statement in policies.as_array().into_iter().flatten().flat_map(|p| {
-        p["PolicyDocument"]["Statement"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    }) {
+    for statement in statements(&policies) {
         ensure!(statement["Effect"] == "Allow", "{statement}");
         let actions = strings(&statement["Action"]);
         let resources = strings(&statement["Resource"]);
@@ -269,7 +375,7 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                 "dynamodb:DescribeStream"
                 | "dynamodb:GetRecords"
                 | "dynamodb:GetShardIterator"
-                | "dynamodb:ListStreams" => r == stream,
+                | "dynamodb:ListStreams" => *r == stream,
                 a if a.starts_with("dynamodb:") => table_arns.contains(r),
                 "s3:PutObject" => [&uses.objects, &uses.parked]
                     .iter()
@@ -288,21 +394,56 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
         Some("multikey-indexer") => &["dynamodb:BatchWriteItem"],
         // The archiver's own PutObject is in `common`, with parking's.
         Some("counter-aggregator") => &["dynamodb:GetItem", "dynamodb:PutItem"],
+        Some(BACKFILLER) => &["dynamodb:Scan", "dynamodb:UpdateItem"],
+        Some(VERIFIER) if uses.repairs => &["dynamodb:Scan", "dynamodb:BatchWriteItem"],
+        Some(VERIFIER) => &["dynamodb:Scan"],
         _ => &[],
     };
-    let common = [
+    let logs = ["logs:CreateLogStream", "logs:PutLogEvents"];
+    let stream_functions = [
         "dynamodb:DescribeStream",
         "dynamodb:GetRecords",
         "dynamodb:GetShardIterator",
         "dynamodb:ListStreams",
         "sqs:SendMessage",
         "s3:PutObject",
-        "logs:CreateLogStream",
-        "logs:PutLogEvents",
     ];
-    let needed: BTreeSet<String> = own.iter().chain(&common).map(|a| (*a).to_owned()).collect();
+    let common: &[&str] = if function.streams.is_empty() {
+        &[]
+    } else {
+        &stream_functions
+    };
+    let needed: BTreeSet<String> = own
+        .iter()
+        .chain(common)
+        .chain(&logs)
+        .map(|a| (*a).to_owned())
+        .collect();
     ensure!(granted == needed, "grants {granted:?}, needs exactly {needed:?}");
     Ok(())
+}
+
+/// Every statement of a role's `Policies`.
+fn statements(policies: &Value) -> Vec<Value> {
+    policies
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| {
+            p["PolicyDocument"]["Statement"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The issues table's name: created by the stack, or named by the stream ARN parameter.
+fn issues_table(parameter: &dyn Fn(&str) -> String) -> String {
+    match parameter("IssuesTableStreamArn") {
+        arn if arn.is_empty() => physical("IssuesTable"),
+        arn => arn.split('/').nth(1).unwrap_or_default().to_owned(),
+    }
 }
 
 fn strings(value: &Value) -> Vec<String> {
@@ -315,4 +456,76 @@ fn strings(value: &Value) -> Vec<String> {
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// The backfill's state machine may invoke only the backfill function, and start, watch and
+/// stop only its own child executions (a Distributed Map runs each segment as one); its
+/// definition invokes that same function.
+#[test]
+fn the_backfill_state_machine_invokes_only_the_backfiller_and_runs_only_its_own_children() -> Result<()> {
+    let template = template()?;
+    let parameters = BTreeMap::from([("EnableBackfill".to_owned(), "true".to_owned())]);
+    let resolver = template.resolver(&parameters, names());
+    let resources = &template.root()["Resources"];
+    let machine = resolver
+        .resolve(
+            &resources["BackfillStateMachine"]["Properties"],
+            "BackfillStateMachine",
+        )?
+        .context("the state machine exists with EnableBackfill")?;
+    let function = format!(
+        "arn:aws:lambda:{REGION}:{ACCOUNT}:function:{}",
+        physical("BackfillFunction")
+    );
+    ensure!(
+        machine["DefinitionSubstitutions"]["BackfillFunctionArn"] == function.as_str(),
+        "{machine:#}"
+    );
+    let states = &machine["Definition"]["States"];
+    let touch = &states["EachSegment"]["ItemProcessor"]["States"]["Touch"];
+    ensure!(
+        touch["Parameters"]["FunctionName"] == "${BackfillFunctionArn}"
+            && states["EachSegment"]["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED",
+        "{touch:#}"
+    );
+    let name = machine["Name"].as_str().context("the state machine is named")?;
+    let own = format!("arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{name}");
+    let children = format!("arn:aws:states:{REGION}:{ACCOUNT}:execution:{name}/*");
+    let policies = resolver
+        .resolve(
+            &resources["BackfillStateMachineRole"]["Properties"]["Policies"],
+            "role",
+        )?
+        .context("the role has policies")?;
+    let mut granted = BTreeSet::new();
+    for statement in statements(&policies) {
+        for action in strings(&statement["Action"]) {
+            for resource in strings(&statement["Resource"]) {
+                let allowed = match action.as_str() {
+                    "lambda:InvokeFunction" => resource == function,
+                    "states:StartExecution" => resource == own,
+                    "states:DescribeExecution" | "states:StopExecution" => resource == children,
+                    // Step Functions' log delivery takes no resource but "*".
+                    a if a.starts_with("logs:") => resource == "*",
+                    _ => false,
+                };
+                ensure!(
+                    allowed,
+                    "{action} on {resource} is more than the state machine needs"
+                );
+            }
+            granted.insert(action);
+        }
+    }
+    for needed in [
+        "lambda:InvokeFunction",
+        "states:StartExecution",
+        "states:DescribeExecution",
+    ] {
+        ensure!(
+            granted.contains(needed),
+            "the state machine needs {needed}: {granted:?}"
+        );
+    }
+    Ok(())
 }

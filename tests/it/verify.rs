@@ -90,6 +90,25 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
         "the stale entries, as the base calls for them: {drift:#?}"
     );
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+
+    // The scheduled verifier, report-only as deployed by default, sees the same drift and
+    // writes nothing; its EMF document carries the sum the template's alarm watches.
+    let lookup = |name: &str| match name {
+        "VERIFY_TABLE" => Some(issues.clone()),
+        other => function.environment.get(other).cloned(),
+    };
+    let config = index_verify::scheduled::Config::from_vars(&Vars::new(&lookup))?;
+    let run = index_verify::scheduled::run(&client, &writer, &config).await?;
+    let emf = index_verify::scheduled::emf(&run, "Sidestream", 0);
+    ensure!(
+        (
+            emf["IndexDrift"].as_u64(),
+            emf["IndexRepairs"].as_u64(),
+            run.after.is_none()
+        ) == (Some(4), Some(0), true),
+        "{emf}"
+    );
+
     let repaired = index_verify::repair(&writer, index, &drift).await?;
     ensure!(
         repaired == index_verify::Repaired { puts: 3, deletes: 1 },

@@ -9,9 +9,13 @@
 //!   attribute);
 //! - **extra**: the index has a key no base item calls for.
 //!
+//! [`scheduled`] is the same as a scheduled Lambda function, with the drift as EMF metrics.
+//!
 //! [`repair`] writes exactly that difference: a put of each missing and stale entry, a delete of
 //! each extra one, with `ddb-writer` under the I/O policy. Both are idempotent: repairing twice,
 //! or while the indexer runs, converges to what the base table calls for at that time.
+
+pub mod scheduled;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

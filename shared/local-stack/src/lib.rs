@@ -4,6 +4,8 @@
 //! stream runtime) with the environment the template gives them, fed by the event-source-mapping
 //! replayer (`stream-replayer`).
 
+pub mod states;
+
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::net::{TcpListener, TcpStream};
@@ -90,6 +92,9 @@ pub struct Stack {
     pub buckets: Vec<Bucket>,
     /// Each table's stream ARN on the emulator, by table name.
     pub streams: BTreeMap<String, String>,
+    /// Each state machine's definition, by logical id: resolved, and with its
+    /// `DefinitionSubstitutions` made (run it with [`states::execute`]).
+    pub state_machines: BTreeMap<String, serde_json::Value>,
 }
 
 impl Stack {
@@ -132,11 +137,40 @@ impl Stack {
         for bucket in &buckets {
             resources::create_bucket(&s3, bucket).await?;
         }
+        let mut state_machines = BTreeMap::new();
+        for id in parsed.resources_of_type("AWS::Serverless::StateMachine") {
+            if !resolver.resource_exists(id).map_err(in_template)? {
+                continue;
+            }
+            let at = format!("Resources/{id}/Properties");
+            let properties = resolver
+                .resolve(&parsed.root()["Resources"][id]["Properties"], &at)
+                .map_err(in_template)?
+                .unwrap_or_default();
+            let substitutions = properties["DefinitionSubstitutions"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            state_machines.insert(
+                id.to_owned(),
+                substitute(&properties["Definition"], &substitutions),
+            );
+        }
         Ok(Stack {
             functions,
             tables,
             buckets,
             streams,
+            state_machines,
+        })
+    }
+
+    /// A state machine's definition, by logical id.
+    pub fn state_machine(&self, logical_id: &str) -> Result<&serde_json::Value, StackError> {
+        self.state_machines.get(logical_id).ok_or_else(|| {
+            StackError::Unusable(format!(
+                "the template has no state machine {logical_id} with these parameters (is EnableBackfill \"true\"?)"
+            ))
         })
     }
 
@@ -436,6 +470,42 @@ fn invoker_of(
     )
 }
 
+/// A [`states::TaskInvoker`] that runs the backfill function (`index-backfiller`) in this
+/// process, configured from its template environment with `overrides` on top, each invocation
+/// given `timeout` before its deadline (the function stops starting pages 75 s before it).
+/// `invocations` counts the invocations.
+pub fn backfill_invoker(
+    function: &Function,
+    sdk: &SdkConfig,
+    overrides: &[(&str, &str)],
+    timeout: Duration,
+    invocations: Arc<AtomicU64>,
+) -> Result<states::TaskInvoker, StackError> {
+    let mut env = environment(function);
+    env.extend(overrides.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    let lookup = |name: &str| env.get(name).cloned();
+    let (target, settings) =
+        index_backfill::task::target_from_vars(&Vars::new(&lookup)).map_err(|source| StackError::Config {
+            function: function.logical_id.clone(),
+            source,
+        })?;
+    let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
+    let backfill = Arc::new(index_backfill::Backfill::new(client, target, settings));
+    Ok(Arc::new(move |_function: String, payload: serde_json::Value| {
+        let backfill = Arc::clone(&backfill);
+        invocations.fetch_add(1, Ordering::Relaxed);
+        Box::pin(async move {
+            let task: index_backfill::Task = serde_json::from_value(payload)
+                .map_err(|e| ("Runtime.UnmarshalError".to_owned(), e.to_string()))?;
+            let answer = backfill
+                .task(task, Instant::now() + timeout)
+                .await
+                .map_err(|e| ("BackfillError".to_owned(), e.to_string()))?;
+            serde_json::to_value(answer).map_err(|e| ("Runtime.MarshalError".to_owned(), e.to_string()))
+        })
+    }))
+}
+
 /// An in-process invoker of the function built from the cargo binary `binary`, configured from
 /// `vars` as the function reads its environment (for tools that replay records through a
 /// deployed function's code, configured like it).
@@ -651,5 +721,31 @@ impl Emulated {
     /// An invoker over the Invoke API, with the function's timeout.
     pub fn invoker(&self) -> Invoker {
         http(&format!("http://127.0.0.1:{}", self.port), "_", self.timeout)
+    }
+}
+
+/// Every `${Name}` in `value`'s strings replaced by the substitution's value.
+fn substitute(
+    value: &serde_json::Value,
+    substitutions: &serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => {
+            let mut text = text.clone();
+            for (name, with) in substitutions {
+                let with = with.as_str().map_or_else(|| with.to_string(), str::to_owned);
+                text = text.replace(&format!("${{{name}}}"), &with);
+            }
+            Value::String(text)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| substitute(v, substitutions)).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(k, v)| (k.clone(), substitute(v, substitutions)))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }

@@ -290,6 +290,9 @@ impl<'a> Resolver<'a> {
             ("AWS::SQS::Queue", "QueueName") => name,
             ("AWS::Logs::LogGroup", "Arn") => arn("logs", &format!("log-group:{name}:*")),
             ("AWS::IAM::Role", "Arn") => format!("arn:aws:iam::{account}:role/{name}"),
+            ("AWS::Serverless::Function" | "AWS::Lambda::Function", "Arn") => {
+                arn("lambda", &format!("function:{name}"))
+            }
             _ => {
                 return Err(TemplateError::invalid(
                     at,

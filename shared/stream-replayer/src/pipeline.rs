@@ -216,6 +216,16 @@ impl Pipeline {
         self
     }
 
+    /// Emulates no TTL: no table is swept for expired items. For a scenario with nothing to
+    /// expire on a table large enough that a sweep's whole-table scan would be most of the work.
+    #[must_use]
+    pub fn without_ttl_sweeps(mut self) -> Pipeline {
+        for stream in &mut self.streams {
+            stream.sweeper = None;
+        }
+        self
+    }
+
     /// Lays `topology` over every stream's shards (before the first round).
     #[must_use]
     pub fn with_topology(mut self, topology: Topology) -> Pipeline {

@@ -1,0 +1,50 @@
+//! A token bucket in capacity units per second, shared by every segment of a backfill.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Spends at most `rate` units per second on average, with bursts of up to one second's worth.
+#[derive(Debug)]
+pub struct Pacer {
+    rate: Option<f64>,
+    /// When the units spent so far are paid for.
+    paid_until: Mutex<Option<Instant>>,
+}
+
+impl Pacer {
+    /// A pacer at `rate` units per second; `None` does not pace.
+    pub fn new(rate: Option<f64>) -> Pacer {
+        Pacer {
+            rate: rate.filter(|r| r.is_finite() && *r > 0.0),
+            paid_until: Mutex::new(None),
+        }
+    }
+
+    /// How long to wait, from `now`, before spending `units`; records them as spent.
+    pub fn reserve(&self, units: f64, now: Instant) -> Duration {
+        let Some(rate) = self.rate else {
+            return Duration::ZERO;
+        };
+        let mut paid = self
+            .paid_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Unused time earns at most one second of credit.
+        let floor = now.checked_sub(Duration::from_secs(1)).unwrap_or(now);
+        let start = paid.map_or(floor, |p| p.max(floor));
+        let end = start + Duration::from_secs_f64(units.max(0.0) / rate);
+        *paid = Some(end);
+        end.saturating_duration_since(now)
+    }
+
+    /// Waits until `units` may be spent, and spends them.
+    pub async fn spend(&self, units: f64) {
+        let wait = self.reserve(units, Instant::now());
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

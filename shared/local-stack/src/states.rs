@@ -1,0 +1,290 @@
+//! A Step Functions state machine from the template, run in process: the states and the few
+//! path and intrinsic forms the template's definitions use, no more.
+//!
+//! It runs the backfill's state machine as written in `template.yaml` (its `Pass` with
+//! `States.ArrayRange`, its Distributed `Map` over segments, its `Task` that invokes the
+//! backfill function, its `Choice` loop), with each Lambda invocation handed to a caller-given
+//! invoker. What it does not know (another state type, a field it would have to ignore, another
+//! intrinsic) is an error naming it, never a silent difference. Retry intervals are not waited:
+//! a retry happens at once, and counts against `MaxAttempts`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use serde_json::{Map, Value, json};
+
+use crate::StackError;
+
+/// Invokes a Lambda function (by the `FunctionName` the definition gives) with a payload: its
+/// answer, or its error's type and message.
+pub type TaskInvoker = Arc<
+    dyn Fn(String, Value) -> Pin<Box<dyn Future<Output = Result<Value, (String, String)>> + Send>>
+        + Send
+        + Sync,
+>;
+
+fn unusable(message: impl Into<String>) -> StackError {
+    StackError::Unusable(message.into())
+}
+
+/// Runs `definition` (ASL, as JSON) on `input` and returns its output.
+pub async fn execute(definition: &Value, input: Value, invoke: &TaskInvoker) -> Result<Value, StackError> {
+    run(definition, input, &Value::Null, invoke).await
+}
+
+/// Runs the states of `machine` (`StartAt`, `States`) from its start, with `context` as `$$`.
+fn run<'a>(
+    machine: &'a Value,
+    input: Value,
+    context: &'a Value,
+    invoke: &'a TaskInvoker,
+) -> Pin<Box<dyn Future<Output = Result<Value, StackError>> + Send + 'a>> {
+    Box::pin(async move {
+        let mut name = machine["StartAt"]
+            .as_str()
+            .ok_or_else(|| unusable("a state machine without StartAt"))?
+            .to_owned();
+        let mut data = input;
+        loop {
+            let state = &machine["States"][&name];
+            let kind = state["Type"].as_str().unwrap_or_default();
+            data = match kind {
+                "Pass" => parameters(state, &data, context)?,
+                "Task" => task(&name, state, data, context, invoke).await?,
+                "Map" => map(&name, state, data, invoke).await?,
+                "Choice" => {
+                    name = choose(&name, state, &data)?;
+                    continue;
+                }
+                "Succeed" => return Ok(data),
+                other => return Err(unusable(format!("state {name}: type {other:?} is not emulated"))),
+            };
+            if state["End"] == true {
+                return Ok(data);
+            }
+            name = state["Next"]
+                .as_str()
+                .ok_or_else(|| unusable(format!("state {name} has neither Next nor End")))?
+                .to_owned();
+        }
+    })
+}
+
+/// The state's `Parameters` applied to `data`, or `data` when it has none.
+fn parameters(state: &Value, data: &Value, context: &Value) -> Result<Value, StackError> {
+    match state.get("Parameters") {
+        Some(template) => fill(template, data, context),
+        None => Ok(data.clone()),
+    }
+}
+
+/// A payload template filled in: each `key.$` takes the path's or intrinsic's value.
+fn fill(template: &Value, data: &Value, context: &Value) -> Result<Value, StackError> {
+    match template {
+        Value::Object(fields) => {
+            let mut out = Map::new();
+            for (key, value) in fields {
+                match key.strip_suffix(".$") {
+                    Some(key) => {
+                        let expr = value
+                            .as_str()
+                            .ok_or_else(|| unusable(format!("{key}.$ must be a path or an intrinsic")))?;
+                        out.insert(key.to_owned(), evaluate(expr, data, context)?);
+                    }
+                    None => {
+                        out.insert(key.clone(), fill(value, data, context)?);
+                    }
+                }
+            }
+            Ok(Value::Object(out))
+        }
+        other => Ok(other.clone()),
+    }
+}
+
+/// A path (`$`, `$.a.b`, `$$.Map.Item.Value`), an intrinsic (`States.…(…)`), or an integer.
+fn evaluate(expr: &str, data: &Value, context: &Value) -> Result<Value, StackError> {
+    let expr = expr.trim();
+    if let Some(rest) = expr.strip_prefix("$$") {
+        return path(context, rest, expr);
+    }
+    if let Some(rest) = expr.strip_prefix('$') {
+        return path(data, rest, expr);
+    }
+    if let Ok(n) = expr.parse::<i64>() {
+        return Ok(json!(n));
+    }
+    let (name, args) = expr
+        .strip_suffix(')')
+        .and_then(|e| e.split_once('('))
+        .ok_or_else(|| unusable(format!("{expr:?} is not a path, an integer or an intrinsic")))?;
+    let args = split_arguments(args)
+        .into_iter()
+        .map(|a| evaluate(a, data, context))
+        .collect::<Result<Vec<_>, _>>()?;
+    let int = |i: usize| {
+        args.get(i)
+            .and_then(Value::as_i64)
+            .ok_or_else(|| unusable(format!("{name}: argument {i} is not an integer")))
+    };
+    match name {
+        "States.ArrayRange" => {
+            let (first, last, step) = (int(0)?, int(1)?, int(2)?);
+            if step == 0 || (last - first) / step > 1000 {
+                return Err(unusable(format!("{expr}: at most 1,000 elements")));
+            }
+            let mut out = Vec::new();
+            let mut n = first;
+            while (step > 0 && n <= last) || (step < 0 && n >= last) {
+                out.push(json!(n));
+                n += step;
+            }
+            Ok(Value::Array(out))
+        }
+        "States.MathAdd" => Ok(json!(int(0)? + int(1)?)),
+        "States.ArrayLength" => args
+            .first()
+            .and_then(Value::as_array)
+            .map(|a| json!(a.len()))
+            .ok_or_else(|| unusable(format!("{expr}: not an array"))),
+        other => Err(unusable(format!("the intrinsic {other} is not emulated"))),
+    }
+}
+
+/// An intrinsic's arguments, split at the commas outside parentheses.
+fn split_arguments(args: &str) -> Vec<&str> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0_i32, 0);
+    for (i, c) in args.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&args[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if !args[start..].trim().is_empty() {
+        out.push(&args[start..]);
+    }
+    out
+}
+
+fn path(root: &Value, rest: &str, expr: &str) -> Result<Value, StackError> {
+    let mut at = root;
+    for part in rest.split('.').filter(|p| !p.is_empty()) {
+        at = at
+            .get(part)
+            .ok_or_else(|| unusable(format!("the path {expr} finds nothing in {root}")))?;
+    }
+    Ok(at.clone())
+}
+
+/// A `Task` that invokes a Lambda function (`arn:aws:states:::lambda:invoke`).
+async fn task(
+    name: &str,
+    state: &Value,
+    data: Value,
+    context: &Value,
+    invoke: &TaskInvoker,
+) -> Result<Value, StackError> {
+    if state["Resource"] != "arn:aws:states:::lambda:invoke" {
+        return Err(unusable(format!(
+            "state {name}: only lambda:invoke tasks are emulated"
+        )));
+    }
+    let request = parameters(state, &data, context)?;
+    let function = request["FunctionName"].as_str().unwrap_or_default().to_owned();
+    let retriers = state["Retry"].as_array().cloned().unwrap_or_default();
+    let mut attempts = vec![0_u64; retriers.len()];
+    loop {
+        match invoke(function.clone(), request["Payload"].clone()).await {
+            Ok(payload) => {
+                let result = json!({ "Payload": payload, "StatusCode": 200 });
+                return match state["OutputPath"].as_str() {
+                    Some(out) => evaluate(out, &result, context),
+                    None => Ok(result),
+                };
+            }
+            Err((error, message)) => {
+                let retrier = retriers.iter().position(|r| {
+                    r["ErrorEquals"]
+                        .as_array()
+                        .is_some_and(|e| e.iter().any(|e| e == error.as_str() || e == "States.ALL"))
+                });
+                let allowed = |i: usize| retriers[i]["MaxAttempts"].as_u64().unwrap_or(3);
+                match retrier {
+                    Some(i) if attempts[i] < allowed(i) => attempts[i] += 1,
+                    _ => {
+                        return Err(unusable(format!(
+                            "state {name}: {function} failed: {error}: {message}"
+                        )));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A `Choice` of `BooleanEquals` rules: the next state's name.
+fn choose(name: &str, state: &Value, data: &Value) -> Result<String, StackError> {
+    for rule in state["Choices"].as_array().into_iter().flatten() {
+        let (Some(variable), Some(expected)) = (rule["Variable"].as_str(), rule.get("BooleanEquals")) else {
+            return Err(unusable(format!(
+                "state {name}: only Variable/BooleanEquals rules are emulated"
+            )));
+        };
+        if evaluate(variable, data, &Value::Null).ok().as_ref() == Some(expected) {
+            return rule["Next"]
+                .as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| unusable(format!("state {name}: a rule without Next")));
+        }
+    }
+    state["Default"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| unusable(format!("state {name}: no rule matched and no Default")))
+}
+
+/// A `Map` over `ItemsPath`, each item's `ItemSelector` input run through `ItemProcessor`, at
+/// most `MaxConcurrency` (or `MaxConcurrencyPath`) at once; the results through
+/// `ResultSelector`.
+async fn map(name: &str, state: &Value, data: Value, invoke: &TaskInvoker) -> Result<Value, StackError> {
+    let items = evaluate(state["ItemsPath"].as_str().unwrap_or("$"), &data, &Value::Null)?;
+    let items = items
+        .as_array()
+        .ok_or_else(|| unusable(format!("state {name}: ItemsPath is not an array")))?
+        .clone();
+    let concurrency = match state["MaxConcurrencyPath"].as_str() {
+        Some(p) => evaluate(p, &data, &Value::Null)?.as_u64(),
+        None => state["MaxConcurrency"].as_u64(),
+    }
+    .filter(|n| *n > 0)
+    .map_or(items.len().max(1), |n| usize::try_from(n).unwrap_or(usize::MAX));
+    let processor = &state["ItemProcessor"];
+    let data = &data;
+    let results: Vec<Result<Value, StackError>> = futures_util::stream::iter(items.into_iter().enumerate())
+        .map(|(index, item)| async move {
+            let context = json!({"Map": {"Item": {"Index": index, "Value": item}}});
+            let input = match state.get("ItemSelector") {
+                Some(selector) => fill(selector, data, &context)?,
+                None => context["Map"]["Item"]["Value"].clone(),
+            };
+            run(processor, input, &Value::Null, invoke).await
+        })
+        .buffered(concurrency)
+        .collect()
+        .await;
+    let results = Value::Array(results.into_iter().collect::<Result<_, _>>()?);
+    match state.get("ResultSelector") {
+        Some(selector) => fill(selector, &results, &Value::Null),
+        None => Ok(results),
+    }
+}
+
+#[cfg(test)]
+mod tests;

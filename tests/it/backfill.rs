@@ -1,0 +1,554 @@
+//! `index_backfill` on a table the indexer has never seen: 20,000 issues written while the
+//! indexer was detached, then backfilled by touching them while two writers modify, re-scope and
+//! delete 2,000 of them and the indexer runs; `index_verify` then finds no drift. Once straight
+//! through, and once killed midway and resumed from its checkpoint file.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use index_backfill::{Backfill, Checkpoint, Settings, Target};
+use multikey_indexer::Indexes;
+use serde_json::json;
+use stream_kit::touch::TOUCH_ATTRIBUTE;
+use stream_kit::{ItemWrite, Op, Vars};
+
+use crate::moto::{sdk, unique};
+use crate::pipeline::{failure_log, issue, pipeline, stack};
+
+const ITEMS: usize = 20_000;
+/// Every tenth item is changed by a writer during the backfill.
+const CHANGED_EVERY: usize = 10;
+const SEGMENTS: u32 = 4;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_while_two_writers_change_items_leaves_no_drift() -> Result<()> {
+    backfill_with_writers(false).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_killed_midway_resumes_and_leaves_no_drift() -> Result<()> {
+    backfill_with_writers(true).await
+}
+
+/// What the writers saw of the race: how many of their changes met an item the backfill had
+/// already touched, and how many one it had not (yet).
+#[derive(Debug, Default)]
+struct Race {
+    after_touch: AtomicU64,
+    before_touch: AtomicU64,
+}
+
+#[expect(clippy::too_many_lines, reason = "one scenario, told in order")]
+async fn backfill_with_writers(kill: bool) -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[]).await?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let writer_client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+    let issues = stack.table("IssuesTable")?.name.clone();
+    let index_table = stack.table("IndexTable")?.name.clone();
+
+    // The items exist before the indexer does: it is detached (answers without seeing the
+    // records) while they are written and their stream records delivered.
+    let (mut pipeline, attached) = detachable(&sdk, &stack)?;
+    let seeding = Instant::now();
+    seed(&writer_client, &issues, ITEMS).await?;
+    eprintln!(
+        "written {ITEMS} items in {:.1} s",
+        seeding.elapsed().as_secs_f64()
+    );
+    pipeline.settle().await?;
+    ensure!(
+        local_stack::scan(&client, &index_table).await?.is_empty(),
+        "the detached indexer wrote nothing"
+    );
+    eprintln!("seeded {ITEMS} items in {:.1} s", seeding.elapsed().as_secs_f64());
+    attached.store(true, Ordering::SeqCst);
+    let running = pipeline.spawn(Duration::from_millis(50));
+
+    // Two writers, each changing 1,000 items in step with the backfill's progress.
+    let scanned = Arc::new(AtomicU64::new(0));
+    let race = Arc::new(Race::default());
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (client, issues) = (client.clone(), issues.clone());
+            let (scanned, race) = (Arc::clone(&scanned), Arc::clone(&race));
+            tokio::spawn(async move {
+                let ids: Vec<usize> = (0..ITEMS).step_by(CHANGED_EVERY).skip(w).step_by(2).collect();
+                let spread = (ITEMS as u64) * 9 / 10;
+                for (n, id) in ids.iter().enumerate() {
+                    let due = spread * (n as u64 + 1) / ids.len() as u64;
+                    while scanned.load(Ordering::SeqCst) < due {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    let old = change(&client, &issues, *id).await?;
+                    let counter = if old.contains_key(TOUCH_ATTRIBUTE) {
+                        &race.after_touch
+                    } else {
+                        &race.before_touch
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+                anyhow::Ok(ids.len())
+            })
+        })
+        .collect();
+
+    let function = stack.function("multikey-indexer")?;
+    let lookup = |name: &str| function.environment.get(name).cloned();
+    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
+    let target = Target::new(&issues, &indexes, None)?;
+    let settings = Settings {
+        page_size: 1000,
+        ..Settings::default()
+    };
+    let path = std::env::temp_dir().join(format!("{}.json", unique("backfill-checkpoint")));
+    let started = Instant::now();
+    let mut checkpoint = Checkpoint::new(&issues, &index_backfill::new_run_id(), &target.sources, SEGMENTS);
+    let halfway = tokio::sync::Notify::new();
+    {
+        let backfill = Backfill::new(writer_client.clone(), target.clone(), settings.clone());
+        let mut save = |c: &Checkpoint| {
+            c.save(&path)?;
+            if kill && c.counts().scanned >= ITEMS as u64 / 2 {
+                halfway.notify_one();
+            }
+            Ok(())
+        };
+        let mut progress = |c: &index_backfill::Counts| scanned.store(c.scanned, Ordering::SeqCst);
+        let run = backfill.run(&mut checkpoint, &mut save, &mut progress);
+        tokio::select! {
+            result = run => result?,
+            () = halfway.notified() => {}
+        }
+    }
+    if kill {
+        // Killed: the run's future dropped with touches in flight. Resume from the file alone.
+        let saved = Checkpoint::load(&path)?.context("the killed run saved a checkpoint")?;
+        let before = saved.counts().scanned;
+        ensure!(
+            !saved.is_done() && before >= ITEMS as u64 / 2 && before < ITEMS as u64,
+            "killed midway: {:?}",
+            saved.counts()
+        );
+        saved
+            .matches(&issues, &target.sources, SEGMENTS)
+            .map_err(anyhow::Error::msg)?;
+        checkpoint = saved;
+        let backfill = Backfill::new(writer_client.clone(), target.clone(), settings);
+        let mut save = |c: &Checkpoint| c.save(&path);
+        let mut progress = |c: &index_backfill::Counts| scanned.store(c.scanned, Ordering::SeqCst);
+        backfill.run(&mut checkpoint, &mut save, &mut progress).await?;
+        eprintln!("killed at {before} items scanned, resumed");
+    }
+    let took = started.elapsed();
+    scanned.store(u64::MAX, Ordering::SeqCst);
+    let mut changed = 0;
+    for writer in writers {
+        changed += writer.await??;
+    }
+    eprintln!(
+        "backfill and writers done in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    running.finish().await?;
+    eprintln!("stream settled in {:.1} s", started.elapsed().as_secs_f64());
+    let counts = checkpoint.counts();
+    ensure!(checkpoint.is_done(), "{checkpoint:?}");
+    eprintln!(
+        "backfill: {counts:?} in {:.1} s, {:.0} items/s",
+        took.as_secs_f64(),
+        f64::from(u32::try_from(counts.scanned)?) / took.as_secs_f64()
+    );
+    ensure!(changed == ITEMS / CHANGED_EVERY, "{changed} changes");
+    let race = (
+        race.after_touch.load(Ordering::Relaxed),
+        race.before_touch.load(Ordering::Relaxed),
+    );
+    ensure!(
+        race.0 > 0 && race.1 > 0,
+        "writers changed items both after and before their touch: {race:?}"
+    );
+    // Every item still there was touched (or found touched on resuming); deleted ones may have
+    // been scanned first.
+    let remaining = ITEMS - ITEMS / CHANGED_EVERY / 3;
+    ensure!(
+        counts.touched + counts.already >= remaining as u64 && counts.unindexed == 0,
+        "{counts:?}"
+    );
+
+    let verifying = Instant::now();
+    let index = index_verify::choose(&indexes, None)?;
+    let drift = index_verify::verify(&client, &indexes, index, &issues, &mut |_| {}).await?;
+    eprintln!(
+        "verify: {} base items and {} entries in {:.1} s; writers' changes after touch {}, before {}",
+        remaining,
+        drift.entries,
+        verifying.elapsed().as_secs_f64(),
+        race.0,
+        race.1
+    );
+    ensure!(
+        drift.is_exact() && drift.entries >= remaining,
+        "drift after the backfill: {} missing, {} stale, {} extra; first: {:?} {:?} {:?}",
+        drift.missing.len(),
+        drift.stale.len(),
+        drift.extra.len(),
+        drift.missing.first(),
+        drift.stale.first(),
+        drift.extra.first()
+    );
+    std::fs::remove_file(&path).ok();
+    Ok(())
+}
+
+/// The stack's pipeline, with the indexer detached until the flag is set: while detached, it
+/// answers every batch without seeing its records, like an indexer that did not exist yet. No
+/// TTL sweeps: nothing expires here, and sweeping 20,000 items every second would be most of
+/// moto's work.
+fn detachable(
+    sdk: &aws_config::SdkConfig,
+    stack: &local_stack::Stack,
+) -> Result<(stream_replayer::Pipeline, Arc<AtomicBool>)> {
+    let attached = Arc::new(AtomicBool::new(false));
+    let gate = Arc::clone(&attached);
+    let pipeline = pipeline(sdk, stack, &failure_log(), move |name, inner| {
+        if name != "multikey-indexer" {
+            return inner;
+        }
+        let gate = Arc::clone(&gate);
+        stream_replayer::invoke::in_process(move |event, deadline| {
+            let (inner, gate) = (Arc::clone(&inner), Arc::clone(&gate));
+            async move {
+                let event = if gate.load(Ordering::SeqCst) {
+                    event
+                } else {
+                    stream_replayer::invoke::event(Vec::new())
+                };
+                inner(event, deadline).await
+            }
+        })
+    })?
+    .without_ttl_sweeps();
+    Ok((pipeline, attached))
+}
+
+/// Issues `0..items`, two custom fields each, written in batches.
+async fn seed(client: &aws_sdk_dynamodb::Client, issues: &str, items: usize) -> Result<()> {
+    let table: Arc<str> = Arc::from(issues);
+    let writes: Vec<ItemWrite> = (0..items)
+        .map(|id| -> Result<ItemWrite> {
+            let item = issue(id, &json!({"f1": id % 97, "f2": format!("v{}", id % 13)}));
+            Ok(ItemWrite {
+                table: Arc::clone(&table),
+                op: Op::Put(serde_dynamo::to_item(&item)?),
+                origin: id,
+            })
+        })
+        .collect::<Result<_>>()?;
+    let report = ddb_writer::Writer::new(client.clone())
+        .write(
+            writes,
+            &io_policy::Policy::default().within(Duration::from_secs(600)),
+        )
+        .await;
+    ensure!(
+        report.failures.is_empty(),
+        "seeding: {:?}",
+        report.failures.first()
+    );
+    Ok(())
+}
+
+/// The template's backfill state machine (`EnableBackfill`), run in process by the local stack
+/// with the backfill function in process: its segments fan out, each loops through invocations
+/// of one page until its cursor is done, and the index is then exact.
+#[tokio::test]
+async fn the_templates_state_machine_backfills_through_the_local_stack() -> Result<()> {
+    const SMALL: usize = 300;
+    let sdk = sdk();
+    let stack = stack(&sdk, &[("EnableBackfill", "true")]).await?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let issues = stack.table("IssuesTable")?.name.clone();
+    let (mut pipeline, attached) = detachable(&sdk, &stack)?;
+    seed(
+        &aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk)),
+        &issues,
+        SMALL,
+    )
+    .await?;
+    pipeline.settle().await?;
+    attached.store(true, Ordering::SeqCst);
+
+    let invocations = Arc::new(AtomicU64::new(0));
+    // Each invocation's deadline leaves it time for one page of 25 items, so that a segment
+    // takes several invocations and the Choice loop carries its cursor between them.
+    let invoke = local_stack::backfill_invoker(
+        stack.function("index-backfiller")?,
+        &sdk,
+        &[("BACKFILL_PAGE_SIZE", "25")],
+        index_backfill::task::STOP_BEFORE_DEADLINE + Duration::from_millis(1),
+        Arc::clone(&invocations),
+    )?;
+    let input = json!({"run_id": "bf-local", "total_segments": 3, "max_concurrency": 2});
+    let output =
+        local_stack::states::execute(stack.state_machine("BackfillStateMachine")?, input, &invoke).await?;
+    ensure!(output == json!({"segments": 3}), "{output}");
+    let invocations = invocations.load(Ordering::Relaxed);
+    ensure!(
+        invocations >= (SMALL / 25) as u64,
+        "one page of 25 per invocation: {invocations} invocations"
+    );
+    pipeline.settle().await?;
+
+    let function = stack.function("multikey-indexer")?;
+    let lookup = |name: &str| function.environment.get(name).cloned();
+    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
+    let index = index_verify::choose(&indexes, None)?;
+    let drift = index_verify::verify(&client, &indexes, index, &issues, &mut |_| {}).await?;
+    ensure!(drift.is_exact() && drift.entries == 2 * SMALL, "{drift:?}");
+    Ok(())
+}
+
+/// One writer's change to item `id`: a modification (a whole-item put, which drops the marker),
+/// a re-scope (an update of the scope attribute, which keeps it) or a delete, by `id % 3`.
+/// Returns the item as it was.
+async fn change(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    id: usize,
+) -> Result<std::collections::HashMap<String, AttributeValue>> {
+    let key = AttributeValue::S(format!("i{id:03}"));
+    let old = match id % 3 {
+        0 => {
+            let item = issue(id, &json!({"f1": id + 1, "f3": "changed"}));
+            let item: serde_dynamo::Item = serde_dynamo::to_item(&item)?;
+            client
+                .put_item()
+                .table_name(table)
+                .set_item(Some(item.into()))
+                .return_values(ReturnValue::AllOld)
+                .send()
+                .await?
+                .attributes
+        }
+        1 => {
+            client
+                .update_item()
+                .table_name(table)
+                .key("id", key)
+                .update_expression("SET #p = :p")
+                .expression_attribute_names("#p", "project")
+                .expression_attribute_values(":p", AttributeValue::S("moved".into()))
+                .return_values(ReturnValue::AllOld)
+                .send()
+                .await?
+                .attributes
+        }
+        _ => {
+            client
+                .delete_item()
+                .table_name(table)
+                .key("id", key)
+                .return_values(ReturnValue::AllOld)
+                .send()
+                .await?
+                .attributes
+        }
+    };
+    old.context("the writers change existing items")
+}
+
+/// Changing an index's definition (docs/operations.md): the new definition is deployed beside the
+/// old one, with its own table; `index rebuild` creates that table and backfills it; verify finds
+/// both exact; the configuration then drops the old index, its table is deleted, and the new
+/// index stays exact as items keep changing.
+#[tokio::test]
+#[expect(clippy::too_many_lines, reason = "the procedure, step by step")]
+async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_switched() -> Result<()> {
+    const N: usize = 200;
+    let sdk = sdk();
+    let stack = stack(&sdk, &[]).await?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+    let issues = stack.table("IssuesTable")?.name.clone();
+    let deployed: Arc<std::sync::Mutex<Option<stream_replayer::Invoker>>> = Arc::default();
+    let slot = Arc::clone(&deployed);
+    let mut pipeline = pipeline(&sdk, &stack, &failure_log(), move |name, inner| {
+        if name != "multikey-indexer" {
+            return inner;
+        }
+        *slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(inner);
+        let slot = Arc::clone(&slot);
+        stream_replayer::invoke::in_process(move |event, deadline| {
+            let current = slot
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            async move {
+                match current {
+                    Some(invoke) => invoke(event, deadline).await,
+                    None => panic!("no indexer deployed"),
+                }
+            }
+        })
+    })?
+    .without_ttl_sweeps();
+    let environment = stack.environment("multikey-indexer")?.clone();
+    let deploy = |indexes: &serde_json::Value| -> Result<Indexes> {
+        let text = indexes.to_string();
+        let lookup = |name: &str| {
+            if name == "MULTIKEY_INDEXES" {
+                Some(text.clone())
+            } else {
+                environment.get(name).cloned()
+            }
+        };
+        let vars = Vars::new(&lookup);
+        let invoker = local_stack::function_invoker("multikey-indexer", &vars, &sdk)?;
+        *deployed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(invoker);
+        Ok(Indexes::from_vars(&vars)?)
+    };
+    let verify = async |indexes: &Indexes, name: &str| -> Result<index_verify::Drift> {
+        let index = index_verify::choose(indexes, Some(name))?;
+        Ok(index_verify::verify(&client, indexes, index, &issues, &mut |_| {}).await?)
+    };
+
+    seed(&writer, &issues, N).await?;
+    pipeline.settle().await?;
+    let original: serde_json::Value =
+        serde_json::from_str(&stack.environment("multikey-indexer")?["MULTIKEY_INDEXES"])?;
+    let old_name = original["indexes"][0]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+
+    // The new definition: no tiebreaker, a smaller include list, its own table; deployed beside
+    // the old one.
+    let mut v2 = original["indexes"][0].clone();
+    v2["name"] = json!("custom-fields-v2");
+    v2["table"] = json!(unique("ix-v2"));
+    v2["tiebreakers"] = json!([]);
+    v2["include"] = json!(["name"]);
+    let mut both = original.clone();
+    both["indexes"] = json!([original["indexes"][0].clone(), v2.clone()]);
+    let indexes = deploy(&both)?;
+    let new_index = index_verify::choose(&indexes, Some("custom-fields-v2"))?;
+    ensure!(
+        index_backfill::rebuild::create_index_table(&writer, new_index).await?,
+        "created"
+    );
+    ensure!(
+        !index_backfill::rebuild::create_index_table(&writer, new_index).await?,
+        "exists"
+    );
+    for id in 0..10 {
+        change(&client, &issues, id * 3).await?; // live modifications, before the rebuild
+    }
+    let target = Target::new(&issues, &indexes, Some("custom-fields-v2"))?;
+    let mut checkpoint = Checkpoint::new(&issues, "bf-rebuild", &target.sources, 2);
+    Backfill::new(writer.clone(), target, Settings::default())
+        .run(&mut checkpoint, &mut |_| Ok(()), &mut |_| {})
+        .await?;
+    ensure!(
+        checkpoint.counts().touched == N as u64,
+        "{:?}",
+        checkpoint.counts()
+    );
+    pipeline.settle().await?;
+    let new = verify(&indexes, "custom-fields-v2").await?;
+    let old = verify(&indexes, &old_name).await?;
+    ensure!(new.is_exact() && new.entries == 2 * N, "{new:?}");
+    ensure!(old.is_exact() && old.entries == 2 * N, "{old:?}");
+
+    // Switch: the old index leaves the configuration, its table is retired.
+    let mut only_new = original.clone();
+    only_new["indexes"] = json!([v2]);
+    let indexes = deploy(&only_new)?;
+    client
+        .delete_table()
+        .table_name(original["indexes"][0]["table"].as_str().unwrap_or_default())
+        .send()
+        .await?;
+    for id in 10..20 {
+        change(&client, &issues, id * 3 + 1).await?; // re-scoped after the switch
+    }
+    pipeline.settle().await?;
+    let after = verify(&indexes, "custom-fields-v2").await?;
+    ensure!(after.is_exact() && after.entries == 2 * N, "{after:?}");
+    Ok(())
+}
+
+/// `sidestream index backfill` and `index rebuild` as a user types them: a dry run counts and
+/// writes nothing; a run touches every item and leaves its checkpoint; running it again resumes
+/// the finished checkpoint and touches nothing more; a rebuild without `--index` is refused.
+#[tokio::test]
+async fn the_cli_backfills_dry_and_for_real_and_resumes_its_checkpoint() -> Result<()> {
+    const N: usize = 30;
+    let sdk = sdk();
+    let stack = stack(&sdk, &[]).await?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let issues = stack.table("IssuesTable")?.name.clone();
+    seed(&client, &issues, N).await?;
+    let indexes = stack.environment("multikey-indexer")?["MULTIKEY_INDEXES"].clone();
+    let checkpoint = std::env::temp_dir().join(format!("{}.json", unique("cli-backfill")));
+    let checkpoint = checkpoint.display().to_string();
+    let env = [("MULTIKEY_INDEXES", indexes.as_str())];
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "index",
+            "backfill",
+            "--table",
+            &issues,
+            "--checkpoint",
+            &checkpoint,
+            "--output",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        crate::cli::sidestream(&args, "", &env)
+    };
+    let touched = async || -> Result<usize> {
+        let items = local_stack::scan(&client, &issues).await?;
+        Ok(items.iter().filter(|i| i.get(TOUCH_ATTRIBUTE).is_some()).count())
+    };
+
+    let dry = run(&["--dry-run"]);
+    ensure!(dry.ok, "{}", dry.err);
+    let doc: serde_json::Value = serde_json::from_str(&dry.out)?;
+    ensure!(doc["dry_run"] == true && doc["counts"]["touched"] == N, "{doc}");
+    ensure!(
+        touched().await? == 0 && !std::path::Path::new(&checkpoint).exists(),
+        "a dry run writes nothing"
+    );
+
+    let real = run(&["--segments", "2"]);
+    ensure!(real.ok, "{}", real.err);
+    let doc: serde_json::Value = serde_json::from_str(&real.out)?;
+    ensure!(doc["counts"]["touched"] == N && doc["resumed"] == false, "{doc}");
+    ensure!(touched().await? == N, "every item carries the marker");
+
+    let again = run(&["--segments", "2"]);
+    let doc: serde_json::Value = serde_json::from_str(&again.out)?;
+    ensure!(
+        doc["resumed"] == true && doc["counts"]["touched"] == N && doc["counts"]["scanned"] == N,
+        "{doc}"
+    );
+    let other = run(&["--segments", "3"]);
+    ensure!(
+        !other.ok && other.err.contains("pass --segments 2"),
+        "{}",
+        other.err
+    );
+    std::fs::remove_file(&checkpoint)?;
+
+    let rebuild = crate::cli::sidestream(&["index", "rebuild", "--table", &issues], "", &env);
+    ensure!(
+        !rebuild.ok && rebuild.err.contains("index rebuild needs --index"),
+        "{}",
+        rebuild.err
+    );
+    Ok(())
+}

@@ -45,9 +45,9 @@ pub(crate) enum Command {
     /// need it.
     #[command(subcommand)]
     Archive(ArchiveCommand),
-    /// What the functions gave up on: ranges in a failure log (the local replayer's, or the
-    /// on-failure queue's message bodies saved one per line) and records parked in S3. List
-    /// them, or replay them through a function.
+    /// What the functions gave up on: ranges in the on-failure SQS queue or a failure log (the
+    /// local replayer's, or saved message bodies), and records parked in S3. List them, or
+    /// replay them through a function.
     #[command(subcommand)]
     Failures(FailuresCommand),
     /// The multikey index against what the base table calls for. Configured like the indexer:
@@ -395,6 +395,10 @@ pub(crate) struct FailureSources {
     /// A file of on-failure records, one JSON object per line (repeatable).
     #[arg(long = "log", value_name = "FILE")]
     pub(crate) logs: Vec<PathBuf>,
+    /// The on-failure SQS queue, by URL (repeatable). Reading hides its messages for five
+    /// minutes and deletes none; `replay` deletes a message once its range is applied.
+    #[arg(long = "queue", value_name = "URL")]
+    pub(crate) queues: Vec<String>,
     /// Records parked under `s3://BUCKET/PREFIX` (repeatable).
     #[arg(long = "parked", value_name = "S3URL")]
     pub(crate) parked: Vec<String>,

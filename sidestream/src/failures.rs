@@ -33,13 +33,19 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                 let invoker =
                     local_stack::function_invoker(function.binary(), &Vars::new(&lookup), &functions_sdk)?;
                 let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+                let sqs = aws_sdk_sqs::Client::new(&sdk);
                 let mut all_applied = true;
                 let mut out = io::stdout().lock();
                 for failed in failures.iter().filter(|f| f.function == function.binary()) {
                     let replayed =
                         failure_replay::replay(failed, &streams, &invoker, Duration::from_secs(timeout))
                             .await?;
-                    all_applied &= matches!(replayed, Replayed::Applied { .. });
+                    let applied = matches!(replayed, Replayed::Applied { .. });
+                    all_applied &= applied;
+                    // The queue's message is done with only once its range is applied.
+                    if applied {
+                        failure_replay::acknowledge(&sqs, failed).await?;
+                    }
                     match output {
                         Output::Json => writeln!(
                             out,
@@ -63,6 +69,10 @@ async fn read(sdk: &aws_config::SdkConfig, from: &FailureSources) -> anyhow::Res
     let mut failures = Vec::new();
     for log in &from.logs {
         failures.extend(failure_replay::read_log(log)?);
+    }
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    for queue in &from.queues {
+        failures.extend(failure_replay::read_queue(&sqs, queue).await?);
     }
     let s3 = local_stack::s3_client(sdk);
     for url in &from.parked {

@@ -1,6 +1,8 @@
 //! What the functions gave up on, replayed (`failure_replay`): a range the replayer gave up on
-//! after `MaximumRetryAttempts`, read again from the stream, and a parked record, taken as
-//! stored, both run through the indexer again; the index is then exact.
+//! after `MaximumRetryAttempts` (read from the on-failure queue, as Lambda would send it, and
+//! from the failure log alike), read again from the stream, and a parked record, taken as
+//! stored, both run through the indexer again; the index is then exact, and the queue's message
+//! is deleted.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -98,7 +100,18 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
         "before the replay, the index lacks poison's and odd's entries"
     );
 
-    let mut failures = failure_replay::read_log(&log)?;
+    // Lambda sends the given-up range to the on-failure queue: the same record as the log's line.
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let queue = on_failure_queue(&sqs, &log).await?;
+    let from_log = failure_replay::read_log(&log)?;
+    let mut failures = failure_replay::read_queue(&sqs, &queue).await?;
+    ensure!(
+        failures.len() == 1
+            && from_log.len() == 1
+            && serde_json::to_value(&failures[0].records)? == serde_json::to_value(&from_log[0].records)?
+            && failures[0].message.is_some(),
+        "the queue's message is the log's range: {failures:?} {from_log:?}"
+    );
     failures.extend(failure_replay::read_parked(&s3(), PARKING_BUCKET, &prefix).await?);
     ensure!(
         failures.len() == 2,
@@ -119,18 +132,67 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
     // The indexer as it is now.
     let healthy = in_process_invoker(stack.function("multikey-indexer")?, &sdk)?;
     let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+    let mut acknowledged = 0;
     for failed in &failures {
         let replayed = failure_replay::replay(failed, &streams, &healthy, Duration::from_secs(60)).await?;
         ensure!(
             replayed == Replayed::Applied { records: 1 },
             "{failed:?}: {replayed:?}"
         );
+        acknowledged += usize::from(failure_replay::acknowledge(&sqs, failed).await?);
     }
     assert_index_exact(&sdk, &stack).await?;
+    // The applied range's message is deleted, visible or not; the parked record had none.
+    let left = messages_left(&sqs, &queue).await?;
+    ensure!(
+        acknowledged == 1 && left == 0,
+        "{acknowledged} acknowledged, {left} left"
+    );
     // Replayed again, as any redelivery: still exact.
     for failed in &failures {
         failure_replay::replay(failed, &streams, &healthy, Duration::from_secs(60)).await?;
     }
     assert_index_exact(&sdk, &stack).await?;
     Ok(())
+}
+
+/// A queue holding each line of the failure log as a message, as Lambda's on-failure
+/// destination would.
+async fn on_failure_queue(sqs: &aws_sdk_sqs::Client, log: &std::path::Path) -> Result<String> {
+    let queue = sqs
+        .create_queue()
+        .queue_name(unique("on-failure"))
+        .send()
+        .await?
+        .queue_url
+        .unwrap_or_default();
+    for line in std::fs::read_to_string(log)?.lines() {
+        sqs.send_message()
+            .queue_url(&queue)
+            .message_body(line)
+            .send()
+            .await?;
+    }
+    Ok(queue)
+}
+
+/// The messages a queue holds, visible or not.
+async fn messages_left(sqs: &aws_sdk_sqs::Client, queue: &str) -> Result<u32> {
+    use aws_sdk_sqs::types::QueueAttributeName as Name;
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(queue)
+        .attribute_names(Name::All)
+        .send()
+        .await?
+        .attributes
+        .unwrap_or_default();
+    let count = |name: Name| -> Result<u32> {
+        Ok(attributes
+            .get(&name)
+            .map(|v| v.parse::<u32>())
+            .transpose()?
+            .unwrap_or(0))
+    };
+    Ok(count(Name::ApproximateNumberOfMessages)? + count(Name::ApproximateNumberOfMessagesNotVisible)?)
 }

@@ -4,8 +4,9 @@
 //!
 //! - **Ranges given up** after `MaximumRetryAttempts`: Lambda sends their place (stream, shard,
 //!   first and last sequence numbers) to the on-failure destination; the local replayer writes
-//!   the same shape to its failure log. [`read_log`] reads such lines: the failure log, or the
-//!   bodies of the SQS queue's messages saved one per line. A range is replayed by reading it
+//!   the same shape to its failure log. [`read_queue`] reads the on-failure SQS queue's messages
+//!   (and [`acknowledge`] deletes one once its range is applied); [`read_log`] reads the same
+//!   shape from a file: the local failure log, or saved message bodies. A range is replayed by reading it
 //!   again from the stream (`GetShardIterator AT_SEQUENCE_NUMBER`) while the stream still holds
 //!   it: 24 hours.
 //! - **Parked records** (record-permanent failures): whole records in S3 ([`read_parked`]),
@@ -75,6 +76,22 @@ pub struct Failed {
     pub reason: String,
     /// Where its records are.
     pub records: Records,
+    /// The on-failure queue's message it came from, if it was read from the queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<QueueMessage>,
+}
+
+/// A message of the on-failure queue, to delete once its range has been replayed.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueMessage {
+    /// The queue.
+    pub queue_url: String,
+    /// The message's id.
+    pub message_id: String,
+    /// The handle that deletes it (valid while the message is invisible).
+    #[serde(skip)]
+    pub receipt_handle: String,
 }
 
 /// Where a failure's records are.
@@ -170,7 +187,75 @@ fn range_of(value: &Value) -> Option<Failed> {
             end_sequence_number: text(info, "endSequenceNumber")?,
             batch_size: info.get("batchSize").and_then(Value::as_u64).unwrap_or(0),
         },
+        message: None,
     })
+}
+
+/// How long messages read from the on-failure queue stay invisible to other readers: the time a
+/// replay has to finish before another reader may see them again. Nothing is deleted by reading.
+const QUEUE_VISIBILITY_SECONDS: i32 = 300;
+
+/// The failures in the on-failure queue at `queue_url` (Lambda's `DDBStreamBatchInfo` messages),
+/// read until the queue returns none. Reading deletes nothing: the messages become visible again
+/// after five minutes, unless [`acknowledge`] deletes them (after a replay applied them).
+pub async fn read_queue(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<Vec<Failed>, FailureError> {
+    let mut failed = Vec::new();
+    loop {
+        let answer = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .visibility_timeout(QUEUE_VISIBILITY_SECONDS)
+            .wait_time_seconds(0)
+            .send()
+            .await
+            .map_err(|e| FailureError::Request {
+                operation: "ReceiveMessage",
+                target: queue_url.to_owned(),
+                message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
+            })?;
+        let messages = answer.messages.unwrap_or_default();
+        if messages.is_empty() {
+            return Ok(failed);
+        }
+        for message in messages {
+            let id = message.message_id.clone().unwrap_or_default();
+            let at = format!("{queue_url} message {id}");
+            let body = message.body.as_deref().unwrap_or_default();
+            let value: Value = serde_json::from_str(body).map_err(|e| FailureError::Format {
+                at: at.clone(),
+                reason: e.to_string(),
+            })?;
+            let mut one = range_of(&value).ok_or_else(|| FailureError::Format {
+                at,
+                reason: "not an on-failure record: it needs DDBStreamBatchInfo with streamArn, shardId, startSequenceNumber and endSequenceNumber".to_owned(),
+            })?;
+            one.message = Some(QueueMessage {
+                queue_url: queue_url.to_owned(),
+                message_id: id,
+                receipt_handle: message.receipt_handle.unwrap_or_default(),
+            });
+            failed.push(one);
+        }
+    }
+}
+
+/// Deletes the queue message `failed` came from, if any (once its range has been applied).
+pub async fn acknowledge(sqs: &aws_sdk_sqs::Client, failed: &Failed) -> Result<bool, FailureError> {
+    let Some(message) = &failed.message else {
+        return Ok(false);
+    };
+    sqs.delete_message()
+        .queue_url(&message.queue_url)
+        .receipt_handle(&message.receipt_handle)
+        .send()
+        .await
+        .map_err(|e| FailureError::Request {
+            operation: "DeleteMessage",
+            target: message.queue_url.clone(),
+            message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
+        })?;
+    Ok(true)
 }
 
 /// The records parked under `s3://bucket/prefix` (format v1), oldest key first.
@@ -258,6 +343,7 @@ fn parked_of(bytes: &[u8], object: &str) -> Result<Failed, FailureError> {
             sequence_number: text("sequenceNumber"),
             record: Box::new(record),
         },
+        message: None,
     })
 }
 

@@ -257,7 +257,7 @@ pub async fn estimated_items(client: &aws_sdk_dynamodb::Client, table: &str) -> 
 
 /// Every item of `table`, read with consistent scans, as DynamoDB JSON; `progress` gets the
 /// items read so far after each page.
-async fn scan(
+pub async fn scan(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
     progress: &mut dyn FnMut(usize),

@@ -330,37 +330,21 @@ impl Stack {
     }
 }
 
-/// Every item of `table` (all pages of a Scan), as DynamoDB JSON.
+/// Every item of `table` (all pages of a consistent Scan, by `index_verify::scan`), as DynamoDB JSON.
 pub async fn scan(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
 ) -> Result<Vec<serde_json::Value>, StackError> {
-    let failed = |message: String| StackError::Request {
-        operation: "Scan",
-        table: table.to_owned(),
-        message,
-    };
-    let mut items = Vec::new();
-    let mut start = None;
-    loop {
-        let page = client
-            .scan()
-            .table_name(table)
-            .set_exclusive_start_key(start.take())
-            .send()
-            .await
-            .map_err(|e| failed(aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string()))?;
-        for item in page.items() {
-            items.push(
-                serde_json::to_value(serde_dynamo::Item::from(item.clone()))
-                    .map_err(|e| failed(e.to_string()))?,
-            );
-        }
-        match page.last_evaluated_key {
-            Some(key) if !key.is_empty() => start = Some(key),
-            _ => return Ok(items),
-        }
-    }
+    index_verify::scan(client, table, &mut |_| {})
+        .await
+        .map_err(|e| match e {
+            index_verify::VerifyError::Scan { table, message } => StackError::Request {
+                operation: "Scan",
+                table,
+                message,
+            },
+            other => StackError::Unusable(other.to_string()),
+        })
 }
 
 /// Compares `stack`'s index table with what its issues table calls for, under the indexer's

@@ -6,8 +6,10 @@
 //! - **Chunks of at most 25 writes**, DynamoDB's limit, several tables per request allowed. The
 //!   caller guarantees that no two writes in one call share a table and key (a plan that
 //!   coalesces by key does); DynamoDB rejects a request that repeats a key.
-//! - **Bounded concurrency**: at most `policy.concurrency` requests in flight. Because each key
-//!   gets one write, their order does not matter.
+//! - **Adaptive concurrency**: at most the budget's window ([`io_policy::Window`]) of requests
+//!   in flight; it starts at `policy.concurrency`, grows while answers are clean up to
+//!   `policy.max_concurrency`, and halves on throttling and on `UnprocessedItems`. Because each
+//!   key gets one write, their order does not matter.
 //! - **Retries** of `UnprocessedItems`, throttling and server errors, with jittered exponential
 //!   backoff, a per-attempt timeout and the invocation's deadline, all from the budget. Only the
 //!   unprocessed writes are sent again.

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, PutRequest, WriteRequest};
-use futures_util::stream::{self, StreamExt};
 use io_policy::{Budget, Failure, FailureKind};
 use stream_kit::{ItemWrite, Op};
 
@@ -52,10 +51,8 @@ impl Writer {
         if !chunk.is_empty() {
             chunks.push(chunk);
         }
-        let reports: Vec<Report> = stream::iter(chunks)
-            .map(|chunk| self.write_chunk(chunk, budget))
-            .buffer_unordered(budget.policy.concurrency)
-            .collect()
+        let reports = budget
+            .in_window(chunks.into_iter().map(|chunk| self.write_chunk(chunk, budget)))
             .await;
         for r in reports {
             report.merge(r);
@@ -110,7 +107,8 @@ impl Writer {
                         if pending.is_empty() {
                             return report;
                         }
-                        last = Some(Failure::transient(format!(
+                        budget.window.throttled(std::time::Instant::now());
+                        last = Some(Failure::throttling(format!(
                             "BatchWriteItem: {} of {sent} writes unprocessed",
                             pending.len()
                         )));

@@ -11,10 +11,16 @@
 //! | `reset` | the connection closed before an answer | not sent |
 //! | `stall` | an answer only after `stall-for` (past the client's attempt timeout) | sent |
 //! | `latency` | every answer this much later | sent |
+//! | `capacity` | beyond this many requests per second (a token bucket holding a tenth of a second's), a throttling answer as above | not sent |
 //!
 //! Control-plane calls (`CreateTable`, `DescribeTable`, …) and DynamoDB Streams pass through
 //! untouched. The spec is `name=value` pairs: rates from 0 to 1, `latency` and `stall-for` in
-//! milliseconds (`5ms`), and `seed`; [`DEFAULT_SPEC`] is what `--faults default` means.
+//! milliseconds (`5ms`), `capacity` in requests per second, and `seed`; [`DEFAULT_SPEC`] is
+//! what `--faults default` means.
+//!
+//! [`Proxy::record`] keeps the faultable requests that pass, and [`replay`] sends them again,
+//! byte for byte, as a bare client would: a bench's yardstick for what exactly those requests
+//! cost the emulator and the latency.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,7 +45,7 @@ pub const DEFAULT_SPEC: &str = "throttle=0.05,5xx=0.02,partial=0.2,apply-then-fa
 pub enum SpecError {
     /// A part that is not `name=value`, or an unknown name.
     #[error(
-        "{0:?} is not a fault: use throttle, 5xx, partial, apply-then-fail, reset, stall (rates 0-1), stall-for, latency (e.g. 5ms) or seed"
+        "{0:?} is not a fault: use throttle, 5xx, partial, apply-then-fail, reset, stall (rates 0-1), stall-for, latency (e.g. 5ms), capacity (requests per second) or seed"
     )]
     Unknown(String),
     /// A value out of range.
@@ -73,6 +79,8 @@ pub struct Spec {
     pub stall_for: Duration,
     /// Added to every faultable request.
     pub latency: Duration,
+    /// Faultable requests per second served; those beyond are throttled (0: no limit).
+    pub capacity: u32,
     /// The random stream's seed.
     pub seed: u64,
 }
@@ -94,6 +102,7 @@ impl Spec {
             stall: 0.0,
             stall_for: Duration::from_secs(12),
             latency: Duration::ZERO,
+            capacity: 0,
             seed: 1,
         };
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -128,6 +137,11 @@ impl Spec {
                 "stall" => spec.stall = rate()?,
                 "stall-for" => spec.stall_for = millis()?,
                 "latency" => spec.latency = millis()?,
+                "capacity" => {
+                    spec.capacity = value
+                        .parse()
+                        .map_err(|_| bad("a capacity is whole requests per second"))?;
+                }
                 "seed" => spec.seed = value.parse().map_err(|_| bad("a seed is a whole number"))?,
                 _ => return Err(SpecError::Unknown(part.to_owned())),
             }
@@ -186,14 +200,110 @@ pub struct Proxy {
     pub addr: SocketAddr,
     /// What it has done so far.
     pub counts: Arc<Counts>,
+    recorder: Arc<Mutex<Option<Vec<Recorded>>>>,
+}
+
+/// A request as it came in, to be sent again by [`replay`].
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    method: hyper::Method,
+    path: String,
+    headers: hyper::HeaderMap,
+    body: Bytes,
+}
+
+impl Proxy {
+    /// Starts keeping every faultable request that is forwarded (dropping any kept before).
+    pub fn record(&self) {
+        if let Ok(mut kept) = self.recorder.lock() {
+            *kept = Some(Vec::new());
+        }
+    }
+
+    /// Stops keeping requests, and returns those kept since [`Proxy::record`].
+    pub fn recorded(&self) -> Vec<Recorded> {
+        self.recorder
+            .lock()
+            .ok()
+            .and_then(|mut kept| kept.take())
+            .unwrap_or_default()
+    }
+}
+
+/// Sends `requests` to the proxy at `addr` with at most `concurrency` in flight, the way a bare
+/// client would (no signing, no retries), and returns how long they took. Requests the proxy
+/// answers with an error count as sent: the time is what matters.
+pub async fn replay(
+    addr: SocketAddr,
+    requests: Vec<Recorded>,
+    concurrency: usize,
+) -> std::io::Result<Duration> {
+    use futures_util::StreamExt as _;
+    let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let started = std::time::Instant::now();
+    let answers: Vec<Result<(), String>> = futures_util::stream::iter(requests)
+        .map(|r| {
+            let client = client.clone();
+            async move {
+                let mut request = Request::builder()
+                    .method(r.method)
+                    .uri(format!("http://{addr}{}", r.path));
+                for (name, value) in &r.headers {
+                    if name != hyper::header::CONTENT_LENGTH && name != hyper::header::TRANSFER_ENCODING {
+                        request = request.header(name, value);
+                    }
+                }
+                let request = request.body(Full::new(r.body)).map_err(|e| e.to_string())?;
+                let response = client.request(request).await.map_err(|e| e.to_string())?;
+                response
+                    .into_body()
+                    .collect()
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    let elapsed = started.elapsed();
+    match answers.into_iter().find_map(Result::err) {
+        Some(error) => Err(std::io::Error::other(format!("a replayed request: {error}"))),
+        None => Ok(elapsed),
+    }
 }
 
 struct State {
     upstream: String,
     spec: Spec,
     rng: Mutex<fastrand::Rng>,
+    bucket: Mutex<Bucket>,
     counts: Arc<Counts>,
+    recorder: Arc<Mutex<Option<Vec<Recorded>>>>,
     client: Client<HttpConnector, Full<Bytes>>,
+}
+
+/// The `capacity` token bucket: `capacity` tokens a second, holding at most a tenth of that.
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    at: std::time::Instant,
+}
+
+impl Bucket {
+    /// Takes a token for a request at `now`, if there is one, under `capacity` per second.
+    fn take(&mut self, capacity: u32, now: std::time::Instant) -> bool {
+        let rate = f64::from(capacity);
+        let burst = (rate / 10.0).max(1.0);
+        self.tokens = (self.tokens + rate * now.duration_since(self.at).as_secs_f64()).min(burst);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 /// What to do with one request.
@@ -214,11 +324,17 @@ pub async fn start(upstream: &str, spec: Spec) -> std::io::Result<Proxy> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let counts = Arc::new(Counts::default());
+    let recorder = Arc::new(Mutex::new(None));
     let state = Arc::new(State {
         upstream: upstream.trim_end_matches('/').to_owned(),
         spec,
         rng: Mutex::new(fastrand::Rng::with_seed(spec.seed)),
+        bucket: Mutex::new(Bucket {
+            tokens: (f64::from(spec.capacity) / 10.0).max(1.0),
+            at: std::time::Instant::now(),
+        }),
         counts: Arc::clone(&counts),
+        recorder: Arc::clone(&recorder),
         client: Client::builder(TokioExecutor::new()).build_http(),
     });
     tokio::spawn(async move {
@@ -235,7 +351,11 @@ pub async fn start(upstream: &str, spec: Spec) -> std::io::Result<Proxy> {
             });
         }
     });
-    Ok(Proxy { addr, counts })
+    Ok(Proxy {
+        addr,
+        counts,
+        recorder,
+    })
 }
 
 /// The error that makes hyper close the connection without an answer.
@@ -267,11 +387,25 @@ async fn handle(state: &State, request: Request<Incoming>) -> Result<Response<Fu
         // S3 object operations: a path with a bucket and a key.
         target.is_empty() && parts.uri.path().trim_start_matches('/').contains('/')
     };
-    let fault = if faultable {
-        choose(state, operation)
-    } else {
+    let fault = if !faultable {
         Fault::None
+    } else if over_capacity(state) {
+        Fault::Throttle
+    } else {
+        choose(state, operation)
     };
+    if faultable
+        && fault == Fault::None
+        && let Ok(mut kept) = state.recorder.lock()
+        && let Some(kept) = kept.as_mut()
+    {
+        kept.push(Recorded {
+            method: parts.method.clone(),
+            path: parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_owned(),
+            headers: parts.headers.clone(),
+            body: body.clone(),
+        });
+    }
     let counts = &state.counts;
     if faultable && !state.spec.latency.is_zero() {
         tokio::time::sleep(state.spec.latency).await;
@@ -322,6 +456,15 @@ async fn handle(state: &State, request: Request<Incoming>) -> Result<Response<Fu
         return Ok(server_error(dynamodb));
     }
     Ok(answer.unwrap_or_else(|()| server_error(dynamodb)))
+}
+
+/// Whether a request is beyond the `capacity` (never, without one).
+fn over_capacity(state: &State) -> bool {
+    state.spec.capacity > 0
+        && state
+            .bucket
+            .lock()
+            .is_ok_and(|mut b| !b.take(state.spec.capacity, std::time::Instant::now()))
 }
 
 fn choose(state: &State, operation: &str) -> Fault {
@@ -473,6 +616,27 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("more than 1")
+        );
+    }
+
+    #[test]
+    fn the_capacity_bucket_serves_its_rate_and_a_tenth_of_a_second_at_once() {
+        let start = std::time::Instant::now();
+        let mut bucket = Bucket {
+            tokens: 10.0,
+            at: start,
+        };
+        let served = (0..25).filter(|_| bucket.take(100, start)).count();
+        assert_eq!(served, 10, "a burst: a tenth of a second's worth");
+        let later = start + Duration::from_millis(50);
+        let served = (0..25).filter(|_| bucket.take(100, later)).count();
+        assert_eq!(served, 5, "50 ms at 100 per second");
+        assert_eq!(Spec::parse("capacity=250").unwrap().capacity, 250);
+        assert!(
+            Spec::parse("capacity=fast")
+                .unwrap_err()
+                .to_string()
+                .contains("requests per second")
         );
     }
 

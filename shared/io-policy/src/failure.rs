@@ -52,6 +52,9 @@ pub struct Failure {
     pub kind: FailureKind,
     /// What happened, naming the thing and, for limits, the limit.
     pub message: String,
+    /// Whether the service throttled the request (a transient failure that also tells the
+    /// write window to shrink).
+    pub throttled: bool,
 }
 
 impl Failure {
@@ -60,6 +63,16 @@ impl Failure {
         Failure {
             kind,
             message: message.into(),
+            throttled: false,
+        }
+    }
+
+    /// A transient failure caused by throttling (or by writes left unprocessed, DynamoDB's way
+    /// of throttling a batch): the write window shrinks.
+    pub fn throttling(message: impl Into<String>) -> Failure {
+        Failure {
+            throttled: true,
+            ..Failure::transient(message)
         }
     }
 
@@ -159,7 +172,13 @@ where
         // (a bad endpoint, no credentials), or anything unknown: it fails every time.
         _ => FailureKind::Systemic,
     };
-    Failure { kind, message }
+    let throttled = matches!(err, SdkError::ServiceError(ctx)
+        if ctx.err().code().is_some_and(|c| THROTTLING.contains(&c)) || ctx.raw().status().as_u16() == 429);
+    Failure {
+        kind,
+        message,
+        throttled,
+    }
 }
 
 #[cfg(test)]

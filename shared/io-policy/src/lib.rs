@@ -5,6 +5,7 @@
 //! - [`policy`]: retries with jittered exponential backoff, a per-attempt timeout and a deadline
 //!   that bounds everything, counted in a [`Tally`].
 //! - [`deadline`]: the invocation's deadline as a monotonic instant.
+//! - [`window`]: how many requests are in flight, adapted to throttling.
 //! - [`without_sdk_retries`]: the SDK configuration every client is built from, so that this
 //!   policy is the only one retrying.
 //!
@@ -14,10 +15,12 @@
 pub mod deadline;
 pub mod failure;
 pub mod policy;
+pub mod window;
 
 pub use deadline::Deadline;
 pub use failure::{Failure, FailureKind, classify, kind_of};
 pub use policy::{Attempts, Budget, Policy, Tally};
+pub use window::Window;
 
 use aws_smithy_types::retry::RetryConfig;
 use aws_types::SdkConfig;

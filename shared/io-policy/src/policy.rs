@@ -18,8 +18,12 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
+
 use crate::deadline::Deadline;
 use crate::failure::{Failure, FailureKind};
+use crate::window::Window;
 
 /// How calls are retried and bounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,8 +38,11 @@ pub struct Policy {
     pub attempt_timeout: Duration,
     /// How long before the invocation's deadline work stops, to leave time to report.
     pub margin: Duration,
-    /// Requests in flight at once, for callers that send several.
+    /// Requests in flight at once at the start, for callers that send several.
     pub concurrency: usize,
+    /// The most requests in flight the window ([`Window`]) may grow to while answers are clean;
+    /// equal to `concurrency` for a fixed window.
+    pub max_concurrency: usize,
 }
 
 impl Default for Policy {
@@ -47,6 +54,7 @@ impl Default for Policy {
             attempt_timeout: Duration::from_secs(10),
             margin: Duration::from_secs(2),
             concurrency: 4,
+            max_concurrency: 16,
         }
     }
 }
@@ -67,6 +75,7 @@ impl Policy {
             policy: self,
             stop_at: deadline.less(self.margin),
             tally: Tally::default(),
+            window: Window::new(self.concurrency, self.max_concurrency),
         }
     }
 
@@ -77,6 +86,7 @@ impl Policy {
             policy: self,
             stop_at: Deadline::after(time).less(Duration::ZERO),
             tally: Tally::default(),
+            window: Window::new(self.concurrency, self.max_concurrency),
         }
     }
 }
@@ -116,6 +126,8 @@ pub struct Budget {
     pub stop_at: Instant,
     /// The requests sent under this budget.
     pub tally: Tally,
+    /// How many requests may be in flight, adapted to throttling.
+    pub window: Window,
 }
 
 impl Budget {
@@ -183,6 +195,34 @@ impl Budget {
         }
     }
 
+    /// Runs `tasks` (each one request's attempts, or a few requests in turn), as many at once as
+    /// the window's size when each starts (it may have grown or shrunk meanwhile), starting the
+    /// next as one ends; their outputs, in the order they end. Their requests also wait for
+    /// places in the window ([`Window::enter`]), so that after a cut no more than its new size
+    /// are on the wire, and a task that is backing off does not hold one.
+    ///
+    /// Following the window here, and not only at the wire, matters under throttling: every task
+    /// started spends its own attempts, so starting more tasks than the window admits would use
+    /// up their retries waiting, and end the invocation at a checkpoint a smaller window reaches
+    /// the end from.
+    pub async fn in_window<T, F: Future<Output = T>>(&self, tasks: impl IntoIterator<Item = F>) -> Vec<T> {
+        let mut waiting = tasks.into_iter();
+        let mut running = FuturesUnordered::new();
+        let mut done = Vec::new();
+        loop {
+            while running.is_empty() || running.len() < self.window.size() {
+                match waiting.next() {
+                    Some(task) => running.push(task),
+                    None => break,
+                }
+            }
+            match running.next().await {
+                Some(output) => done.push(output),
+                None => return done,
+            }
+        }
+    }
+
     /// Whether the stop instant has passed.
     pub fn expired(&self) -> bool {
         Instant::now() >= self.stop_at
@@ -244,11 +284,30 @@ impl Attempts<'_> {
         if now >= self.budget.stop_at {
             return Err(Failure::transient("no time left before the invocation deadline"));
         }
-        let limit = (self.budget.stop_at - now).min(self.budget.policy.attempt_timeout);
+        // A place in the window first; waiting for it is bounded by the stop instant too.
+        let Ok(_slot) = tokio::time::timeout_at(self.budget.stop_at.into(), self.budget.window.enter()).await
+        else {
+            return Err(Failure::transient(
+                "no time left before the invocation deadline (waiting for a place in the write window)",
+            ));
+        };
+        let now = Instant::now();
+        let limit = self
+            .budget
+            .stop_at
+            .saturating_duration_since(now)
+            .min(self.budget.policy.attempt_timeout);
         self.budget.tally.sent(self.made > 0);
         self.made += 1;
         match tokio::time::timeout(limit, attempt).await {
-            Ok(result) => result,
+            Ok(result) => {
+                match &result {
+                    Ok(_) => self.budget.window.clean(),
+                    Err(failure) if failure.throttled => self.budget.window.throttled(Instant::now()),
+                    Err(_) => {}
+                }
+                result
+            }
             Err(_) => Err(Failure::transient(format!(
                 "the attempt was cut off after {} ms (attempt timeout or deadline)",
                 limit.as_millis()

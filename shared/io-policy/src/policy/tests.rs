@@ -13,6 +13,7 @@ fn quick() -> Policy {
         attempt_timeout: Duration::from_millis(200),
         margin: Duration::from_millis(10),
         concurrency: 1,
+        max_concurrency: 1,
     }
 }
 

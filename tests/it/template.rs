@@ -380,6 +380,12 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                 "s3:PutObject" => [&uses.objects, &uses.parked]
                     .iter()
                     .any(|o| o.as_ref().is_some_and(|o| *r == format!("arn:aws:s3:::{o}*"))),
+                // HeadBucket at init: the archive bucket itself.
+                "s3:ListBucket" => uses.objects.as_ref().is_some_and(|o| {
+                    o.split('/')
+                        .next()
+                        .is_some_and(|bucket| *r == format!("arn:aws:s3:::{bucket}"))
+                }),
                 "sqs:SendMessage" => *r == queue,
                 "logs:CreateLogStream" | "logs:PutLogEvents" => *r == log_group_arn,
                 _ => false,
@@ -391,9 +397,16 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
         }
     }
     let own: &[&str] = match function.binary.as_deref() {
-        Some("multikey-indexer") => &["dynamodb:BatchWriteItem"],
+        // DescribeTable and HeadBucket (s3:ListBucket): priming at init.
+        Some("multikey-indexer") => &["dynamodb:BatchWriteItem", "dynamodb:DescribeTable"],
         // The archiver's own PutObject is in `common`, with parking's.
-        Some("counter-aggregator") => &["dynamodb:GetItem", "dynamodb:PutItem"],
+        Some("ttl-archiver") => &["s3:ListBucket"],
+        Some("counter-aggregator") => &[
+            "dynamodb:DescribeTable",
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+        ],
         Some(BACKFILLER) => &["dynamodb:Scan", "dynamodb:UpdateItem"],
         Some(VERIFIER) if uses.repairs => &["dynamodb:Scan", "dynamodb:BatchWriteItem"],
         Some(VERIFIER) => &["dynamodb:Scan"],

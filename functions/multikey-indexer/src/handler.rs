@@ -4,7 +4,8 @@
 use ddb_writer::Writer;
 use stream_kit::ItemWrite;
 use stream_runtime::{
-    Applied, Aws, Budget, ConfigError, EventRecord, Metric, Planned, RecordFailure, StreamFunction, Vars,
+    Applied, Aws, Budget, ConfigError, EventRecord, Metric, Planned, RecordFailure, Resource, StreamFunction,
+    Vars,
 };
 
 use crate::config::Indexes;
@@ -34,6 +35,23 @@ impl StreamFunction for Indexer {
     /// Reads `MULTIKEY_INDEXES`.
     fn init(vars: &Vars<'_>, aws: &Aws) -> Result<Indexer, ConfigError> {
         Ok(Indexer::new(Indexes::from_vars(vars)?, aws.dynamodb()))
+    }
+
+    /// Each index table once, keyed as its index's `partitionKey` and `sortKey` say.
+    fn resources(&self) -> Vec<Resource> {
+        let mut tables: Vec<Resource> = Vec::new();
+        for index in &self.indexes.indexes {
+            let table = Resource::Table {
+                variable: "MULTIKEY_INDEXES",
+                name: index.table.to_string(),
+                partition_key: index.partition_key.clone(),
+                sort_key: Some(index.sort_key.clone()),
+            };
+            if !tables.contains(&table) {
+                tables.push(table);
+            }
+        }
+        tables
     }
 
     fn plan(&self, records: &[EventRecord]) -> Planned<Vec<ItemWrite>> {

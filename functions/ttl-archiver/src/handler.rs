@@ -11,7 +11,7 @@ use aws_sdk_s3::types::StorageClass;
 use bytes::Bytes;
 use stream_runtime::{
     Applied, Aws, Budget, ConfigError, EventRecord, Failure, FailureKind, Metric, Planned, RecordFailure,
-    StreamFunction, Vars,
+    Resource, StreamFunction, Vars,
 };
 
 use crate::config::{Config, ObjectSettings};
@@ -116,6 +116,14 @@ impl StreamFunction for Archiver {
     /// Reads `ARCHIVE_BUCKET`, `ARCHIVE_PREFIX`, `ARCHIVE_STORAGE_CLASS` and `ARCHIVE_GZIP_LEVEL`.
     fn init(vars: &Vars<'_>, aws: &Aws) -> Result<Archiver, ConfigError> {
         Ok(Archiver::new(Config::from_vars(vars)?, aws.s3()))
+    }
+
+    /// The archive bucket.
+    fn resources(&self) -> Vec<Resource> {
+        vec![Resource::Bucket {
+            variable: "ARCHIVE_BUCKET",
+            name: self.bucket.clone(),
+        }]
     }
 
     fn plan(&self, records: &[EventRecord]) -> Planned<Vec<Object>> {

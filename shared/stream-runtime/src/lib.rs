@@ -17,12 +17,17 @@
 //! 5. **Conclude**: metrics as one EMF line, and the response, `batchItemFailures` holding the
 //!    checkpoint's sequence number.
 //!
+//! Before the first batch, [`run`] primes ([`prime`]): one `DescribeTable` or `HeadBucket` per
+//! resource the function names ([`StreamFunction::resources`]), failing init on a missing or
+//! mis-keyed one and opening the connection.
+//!
 //! [`run`] runs a function under `lambda_runtime`; [`Runtime::handle`] runs one batch in process
 //! (the local stack and the tests).
 
 pub mod aws;
 pub mod decide;
 pub mod parked;
+pub mod prime;
 mod runtime;
 pub mod settings;
 
@@ -30,6 +35,7 @@ use std::future::Future;
 
 pub use aws::Aws;
 pub use io_policy::{Budget, Deadline, Failure, FailureKind, Policy};
+pub use prime::{PrimeError, Primed, Resource};
 pub use runtime::{Runtime, run};
 pub use settings::{ParkingPlace, Settings};
 pub use stream_kit::{ConfigError, EventRecord, Metric, Vars};
@@ -43,6 +49,12 @@ pub trait StreamFunction: Send + Sync + Sized + 'static {
 
     /// Builds the function from its environment, once, at cold start. Errors name the variable.
     fn init(vars: &Vars<'_>, aws: &Aws) -> Result<Self, ConfigError>;
+
+    /// The tables and buckets it writes, checked and connected to at cold start
+    /// ([`prime`]); none by default.
+    fn resources(&self) -> Vec<Resource> {
+        Vec::new()
+    }
 
     /// Plans a batch: pure, synchronous.
     fn plan(&self, records: &[EventRecord]) -> Planned<Self::Plan>;

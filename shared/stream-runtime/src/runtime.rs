@@ -9,13 +9,14 @@ use stream_kit::{DynamoDbEventResponse, Event, EventRecord, Metric, Metrics, NoC
 
 use crate::decide::{Decision, decide};
 use crate::settings::{ParkingPlace, Settings};
-use crate::{Aws, RecordFailure, StreamFunction, parked};
+use crate::{Aws, PrimeError, Primed, RecordFailure, StreamFunction, parked};
 
 /// A function with its settings and clients, built once, handling batches.
 #[derive(Debug)]
 pub struct Runtime<F> {
     function: F,
     settings: Settings,
+    aws: Aws,
     s3: aws_sdk_s3::Client,
 }
 
@@ -37,8 +38,15 @@ impl<F: StreamFunction> Runtime<F> {
         Runtime {
             function,
             settings,
+            aws: aws.clone(),
             s3: aws.s3(),
         }
+    }
+
+    /// Checks the function's resources and opens their connections ([`crate::prime`]); an
+    /// error means init must fail.
+    pub async fn prime(&self) -> Result<Primed, PrimeError> {
+        crate::prime::prime(&self.aws, &self.function.resources(), self.settings.policy).await
     }
 
     /// Handles one batch: plan, apply, decide, park, conclude, and writes its metrics as one EMF
@@ -164,6 +172,9 @@ pub async fn run<F: StreamFunction>() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
     let runtime = Runtime::<F>::from_vars(&Vars::new(&Vars::process_lookup), &sdk)?;
+    if runtime.settings.prime {
+        runtime.prime().await?;
+    }
     let runtime = &runtime;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
         let deadline = Deadline::from_epoch_millis(event.context.deadline);

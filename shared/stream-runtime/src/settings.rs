@@ -4,10 +4,12 @@
 //! |---|---|---|
 //! | `PARKING_BUCKET` | required | The bucket records that can never succeed are parked in. |
 //! | `PARKING_PREFIX` | `parked/` | Key prefix of parked records; a `/` is appended when missing. |
-//! | `WRITE_CONCURRENCY` | 4 | Requests in flight at once (1-64). |
+//! | `WRITE_CONCURRENCY` | 4 | Requests in flight at the start of a batch (1-64). |
+//! | `WRITE_MAX_CONCURRENCY` | 16, or `WRITE_CONCURRENCY` if larger | The most requests in flight: the window grows to it while answers are clean and halves on throttling (`WRITE_CONCURRENCY`-64; equal to `WRITE_CONCURRENCY` for a fixed window). |
 //! | `WRITE_MAX_ATTEMPTS` | 8 | Attempts per request, the first included (1-20). |
 //! | `ATTEMPT_TIMEOUT_MS` | 10000 | The longest one attempt may take (100-300000). |
 //! | `DEADLINE_MARGIN_MS` | 2000 | Stop this long before the invocation's deadline (100-60000). |
+//! | `PRIME_AT_INIT` | `true` | At cold start, check each table the function writes (`DescribeTable`: it exists, its key schema matches) and the archive bucket (`HeadBucket`), opening the connection before the first batch (`true`/`false`/`1`/`0`). |
 //! | `S3_FORCE_PATH_STYLE` | `false` | Path-style S3 addressing, for local emulators (`true`/`false`/`1`/`0`). |
 //! | `METRICS_NAMESPACE` | `Sidestream` | The EMF namespace. |
 //! | `AWS_LAMBDA_FUNCTION_NAME` | the function's name | The EMF `Function` dimension (Lambda sets it). |
@@ -28,6 +30,8 @@ pub struct Settings {
     pub parking: ParkingPlace,
     /// `S3_FORCE_PATH_STYLE`.
     pub force_path_style: bool,
+    /// `PRIME_AT_INIT`: check the function's resources at cold start ([`crate::prime`]).
+    pub prime: bool,
 }
 
 /// Where parked records go: an S3 bucket and prefix.
@@ -50,6 +54,7 @@ impl Settings {
             policy: policy(vars)?,
             parking: ParkingPlace::from_vars(vars)?,
             force_path_style: path_style(vars)?,
+            prime: flag(vars, "PRIME_AT_INIT", true)?,
         })
     }
 }
@@ -73,12 +78,24 @@ impl ParkingPlace {
     }
 }
 
-/// Reads `WRITE_CONCURRENCY`, `WRITE_MAX_ATTEMPTS`, `ATTEMPT_TIMEOUT_MS` and `DEADLINE_MARGIN_MS`.
+/// Reads `WRITE_CONCURRENCY`, `WRITE_MAX_CONCURRENCY`, `WRITE_MAX_ATTEMPTS`, `ATTEMPT_TIMEOUT_MS` and `DEADLINE_MARGIN_MS`.
 pub fn policy(vars: &Vars<'_>) -> Result<Policy, ConfigError> {
     let d = Policy::default();
     let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let concurrency = vars.integer("WRITE_CONCURRENCY", d.concurrency, 1, 64)?;
+    let max_concurrency = vars.integer("WRITE_MAX_CONCURRENCY", d.max_concurrency.max(concurrency), 1, 64)?;
+    if max_concurrency < concurrency {
+        return Err(ConfigError::Invalid {
+            var: "WRITE_MAX_CONCURRENCY",
+            reason: format!(
+                "{max_concurrency} is below WRITE_CONCURRENCY ({concurrency}): the window starts there and only grows \
+                 up to this (set them equal for a fixed window)"
+            ),
+        });
+    }
     Ok(Policy {
-        concurrency: vars.integer("WRITE_CONCURRENCY", d.concurrency, 1, 64)?,
+        concurrency,
+        max_concurrency,
         max_attempts: vars.integer("WRITE_MAX_ATTEMPTS", d.max_attempts, 1, 20)?,
         attempt_timeout: Duration::from_millis(vars.integer(
             "ATTEMPT_TIMEOUT_MS",
@@ -93,11 +110,17 @@ pub fn policy(vars: &Vars<'_>) -> Result<Policy, ConfigError> {
 
 /// Reads `S3_FORCE_PATH_STYLE`: `true`/`1` or `false`/`0` (unset: false).
 pub fn path_style(vars: &Vars<'_>) -> Result<bool, ConfigError> {
-    match vars.optional("S3_FORCE_PATH_STYLE").as_deref() {
-        None | Some("false" | "0") => Ok(false),
+    flag(vars, "S3_FORCE_PATH_STYLE", false)
+}
+
+/// Reads the boolean variable `var` (`true`/`false`/`1`/`0`), `default` when unset.
+fn flag(vars: &Vars<'_>, var: &'static str, default: bool) -> Result<bool, ConfigError> {
+    match vars.optional(var).as_deref() {
+        None => Ok(default),
+        Some("false" | "0") => Ok(false),
         Some("true" | "1") => Ok(true),
         Some(other) => Err(ConfigError::Invalid {
-            var: "S3_FORCE_PATH_STYLE",
+            var,
             reason: format!("{other:?} is not true or false"),
         }),
     }

@@ -34,10 +34,8 @@ async fn five_thousand_ops_under_every_fault_lose_nothing_and_double_nothing() -
     ensure!(sum(|m| m.bisections) > 0, "no bisection: {summary}");
     ensure!(sum(|m| m.retries) > 0, "no batch retried: {summary}");
     ensure!(report.runtime.retries > 0, "no request retried: {summary}");
-    ensure!(
-        report.runtime.conflicts > 0,
-        "the aggregator's parallel batches never raced for a total: {summary}"
-    );
+    // The aggregator's parallel batches update the same totals with delta writes, which do not
+    // conflict across shards; the conflict path is held to its count in tests/it/counters.rs.
     ensure!(report.stream_records >= 5_000, "{summary}");
     Ok(())
 }

@@ -349,9 +349,12 @@ async fn the_aggregator_stops_its_conflict_rounds_before_the_deadline() {
     let conflicts = metrics.get(Metric::Conflicts);
     // The conflict path ran, round after round, and every round was counted.
     assert!(conflicts >= 3, "{conflicts} conflicts");
-    assert_eq!(
-        seen.iter().filter(|r| r.operation == "PutItem").count() as u64,
-        conflicts
+    // Every answered PutItem was a conflict; the last one may instead have been cut off at the
+    // stop instant, unanswered in time, and that one is the deadline's, not a conflict.
+    let puts = seen.iter().filter(|r| r.operation == "PutItem").count() as u64;
+    assert!(
+        puts == conflicts || puts == conflicts + 1,
+        "{puts} PutItems, {conflicts} conflicts"
     );
     let end = deadline.less(Duration::ZERO);
     assert!(

@@ -1,11 +1,16 @@
-//! The aggregator as a stream function: merge each counter's update into its total item with an
-//! optimistic-concurrency write.
+//! The aggregator as a stream function: each counter's update goes into its total item as a
+//! delta write, or else with an optimistic-concurrency read-merge-write.
 //!
-//! Per counter: a strongly consistent `GetItem` of the total item, the pure merge, and, when the
-//! batch brings anything newer, a `PutItem` conditioned on the version read
-//! (`attribute_not_exists` for a new item). A failed condition means another invocation wrote
-//! the item in between; the counter is read and merged again after a jittered backoff, counted
-//! as `Conflicts`. Counters are independent, so up to `WRITE_CONCURRENCY` are applied at once.
+//! Per counter: first the delta writes ([`crate::delta`]), conditional `UpdateItem`s that need
+//! no read and that other invocations' shards never make fail. If one's condition fails, the
+//! total item may not exist yet: it is created empty (a `PutItem` that only creates, which no
+//! other write makes conflict) and the deltas are tried once more. If they still fail (the item
+//! does not hold what the batch expects), the counter falls back: a strongly consistent
+//! `GetItem` of the total item, the pure merge, and, when the batch brings anything newer, a
+//! `PutItem` conditioned on the version read (`attribute_not_exists` for a new item). A failed
+//! version condition means another invocation wrote the item in between; the counter is read and
+//! merged again after a jittered backoff, counted as `Conflicts`. Counters are independent, so
+//! several are applied at once, as many as the budget's write window allows.
 //! Every request, and every round, is bounded by the one I/O policy and the invocation's
 //! deadline. A counter whose update cannot be applied makes its first record the checkpoint
 //! (transient, systemic), or has all its records parked (a total item that would exceed
@@ -16,15 +21,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
-use futures_util::StreamExt as _;
 use sharded_counter::layout::{DEFAULT_PARTITION_KEY, total_key};
 use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
 use stream_runtime::{
     Applied, Aws, Budget, ConfigError, EventRecord, Failure, FailureKind, Metric, Planned, RecordFailure,
-    StreamFunction, Vars,
+    Resource, StreamFunction, Vars,
 };
 
+use crate::delta::DeltaWrite;
 use crate::plan::{CounterUpdate, Plan, PlanError};
 use crate::state::{Total, VERSION};
 
@@ -66,6 +72,17 @@ impl Aggregator {
         let key = total_key(&update.name)
             .map_err(|e| Failure::record_permanent(format!("counter {:?}: {e}", update.name)))?;
         let key = key.as_str();
+        if let Some(writes) = crate::delta::delta_writes(update) {
+            if self.apply_deltas(key, writes.clone(), budget).await? {
+                return Ok(Merged::Wrote);
+            }
+            // Perhaps the counter's first write: create the total item empty unless it exists
+            // (which no other invocation's write can make fail), and try the deltas once more.
+            self.create_empty(key, budget).await?;
+            if self.apply_deltas(key, writes, budget).await? {
+                return Ok(Merged::Wrote);
+            }
+        }
         let (get_op, put_op) = (format!("GetItem {key}"), format!("PutItem {key}"));
         let (get_op, put_op) = (get_op.as_str(), put_op.as_str());
         let mut rounds = budget.attempts();
@@ -122,17 +139,7 @@ impl Aggregator {
                             )
                     };
                     let put = put.send();
-                    async move {
-                        match put.await {
-                            Ok(_) => Ok(true),
-                            Err(SdkError::ServiceError(e))
-                                if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) =>
-                            {
-                                Ok(false)
-                            }
-                            Err(e) => Err(io_policy::classify(put_op, &e)),
-                        }
-                    }
+                    async move { put_applied(put.await, put_op) }
                 })
                 .await?;
             if written {
@@ -141,6 +148,110 @@ impl Aggregator {
             conflicts.fetch_add(1, Ordering::Relaxed);
             last = Some(Failure::transient(format!("{key} was changed by another writer")));
         }
+    }
+}
+
+impl Aggregator {
+    /// Sends `writes` to the total item `key` in turn: `true` when all were applied, `false` at
+    /// the first whose condition fails (the item does not hold what the batch expects, or does
+    /// not exist yet). Those applied before it stay, and are correct: each is a delta of its own
+    /// shards.
+    async fn apply_deltas(
+        &self,
+        key: &str,
+        writes: Vec<DeltaWrite>,
+        budget: &Budget,
+    ) -> Result<bool, Failure> {
+        let op = format!("UpdateItem {key}");
+        let op = op.as_str();
+        for write in writes {
+            let values: HashMap<String, AttributeValue> = write
+                .values
+                .into_iter()
+                .map(|(name, value)| (name, value.into()))
+                .collect();
+            let applied = budget
+                .call(|| {
+                    let update = self
+                        .client
+                        .update_item()
+                        .table_name(&self.table)
+                        .key(&self.partition_key, AttributeValue::S(key.to_owned()))
+                        .update_expression(&write.update)
+                        .condition_expression(&write.condition)
+                        .set_expression_attribute_names(Some(write.names.clone()))
+                        .set_expression_attribute_values(Some(values.clone()))
+                        .send();
+                    async move {
+                        match update.await {
+                            Ok(_) => Ok(true),
+                            Err(SdkError::ServiceError(e))
+                                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+                            {
+                                Ok(false)
+                            }
+                            // A total item without `shards` yet: DynamoDB may name the path
+                            // instead of failing the condition. Read-merge-write creates it.
+                            Err(SdkError::ServiceError(e))
+                                if e.err()
+                                    .meta()
+                                    .message()
+                                    .is_some_and(|m| m.contains("document path")) =>
+                            {
+                                Ok(false)
+                            }
+                            Err(e) => Err(io_policy::classify(op, &e)),
+                        }
+                    }
+                })
+                .await?;
+            if !applied {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl Aggregator {
+    /// Creates the total item `key` with no shards, a total of 0 and version 1, unless it
+    /// exists: `true` when it was created.
+    async fn create_empty(&self, key: &str, budget: &Budget) -> Result<bool, Failure> {
+        let op = format!("PutItem {key} (empty)");
+        let op = op.as_str();
+        let item = Total::default().to_item(&self.partition_key, key);
+        let mut item: HashMap<String, AttributeValue> = item.into();
+        item.insert(VERSION.to_owned(), AttributeValue::N("1".to_owned()));
+        budget
+            .call(|| {
+                let put = self
+                    .client
+                    .put_item()
+                    .table_name(&self.table)
+                    .set_item(Some(item.clone()))
+                    .condition_expression("attribute_not_exists(#pk)")
+                    .expression_attribute_names("#pk", &self.partition_key)
+                    .send();
+                async move { put_applied(put.await, op) }
+            })
+            .await
+    }
+}
+
+/// A conditional `PutItem`'s answer: `true` when it was applied, `false` when its condition
+/// failed, or else the failure, classified.
+fn put_applied<R>(
+    answer: Result<R, SdkError<PutItemError, aws_sdk_dynamodb::config::http::HttpResponse>>,
+    op: &str,
+) -> Result<bool, Failure> {
+    match answer {
+        Ok(_) => Ok(true),
+        Err(SdkError::ServiceError(e))
+            if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(io_policy::classify(op, &e)),
     }
 }
 
@@ -170,6 +281,16 @@ impl StreamFunction for Aggregator {
         Ok(Aggregator::new(&table, &partition_key, aws.dynamodb()))
     }
 
+    /// The counter table, keyed by `COUNTER_PARTITION_KEY` alone (totals have no sort key).
+    fn resources(&self) -> Vec<Resource> {
+        vec![Resource::Table {
+            variable: "COUNTER_TABLE",
+            name: self.table.clone(),
+            partition_key: self.partition_key.clone(),
+            sort_key: None,
+        }]
+    }
+
     fn plan(&self, records: &[EventRecord]) -> Planned<Vec<CounterUpdate>> {
         let plan = Plan::new(&self.partition_key, records);
         for s in &plan.skipped {
@@ -192,9 +313,9 @@ impl StreamFunction for Aggregator {
             .iter()
             .map(|u| async move { (u, self.merge(u, budget, conflicts).await) })
             .collect();
-        let mut results = futures_util::stream::iter(merges).buffer_unordered(budget.policy.concurrency);
+        let results = budget.in_window(merges).await;
         let mut applied = Applied::default();
-        while let Some((update, result)) = results.next().await {
+        for (update, result) in results {
             match result {
                 Ok(Merged::Wrote) => applied.writes += 1,
                 Ok(Merged::Unchanged) => {}
@@ -216,7 +337,6 @@ impl StreamFunction for Aggregator {
                 }
             }
         }
-        drop(results);
         applied
             .counts
             .push((Metric::Conflicts, conflicts.load(Ordering::Relaxed)));

@@ -19,19 +19,27 @@
 //! record cannot bring it back.
 //!
 //! Records of one shard arrive in order, but the shards of one counter hash to different stream
-//! shards and so to concurrent invocations. Each invocation reads the total item, merges its
-//! batch's newer shard states ([`state`]) and writes the item back only if its `version` is
-//! unchanged, retrying on a conflict; two invocations therefore never overwrite each other's
-//! shards.
+//! shards (or `ParallelizationFactor` lanes) and so to concurrent invocations. Two ways of
+//! writing keep them from overwriting each other's shards:
 //!
-//! A batch collapses to one state per shard and one update per counter ([`plan`]): at most one
+//! - **A delta write** ([`delta`]), the usual case: one `UpdateItem` that sets the batch's
+//!   shards and adds their change to `total`, on condition that each of those shards still holds
+//!   what the batch's first record of it says it held before. Invocations that update other
+//!   shards of the same counter do not make it fail, so hot counters do not conflict.
+//! - **Read, merge, write** ([`state`]), when that condition fails (a new counter, a batch
+//!   delivered again, records given up on earlier): read the total item, merge the batch's newer
+//!   shard states, and write the item back only if its `version` is unchanged, retrying on a
+//!   conflict.
+//!
+//! A batch collapses to one state per shard and one update per counter ([`plan`]): usually one
 //! write per counter per batch, however many increments it holds.
 
+pub mod delta;
 pub mod handler;
 pub mod plan;
 pub mod state;
 pub mod synthetic;
 
 pub use handler::Aggregator;
-pub use plan::{CounterUpdate, Plan, PlanError, ShardState, SkipReason, Skipped, Stopped};
+pub use plan::{Before, CounterUpdate, Plan, PlanError, ShardState, SkipReason, Skipped, Stopped};
 pub use state::Total;

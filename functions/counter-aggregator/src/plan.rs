@@ -28,6 +28,18 @@ pub struct ShardState {
     pub sequence_number: SequenceNumber,
 }
 
+/// What a shard held just before the batch's first record of it, as that record's `OldImage`
+/// says: the stored state a delta write expects (see [`crate::delta`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Before {
+    /// The record is an INSERT: the shard item did not exist (its stored state, if any, is 0).
+    Absent,
+    /// The shard's count (0 when the image has none).
+    Value(i128),
+    /// No usable `OldImage` (a `NEW_IMAGE` stream, or a count that is not an integer).
+    Unknown,
+}
+
 /// What a batch says about one counter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterUpdate {
@@ -35,6 +47,8 @@ pub struct CounterUpdate {
     pub name: String,
     /// The latest state of each shard the batch touched.
     pub shards: BTreeMap<u32, ShardState>,
+    /// What each of those shards held before the batch's first record of it.
+    pub before: BTreeMap<u32, Before>,
     /// The earliest record in the batch that touched the counter: the checkpoint if its write
     /// fails.
     pub first_record: usize,
@@ -123,18 +137,27 @@ impl Plan {
         let mut by_name: HashMap<String, usize> = HashMap::new();
         for (i, raw) in records.iter().enumerate() {
             match read(partition_key, raw) {
-                Ok(Read::Shard { name, shard, state }) => {
+                Ok(Read::Shard {
+                    name,
+                    shard,
+                    state,
+                    before,
+                }) => {
                     let slot = *by_name.entry(name.clone()).or_insert_with(|| {
                         plan.updates.push(CounterUpdate {
                             name,
                             shards: BTreeMap::new(),
+                            before: BTreeMap::new(),
                             first_record: i,
                             records: Vec::new(),
                         });
                         plan.updates.len() - 1
                     });
-                    plan.updates[slot].records.push(i);
-                    let shards = &mut plan.updates[slot].shards;
+                    let update = &mut plan.updates[slot];
+                    update.records.push(i);
+                    // A shard item's records come in order: its first one here is its earliest.
+                    update.before.entry(shard).or_insert(before);
+                    let shards = &mut update.shards;
                     match shards.get(&shard) {
                         Some(kept) if kept.sequence_number >= state.sequence_number => {}
                         _ => {
@@ -164,6 +187,7 @@ enum Read {
         name: String,
         shard: u32,
         state: ShardState,
+        before: Before,
     },
     Skip(SkipReason),
 }
@@ -218,7 +242,23 @@ fn read(partition_key: &str, raw: &EventRecord) -> Result<Read, PlanError> {
             value,
             sequence_number,
         },
+        before: before(&record),
     })
+}
+
+/// What the shard held before `record`, from its `OldImage`.
+fn before(record: &Record<'_>) -> Before {
+    if record.kind() == ChangeKind::Insert {
+        return Before::Absent;
+    }
+    match record.before() {
+        Ok(Some(old)) => match old.get(COUNT) {
+            None => Before::Value(0),
+            Some(AttributeValue::N(n)) => n.parse().map_or(Before::Unknown, Before::Value),
+            Some(_) => Before::Unknown,
+        },
+        _ => Before::Unknown,
+    }
 }
 
 #[cfg(test)]

@@ -158,3 +158,52 @@ fn unreadable_shard_records_stop_the_plan() {
         }
     }
 }
+
+/// A batch, and for each counter it updates, what each shard held before.
+type BeforeCase = (Vec<EventRecord>, Vec<Vec<(u32, Before)>>);
+
+#[test]
+fn before_is_what_the_first_record_of_each_shard_says_it_held() {
+    let batch = records(fixture!("increments.json"));
+    let befores = |batch: &[EventRecord]| -> Vec<Vec<(u32, Before)>> {
+        Plan::new("pk", batch)
+            .updates
+            .iter()
+            .map(|u| u.before.iter().map(|(k, b)| (*k, *b)).collect())
+            .collect()
+    };
+    let mut no_old_image = serde_json::to_value(&batch[3]).unwrap();
+    no_old_image["dynamodb"]
+        .as_object_mut()
+        .unwrap()
+        .remove("OldImage");
+    let mut text_count = serde_json::to_value(&batch[3]).unwrap();
+    text_count["dynamodb"]["OldImage"]["count"] = serde_json::json!({"S": "1"});
+    let with_record_3 = |v: serde_json::Value| {
+        let mut b = batch[3..].to_vec();
+        b[0] = serde_json::from_value(v).unwrap();
+        b
+    };
+    #[rustfmt::skip]
+    let cases: [BeforeCase; 4] = [
+        (batch.clone(), vec![
+            vec![(0, Before::Absent), (1, Before::Absent), (2, Before::Absent)],
+            vec![(0, Before::Absent), (3, Before::Absent)],
+        ]),
+        (batch[3..].to_vec(), vec![
+            vec![(0, Before::Value(1)), (2, Before::Absent)],
+            vec![(0, Before::Absent), (3, Before::Value(2))],
+        ]),
+        (with_record_3(no_old_image), vec![
+            vec![(0, Before::Unknown), (2, Before::Absent)],
+            vec![(0, Before::Absent), (3, Before::Value(2))],
+        ]),
+        (with_record_3(text_count), vec![
+            vec![(0, Before::Unknown), (2, Before::Absent)],
+            vec![(0, Before::Absent), (3, Before::Value(2))],
+        ]),
+    ];
+    for (batch, expected) in cases {
+        assert_eq!(befores(&batch), expected);
+    }
+}

@@ -159,3 +159,53 @@ fn foreign_total_items_are_refused_with_the_reason() {
         );
     }
 }
+
+/// The total item's format (docs/formats.md, "Counter total items"), attribute by attribute.
+#[test]
+fn the_total_item_format_is_pinned() {
+    let q = |n: u128| SequenceNumber::from_fixed_width(&format!("{n:040}")).unwrap();
+    let total = Total {
+        shards: BTreeMap::from([
+            (
+                0,
+                ShardState {
+                    value: 41,
+                    sequence_number: q(500_000_000_000_000_000_012),
+                },
+            ),
+            (
+                3,
+                ShardState {
+                    value: -2,
+                    sequence_number: q(7),
+                },
+            ),
+        ]),
+        version: 9,
+    };
+    let n = |s: &str| AttributeValue::N(s.to_owned());
+    let s = |s: &str| AttributeValue::S(s.to_owned());
+    let shard =
+        |v: &str, q: &str| AttributeValue::M(HashMap::from([("v".to_owned(), n(v)), ("q".to_owned(), s(q))]));
+    let expected = Item::from(HashMap::from([
+        ("pk".to_owned(), s("COUNTER#votes#TOTAL")),
+        ("total".to_owned(), n("39")),
+        ("version".to_owned(), n("9")),
+        (
+            "shards".to_owned(),
+            AttributeValue::M(HashMap::from([
+                (
+                    "0".to_owned(),
+                    shard("41", "0000000000000000000500000000000000000012"),
+                ),
+                (
+                    "3".to_owned(),
+                    shard("-2", "0000000000000000000000000000000000000007"),
+                ),
+            ])),
+        ),
+    ]));
+    assert_eq!(total.to_item("pk", "COUNTER#votes#TOTAL"), expected);
+    let stored: HashMap<String, AttributeValue> = expected.into();
+    assert_eq!(Total::from_item("COUNTER#votes#TOTAL", &stored).unwrap(), total);
+}

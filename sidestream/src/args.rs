@@ -179,6 +179,55 @@ pub(crate) enum LocalCommand {
     /// batches; then checks the index, the archive and the counters against independent
     /// oracles. Exit status 1 on any difference.
     Chaos(ChaosArgs),
+    /// Measures each function's whole invocation on a fresh stack, behind a proxy that adds a
+    /// fixed latency to every call: `BatchSize` 100, 1,000 and a 6 MB batch against the request
+    /// bound and a floor measured in the same run; hot counters under concurrent invocations;
+    /// fixed and adaptive write concurrency against a write capacity. See docs/benchmarks.md.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// Added by the proxy to every data call, in milliseconds.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) latency_ms: u64,
+    /// Invocations per write-path case (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub(crate) repeats: usize,
+    /// Rounds of concurrent invocations per hot-counter case.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) hot_rounds: usize,
+    /// The throttling cases' write capacities in requests per second (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "250,800", value_name = "N,…")]
+    pub(crate) capacity: Vec<u32>,
+    /// Only `BatchSize` 100 and 1,000 (no 6 MB batch), one invocation each: a quick look.
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// Where the functions' binaries are, for the cold starts (scripts/bench-e2e builds them).
+    #[arg(long, default_value = "target/fuzz", value_name = "DIR")]
+    pub(crate) binaries: PathBuf,
+    /// Run only these parts (comma-separated; all by default).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "PART")]
+    pub(crate) only: Vec<BenchPart>,
+    /// The SAM template.
+    #[arg(long, default_value = "template.yaml", value_name = "FILE")]
+    pub(crate) template: PathBuf,
+    /// `text` (a progress bar, then tables) or `json` (one object).
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub(crate) output: Output,
+}
+
+/// A part of `sidestream local bench`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum BenchPart {
+    /// Each function's invocations against the request bound.
+    WritePath,
+    /// Concurrent invocations updating the same counter totals.
+    Hot,
+    /// Fixed and adaptive write windows against a write capacity.
+    Throttled,
+    /// Each function's binary started cold against a local Runtime API, primed and not.
+    Cold,
 }
 
 #[derive(Debug, Args)]

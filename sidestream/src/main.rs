@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 mod args;
 mod backfill;
+mod bench;
 mod chaos;
 mod demo;
 mod failures;
@@ -59,6 +60,10 @@ fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
             // The report says what happened; logs only for what it cannot (RUST_LOG for more).
             init_logs("error");
             return crate::chaos::run(args);
+        }
+        LocalCommand::Bench(args) => {
+            init_logs("error");
+            return crate::bench::run(args);
         }
         LocalCommand::Run {
             options,

@@ -5,6 +5,7 @@
 
 mod archive;
 mod backfill;
+mod bench;
 mod browser;
 mod chaos;
 mod cli;

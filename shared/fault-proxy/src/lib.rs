@@ -12,16 +12,18 @@
 //! | `stall` | an answer only after `stall-for` (past the client's attempt timeout) | sent |
 //! | `latency` | every answer this much later | sent |
 //! | `capacity` | beyond this many requests per second (a token bucket holding a tenth of a second's), a throttling answer as above | not sent |
+//! | `sink` | (`sink=1`) every request that no fault stops answered here, as a success with an empty body (`{}`; S3: 200 and an `ETag`), after the latency: an ideal service whose every call costs exactly the latency | not sent |
 //!
 //! Control-plane calls (`CreateTable`, `DescribeTable`, …) and DynamoDB Streams pass through
 //! untouched. The spec is `name=value` pairs: rates from 0 to 1, `latency` and `stall-for` in
-//! milliseconds (`5ms`), `capacity` in requests per second, and `seed`; [`DEFAULT_SPEC`] is
+//! milliseconds (`5ms`), `capacity` in requests per second, `sink` (0 or 1), and `seed`; [`DEFAULT_SPEC`] is
 //! what `--faults default` means.
 //!
 //! [`Proxy::record`] keeps the faultable requests that pass, and [`replay`] sends them again,
 //! byte for byte, as a bare client would: a bench's yardstick for what exactly those requests
 //! cost the emulator and the latency.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -45,7 +47,7 @@ pub const DEFAULT_SPEC: &str = "throttle=0.05,5xx=0.02,partial=0.2,apply-then-fa
 pub enum SpecError {
     /// A part that is not `name=value`, or an unknown name.
     #[error(
-        "{0:?} is not a fault: use throttle, 5xx, partial, apply-then-fail, reset, stall (rates 0-1), stall-for, latency (e.g. 5ms), capacity (requests per second) or seed"
+        "{0:?} is not a fault: use throttle, 5xx, partial, apply-then-fail, reset, stall (rates 0-1), stall-for, latency (e.g. 5ms), capacity (requests per second), sink (0 or 1) or seed"
     )]
     Unknown(String),
     /// A value out of range.
@@ -81,6 +83,8 @@ pub struct Spec {
     pub latency: Duration,
     /// Faultable requests per second served; those beyond are throttled (0: no limit).
     pub capacity: u32,
+    /// Faultable requests answered here with an empty success instead of upstream.
+    pub sink: bool,
     /// The random stream's seed.
     pub seed: u64,
 }
@@ -103,6 +107,7 @@ impl Spec {
             stall_for: Duration::from_secs(12),
             latency: Duration::ZERO,
             capacity: 0,
+            sink: false,
             seed: 1,
         };
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -141,6 +146,13 @@ impl Spec {
                     spec.capacity = value
                         .parse()
                         .map_err(|_| bad("a capacity is whole requests per second"))?;
+                }
+                "sink" => {
+                    spec.sink = match value {
+                        "1" | "true" => true,
+                        "0" | "false" => false,
+                        _ => return Err(bad("sink is 1 or 0")),
+                    }
                 }
                 "seed" => spec.seed = value.parse().map_err(|_| bad("a seed is a whole number"))?,
                 _ => return Err(SpecError::Unknown(part.to_owned())),
@@ -337,25 +349,36 @@ pub async fn start(upstream: &str, spec: Spec) -> std::io::Result<Proxy> {
         recorder: Arc::clone(&recorder),
         client: Client::builder(TokioExecutor::new()).build_http(),
     });
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let state = Arc::clone(&state);
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let state = Arc::clone(&state);
-                    async move { handle(&state, request).await }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
+    serve(listener, move |request| {
+        let state = Arc::clone(&state);
+        async move { handle(&state, request).await }
     });
     Ok(Proxy {
         addr,
         counts,
         recorder,
     })
+}
+
+/// Serves HTTP/1 connections accepted on `listener`, each request answered by `handle`, until
+/// the runtime ends. A small server's whole loop, shared with other loopback stand-ins (the
+/// bench's Runtime API).
+pub fn serve<H, F, E>(listener: TcpListener, handle: H)
+where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Result<Response<Full<Bytes>>, E>> + Send + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), hyper::service::service_fn(handle))
+                    .await;
+            });
+        }
+    });
 }
 
 /// The error that makes hyper close the connection without an answer.
@@ -436,6 +459,9 @@ async fn handle(state: &State, request: Request<Incoming>) -> Result<Response<Fu
             tokio::time::sleep(state.spec.stall_for).await;
         }
         Fault::None | Fault::Partial | Fault::ApplyThenFail => {}
+    }
+    if faultable && state.spec.sink {
+        return Ok(sunk(dynamodb));
     }
     if fault == Fault::Partial
         && let Some((first, rest)) = split_batch(&body)
@@ -579,6 +605,22 @@ fn server_error(dynamodb: bool) -> Response<Full<Bytes>> {
     }
 }
 
+/// The sink's answer: an empty success.
+fn sunk(dynamodb: bool) -> Response<Full<Bytes>> {
+    if dynamodb {
+        let mut response = Response::new(Full::new(Bytes::from_static(b"{}")));
+        set_content_type(&mut response, "application/x-amz-json-1.0");
+        response
+    } else {
+        let mut response = Response::new(Full::new(Bytes::new()));
+        response.headers_mut().insert(
+            hyper::header::ETAG,
+            hyper::header::HeaderValue::from_static("\"sink\""),
+        );
+        response
+    }
+}
+
 fn set_content_type(response: &mut Response<Full<Bytes>>, value: &'static str) {
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
@@ -637,6 +679,18 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("requests per second")
+        );
+    }
+
+    #[test]
+    fn the_sink_is_switched_on_by_name() {
+        assert!(Spec::parse("latency=10ms,sink=1").unwrap().sink);
+        assert!(!Spec::parse("latency=10ms").unwrap().sink);
+        assert!(
+            Spec::parse("sink=yes")
+                .unwrap_err()
+                .to_string()
+                .contains("sink is 1 or 0")
         );
     }
 

@@ -1,0 +1,92 @@
+//! The end-to-end bench's parts, small: every function's invocation through its runtime behind
+//! the latency proxy, against moto and against the proxy's sink, with its requests counted
+//! against the request bound; and ten concurrent
+//! invocations on the same counter totals, exact, with no conflict retry. No figure is timed
+//! here: the bench measures, this checks that what it measures happened.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Result, ensure};
+use bench_e2e::events::Batch;
+use bench_e2e::{Options, Part, Progress};
+
+use crate::moto::{sdk, unique};
+
+fn options(parts: Vec<Part>) -> Options {
+    let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
+    let mut options = Options::full(template, unique("bench"));
+    options.latency = Duration::from_millis(1);
+    options.repeats = 1;
+    options.batches = vec![Batch::Records(100)];
+    options.hot_invocations = vec![10];
+    options.hot_rounds = 3;
+    options.parts = parts;
+    options
+}
+
+#[tokio::test]
+async fn each_function_is_invoked_whole_and_its_requests_counted() -> Result<()> {
+    let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
+    let progress = Progress::default();
+    let report = bench_e2e::run(&sdk(), &endpoint, &options(vec![Part::WritePath]), &progress).await?;
+    let summary = serde_json::to_string_pretty(&report)?;
+    let cases: Vec<(&str, &str)> = report
+        .write_path
+        .iter()
+        .map(|r| (r.upstream, r.function))
+        .collect();
+    let functions = ["multikey-indexer", "ttl-archiver", "counter-aggregator"];
+    let expected: Vec<(&str, &str)> = ["moto", "sink"]
+        .into_iter()
+        .flat_map(|u| functions.map(|f| (u, f)))
+        .collect();
+    ensure!(cases == expected, "cases {cases:?}: {summary}");
+    for row in &report.write_path {
+        ensure!(
+            row.records == 100 && row.requests > 0 && row.writes > 0,
+            "{} {}: {} records, {} requests, {} writes",
+            row.upstream,
+            row.function,
+            row.records,
+            row.requests,
+            row.writes
+        );
+        // The bound is the requests' own: ⌈requests / concurrency⌉ round trips of the latency.
+        let trips = row.requests.div_ceil(row.concurrency as u64);
+        ensure!(
+            (row.bound_ms - f64::from(u32::try_from(trips)?)).abs() < 1e-9,
+            "bound: {summary}"
+        );
+        // The floor replays exactly the requests the proxy recorded.
+        ensure!(row.replayed as u64 == row.requests, "replayed: {summary}");
+    }
+    // One case per function and upstream.
+    let done = progress.done.load(std::sync::atomic::Ordering::Relaxed);
+    ensure!(done == 6, "{done} cases done: {summary}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn ten_invocations_on_the_same_totals_are_exact_without_conflicts() -> Result<()> {
+    let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
+    let report = bench_e2e::run(&sdk(), &endpoint, &options(vec![Part::Hot]), &Progress::default()).await?;
+    let summary = serde_json::to_string_pretty(&report)?;
+    let [row] = report.hot.as_slice() else {
+        anyhow::bail!("one case expected: {summary}");
+    };
+    ensure!(row.invocations == 10 && row.batches == 30, "{summary}");
+    ensure!(row.exact, "a total differs from its shards' sum: {}", row.detail);
+    ensure!(
+        row.conflicts == 0 && row.conflict_free == row.batches,
+        "{summary}"
+    );
+    // Conflict-free because each total is updated by one delta write per batch: a batch of the
+    // 4 counters sends 4 requests. In the first round the totals do not exist yet, so each of
+    // the 10 invocations may also send a delta that finds none and a creation (one wins).
+    // Read-merge-write would send at least 2 per counter per batch: 240 here.
+    let counters = bench_e2e::hot::COUNTERS as u64;
+    let most = row.batches * counters + 2 * counters * 10;
+    ensure!(row.requests <= most, "more requests than delta writes: {summary}");
+    Ok(())
+}

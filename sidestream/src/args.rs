@@ -197,8 +197,9 @@ pub(crate) struct BenchArgs {
     /// Rounds of concurrent invocations per hot-counter case.
     #[arg(long, default_value_t = 10)]
     pub(crate) hot_rounds: usize,
-    /// The throttling cases' write capacities in requests per second (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "250,800", value_name = "N,…")]
+    /// The throttling cases' write capacities in requests per second (comma-separated; 0: no
+    /// limit, the windows on a clean service).
+    #[arg(long, value_delimiter = ',', default_value = "0,250,800", value_name = "N,…")]
     pub(crate) capacity: Vec<u32>,
     /// Only `BatchSize` 100 and 1,000 (no 6 MB batch), one invocation each: a quick look.
     #[arg(long)]

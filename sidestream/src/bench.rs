@@ -207,7 +207,11 @@ fn throttled(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()>
             writeln!(
                 out,
                 "{:>9} {:<14} {:>9.1} {:>9.0} {:>11} {:>9} {:>8} {:>10}",
-                r.capacity,
+                if r.capacity == 0 {
+                    "none".to_owned()
+                } else {
+                    r.capacity.to_string()
+                },
                 r.setting,
                 r.wall_ms,
                 r.records_per_second,

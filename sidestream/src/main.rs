@@ -31,6 +31,11 @@ use stream_replayer::FailureLog;
 
 /// Runs the command; an error is printed as one line (its causes after colons), never with a
 /// backtrace, and exits with status 1.
+/// The functions' allocator (see their `main.rs`), so that the functions run in this process
+/// (`local`, `plan`, `local bench`) run as on Lambda.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,

@@ -10,6 +10,10 @@ use aws_lambda_events::event::dynamodb::Event;
 use counter_aggregator::{Plan, synthetic};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
+/// The functions' allocator (their `main.rs`), so that the figures are the deployed ones.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn bench(c: &mut Criterion) {
     let event = synthetic::increments(10_000, 100, 10, 7);
     let bytes = serde_json::to_vec(&event).expect("events serialise");

@@ -1,15 +1,21 @@
-//! Decode plus plan of a 10,000-record (about 6 MB) stream event, against a bare `serde_json`
-//! decode of the same bytes into `aws_lambda_events` types.
+//! Decode plus plan of a 10,000-record (8.4 MB) stream event, and of its first 6 MB (Lambda's
+//! payload limit), against a bare `serde_json` decode of the same bytes into `aws_lambda_events`
+//! types.
 //!
-//! `cargo bench -p multikey-indexer --bench plan` prints the event's size and the writes and
-//! requests its plan makes, then times both. The event is also written to
-//! `target/bench-data/multikey-10k.json`, for measuring the CLI's peak memory on it.
+//! `cargo bench -p multikey-indexer --bench plan` prints each event's size and the writes and
+//! requests its plan makes, then times both. The events are also written to
+//! `target/bench-data/multikey-10k.json` and `multikey-6mb.json`: for measuring the CLI's peak
+//! memory, and for the Python peer (`benches/peers/run`), which must plan the same counts.
 
 use std::hint::black_box;
 
 use aws_lambda_events::event::dynamodb::Event;
 use criterion::{Criterion, criterion_group, criterion_main};
 use multikey_indexer::{Indexes, Plan, synthetic};
+
+/// The functions' allocator (their `main.rs`), so that the figures are the deployed ones.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn bench(c: &mut Criterion) {
     let indexes = Indexes::from_json(synthetic::INDEXES_JSON).expect("the synthetic configuration is valid");
@@ -20,10 +26,27 @@ fn bench(c: &mut Criterion) {
     }
 
     let event: Event = serde_json::from_slice(&bytes).expect("the event decodes");
-    let plan = Plan::new(&indexes, &event.records);
+    let mut six = event.clone();
+    let mut six_bytes = bytes.clone();
+    while six_bytes.len() > 6_000_000 {
+        let keep = six.records.len() * 6_000_000 / six_bytes.len();
+        six.records.truncate(keep.min(six.records.len() - 1));
+        six_bytes = serde_json::to_vec(&six).expect("events serialise");
+    }
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let _ = std::fs::write(dir.join("multikey-6mb.json"), &six_bytes);
+    }
+    for (name, bytes) in [("10k-records", &bytes), ("6mb", &six_bytes)] {
+        group(c, &indexes, name, bytes);
+    }
+}
+
+fn group(c: &mut Criterion, indexes: &Indexes, name: &str, bytes: &[u8]) {
+    let event: Event = serde_json::from_slice(bytes).expect("the event decodes");
+    let plan = Plan::new(indexes, &event.records);
     let (puts, deletes) = plan.counts();
     eprintln!(
-        "event: {} records, {} KB; plan: {} writes ({puts} puts, {deletes} deletes), {} BatchWriteItem requests, {} skipped",
+        "{name}: {} records, {} KB; plan: {} writes ({puts} puts, {deletes} deletes), {} BatchWriteItem requests, {} skipped",
         event.records.len(),
         bytes.len() / 1000,
         plan.writes.len(),
@@ -31,15 +54,15 @@ fn bench(c: &mut Criterion) {
         plan.skipped.len(),
     );
 
-    let mut group = c.benchmark_group("10k-records");
+    let mut group = c.benchmark_group(name);
     group.sample_size(20);
     group.bench_function("decode", |b| {
-        b.iter(|| black_box(serde_json::from_slice::<Event>(black_box(&bytes)).expect("decodes")));
+        b.iter(|| black_box(serde_json::from_slice::<Event>(black_box(bytes)).expect("decodes")));
     });
     group.bench_function("decode+plan", |b| {
         b.iter(|| {
-            let event: Event = serde_json::from_slice(black_box(&bytes)).expect("decodes");
-            black_box(Plan::new(&indexes, &event.records))
+            let event: Event = serde_json::from_slice(black_box(bytes)).expect("decodes");
+            black_box(Plan::new(indexes, &event.records))
         });
     });
     group.finish();

@@ -1,5 +1,10 @@
 //! The multikey-indexer Lambda: the indexer under Sidestream's stream runtime.
 
+/// mimalloc, not the system allocator: a batch's decode and plan are mostly allocation, and
+/// glibc's malloc and free took about a third of their time (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     stream_runtime::run::<multikey_indexer::Indexer>().await

@@ -13,6 +13,10 @@ use aws_lambda_events::event::dynamodb::Event;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ttl_archiver::{ObjectSettings, Plan, synthetic};
 
+/// The functions' allocator (their `main.rs`), so that the figures are the deployed ones.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn bench(c: &mut Criterion) {
     let bytes =
         serde_json::to_vec(&synthetic::ttl_batch(10_000, 7, 1_795_168_800, 0.5)).expect("events serialise");

@@ -88,7 +88,7 @@ pub struct Options {
     pub hot_invocations: Vec<usize>,
     /// Rounds of concurrent invocations per hot-counter case.
     pub hot_rounds: usize,
-    /// The throttling cases' write capacities, in requests per second.
+    /// The throttling cases' write capacities, in requests per second (0: no limit, no throttling).
     pub capacities: Vec<u32>,
     /// The parts to run (all by default).
     pub parts: Vec<Part>,
@@ -121,7 +121,7 @@ impl Options {
             batches: events::Batch::STANDARD.to_vec(),
             hot_invocations: vec![1, 2, 5, 10],
             hot_rounds: 10,
-            capacities: vec![250, 800],
+            capacities: vec![0, 250, 800],
             parts: vec![Part::WritePath, Part::Hot, Part::Throttled, Part::Cold],
             binaries: PathBuf::from("target/fuzz"),
         }

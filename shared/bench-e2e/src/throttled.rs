@@ -47,7 +47,7 @@ pub struct Row {
 pub const SETTINGS: [(&str, usize, usize); 3] =
     [("fixed 4", 4, 4), ("fixed 16", 16, 16), ("adaptive 4-16", 4, 16)];
 
-/// Measures each of [`SETTINGS`] behind the sink at each of `options.capacities`.
+/// Measures each of [`SETTINGS`] behind the sink at each of `options.capacities` (0: no limit).
 pub async fn run(
     sdk: &aws_config::SdkConfig,
     endpoint: &str,

@@ -65,6 +65,20 @@ impl Number {
         &self.digits[..usize::from(self.len)]
     }
 
+    /// A positive integer from its ASCII digits, the first non-zero (not checked here): `None`
+    /// beyond 38 significant digits. Trailing zeros go to the exponent.
+    #[inline]
+    pub(crate) fn from_integer_digits(digits: &[u8]) -> Option<Number> {
+        let significant = digits.len() - digits.iter().rev().take_while(|&&d| d == b'0').count();
+        let mut n = Number::ZERO;
+        n.digits
+            .get_mut(..significant)?
+            .copy_from_slice(digits.get(..significant)?);
+        n.len = u8::try_from(significant).ok()?;
+        n.exponent = i16::try_from(digits.len()).ok()? - 1;
+        Some(n)
+    }
+
     /// The same magnitude with the opposite sign (zero stays zero).
     #[must_use]
     pub fn negated(&self) -> Number {

@@ -506,6 +506,12 @@ impl Cursor<'_> {
             self.at = class_at;
             return self.fail("wide number class must stand for 26 to 126 integer digits");
         }
+        if !negative
+            && !wide
+            && let Some(n) = self.plain_integer(int_digits)
+        {
+            return Ok(n);
+        }
         let mut number = Digits::new();
         let mut seen_nonzero = false;
         let mut leading_fraction_zeros = 0i64;
@@ -565,6 +571,19 @@ impl Cursor<'_> {
             input: self.key.to_owned(),
             reason,
         })
+    }
+
+    /// The common case in one step: a positive integer of a narrow class (`B42`), its digits one
+    /// run with no fraction after it. `None` sends anything else to the general path.
+    fn plain_integer(&mut self, int_digits: i64) -> Option<Number> {
+        let end = self.at + usize::try_from(int_digits).ok()?;
+        let run = self.key.as_bytes().get(self.at..end)?;
+        let plain = run.first().is_some_and(|&d| d != b'0')
+            && run.iter().all(u8::is_ascii_digit)
+            && self.key.as_bytes().get(end) != Some(&b'.');
+        let n = Number::from_integer_digits(run).filter(|_| plain)?;
+        self.at = end;
+        Some(n)
     }
 
     fn three_digits(&mut self) -> Result<i64, Error> {

@@ -263,6 +263,26 @@ fn sequence_numbers() {
     assert!(SequenceNumber::from_fixed_width("123").is_err());
 }
 
+/// Plain positive integers take a one-step path in the text decoder; it must agree with the
+/// general one (trailing zeros into the exponent, 25 digits the widest narrow class).
+#[test]
+fn plain_integers_decode_to_the_parsed_number() {
+    let cases = [
+        ("nA7#", "7"),
+        ("nB10#", "10"),
+        ("nC100#", "100"),
+        ("nC120#", "120"),
+        ("nE10203#", "10203"),
+        ("nY1000000000000000000000000#", "1E24"),
+        ("nY1234567890123456789012345#", "1234567890123456789012345"),
+        ("nB12.5#", "12.5"), // a fraction: the general path
+    ];
+    for (key, number) in cases {
+        let want = Value::Number(Number::parse(number).unwrap());
+        assert_eq!(text::decode(key).unwrap(), vec![(want, Asc)], "{key}");
+    }
+}
+
 #[test]
 fn malformed_text_keys_are_errors_naming_the_offset() {
     let cases: &[(&str, usize)] = &[

@@ -172,6 +172,43 @@ fn shard_of(record: &EventRecord) -> usize {
         .unwrap_or(0)
 }
 
+/// A batch delivered again (Lambda's at-least-once) finds its deltas already applied: each
+/// counter's first conditional `UpdateItem` fails and returns the total item, which already holds
+/// the batch, so nothing more is sent: one request per counter, and the totals do not move.
+#[tokio::test]
+async fn a_redelivered_batch_costs_one_request_per_counter() {
+    let client = aws_sdk_dynamodb::Client::new(&sdk());
+    let table = unique("redelivered");
+    create_table(&client, &table, "pk", None, false).await;
+    let event = counter_aggregator::synthetic::increments(300, 4, 5, 11);
+    let one = aggregator(&table).await;
+    let deadline = || Deadline::after(Duration::from_secs(60));
+
+    let (first, _) = one.handle_counted(event.clone(), deadline()).await;
+    assert!(first.unwrap().batch_item_failures.is_empty());
+    let counters = Counters::new(client.clone(), &table, Sharding::new(5).unwrap());
+    let totals = |counters: Counters| async move {
+        let mut totals = Vec::new();
+        for c in 0..4 {
+            totals.push(counters.total(&format!("c{c}")).await.unwrap());
+        }
+        totals
+    };
+    let before = totals(counters.clone()).await;
+    assert!(before.iter().all(Option::is_some), "{before:?}");
+
+    let (again, metrics) = one.handle_counted(event, deadline()).await;
+    assert!(again.unwrap().batch_item_failures.is_empty());
+    assert_eq!(
+        metrics.get(stream_kit::Metric::Requests),
+        4,
+        "one UpdateItem per counter"
+    );
+    assert_eq!(metrics.get(stream_kit::Metric::Writes), 0);
+    assert_eq!(metrics.get(stream_kit::Metric::Conflicts), 0);
+    assert_eq!(totals(counters).await, before);
+}
+
 /// Four concurrent writers make 2,000 increments on three counters and remove one shard; the
 /// aggregator then consumes the stream with every batch delivered twice, one batch retried from
 /// its middle, and eight invocations racing on the same total items, until they have met a

@@ -2,14 +2,16 @@
 //! delta write, or else with an optimistic-concurrency read-merge-write.
 //!
 //! Per counter: first the delta writes ([`crate::delta`]), conditional `UpdateItem`s that need
-//! no read and that other invocations' shards never make fail. If one's condition fails, the
-//! total item may not exist yet: it is created empty (a `PutItem` that only creates, which no
-//! other write makes conflict) and the deltas are tried once more. If they still fail (the item
-//! does not hold what the batch expects), the counter falls back: a strongly consistent
-//! `GetItem` of the total item, the pure merge, and, when the batch brings anything newer, a
-//! `PutItem` conditioned on the version read (`attribute_not_exists` for a new item). A failed
-//! version condition means another invocation wrote the item in between; the counter is read and
-//! merged again after a jittered backoff, counted as `Conflicts`. Counters are independent, so
+//! no read and that other invocations' shards never make fail. A failed condition returns the
+//! item as it stood (`ReturnValuesOnConditionCheckFailure = ALL_OLD`). No item: the counter's
+//! first write, so the total item is created empty (a `PutItem` that only creates, which no other
+//! write makes conflict) and the deltas are tried once more. An item that does not hold what the
+//! batch expects (a redelivered batch, one retried from an earlier checkpoint): the counter falls
+//! back to the read-merge-write, starting from the item the condition returned: the pure merge
+//! and, when the batch brings anything newer, a `PutItem` conditioned on the version read
+//! (`attribute_not_exists` for a new item). A failed version condition means another invocation
+//! wrote the item in between; the counter is read again (a strongly consistent `GetItem`) and
+//! merged after a jittered backoff, counted as `Conflicts`. Counters are independent, so
 //! several are applied at once, as many as the budget's write window allows.
 //! Every request, and every round, is bounded by the one I/O policy and the invocation's
 //! deadline. A counter whose update cannot be applied makes its first record the checkpoint
@@ -22,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use sharded_counter::layout::{DEFAULT_PARTITION_KEY, total_key};
 use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
 use stream_runtime::{
@@ -40,6 +42,16 @@ pub struct Aggregator {
     table: String,
     partition_key: String,
     client: aws_sdk_dynamodb::Client,
+}
+
+/// How a counter's delta writes ended.
+enum Deltas {
+    /// All were applied.
+    Applied,
+    /// A condition failed on a total item that does not exist yet.
+    NoItem,
+    /// A condition failed on the total item: as it stood then, when DynamoDB returned it.
+    Differs(Option<HashMap<String, AttributeValue>>),
 }
 
 /// How one counter's read-merge-write ended.
@@ -72,15 +84,21 @@ impl Aggregator {
         let key = total_key(&update.name)
             .map_err(|e| Failure::record_permanent(format!("counter {:?}: {e}", update.name)))?;
         let key = key.as_str();
+        // The item as a failed delta condition returned it: the first round's read.
+        let mut returned = None;
         if let Some(writes) = crate::delta::delta_writes(update) {
-            if self.apply_deltas(key, writes.clone(), budget).await? {
-                return Ok(Merged::Wrote);
-            }
-            // Perhaps the counter's first write: create the total item empty unless it exists
-            // (which no other invocation's write can make fail), and try the deltas once more.
-            self.create_empty(key, budget).await?;
-            if self.apply_deltas(key, writes, budget).await? {
-                return Ok(Merged::Wrote);
+            match self.apply_deltas(key, writes.clone(), budget).await? {
+                Deltas::Applied => return Ok(Merged::Wrote),
+                // The counter's first write: create the total item empty unless it exists
+                // (which no other invocation's write can make fail), and try once more.
+                Deltas::NoItem => {
+                    if self.create_empty(key, budget).await?
+                        && let Deltas::Applied = self.apply_deltas(key, writes, budget).await?
+                    {
+                        return Ok(Merged::Wrote);
+                    }
+                }
+                Deltas::Differs(item) => returned = item,
             }
         }
         let (get_op, put_op) = (format!("GetItem {key}"), format!("PutItem {key}"));
@@ -90,19 +108,25 @@ impl Aggregator {
         loop {
             rounds.next(last.take()).await?;
             rounds.round();
-            let got = budget
-                .call(|| {
-                    let get = self
-                        .client
-                        .get_item()
-                        .table_name(&self.table)
-                        .key(pk, AttributeValue::S(key.to_owned()))
-                        .consistent_read(true)
-                        .send();
-                    async move { get.await.map_err(|e| io_policy::classify(get_op, &e)) }
-                })
-                .await?;
-            let stored = match got.item {
+            let item = match returned.take() {
+                Some(item) => Some(item),
+                None => {
+                    budget
+                        .call(|| {
+                            let get = self
+                                .client
+                                .get_item()
+                                .table_name(&self.table)
+                                .key(pk, AttributeValue::S(key.to_owned()))
+                                .consistent_read(true)
+                                .send();
+                            async move { get.await.map_err(|e| io_policy::classify(get_op, &e)) }
+                        })
+                        .await?
+                        .item
+                }
+            };
+            let stored = match item {
                 None => Total::default(),
                 Some(item) => Total::from_item(key, &serde_dynamo::Item::from(item))
                     .map_err(|e| Failure::systemic(e.to_string()))?,
@@ -152,16 +176,15 @@ impl Aggregator {
 }
 
 impl Aggregator {
-    /// Sends `writes` to the total item `key` in turn: `true` when all were applied, `false` at
-    /// the first whose condition fails (the item does not hold what the batch expects, or does
-    /// not exist yet). Those applied before it stay, and are correct: each is a delta of its own
-    /// shards.
+    /// Sends `writes` to the total item `key` in turn, until all are applied or one's condition
+    /// fails (the item does not hold what the batch expects, or does not exist yet). Those
+    /// applied before it stay, and are correct: each is a delta of its own shards.
     async fn apply_deltas(
         &self,
         key: &str,
         writes: Vec<DeltaWrite>,
         budget: &Budget,
-    ) -> Result<bool, Failure> {
+    ) -> Result<Deltas, Failure> {
         let op = format!("UpdateItem {key}");
         let op = op.as_str();
         for write in writes {
@@ -181,14 +204,16 @@ impl Aggregator {
                         .condition_expression(&write.condition)
                         .set_expression_attribute_names(Some(write.names.clone()))
                         .set_expression_attribute_values(Some(values.clone()))
+                        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
                         .send();
                     async move {
                         match update.await {
-                            Ok(_) => Ok(true),
-                            Err(SdkError::ServiceError(e))
-                                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+                            Ok(_) => Ok(Deltas::Applied),
+                            Err(SdkError::ServiceError(ref e))
+                                if let UpdateItemError::ConditionalCheckFailedException(failed) = e.err() =>
                             {
-                                Ok(false)
+                                let item = failed.item.clone();
+                                Ok(item.map_or(Deltas::NoItem, |item| Deltas::Differs(Some(item))))
                             }
                             // A total item without `shards` yet: DynamoDB may name the path
                             // instead of failing the condition. Read-merge-write creates it.
@@ -198,18 +223,18 @@ impl Aggregator {
                                     .message()
                                     .is_some_and(|m| m.contains("document path")) =>
                             {
-                                Ok(false)
+                                Ok(Deltas::Differs(None))
                             }
                             Err(e) => Err(io_policy::classify(op, &e)),
                         }
                     }
                 })
                 .await?;
-            if !applied {
-                return Ok(false);
+            if !matches!(applied, Deltas::Applied) {
+                return Ok(applied);
             }
         }
-        Ok(true)
+        Ok(Deltas::Applied)
     }
 }
 

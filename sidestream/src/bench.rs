@@ -10,6 +10,8 @@ use anyhow::Context as _;
 
 use crate::args::{BenchArgs, BenchPart, Output};
 use crate::progress::Bar;
+use crate::table::Align::{Left, Right};
+use crate::table::Table;
 
 /// How often the progress bar is redrawn.
 const REDRAW: Duration = Duration::from_millis(500);
@@ -108,45 +110,41 @@ fn write_path(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()
          upstream moto, or the sink (the proxy answering every call itself after the latency)",
         report.latency_ms
     )?;
-    writeln!(
-        out,
-        "{:<8} {:<19} {:<14} {:>7} {:>9} {:>5} {:>9} {:>9} {:>8} {:>7} {:>9} {:>6} {:>9} {:>6}",
-        "upstream",
-        "function",
-        "batch",
-        "records",
-        "bytes",
-        "conc",
-        "wall ms",
-        "rec/s",
-        "requests",
-        "retries",
-        "bound ms",
-        "ratio",
-        "floor ms",
-        "ratio"
-    )?;
+    let mut t = Table::new(&[
+        ("upstream", Left),
+        ("function", Left),
+        ("batch", Left),
+        ("records", Right),
+        ("bytes", Right),
+        ("conc", Right),
+        ("wall ms", Right),
+        ("rec/s", Right),
+        ("requests", Right),
+        ("retries", Right),
+        ("bound ms", Right),
+        ("ratio", Right),
+        ("floor ms", Right),
+        ("ratio", Right),
+    ]);
     for r in &report.write_path {
-        writeln!(
-            out,
-            "{:<8} {:<19} {:<14} {:>7} {:>9} {:>5} {:>9.1} {:>9.0} {:>8} {:>7} {:>9.1} {:>5.2}× {:>9.1} {:>5.2}×",
-            r.upstream,
-            r.function,
-            r.batch,
-            r.records,
-            r.event_bytes,
-            r.concurrency,
-            r.wall_ms,
-            r.records_per_second,
-            r.requests,
-            r.retries,
-            r.bound_ms,
-            r.ratio,
-            r.floor_ms,
-            r.floor_ratio
-        )?;
+        t.row(vec![
+            r.upstream.to_owned(),
+            r.function.to_owned(),
+            r.batch.clone(),
+            r.records.to_string(),
+            r.event_bytes.to_string(),
+            r.concurrency.to_string(),
+            format!("{:.1}", r.wall_ms),
+            format!("{:.0}", r.records_per_second),
+            r.requests.to_string(),
+            r.retries.to_string(),
+            format!("{:.1}", r.bound_ms),
+            format!("{:.2}×", r.ratio),
+            format!("{:.1}", r.floor_ms),
+            format!("{:.2}×", r.floor_ratio),
+        ]);
     }
-    Ok(())
+    t.write(out)
 }
 
 fn hot(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
@@ -155,74 +153,75 @@ fn hot(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
         "\nHot counters: concurrent invocations folding shard records of the same {} counters",
         bench_e2e::hot::COUNTERS
     )?;
-    writeln!(
-        out,
-        "{:>11} {:>8} {:>14} {:>10} {:>11} {:>9} {:>8} {:>12} {:>9} {:>6}",
-        "invocations",
-        "batches",
-        "conflict-free",
-        "conflicts",
-        "per batch",
-        "requests",
-        "retries",
-        "redelivered",
-        "round ms",
-        "exact"
-    )?;
+    let mut t = Table::new(&[
+        ("invocations", Right),
+        ("batches", Right),
+        ("conflict-free", Right),
+        ("conflicts", Right),
+        ("per batch", Right),
+        ("requests", Right),
+        ("retries", Right),
+        ("redelivered", Right),
+        ("round ms", Right),
+        ("exact", Right),
+    ]);
     for r in &report.hot {
-        writeln!(
-            out,
-            "{:>11} {:>8} {:>13.0}% {:>10} {:>11.2} {:>9} {:>8} {:>12} {:>9.1} {:>6}",
-            r.invocations,
-            r.batches,
-            r.conflict_free_share * 100.0,
-            r.conflicts,
-            r.conflicts_per_batch,
-            r.requests,
-            r.retries,
-            r.redelivered,
-            r.round_ms,
-            if r.exact { "yes" } else { "NO" }
-        )?;
-        if !r.exact {
-            writeln!(out, "            {}", r.detail)?;
-        }
+        t.row(vec![
+            r.invocations.to_string(),
+            r.batches.to_string(),
+            format!("{:.0}%", r.conflict_free_share * 100.0),
+            r.conflicts.to_string(),
+            format!("{:.2}", r.conflicts_per_batch),
+            r.requests.to_string(),
+            r.retries.to_string(),
+            r.redelivered.to_string(),
+            format!("{:.1}", r.round_ms),
+            if r.exact { "yes" } else { "NO" }.to_owned(),
+        ]);
+    }
+    t.write(out)?;
+    for r in report.hot.iter().filter(|r| !r.exact) {
+        writeln!(out, "not exact at {} invocations: {}", r.invocations, r.detail)?;
     }
     Ok(())
 }
 
 fn throttled(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
-    if let Some(first) = report.throttled.first() {
-        writeln!(
-            out,
-            "\nThrottled: the indexer on a {}-record batch, the sink serving so many requests per second and throttling the rest",
-            first.records
-        )?;
-        writeln!(
-            out,
-            "{:>9} {:<14} {:>9} {:>9} {:>11} {:>9} {:>8} {:>10}",
-            "capacity", "window", "wall ms", "rec/s", "deliveries", "requests", "retries", "throttled"
-        )?;
-        for r in &report.throttled {
-            writeln!(
-                out,
-                "{:>9} {:<14} {:>9.1} {:>9.0} {:>11} {:>9} {:>8} {:>10}",
-                if r.capacity == 0 {
-                    "none".to_owned()
-                } else {
-                    r.capacity.to_string()
-                },
-                r.setting,
-                r.wall_ms,
-                r.records_per_second,
-                r.deliveries,
-                r.requests,
-                r.retries,
-                r.throttled
-            )?;
-        }
+    let Some(first) = report.throttled.first() else {
+        return Ok(());
+    };
+    writeln!(
+        out,
+        "\nThrottled: the indexer on a {}-record batch, the sink serving so many requests per second and throttling the rest",
+        first.records
+    )?;
+    let mut t = Table::new(&[
+        ("capacity", Right),
+        ("window", Left),
+        ("wall ms", Right),
+        ("rec/s", Right),
+        ("deliveries", Right),
+        ("requests", Right),
+        ("retries", Right),
+        ("throttled", Right),
+    ]);
+    for r in &report.throttled {
+        t.row(vec![
+            if r.capacity == 0 {
+                "none".to_owned()
+            } else {
+                r.capacity.to_string()
+            },
+            r.setting.clone(),
+            format!("{:.1}", r.wall_ms),
+            format!("{:.0}", r.records_per_second),
+            r.deliveries.to_string(),
+            r.requests.to_string(),
+            r.retries.to_string(),
+            r.throttled.to_string(),
+        ]);
     }
-    Ok(())
+    t.write(out)
 }
 
 fn cold(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
@@ -231,24 +230,27 @@ fn cold(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
         "\nCold start: each binary started against a local Runtime API, its calls {} ms away (medians)",
         report.latency_ms
     )?;
-    writeln!(
-        out,
-        "{:<19} {:<7} {:>9} {:>10} {:>11} {:>12} {:>7} {:>16}",
-        "function", "primed", "init ms", "first ms", "second ms", "init+first", "starts", "peak MiB (6 MB)"
-    )?;
+    let mut t = Table::new(&[
+        ("function", Left),
+        ("primed", Left),
+        ("init ms", Right),
+        ("first ms", Right),
+        ("second ms", Right),
+        ("init+first", Right),
+        ("starts", Right),
+        ("peak MiB (6 MB)", Right),
+    ]);
     for r in &report.cold {
-        writeln!(
-            out,
-            "{:<19} {:<7} {:>9.1} {:>10.1} {:>11.1} {:>12.1} {:>7} {:>16.1}",
-            r.function,
-            if r.primed { "yes" } else { "no" },
-            r.init_ms,
-            r.first_ms,
-            r.second_ms,
-            r.cold_ms,
-            r.starts,
-            r.peak_rss_mib
-        )?;
+        t.row(vec![
+            r.function.to_owned(),
+            if r.primed { "yes" } else { "no" }.to_owned(),
+            format!("{:.1}", r.init_ms),
+            format!("{:.1}", r.first_ms),
+            format!("{:.1}", r.second_ms),
+            format!("{:.1}", r.cold_ms),
+            r.starts.to_string(),
+            format!("{:.1}", r.peak_rss_mib),
+        ]);
     }
-    Ok(())
+    t.write(out)
 }

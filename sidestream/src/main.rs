@@ -16,6 +16,7 @@ mod index;
 mod key;
 mod plan;
 mod progress;
+mod table;
 mod typed_json;
 
 use crate::args::{

@@ -58,19 +58,16 @@ pub async fn run(
         for primed in [false, true] {
             let mut samples = Vec::new();
             for repeat in 0..options.repeats.max(1) as u64 {
-                let mut event = |seed: u64| match function {
-                    "multikey-indexer" => events::issues(Batch::Records(100), seed).1,
-                    "ttl-archiver" => events::ttl_deletes(Batch::Records(100), seed).1,
-                    _ => sim.batch(Batch::Records(100), 1_600).1,
+                let mut event = |batch: Batch, seed: u64| match function {
+                    "multikey-indexer" => events::issues(batch, seed).1,
+                    "ttl-archiver" => events::ttl_deletes(batch, seed).1,
+                    _ => sim.batch(batch, 1_600).1,
                 };
                 // In this order: the counter simulation's batches must reach the process in the
                 // order they were generated.
-                let (first, second) = (event(repeat * 2 + 1), event(repeat * 2 + 2));
-                let large = match function {
-                    "multikey-indexer" => events::issues(Batch::Bytes(6_000_000), repeat + 100).1,
-                    "ttl-archiver" => events::ttl_deletes(Batch::Bytes(6_000_000), repeat + 100).1,
-                    _ => sim.batch(Batch::Bytes(6_000_000), 1_600).1,
-                };
+                let first = event(Batch::Records(100), repeat * 2 + 1);
+                let second = event(Batch::Records(100), repeat * 2 + 2);
+                let large = event(Batch::Bytes(6_000_000), repeat + 100);
                 let batches = vec![first, second, large];
                 samples.push(start(bench, &binaries.join(function), function, primed, batches).await?);
             }

@@ -17,7 +17,6 @@ pub struct Runtime<F> {
     function: F,
     settings: Settings,
     aws: Aws,
-    s3: aws_sdk_s3::Client,
 }
 
 impl<F: StreamFunction> Runtime<F> {
@@ -39,7 +38,6 @@ impl<F: StreamFunction> Runtime<F> {
             function,
             settings,
             aws: aws.clone(),
-            s3: aws.s3(),
         }
     }
 
@@ -102,6 +100,7 @@ impl<F: StreamFunction> Runtime<F> {
     async fn park(&self, records: &[EventRecord], decision: &mut Decision, budget: &Budget) {
         let ParkingPlace { bucket, prefix } = &self.settings.parking;
         let function = F::NAME;
+        let s3 = self.aws.s3();
         for RecordFailure { record, failure } in decision.park.clone() {
             let Some(raw) = records.get(record) else {
                 continue;
@@ -110,8 +109,7 @@ impl<F: StreamFunction> Runtime<F> {
             let body = Bytes::from(parked::body(function, raw, &failure, chrono::Utc::now()));
             let put = budget
                 .call(|| {
-                    let put = self
-                        .s3
+                    let put = s3
                         .put_object()
                         .bucket(bucket)
                         .key(&key)

@@ -34,28 +34,47 @@ impl Writer {
     }
 
     /// Applies `writes`, whose table and key pairs must be distinct, within `budget`.
+    ///
+    /// Each chunk of 25 is put into the SDK's form only when the window admits it, so the first
+    /// request leaves after 25 conversions, not after all of them: the rest overlap the waits.
     pub async fn write(&self, writes: Vec<ItemWrite>, budget: &Budget) -> Report {
-        let mut report = Report::default();
-        let mut chunks: Vec<Vec<Pending>> = Vec::with_capacity(crate::requests_for(writes.len()));
-        let mut chunk = Vec::with_capacity(MAX_BATCH);
-        for write in writes {
-            let origin = write.origin;
-            match Pending::new(write) {
-                Ok(pending) => chunk.push(pending),
-                Err(reason) => give_up(&mut report, vec![origin], &Failure::record_permanent(reason)),
+        let mut chunks: Vec<Vec<ItemWrite>> = Vec::with_capacity(crate::requests_for(writes.len()));
+        let mut writes = writes.into_iter();
+        loop {
+            let chunk: Vec<ItemWrite> = writes.by_ref().take(MAX_BATCH).collect();
+            if chunk.is_empty() {
+                break;
             }
-            if chunk.len() == MAX_BATCH {
-                chunks.push(std::mem::replace(&mut chunk, Vec::with_capacity(MAX_BATCH)));
-            }
-        }
-        if !chunk.is_empty() {
             chunks.push(chunk);
         }
         let reports = budget
-            .in_window(chunks.into_iter().map(|chunk| self.write_chunk(chunk, budget)))
+            .in_window(
+                chunks
+                    .into_iter()
+                    .map(|chunk| self.convert_and_write(chunk, budget)),
+            )
             .await;
+        let mut report = Report::default();
         for r in reports {
             report.merge(r);
+        }
+        report
+    }
+
+    /// Converts a chunk to the SDK's form (a write that cannot be is given up on as
+    /// record-permanent) and sends it.
+    async fn convert_and_write(&self, chunk: Vec<ItemWrite>, budget: &Budget) -> Report {
+        let mut report = Report::default();
+        let mut pending = Vec::with_capacity(chunk.len());
+        for write in chunk {
+            let origin = write.origin;
+            match Pending::new(write) {
+                Ok(p) => pending.push(p),
+                Err(reason) => give_up(&mut report, vec![origin], &Failure::record_permanent(reason)),
+            }
+        }
+        if !pending.is_empty() {
+            report.merge(self.write_chunk(pending, budget).await);
         }
         report
     }

@@ -1,6 +1,6 @@
 //! Decode plus plan of a 10,000-record (8.4 MB) stream event, and of its first 6 MB (Lambda's
 //! payload limit), against a bare `serde_json` decode of the same bytes into `aws_lambda_events`
-//! types.
+//! types; and the plan alone, of the decoded event.
 //!
 //! `cargo bench -p multikey-indexer --bench plan` prints each event's size and the writes and
 //! requests its plan makes, then times both. The events are also written to
@@ -58,6 +58,9 @@ fn group(c: &mut Criterion, indexes: &Indexes, name: &str, bytes: &[u8]) {
     group.sample_size(20);
     group.bench_function("decode", |b| {
         b.iter(|| black_box(serde_json::from_slice::<Event>(black_box(bytes)).expect("decodes")));
+    });
+    group.bench_function("plan", |b| {
+        b.iter(|| black_box(Plan::new(indexes, black_box(&event.records))));
     });
     group.bench_function("decode+plan", |b| {
         b.iter(|| {

@@ -334,10 +334,11 @@ impl<'c> Planner<'c> {
 
 /// The key item (partition and sort key only) for a delete.
 fn key_item(index: &Index, key: EntryKey) -> Item {
-    let mut item = HashMap::with_capacity(2);
+    let mut item = Item::default();
+    item.reserve(2);
     item.insert(index.partition_key.clone(), AttributeValue::S(key.pk));
     item.insert(index.sort_key.clone(), key.sk.into_attribute());
-    Item::from(item)
+    item
 }
 
 /// Whether every attribute the index reads is the same in both images.

@@ -11,7 +11,6 @@
 //! Keys are computed per member only when needed: diffing compares members first.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use key_codec::{BinaryKey, Dir, HierKey, KeyKind, Number, TextKey, truncate_for_binary, truncate_for_text};
 use serde_dynamo::{AttributeValue, Item};
@@ -152,7 +151,9 @@ impl<'a> ImageEntries<'a> {
     /// The index item for one member under `key`.
     pub fn item(&self, member: &Member<'_>, key: EntryKey) -> Item {
         let index = self.index;
-        let mut item = HashMap::with_capacity(4 + self.base_key.len() + self.copied.len());
+        // Built in place: `Item::from(HashMap)` would hash every attribute a second time.
+        let mut item = Item::default();
+        item.reserve(4 + self.base_key.len() + self.copied.len());
         item.insert(index.partition_key.clone(), AttributeValue::S(key.pk));
         item.insert(index.sort_key.clone(), key.sk.into_attribute());
         let entry = match member.entry {
@@ -166,7 +167,7 @@ impl<'a> ImageEntries<'a> {
         for (name, value) in self.base_key.iter().chain(&self.copied) {
             item.insert((*name).to_owned(), (*value).clone());
         }
-        Item::from(item)
+        item
     }
 }
 

@@ -4,8 +4,9 @@
 //! Per counter: first the delta writes ([`crate::delta`]), conditional `UpdateItem`s that need
 //! no read and that other invocations' shards never make fail. A failed condition returns the
 //! item as it stood (`ReturnValuesOnConditionCheckFailure = ALL_OLD`). No item: the counter's
-//! first write, so the total item is created empty (a `PutItem` that only creates, which no other
-//! write makes conflict) and the deltas are tried once more. An item that does not hold what the
+//! first write, so the total item is created empty unless another invocation just did (a
+//! `PutItem` that only creates, which no other write makes conflict) and the deltas are tried
+//! once more. An item that does not hold what the
 //! batch expects (a redelivered batch, one retried from an earlier checkpoint): the counter falls
 //! back to the read-merge-write, starting from the item the condition returned: the pure merge
 //! and, when the batch brings anything newer, a `PutItem` conditioned on the version read
@@ -89,13 +90,15 @@ impl Aggregator {
         if let Some(writes) = crate::delta::delta_writes(update) {
             match self.apply_deltas(key, writes.clone(), budget).await? {
                 Deltas::Applied => return Ok(Merged::Wrote),
-                // The counter's first write: create the total item empty unless it exists
-                // (which no other invocation's write can make fail), and try once more.
+                // The counter's first write: create the total item empty unless it exists (another
+                // invocation may just have: either way it exists now, and no other invocation's
+                // delta makes ours fail), and try once more.
                 Deltas::NoItem => {
-                    if self.create_empty(key, budget).await?
-                        && let Deltas::Applied = self.apply_deltas(key, writes, budget).await?
-                    {
-                        return Ok(Merged::Wrote);
+                    self.create_empty(key, budget).await?;
+                    match self.apply_deltas(key, writes, budget).await? {
+                        Deltas::Applied => return Ok(Merged::Wrote),
+                        Deltas::NoItem => {}
+                        Deltas::Differs(item) => returned = item,
                     }
                 }
                 Deltas::Differs(item) => returned = item,
@@ -240,8 +243,8 @@ impl Aggregator {
 
 impl Aggregator {
     /// Creates the total item `key` with no shards, a total of 0 and version 1, unless it
-    /// exists: `true` when it was created.
-    async fn create_empty(&self, key: &str, budget: &Budget) -> Result<bool, Failure> {
+    /// exists.
+    async fn create_empty(&self, key: &str, budget: &Budget) -> Result<(), Failure> {
         let op = format!("PutItem {key} (empty)");
         let op = op.as_str();
         let item = Total::default().to_item(&self.partition_key, key);
@@ -260,6 +263,7 @@ impl Aggregator {
                 async move { put_applied(put.await, op) }
             })
             .await
+            .map(drop)
     }
 }
 

@@ -399,10 +399,16 @@ pub(crate) enum IndexCommand {
         /// Which index of `MULTIKEY_INDEXES` (needed when it defines several).
         #[arg(long)]
         index: Option<String>,
-        /// Write exactly the difference: missing and stale entries put, extra ones deleted;
-        /// then verify again.
+        /// Mend the difference through the stream: the base items of missing and stale entries
+        /// are touched, so the indexer re-puts their entries in each item's order; an extra
+        /// entry is deleted only if its item, read again, no longer calls for it, and only if
+        /// nothing has written it since. Then verify again until the index is exact or
+        /// --settle seconds have passed. Safe while the stream runs; the indexer must be running.
         #[arg(long)]
         repair: bool,
+        /// With --repair: how long to wait for the stream to carry the touches (seconds).
+        #[arg(long, default_value_t = 120)]
+        settle: u64,
         /// `text` or `json` (one object).
         #[arg(long, value_enum, default_value_t = Output::Text)]
         output: Output,
@@ -420,16 +426,25 @@ pub(crate) enum FailuresCommand {
         #[arg(long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
-    /// Replays one function's failures through its code in this process, configured from this
-    /// process's environment exactly as the function is from its own (`MULTIKEY_INDEXES`,
-    /// `PARKING_BUCKET`, …): ranges read again from the stream, parked records as stored.
-    /// Exit status 1 if any failure still fails or is no longer in the stream.
+    /// Replays one function's failures, configured from this process's environment exactly as
+    /// the function is from its own (`MULTIKEY_INDEXES`, `PARKING_BUCKET`, …): ranges read
+    /// again from the stream (whole, or not at all), parked records as stored. The archiver's
+    /// and the aggregator's records run through their code in this process; the indexer's are
+    /// replayed through the stream (their items touched, their deletes conditioned on newer
+    /// writes), so that an old record never puts back a stale entry. A range's queue message is
+    /// deleted once it is replayed. Exit status 1 if any failure still fails, is short or gone
+    /// from the stream, or if no failure is the function's.
     Replay {
         #[command(flatten)]
         from: FailureSources,
         /// The function whose failures to replay.
         #[arg(long, value_enum)]
         function: Function,
+        /// The function's name or ARN as deployed (repeatable). Without it, ranges match a
+        /// function named as CloudFormation names it (`<stack>-<LogicalId>-<suffix>`) or as the
+        /// binary.
+        #[arg(long = "function-name", value_name = "NAME_OR_ARN")]
+        function_names: Vec<String>,
         /// Each replay invocation's timeout, in seconds.
         #[arg(long, default_value_t = 60)]
         timeout: u64,
@@ -454,6 +469,20 @@ pub(crate) struct FailureSources {
     pub(crate) parked: Vec<String>,
 }
 
+impl FailureSources {
+    /// The sources, in words.
+    pub(crate) fn describe(&self) -> String {
+        let mut all: Vec<String> = self.logs.iter().map(|l| l.display().to_string()).collect();
+        all.extend(self.queues.iter().cloned());
+        all.extend(self.parked.iter().cloned());
+        if all.is_empty() {
+            "no source (give --log, --queue or --parked)".to_owned()
+        } else {
+            all.join(", ")
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum Function {
     /// The multikey index.
@@ -465,12 +494,21 @@ pub(crate) enum Function {
 }
 
 impl Function {
-    /// Its cargo binary's name, which is also its name in logs and failure records.
+    /// Its cargo binary's name, which is also its name in logs and parked records.
     pub(crate) fn binary(self) -> &'static str {
         match self {
             Function::MultikeyIndexer => "multikey-indexer",
             Function::TtlArchiver => "ttl-archiver",
             Function::CounterAggregator => "counter-aggregator",
+        }
+    }
+
+    /// Its logical id in `template.yaml`, which CloudFormation puts in its deployed name.
+    pub(crate) fn logical_id(self) -> &'static str {
+        match self {
+            Function::MultikeyIndexer => "IndexerFunction",
+            Function::TtlArchiver => "ArchiverFunction",
+            Function::CounterAggregator => "AggregatorFunction",
         }
     }
 }

@@ -5,11 +5,14 @@ use std::io::{self, Write as _};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::collections::BTreeSet;
+
 use anyhow::Context as _;
-use failure_replay::{Failed, Records, Replayed};
+use failure_replay::{Failed, FunctionMatch, Read, Records, Replayed};
+use index_verify::Mender;
 use stream_kit::Vars;
 
-use crate::args::{FailureSources, FailuresCommand, Output};
+use crate::args::{FailureSources, FailuresCommand, Function, Output};
 
 pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
     let runtime = crate::runtime()?;
@@ -24,26 +27,56 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
             FailuresCommand::Replay {
                 from,
                 function,
+                function_names,
                 timeout,
                 output,
             } => {
                 let failures = read(&sdk, &from).await?;
+                let wanted = FunctionMatch {
+                    binary: function.binary().to_owned(),
+                    logical_id: function.logical_id().to_owned(),
+                    deployed: function_names,
+                };
+                let mine: Vec<&Failed> = failures.iter().filter(|f| wanted.matches(f)).collect();
+                if mine.is_empty() {
+                    let seen: BTreeSet<&str> = failures.iter().map(|f| f.function.as_str()).collect();
+                    anyhow::bail!(
+                        "no failure of {} among the {} read from {}: searched for {}; the failures read name {}",
+                        function.binary(),
+                        failures.len(),
+                        from.describe(),
+                        wanted.describe(),
+                        if seen.is_empty() {
+                            "no function".to_owned()
+                        } else {
+                            seen.into_iter().collect::<Vec<_>>().join(", ")
+                        }
+                    );
+                }
                 let lookup = |name: &str| std::env::var(name).ok();
+                let vars = Vars::new(&lookup);
                 let functions_sdk = io_policy::without_sdk_retries(&sdk);
-                let invoker =
-                    local_stack::function_invoker(function.binary(), &Vars::new(&lookup), &functions_sdk)?;
+                let how = match function {
+                    Function::MultikeyIndexer => How::ThroughTheStream(
+                        multikey_indexer::Indexes::from_vars(&vars)?,
+                        aws_sdk_dynamodb::Client::new(&functions_sdk),
+                        index_verify::run_id("replay"),
+                    ),
+                    _ => How::Rerun(local_stack::function_invoker(function.binary(), &vars, &functions_sdk)?),
+                };
                 let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
                 let sqs = aws_sdk_sqs::Client::new(&sdk);
-                let mut all_applied = true;
+                let mut all_done = true;
                 let mut out = io::stdout().lock();
-                for failed in failures.iter().filter(|f| f.function == function.binary()) {
-                    let replayed =
-                        failure_replay::replay(failed, &streams, &invoker, Duration::from_secs(timeout))
-                            .await?;
-                    let applied = matches!(replayed, Replayed::Applied { .. });
-                    all_applied &= applied;
-                    // The queue's message is done with only once its range is applied.
-                    if applied {
+                for failed in mine {
+                    let replayed = match failure_replay::read(failed, &streams).await? {
+                        Read::Unavailable(outcome) => outcome,
+                        Read::Records(records) => how.replay(records, Duration::from_secs(timeout)).await?,
+                    };
+                    let done = replayed.is_done();
+                    all_done &= done;
+                    // The queue's message is done with only once its range is replayed.
+                    if done {
                         failure_replay::acknowledge(&sqs, failed).await?;
                     }
                     match output {
@@ -55,7 +88,7 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                         Output::Text => writeln!(out, "{}  {}", place(failed), outcome(&replayed))?,
                     }
                 }
-                Ok(if all_applied {
+                Ok(if all_done {
                     ExitCode::SUCCESS
                 } else {
                     ExitCode::FAILURE
@@ -63,6 +96,41 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
             }
         }
     })
+}
+
+/// How a function's records are replayed.
+enum How {
+    /// Through the stream (the indexer): items touched, deletes conditioned on newer writes.
+    ThroughTheStream(multikey_indexer::Indexes, aws_sdk_dynamodb::Client, String),
+    /// Through the function's code again (the archiver and the aggregator: ordered by version).
+    Rerun(stream_replayer::Invoker),
+}
+
+impl How {
+    async fn replay(
+        &self,
+        records: Vec<stream_kit::EventRecord>,
+        timeout: Duration,
+    ) -> anyhow::Result<Replayed> {
+        match self {
+            How::Rerun(invoker) => Ok(failure_replay::rerun(records, invoker, timeout).await),
+            How::ThroughTheStream(indexes, client, run_id) => {
+                let table = records
+                    .first()
+                    .and_then(index_verify::mend::table_of)
+                    .context("a record without the eventSourceARN of its table")?;
+                let through_stream = Mender::new(client.clone(), indexes.clone(), table, run_id);
+                let mended = through_stream.records(&records).await?;
+                Ok(Replayed::Mended {
+                    records: records.len(),
+                    touched: mended.touched,
+                    gone: mended.gone,
+                    deleted: mended.deleted,
+                    newer: mended.newer,
+                })
+            }
+        }
+    }
 }
 
 async fn read(sdk: &aws_config::SdkConfig, from: &FailureSources) -> anyhow::Result<Vec<Failed>> {
@@ -131,6 +199,19 @@ fn place(failed: &Failed) -> String {
 fn outcome(replayed: &Replayed) -> String {
     match replayed {
         Replayed::Applied { records } => format!("applied: {records} records"),
+        Replayed::Mended {
+            records,
+            touched,
+            gone,
+            deleted,
+            newer,
+        } => format!(
+            "replayed through the stream: {records} records; {touched} items touched, {gone} gone since; \
+             {deleted} entries deleted, {newer} kept as written since"
+        ),
+        Replayed::ShortRead { read, reason } => {
+            format!("NOT REPLAYED: the stream gave back part of the range ({read} records; {reason})")
+        }
         Replayed::StillFailing { records, reason } => format!("STILL FAILING ({records} records): {reason}"),
         Replayed::NotInStream { reason } => {
             format!("NOT IN THE STREAM any more ({reason}): rebuild what it held from the base table")

@@ -1,10 +1,12 @@
 //! `sidestream index verify [--repair]`: the index against the base table (`index_verify`),
-//! rendered for people or as JSON. `index backfill` is in [`crate::backfill`].
+//! mended through the stream (`index_verify::mend`), rendered for people or as JSON.
+//! `index backfill` is in [`crate::backfill`].
 
 use std::io::{self, Write as _};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
-use index_verify::{Drift, Repaired};
+use index_verify::{Drift, Mended, Mender};
 use stream_kit::Vars;
 
 use crate::args::{IndexCommand, Output};
@@ -18,14 +20,28 @@ pub(crate) fn run(command: IndexCommand) -> anyhow::Result<ExitCode> {
             table,
             index,
             repair,
+            settle,
             output,
-        } => verify(&table, index.as_deref(), repair, output),
+        } => verify(
+            &table,
+            index.as_deref(),
+            repair.then_some(Duration::from_secs(settle)),
+            output,
+        ),
         IndexCommand::Backfill(args) => crate::backfill::run(args, false),
         IndexCommand::Rebuild(args) => crate::backfill::run(args, true),
     }
 }
 
-fn verify(table: &str, index: Option<&str>, repair: bool, output: Output) -> anyhow::Result<ExitCode> {
+/// How often a repair's verification is tried again while the stream carries its touches.
+const SETTLE_POLL: Duration = Duration::from_secs(2);
+
+fn verify(
+    table: &str,
+    index: Option<&str>,
+    repair: Option<Duration>,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
     let lookup = |name: &str| std::env::var(name).ok();
     let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
     let index = index_verify::choose(&indexes, index)?;
@@ -50,10 +66,21 @@ fn verify(table: &str, index: Option<&str>, repair: bool, output: Output) -> any
         }
         let mut repaired = None;
         let mut after = None;
-        if repair && !drift.is_exact() {
+        if let Some(settle) = repair.filter(|_| !drift.is_exact()) {
             let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-            repaired = Some(index_verify::repair(&writer, index, &drift).await?);
-            after = Some(index_verify::verify(&client, &indexes, index, table, &mut |_| {}).await?);
+            let mender = Mender::new(writer, indexes.clone(), table, &index_verify::run_id("repair"));
+            repaired = Some(mender.drift(index, &drift).await?);
+            // The touched items' entries come back through the stream: verify until they have.
+            let until = Instant::now() + settle;
+            loop {
+                let again = index_verify::verify(&client, &indexes, index, table, &mut |_| {}).await?;
+                let done = again.is_exact() || Instant::now() >= until;
+                after = Some(again);
+                if done {
+                    break;
+                }
+                tokio::time::sleep(SETTLE_POLL).await;
+            }
         }
         let exact = after.as_ref().unwrap_or(&drift).is_exact();
         let mut out = io::stdout().lock();
@@ -77,7 +104,7 @@ fn counts(drift: &Drift) -> serde_json::Value {
     })
 }
 
-fn json(drift: &Drift, repaired: Option<Repaired>, after: Option<&Drift>) -> serde_json::Value {
+fn json(drift: &Drift, repaired: Option<Mended>, after: Option<&Drift>) -> serde_json::Value {
     let first = |items: &[serde_json::Value]| items.iter().take(EXAMPLES).cloned().collect::<Vec<_>>();
     let mut doc = counts(drift);
     doc["examples"] = serde_json::json!({
@@ -94,7 +121,7 @@ fn json(drift: &Drift, repaired: Option<Repaired>, after: Option<&Drift>) -> ser
 
 fn text(
     drift: &Drift,
-    repaired: Option<Repaired>,
+    repaired: Option<Mended>,
     after: Option<&Drift>,
     out: &mut impl io::Write,
 ) -> io::Result<()> {
@@ -121,8 +148,9 @@ fn text(
     if let Some(repaired) = repaired {
         writeln!(
             out,
-            "Repaired: {} entries put, {} deleted",
-            repaired.puts, repaired.deletes
+            "Repaired through the stream: {} items touched (the indexer re-puts their entries), {} gone since; \
+             {} entries deleted, {} kept because their item calls for them again, {} because they were written again",
+            repaired.touched, repaired.gone, repaired.deleted, repaired.called_for, repaired.newer
         )?;
     }
     if let Some(after) = after {

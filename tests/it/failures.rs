@@ -1,20 +1,20 @@
 //! What the functions gave up on, replayed (`failure_replay`): a range the replayer gave up on
 //! after `MaximumRetryAttempts` (read from the on-failure queue, as Lambda would send it, and
-//! from the failure log alike), read again from the stream, and a parked record, taken as
-//! stored, both run through the indexer again; the index is then exact, and the queue's message
-//! is deleted.
+//! from the failure log alike, with the function named as CloudFormation names it), read again
+//! from the stream, and a parked record, taken as stored, both replayed through the stream
+//! (`index_verify::Mender::records`); the index is then exact, and the queue's message is
+//! deleted.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use anyhow::{Result, ensure};
 use serde_json::json;
 use stream_replayer::invoke::in_process;
 use stream_replayer::{Invocation, Invoker};
 
-use failure_replay::{Records, Replayed};
-use local_stack::{in_process_invoker, put_json as put};
+use failure_replay::{FunctionMatch, Read, Records, Replayed};
+use local_stack::put_json as put;
 
 use crate::moto::{PARKING_BUCKET, parking_bucket, s3, sdk, unique};
 use crate::pipeline::{assert_index_exact, failure_log, issue, pipeline, stack};
@@ -26,13 +26,22 @@ fn id_of(record: &stream_kit::EventRecord) -> String {
         .unwrap_or_default()
 }
 
-/// The indexer as it was when things failed: it crashes on the issue "poison" (its range is
-/// given up), and parks the issue "odd" (as the runtime parks a record-permanent failure: the
-/// whole record in S3, under `prefix`) and goes on. Counts (parked, crashes).
-fn as_it_was(inner: Invoker, prefix: String, counts: (Arc<AtomicU32>, Arc<AtomicU32>)) -> Invoker {
+/// The indexer as it was when things failed, until `fixed`: it crashes on the issue "poison"
+/// (its range is given up), and parks the issue "odd" (as the runtime parks a record-permanent
+/// failure: the whole record in S3, under `prefix`) and goes on. Counts (parked, crashes).
+fn as_it_was(
+    inner: Invoker,
+    prefix: String,
+    counts: (Arc<AtomicU32>, Arc<AtomicU32>),
+    fixed: Arc<AtomicBool>,
+) -> Invoker {
     in_process(move |mut event, deadline| {
         let (inner, prefix, (parked, crashes)) = (Arc::clone(&inner), prefix.clone(), counts.clone());
+        let fixed = fixed.load(Ordering::SeqCst);
         async move {
+            if fixed {
+                return inner(event, deadline).await;
+            }
             if event.records.iter().any(|r| id_of(r) == "poison") {
                 crashes.fetch_add(1, Ordering::SeqCst);
                 return Invocation::Failed {
@@ -71,11 +80,13 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
     let log = failure_log();
     let (parked, crashes) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
     let seen = (Arc::clone(&parked), Arc::clone(&crashes));
+    let fixed = Arc::new(AtomicBool::new(false));
+    let fix = Arc::clone(&fixed);
     let mut pipeline = pipeline(&sdk, &stack, &log, move |function, inner| {
         if function != "multikey-indexer" {
             return inner;
         }
-        as_it_was(inner, prefix_for_parking.clone(), seen.clone())
+        as_it_was(inner, prefix_for_parking.clone(), seen.clone(), Arc::clone(&fix))
     })?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
@@ -122,25 +133,37 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
         Records::Range { batch_size: 1, .. }
     ));
     ensure!(matches!(failures[1].records, Records::Parked { .. }));
+    // The range names the function as deployed by CloudFormation; the parked record by its
+    // runtime name. Both are the indexer's, and neither the archiver's.
+    let deployed = &failures[0].function;
+    ensure!(
+        deployed.starts_with(&format!("{}-IndexerFunction-", stack.name)),
+        "a CloudFormation-shaped name: {deployed}"
+    );
+    let of = |binary: &str, logical_id: &str| FunctionMatch {
+        binary: binary.into(),
+        logical_id: logical_id.into(),
+        deployed: vec![],
+    };
+    let (the_indexer, the_archiver) = (
+        of("multikey-indexer", "IndexerFunction"),
+        of("ttl-archiver", "ArchiverFunction"),
+    );
     let now = chrono::Utc::now();
     ensure!(
         failures
             .iter()
-            .all(|f| f.function == "multikey-indexer" && f.replayable(now))
+            .all(|f| the_indexer.matches(f) && !the_archiver.matches(f) && f.replayable(now))
     );
 
-    // The indexer as it is now.
-    let healthy = in_process_invoker(stack.function("multikey-indexer")?, &sdk)?;
+    // The indexer as it is now, replayed through the stream as `failures replay` does.
+    fixed.store(true, Ordering::SeqCst);
     let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
-    let mut acknowledged = 0;
-    for failed in &failures {
-        let replayed = failure_replay::replay(failed, &streams, &healthy, Duration::from_secs(60)).await?;
-        ensure!(
-            replayed == Replayed::Applied { records: 1 },
-            "{failed:?}: {replayed:?}"
-        );
-        acknowledged += usize::from(failure_replay::acknowledge(&sqs, failed).await?);
-    }
+    let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+    let indexes = crate::mend::indexes(&stack)?;
+    let through_stream = index_verify::Mender::new(writer, indexes, &issues, "replay-test");
+    let acknowledged = replay(&failures, &streams, &through_stream, &sqs).await?;
+    pipeline.settle().await?;
     assert_index_exact(&sdk, &stack).await?;
     // The applied range's message is deleted, visible or not; the parked record had none.
     let left = messages_left(&sqs, &queue).await?;
@@ -148,12 +171,46 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
         acknowledged == 1 && left == 0,
         "{acknowledged} acknowledged, {left} left"
     );
-    // Replayed again, as any redelivery: still exact.
+    // Replayed again, as any retried replay: still exact.
     for failed in &failures {
-        failure_replay::replay(failed, &streams, &healthy, Duration::from_secs(60)).await?;
+        if let Read::Records(records) = failure_replay::read(failed, &streams).await? {
+            through_stream.records(&records).await?;
+        }
     }
+    pipeline.settle().await?;
     assert_index_exact(&sdk, &stack).await?;
     Ok(())
+}
+
+/// Replays each failure's records through the stream, one record each, and deletes a range's
+/// queue message once replayed, as `failures replay` does; the messages deleted.
+async fn replay(
+    failures: &[failure_replay::Failed],
+    streams: &aws_sdk_dynamodbstreams::Client,
+    through_stream: &index_verify::Mender,
+    sqs: &aws_sdk_sqs::Client,
+) -> Result<usize> {
+    let mut acknowledged = 0;
+    for failed in failures {
+        let Read::Records(records) = failure_replay::read(failed, streams).await? else {
+            anyhow::bail!("{failed:?}: its records cannot be read back");
+        };
+        let mended = through_stream.records(&records).await?;
+        ensure!(
+            records.len() == 1 && mended.touched == 1,
+            "{failed:?}: {mended:?}"
+        );
+        let replayed = Replayed::Mended {
+            records: records.len(),
+            touched: mended.touched,
+            gone: mended.gone,
+            deleted: mended.deleted,
+            newer: mended.newer,
+        };
+        ensure!(replayed.is_done());
+        acknowledged += usize::from(failure_replay::acknowledge(sqs, failed).await?);
+    }
+    Ok(acknowledged)
 }
 
 /// A queue holding each line of the failure log as a message, as Lambda's on-failure

@@ -15,6 +15,7 @@ mod fixtures;
 mod grid;
 mod key_cli;
 mod lambda;
+mod mend;
 mod moto;
 mod multikey;
 mod parking;

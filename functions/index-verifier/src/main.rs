@@ -14,7 +14,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let reader = &aws_sdk_dynamodb::Client::new(&sdk);
     let writer = &aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
     lambda_runtime::run(service_fn(move |_: LambdaEvent<Value>| async move {
-        let run = scheduled::run(reader, writer, config)
+        let run_id = index_verify::run_id("verify");
+        let run = scheduled::run(reader, writer, config, &run_id)
             .await
             .map_err(|e| Diagnostic {
                 error_type: "VerifyError".to_owned(),

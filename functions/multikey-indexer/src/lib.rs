@@ -60,5 +60,6 @@ pub mod synthetic;
 
 pub use handler::Indexer;
 pub use multikey_schema::config;
-pub use multikey_schema::{Index, Indexes, KeyFormat};
+pub use multikey_schema::entries::version;
+pub use multikey_schema::{Index, Indexes, KeyFormat, VERSION_ATTRIBUTE};
 pub use plan::{Plan, PlanError, Skipped, Stopped};

@@ -26,6 +26,11 @@
 //! a record without a `base_key` attribute) is systemic: planning stops there, and it and the
 //! records after it are left for Lambda to redeliver once an operator has fixed the cause.
 //!
+//! **Versions.** Every entry put carries the sequence number of the record it came from
+//! (`VERSION_ATTRIBUTE`, 40 digits). The indexer itself never reads it: it orders the writes of
+//! one entry for whoever else must delete one (a verify's repair, a replay), whose deletes are
+//! conditioned on it so that they can never remove an entry a newer record has put since.
+//!
 //! **Limits.** Every entry put is measured against DynamoDB's 400 KB item limit before anything
 //! is sent. An entry over it (an `include` naming a big attribute, say) cannot be written: its key
 //! is deleted instead, so that no stale entry stays behind, and its record is rejected as
@@ -158,6 +163,8 @@ struct Planner<'c> {
     staged_skips: Vec<Skipped>,
     /// The current record's first entry over the item size limit.
     staged_too_large: Option<PlanError>,
+    /// The current record's version (its sequence number), which every entry it puts carries.
+    version: Option<String>,
 }
 
 impl<'c> Planner<'c> {
@@ -169,6 +176,7 @@ impl<'c> Planner<'c> {
             staged: Vec::new(),
             staged_skips: Vec::new(),
             staged_too_large: None,
+            version: None,
         }
     }
 
@@ -196,6 +204,9 @@ impl<'c> Planner<'c> {
             self.plan.unindexed_records += 1;
         }
         let backfill_touch = stream_kit::touch::is_touched(before, after);
+        self.version = record
+            .sequence_number()
+            .and_then(multikey_schema::entries::version);
         for (ix, index) in self.indexes.indexes.iter().enumerate() {
             self.diff(origin, ix, index, &base_key, (before, after), backfill_touch);
         }
@@ -296,7 +307,7 @@ impl<'c> Planner<'c> {
         let slot = (ix, key.pk.clone(), key.sk.as_bytes().to_vec());
         let op = match member {
             Some((image, member)) => {
-                let item = image.item(member, key.clone());
+                let item = image.item(member, key.clone(), self.version.as_deref());
                 let size = item_size(&item);
                 if size > MAX_ITEM_BYTES {
                     self.staged_too_large.get_or_insert(PlanError::EntryTooLarge {

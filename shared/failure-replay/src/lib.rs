@@ -12,9 +12,13 @@
 //! - **Parked records** (record-permanent failures): whole records in S3 ([`read_parked`]),
 //!   replayed as stored, at any age.
 //!
-//! [`replay`] runs a failure's records through a function again (an [`Invoker`], as the
-//! replayer calls it) and says what came of it: applied, still failing, or no longer in the
-//! stream. Replayed records are idempotent like any redelivery.
+//! [`read`] gets a failure's records back (a range only when it is read whole), and [`rerun`]
+//! runs them through a function again (an [`Invoker`], as the replayer calls it) and says what
+//! came of it. Rerunning is safe only for functions whose writes are ordered by version, so that
+//! an old record changes nothing a newer one wrote: the aggregator (per-shard states with their
+//! sequence numbers) and the archiver (objects deduplicated by `eventID`). The indexer diffs a
+//! record's own images, so its records are replayed through the stream instead
+//! (`index_verify::Mender::records`). `docs/operations.md` argues each.
 
 use std::time::{Duration, Instant};
 
@@ -68,7 +72,8 @@ pub enum FailureError {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Failed {
-    /// The function (its name or ARN's last part).
+    /// The function's name: as deployed for a range (from the on-failure record's
+    /// `functionArn`), the runtime's name for a parked record.
     pub function: String,
     /// When it was given up on (RFC 3339).
     pub at: String,
@@ -111,6 +116,9 @@ pub enum Records {
         end_sequence_number: String,
         /// Records in the range.
         batch_size: u64,
+        /// When its first record arrived in the stream (RFC 3339), which starts its 24 hours.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        first_arrival: Option<String>,
     },
     /// One parked record, stored whole.
     #[serde(rename_all = "camelCase")]
@@ -126,17 +134,82 @@ pub enum Records {
 }
 
 impl Failed {
-    /// Whether a range's records are still in the stream at `now` (given up less than 24 hours
-    /// ago: they were written before that); parked records are always replayable.
+    /// Whether a range's records are still in the stream at `now`: a record stays 24 hours
+    /// from its arrival, so the range's first record (`approximateArrivalOfFirstRecord`, or the
+    /// time it was given up when the record lacks it) must have arrived less than 24 hours ago.
+    /// Parked records are always replayable.
     pub fn replayable(&self, now: DateTime<Utc>) -> bool {
         match &self.records {
             Records::Parked { .. } => true,
-            Records::Range { .. } => DateTime::parse_from_rfc3339(&self.at).is_ok_and(|at| {
-                now.signed_duration_since(at.with_timezone(&Utc))
-                    .to_std()
-                    .is_ok_and(|age| age < STREAM_RETENTION)
-            }),
+            Records::Range { first_arrival, .. } => {
+                let since = first_arrival.as_deref().unwrap_or(&self.at);
+                DateTime::parse_from_rfc3339(since).is_ok_and(|at| {
+                    now.signed_duration_since(at.with_timezone(&Utc))
+                        .to_std()
+                        .is_ok_and(|age| age < STREAM_RETENTION)
+                })
+            }
         }
+    }
+}
+
+/// Which function's failures to take. An on-failure record names the function by its ARN as
+/// deployed, and a template that sets no `FunctionName` deploys it as
+/// `<stack>-<LogicalId>-<suffix>`; a parked record names it by the runtime's name.
+#[derive(Debug, Clone)]
+pub struct FunctionMatch {
+    /// The runtime's name (its binary's), as parked records and a `FunctionName` equal to it
+    /// name it.
+    pub binary: String,
+    /// Its logical id in the template, as CloudFormation's generated names carry it.
+    pub logical_id: String,
+    /// Names or ARNs as deployed, when the operator gives them: then only these match ranges.
+    pub deployed: Vec<String>,
+}
+
+impl FunctionMatch {
+    /// Whether `failed` is this function's.
+    pub fn matches(&self, failed: &Failed) -> bool {
+        let name = failed.function.as_str();
+        match &failed.records {
+            Records::Parked { .. } => name == self.binary,
+            Records::Range { .. } if !self.deployed.is_empty() => {
+                self.deployed.iter().any(|d| function_name(d) == name)
+            }
+            Records::Range { .. } => {
+                name == self.binary
+                    || name
+                        .split_once(&format!("-{}-", self.logical_id))
+                        .is_some_and(|(stack, suffix)| {
+                            !stack.is_empty() && !suffix.is_empty() && !suffix.contains('-')
+                        })
+            }
+        }
+    }
+
+    /// What is searched for, in words, for an error that finds nothing.
+    pub fn describe(&self) -> String {
+        if self.deployed.is_empty() {
+            format!(
+                "{} (parked), or a range given up by a function named {} or <stack>-{}-<suffix>",
+                self.binary, self.binary, self.logical_id
+            )
+        } else {
+            format!(
+                "{} (parked), or a range given up by {}",
+                self.binary,
+                self.deployed.join(" or ")
+            )
+        }
+    }
+}
+
+/// A function's name from its name or ARN (`arn:aws:lambda:<region>:<account>:function:<name>`,
+/// perhaps with a `:<qualifier>` after it, as `$LATEST` or an alias).
+pub fn function_name(name_or_arn: &str) -> &str {
+    match name_or_arn.split_once(":function:") {
+        Some((_, rest)) => rest.split(':').next().unwrap_or(rest),
+        None => name_or_arn,
     }
 }
 
@@ -172,7 +245,7 @@ fn range_of(value: &Value) -> Option<Failed> {
         .and_then(Value::as_str)
         .unwrap_or_default();
     Some(Failed {
-        function: function_arn.rsplit(':').next().unwrap_or_default().to_owned(),
+        function: function_name(function_arn).to_owned(),
         at: text(value, "timestamp").unwrap_or_default(),
         reason: value
             .pointer("/responseContext/reason")
@@ -186,6 +259,7 @@ fn range_of(value: &Value) -> Option<Failed> {
             start_sequence_number: text(info, "startSequenceNumber")?,
             end_sequence_number: text(info, "endSequenceNumber")?,
             batch_size: info.get("batchSize").and_then(Value::as_u64).unwrap_or(0),
+            first_arrival: text(info, "approximateArrivalOfFirstRecord"),
         },
         message: None,
     })
@@ -356,6 +430,21 @@ pub enum Replayed {
         /// How many.
         records: usize,
     },
+    /// The records were replayed through the stream (the indexer's): their items touched, so
+    /// the indexer re-puts their entries in order, and their deletes made where nothing newer
+    /// has written the entry since.
+    Mended {
+        /// Records replayed.
+        records: usize,
+        /// Items touched.
+        touched: usize,
+        /// Items gone since (their REMOVE record deletes their entries).
+        gone: usize,
+        /// Entries deleted.
+        deleted: usize,
+        /// Deletes not made because a newer record has written the entry since.
+        newer: usize,
+    },
     /// The function failed again.
     StillFailing {
         /// Records sent.
@@ -369,40 +458,87 @@ pub enum Replayed {
         /// What the stream said.
         reason: String,
     },
+    /// The stream gave back only part of the range: nothing was replayed, and the failure stays.
+    ShortRead {
+        /// Records read.
+        read: usize,
+        /// What is missing.
+        reason: String,
+    },
 }
 
-/// Replays `failed` through `invoker` (the function it belongs to), each invocation with
-/// `timeout`; ranges are read again from the stream with `streams`.
-pub async fn replay(
-    failed: &Failed,
-    streams: &aws_sdk_dynamodbstreams::Client,
-    invoker: &Invoker,
-    timeout: Duration,
-) -> Result<Replayed, FailureError> {
-    let records = match &failed.records {
-        Records::Parked { record, .. } => vec![(**record).clone()],
-        Records::Range {
-            stream_arn,
-            shard_id,
-            start_sequence_number,
-            end_sequence_number,
-            ..
-        } => match read_range(
-            streams,
-            stream_arn,
-            shard_id,
-            start_sequence_number,
-            end_sequence_number,
-        )
-        .await?
-        {
-            Ok(records) => records,
-            Err(reason) => return Ok(Replayed::NotInStream { reason }),
-        },
+impl Replayed {
+    /// Whether every record of the failure has been dealt with, so its record may go.
+    pub fn is_done(&self) -> bool {
+        matches!(self, Replayed::Applied { .. } | Replayed::Mended { .. })
+    }
+}
+
+/// A failure's records, read back.
+#[derive(Debug, Clone)]
+pub enum Read {
+    /// Every record of the failure, in stream order.
+    Records(Vec<EventRecord>),
+    /// They cannot be had: the outcome says why.
+    Unavailable(Replayed),
+}
+
+/// The records of `failed`: a parked record as stored, a range read again from the stream with
+/// `streams`. A range counts as read only when its first record is its start, its last its end,
+/// and there are at least its `batchSize` records (more when the mapping filtered some out):
+/// anything less is a [`Replayed::ShortRead`].
+pub async fn read(failed: &Failed, streams: &aws_sdk_dynamodbstreams::Client) -> Result<Read, FailureError> {
+    let Records::Range {
+        stream_arn,
+        shard_id,
+        start_sequence_number: start,
+        end_sequence_number: end,
+        batch_size,
+        ..
+    } = &failed.records
+    else {
+        let Records::Parked { record, .. } = &failed.records else {
+            unreachable!("a failure is a range or a parked record")
+        };
+        return Ok(Read::Records(vec![(**record).clone()]));
     };
+    let records = match read_range(streams, stream_arn, shard_id, start, end).await? {
+        Ok(records) => records,
+        Err(reason) => return Ok(Read::Unavailable(Replayed::NotInStream { reason })),
+    };
+    let sequence = |r: Option<&EventRecord>| r.and_then(|r| r.change.sequence_number.clone());
+    let (first, last) = (sequence(records.first()), sequence(records.last()));
+    let short = if first.as_deref() != Some(start.as_str()) {
+        Some(format!(
+            "the read began at {first:?}, not at the range's start {start}"
+        ))
+    } else if last.as_deref() != Some(end.as_str()) {
+        Some(format!(
+            "the read ended at {last:?}, before the range's end {end}"
+        ))
+    } else if (records.len() as u64) < *batch_size {
+        Some(format!(
+            "{} records read, the range held {batch_size}",
+            records.len()
+        ))
+    } else {
+        None
+    };
+    Ok(match short {
+        Some(reason) => Read::Unavailable(Replayed::ShortRead {
+            read: records.len(),
+            reason,
+        }),
+        None => Read::Records(records),
+    })
+}
+
+/// Runs `records` through `invoker` (the function they belong to) in one invocation with
+/// `timeout`, and says what came of it.
+pub async fn rerun(records: Vec<EventRecord>, invoker: &Invoker, timeout: Duration) -> Replayed {
     let count = records.len();
     let answer = invoker(event(records), Instant::now() + timeout).await;
-    Ok(match answer {
+    match answer {
         Invocation::Returned(response) => {
             let failures = response
                 .get("batchItemFailures")
@@ -421,11 +557,16 @@ pub async fn replay(
             records: count,
             reason: format!("{error_type}: {message}"),
         },
-    })
+    }
 }
 
-/// The records from `start` to `end` of a shard; the inner error when the stream cannot give
-/// them back (trimmed, or the shard unknown).
+/// How many empty pages in a row a range's read goes through before it stops: the stream may
+/// answer several empty pages before the part of the shard that holds records.
+pub const MAX_EMPTY_PAGES: usize = 100;
+
+/// The records from `start` to `end` of a shard, both included, read past empty pages (at most
+/// [`MAX_EMPTY_PAGES`] in a row) until the end record, a record past it, or the shard's end;
+/// the inner error when the stream cannot give them back (trimmed, or the shard unknown).
 async fn read_range(
     streams: &aws_sdk_dynamodbstreams::Client,
     arn: &str,
@@ -464,6 +605,7 @@ async fn read_range(
         }
     };
     let mut out = Vec::new();
+    let mut empty = 0;
     while let Some(at) = iterator.take() {
         let page = streams
             .get_records()
@@ -476,14 +618,19 @@ async fn read_range(
                 message: aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e).to_string(),
             })?;
         if page.records().is_empty() {
-            break;
+            empty += 1;
+            if empty > MAX_EMPTY_PAGES {
+                break;
+            }
+        } else {
+            empty = 0;
         }
         for record in page.records() {
             let sequence = record
                 .dynamodb()
                 .and_then(|d| d.sequence_number())
                 .and_then(|s| SequenceNumber::parse(s).ok());
-            if sequence.is_some_and(|s| s > end) {
+            if sequence.as_ref().is_some_and(|s| *s > end) {
                 return Ok(Ok(out));
             }
             let record = reader::event_record(record, arn).map_err(|e| FailureError::Format {
@@ -491,6 +638,9 @@ async fn read_range(
                 reason: e.to_string(),
             })?;
             out.push(record);
+            if sequence.as_ref().is_some_and(|s| *s == end) {
+                return Ok(Ok(out));
+            }
         }
         iterator = page.next_shard_iterator;
     }
@@ -505,14 +655,16 @@ mod tests {
     fn a_failure_log_line_reads_as_a_range() {
         let line = serde_json::json!({
             "version": "1.0", "timestamp": "2026-11-23T12:00:00.000Z",
-            "requestContext": {"functionArn": "arn:aws:lambda:us-east-1:000000000000:function:multikey-indexer",
+            "requestContext": {"functionArn": "arn:aws:lambda:us-east-1:123456789012:function:prod-IndexerFunction-1A2B3C4D5E6F7",
                                "condition": "RetryAttemptsExhausted", "approximateInvokeCount": 3},
             "responseContext": {"functionError": "Unhandled", "reason": "function error Poison: cannot index"},
             "DDBStreamBatchInfo": {"shardId": "shardId-1", "startSequenceNumber": "11", "endSequenceNumber": "12",
+                                   "approximateArrivalOfFirstRecord": "2026-11-23T10:00:00Z",
+                                   "approximateArrivalOfLastRecord": "2026-11-23T11:00:00Z",
                                    "batchSize": 2, "streamArn": "arn:aws:dynamodb:us-east-1:1:table/t/stream/s"}
         });
         let failed = range_of(&line).unwrap();
-        assert_eq!(failed.function, "multikey-indexer");
+        assert_eq!(failed.function, "prod-IndexerFunction-1A2B3C4D5E6F7");
         assert_eq!(failed.reason, "function error Poison: cannot index");
         let Records::Range {
             start_sequence_number,
@@ -523,10 +675,54 @@ mod tests {
             panic!("a range");
         };
         assert_eq!((start_sequence_number.as_str(), *batch_size), ("11", 2));
+        // 24 hours from the first record's arrival (10:00), not from the give-up (12:00).
         let at = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
-        assert!(failed.replayable(at("2026-11-24T11:59:00Z")));
-        assert!(!failed.replayable(at("2026-11-24T12:01:00Z")));
+        assert!(failed.replayable(at("2026-11-24T09:59:00Z")));
+        assert!(!failed.replayable(at("2026-11-24T10:01:00Z")));
         assert!(range_of(&serde_json::json!({"timestamp": "x"})).is_none());
+    }
+
+    #[test]
+    fn failures_match_functions_by_what_aws_writes() {
+        let range = |arn: &str| {
+            range_of(&serde_json::json!({
+                "timestamp": "2026-11-23T12:00:00.000Z", "requestContext": {"functionArn": arn},
+                "DDBStreamBatchInfo": {"shardId": "s", "startSequenceNumber": "1", "endSequenceNumber": "2",
+                                       "batchSize": 2, "streamArn": "arn"}
+            }))
+            .unwrap()
+        };
+        let indexer = FunctionMatch {
+            binary: "multikey-indexer".into(),
+            logical_id: "IndexerFunction".into(),
+            deployed: vec![],
+        };
+        let arn = "arn:aws:lambda:eu-west-1:123456789012:function:";
+        let cases = [
+            ("prod-IndexerFunction-1A2B3C4D5E6F7", true),
+            ("my-team-prod-IndexerFunction-1A2B3C4D5E6F7", true),
+            ("multikey-indexer", true),
+            ("prod-IndexerFunction-1A2B3C4D5E6F7:$LATEST", true),
+            ("prod-ArchiverFunction-1A2B3C4D5E6F7", false),
+            ("prod-IndexerFunctionX-1A2B3C4D5E6F7", false),
+            ("IndexerFunction-1A2B3C4D5E6F7", false),
+            ("other-multikey-indexer", false),
+        ];
+        for (name, want) in cases {
+            assert_eq!(indexer.matches(&range(&format!("{arn}{name}"))), want, "{name}");
+        }
+        let explicit = FunctionMatch {
+            deployed: vec![format!("{arn}orders-index")],
+            ..indexer.clone()
+        };
+        assert!(explicit.matches(&range(&format!("{arn}orders-index"))));
+        assert!(!explicit.matches(&range(&format!("{arn}prod-IndexerFunction-1A2B3C4D5E6F7"))));
+        assert!(
+            explicit.describe().contains("orders-index"),
+            "{}",
+            explicit.describe()
+        );
+        assert_eq!(function_name("plain-name"), "plain-name");
     }
 
     #[test]

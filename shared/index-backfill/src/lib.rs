@@ -350,32 +350,7 @@ impl Backfill {
         }
         self.writes.spend(units).await;
         let budget = self.settings.policy.within(PAGE_TIME);
-        let answer = budget
-            .call(|| {
-                let request = self
-                    .client
-                    .update_item()
-                    .table_name(&self.target.table)
-                    .set_key(Some(key.clone()))
-                    .update_expression("SET #t = :run")
-                    .condition_expression("attribute_exists(#k) AND (attribute_not_exists(#t) OR #t <> :run)")
-                    .expression_attribute_names("#t", TOUCH_ATTRIBUTE)
-                    .expression_attribute_names("#k", &self.target.key[0])
-                    .expression_attribute_values(":run", AttributeValue::S(run_id.to_owned()));
-                async move {
-                    match request.send().await {
-                        Ok(_) => Ok(true),
-                        Err(e)
-                            if e.as_service_error()
-                                .is_some_and(aws_sdk_dynamodb::operation::update_item::UpdateItemError::is_conditional_check_failed_exception) =>
-                        {
-                            Ok(false)
-                        }
-                        Err(e) => Err(io_policy::classify("UpdateItem", &e)),
-                    }
-                }
-            })
-            .await;
+        let answer = touch_item(&self.client, &budget, &self.target.table, &key, run_id).await;
         match answer {
             Ok(true) => Ok(Touch::Touched(units)),
             Ok(false) => Ok(Touch::Already),
@@ -388,10 +363,62 @@ impl Backfill {
     }
 }
 
+/// Sets the touch marker of the item keyed `key` in `table` to `run_id`, so that the stream
+/// carries the item, in its own order, to every function: an `UpdateItem` conditioned on the
+/// item existing and not already carrying `run_id`. `Ok(false)` when the condition failed (the
+/// item is gone, or this run touched it already): nothing was written. Backfills, repairs and
+/// replays all touch through this one call.
+pub async fn touch_item<S: std::hash::BuildHasher + Clone>(
+    client: &aws_sdk_dynamodb::Client,
+    budget: &io_policy::Budget,
+    table: &str,
+    key: &HashMap<String, AttributeValue, S>,
+    run_id: &str,
+) -> Result<bool, Failure> {
+    // Every key attribute exists on an existing item: any one serves the condition.
+    let Some(key_attribute) = key.keys().next() else {
+        return Err(Failure::systemic(format!(
+            "touching an item of {table} without its key"
+        )));
+    };
+    budget
+        .call(|| {
+            let request = client
+                .update_item()
+                .table_name(table)
+                .set_key(Some(key.iter().map(|(k, v)| (k.clone(), v.clone())).collect()))
+                .update_expression("SET #t = :run")
+                .condition_expression("attribute_exists(#k) AND (attribute_not_exists(#t) OR #t <> :run)")
+                .expression_attribute_names("#t", TOUCH_ATTRIBUTE)
+                .expression_attribute_names("#k", key_attribute)
+                .expression_attribute_values(":run", AttributeValue::S(run_id.to_owned()));
+            async move {
+                match request.send().await {
+                    Ok(_) => Ok(true),
+                    Err(e)
+                        if e.as_service_error().is_some_and(
+                            aws_sdk_dynamodb::operation::update_item::UpdateItemError::is_conditional_check_failed_exception,
+                        ) =>
+                    {
+                        Ok(false)
+                    }
+                    Err(e) => Err(io_policy::classify("UpdateItem", &e)),
+                }
+            }
+        })
+        .await
+}
+
 /// A run id for a new backfill: `bf-` and the time in seconds since the epoch.
 pub fn new_run_id() -> String {
+    run_id("bf")
+}
+
+/// A run id for a new run of anything that touches (a backfill `bf`, a repair, a replay):
+/// `prefix`, `-`, and the time in seconds since the epoch.
+pub fn run_id(prefix: &str) -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    format!("bf-{secs}")
+    format!("{prefix}-{secs}")
 }

@@ -9,27 +9,29 @@
 //!   attribute);
 //! - **extra**: the index has a key no base item calls for.
 //!
-//! [`scheduled`] is the same as a scheduled Lambda function, with the drift as EMF metrics.
+//! The scans are consistent but not a snapshot: an item changed between the base scan and the
+//! index scan shows as drift that the indexer is about to mend by itself. [`persistent`] keeps
+//! only the differences seen again by a second verification, which is what the scheduled
+//! verifier ([`scheduled`]) alarms on and repairs.
 //!
-//! [`repair`] writes exactly that difference: a put of each missing and stale entry, a delete of
-//! each extra one, with `ddb-writer` under the I/O policy. Both are idempotent: repairing twice,
-//! or while the indexer runs, converges to what the base table calls for at that time.
+//! A repair never writes entries from what the scans read: [`mend`] touches the base items of
+//! missing and stale entries, so the indexer re-puts them from the stream in the item's order,
+//! and deletes an extra entry only when a consistent read shows its item no longer calls for it,
+//! conditioned on the version the verify saw. So a repair racing the live stream can neither put
+//! back a stale entry nor delete a fresh one.
 
+pub mod mend;
 pub mod scheduled;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
 
-use ddb_writer::Writer;
-use io_policy::Policy;
+use multikey_indexer::oracle::content;
 use multikey_indexer::{Index, Indexes};
 use serde::Serialize;
 use serde_json::Value;
-use stream_kit::{ItemWrite, Op};
 
-/// How long a repair may take, retries included.
-const REPAIR_TIME: Duration = Duration::from_secs(3600);
+pub use index_backfill::run_id;
+pub use mend::{Mended, Mender};
 
 /// Why an index cannot be verified or repaired.
 #[derive(Debug, thiserror::Error)]
@@ -51,16 +53,14 @@ pub enum VerifyError {
     /// An item is not what the index's format says.
     #[error("{0}")]
     Format(String),
-    /// Some repair writes failed after their retries.
-    #[error("{failed} of {count} repair writes to {table} failed: {failure}")]
-    Repair {
-        /// Writes that failed.
-        failed: u64,
-        /// Writes in all.
-        count: usize,
-        /// The index table.
+    /// A mend's request failed after its retries.
+    #[error("{operation} {table}: {failure}")]
+    Mend {
+        /// The operation.
+        operation: &'static str,
+        /// The table.
         table: String,
-        /// The first failure.
+        /// The last failure.
         failure: io_policy::Failure,
     },
 }
@@ -80,7 +80,8 @@ pub struct Drift {
     pub missing: Vec<Value>,
     /// Entries whose key the index has with other content: what the base calls for.
     pub stale: Vec<Value>,
-    /// Entries whose key no base item calls for (DynamoDB JSON, as the index has them).
+    /// Entries whose key no base item calls for (DynamoDB JSON, as the index has them, with
+    /// their version).
     pub extra: Vec<Value>,
 }
 
@@ -89,15 +90,31 @@ impl Drift {
     pub fn is_exact(&self) -> bool {
         self.missing.is_empty() && self.stale.is_empty() && self.extra.is_empty()
     }
+
+    /// Missing, stale and extra entries together.
+    pub fn count(&self) -> usize {
+        self.missing.len() + self.stale.len() + self.extra.len()
+    }
 }
 
-/// What a repair wrote.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Repaired {
-    /// Entries put (missing and stale).
-    pub puts: usize,
-    /// Entries deleted (extra).
-    pub deletes: usize,
+/// The drift seen by both of two verifications of one index: the same key missing in both, stale
+/// in both with the same content called for, or extra in both with the same version. Drift the
+/// stream was about to mend when the first ran (an item changed between the two scans, a batch
+/// in flight) is gone by the second; what is left is what the stream will not mend by itself.
+/// The entries are the second verification's.
+pub fn persistent(first: &Drift, second: &Drift) -> Drift {
+    let keep = |a: &[Value], b: &[Value]| -> Vec<Value> {
+        b.iter().filter(|entry| a.contains(entry)).cloned().collect()
+    };
+    Drift {
+        index: second.index.clone(),
+        table: second.table.clone(),
+        entries: second.entries,
+        expected: second.expected,
+        missing: keep(&first.missing, &second.missing),
+        stale: keep(&first.stale, &second.stale),
+        extra: keep(&first.extra, &second.extra),
+    }
 }
 
 /// The index of `indexes` named `name` (or the only one).
@@ -126,7 +143,8 @@ pub fn choose<'a>(indexes: &'a Indexes, name: Option<&str>) -> Result<&'a Index,
 }
 
 /// Compares `index`'s table with what `base_table` calls for under `indexes`' base key, calling
-/// `progress` with the items scanned so far (both tables) after each page.
+/// `progress` with the items scanned so far (both tables) after each page: the base table is
+/// scanned first, then the index table, and the two are [`compare`]d.
 pub async fn verify(
     client: &aws_sdk_dynamodb::Client,
     indexes: &Indexes,
@@ -137,11 +155,23 @@ pub async fn verify(
     let base = scan(client, base_table, &mut |n| progress(n)).await?;
     let scanned = base.len();
     let actual = scan(client, &index.table, &mut |n| progress(scanned + n)).await?;
+    compare(indexes, index, &base, actual)
+}
+
+/// How `actual` (the index table's items) differs from what `base` (the base table's items)
+/// calls for, by the independent oracle; both DynamoDB JSON. Entries compare by content: the
+/// version attribute is left out.
+pub fn compare(
+    indexes: &Indexes,
+    index: &Index,
+    base: &[Value],
+    actual: Vec<Value>,
+) -> Result<Drift, VerifyError> {
     let one = Indexes {
         base_key: indexes.base_key.clone(),
         indexes: vec![index.clone()],
     };
-    let expected = multikey_indexer::oracle::expected_index(&one, &base)?;
+    let expected = multikey_indexer::oracle::expected_index(&one, base)?;
     let key = |item: &Value| -> Result<String, VerifyError> {
         let part = |name: &str| {
             item.get(name).map(Value::to_string).ok_or_else(|| {
@@ -175,7 +205,7 @@ pub async fn verify(
     for (k, item) in &want {
         match have.get(k) {
             None => drift.missing.push(item.clone()),
-            Some(found) if found != item => drift.stale.push(item.clone()),
+            Some(found) if content(found) != *item => drift.stale.push(item.clone()),
             Some(_) => {}
         }
     }
@@ -185,57 +215,6 @@ pub async fn verify(
         .map(|(_, item)| item)
         .collect();
     Ok(drift)
-}
-
-/// Writes exactly `drift`'s difference to its table: missing and stale entries put, extra ones
-/// deleted. `client` must have the SDK's retries off (`io_policy::without_sdk_retries`).
-pub async fn repair(
-    client: &aws_sdk_dynamodb::Client,
-    index: &Index,
-    drift: &Drift,
-) -> Result<Repaired, VerifyError> {
-    let table: Arc<str> = Arc::clone(&index.table);
-    let item = |value: &Value| -> Result<serde_dynamo::Item, VerifyError> {
-        serde_json::from_value(value.clone()).map_err(|e| VerifyError::Format(e.to_string()))
-    };
-    let mut writes = Vec::new();
-    for value in drift.missing.iter().chain(&drift.stale) {
-        writes.push(Op::Put(item(value)?));
-    }
-    for value in &drift.extra {
-        let full = item(value)?;
-        let key: std::collections::HashMap<String, serde_dynamo::AttributeValue> =
-            [&index.partition_key, &index.sort_key]
-                .into_iter()
-                .filter_map(|name| full.get(name.as_str()).map(|v| (name.clone(), v.clone())))
-                .collect();
-        writes.push(Op::Delete(key.into()));
-    }
-    let count = writes.len();
-    let writes: Vec<ItemWrite> = writes
-        .into_iter()
-        .enumerate()
-        .map(|(origin, op)| ItemWrite {
-            table: Arc::clone(&table),
-            op,
-            origin,
-        })
-        .collect();
-    let report = Writer::new(client.clone())
-        .write(writes, &Policy::default().within(REPAIR_TIME))
-        .await;
-    if let Some((_, failure)) = report.failures.into_iter().next() {
-        return Err(VerifyError::Repair {
-            failed: report.failed,
-            count,
-            table: table.to_string(),
-            failure,
-        });
-    }
-    Ok(Repaired {
-        puts: drift.missing.len() + drift.stale.len(),
-        deletes: drift.extra.len(),
-    })
 }
 
 /// Roughly how many items `table` holds (`DescribeTable`'s `ItemCount`, which DynamoDB updates

@@ -6,18 +6,28 @@
 //! | `MULTIKEY_INDEXES` | (required) | the indexer's definitions |
 //! | `VERIFY_TABLE` | (required) | the base table |
 //! | `VERIFY_INDEX` | the only index | which index to verify |
-//! | `VERIFY_REPAIR` | `false` | `true` writes the difference after reporting it |
+//! | `VERIFY_REPAIR` | `false` | `true` mends the persistent drift after reporting it ([`crate::mend`]) |
+//! | `VERIFY_CONFIRM_SECONDS` | `60` (0-600) | the pause before the second verification |
 //! | `METRICS_NAMESPACE` | `Sidestream` | the EMF namespace |
 //!
+//! A run verifies once; if it finds drift, it waits `VERIFY_CONFIRM_SECONDS` and verifies again,
+//! and only the drift both saw ([`crate::persistent`]) counts: an item that changed between the
+//! base and the index scan, or a batch still in flight, is mended by the stream within that pause
+//! and raises no alarm. `IndexDrift`, the alarm's metric, is the persistent drift.
+//!
 //! Report-only by default: drift is an alarm for an operator, who can read the examples in the
-//! log and run `sidestream index verify --repair`. The run reads both tables whole into memory, so
-//! it suits tables whose scans fit one invocation (15 minutes); run the CLI for larger ones.
+//! log and run `sidestream index verify --repair`. With `VERIFY_REPAIR=true` the run mends the
+//! persistent drift through the stream (touches, and deletes conditioned on versions), which is
+//! safe while the indexer runs. The run reads both tables whole into memory, so it suits tables
+//! whose scans fit one invocation (15 minutes); run the CLI for larger ones.
+
+use std::time::Duration;
 
 use multikey_indexer::{Index, Indexes};
 use serde_json::{Value, json};
 use stream_kit::{ConfigError, Vars};
 
-use crate::{Drift, Repaired, VerifyError};
+use crate::{Drift, Mended, Mender, VerifyError};
 
 /// The verifier's configuration, read once at cold start.
 #[derive(Debug, Clone)]
@@ -28,15 +38,17 @@ pub struct Config {
     pub index: Index,
     /// The base table.
     pub table: String,
-    /// Whether to repair drift.
+    /// Whether to mend persistent drift.
     pub repair: bool,
+    /// The pause before the second verification.
+    pub confirm_after: Duration,
     /// The EMF namespace.
     pub namespace: String,
 }
 
 impl Config {
-    /// Reads `MULTIKEY_INDEXES`, `VERIFY_TABLE`, `VERIFY_INDEX`, `VERIFY_REPAIR` and
-    /// `METRICS_NAMESPACE`.
+    /// Reads `MULTIKEY_INDEXES`, `VERIFY_TABLE`, `VERIFY_INDEX`, `VERIFY_REPAIR`,
+    /// `VERIFY_CONFIRM_SECONDS` and `METRICS_NAMESPACE`.
     pub fn from_vars(vars: &Vars<'_>) -> Result<Config, ConfigError> {
         let indexes = Indexes::from_vars(vars)?;
         let table = vars.required("VERIFY_TABLE", "the base table whose index is verified")?;
@@ -56,11 +68,13 @@ impl Config {
                 });
             }
         };
+        let confirm_after = Duration::from_secs(vars.integer("VERIFY_CONFIRM_SECONDS", 60_u64, 0, 600)?);
         Ok(Config {
             indexes,
             index,
             table,
             repair,
+            confirm_after,
             namespace: vars
                 .optional("METRICS_NAMESPACE")
                 .unwrap_or_else(|| "Sidestream".to_owned()),
@@ -68,49 +82,60 @@ impl Config {
     }
 }
 
-/// One scheduled run: the drift found, what a repair wrote, and the drift after it.
+/// One scheduled run: the drift of the first verification, the persistent drift, and what a
+/// mend wrote.
 #[derive(Debug, Clone)]
 pub struct Run {
-    /// What the verify found.
+    /// What the first verification found.
+    pub first: Drift,
+    /// What the second found again (the first's, when it found none).
     pub drift: Drift,
-    /// What the repair wrote, when repairing.
-    pub repaired: Option<Repaired>,
-    /// The drift after the repair.
-    pub after: Option<Drift>,
+    /// What the mend wrote, when repairing.
+    pub mended: Option<Mended>,
 }
 
-/// Verifies (and with `repair`, repairs) once. `reader` may keep the SDK's retries; `writer`
-/// must not (`io_policy::without_sdk_retries`).
+/// Verifies, confirms any drift with a second verification, and with `repair` mends what
+/// persists (touches carry `run_id`). `reader` may keep the SDK's retries; `writer` must not
+/// (`io_policy::without_sdk_retries`).
 pub async fn run(
     reader: &aws_sdk_dynamodb::Client,
     writer: &aws_sdk_dynamodb::Client,
     config: &Config,
+    run_id: &str,
 ) -> Result<Run, VerifyError> {
-    let drift = crate::verify(reader, &config.indexes, &config.index, &config.table, &mut |_| {}).await?;
-    let (mut repaired, mut after) = (None, None);
-    if config.repair && !drift.is_exact() {
-        repaired = Some(crate::repair(writer, &config.index, &drift).await?);
-        after =
-            Some(crate::verify(reader, &config.indexes, &config.index, &config.table, &mut |_| {}).await?);
+    let first = crate::verify(reader, &config.indexes, &config.index, &config.table, &mut |_| {}).await?;
+    if first.is_exact() {
+        return Ok(Run {
+            drift: first.clone(),
+            first,
+            mended: None,
+        });
     }
-    Ok(Run {
-        drift,
-        repaired,
-        after,
-    })
+    tokio::time::sleep(config.confirm_after).await;
+    let second = crate::verify(reader, &config.indexes, &config.index, &config.table, &mut |_| {}).await?;
+    let drift = crate::persistent(&first, &second);
+    let mut mended = None;
+    if config.repair && !drift.is_exact() {
+        let by_stream = Mender::new(writer.clone(), config.indexes.clone(), &config.table, run_id);
+        mended = Some(by_stream.drift(&config.index, &drift).await?);
+    }
+    Ok(Run { first, drift, mended })
 }
 
-/// The run as one EMF document (dimension `Index`): `IndexDrift` (missing + stale + extra, the
-/// alarm's metric), each kind, the entries, and `IndexRepairs` when repairing.
+/// The run as one EMF document (dimension `Index`): `IndexDrift` (the persistent drift: missing,
+/// stale and extra summed; the alarm's metric), each kind, `IndexDriftSeen` (the first
+/// verification's), the entries, and `IndexRepairs` (items touched and entries deleted) when
+/// repairing.
 pub fn emf(run: &Run, namespace: &str, timestamp_ms: u64) -> Value {
     let d = &run.drift;
     let metrics = [
-        ("IndexDrift", d.missing.len() + d.stale.len() + d.extra.len()),
+        ("IndexDrift", d.count()),
         ("IndexMissing", d.missing.len()),
         ("IndexStale", d.stale.len()),
         ("IndexExtra", d.extra.len()),
+        ("IndexDriftSeen", run.first.count()),
         ("IndexEntries", d.entries),
-        ("IndexRepairs", run.repaired.map_or(0, |r| r.puts + r.deletes)),
+        ("IndexRepairs", run.mended.map_or(0, |m| m.touched + m.deleted)),
     ];
     let mut doc = json!({
         "_aws": {
@@ -129,16 +154,17 @@ pub fn emf(run: &Run, namespace: &str, timestamp_ms: u64) -> Value {
     doc
 }
 
-/// The function's answer: the counts, the first examples of each kind, and the repair's.
+/// The function's answer: the persistent drift's counts, its first examples of each kind, the
+/// first verification's count, and the mend's.
 pub fn summary(run: &Run) -> Value {
     let d = &run.drift;
     let first = |items: &[Value]| items.iter().take(5).cloned().collect::<Vec<_>>();
     json!({
         "index": d.index, "table": d.table, "entries": d.entries, "expected": d.expected,
         "missing": d.missing.len(), "stale": d.stale.len(), "extra": d.extra.len(), "exact": d.is_exact(),
+        "seen": run.first.count(),
         "examples": {"missing": first(&d.missing), "stale": first(&d.stale), "extra": first(&d.extra)},
-        "repaired": run.repaired,
-        "exact_after_repair": run.after.as_ref().map(Drift::is_exact),
+        "mended": run.mended,
     })
 }
 

@@ -95,6 +95,10 @@ pub struct Stack {
     /// Each state machine's definition, by logical id: resolved, and with its
     /// `DefinitionSubstitutions` made (run it with [`states::execute`]).
     pub state_machines: BTreeMap<String, serde_json::Value>,
+    /// The stack's name.
+    pub name: String,
+    /// The region its ARNs name.
+    pub region: String,
 }
 
 impl Stack {
@@ -116,8 +120,9 @@ impl Stack {
         };
         let parsed = Template::parse(&text).map_err(in_template)?;
         let name = |id: &str| format!("{stack}-{id}").to_lowercase();
+        let region = sdk.region().map_or("us-east-1", |r| r.as_ref()).to_owned();
         let names = Names {
-            region: sdk.region().map_or("us-east-1", |r| r.as_ref()).to_owned(),
+            region: region.clone(),
             account: ACCOUNT.to_owned(),
             stack: stack.to_owned(),
             resource: &name,
@@ -162,7 +167,28 @@ impl Stack {
             buckets,
             streams,
             state_machines,
+            name: stack.to_owned(),
+            region,
         })
+    }
+
+    /// A function's ARN as CloudFormation would deploy it: the template sets no `FunctionName`,
+    /// so the physical name is `<stack>-<LogicalId>-<suffix>` (a suffix of 13 upper-case letters
+    /// and digits, here derived from the stack and the logical id, so that it stays the same).
+    /// The failure records the local stack writes name functions so, as Lambda's do.
+    pub fn function_arn(&self, function: &Function) -> String {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+        let suffix: String = (0..13)
+            .map(|i| {
+                let at = format!("{}/{}/{i}", self.name, function.logical_id);
+                let draw = stream_replayer::faults::hash(at.as_bytes()) % ALPHABET.len() as u64;
+                char::from(ALPHABET[usize::try_from(draw).unwrap_or(0)])
+            })
+            .collect();
+        format!(
+            "arn:aws:lambda:{}:{ACCOUNT}:function:{}-{}-{suffix}",
+            self.region, self.name, function.logical_id
+        )
     }
 
     /// A state machine's definition, by logical id.
@@ -210,6 +236,7 @@ impl Stack {
                     .map_err(|e| StackError::Unusable(format!("{at}: FilterCriteria: {e}")))?;
                 sources.push(Source {
                     function: binary_of(function)?.to_owned(),
+                    function_arn: self.function_arn(function),
                     stream_arn: self.streams[table].clone(),
                     settings: Settings::from_source(stream)
                         .map_err(|e| StackError::Unusable(format!("{at}: {e}")))?,

@@ -44,6 +44,10 @@ pub const INDEXES_VAR: &str = "MULTIKEY_INDEXES";
 pub const ENTRY_ATTRIBUTE: &str = "entry";
 /// The map value of an entry from a map source.
 pub const VALUE_ATTRIBUTE: &str = "value";
+/// The entry's version: the stream sequence number of the record whose write put it, as 40
+/// digits ([`crate::entries::version`]). It orders writes of one entry, so that a repair or a
+/// replay can delete an entry only if no newer record has put it since (`docs/formats.md`).
+pub const VERSION_ATTRIBUTE: &str = "sidestream_seq";
 
 /// How the sort key is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -178,6 +182,7 @@ impl Indexes {
                 ("sort_key", &r.sort_key),
                 ("the entry attribute", ENTRY_ATTRIBUTE),
                 ("the value attribute", VALUE_ATTRIBUTE),
+                ("the version attribute", VERSION_ATTRIBUTE),
             ];
             roles.extend(base_key.iter().map(|a| ("base_key", a.as_str())));
             for (field, list) in [

@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use key_codec::{BinaryKey, Dir, HierKey, KeyKind, Number, TextKey, truncate_for_binary, truncate_for_text};
 use serde_dynamo::{AttributeValue, Item};
 
-use crate::config::{ENTRY_ATTRIBUTE, Index, KeyFormat, VALUE_ATTRIBUTE};
+use crate::config::{ENTRY_ATTRIBUTE, Index, KeyFormat, VALUE_ATTRIBUTE, VERSION_ATTRIBUTE};
 
 /// A value that cannot go into an index key, and why.
 pub type Unkeyable = String;
@@ -149,11 +149,11 @@ impl<'a> ImageEntries<'a> {
     }
 
     /// The index item for one member under `key`.
-    pub fn item(&self, member: &Member<'_>, key: EntryKey) -> Item {
+    pub fn item(&self, member: &Member<'_>, key: EntryKey, version: Option<&str>) -> Item {
         let index = self.index;
         // Built in place: `Item::from(HashMap)` would hash every attribute a second time.
         let mut item = Item::default();
-        item.reserve(4 + self.base_key.len() + self.copied.len());
+        item.reserve(5 + self.base_key.len() + self.copied.len());
         item.insert(index.partition_key.clone(), AttributeValue::S(key.pk));
         item.insert(index.sort_key.clone(), key.sk.into_attribute());
         let entry = match member.entry {
@@ -167,8 +167,23 @@ impl<'a> ImageEntries<'a> {
         for (name, value) in self.base_key.iter().chain(&self.copied) {
             item.insert((*name).to_owned(), (*value).clone());
         }
+        if let Some(version) = version {
+            item.insert(
+                VERSION_ATTRIBUTE.to_owned(),
+                AttributeValue::S(version.to_owned()),
+            );
+        }
         item
     }
+}
+
+/// The version attribute's value for a record's sequence number: the key crate's fixed-width
+/// form (40 digits, zero-padded), so that comparing versions as strings (as a condition
+/// expression does) compares the numbers. `None` for anything but 1 to 40 decimal digits.
+pub fn version(sequence_number: &str) -> Option<String> {
+    key_codec::SequenceNumber::parse(sequence_number)
+        .ok()
+        .map(|s| s.to_fixed_width())
 }
 
 /// The members of the source attribute: map entries, or distinct scalar elements.

@@ -8,5 +8,7 @@
 pub mod config;
 pub mod entries;
 
-pub use config::{ENTRY_ATTRIBUTE, INDEXES_VAR, Index, Indexes, KeyFormat, VALUE_ATTRIBUTE};
+pub use config::{
+    ENTRY_ATTRIBUTE, INDEXES_VAR, Index, Indexes, KeyFormat, VALUE_ATTRIBUTE, VERSION_ATTRIBUTE,
+};
 pub use entries::{EntryKey, has_entry};

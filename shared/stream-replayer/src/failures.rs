@@ -4,7 +4,7 @@
 //!
 //! ```json
 //! {"version":"1.0","timestamp":"2026-11-21T12:00:00Z",
-//!  "requestContext":{"functionArn":"arn:aws:lambda:us-east-1:000000000000:function:ttl-archiver",
+//!  "requestContext":{"functionArn":"arn:aws:lambda:us-east-1:123456789012:function:sidestream-local-ArchiverFunction-1KQ8V0ZJ3N5WD",
 //!    "condition":"RetryAttemptsExhausted","approximateInvokeCount":11},
 //!  "responseContext":{"functionError":"Unhandled","reason":"function error …"},
 //!  "DDBStreamBatchInfo":{"shardId":"shardId-…","startSequenceNumber":"…","endSequenceNumber":"…",
@@ -23,8 +23,8 @@ use crate::{FailedRange, ReplayError};
 /// Where a failed range came from.
 #[derive(Debug, Clone, Copy)]
 pub struct Origin<'a> {
-    /// The function's name.
-    pub function: &'a str,
+    /// The function's ARN as deployed.
+    pub function_arn: &'a str,
     /// The stream.
     pub stream_arn: &'a str,
     /// The shard.
@@ -43,7 +43,7 @@ pub fn entry(range: &FailedRange, origin: Origin<'_>, now: SystemTime) -> Value 
         "version": "1.0",
         "timestamp": timestamp,
         "requestContext": {
-            "functionArn": format!("arn:aws:lambda:us-east-1:000000000000:function:{}", origin.function),
+            "functionArn": origin.function_arn,
             "condition": "RetryAttemptsExhausted",
             "approximateInvokeCount": range.invocations,
         },

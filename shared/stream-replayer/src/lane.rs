@@ -198,7 +198,7 @@ impl ShardLane {
                         "giving up on records after MaximumRetryAttempts; their range is in the failure log"
                     );
                     let origin = Origin {
-                        function,
+                        function_arn: &source.function_arn,
                         stream_arn: context.arn,
                         shard_id: &self.shard_id,
                     };

@@ -29,8 +29,11 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// One function's event source mapping on one stream.
 pub struct Source {
-    /// The function's name, for logs and the failure log.
+    /// The function's name (its binary's), for logs and counts.
     pub function: String,
+    /// The function's ARN as deployed (`…:function:<stack>-<LogicalId>-<suffix>`, as
+    /// CloudFormation names a function without a `FunctionName`), for the failure log.
+    pub function_arn: String,
     /// The stream's ARN on the emulator.
     pub stream_arn: String,
     /// Batching and retry settings.

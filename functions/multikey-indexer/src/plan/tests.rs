@@ -159,6 +159,8 @@ fn an_entry_carries_its_keys_member_value_base_key_and_copied_attributes() {
             "entry": {"S": "3fe6"}, "value": {"N": "42"},
             "id": {"S": "af34"}, "project": {"S": "35e9"}, "num": {"N": "3"},
             "name": {"S": "Girder needs replacing"}, "state": {"S": "open"},
+            // The sequence number of the record that wrote it, 400000000000000001500, as 40 digits.
+            "sidestream_seq": {"S": "0000000000000000000400000000000000001500"},
         })
     );
     assert_eq!(sort_key(&AttributeValue::S(sk.clone())), r#"(42, 3, "af34")"#);
@@ -166,6 +168,29 @@ fn an_entry_carries_its_keys_member_value_base_key_and_copied_attributes() {
         sk, GOLDEN_AF34_3FE6,
         "the K1 encoding of (42, 3, \"af34\") changed"
     );
+}
+
+#[test]
+fn versions_are_sequence_numbers_that_compare_as_strings() {
+    use multikey_schema::entries::version;
+    let cases = [
+        ("1", Some("0000000000000000000000000000000000000001")),
+        (
+            "400000000000000001100",
+            Some("0000000000000000000400000000000000001100"),
+        ),
+        (&"9".repeat(40), Some(&*"9".repeat(40))),
+        (&"9".repeat(41), None),
+        ("", None),
+        ("12a", None),
+        ("-1", None),
+    ];
+    for (sequence, want) in cases {
+        assert_eq!(version(sequence).as_deref(), want, "{sequence:?}");
+    }
+    // A later record's version sorts after an earlier one's, whatever their lengths.
+    assert!(version("99").unwrap() < version("100").unwrap());
+    assert!(version("400000000000000001100").unwrap() < version("1000000000000000000000").unwrap());
 }
 
 /// `(42, 3, "af34")` in key-codec's text format K1.

@@ -6,7 +6,7 @@ use serde_json::json;
 use stream_kit::Vars;
 
 use super::{Config, Run, emf};
-use crate::{Drift, Repaired};
+use crate::{Drift, Mended};
 
 const INDEXES: &str =
     r#"{"base_key":["id"],"indexes":[{"name":"cf","table":"ix","source":"custom_fields"}]}"#;
@@ -24,11 +24,20 @@ fn configuration_is_read_once_and_errors_name_the_variable() {
             ok.table.as_str(),
             ok.index.name.as_str(),
             ok.repair,
+            ok.confirm_after.as_secs(),
             ok.namespace.as_str()
         ),
-        ("issues", "cf", false, "Sidestream")
+        ("issues", "cf", false, 60, "Sidestream")
     );
-    let cases: [(&[(&str, &str)], &str); 3] = [
+    let cases: [(&[(&str, &str)], &str); 4] = [
+        (
+            &[
+                ("MULTIKEY_INDEXES", INDEXES),
+                ("VERIFY_TABLE", "t"),
+                ("VERIFY_CONFIRM_SECONDS", "601"),
+            ],
+            "VERIFY_CONFIRM_SECONDS",
+        ),
         (&[("MULTIKEY_INDEXES", INDEXES)], "VERIFY_TABLE is not set"),
         (
             &[
@@ -55,18 +64,25 @@ fn configuration_is_read_once_and_errors_name_the_variable() {
 
 #[test]
 fn the_emf_document_carries_each_kind_and_the_sum_the_alarm_watches() {
+    let drift = Drift {
+        index: "cf".into(),
+        table: "ix".into(),
+        entries: 10,
+        expected: 11,
+        missing: vec![json!({}), json!({})],
+        stale: vec![json!({})],
+        extra: vec![],
+    };
+    let mut first = drift.clone();
+    first.extra = vec![json!({"in flight": true}); 4];
     let run = Run {
-        drift: Drift {
-            index: "cf".into(),
-            table: "ix".into(),
-            entries: 10,
-            expected: 11,
-            missing: vec![json!({}), json!({})],
-            stale: vec![json!({})],
-            extra: vec![],
-        },
-        repaired: Some(Repaired { puts: 3, deletes: 0 }),
-        after: None,
+        first,
+        drift,
+        mended: Some(Mended {
+            touched: 2,
+            deleted: 1,
+            ..Mended::default()
+        }),
     };
     let doc = emf(&run, "Sidestream", 1_800_000_000_000);
     assert_eq!(
@@ -75,8 +91,32 @@ fn the_emf_document_carries_each_kind_and_the_sum_the_alarm_watches() {
             "_aws": {"Timestamp": 1_800_000_000_000_u64, "CloudWatchMetrics": [{"Namespace": "Sidestream", "Dimensions": [["Index"]],
                 "Metrics": [{"Name": "IndexDrift", "Unit": "Count"}, {"Name": "IndexMissing", "Unit": "Count"},
                             {"Name": "IndexStale", "Unit": "Count"}, {"Name": "IndexExtra", "Unit": "Count"},
+                            {"Name": "IndexDriftSeen", "Unit": "Count"},
                             {"Name": "IndexEntries", "Unit": "Count"}, {"Name": "IndexRepairs", "Unit": "Count"}]}]},
-            "Index": "cf", "IndexDrift": 3, "IndexMissing": 2, "IndexStale": 1, "IndexExtra": 0, "IndexEntries": 10, "IndexRepairs": 3,
+            "Index": "cf", "IndexDrift": 3, "IndexMissing": 2, "IndexStale": 1, "IndexExtra": 0, "IndexDriftSeen": 7,
+            "IndexEntries": 10, "IndexRepairs": 3,
         })
     );
+}
+
+#[test]
+fn only_drift_both_verifications_saw_persists() {
+    let drift = |missing: Vec<serde_json::Value>, extra: Vec<serde_json::Value>| Drift {
+        index: "cf".into(),
+        table: "ix".into(),
+        entries: 3,
+        expected: 3,
+        missing,
+        stale: vec![],
+        extra,
+    };
+    let a = json!({"pk": {"S": "a"}});
+    let b = json!({"pk": {"S": "b"}});
+    let extra_v1 = json!({"pk": {"S": "x"}, "sidestream_seq": {"S": "1"}});
+    let extra_v2 = json!({"pk": {"S": "x"}, "sidestream_seq": {"S": "2"}});
+    let first = drift(vec![a.clone(), b.clone()], vec![extra_v1]);
+    let second = drift(vec![b.clone()], vec![extra_v2]);
+    let persistent = crate::persistent(&first, &second);
+    // a was mended by the stream in between; x was written again (a new version): neither persists.
+    assert_eq!((persistent.missing, persistent.extra.len()), (vec![b], 0));
 }

@@ -408,7 +408,13 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
             "dynamodb:UpdateItem",
         ],
         Some(BACKFILLER) => &["dynamodb:Scan", "dynamodb:UpdateItem"],
-        Some(VERIFIER) if uses.repairs => &["dynamodb:Scan", "dynamodb:BatchWriteItem"],
+        // A repair reads and touches base items, and deletes index entries.
+        Some(VERIFIER) if uses.repairs => &[
+            "dynamodb:Scan",
+            "dynamodb:GetItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+        ],
         Some(VERIFIER) => &["dynamodb:Scan"],
         _ => &[],
     };

@@ -204,7 +204,9 @@ async fn a_missing_table_checkpoints_without_parking() {
 }
 
 /// When parking itself fails (here the parking bucket does not exist), the record is not lost:
-/// it becomes the checkpoint, and the records before it are done.
+/// it becomes the checkpoint, and the records before it are done. A missing bucket is systemic
+/// (every record would fail to park alike until an operator fixes it), so it is counted and
+/// alarmed as one, not retried as a transient failure until Lambda gives the batch up.
 #[tokio::test]
 async fn a_record_that_cannot_be_parked_becomes_the_checkpoint() {
     let (client, table) = index_table().await;
@@ -223,7 +225,7 @@ async fn a_record_that_cannot_be_parked_becomes_the_checkpoint() {
     ];
     let (failures, metrics) = handle(&indexer, records).await;
     assert_eq!(failures, ["000000000000000000002"]);
-    assert_eq!(counts(&metrics, &OUTCOME), [1, 0, 0, 1]);
+    assert_eq!(counts(&metrics, &OUTCOME), [1, 0, 1, 0]);
     // Record 3's entry was written too (writes are idempotent; it is redelivered and rewritten).
     assert_eq!(pks(&client, &table).await.len(), 2);
 }
@@ -283,5 +285,25 @@ async fn a_non_integer_count_is_parked_and_the_other_increments_are_summed() {
             .contains("where an integer `count` belongs"),
         "{}",
         parked[0]
+    );
+}
+
+/// Priming checks the parking bucket like every resource a function writes: a missing one fails
+/// init, naming `PARKING_BUCKET`, before any batch.
+#[tokio::test]
+async fn a_missing_parking_bucket_fails_init() {
+    let (_, table) = index_table().await;
+    let missing = unique("no-such-parking");
+    let unready = indexer(&table, &[("PARKING_BUCKET", &missing)]).await;
+    let error = unready.prime().await.unwrap_err().to_string();
+    assert!(
+        error.starts_with("PARKING_BUCKET: bucket") && error.contains(&missing),
+        "{error}"
+    );
+    let ready = indexer(&table, &[]).await;
+    let primed = ready.prime().await.unwrap();
+    assert!(
+        primed.calls >= 2,
+        "the index table and the parking bucket: {primed:?}"
     );
 }

@@ -380,11 +380,13 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                 "s3:PutObject" => [&uses.objects, &uses.parked]
                     .iter()
                     .any(|o| o.as_ref().is_some_and(|o| *r == format!("arn:aws:s3:::{o}*"))),
-                // HeadBucket at init: the archive bucket itself.
-                "s3:ListBucket" => uses.objects.as_ref().is_some_and(|o| {
-                    o.split('/')
-                        .next()
-                        .is_some_and(|bucket| *r == format!("arn:aws:s3:::{bucket}"))
+                // HeadBucket at init: the archive and the parking bucket themselves.
+                "s3:ListBucket" => [&uses.objects, &uses.parked].iter().any(|o| {
+                    o.as_ref().is_some_and(|o| {
+                        o.split('/')
+                            .next()
+                            .is_some_and(|bucket| *r == format!("arn:aws:s3:::{bucket}"))
+                    })
                 }),
                 "sqs:SendMessage" => *r == queue,
                 "logs:CreateLogStream" | "logs:PutLogEvents" => *r == log_group_arn,
@@ -396,11 +398,41 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
             granted.insert(action.clone());
         }
     }
-    let own: &[&str] = match function.binary.as_deref() {
+    let own = own_actions(function.binary.as_deref(), uses);
+    let logs = ["logs:CreateLogStream", "logs:PutLogEvents"];
+    let stream_functions = [
+        "dynamodb:DescribeStream",
+        "dynamodb:GetRecords",
+        "dynamodb:GetShardIterator",
+        "dynamodb:ListStreams",
+        "sqs:SendMessage",
+        "s3:PutObject",
+        // HeadBucket on the parking bucket at init.
+        "s3:ListBucket",
+    ];
+    let common: &[&str] = if function.streams.is_empty() {
+        &[]
+    } else {
+        &stream_functions
+    };
+    let needed: BTreeSet<String> = own
+        .iter()
+        .chain(common)
+        .chain(&logs)
+        .map(|a| (*a).to_owned())
+        .collect();
+    ensure!(granted == needed, "grants {granted:?}, needs exactly {needed:?}");
+    Ok(())
+}
+
+/// The actions a function needs of its own, besides what every stream function and every
+/// function needs.
+fn own_actions(binary: Option<&str>, uses: &Uses) -> &'static [&'static str] {
+    match binary {
         // DescribeTable and HeadBucket (s3:ListBucket): priming at init.
         Some("multikey-indexer") => &["dynamodb:BatchWriteItem", "dynamodb:DescribeTable"],
-        // The archiver's own PutObject is in `common`, with parking's.
-        Some("ttl-archiver") => &["s3:ListBucket"],
+        // The archiver's own PutObject and ListBucket are in `common`, with parking's.
+        Some("ttl-archiver") => &[],
         Some("counter-aggregator") => &[
             "dynamodb:DescribeTable",
             "dynamodb:GetItem",
@@ -417,29 +449,7 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
         ],
         Some(VERIFIER) => &["dynamodb:Scan"],
         _ => &[],
-    };
-    let logs = ["logs:CreateLogStream", "logs:PutLogEvents"];
-    let stream_functions = [
-        "dynamodb:DescribeStream",
-        "dynamodb:GetRecords",
-        "dynamodb:GetShardIterator",
-        "dynamodb:ListStreams",
-        "sqs:SendMessage",
-        "s3:PutObject",
-    ];
-    let common: &[&str] = if function.streams.is_empty() {
-        &[]
-    } else {
-        &stream_functions
-    };
-    let needed: BTreeSet<String> = own
-        .iter()
-        .chain(common)
-        .chain(&logs)
-        .map(|a| (*a).to_owned())
-        .collect();
-    ensure!(granted == needed, "grants {granted:?}, needs exactly {needed:?}");
-    Ok(())
+    }
 }
 
 /// Every statement of a role's `Policies`.

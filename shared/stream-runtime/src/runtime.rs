@@ -9,7 +9,7 @@ use stream_kit::{DynamoDbEventResponse, Event, EventRecord, Metric, Metrics, NoC
 
 use crate::decide::{Decision, decide};
 use crate::settings::{ParkingPlace, Settings};
-use crate::{Aws, PrimeError, Primed, RecordFailure, StreamFunction, parked};
+use crate::{Aws, PrimeError, Primed, RecordFailure, Resource, StreamFunction, parked};
 
 /// A function with its settings and clients, built once, handling batches.
 #[derive(Debug)]
@@ -44,7 +44,16 @@ impl<F: StreamFunction> Runtime<F> {
     /// Checks the function's resources and opens their connections ([`crate::prime`]); an
     /// error means init must fail.
     pub async fn prime(&self) -> Result<Primed, PrimeError> {
-        crate::prime::prime(&self.aws, &self.function.resources(), self.settings.policy).await
+        let mut resources = self.function.resources();
+        // Parking is a write like any other: a missing or denied parking bucket is found at init.
+        let parking = Resource::Bucket {
+            variable: "PARKING_BUCKET",
+            name: self.settings.parking.bucket.clone(),
+        };
+        if !resources.contains(&parking) {
+            resources.push(parking);
+        }
+        crate::prime::prime(&self.aws, &resources, self.settings.policy).await
     }
 
     /// Handles one batch: plan, apply, decide, park, conclude, and writes its metrics as one EMF
@@ -96,7 +105,9 @@ impl<F: StreamFunction> Runtime<F> {
     }
 
     /// Parks the decision's records in order; the first that cannot be parked becomes the
-    /// checkpoint (a transient failure), and nothing after it is parked.
+    /// checkpoint, and nothing after it is parked. Its failure keeps the kind of the `PutObject`
+    /// answer: systemic for a missing or denied bucket (an operator must fix it: alarmed),
+    /// transient otherwise (a retry parks it).
     async fn park(&self, records: &[EventRecord], decision: &mut Decision, budget: &Budget) {
         let ParkingPlace { bucket, prefix } = &self.settings.parking;
         let function = F::NAME;
@@ -135,10 +146,16 @@ impl<F: StreamFunction> Runtime<F> {
                 ),
                 Err(cause) => {
                     tracing::error!(record, error = %failure.message, %cause, "cannot park the record; it becomes the checkpoint");
-                    decision.unparked(
-                        record,
-                        Failure::transient(format!("parking record {record} failed: {}", cause.message)),
+                    let message = format!(
+                        "parking record {record} in s3://{bucket} failed: {}",
+                        cause.message
                     );
+                    let failure = if cause.kind == FailureKind::Systemic {
+                        Failure::systemic(message)
+                    } else {
+                        Failure::transient(message)
+                    };
+                    decision.unparked(record, failure);
                     break;
                 }
             }

@@ -101,11 +101,12 @@ pub(crate) fn run(args: BackfillArgs, rebuild: bool) -> anyhow::Result<ExitCode>
             dry_run,
             resumed,
             counts,
+            untouchable: checkpoint.untouchable(),
             created,
             checkpoint: (!dry_run).then(|| path.display().to_string()),
         };
         summary.print(output)?;
-        Ok(ExitCode::SUCCESS)
+        Ok(summary.exit_code())
     })
 }
 
@@ -117,19 +118,30 @@ struct Summary<'a> {
     dry_run: bool,
     resumed: bool,
     counts: Counts,
+    /// The keys of the items that could not be touched.
+    untouchable: Vec<serde_json::Value>,
     created: Option<bool>,
     checkpoint: Option<String>,
 }
 
 impl Summary<'_> {
+    /// 1 when items were left out of the index (they need an operator), else 0.
+    fn exit_code(&self) -> ExitCode {
+        if self.untouchable.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    }
+
     fn print(&self, output: Output) -> io::Result<()> {
         let mut out = io::stdout().lock();
         match output {
             Output::Json => {
                 let doc = serde_json::json!({
                     "table": self.table, "run_id": self.run_id, "segments": self.segments, "dry_run": self.dry_run,
-                    "resumed": self.resumed, "counts": self.counts, "table_created": self.created,
-                    "checkpoint": self.checkpoint,
+                    "resumed": self.resumed, "counts": self.counts, "untouchable": self.untouchable,
+                    "table_created": self.created, "checkpoint": self.checkpoint,
                 });
                 writeln!(out, "{doc}")?;
             }
@@ -153,6 +165,17 @@ impl Summary<'_> {
                     self.counts.write_units,
                     if self.dry_run { " (writes estimated)" } else { "" }
                 )?;
+                if !self.untouchable.is_empty() {
+                    writeln!(
+                        out,
+                        "{} ITEMS COULD NOT BE TOUCHED (at DynamoDB's item size limit, they cannot take the \
+                         marker) and are not indexed; see docs/operations.md#items-a-backfill-cannot-touch:",
+                        self.untouchable.len()
+                    )?;
+                    for key in &self.untouchable {
+                        writeln!(out, "  {key}")?;
+                    }
+                }
                 if !self.dry_run {
                     writeln!(
                         out,

@@ -552,3 +552,41 @@ async fn the_cli_backfills_dry_and_for_real_and_resumes_its_checkpoint() -> Resu
     );
     Ok(())
 }
+
+/// An item that cannot take the marker (here at the emulator's item size limit, as an item at
+/// DynamoDB's 400 KB would be) does not stop the backfill: it is counted and listed by key, and
+/// every other item is touched.
+#[tokio::test]
+async fn an_item_that_cannot_take_the_marker_is_listed_and_the_backfill_goes_on() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[]).await?;
+    let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+    let issues = stack.table("IssuesTable")?.name.clone();
+    for id in 0..4 {
+        local_stack::put_json(&writer, &issues, &issue(id, &json!({"f": id}))).await?;
+    }
+    // moto refuses an item whose attribute names and values pass 405,000 bytes (DynamoDB's limit
+    // is 409,600): 24 bytes of id and custom_fields, 3 of the name `pad`, and the pad itself
+    // fit; the marker's 16 bytes and its run id's do not.
+    let big = json!({"id": "big", "custom_fields": {"f": 1}, "pad": "x".repeat(404_960)});
+    local_stack::put_json(&writer, &issues, &big).await?;
+    let function = stack.function("multikey-indexer")?;
+    let lookup = |name: &str| function.environment.get(name).cloned();
+    let indexes = Indexes::from_vars(&Vars::new(&lookup))?;
+    let target = Target::new(&issues, &indexes, None)?;
+    let mut checkpoint = Checkpoint::new(&issues, "bf-1800000000", &target.sources, 2);
+    Backfill::new(writer, target, Settings::default())
+        .run(&mut checkpoint, &mut |_| Ok(()), &mut |_| {})
+        .await?;
+    let counts = checkpoint.counts();
+    ensure!(
+        (counts.scanned, counts.touched, counts.untouchable) == (5, 4, 1),
+        "{counts:?}"
+    );
+    ensure!(
+        checkpoint.untouchable() == [json!({"id": {"S": "big"}})],
+        "{:?}",
+        checkpoint.untouchable()
+    );
+    Ok(())
+}

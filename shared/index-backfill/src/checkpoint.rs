@@ -1,4 +1,5 @@
-//! Where a backfill is: the checkpoint file (format `sidestream-backfill/1`, `docs/formats.md`).
+//! Where a backfill is: the checkpoint file (format `sidestream-backfill/2`, `docs/formats.md`;
+//! `/1` files, which lack the untouchable items, are read too).
 //!
 //! One JSON object holds the run id and, per scan segment, the key to resume the scan after (the
 //! last page's `LastEvaluatedKey`, in DynamoDB JSON), whether the segment is done, and its counts.
@@ -14,8 +15,11 @@ use serde_json::Value;
 
 use crate::BackfillError;
 
-/// The format tag.
-pub const FORMAT: &str = "sidestream-backfill/1";
+/// The format tag written.
+pub const FORMAT: &str = "sidestream-backfill/2";
+
+/// The format tags read: version 1 lacks `untouchable`, which reads as none.
+const READS: [&str; 2] = ["sidestream-backfill/1", FORMAT];
 
 /// A backfill's progress, saved after each page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,6 +51,11 @@ pub struct Cursor {
     pub done: bool,
     /// What the segment has done so far.
     pub counts: Counts,
+    /// The keys (DynamoDB JSON) of the items this segment could not touch: their content can
+    /// never take the marker (an item at DynamoDB's 400 KB limit). The backfill goes on past
+    /// them; `docs/operations.md` says how to index them.
+    #[serde(default)]
+    pub untouchable: Vec<Value>,
 }
 
 /// What a backfill (or one segment of it) has done.
@@ -62,6 +71,10 @@ pub struct Counts {
     pub already: u64,
     /// Items with none of the indexes' source attributes: nothing to index.
     pub unindexed: u64,
+    /// Items that cannot take the marker (record-permanent: DynamoDB refused the touch for the
+    /// item's content, as an item at the 400 KB limit): listed in the cursor, not indexed.
+    #[serde(default)]
+    pub untouchable: u64,
     /// Read capacity units the scan consumed.
     pub read_units: f64,
     /// Write capacity units the touches consumed (estimated from item sizes).
@@ -74,6 +87,7 @@ impl std::ops::AddAssign for Counts {
         self.touched += other.touched;
         self.already += other.already;
         self.unindexed += other.unindexed;
+        self.untouchable += other.untouchable;
         self.read_units += other.read_units;
         self.write_units += other.write_units;
     }
@@ -123,9 +137,9 @@ impl Checkpoint {
             Err(e) => return Err(failed(e.to_string())),
         };
         let checkpoint: Checkpoint = serde_json::from_str(&text).map_err(|e| failed(e.to_string()))?;
-        if checkpoint.format != FORMAT {
+        if !READS.contains(&checkpoint.format.as_str()) {
             return Err(failed(format!(
-                "format {:?}, but this version reads {FORMAT:?}",
+                "format {:?}, but this version reads {READS:?}",
                 checkpoint.format
             )));
         }
@@ -139,7 +153,16 @@ impl Checkpoint {
         Ok(Some(checkpoint))
     }
 
-    /// Writes the checkpoint file whole: to `PATH.tmp`, then renamed over `path`.
+    /// The keys of every item the run could not touch, segment by segment.
+    pub fn untouchable(&self) -> Vec<Value> {
+        self.segments
+            .iter()
+            .flat_map(|c| c.untouchable.iter().cloned())
+            .collect()
+    }
+
+    /// Writes the checkpoint file whole, in the current format: to `PATH.tmp`, then renamed
+    /// over `path`.
     pub fn save(&self, path: &Path) -> Result<(), BackfillError> {
         let failed = |e: std::io::Error| BackfillError::Checkpoint {
             path: path.display().to_string(),
@@ -147,7 +170,9 @@ impl Checkpoint {
         };
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");
-        let text = serde_json::to_string(self).map_err(|e| failed(std::io::Error::other(e)))?;
+        let mut current = self.clone();
+        FORMAT.clone_into(&mut current.format);
+        let text = serde_json::to_string(&current).map_err(|e| failed(std::io::Error::other(e)))?;
         std::fs::write(&tmp, text + "\n").map_err(failed)?;
         std::fs::rename(&tmp, path).map_err(failed)
     }

@@ -179,6 +179,8 @@ enum Touch {
     Touched(f64),
     Already,
     Unindexed,
+    /// DynamoDB refused the touch for the item's content: its key (DynamoDB JSON).
+    Untouchable(Value),
 }
 
 impl Backfill {
@@ -261,6 +263,10 @@ impl Backfill {
                     }
                     Touch::Already => counts.already += 1,
                     Touch::Unindexed => counts.unindexed += 1,
+                    Touch::Untouchable(key) => {
+                        counts.untouchable += 1;
+                        cursor.untouchable.push(key);
+                    }
                 }
             }
             cursor.done = next.is_none();
@@ -354,6 +360,13 @@ impl Backfill {
         match answer {
             Ok(true) => Ok(Touch::Touched(units)),
             Ok(false) => Ok(Touch::Already),
+            // The item's content can never take the marker (an item at the 400 KB limit): the
+            // backfill goes on and lists it, as the functions park what can never succeed.
+            Err(failure) if failure.kind == io_policy::FailureKind::RecordPermanent => {
+                let key = serde_json::to_value(serde_dynamo::Item::from(key)).unwrap_or_default();
+                tracing::error!(table = %self.target.table, %key, error = %failure.message, "cannot touch this item; it is listed as untouchable and the backfill goes on");
+                Ok(Touch::Untouchable(key))
+            }
             Err(failure) => Err(BackfillError::Touch {
                 table: self.target.table.clone(),
                 key: serde_json::to_string(&serde_dynamo::Item::from(key)).unwrap_or_default(),

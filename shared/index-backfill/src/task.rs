@@ -58,6 +58,9 @@ pub struct TaskCursor {
     /// What the segment has done so far.
     #[serde(default)]
     pub counts: Counts,
+    /// The keys of the items the segment could not touch, so far (left out while none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untouchable: Vec<serde_json::Value>,
 }
 
 /// The backfill function's configuration, read once at cold start.
@@ -103,6 +106,7 @@ impl Backfill {
             next: cursor.next,
             done: cursor.done,
             counts: cursor.counts,
+            untouchable: cursor.untouchable,
         };
         let stop = deadline.checked_sub(STOP_BEFORE_DEADLINE).unwrap_or(deadline);
         self.segment(&run_id, total_segments, &mut cursor, Some(stop), &mut |_| Ok(()))
@@ -113,6 +117,7 @@ impl Backfill {
             done = cursor.done,
             scanned = cursor.counts.scanned,
             touched = cursor.counts.touched,
+            untouchable = cursor.counts.untouchable,
             "segment progress"
         );
         Ok(Task {
@@ -123,6 +128,7 @@ impl Backfill {
                 next: cursor.next,
                 done: cursor.done,
                 counts: cursor.counts,
+                untouchable: cursor.untouchable,
             },
         })
     }

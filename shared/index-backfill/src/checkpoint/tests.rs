@@ -19,14 +19,45 @@ fn the_format_is_pinned() {
             unindexed: 15,
             read_units: 62.5,
             write_units: 480.0,
+            untouchable: 1,
         },
+        untouchable: vec![json!({"id": {"S": "b1g"}})],
     };
     let text = serde_json::to_string(&checkpoint).unwrap();
     assert_eq!(
         text,
-        r#"{"format":"sidestream-backfill/1","table":"issues","run_id":"bf-1800000000","sources":["custom_fields"],"total_segments":2,"segments":[{"segment":0,"next":{"id":{"S":"af34"}},"done":false,"counts":{"scanned":500,"touched":480,"already":5,"unindexed":15,"read_units":62.5,"write_units":480.0}},{"segment":1,"next":null,"done":false,"counts":{"scanned":0,"touched":0,"already":0,"unindexed":0,"read_units":0.0,"write_units":0.0}}]}"#
+        r#"{"format":"sidestream-backfill/2","table":"issues","run_id":"bf-1800000000","sources":["custom_fields"],"total_segments":2,"segments":[{"segment":0,"next":{"id":{"S":"af34"}},"done":false,"counts":{"scanned":500,"touched":480,"already":5,"unindexed":15,"untouchable":1,"read_units":62.5,"write_units":480.0},"untouchable":[{"id":{"S":"b1g"}}]},{"segment":1,"next":null,"done":false,"counts":{"scanned":0,"touched":0,"already":0,"unindexed":0,"untouchable":0,"read_units":0.0,"write_units":0.0},"untouchable":[]}]}"#
     );
     assert_eq!(serde_json::from_str::<Checkpoint>(&text).unwrap(), checkpoint);
+}
+
+/// A version 1 file (before untouchable items were listed) still resumes: none are listed.
+#[test]
+fn a_version_1_checkpoint_is_read() {
+    let dir = std::env::temp_dir().join(format!("backfill-checkpoint-v1-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("v1.json");
+    std::fs::write(
+        &path,
+        r#"{"format":"sidestream-backfill/1","table":"issues","run_id":"bf-1800000000","sources":["custom_fields"],"total_segments":1,"segments":[{"segment":0,"next":{"id":{"S":"af34"}},"done":false,"counts":{"scanned":500,"touched":480,"already":5,"unindexed":15,"read_units":62.5,"write_units":480.0}}]}"#,
+    )
+    .unwrap();
+    let loaded = Checkpoint::load(&path).unwrap().unwrap();
+    assert_eq!(
+        (
+            loaded.counts().touched,
+            loaded.counts().untouchable,
+            loaded.untouchable().len()
+        ),
+        (480, 0, 0)
+    );
+    loaded.save(&path).unwrap();
+    let saved = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        saved.starts_with(r#"{"format":"sidestream-backfill/2""#),
+        "{saved}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -92,13 +92,13 @@ async fn a_batch_uploads_exactly_its_ttl_deletes() {
     let old = |i: usize| json!({"Item": raw["Records"][i]["dynamodb"]["OldImage"]});
     let meta = |i: usize, at: &str| {
         let r = &raw["Records"][i];
-        json!({"v": 1, "eventID": r["eventID"], "sequenceNumber": r["dynamodb"]["SequenceNumber"],
+        json!({"v": 2, "eventID": r["eventID"], "sequenceNumber": r["dynamodb"]["SequenceNumber"],
                "deletedAt": at, "table": "issues", "keys": r["dynamodb"]["Keys"], "keysOnly": false})
     };
-    let day20 =
-        "table=issues/year=2026/month=11/day=20/0000000000000000000400000000000000000011-e0011.json.gz";
-    let day21 =
-        "table=issues/year=2026/month=11/day=21/0000000000000000000400000000000000000017-e0017.json.gz";
+    let day20 = "table=issues/year=2026/month=11/day=20/0000000000000000000400000000000000000011-\
+                 0000000000000000000400000000000000000016-e0011.json.gz";
+    let day21 = "table=issues/year=2026/month=11/day=21/0000000000000000000400000000000000000017-\
+                 0000000000000000000400000000000000000017-e0017.json.gz";
     let expected = BTreeMap::from([
         (format!("archive/{day20}"), vec![old(1), old(6)]),
         (format!("archive/{day21}"), vec![old(7)]),
@@ -127,7 +127,7 @@ async fn a_batch_uploads_exactly_its_ttl_deletes() {
             metadata.get("records").map(String::as_str),
             metadata.get("last-sequence-number").map(String::as_str),
         ),
-        (Some("1"), Some("2"), Some("400000000000000000016"))
+        (Some("2"), Some("2"), Some("400000000000000000016"))
     );
 
     let again = archiver.handle(event, deadline()).await.unwrap();
@@ -149,7 +149,7 @@ async fn a_rejected_upload_reports_its_first_record() {
 }
 
 /// A malformed record (no eventSourceARN) is parked whole, and the batch goes on: the records
-/// before and after it are archived, in one run named after the first.
+/// before and after it are archived, in one run named after its first and last.
 #[tokio::test]
 async fn a_malformed_record_is_parked_and_the_records_around_it_are_archived() {
     let s3 = s3_client();
@@ -163,10 +163,9 @@ async fn a_malformed_record_is_parked_and_the_records_around_it_are_archived() {
     let objects = objects(&s3, &bucket).await;
     let keys: Vec<&String> = objects.keys().collect();
     assert_eq!(keys.len(), 2, "{keys:?}");
-    assert!(
-        keys.iter()
-            .all(|k| k.ends_with("0000000000000000000400000000000000000040-e0040.json.gz"))
-    );
+    assert!(keys.iter().all(|k| k.ends_with(
+        "0000000000000000000400000000000000000040-0000000000000000000400000000000000000042-e0040.json.gz"
+    )));
     let meta = objects.iter().find(|(k, _)| k.contains("_meta/")).unwrap().1;
     let archived: Vec<&Value> = meta.iter().map(|l| &l["eventID"]).collect();
     assert_eq!(archived, [&json!("e0040"), &json!("e0042")]);
@@ -360,7 +359,8 @@ async fn cat_and_restore_errors() {
         .await
         .unwrap();
 
-    let key = "archive/table=issues/year=2026/month=11/day=20/0000000000000000000400000000000000000030-e0030.json.gz";
+    let key = "archive/table=issues/year=2026/month=11/day=20/0000000000000000000400000000000000000030-\
+               0000000000000000000400000000000000000030-e0030.json.gz";
     let bytes = Source::parse(&format!("s3://{bucket}/{key}"))
         .unwrap()
         .fetch(&s3)

@@ -48,8 +48,8 @@ fn prints_one_summary_per_object_and_explains_the_rest() {
     assert_eq!(
         summary,
         [
-            ("archive/table=issues/year=2026/month=11/day=20/0000000000000000000400000000000000000011-e0011.json.gz".to_owned(), 2, 2, 1, 6),
-            ("archive/table=issues/year=2026/month=11/day=21/0000000000000000000400000000000000000017-e0017.json.gz".to_owned(), 1, 1, 7, 7),
+            ("archive/table=issues/year=2026/month=11/day=20/0000000000000000000400000000000000000011-0000000000000000000400000000000000000016-e0011.json.gz".to_owned(), 2, 2, 1, 6),
+            ("archive/table=issues/year=2026/month=11/day=21/0000000000000000000400000000000000000017-0000000000000000000400000000000000000017-e0017.json.gz".to_owned(), 1, 1, 7, 7),
         ]
     );
     assert!(

@@ -1,4 +1,5 @@
-//! The persisted archive format (version 1): object keys, and the encoding and decoding of lines.
+//! The persisted archive format (version 2; version 1 is read too): object keys, and the encoding
+//! and decoding of lines.
 //!
 //! The crate documentation specifies the format; this module is its only implementation, used by
 //! the function to write archives and by `sidestream archive` to read them back.
@@ -16,8 +17,13 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_dynamo::{AttributeValue, Item};
 
-/// The format version, written in every metadata line and on every object.
-pub const VERSION: u32 = 1;
+/// The format version written, in every metadata line and on every object. Version 2 names an
+/// object by its run's first and last sequence numbers (version 1: by the first alone); the
+/// lines are the same.
+pub const VERSION: u32 = 2;
+
+/// The versions read.
+pub const READS: [u32; 2] = [1, VERSION];
 
 /// The folder, right under the prefix, that holds the metadata objects.
 pub const META_DIR: &str = "_meta";
@@ -47,10 +53,15 @@ impl Partition {
     }
 }
 
-/// An object's name: the first record's sequence number, zero-padded to 40 digits, then `-` and
-/// its `eventID` with everything but ASCII letters, digits and `-` left out.
-pub fn object_name(first: &SequenceNumber, event_id: &str) -> String {
+/// An object's name: the run's first and last records' sequence numbers, each zero-padded to 40
+/// digits, then the first record's `eventID` with everything but ASCII letters, digits and `-`
+/// left out, joined by `-`. A retry that archives fewer records of the same run (it starts at
+/// the same record but ends earlier) names another object, so it can never replace an object
+/// that holds more records.
+pub fn object_name(first: &SequenceNumber, last: &SequenceNumber, event_id: &str) -> String {
     let mut name = first.to_fixed_width();
+    name.push('-');
+    name.push_str(&last.to_fixed_width());
     let id: String = event_id
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
@@ -268,7 +279,7 @@ pub enum FormatError {
         reason: String,
     },
     /// A metadata line of a format version this build does not know.
-    #[error("line {line}: archive format version {found}, but this build reads version {VERSION}")]
+    #[error("line {line}: archive format version {found}, but this build reads versions {READS:?}")]
     Version {
         /// The 1-based line number.
         line: usize,
@@ -307,7 +318,7 @@ fn parse_line(line: usize, bytes: &[u8]) -> Result<Line, FormatError> {
             .map_err(bad);
     }
     let VersionOnly { v } = serde_json::from_slice(bytes).map_err(bad)?;
-    if v != VERSION {
+    if !READS.contains(&v) {
         return Err(FormatError::Version { line, found: v });
     }
     serde_json::from_slice::<MetaLine>(bytes)

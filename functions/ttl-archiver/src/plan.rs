@@ -261,29 +261,28 @@ fn extend(
 /// An object being built.
 struct Run {
     partition: Partition,
-    data_key: String,
-    meta_key: String,
+    prefix: String,
+    first_event_id: String,
     data: GzLines,
     meta: GzLines,
     first_record: usize,
     last_record: usize,
-    first_sequence_number: String,
-    last_sequence_number: String,
+    first_sequence_number: SequenceNumber,
+    last_sequence_number: SequenceNumber,
 }
 
 impl Run {
     fn new(layout: &ObjectSettings, i: usize, first: &TtlDelete<'_>) -> Run {
-        let name = object_name(&first.sequence_number, &first.record.raw().event_id);
         Run {
-            data_key: data_key(&layout.prefix, &first.partition, &name),
-            meta_key: meta_key(&layout.prefix, &first.partition, &name),
+            prefix: layout.prefix.clone(),
+            first_event_id: first.record.raw().event_id.clone(),
             partition: first.partition.clone(),
             data: GzLines::new(layout.gzip_level),
             meta: GzLines::new(layout.gzip_level),
             first_record: i,
             last_record: i,
-            first_sequence_number: first.sequence_number.as_str().to_owned(),
-            last_sequence_number: String::new(),
+            first_sequence_number: first.sequence_number.clone(),
+            last_sequence_number: first.sequence_number.clone(),
         }
     }
 
@@ -307,27 +306,31 @@ impl Run {
             keys_only: old.is_none(),
         })?;
         self.last_record = i;
-        ttl.sequence_number
-            .as_str()
-            .clone_into(&mut self.last_sequence_number);
+        self.last_sequence_number.clone_from(&ttl.sequence_number);
         Ok(old.is_none())
     }
 
     fn finish(self) -> Result<Object, (usize, PlanError)> {
         let fail = |e: std::io::Error| (self.first_record, PlanError::Encode(e.to_string()));
+        // Named by both ends of the run, known only now.
+        let name = object_name(
+            &self.first_sequence_number,
+            &self.last_sequence_number,
+            &self.first_event_id,
+        );
         let (records, items, raw_bytes) = (self.meta.lines(), self.data.lines(), self.data.raw_bytes());
         let data = self.data.finish().map_err(fail)?;
         let meta = self.meta.finish().map_err(fail)?;
         Ok(Object {
+            data_key: data_key(&self.prefix, &self.partition, &name),
+            meta_key: meta_key(&self.prefix, &self.partition, &name),
             partition: self.partition,
-            data_key: self.data_key,
-            meta_key: self.meta_key,
             data,
             meta,
             first_record: self.first_record,
             last_record: self.last_record,
-            first_sequence_number: self.first_sequence_number,
-            last_sequence_number: self.last_sequence_number,
+            first_sequence_number: self.first_sequence_number.as_str().to_owned(),
+            last_sequence_number: self.last_sequence_number.as_str().to_owned(),
             records,
             items,
             raw_bytes,

@@ -16,9 +16,22 @@ fn partition() -> Partition {
 #[test]
 fn keys_follow_the_layout() {
     let seq = SequenceNumber::parse("4000012").unwrap();
-    let name = object_name(&seq, "c4ca/42 38?");
-    assert_eq!(name, format!("{}-c4ca4238", "0".repeat(33) + "4000012"));
-    assert_eq!(object_name(&seq, ""), "0".repeat(33) + "4000012");
+    let last = SequenceNumber::parse("4000019").unwrap();
+    let name = object_name(&seq, &last, "c4ca/42 38?");
+    assert_eq!(
+        name,
+        format!(
+            "{}-{}-c4ca4238",
+            "0".repeat(33) + "4000012",
+            "0".repeat(33) + "4000019"
+        )
+    );
+    assert_eq!(
+        object_name(&seq, &seq, ""),
+        format!("{0}-{0}", "0".repeat(33) + "4000012")
+    );
+    // A retry that archives fewer records of the run names another object.
+    assert_ne!(object_name(&seq, &seq, "e"), object_name(&seq, &last, "e"));
     assert_eq!(
         data_key("archive/", &partition(), "n"),
         "archive/table=issues/year=2026/month=03/day=09/n.json.gz"
@@ -130,7 +143,7 @@ fn metadata_lines_read_back() {
     assert_eq!(
         read(&lines.finish().unwrap()).unwrap(),
         [Line::Meta(MetaLine {
-            v: 1,
+            v: 2,
             event_id: "e1".to_owned(),
             sequence_number: "42".to_owned(),
             deleted_at: "2026-03-09T10:00:00Z".to_owned(),
@@ -138,6 +151,29 @@ fn metadata_lines_read_back() {
             keys,
             keys_only: true,
         })]
+    );
+}
+
+/// Version 1 objects (named by their first record alone) have the same lines: they still read.
+#[test]
+fn version_1_metadata_lines_read_back() {
+    let mut e = GzEncoder::new(Vec::new(), Compression::default());
+    e.write_all(
+        br#"{"v":1,"eventID":"e1","sequenceNumber":"42","deletedAt":"2026-03-09T10:00:00Z","table":"issues","keys":{"id":{"S":"a"}},"keysOnly":true}
+"#,
+    )
+    .unwrap();
+    let lines = read(&e.finish().unwrap()).unwrap();
+    assert!(
+        matches!(
+            &lines[..],
+            [Line::Meta(MetaLine {
+                v: 1,
+                keys_only: true,
+                ..
+            })]
+        ),
+        "{lines:?}"
     );
 }
 
@@ -152,7 +188,7 @@ fn unreadable_objects_say_where_and_why() {
     let cases: [(Vec<u8>, &str); 5] = [
         (b"{\"Item\":{}}\n".to_vec(), "not a readable gzip stream"),
         (gz("{\"Item\":{\"a\":{\"S\":\"x\"}}}\n{\"Item\":{\"a\":{\"Q\":1}}}\n"), "line 2: The key 'Q' is not a known DynamoDB prefix"),
-        (gz("{\"v\":2,\"eventID\":\"e\"}\n"), "line 1: archive format version 2, but this build reads version 1"),
+        (gz("{\"v\":3,\"eventID\":\"e\"}\n"), "line 1: archive format version 3, but this build reads versions [1, 2]"),
         (gz("\"text\"\n"), "line 1: invalid type: string"),
         (gz("{\"v\":1,\"eventID\":\"e\"}\n"), "line 1: missing field"),
     ];

@@ -7,10 +7,20 @@ half an update. DynamoDB makes every single-item operation atomic. moto's server
 connection on its own thread, so this launcher runs the same application as `moto_server` behind
 one lock for DynamoDB requests (their `X-Amz-Target` starts with `DynamoDB`); S3 and the other
 services stay concurrent. Arguments are `moto_server`'s (-H HOST -p PORT).
+
+DynamoDB Streams' `GetRecords` "might take multiple calls to get to a portion of the shard that
+contains stream records": AWS answers empty pages, with a next iterator, where moto never does.
+So this launcher answers a `GetRecords` with an empty page and the same iterator with probability
+`SIDESTREAM_EMPTY_PAGES` (default 0.3), at most two times in a row for one iterator, drawn from a
+seeded generator (`SIDESTREAM_EMPTY_PAGES_SEED`, default 7). Every stream reader of the project
+meets them in the tests, and must read through them.
 """
 
 import argparse
+import io
+import json
 import os
+import random
 import threading
 
 from werkzeug.serving import run_simple
@@ -22,13 +32,59 @@ from moto.moto_server.werkzeug_app import (
 )
 
 
-def serialized(app, lock):
-    """A WSGI application that runs DynamoDB requests under `lock`, to their last byte."""
+GET_RECORDS = "DynamoDBStreams_20120810.GetRecords"
+# Empty pages at most in a row for one iterator: readers read through three (reader.rs).
+MAX_EMPTY_IN_A_ROW = 2
+
+
+class EmptyPages:
+    """Decides which GetRecords requests get an empty page, as AWS may answer."""
+
+    def __init__(self, probability, seed):
+        self.probability = probability
+        self.random = random.Random(seed)
+        self.given = {}
+
+    def answer(self, environ):
+        """An empty page's body for this request, or None to let moto answer it. Called under
+        the DynamoDB lock; the request's body is read and put back."""
+        if self.probability <= 0:
+            return None
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length)
+        environ["wsgi.input"] = io.BytesIO(body)
+        try:
+            iterator = json.loads(body)["ShardIterator"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        given = self.given.get(iterator, 0)
+        if given >= MAX_EMPTY_IN_A_ROW or self.random.random() >= self.probability:
+            self.given.pop(iterator, None)
+            return None
+        self.given[iterator] = given + 1
+        return json.dumps({"Records": [], "NextShardIterator": iterator}).encode()
+
+
+def serialized(app, lock, empty_pages):
+    """A WSGI application that runs DynamoDB requests under `lock`, to their last byte, and
+    answers some GetRecords requests with empty pages (`empty_pages`)."""
 
     def application(environ, start_response):
-        if not environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB"):
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if not target.startswith("DynamoDB"):
             return app(environ, start_response)
         with lock:
+            if target == GET_RECORDS:
+                empty = empty_pages.answer(environ)
+                if empty is not None:
+                    start_response(
+                        "200 OK",
+                        [
+                            ("Content-Type", "application/x-amz-json-1.0"),
+                            ("Content-Length", str(len(empty))),
+                        ],
+                    )
+                    return [empty]
             response = app(environ, start_response)
             try:
                 return [b"".join(response)]
@@ -51,7 +107,14 @@ def main():
     run_simple(
         args.host,
         args.port,
-        serialized(app, threading.Lock()),
+        serialized(
+            app,
+            threading.Lock(),
+            EmptyPages(
+                float(os.environ.get("SIDESTREAM_EMPTY_PAGES", "0.3")),
+                int(os.environ.get("SIDESTREAM_EMPTY_PAGES_SEED", "7")),
+            ),
+        ),
         threaded=True,
         request_handler=MotoRequestHandler,
     )

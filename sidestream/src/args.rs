@@ -467,6 +467,12 @@ pub(crate) struct FailureSources {
     /// Records parked under `s3://BUCKET/PREFIX` (repeatable).
     #[arg(long = "parked", value_name = "S3URL")]
     pub(crate) parked: Vec<String>,
+    /// An S3 on-failure destination, `s3://BUCKET` or `s3://BUCKET/PREFIX` (repeatable; the
+    /// prefix defaults to Lambda's `aws/lambda/`). Its objects keep the given-up records
+    /// themselves, so they replay after the stream has dropped them; `replay` deletes an object
+    /// once its range is replayed.
+    #[arg(long = "destination", value_name = "S3URL")]
+    pub(crate) destinations: Vec<String>,
 }
 
 impl FailureSources {
@@ -475,8 +481,9 @@ impl FailureSources {
         let mut all: Vec<String> = self.logs.iter().map(|l| l.display().to_string()).collect();
         all.extend(self.queues.iter().cloned());
         all.extend(self.parked.iter().cloned());
+        all.extend(self.destinations.iter().cloned());
         if all.is_empty() {
-            "no source (give --log, --queue or --parked)".to_owned()
+            "no source (give --log, --queue, --parked or --destination)".to_owned()
         } else {
             all.join(", ")
         }

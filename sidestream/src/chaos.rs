@@ -133,6 +133,26 @@ fn render(report: &chaos::Report, options: &chaos::Options, out: &mut impl Write
         "\nFunctions' runtimes: {} requests, {} retries, {} parked records, {} transient stops, {} systemic stops, {} counter conflicts",
         r.requests, r.retries, r.parked, r.transient_stops, r.systemic_stops, r.conflicts
     )?;
+    let o = &report.operations;
+    writeln!(
+        out,
+        "\nOperations while the workload ran: {} verifications with repair ({} persistent drift seen; {} items touched, \
+         {} entries deleted, {} deletes refused), a backfill ({} of {} items touched), {} old indexer records replayed \
+         through the stream ({} items touched, {} entries deleted), {} aggregator and archiver records rerun; \
+         persistent drift at the end: {}",
+        o.verifications,
+        o.drift_during_run,
+        o.repair_touches,
+        o.repair_deletes,
+        o.repair_deletes_refused,
+        o.backfill_touches,
+        o.backfill_scanned,
+        o.indexer_records_replayed,
+        o.replay_touches,
+        o.replay_deletes,
+        o.records_rerun,
+        o.drift_at_end
+    )?;
     writeln!(
         out,
         "\n{} stream records in {:.1} s: {:.0} records/s",
@@ -142,7 +162,7 @@ fn render(report: &chaos::Report, options: &chaos::Options, out: &mut impl Write
     for v in &report.verdicts {
         writeln!(
             out,
-            "  {:<9} {}  {}",
+            "  {:<10} {}  {}",
             v.oracle,
             if v.ok { "exact" } else { "DIFFERS" },
             v.detail

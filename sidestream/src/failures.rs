@@ -66,6 +66,7 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                 };
                 let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
                 let sqs = aws_sdk_sqs::Client::new(&sdk);
+                let s3 = local_stack::s3_client(&sdk);
                 let mut all_done = true;
                 let mut out = io::stdout().lock();
                 for failed in mine {
@@ -75,9 +76,11 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                     };
                     let done = replayed.is_done();
                     all_done &= done;
-                    // The queue's message is done with only once its range is replayed.
+                    // The queue's message, or the destination's object, is done with only once its
+                    // range is replayed.
                     if done {
                         failure_replay::acknowledge(&sqs, failed).await?;
+                        failure_replay::acknowledge_object(&s3, failed).await?;
                     }
                     match output {
                         Output::Json => writeln!(
@@ -144,14 +147,27 @@ async fn read(sdk: &aws_config::SdkConfig, from: &FailureSources) -> anyhow::Res
     }
     let s3 = local_stack::s3_client(sdk);
     for url in &from.parked {
-        let (bucket, prefix) = url
-            .strip_prefix("s3://")
-            .and_then(|rest| rest.split_once('/').or(Some((rest, ""))))
-            .filter(|(bucket, _)| !bucket.is_empty())
-            .with_context(|| format!("--parked {url:?} is not s3://BUCKET/PREFIX"))?;
+        let (bucket, prefix) = s3_url("--parked", url)?;
         failures.extend(failure_replay::read_parked(&s3, bucket, prefix).await?);
     }
+    for url in &from.destinations {
+        let (bucket, prefix) = s3_url("--destination", url)?;
+        let prefix = if prefix.is_empty() {
+            failure_replay::DESTINATION_PREFIX
+        } else {
+            prefix
+        };
+        failures.extend(failure_replay::read_destination(&s3, bucket, prefix).await?);
+    }
     Ok(failures)
+}
+
+/// `s3://BUCKET/PREFIX` (or `s3://BUCKET`) as (bucket, prefix).
+fn s3_url<'a>(flag: &str, url: &'a str) -> anyhow::Result<(&'a str, &'a str)> {
+    url.strip_prefix("s3://")
+        .and_then(|rest| rest.split_once('/').or(Some((rest, ""))))
+        .filter(|(bucket, _)| !bucket.is_empty())
+        .with_context(|| format!("{flag} {url:?} is not s3://BUCKET/PREFIX"))
 }
 
 fn list(failures: &[Failed], output: Output) -> anyhow::Result<()> {
@@ -173,6 +189,7 @@ fn list(failures: &[Failed], output: Output) -> anyhow::Result<()> {
                 place(failed),
                 match (&failed.records, replayable) {
                     (Records::Parked { .. }, _) => "parked: replayable as stored",
+                    (Records::Range { kept: Some(_), .. }, _) => "kept by the S3 destination: replayable",
                     (Records::Range { .. }, true) => "still in the stream",
                     (Records::Range { .. }, false) => "past the stream's 24 hours: rebuild what it held",
                 },

@@ -1,7 +1,8 @@
 //! A seed-fixed chaos run in the test suite: 5,000 ops through the three functions with every
 //! AWS fault on the wire and every Lambda fault in the replayer, over split shards with parallel
-//! batches. Every oracle must find its output exact, and every kind of fault must have
-//! happened, by count.
+//! batches, while the operations phase verifies and repairs, backfills and replays old records.
+//! Every oracle must find its output exact, every kind of fault must have happened, and every
+//! operation must have run, by count.
 
 use std::path::Path;
 
@@ -37,5 +38,15 @@ async fn five_thousand_ops_under_every_fault_lose_nothing_and_double_nothing() -
     // The aggregator's parallel batches update the same totals with delta writes, which do not
     // conflict across shards; the conflict path is held to its count in tests/it/counters.rs.
     ensure!(report.stream_records >= 5_000, "{summary}");
+    let ops = &report.operations;
+    ensure!(
+        ops.verifications > 0
+            && ops.backfill_touches > 0
+            && ops.indexer_records_replayed > 0
+            && ops.replay_touches > 0
+            && ops.records_rerun > 0
+            && ops.drift_at_end == 0,
+        "every operation ran, and no drift persists at the end: {summary}"
+    );
     Ok(())
 }

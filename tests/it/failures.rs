@@ -101,6 +101,10 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
     }
     put(&client, &issues, &special("odd", 98)).await?;
     pipeline.settle().await?;
+    ensure!(
+        pipeline.empty_pages() > 0,
+        "the emulator answered empty pages, and the replayer read through them"
+    );
     let (crash_count, was_parked) = (crashes.load(Ordering::SeqCst), parked.load(Ordering::SeqCst));
     ensure!(
         crash_count >= 3 && was_parked == 1,
@@ -133,28 +137,7 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
         Records::Range { batch_size: 1, .. }
     ));
     ensure!(matches!(failures[1].records, Records::Parked { .. }));
-    // The range names the function as deployed by CloudFormation; the parked record by its
-    // runtime name. Both are the indexer's, and neither the archiver's.
-    let deployed = &failures[0].function;
-    ensure!(
-        deployed.starts_with(&format!("{}-IndexerFunction-", stack.name)),
-        "a CloudFormation-shaped name: {deployed}"
-    );
-    let of = |binary: &str, logical_id: &str| FunctionMatch {
-        binary: binary.into(),
-        logical_id: logical_id.into(),
-        deployed: vec![],
-    };
-    let (the_indexer, the_archiver) = (
-        of("multikey-indexer", "IndexerFunction"),
-        of("ttl-archiver", "ArchiverFunction"),
-    );
-    let now = chrono::Utc::now();
-    ensure!(
-        failures
-            .iter()
-            .all(|f| the_indexer.matches(f) && !the_archiver.matches(f) && f.replayable(now))
-    );
+    all_the_indexers(&failures, &stack.name)?;
 
     // The indexer as it is now, replayed through the stream as `failures replay` does.
     fixed.store(true, Ordering::SeqCst);
@@ -179,6 +162,33 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
     }
     pipeline.settle().await?;
     assert_index_exact(&sdk, &stack).await?;
+    Ok(())
+}
+
+/// The range names the function as deployed by CloudFormation (`<stack>-IndexerFunction-…`);
+/// the parked record by its runtime name. Both are the indexer's, neither the archiver's, and
+/// both are replayable now.
+fn all_the_indexers(failures: &[failure_replay::Failed], stack: &str) -> Result<()> {
+    let deployed = &failures[0].function;
+    ensure!(
+        deployed.starts_with(&format!("{stack}-IndexerFunction-")),
+        "a CloudFormation-shaped name: {deployed}"
+    );
+    let of = |binary: &str, logical_id: &str| FunctionMatch {
+        binary: binary.into(),
+        logical_id: logical_id.into(),
+        deployed: vec![],
+    };
+    let (the_indexer, the_archiver) = (
+        of("multikey-indexer", "IndexerFunction"),
+        of("ttl-archiver", "ArchiverFunction"),
+    );
+    let now = chrono::Utc::now();
+    ensure!(
+        failures
+            .iter()
+            .all(|f| the_indexer.matches(f) && !the_archiver.matches(f) && f.replayable(now))
+    );
     Ok(())
 }
 
@@ -348,6 +358,185 @@ async fn old_records_rerun_through_the_aggregator_and_the_archiver_undo_nothing_
     ensure!(
         names == ["first life", "second life"],
         "each deletion read once, in order: {names:?}"
+    );
+    Ok(())
+}
+
+/// A range read back from a stream that answers empty pages first (as DynamoDB Streams may) is
+/// read whole; one the stream gives back only part of is a short read, never "applied".
+#[tokio::test]
+async fn a_range_is_read_through_empty_pages_and_only_whole() -> Result<()> {
+    let record = |seq: u32| {
+        json!({"eventID": format!("e{seq}"), "eventName": "INSERT", "eventVersion": "1.1",
+               "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+               "dynamodb": {"Keys": {"id": {"S": format!("i{seq}")}}, "NewImage": {"id": {"S": format!("i{seq}")}},
+                            "SequenceNumber": seq.to_string(), "SizeBytes": 10,
+                            "StreamViewType": "NEW_AND_OLD_IMAGES", "ApproximateCreationDateTime": 1.8e9}})
+    };
+    // Pages after the iterator: two empty, then 11 and 12, then 13 (past the range's end).
+    let pages = move |n: usize| match n {
+        0 | 1 => vec![],
+        2 => vec![record(11), record(12)],
+        _ => vec![record(13)],
+    };
+    let range = |start: &str, batch: u64| failure_replay::Failed {
+        function: "f".into(),
+        at: "2026-11-24T00:00:00Z".into(),
+        reason: String::new(),
+        records: Records::Range {
+            stream_arn: "arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/s".into(),
+            shard_id: "shardId-1".into(),
+            start_sequence_number: start.into(),
+            end_sequence_number: "12".into(),
+            batch_size: batch,
+            first_arrival: None,
+            kept: None,
+        },
+        message: None,
+        object: None,
+    };
+    for (failed, want, get_records) in [
+        (range("11", 2), Ok(2), 3),
+        // The stream no longer starts at the range's first record (10 was trimmed, say).
+        (range("10", 3), Err("the read began at Some(\"11\")"), 3),
+        // Fewer records than the batch held.
+        (range("11", 3), Err("2 records read, the range held 3"), 3),
+    ] {
+        let endpoint = crate::scripted::Scripted::start(move |request| {
+            let page = |n: usize| {
+                crate::scripted::Reply::ok(
+                    json!({"Records": pages(n), "NextShardIterator": format!("it-{}", n + 1)}),
+                )
+            };
+            match request.operation.as_str() {
+                "GetShardIterator" => crate::scripted::Reply::ok(json!({"ShardIterator": "it-0"})),
+                "GetRecords" => {
+                    let at = request.body["ShardIterator"].as_str().unwrap_or_default();
+                    page(at.trim_start_matches("it-").parse().unwrap_or(0))
+                }
+                other => crate::scripted::Reply::error(400, "ValidationException", other),
+            }
+        })
+        .await;
+        let streams = aws_sdk_dynamodbstreams::Client::new(&endpoint.sdk());
+        let read = failure_replay::read(&failed, &streams).await?;
+        let got = match &read {
+            Read::Records(records) => Ok(records.len()),
+            Read::Unavailable(Replayed::ShortRead { reason, .. }) => Err(reason.clone()),
+            Read::Unavailable(other) => anyhow::bail!("{other:?}"),
+        };
+        match (&got, want) {
+            (Ok(n), Ok(m)) => ensure!(*n == m),
+            (Err(reason), Err(m)) => ensure!(reason.contains(m), "{reason}"),
+            _ => anyhow::bail!("{got:?}, expected {want:?}"),
+        }
+        let empty_then_records = endpoint
+            .operations()
+            .iter()
+            .filter(|o| *o == "GetRecords")
+            .count();
+        ensure!(
+            empty_then_records == get_records,
+            "two empty pages read through, then the page with the range's end: {:?}",
+            endpoint.operations()
+        );
+    }
+    Ok(())
+}
+
+/// An S3 on-failure destination keeps the whole invocation record, the records included (as
+/// Lambda writes it: `aws/lambda/<mapping UUID>/<shard>/YYYY/MM/DD/…`, the event as `payload`).
+/// A range kept so is replayed after the stream has dropped it, and its object is deleted once
+/// replayed.
+#[tokio::test]
+async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[("BatchSize", "4"), ("MaximumRetryAttempts", "1")]).await?;
+    parking_bucket().await;
+    let log = failure_log();
+    let counts = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let fixed = Arc::new(AtomicBool::new(false));
+    let fix = Arc::clone(&fixed);
+    let prefix = format!("{}/", unique("parked"));
+    let mut pipeline = pipeline(&sdk, &stack, &log, move |function, inner| {
+        if function != "multikey-indexer" {
+            return inner;
+        }
+        as_it_was(inner, prefix.clone(), counts.clone(), Arc::clone(&fix))
+    })?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let issues = stack.table("IssuesTable")?.name.clone();
+    put(
+        &client,
+        &issues,
+        &json!({"id": "poison", "project": "p0", "num": 9, "custom_fields": {"f": 9}}),
+    )
+    .await?;
+    pipeline.settle().await?;
+    let line: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&log)?
+            .lines()
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("nothing given up"))?,
+    )?;
+
+    // What Lambda writes to an S3 destination: the record, and the batch as `payload`. Its
+    // stream is one that no longer holds the range.
+    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+    let from_stream = &failure_replay::read_log(&log)?[0];
+    let Read::Records(records) = failure_replay::read(from_stream, &streams).await? else {
+        anyhow::bail!("the range is in the stream while it lasts");
+    };
+    let mut object = line.clone();
+    let stream = line["DDBStreamBatchInfo"]["streamArn"]
+        .as_str()
+        .unwrap_or_default();
+    object["DDBStreamBatchInfo"]["streamArn"] = json!(stream.replace(":table/", ":table/gone-"));
+    object["payload"] = json!({"Records": records});
+    let gone = failure_replay::read_log(&{
+        let path = failure_log();
+        std::fs::write(&path, object.to_string())?;
+        path
+    })?;
+    ensure!(
+        matches!(
+            failure_replay::read(&gone[0], &streams).await?,
+            Read::Unavailable(Replayed::NotInStream { .. })
+        ),
+        "without the payload, the range is lost with the stream"
+    );
+    let s3 = s3();
+    let bucket = unique("on-failure");
+    s3.create_bucket().bucket(&bucket).send().await?;
+    let key = format!(
+        "aws/lambda/4ba9c3f0-0000-4000-8000-000000000001/{}/2026/11/24/2026-11-24T12.00.00-8d3f",
+        line["DDBStreamBatchInfo"]["shardId"].as_str().unwrap_or_default()
+    );
+    s3.put_object()
+        .bucket(&bucket)
+        .key(&key)
+        .body(object.to_string().into_bytes().into())
+        .send()
+        .await?;
+
+    let kept = failure_replay::read_destination(&s3, &bucket, failure_replay::DESTINATION_PREFIX).await?;
+    ensure!(kept.len() == 1, "{kept:?}");
+    all_the_indexers(&kept, &stack.name)?;
+    fixed.store(true, Ordering::SeqCst);
+    let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+    let through_stream =
+        index_verify::Mender::new(writer, crate::mend::indexes(&stack)?, &issues, "replay-kept");
+    let Read::Records(replayed) = failure_replay::read(&kept[0], &streams).await? else {
+        anyhow::bail!("the destination kept the records");
+    };
+    ensure!(replayed.len() == 1 && through_stream.records(&replayed).await?.touched == 1);
+    pipeline.settle().await?;
+    assert_index_exact(&sdk, &stack).await?;
+    ensure!(failure_replay::acknowledge_object(&s3, &kept[0]).await?);
+    ensure!(
+        failure_replay::read_destination(&s3, &bucket, failure_replay::DESTINATION_PREFIX)
+            .await?
+            .is_empty()
     );
     Ok(())
 }

@@ -48,7 +48,12 @@ pub(crate) async fn archive(
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut changed = Vec::new();
     for (_, item) in &archived {
-        let item = serde_json::to_value(item).map_err(|e| ChaosError::Check(e.to_string()))?;
+        let mut item = serde_json::to_value(item).map_err(|e| ChaosError::Check(e.to_string()))?;
+        // The operations phase may have touched an item before TTL deleted it: the marker is
+        // Sidestream's own attribute, not the workload's.
+        if let Some(map) = item.as_object_mut() {
+            map.remove(stream_kit::touch::TOUCH_ATTRIBUTE);
+        }
         let id = item["id"]["S"].as_str().unwrap_or_default().to_owned();
         if let Some(put) = expired.get(&id) {
             let put: serde_dynamo::Item =
@@ -111,4 +116,48 @@ pub(crate) async fn counters(
             wrong.join("; ")
         },
     })
+}
+
+/// The operations phase: each operation ran, and after everything settled no drift persists.
+pub(crate) fn operations(ops: &crate::Operations) -> Verdict {
+    let mut wrong = Vec::new();
+    if ops.verifications == 0 {
+        wrong.push("no verification ran".to_owned());
+    }
+    if ops.backfill_touches == 0 {
+        wrong.push("the backfill touched nothing".to_owned());
+    }
+    if ops.indexer_records_replayed == 0 || ops.records_rerun == 0 {
+        wrong.push(format!(
+            "replays: {} of the indexer's records, {} rerun",
+            ops.indexer_records_replayed, ops.records_rerun
+        ));
+    }
+    if ops.drift_at_end > 0 {
+        wrong.push(format!(
+            "{} entries of persistent drift at the end",
+            ops.drift_at_end
+        ));
+    }
+    let ok = wrong.is_empty();
+    Verdict {
+        oracle: "operations",
+        ok,
+        detail: if ok {
+            format!(
+                "{} verifications with repair ({} persistent drift mended: {} items touched, {} entries deleted, {} deletes refused), \
+                 a backfill ({} items touched), {} old indexer records replayed through the stream, {} rerun; no drift at the end",
+                ops.verifications,
+                ops.drift_during_run,
+                ops.repair_touches,
+                ops.repair_deletes,
+                ops.repair_deletes_refused,
+                ops.backfill_touches,
+                ops.indexer_records_replayed,
+                ops.records_rerun
+            )
+        } else {
+            wrong.join("; ")
+        },
+    }
 }

@@ -9,8 +9,13 @@
 //! with what the workload calls for, and the [`Report`] says what was injected, what it cost,
 //! and each oracle's verdict.
 //!
+//! While the workload is written, the [`operations`] phase runs what an operator would against
+//! the live table (the scheduled verifier with repair, a backfill, replays of old records), and
+//! the oracles check it too.
+//!
 //! - [`spec`]: the `--faults` spec, both halves.
 //! - [`workload`]: the generated ops.
+//! - [`operations`]: the operations phase.
 //! - [`check`]: the oracles.
 
 use std::collections::BTreeMap;
@@ -30,8 +35,11 @@ use stream_replayer::{Counts, FailureLog, Pipeline, Topology};
 use local_stack::{Stack, Tally, tallied_invoker};
 
 mod check;
+pub mod operations;
 pub mod spec;
 pub mod workload;
+
+pub use operations::Operations;
 
 pub use spec::{DEFAULT_SPEC, Faults};
 pub use workload::{Op, generate};
@@ -227,6 +235,8 @@ pub struct Report {
     pub seconds: f64,
     /// Stream records per second over the run.
     pub records_per_second: f64,
+    /// What the operations phase did.
+    pub operations: Operations,
     /// Each oracle's verdict.
     pub verdicts: Vec<Verdict>,
 }
@@ -248,10 +258,12 @@ pub async fn run(
 ) -> Result<Report, ChaosError> {
     let Setup {
         proxy,
+        through,
         stack,
         tally,
         pipeline,
         failure_log,
+        kept,
     } = set_up(sdk, endpoint, options).await?;
     let _ = progress.replay.set(pipeline.progress());
 
@@ -272,15 +284,38 @@ pub async fn run(
             _ => None,
         })
         .collect();
-    let written = write(sdk, &stack, &counters, ops, options.writers, progress).await;
+    let operator = operations::Operator {
+        stack: &stack,
+        sdk: &through,
+        kept,
+        rerun: ["counter-aggregator", "ttl-archiver"]
+            .into_iter()
+            .map(|binary| {
+                let invoker = tallied_invoker(stack.function(binary)?, &through, Arc::clone(&tally))?;
+                Ok((binary.to_owned(), invoker))
+            })
+            .collect::<Result<_, ChaosError>>()?,
+    };
+    let written_all = AtomicBool::new(false);
+    let (written, operated) = tokio::join!(
+        async {
+            let written = write(sdk, &stack, &counters, ops, options.writers, progress).await;
+            written_all.store(true, Ordering::Relaxed);
+            written
+        },
+        operator.run(&written_all)
+    );
     progress.settling.store(true, Ordering::Relaxed);
     let pipeline = replay.finish().await?;
     let sums = written?;
+    let mut operations = operated?;
+    operations.drift_at_end = operator.drift_at_end().await?;
 
     let mut verdicts = vec![
         check::index(sdk, &stack).await?,
         check::archive(sdk, &stack, &expired).await?,
         check::counters(&counters, &sums).await?,
+        check::operations(&operations),
     ];
     let mappings: Vec<Mapping> = pipeline
         .counts()
@@ -308,6 +343,7 @@ pub async fn run(
         seconds,
         #[expect(clippy::cast_precision_loss, reason = "a rate for people")]
         records_per_second: stream_records as f64 / seconds.max(f64::EPSILON),
+        operations,
         verdicts,
     })
 }
@@ -315,10 +351,14 @@ pub async fn run(
 /// What a run works with.
 struct Setup {
     proxy: fault_proxy::Proxy,
+    /// The SDK configuration through the proxy.
+    through: SdkConfig,
     stack: Stack,
     tally: Arc<Tally>,
     pipeline: Pipeline,
     failure_log: PathBuf,
+    /// Records the functions were invoked with, kept for the operations' replays.
+    kept: Arc<operations::Kept>,
 }
 
 /// The fault proxy, a fresh stack, and the replayer over it with the functions in process
@@ -334,12 +374,14 @@ async fn set_up(sdk: &SdkConfig, endpoint: &str, options: &Options) -> Result<Se
         .await;
     let stack = Stack::create(sdk, &options.template, &options.stack, &options.parameters).await?;
     let tally = Arc::new(Tally::default());
+    let kept = Arc::new(operations::Kept::default());
     let mut sources = stack.sources(|function| {
         let mut function = function.clone();
         function
             .environment
             .insert("ATTEMPT_TIMEOUT_MS".into(), ATTEMPT_TIMEOUT_MS.into());
-        tallied_invoker(&function, &through, Arc::clone(&tally))
+        let invoker = tallied_invoker(&function, &through, Arc::clone(&tally))?;
+        Ok(kept.keeping(function.binary.as_deref().unwrap_or_default(), invoker))
     })?;
     for source in &mut sources {
         source.settings.parallelization_factor = options.parallelization;
@@ -357,10 +399,12 @@ async fn set_up(sdk: &SdkConfig, endpoint: &str, options: &Options) -> Result<Se
     });
     Ok(Setup {
         proxy,
+        through,
         stack,
         tally,
         pipeline,
         failure_log,
+        kept,
     })
 }
 

@@ -84,6 +84,10 @@ pub struct Failed {
     /// The on-failure queue's message it came from, if it was read from the queue.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<QueueMessage>,
+    /// The on-failure destination's S3 object it came from (`s3://bucket/key`), if it was read
+    /// from an S3 destination.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
 }
 
 /// A message of the on-failure queue, to delete once its range has been replayed.
@@ -119,6 +123,10 @@ pub enum Records {
         /// When its first record arrived in the stream (RFC 3339), which starts its 24 hours.
         #[serde(skip_serializing_if = "Option::is_none")]
         first_arrival: Option<String>,
+        /// The records themselves, when the destination kept them (an S3 destination keeps the
+        /// whole invocation record): replayable after the stream has dropped them.
+        #[serde(skip)]
+        kept: Option<Vec<EventRecord>>,
     },
     /// One parked record, stored whole.
     #[serde(rename_all = "camelCase")]
@@ -137,10 +145,10 @@ impl Failed {
     /// Whether a range's records are still in the stream at `now`: a record stays 24 hours
     /// from its arrival, so the range's first record (`approximateArrivalOfFirstRecord`, or the
     /// time it was given up when the record lacks it) must have arrived less than 24 hours ago.
-    /// Parked records are always replayable.
+    /// Parked records, and ranges whose records an S3 destination kept, are always replayable.
     pub fn replayable(&self, now: DateTime<Utc>) -> bool {
         match &self.records {
-            Records::Parked { .. } => true,
+            Records::Parked { .. } | Records::Range { kept: Some(_), .. } => true,
             Records::Range { first_arrival, .. } => {
                 let since = first_arrival.as_deref().unwrap_or(&self.at);
                 DateTime::parse_from_rfc3339(since).is_ok_and(|at| {
@@ -260,9 +268,89 @@ fn range_of(value: &Value) -> Option<Failed> {
             end_sequence_number: text(info, "endSequenceNumber")?,
             batch_size: info.get("batchSize").and_then(Value::as_u64).unwrap_or(0),
             first_arrival: text(info, "approximateArrivalOfFirstRecord"),
+            kept: None,
         },
         message: None,
+        object: None,
     })
+}
+
+/// The records of an S3 destination object's `payload`: the invocation's event, as an object or
+/// as a string of JSON (`{"Records": [...]}`).
+fn payload_records(value: &Value) -> Result<Option<Vec<EventRecord>>, String> {
+    let Some(payload) = value.get("payload") else {
+        return Ok(None);
+    };
+    let event: Value = match payload {
+        Value::String(text) => serde_json::from_str(text).map_err(|e| format!("its payload: {e}"))?,
+        other => other.clone(),
+    };
+    let records = event
+        .get("Records")
+        .cloned()
+        .ok_or_else(|| "its payload has no Records".to_owned())?;
+    serde_json::from_value(records)
+        .map(Some)
+        .map_err(|e| format!("its payload's records: {e}"))
+}
+
+/// Where Lambda writes on-failure records in an S3 destination: under this prefix, then the
+/// event source mapping's UUID and the shard
+/// (`aws/lambda/<mapping UUID>/<shard id>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<UUID>`).
+pub const DESTINATION_PREFIX: &str = "aws/lambda/";
+
+/// The failures in an S3 on-failure destination under `s3://bucket/prefix` (by default
+/// [`DESTINATION_PREFIX`]), oldest key first. Each object is Lambda's invocation record with the
+/// invocation's event as `payload`, so its records replay even after the stream has dropped
+/// them. Reading deletes nothing; [`acknowledge_object`] deletes an object once its range is
+/// replayed.
+pub async fn read_destination(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    prefix: &str,
+) -> Result<Vec<Failed>, FailureError> {
+    let mut out = Vec::new();
+    for key in list(s3, bucket, prefix, |_| true).await? {
+        let object = format!("s3://{bucket}/{key}");
+        let bytes = get(s3, bucket, &key).await?;
+        let bad = |reason: String| FailureError::Format {
+            at: object.clone(),
+            reason,
+        };
+        let value: Value = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+        let mut failed = range_of(&value).ok_or_else(|| {
+            bad("not an on-failure record: it needs DDBStreamBatchInfo with streamArn, shardId, startSequenceNumber and endSequenceNumber".to_owned())
+        })?;
+        if let Records::Range { kept, .. } = &mut failed.records {
+            *kept = payload_records(&value).map_err(bad)?;
+        }
+        failed.object = Some(object);
+        out.push(failed);
+    }
+    Ok(out)
+}
+
+/// Deletes the S3 destination object `failed` came from, if any (once its range is replayed).
+pub async fn acknowledge_object(s3: &aws_sdk_s3::Client, failed: &Failed) -> Result<bool, FailureError> {
+    let Some((bucket, key)) = failed
+        .object
+        .as_deref()
+        .and_then(|o| o.strip_prefix("s3://"))
+        .and_then(|o| o.split_once('/'))
+    else {
+        return Ok(false);
+    };
+    s3.delete_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| FailureError::Request {
+            operation: "DeleteObject",
+            target: format!("s3://{bucket}/{key}"),
+            message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+        })?;
+    Ok(true)
 }
 
 /// How long messages read from the on-failure queue stay invisible to other readers: the time a
@@ -338,13 +426,21 @@ pub async fn read_parked(
     bucket: &str,
     prefix: &str,
 ) -> Result<Vec<Failed>, FailureError> {
-    let request = |operation, target: String| {
-        move |e: String| FailureError::Request {
-            operation,
-            target,
-            message: e,
-        }
-    };
+    let mut out = Vec::new();
+    for key in list(s3, bucket, prefix, |k| k.ends_with(PARKED_SUFFIX)).await? {
+        let bytes = get(s3, bucket, &key).await?;
+        out.push(parked_of(&bytes, &format!("s3://{bucket}/{key}"))?);
+    }
+    Ok(out)
+}
+
+/// The keys under `s3://bucket/prefix` that `keep` keeps, sorted.
+async fn list(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    prefix: &str,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<String>, FailureError> {
     let mut keys = Vec::new();
     let mut pages = s3
         .list_objects_v2()
@@ -353,41 +449,43 @@ pub async fn read_parked(
         .into_paginator()
         .send();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| {
-            request("ListObjectsV2", format!("s3://{bucket}/{prefix}"))(
-                aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
-            )
+        let page = page.map_err(|e| FailureError::Request {
+            operation: "ListObjectsV2",
+            target: format!("s3://{bucket}/{prefix}"),
+            message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
         })?;
         keys.extend(
             page.contents()
                 .iter()
                 .filter_map(|o| o.key())
-                .filter(|k| k.ends_with(PARKED_SUFFIX))
+                .filter(|k| keep(k))
                 .map(str::to_owned),
         );
     }
     keys.sort();
-    let mut out = Vec::with_capacity(keys.len());
-    for key in keys {
-        let object = format!("s3://{bucket}/{key}");
-        let got = s3
-            .get_object()
-            .bucket(bucket)
-            .key(&key)
-            .send()
-            .await
-            .map_err(|e| {
-                request("GetObject", object.clone())(aws_sdk_s3::error::DisplayErrorContext(&e).to_string())
-            })?;
-        let bytes = got
-            .body
-            .collect()
-            .await
-            .map_err(|e| request("GetObject", object.clone())(e.to_string()))?
-            .into_bytes();
-        out.push(parked_of(&bytes, &object)?);
-    }
-    Ok(out)
+    Ok(keys)
+}
+
+/// One object's bytes.
+async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Vec<u8>, FailureError> {
+    let failed = |message: String| FailureError::Request {
+        operation: "GetObject",
+        target: format!("s3://{bucket}/{key}"),
+        message,
+    };
+    let got = s3
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| failed(aws_sdk_s3::error::DisplayErrorContext(&e).to_string()))?;
+    Ok(got
+        .body
+        .collect()
+        .await
+        .map_err(|e| failed(e.to_string()))?
+        .to_vec())
 }
 
 /// A parked record's body (format v1, `docs/formats.md`).
@@ -418,6 +516,7 @@ fn parked_of(bytes: &[u8], object: &str) -> Result<Failed, FailureError> {
             record: Box::new(record),
         },
         message: None,
+        object: None,
     })
 }
 
@@ -483,8 +582,8 @@ pub enum Read {
     Unavailable(Replayed),
 }
 
-/// The records of `failed`: a parked record as stored, a range read again from the stream with
-/// `streams`. A range counts as read only when its first record is its start, its last its end,
+/// The records of `failed`: a parked record as stored; a range as its S3 destination object kept
+/// them, or else read again from the stream with `streams`. A range counts as read only when its first record is its start, its last its end,
 /// and there are at least its `batchSize` records (more when the mapping filtered some out):
 /// anything less is a [`Replayed::ShortRead`].
 pub async fn read(failed: &Failed, streams: &aws_sdk_dynamodbstreams::Client) -> Result<Read, FailureError> {
@@ -494,6 +593,7 @@ pub async fn read(failed: &Failed, streams: &aws_sdk_dynamodbstreams::Client) ->
         start_sequence_number: start,
         end_sequence_number: end,
         batch_size,
+        kept,
         ..
     } = &failed.records
     else {
@@ -502,9 +602,14 @@ pub async fn read(failed: &Failed, streams: &aws_sdk_dynamodbstreams::Client) ->
         };
         return Ok(Read::Records(vec![(**record).clone()]));
     };
-    let records = match read_range(streams, stream_arn, shard_id, start, end).await? {
-        Ok(records) => records,
-        Err(reason) => return Ok(Read::Unavailable(Replayed::NotInStream { reason })),
+    // An S3 destination kept the invocation's records: exactly the batch that was given up,
+    // whether or not the stream still holds it.
+    let records = match kept {
+        Some(records) => records.clone(),
+        None => match read_range(streams, stream_arn, shard_id, start, end).await? {
+            Ok(records) => records,
+            Err(reason) => return Ok(Read::Unavailable(Replayed::NotInStream { reason })),
+        },
     };
     let sequence = |r: Option<&EventRecord>| r.and_then(|r| r.change.sequence_number.clone());
     let (first, last) = (sequence(records.first()), sequence(records.last()));

@@ -243,6 +243,12 @@ impl Pipeline {
         Arc::clone(&self.progress)
     }
 
+    /// Empty pages the streams answered, summed over every stream read: the readers read
+    /// through them.
+    pub fn empty_pages(&self) -> u64 {
+        self.streams.iter().map(|s| s.reader.empty_pages()).sum()
+    }
+
     /// Each mapping's counts, by function name.
     pub fn counts(&self) -> Vec<(&str, Counts)> {
         self.streams

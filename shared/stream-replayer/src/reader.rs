@@ -12,12 +12,20 @@ use crate::ReplayError;
 /// (as Lambda does) rather than read whole first.
 pub const POLL_LIMIT: usize = 2_000;
 
+/// How many empty pages in a row one poll reads through before it takes a shard to have nothing
+/// more for now. DynamoDB Streams may answer empty pages before the part of a shard that holds
+/// records ("it might take multiple calls"); the local emulator answers at most two in a row
+/// (`scripts/moto-server.py`), so three never take a shard with records for an idle one.
+pub const EMPTY_PAGES_IN_A_ROW: usize = 3;
+
 /// A stream being read: where each shard's reading has got to.
 #[derive(Debug)]
 pub struct StreamReader {
     client: Client,
     arn: String,
     shards: Vec<Shard>,
+    /// Empty pages met so far.
+    empty_pages: u64,
 }
 
 #[derive(Debug)]
@@ -34,7 +42,14 @@ impl StreamReader {
             client,
             arn: arn.into(),
             shards: Vec::new(),
+            empty_pages: 0,
         }
+    }
+
+    /// Empty pages the stream has answered so far (read through, up to
+    /// [`EMPTY_PAGES_IN_A_ROW`] a poll).
+    pub fn empty_pages(&self) -> u64 {
+        self.empty_pages
     }
 
     /// The stream's ARN.
@@ -44,12 +59,13 @@ impl StreamReader {
 
     /// The records written since the last poll, at most [`POLL_LIMIT`] a shard, with their shard
     /// ids, in stream order within each shard. Shards that appeared since are read from their
-    /// start.
+    /// start. A shard is read through empty pages, up to [`EMPTY_PAGES_IN_A_ROW`] in a row.
     pub async fn poll(&mut self) -> Result<Vec<(String, EventRecord)>, ReplayError> {
         self.discover().await?;
         let mut out = Vec::new();
         for shard in &mut self.shards {
             let start = out.len();
+            let mut empty_in_a_row = 0;
             while out.len() - start < POLL_LIMIT
                 && let Some(iterator) = shard.iterator.take()
             {
@@ -66,7 +82,13 @@ impl StreamReader {
                 }
                 shard.iterator = page.next_shard_iterator;
                 if empty {
-                    break;
+                    self.empty_pages += 1;
+                    empty_in_a_row += 1;
+                    if empty_in_a_row >= EMPTY_PAGES_IN_A_ROW {
+                        break;
+                    }
+                } else {
+                    empty_in_a_row = 0;
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! The archiver as a stream function: upload a batch's archive objects in order.
 //!
-//! Objects are uploaded one run at a time, in stream order (the item object and its metadata
-//! concurrently), each `PutObject` under the one I/O policy. The first run whose upload fails,
+//! Objects are uploaded one run at a time, in stream order (the metadata object, then the item
+//! object), each `PutObject` under the one I/O policy. The first run whose upload fails,
 //! or that there is no time left to start, becomes the checkpoint: its first record is where
 //! Lambda resumes, and no later run is uploaded. Uploads are plain `PutObject`s of deterministic
 //! keys, so a redelivered run overwrites its own objects.
@@ -38,9 +38,12 @@ impl Archiver {
         }
     }
 
-    /// Uploads a run's item and metadata objects, concurrently; returns how many it uploaded. A
-    /// run of keys-only records has no items, and no item object: an empty object would only
-    /// clutter the importable tree.
+    /// Uploads a run's metadata object, then its item object; returns how many it uploaded. The
+    /// order keeps an invariant readers rely on: an item object exists only beside its metadata
+    /// object, which names each line's `eventID`, so a deletion archived in two overlapping
+    /// objects (a retry that names a shorter run) is always read once. A run of keys-only
+    /// records has no items, and no item object: an empty object would only clutter the
+    /// importable tree.
     async fn put(&self, object: Object, budget: &Budget) -> Result<u64, Failure> {
         let tags = [
             ("sidestream-archive", format::VERSION.to_string()),
@@ -48,18 +51,14 @@ impl Archiver {
             ("last-sequence-number", object.last_sequence_number),
             ("records", object.records.to_string()),
         ];
-        let (data_key, data, items) = (object.data_key, object.data, object.items);
-        let data = async {
-            if items == 0 {
-                return Ok(0);
-            }
-            self.upload(&data_key, data.into(), &tags, budget)
-                .await
-                .map(|()| 1)
-        };
-        let meta = self.upload(&object.meta_key, object.meta.into(), &tags, budget);
-        let (data, meta) = tokio::join!(data, meta);
-        Ok(data? + meta.map(|()| 1)?)
+        self.upload(&object.meta_key, object.meta.into(), &tags, budget)
+            .await?;
+        if object.items == 0 {
+            return Ok(1);
+        }
+        self.upload(&object.data_key, object.data.into(), &tags, budget)
+            .await?;
+        Ok(2)
     }
 
     /// One `PutObject` under the budget. The body is shared between attempts, not copied.

@@ -51,6 +51,9 @@ const COUNTER_SHARDS: u32 = 16;
 /// stalled request costs a second, not the default ten.
 const ATTEMPT_TIMEOUT_MS: &str = "1000";
 
+/// How long a workload writer's request may wait for the emulator.
+const WRITER_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// A chaos run that could not be carried out (a difference found is not an error: it is in the
 /// [`Report`]).
 #[derive(Debug, thiserror::Error)]
@@ -270,11 +273,20 @@ pub async fn run(
     let started = Instant::now();
     let replay = pipeline.spawn(Duration::from_millis(100));
 
+    // The workload's writers are the application, writing to the emulator directly. An `ADD`
+    // whose attempt is cut off after moto applied it would be applied again by the retry, and
+    // the sum acknowledged would undercount: they wait for moto (one DynamoDB request at a time,
+    // slow under the operations' scans) instead of timing attempts out.
+    let patient = io_policy::Policy {
+        attempt_timeout: WRITER_ATTEMPT_TIMEOUT,
+        ..io_policy::Policy::default()
+    };
     let counters = Counters::new(
-        aws_sdk_dynamodb::Client::new(sdk),
+        aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk)),
         &stack.table("CounterTable")?.name,
         Sharding::new(COUNTER_SHARDS).map_err(|e| ChaosError::Check(e.to_string()))?,
-    );
+    )
+    .with_policy(patient, WRITER_ATTEMPT_TIMEOUT * 2);
     let ops = generate(options.records, options.seed, epoch_seconds());
     progress.ops.store(ops.len() as u64, Ordering::Relaxed);
     let expired: BTreeMap<String, Value> = ops
@@ -303,7 +315,7 @@ pub async fn run(
             written_all.store(true, Ordering::Relaxed);
             written
         },
-        operator.run(&written_all)
+        operator.run(&written_all, progress)
     );
     progress.settling.store(true, Ordering::Relaxed);
     let pipeline = replay.finish().await?;

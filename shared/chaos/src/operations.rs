@@ -129,12 +129,24 @@ pub(crate) struct Operator<'a> {
 }
 
 impl Operator<'_> {
-    /// Runs the operations until `done` is set (the workload is written), each at least once.
-    pub(crate) async fn run(&self, done: &AtomicBool) -> Result<Operations, ChaosError> {
+    /// Runs the operations until `done` is set (the workload is written), each at least once;
+    /// the backfill starts once half the workload is written, so that it races the writers.
+    pub(crate) async fn run(
+        &self,
+        done: &AtomicBool,
+        progress: &crate::Progress,
+    ) -> Result<Operations, ChaosError> {
         let mut ops = Operations::default();
         let config = self.verifier_config(true)?;
         let (reader, writer) = self.clients();
-        let backfill = self.backfill();
+        let backfill = async {
+            while !done.load(Ordering::Relaxed)
+                && progress.written.load(Ordering::Relaxed) * 2 < progress.ops.load(Ordering::Relaxed)
+            {
+                tokio::time::sleep(BETWEEN_RUNS).await;
+            }
+            self.backfill().await
+        };
         let repeat = async {
             loop {
                 let run_id = format!("chaos-verify-{}", ops.verifications);

@@ -48,7 +48,8 @@ fn verify(
     let runtime = crate::runtime()?;
     runtime.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let client = aws_sdk_dynamodb::Client::new(&sdk);
+        // The I/O policy does the retrying of every call.
+        let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
         let mut bar = (output == Output::Text).then(|| crate::progress::Bar::new("items scanned"));
         // The total is DynamoDB's estimate of both tables' items.
         let total = index_verify::estimated_items(&client, table).await
@@ -67,8 +68,12 @@ fn verify(
         let mut repaired = None;
         let mut after = None;
         if let Some(settle) = repair.filter(|_| !drift.is_exact()) {
-            let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-            let mender = Mender::new(writer, indexes.clone(), table, &index_verify::run_id("repair"));
+            let mender = Mender::new(
+                client.clone(),
+                indexes.clone(),
+                table,
+                &index_verify::run_id("repair"),
+            );
             repaired = Some(mender.drift(index, &drift).await?);
             // The touched items' entries come back through the stream: verify until they have.
             let until = Instant::now() + settle;

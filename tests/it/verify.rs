@@ -95,7 +95,7 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
     );
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
 
-    scheduled_sees(&client, &writer, &issues, function).await?;
+    scheduled_sees(&writer, &issues, function).await?;
 
     let through_stream = index_verify::Mender::new(writer.clone(), indexes.clone(), &issues, "repair-test");
     let mended = through_stream.drift(index, &drift).await?;
@@ -128,7 +128,6 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
 /// The scheduled verifier, report-only as deployed by default, sees the drift twice (it
 /// persists) and writes nothing; its EMF document carries the sum the template's alarm watches.
 async fn scheduled_sees(
-    client: &aws_sdk_dynamodb::Client,
     writer: &aws_sdk_dynamodb::Client,
     issues: &str,
     function: &sam_template::Function,
@@ -139,7 +138,7 @@ async fn scheduled_sees(
         other => function.environment.get(other).cloned(),
     };
     let config = index_verify::scheduled::Config::from_vars(&Vars::new(&lookup))?;
-    let run = index_verify::scheduled::run(client, writer, &config, "verify-test").await?;
+    let run = index_verify::scheduled::run(writer, &config, "verify-test").await?;
     let emf = index_verify::scheduled::emf(&run, "Sidestream", 0);
     ensure!(
         (

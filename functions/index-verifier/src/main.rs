@@ -11,11 +11,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let config = &Config::from_vars(&Vars::new(&Vars::process_lookup))?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let reader = &aws_sdk_dynamodb::Client::new(&sdk);
-    let writer = &aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+    // Every call goes through the I/O policy, which does the retrying.
+    let client = &aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
     lambda_runtime::run(service_fn(move |_: LambdaEvent<Value>| async move {
         let run_id = index_verify::run_id("verify");
-        let run = scheduled::run(reader, writer, config, &run_id)
+        let run = scheduled::run(client, config, &run_id)
             .await
             .map_err(|e| Diagnostic {
                 error_type: "VerifyError".to_owned(),

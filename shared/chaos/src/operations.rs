@@ -138,7 +138,7 @@ impl Operator<'_> {
     ) -> Result<Operations, ChaosError> {
         let mut ops = Operations::default();
         let config = self.verifier_config(true)?;
-        let (reader, writer) = self.clients();
+        let client = self.client();
         let backfill = async {
             while !done.load(Ordering::Relaxed)
                 && progress.written.load(Ordering::Relaxed) * 2 < progress.ops.load(Ordering::Relaxed)
@@ -150,7 +150,7 @@ impl Operator<'_> {
         let repeat = async {
             loop {
                 let run_id = format!("chaos-verify-{}", ops.verifications);
-                let run = index_verify::scheduled::run(&reader, &writer, &config, &run_id)
+                let run = index_verify::scheduled::run(&client, &config, &run_id)
                     .await
                     .map_err(|e| ChaosError::Check(format!("the scheduled verifier: {e}")))?;
                 ops.verifications += 1;
@@ -178,18 +178,16 @@ impl Operator<'_> {
     /// The persistent drift of one last verification (run once the replay has settled).
     pub(crate) async fn drift_at_end(&self) -> Result<u64, ChaosError> {
         let config = self.verifier_config(false)?;
-        let (reader, writer) = self.clients();
-        let run = index_verify::scheduled::run(&reader, &writer, &config, "chaos-verify-end")
+        let client = self.client();
+        let run = index_verify::scheduled::run(&client, &config, "chaos-verify-end")
             .await
             .map_err(|e| ChaosError::Check(format!("the last verification: {e}")))?;
         Ok(run.drift.count() as u64)
     }
 
-    fn clients(&self) -> (aws_sdk_dynamodb::Client, aws_sdk_dynamodb::Client) {
-        (
-            aws_sdk_dynamodb::Client::new(self.sdk),
-            aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(self.sdk)),
-        )
+    /// A client for calls under the I/O policy: the SDK's retries off.
+    fn client(&self) -> aws_sdk_dynamodb::Client {
+        aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(self.sdk))
     }
 
     fn verifier_config(&self, repair: bool) -> Result<index_verify::scheduled::Config, ChaosError> {
@@ -212,7 +210,7 @@ impl Operator<'_> {
         let target = index_backfill::Target::new(&issues, &config.indexes, None)
             .map_err(|e| ChaosError::Check(format!("the backfill: {e}")))?;
         let mut checkpoint = index_backfill::Checkpoint::new(&issues, "bf-chaos", &target.sources, 2);
-        let (_, writer) = self.clients();
+        let writer = self.client();
         index_backfill::Backfill::new(writer, target, index_backfill::Settings::default())
             .run(&mut checkpoint, &mut |_| Ok(()), &mut |_| {})
             .await
@@ -227,7 +225,7 @@ impl Operator<'_> {
         let records = self.kept.take("multikey-indexer");
         if !records.is_empty() {
             let config = self.verifier_config(false)?;
-            let (_, writer) = self.clients();
+            let writer = self.client();
             let table = self.stack.table("IssuesTable")?.name.clone();
             let through_stream = index_verify::Mender::new(
                 writer,

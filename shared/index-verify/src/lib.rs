@@ -24,7 +24,9 @@ pub mod mend;
 pub mod scheduled;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
+use io_policy::Policy;
 use multikey_indexer::oracle::content;
 use multikey_indexer::{Index, Indexes};
 use serde::Serialize;
@@ -33,19 +35,22 @@ use serde_json::Value;
 pub use index_backfill::run_id;
 pub use mend::{Mended, Mender};
 
+/// How long one table's scan may take, retries included.
+pub const SCAN_TIME: Duration = Duration::from_secs(3600);
+
 /// Why an index cannot be verified or repaired.
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
     /// The configuration names no such index, or several and none was chosen.
     #[error("{0}")]
     Index(String),
-    /// A scan failed.
-    #[error("Scan {table}: {message}")]
+    /// A scan failed after the I/O policy's retries.
+    #[error("Scan {table}: {failure}")]
     Scan {
         /// The table.
         table: String,
-        /// The SDK's error, with its causes.
-        message: String,
+        /// The last failure, classified.
+        failure: io_policy::Failure,
     },
     /// The expected entries cannot be computed from the base items.
     #[error(transparent)]
@@ -144,7 +149,8 @@ pub fn choose<'a>(indexes: &'a Indexes, name: Option<&str>) -> Result<&'a Index,
 
 /// Compares `index`'s table with what `base_table` calls for under `indexes`' base key, calling
 /// `progress` with the items scanned so far (both tables) after each page: the base table is
-/// scanned first, then the index table, and the two are [`compare`]d.
+/// scanned first, then the index table, and the two are [`compare`]d. `client` must have the
+/// SDK's retries off ([`scan`]).
 pub async fn verify(
     client: &aws_sdk_dynamodb::Client,
     indexes: &Indexes,
@@ -235,43 +241,37 @@ pub async fn estimated_items(client: &aws_sdk_dynamodb::Client, table: &str) -> 
 }
 
 /// Every item of `table`, read with consistent scans, as DynamoDB JSON; `progress` gets the
-/// items read so far after each page.
+/// items read so far after each page. Each page is one call under the I/O policy (retries of
+/// transient failures, attempt timeouts, [`SCAN_TIME`] for the whole scan), so `client` must have
+/// the SDK's retries off (`io_policy::without_sdk_retries`).
 pub async fn scan(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<Value>, VerifyError> {
-    let failed = |message: String| VerifyError::Scan {
-        table: table.to_owned(),
-        message,
-    };
+    let budget = Policy::default().within(SCAN_TIME);
     let mut items = Vec::new();
     let mut start = None;
     loop {
-        let page = client
-            .scan()
-            .table_name(table)
-            .consistent_read(true)
-            .set_exclusive_start_key(start.take())
-            .send()
+        let from = start.take();
+        let page = budget
+            .call(|| {
+                let request = client
+                    .scan()
+                    .table_name(table)
+                    .consistent_read(true)
+                    .set_exclusive_start_key(from.clone());
+                async move { request.send().await.map_err(|e| io_policy::classify("Scan", &e)) }
+            })
             .await
-            .map_err(|e| {
-                failed(match e.as_service_error() {
-                    Some(service) if service.is_resource_not_found_exception() => {
-                        "no such table (ResourceNotFoundException)".to_owned()
-                    }
-                    Some(service) => format!(
-                        "{}: {}",
-                        service.meta().code().unwrap_or("error"),
-                        service.meta().message().unwrap_or_default()
-                    ),
-                    None => aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string(),
-                })
+            .map_err(|failure| VerifyError::Scan {
+                table: table.to_owned(),
+                failure,
             })?;
         for item in page.items() {
             items.push(
                 serde_json::to_value(serde_dynamo::Item::from(item.clone()))
-                    .map_err(|e| failed(e.to_string()))?,
+                    .map_err(|e| VerifyError::Format(format!("an item of {table}: {e}")))?,
             );
         }
         progress(items.len());

@@ -95,15 +95,14 @@ pub struct Run {
 }
 
 /// Verifies, confirms any drift with a second verification, and with `repair` mends what
-/// persists (touches carry `run_id`). `reader` may keep the SDK's retries; `writer` must not
-/// (`io_policy::without_sdk_retries`).
+/// persists (touches carry `run_id`). Every call is under the I/O policy, so `client` must have
+/// the SDK's retries off (`io_policy::without_sdk_retries`).
 pub async fn run(
-    reader: &aws_sdk_dynamodb::Client,
-    writer: &aws_sdk_dynamodb::Client,
+    client: &aws_sdk_dynamodb::Client,
     config: &Config,
     run_id: &str,
 ) -> Result<Run, VerifyError> {
-    let first = crate::verify(reader, &config.indexes, &config.index, &config.table, &mut |_| {}).await?;
+    let first = crate::verify(client, &config.indexes, &config.index, &config.table, &mut |_| {}).await?;
     if first.is_exact() {
         return Ok(Run {
             drift: first.clone(),
@@ -112,11 +111,11 @@ pub async fn run(
         });
     }
     tokio::time::sleep(config.confirm_after).await;
-    let second = crate::verify(reader, &config.indexes, &config.index, &config.table, &mut |_| {}).await?;
+    let second = crate::verify(client, &config.indexes, &config.index, &config.table, &mut |_| {}).await?;
     let drift = crate::persistent(&first, &second);
     let mut mended = None;
     if config.repair && !drift.is_exact() {
-        let by_stream = Mender::new(writer.clone(), config.indexes.clone(), &config.table, run_id);
+        let by_stream = Mender::new(client.clone(), config.indexes.clone(), &config.table, run_id);
         mended = Some(by_stream.drift(&config.index, &drift).await?);
     }
     Ok(Run { first, drift, mended })

@@ -365,10 +365,10 @@ pub async fn scan(
     index_verify::scan(client, table, &mut |_| {})
         .await
         .map_err(|e| match e {
-            index_verify::VerifyError::Scan { table, message } => StackError::Request {
+            index_verify::VerifyError::Scan { table, failure } => StackError::Request {
                 operation: "Scan",
                 table,
-                message,
+                message: failure.to_string(),
             },
             other => StackError::Unusable(other.to_string()),
         })

@@ -1,6 +1,7 @@
-//! `index_backfill` on a table the indexer has never seen: 20,000 issues written while the
+//! `index_backfill` on a table the indexer has never seen: 2,000 issues (20,000 at full scale,
+//! [`crate::scale`]) written while the
 //! indexer was detached, then backfilled by touching them while two writers modify, re-scope and
-//! delete 2,000 of them and the indexer runs; `index_verify` then finds no drift. Once straight
+//! delete a tenth of them and the indexer runs; `index_verify` then finds no drift. Once straight
 //! through, and once killed midway and resumed from its checkpoint file.
 
 use std::sync::Arc;
@@ -18,7 +19,10 @@ use stream_kit::{ItemWrite, Op, Vars};
 use crate::moto::{sdk, unique};
 use crate::pipeline::{failure_log, issue, pipeline, stack};
 
-const ITEMS: usize = 20_000;
+/// The issues written before the backfill: 2,000, or 20,000 at full scale.
+fn items() -> usize {
+    crate::scale::size(2_000, 20_000)
+}
 /// Every tenth item is changed by a writer during the backfill.
 const CHANGED_EVERY: usize = 10;
 const SEGMENTS: u32 = 4;
@@ -43,6 +47,7 @@ struct Race {
 
 #[expect(clippy::too_many_lines, reason = "one scenario, told in order")]
 async fn backfill_with_writers(kill: bool) -> Result<()> {
+    let items = items();
     let sdk = sdk();
     let stack = stack(&sdk, &[]).await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
@@ -54,9 +59,10 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
     // records) while they are written and their stream records delivered.
     let (mut pipeline, attached) = detachable(&sdk, &stack)?;
     let seeding = Instant::now();
-    seed(&writer_client, &issues, ITEMS).await?;
+    seed(&writer_client, &issues, items).await?;
     eprintln!(
-        "written {ITEMS} items in {:.1} s",
+        "written {} items in {:.1} s",
+        items,
         seeding.elapsed().as_secs_f64()
     );
     pipeline.settle().await?;
@@ -64,11 +70,11 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
         local_stack::scan(&client, &index_table).await?.is_empty(),
         "the detached indexer wrote nothing"
     );
-    eprintln!("seeded {ITEMS} items in {:.1} s", seeding.elapsed().as_secs_f64());
+    eprintln!("seeded {items} items in {:.1} s", seeding.elapsed().as_secs_f64());
     attached.store(true, Ordering::SeqCst);
     let running = pipeline.spawn(Duration::from_millis(50));
 
-    // Two writers, each changing 1,000 items in step with the backfill's progress.
+    // Two writers, each changing a twentieth of the items in step with the backfill's progress.
     let scanned = Arc::new(AtomicU64::new(0));
     let race = Arc::new(Race::default());
     let writers: Vec<_> = (0..2)
@@ -76,8 +82,8 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
             let (client, issues) = (client.clone(), issues.clone());
             let (scanned, race) = (Arc::clone(&scanned), Arc::clone(&race));
             tokio::spawn(async move {
-                let ids: Vec<usize> = (0..ITEMS).step_by(CHANGED_EVERY).skip(w).step_by(2).collect();
-                let spread = (ITEMS as u64) * 9 / 10;
+                let ids: Vec<usize> = (0..items).step_by(CHANGED_EVERY).skip(w).step_by(2).collect();
+                let spread = (items as u64) * 9 / 10;
                 for (n, id) in ids.iter().enumerate() {
                     let due = spread * (n as u64 + 1) / ids.len() as u64;
                     while scanned.load(Ordering::SeqCst) < due {
@@ -100,8 +106,9 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
     let lookup = |name: &str| function.environment.get(name).cloned();
     let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
     let target = Target::new(&issues, &indexes, None)?;
+    // Twenty pages in all, so that the writers meet the backfill both ahead of and behind it.
     let settings = Settings {
-        page_size: 1000,
+        page_size: i32::try_from(items / 20)?,
         ..Settings::default()
     };
     let path = std::env::temp_dir().join(format!("{}.json", unique("backfill-checkpoint")));
@@ -112,7 +119,7 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
         let backfill = Backfill::new(writer_client.clone(), target.clone(), settings.clone());
         let mut save = |c: &Checkpoint| {
             c.save(&path)?;
-            if kill && c.counts().scanned >= ITEMS as u64 / 2 {
+            if kill && c.counts().scanned >= items as u64 / 2 {
                 halfway.notify_one();
             }
             Ok(())
@@ -129,7 +136,7 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
         let saved = Checkpoint::load(&path)?.context("the killed run saved a checkpoint")?;
         let before = saved.counts().scanned;
         ensure!(
-            !saved.is_done() && before >= ITEMS as u64 / 2 && before < ITEMS as u64,
+            !saved.is_done() && before >= items as u64 / 2 && before < items as u64,
             "killed midway: {:?}",
             saved.counts()
         );
@@ -162,7 +169,7 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
         took.as_secs_f64(),
         f64::from(u32::try_from(counts.scanned)?) / took.as_secs_f64()
     );
-    ensure!(changed == ITEMS / CHANGED_EVERY, "{changed} changes");
+    ensure!(changed == items / CHANGED_EVERY, "{changed} changes");
     let race = (
         race.after_touch.load(Ordering::Relaxed),
         race.before_touch.load(Ordering::Relaxed),
@@ -173,7 +180,7 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
     );
     // Every item still there was touched (or found touched on resuming); deleted ones may have
     // been scanned first.
-    let remaining = ITEMS - ITEMS / CHANGED_EVERY / 3;
+    let remaining = items - items / CHANGED_EVERY / 3;
     ensure!(
         counts.touched + counts.already >= remaining as u64 && counts.unindexed == 0,
         "{counts:?}"
@@ -206,7 +213,7 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
 
 /// The stack's pipeline, with the indexer detached until the flag is set: while detached, it
 /// answers every batch without seeing its records, like an indexer that did not exist yet. No
-/// TTL sweeps: nothing expires here, and sweeping 20,000 items every second would be most of
+/// TTL sweeps: nothing expires here, and sweeping thousands of items every second would be most of
 /// moto's work.
 fn detachable(
     sdk: &aws_config::SdkConfig,

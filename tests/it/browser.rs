@@ -30,7 +30,7 @@ impl Driver {
         for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
             ensure!(
                 std::path::Path::new(tool).exists(),
-                "{tool} is missing: run scripts/setup, which installs Debian's chromium and chromium-driver"
+                "{tool} is missing: run `scripts/setup browser`, which installs Debian's chromium and chromium-driver (apt-get; elsewhere, install Chromium and ChromeDriver at that path)"
             );
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();

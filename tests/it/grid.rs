@@ -1,5 +1,5 @@
 //! The grid view's read path against moto: the stack of `template.yaml`, the article's issues
-//! plus thousands of generated ones indexed by the replayed indexer, then paged through in both
+//! plus a thousand or more generated ones indexed by the replayed indexer, then paged through in both
 //! orders, with filters, and while issues are being inserted.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,7 +16,10 @@ use stream_replayer::{FailureLog, Pipeline};
 
 use crate::moto::{sdk, unique};
 
-const GENERATED: usize = 2_500;
+/// Generated issues: 1,000, or 2,500 at full scale ([`crate::scale`]).
+fn generated() -> usize {
+    crate::scale::size(1_000, 2_500)
+}
 
 struct World {
     stack: Stack,
@@ -261,20 +264,21 @@ fn query(limit: usize, descending: bool, filter: Filter) -> Query {
     }
 }
 
-/// 2,500 generated issues, a tenth of them with a value for `f` the indexer cannot key, one in
+/// 1,000 generated issues (2,500 at full scale), a tenth of them with a value for `f` the indexer cannot key, one in
 /// forty with a field name too long for a partition key: every field, both orders, every issue
 /// exactly once, indexed ones in key order, then the rest by num; every page full but the last.
 #[tokio::test]
 async fn pages_cover_every_issue_once_in_order_with_nulls_last() -> Result<()> {
+    let generated = generated();
     let sdk = sdk();
-    let mut world = world(&sdk, GENERATED).await?;
+    let mut world = world(&sdk, generated).await?;
     let long = long_field();
     for field in ["f", "other", long.as_str()] {
-        let with_entry: BTreeSet<String> = (1..=GENERATED)
+        let with_entry: BTreeSet<String> = (1..=generated)
             .filter(|n| indexed(*n, field))
             .map(|n| format!("g{n:05}"))
             .collect();
-        let without: Vec<String> = (1..=GENERATED)
+        let without: Vec<String> = (1..=generated)
             .filter(|n| !indexed(*n, field))
             .map(|n| format!("g{n:05}"))
             .collect();
@@ -313,7 +317,7 @@ async fn pages_cover_every_issue_once_in_order_with_nulls_last() -> Result<()> {
         }
     }
     ensure!(
-        (1..=GENERATED).filter(|n| f_of(*n) == F::Unindexable).count() * 10 >= GENERATED,
+        (1..=generated).filter(|n| f_of(*n) == F::Unindexable).count() * 10 >= generated,
         "a tenth of the issues have an unindexable f"
     );
 
@@ -323,7 +327,7 @@ async fn pages_cover_every_issue_once_in_order_with_nulls_last() -> Result<()> {
         Bound::Included(key_codec::Value::Number(key_codec::Number::parse("10")?)),
     );
     let rows = all_pages(&mut world, &query(50, false, range), |_| vec![]).await?;
-    let expected = (1..=GENERATED)
+    let expected = (1..=generated)
         .filter(|n| f_of(*n) == F::Number)
         .filter(|n| (-10.0..=10.0).contains(&number(*n)))
         .count();
@@ -341,7 +345,7 @@ async fn pages_cover_every_issue_once_in_order_with_nulls_last() -> Result<()> {
     .await?;
     ensure!(
         rows.len()
-            == (1..=GENERATED)
+            == (1..=generated)
                 .filter(|n| f_of(*n) == F::Text && n % 7 == 3)
                 .count(),
         "prefix rows: {}",

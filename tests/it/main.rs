@@ -22,6 +22,7 @@ mod parking;
 mod pipeline;
 mod plan_cli;
 mod policy;
+mod scale;
 mod scripted;
 mod template;
 mod verify;

@@ -1,0 +1,19 @@
+//! How large the scale tests run: small by default, so that `scripts/test` takes minutes, and at
+//! full size under `SIDESTREAM_TEST_SCALE=full` (`scripts/test --scale`, which CI runs).
+//!
+//! Each scale test asserts by count that its race or fault happened, at either size: a smaller
+//! size makes fewer of them, never none.
+
+/// The variable that chooses the size.
+const VAR: &str = "SIDESTREAM_TEST_SCALE";
+
+/// `small` by default, `full` when `SIDESTREAM_TEST_SCALE` is `full`. Any other value fails
+/// the test, naming the variable.
+pub(crate) fn size(small: usize, full: usize) -> usize {
+    match std::env::var(VAR).as_deref() {
+        Err(std::env::VarError::NotPresent) | Ok("" | "small") => small,
+        Ok("full") => full,
+        Ok(other) => panic!("{VAR} is {other:?}: expected \"small\" (the default) or \"full\""),
+        Err(std::env::VarError::NotUnicode(_)) => panic!("{VAR} is not UTF-8"),
+    }
+}

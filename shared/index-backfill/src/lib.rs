@@ -203,8 +203,9 @@ impl Backfill {
 
     /// Runs every unfinished segment of `checkpoint` concurrently, and saves the checkpoint
     /// with `save` after each page (of any segment); `progress` gets the summed counts then.
-    /// Returns when every segment is done, or at the first error (the checkpoint then holds
-    /// every page finished before it).
+    /// Returns once every segment has ended: done, or failed. A failed segment does not stop
+    /// the others; the first error (in segment order) is returned, and the checkpoint holds
+    /// every page any segment finished.
     pub async fn run(
         &self,
         checkpoint: &mut Checkpoint,

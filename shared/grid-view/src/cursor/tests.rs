@@ -1,3 +1,5 @@
+//! Tests of the page cursor: its pinned format, round trips in both phases, and refusals.
+
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use serde_json::json;

@@ -1,3 +1,5 @@
+//! Tests of a page's query: key conditions, filters' bounds and the requests that answer it.
+
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
 use aws_sdk_dynamodb::types::AttributeValue;

@@ -1,3 +1,5 @@
+//! Tests of the deadline: epoch deadlines and emulator timeouts read as time left.
+
 use std::time::Duration;
 
 use super::time_left;

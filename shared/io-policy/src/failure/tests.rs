@@ -1,3 +1,5 @@
+//! Tests of the failure model: AWS answers classified by code, status and message.
+
 use super::{FailureKind, kind_of};
 
 #[test]

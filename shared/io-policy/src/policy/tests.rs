@@ -1,3 +1,5 @@
+//! Tests of the I/O policy: backoff, retries of transient failures, and what is not retried.
+
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 

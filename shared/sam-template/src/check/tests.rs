@@ -1,3 +1,5 @@
+//! Tests of the template checks cfn-lint does not make, each mistake reported where it is.
+
 use std::collections::BTreeMap;
 
 use crate::{Names, Template, check};

@@ -1,3 +1,5 @@
+//! Tests of Lambda's event-filter patterns: parsing, matching and the mistakes reported.
+
 use serde_json::json;
 
 use super::*;

@@ -1,3 +1,5 @@
+//! Tests of the template model: functions with globals merged, conditions, broken templates.
+
 use std::collections::BTreeMap;
 
 use serde_json::json;

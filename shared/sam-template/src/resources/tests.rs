@@ -1,3 +1,5 @@
+//! Tests of the template's tables and buckets, resolved for parameters, and broken ones named.
+
 use std::collections::BTreeMap;
 
 use crate::{Bucket, GlobalIndex, KeyAttribute, Names, Table, Template, TemplateError};

@@ -1,3 +1,5 @@
+//! Tests of DynamoDB's item size rules, measured before a request is sent.
+
 use serde_dynamo::Item;
 use serde_json::json;
 

@@ -1,3 +1,5 @@
+//! Tests of the event source mapping's state machine: batches, checkpoints, retries, give-ups.
+
 use aws_lambda_events::event::dynamodb::EventRecord;
 use serde_json::{Value, json};
 

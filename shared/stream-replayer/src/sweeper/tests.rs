@@ -1,3 +1,5 @@
+//! Tests of the TTL sweeper: what expires, and which REMOVEs carry the service's identity.
+
 use super::expired;
 
 #[test]

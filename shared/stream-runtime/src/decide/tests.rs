@@ -1,3 +1,5 @@
+//! Tests of the batch's decision: the checkpoint, and which records are parked.
+
 use io_policy::{Failure, FailureKind};
 
 use super::decide;

@@ -1,3 +1,5 @@
+//! Tests of parked records: their keys and their pinned version-1 body.
+
 use chrono::{TimeZone, Utc};
 use io_policy::Failure;
 use serde_json::{Value, json};

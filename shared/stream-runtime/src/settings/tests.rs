@@ -1,3 +1,5 @@
+//! Tests of the runtime's settings: read once with defaults, errors naming the variable.
+
 use std::collections::HashMap;
 use std::time::Duration;
 

@@ -175,11 +175,6 @@ impl Plan {
         }
         plan
     }
-
-    /// The records a plan covers (all of them, or those before the stop).
-    pub fn covered(&self, records: usize) -> usize {
-        self.stopped.as_ref().map_or(records, |s| s.record)
-    }
 }
 
 enum Read {

@@ -45,11 +45,6 @@ impl Report {
         self.failed += other.failed;
         self.failures.extend(other.failures);
     }
-
-    /// The smallest origin among the failed writes.
-    pub fn first_failed_origin(&self) -> Option<usize> {
-        self.failures.iter().map(|(origin, _)| *origin).min()
-    }
 }
 
 /// DynamoDB's limit on writes per `BatchWriteItem` request.

@@ -104,14 +104,6 @@ impl From<NoCheckpoint> for lambda_runtime::Diagnostic {
     }
 }
 
-/// The earlier of two stopping points (where planning stopped, where writing failed).
-pub fn earliest(a: Option<usize>, b: Option<usize>) -> Option<usize> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 /// Ends an invocation that stopped at `stopped_at` (`None`: it finished): counts the records
 /// done, logs the checkpoint (or why there is none) and returns the response. The caller writes
 /// the metrics.

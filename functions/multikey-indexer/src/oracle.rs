@@ -15,6 +15,13 @@ use serde_json::{Map, Value, json};
 
 use crate::{Index, Indexes, KeyFormat};
 
+/// The largest item DynamoDB stores: an entry that would be larger has none (the indexer parks
+/// the record that calls for it, `docs/formats.md`).
+const MAX_ITEM_BYTES: usize = 400 * 1024;
+
+/// What every entry carries beside its content: the version attribute and its 40 digits.
+const VERSION_BYTES: usize = crate::config::VERSION_ATTRIBUTE.len() + 40;
+
 /// Why the expected index cannot be computed.
 #[derive(Debug, thiserror::Error)]
 pub enum OracleError {
@@ -221,6 +228,9 @@ fn entries(index: &Index, key: &[(&str, &Value)], item: &Map<String, Value>) -> 
         if let Some(value) = value {
             entry_item.insert("value".to_owned(), value.clone());
         }
+        if item_size(&entry_item) + VERSION_BYTES > MAX_ITEM_BYTES {
+            continue;
+        }
         out.push(Value::Object(entry_item));
     }
     out
@@ -239,6 +249,63 @@ fn sort_key(format: KeyFormat, tuple: &[Component]) -> Option<Value> {
             .ok()
             .map(|k| json!({"B": base64::engine::general_purpose::STANDARD.encode(k)})),
     }
+}
+
+/// An item's size as DynamoDB counts it, read from its DynamoDB JSON: each attribute's name in
+/// UTF-8 bytes plus its value's size.
+fn item_size(item: &Map<String, Value>) -> usize {
+    item.iter().map(|(name, v)| name.len() + value_size(v)).sum()
+}
+
+/// A DynamoDB JSON value's size: strings by their UTF-8 bytes, binaries by their decoded bytes,
+/// numbers one byte per two significant digits plus one, booleans and nulls one byte, lists and
+/// maps three bytes plus one per element (and their keys), sets their elements.
+fn value_size(value: &Value) -> usize {
+    let binary = |b: &Value| {
+        b.as_str()
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .map_or(0, |bytes| bytes.len())
+    };
+    let number = |n: &Value| {
+        let digits = n
+            .as_str()
+            .unwrap_or("")
+            .split(['e', 'E'])
+            .next()
+            .unwrap_or("")
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect::<String>();
+        digits
+            .trim_start_matches('0')
+            .trim_end_matches('0')
+            .len()
+            .max(1)
+            .div_ceil(2)
+            + 1
+    };
+    match typed(value) {
+        Some(("S", s)) => s.as_str().map_or(0, str::len),
+        Some(("N", n)) => number(n),
+        Some(("B", b)) => binary(b),
+        Some(("BOOL" | "NULL", _)) => 1,
+        Some(("L", list)) => 3 + elements(list).iter().map(|v| 1 + value_size(v)).sum::<usize>(),
+        Some(("M", Value::Object(map))) => {
+            3 + map
+                .iter()
+                .map(|(k, v)| 1 + k.len() + value_size(v))
+                .sum::<usize>()
+        }
+        Some(("SS", set)) => elements(set).iter().map(|s| s.as_str().map_or(0, str::len)).sum(),
+        Some(("NS", set)) => elements(set).iter().map(number).sum(),
+        Some(("BS", set)) => elements(set).iter().map(binary).sum(),
+        _ => 0,
+    }
+}
+
+/// A DynamoDB JSON list's or set's elements (none when it is not an array).
+fn elements(value: &Value) -> &[Value] {
+    value.as_array().map(Vec::as_slice).unwrap_or_default()
 }
 
 /// A DynamoDB JSON value's type and content.
@@ -372,6 +439,44 @@ mod tests {
             .collect();
         lines.sort();
         lines
+    }
+
+    /// An entry over DynamoDB's 400 KB has none: the indexer parks its record and puts nothing,
+    /// so the oracle calls for nothing. A base item can hold such a value (its entry adds the
+    /// sort key, which repeats the value's first kilobyte).
+    #[test]
+    fn an_entry_over_400_kb_is_not_called_for_and_the_indexer_puts_none() {
+        let indexes = indexes();
+        let field = |n: usize| json!({"big": {"S": "v".repeat(n)}});
+        let base = vec![
+            issue("under", &field(MAX_ITEM_BYTES - 3_000)),
+            issue("over", &field(MAX_ITEM_BYTES - 600)),
+        ];
+        let expected = expected_index(&indexes, &base).unwrap();
+        assert_eq!(expected.len(), 1);
+        assert!(expected[0].contains(r#""id":{"S":"under"}"#));
+        assert_eq!(planned(&indexes, &base), expected);
+    }
+
+    #[test]
+    fn sizes_are_dynamodbs() {
+        let b64 = base64::engine::general_purpose::STANDARD.encode([1_u8, 2, 3]);
+        for (value, size) in [
+            (json!({"S": "héllo"}), 6),
+            (json!({"N": "12345"}), 4),
+            (json!({"N": "-0.00100"}), 2),
+            (json!({"B": b64}), 3),
+            (json!({"BOOL": true}), 1),
+            (json!({"NULL": true}), 1),
+            (json!({"L": [{"S": "ab"}, {"N": "1"}]}), 3 + 3 + 3),
+            (json!({"M": {"k": {"S": "ab"}}}), 3 + 1 + 1 + 2),
+            (json!({"SS": ["a", "bc"]}), 3),
+            (json!({"NS": ["1", "100"]}), 4),
+        ] {
+            assert_eq!(value_size(&value), size, "{value}");
+        }
+        let item = json!({"id": {"S": "abc"}, "n": {"N": "7"}});
+        assert_eq!(item_size(item.as_object().unwrap()), 2 + 3 + 1 + 2);
     }
 
     /// Every kind of value the rules distinguish, as a custom field, a list element and a

@@ -444,26 +444,39 @@ async fn a_range_is_read_through_empty_pages_and_only_whole() -> Result<()> {
     Ok(())
 }
 
-/// An S3 on-failure destination keeps the whole invocation record, the records included (as
-/// Lambda writes it: `aws/lambda/<mapping UUID>/<shard>/YYYY/MM/DD/…`, the event as `payload`).
-/// A range kept so is replayed after the stream has dropped it, and its object is deleted once
-/// replayed.
+/// An S3 on-failure destination keeps the whole invocation record, the records included. The
+/// replayer writes it as Lambda does (`aws/lambda/<mapping UUID>/<shard>/YYYY/MM/DD/…`, the
+/// event as `payload`); a range kept so is replayed with no stream at all, and its object is
+/// deleted once replayed.
 #[tokio::test]
 async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it() -> Result<()> {
     let sdk = sdk();
     let stack = stack(&sdk, &[("BatchSize", "4"), ("MaximumRetryAttempts", "1")]).await?;
     parking_bucket().await;
+    let s3 = s3();
+    let bucket = unique("on-failure");
+    s3.create_bucket().bucket(&bucket).send().await?;
     let log = failure_log();
     let counts = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
     let fixed = Arc::new(AtomicBool::new(false));
     let fix = Arc::clone(&fixed);
     let prefix = format!("{}/", unique("parked"));
-    let mut pipeline = pipeline(&sdk, &stack, &log, move |function, inner| {
-        if function != "multikey-indexer" {
-            return inner;
-        }
-        as_it_was(inner, prefix.clone(), counts.clone(), Arc::clone(&fix))
-    })?;
+    let mut pipeline = stack.pipeline(
+        &sdk,
+        |function| {
+            let invoker = local_stack::in_process_invoker(function, &sdk)?;
+            if function.binary.as_deref() != Some("multikey-indexer") {
+                return Ok(invoker);
+            }
+            Ok(as_it_was(
+                invoker,
+                prefix.clone(),
+                counts.clone(),
+                Arc::clone(&fix),
+            ))
+        },
+        stream_replayer::FailureLog::new(&log).with_s3_destination(s3.clone(), &bucket),
+    )?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
     put(
@@ -473,63 +486,56 @@ async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it()
     )
     .await?;
     pipeline.settle().await?;
-    let line: serde_json::Value = serde_json::from_str(
-        std::fs::read_to_string(&log)?
-            .lines()
-            .next()
-            .ok_or_else(|| anyhow::anyhow!("nothing given up"))?,
-    )?;
+    let logged = failure_replay::read_log(&log)?;
+    ensure!(logged.len() == 1, "one range given up: {logged:?}");
 
-    // What Lambda writes to an S3 destination: the record, and the batch as `payload`. Its
-    // stream is one that no longer holds the range.
-    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
-    let from_stream = &failure_replay::read_log(&log)?[0];
-    let Read::Records(records) = failure_replay::read(from_stream, &streams).await? else {
-        anyhow::bail!("the range is in the stream while it lasts");
-    };
-    let mut object = line.clone();
-    let stream = line["DDBStreamBatchInfo"]["streamArn"]
-        .as_str()
-        .unwrap_or_default();
-    object["DDBStreamBatchInfo"]["streamArn"] = json!(stream.replace(":table/", ":table/gone-"));
-    object["payload"] = json!({"Records": records});
-    let gone = failure_replay::read_log(&{
-        let path = failure_log();
-        std::fs::write(&path, object.to_string())?;
-        path
-    })?;
-    ensure!(
-        matches!(
-            failure_replay::read(&gone[0], &streams).await?,
-            Read::Unavailable(Replayed::NotInStream { .. })
-        ),
-        "without the payload, the range is lost with the stream"
-    );
-    let s3 = s3();
-    let bucket = unique("on-failure");
-    s3.create_bucket().bucket(&bucket).send().await?;
-    let key = format!(
-        "aws/lambda/4ba9c3f0-0000-4000-8000-000000000001/{}/2026/11/24/2026-11-24T12.00.00-8d3f",
-        line["DDBStreamBatchInfo"]["shardId"].as_str().unwrap_or_default()
-    );
-    s3.put_object()
-        .bucket(&bucket)
-        .key(&key)
-        .body(object.to_string().into_bytes().into())
-        .send()
-        .await?;
-
+    // The object, as Lambda names it, holds the record the log holds and the records themselves.
     let kept = failure_replay::read_destination(&s3, &bucket, failure_replay::DESTINATION_PREFIX).await?;
     ensure!(kept.len() == 1, "{kept:?}");
     all_the_indexers(&kept, &stack.name)?;
+    let (Records::Range { shard_id, .. }, Some(object)) = (&kept[0].records, &kept[0].object) else {
+        anyhow::bail!("a range, read from an object: {:?}", kept[0]);
+    };
+    let key = object
+        .strip_prefix(&format!("s3://{bucket}/"))
+        .unwrap_or_default();
+    let name: Vec<&str> = key.split('/').collect();
+    ensure!(
+        name.len() == 8
+            && name[..2] == ["aws", "lambda"]
+            && name[2].len() == 36
+            && name[3] == shard_id
+            && name[7].starts_with(&format!("{}-{}-{}T", name[4], name[5], name[6])),
+        "aws/lambda/<mapping UUID>/<shard>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<UUID>: {object}"
+    );
+    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+    let Read::Records(from_stream) = failure_replay::read(&logged[0], &streams).await? else {
+        anyhow::bail!("the range is in the stream while it lasts");
+    };
+    // No stream at all: an endpoint where nothing listens. The log's range is lost with it; the
+    // object's records are not.
+    let no_stream = aws_sdk_dynamodbstreams::Client::from_conf(
+        aws_sdk_dynamodbstreams::config::Builder::from(&io_policy::without_sdk_retries(&sdk))
+            .endpoint_url("http://127.0.0.1:9")
+            .build(),
+    );
+    ensure!(
+        failure_replay::read(&logged[0], &no_stream).await.is_err(),
+        "without the records, the range needs the stream"
+    );
+    let Read::Records(replayed) = failure_replay::read(&kept[0], &no_stream).await? else {
+        anyhow::bail!("the destination kept the records");
+    };
+    ensure!(
+        replayed.iter().map(id_of).collect::<Vec<_>>() == ["poison"]
+            && serde_json::to_value(&replayed)? == serde_json::to_value(&from_stream)?,
+        "the object's records are the stream's: {replayed:?}"
+    );
     fixed.store(true, Ordering::SeqCst);
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
     let through_stream =
         index_verify::Mender::new(writer, crate::mend::indexes(&stack)?, &issues, "replay-kept");
-    let Read::Records(replayed) = failure_replay::read(&kept[0], &streams).await? else {
-        anyhow::bail!("the destination kept the records");
-    };
-    ensure!(replayed.len() == 1 && through_stream.records(&replayed).await?.touched == 1);
+    ensure!(through_stream.records(&replayed).await?.touched == 1);
     pipeline.settle().await?;
     assert_index_exact(&sdk, &stack).await?;
     ensure!(failure_replay::acknowledge_object(&s3, &kept[0]).await?);

@@ -583,8 +583,8 @@ pub enum Read {
 }
 
 /// The records of `failed`: a parked record as stored; a range as its S3 destination object kept
-/// them, or else read again from the stream with `streams`. A range counts as read only when its first record is its start, its last its end,
-/// and there are at least its `batchSize` records (more when the mapping filtered some out):
+/// them, or else read again from the stream with `streams`. A range counts as read only when its
+/// first record is its start, its last its end, and there are at least its `batchSize` records (more when the mapping filtered some out):
 /// anything less is a [`Replayed::ShortRead`].
 pub async fn read(failed: &Failed, streams: &aws_sdk_dynamodbstreams::Client) -> Result<Read, FailureError> {
     let Records::Range {
@@ -597,10 +597,7 @@ pub async fn read(failed: &Failed, streams: &aws_sdk_dynamodbstreams::Client) ->
         ..
     } = &failed.records
     else {
-        let Records::Parked { record, .. } = &failed.records else {
-            unreachable!("a failure is a range or a parked record")
-        };
-        return Ok(Read::Records(vec![(**record).clone()]));
+        return Ok(Read::Records(parked_record(&failed.records)));
     };
     // An S3 destination kept the invocation's records: exactly the batch that was given up,
     // whether or not the stream still holds it.
@@ -636,6 +633,14 @@ pub async fn read(failed: &Failed, streams: &aws_sdk_dynamodbstreams::Client) ->
         }),
         None => Read::Records(records),
     })
+}
+
+/// A parked failure's record (none for a range).
+fn parked_record(records: &Records) -> Vec<EventRecord> {
+    match records {
+        Records::Parked { record, .. } => vec![(**record).clone()],
+        Records::Range { .. } => Vec::new(),
+    }
 }
 
 /// Runs `records` through `invoker` (the function they belong to) in one invocation with

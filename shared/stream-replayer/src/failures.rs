@@ -2,6 +2,11 @@
 //! Lambda sends to an on-failure destination (an SQS message body), so the same tooling reads
 //! both. Like Lambda's, it holds where the records are, not the records.
 //!
+//! Given an S3 bucket ([`FailureLog::with_s3_destination`]), the log also writes what Lambda
+//! writes to an S3 on-failure destination: the same record with the invocation's event as
+//! `payload`, one object per range, named
+//! `aws/lambda/<mapping UUID>/<shard>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<random UUID>`.
+//!
 //! ```json
 //! {"version":"1.0","timestamp":"2026-11-21T12:00:00Z",
 //!  "requestContext":{"functionArn":"arn:aws:lambda:us-east-1:123456789012:function:sidestream-local-ArchiverFunction-1KQ8V0ZJ3N5WD",
@@ -18,7 +23,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
+use crate::invoke::event;
 use crate::{FailedRange, ReplayError};
+
+/// Where Lambda writes S3 on-failure records, under the bucket's root.
+pub const S3_PREFIX: &str = "aws/lambda/";
 
 /// Where a failed range came from.
 #[derive(Debug, Clone, Copy)]
@@ -33,10 +42,7 @@ pub struct Origin<'a> {
 
 /// The failure-log line for a range, at `now`.
 pub fn entry(range: &FailedRange, origin: Origin<'_>, now: SystemTime) -> Value {
-    let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let timestamp = i64::try_from(since.as_secs())
-        .ok()
-        .and_then(|s| chrono::DateTime::from_timestamp(s, since.subsec_nanos()))
+    let timestamp = utc(now)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
         .unwrap_or_default();
     json!({
@@ -60,16 +66,105 @@ pub fn entry(range: &FailedRange, origin: Origin<'_>, now: SystemTime) -> Value 
     })
 }
 
-/// Appends failure-log lines to a file.
+fn utc(at: SystemTime) -> Option<chrono::DateTime<chrono::Utc>> {
+    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_secs())
+        .ok()
+        .and_then(|s| chrono::DateTime::from_timestamp(s, since.subsec_nanos()))
+}
+
+/// The S3 object Lambda writes for a range given up: its key and its body, the failure-log
+/// record with the invocation's event (the range's records) as `payload`.
+pub fn s3_object(range: &FailedRange, origin: Origin<'_>, now: SystemTime) -> (String, Value) {
+    let mut body = entry(range, origin, now);
+    body["payload"] = serde_json::to_value(event(range.records.clone())).unwrap_or(Value::Null);
+    let at = utc(now).unwrap_or_default();
+    let key = format!(
+        "{S3_PREFIX}{mapping}/{shard}/{day}/{second}-{random}",
+        mapping = uuid(&[origin.function_arn, origin.stream_arn]),
+        shard = origin.shard_id,
+        day = at.format("%Y/%m/%d"),
+        second = at.format("%Y-%m-%dT%H.%M.%S"),
+        random = uuid(&[origin.shard_id, &range.start_sequence_number, &at.to_rfc3339()]),
+    );
+    (key, body)
+}
+
+/// A UUID-shaped name, the same for the same parts: a mapping's, or an object's.
+fn uuid(parts: &[&str]) -> String {
+    let high = crate::faults::hash(parts.join("\u{0}").as_bytes());
+    let low = crate::faults::hash(parts.join("\u{1}").as_bytes());
+    let hex = format!("{high:016x}{low:016x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// An S3 bucket given as the mappings' on-failure destination.
+#[derive(Debug, Clone)]
+struct S3Destination {
+    client: aws_sdk_s3::Client,
+    bucket: String,
+}
+
+/// Appends failure-log lines to a file, and writes each range to an S3 destination if given one.
 #[derive(Debug, Clone)]
 pub struct FailureLog {
     path: PathBuf,
+    s3: Option<S3Destination>,
 }
 
 impl FailureLog {
     /// A log at `path` (created on the first failure; parent folders too).
     pub fn new(path: impl Into<PathBuf>) -> FailureLog {
-        FailureLog { path: path.into() }
+        FailureLog {
+            path: path.into(),
+            s3: None,
+        }
+    }
+
+    /// Also writes each range given up to `bucket`, as Lambda writes to an S3 on-failure
+    /// destination (see the module's documentation).
+    #[must_use]
+    pub fn with_s3_destination(
+        mut self,
+        client: aws_sdk_s3::Client,
+        bucket: impl Into<String>,
+    ) -> FailureLog {
+        self.s3 = Some(S3Destination {
+            client,
+            bucket: bucket.into(),
+        });
+        self
+    }
+
+    /// Records a range given up at `now`: a line in the log, and an object in the S3 destination.
+    pub async fn record(
+        &self,
+        range: &FailedRange,
+        origin: Origin<'_>,
+        now: SystemTime,
+    ) -> Result<(), ReplayError> {
+        self.append(&entry(range, origin, now))?;
+        let Some(s3) = &self.s3 else {
+            return Ok(());
+        };
+        let (key, body) = s3_object(range, origin, now);
+        s3.client
+            .put_object()
+            .bucket(&s3.bucket)
+            .key(&key)
+            .content_type("application/json")
+            .body(body.to_string().into_bytes().into())
+            .send()
+            .await
+            .map_err(|e| ReplayError::request("PutObject", &format!("s3://{}/{key}", s3.bucket), &e))?;
+        Ok(())
     }
 
     /// The file.

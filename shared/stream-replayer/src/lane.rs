@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use aws_lambda_events::event::dynamodb::EventRecord;
 use futures_util::future::try_join_all;
 
-use crate::failures::{FailureLog, Origin, entry};
+use crate::failures::{FailureLog, Origin};
 use crate::faults::{Fault, LambdaFaults};
 use crate::invoke::{Invoker, event};
 use crate::pipeline::{Counts, Progress, Source};
@@ -202,9 +202,7 @@ impl ShardLane {
                         stream_arn: context.arn,
                         shard_id: &self.shard_id,
                     };
-                    context
-                        .failures
-                        .append(&entry(&range, origin, SystemTime::now()))?;
+                    context.failures.record(&range, origin, SystemTime::now()).await?;
                 }
             }
         }

@@ -97,7 +97,7 @@ pub enum Invocation {
 }
 
 /// What the mapping did with a batch's outcome.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Step {
     /// The batch succeeded; its records are checkpointed.
     Checkpointed {
@@ -132,7 +132,7 @@ pub enum Step {
 }
 
 /// A range of records the mapping gave up on, as Lambda reports it to an on-failure destination.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FailedRange {
     /// The first record's sequence number.
     pub start_sequence_number: String,
@@ -146,6 +146,8 @@ pub struct FailedRange {
     pub invocations: u32,
     /// The last failure.
     pub reason: String,
+    /// The records themselves, which an S3 on-failure destination keeps.
+    pub records: Vec<EventRecord>,
 }
 
 /// The records of one shard that a mapping still has to deliver, and the batch in flight.
@@ -296,6 +298,7 @@ impl Mapping {
             batch_size: records.len(),
             invocations: attempt.retries + 1,
             reason,
+            records,
         }
     }
 

@@ -266,6 +266,7 @@ fn a_given_up_range_carries_what_the_failure_destination_needs() {
             batch_size: 3,
             invocations: 1,
             reason: "function error Boom: failed".into(),
+            records: (1..=3).map(record).collect(),
         }
     );
     // Records pushed later still go.

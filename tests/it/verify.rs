@@ -84,7 +84,7 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
     );
     // Missing and stale entries are what the base calls for (content, no version); extra ones
     // as the index has them, version included.
-    let content = multikey_indexer::oracle::content;
+    let content = index_oracle::content;
     ensure!(
         drift.missing[0] == content(deleted) && drift.extra[0] == extra,
         "{drift:#?}"

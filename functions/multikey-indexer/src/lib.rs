@@ -54,7 +54,6 @@
 //! entries until the item changes again or the index is repaired.
 
 pub mod handler;
-pub mod oracle;
 pub mod plan;
 pub mod synthetic;
 

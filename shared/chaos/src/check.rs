@@ -1,5 +1,5 @@
 //! The oracles of a chaos run, each independent of the functions' planning code: the index
-//! against the article's rules over the base items (`multikey_indexer::oracle` through
+//! against the article's rules over the base items (`index_oracle` through
 //! `local_stack::check_index`), the archive against the items that expired, each counter
 //! against the increments its writers saw acknowledged, and the replayer's and runtime's counts
 //! against loss.

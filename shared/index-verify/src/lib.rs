@@ -1,7 +1,7 @@
 //! index-verify: an index table checked against what the base table calls for, and repaired.
 //!
 //! [`verify`] reads both tables with consistent scans and computes the expected entries with
-//! `multikey_indexer::oracle` (the format's rules over the base items, not the indexer's plan).
+//! `index_oracle` (the format's rules over the base items, not the indexer's plan).
 //! Every difference is one of three:
 //!
 //! - **missing**: the base calls for an entry whose key the index lacks;
@@ -26,9 +26,9 @@ pub mod scheduled;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use index_oracle::content;
 use io_policy::Policy;
-use multikey_indexer::oracle::content;
-use multikey_indexer::{Index, Indexes};
+use multikey_schema::{Index, Indexes};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -54,7 +54,7 @@ pub enum VerifyError {
     },
     /// The expected entries cannot be computed from the base items.
     #[error(transparent)]
-    Oracle(#[from] multikey_indexer::oracle::OracleError),
+    Oracle(#[from] index_oracle::OracleError),
     /// An item is not what the index's format says.
     #[error("{0}")]
     Format(String),
@@ -177,7 +177,7 @@ pub fn compare(
         base_key: indexes.base_key.clone(),
         indexes: vec![index.clone()],
     };
-    let expected = multikey_indexer::oracle::expected_index(&one, base)?;
+    let expected = index_oracle::expected_index(&one, base)?;
     let key = |item: &Value| -> Result<String, VerifyError> {
         let part = |name: &str| {
             item.get(name).map(Value::to_string).ok_or_else(|| {

@@ -31,7 +31,8 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use io_policy::{Budget, Failure, Policy};
-use multikey_indexer::{Index, Indexes, Plan, VERSION_ATTRIBUTE};
+use multikey_indexer::Plan;
+use multikey_schema::{Index, Indexes, VERSION_ATTRIBUTE};
 use serde::Serialize;
 use serde_json::Value;
 use stream_kit::{EventRecord, Op};
@@ -139,7 +140,7 @@ impl Mender {
                 .change
                 .sequence_number
                 .as_deref()
-                .and_then(multikey_indexer::version)
+                .and_then(multikey_schema::entries::version)
                 .ok_or_else(|| {
                     VerifyError::Format(format!(
                         "record {} has no sequence number to order its deletes by",
@@ -247,7 +248,7 @@ impl Mender {
             indexes: vec![index.clone()],
         };
         let wanted = (entry.get(&index.partition_key), entry.get(&index.sort_key));
-        for line in multikey_indexer::oracle::expected_index(&one, &[item])? {
+        for line in index_oracle::expected_index(&one, &[item])? {
             let expected: Value =
                 serde_json::from_str(&line).map_err(|e| VerifyError::Format(e.to_string()))?;
             if (expected.get(&index.partition_key), expected.get(&index.sort_key)) == wanted {

@@ -23,7 +23,7 @@
 
 use std::time::Duration;
 
-use multikey_indexer::{Index, Indexes};
+use multikey_schema::{Index, Indexes};
 use serde_json::{Value, json};
 use stream_kit::{ConfigError, Vars};
 

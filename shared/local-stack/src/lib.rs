@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
+use index_oracle::IndexCheck;
 use multikey_indexer::Indexes;
-use multikey_indexer::oracle::IndexCheck;
 use sam_template::{Bucket, Function, Names, Pattern, Table, Template, TemplateError};
 use stream_kit::{ConfigError, Deadline, Metric, Metrics, Vars};
 use stream_replayer::invoke::{Invoker, http, in_process};
@@ -375,7 +375,7 @@ pub async fn scan(
 }
 
 /// Compares `stack`'s index table with what its issues table calls for, under the indexer's
-/// configuration there (see `multikey_indexer::oracle`).
+/// configuration there (see `index_oracle`).
 pub async fn check_index(client: &aws_sdk_dynamodb::Client, stack: &Stack) -> Result<IndexCheck, StackError> {
     let function = stack.function("multikey-indexer")?;
     let lookup = |name: &str| function.environment.get(name).cloned();
@@ -385,8 +385,7 @@ pub async fn check_index(client: &aws_sdk_dynamodb::Client, stack: &Stack) -> Re
     })?;
     let base = scan(client, &stack.table("IssuesTable")?.name).await?;
     let index = scan(client, &stack.table("IndexTable")?.name).await?;
-    multikey_indexer::oracle::compare(&indexes, &base, &index)
-        .map_err(|e| StackError::Unusable(e.to_string()))
+    index_oracle::compare(&indexes, &base, &index).map_err(|e| StackError::Unusable(e.to_string()))
 }
 
 /// Puts one item given as plain JSON (numbers become N, strings S, objects M, arrays L).

@@ -1,11 +1,13 @@
-//! The index the base table calls for, and how an index table differs from it: what the demo
-//! prints, the end-to-end tests assert, and `index verify` repairs (`shared/index-verify`).
+//! index-oracle: the multikey index a base table calls for, and how an index table differs from
+//! it: what the demo prints, the end-to-end tests and the chaos run assert, and `index verify`
+//! reports as drift (`shared/index-verify`; repairs go through the stream, not through this).
 //!
 //! The expected entries are computed **independently of the indexer**: straight from the rules
 //! of `docs/formats.md` ("Index items") over the base items' DynamoDB JSON, with the key crate
-//! as the format's encoder, not through the indexer's `Plan` or its entry keying. So a keying
-//! bug in the indexer shows up as a difference here. The unit tests check the two agree on
-//! generated data.
+//! as the format's encoder. This crate shares no keying code with the indexer: it takes only
+//! the index *definitions* from `multikey-schema` (`Indexes`), never its `entries`, and never
+//! the indexer's `Plan`. So a keying bug in the indexer shows up as a difference here. The unit
+//! tests check the two agree on generated data, the 400 KB rule included.
 
 use std::collections::BTreeMap;
 
@@ -13,14 +15,14 @@ use base64::Engine as _;
 use key_codec::{BinaryKey, Dir, HierKey, KeyKind, Number, TextKey, Value as Component, truncate_for_text};
 use serde_json::{Map, Value, json};
 
-use crate::{Index, Indexes, KeyFormat};
+use multikey_schema::{Index, Indexes, KeyFormat};
 
 /// The largest item DynamoDB stores: an entry that would be larger has none (the indexer parks
 /// the record that calls for it, `docs/formats.md`).
 const MAX_ITEM_BYTES: usize = 400 * 1024;
 
 /// What every entry carries beside its content: the version attribute and its 40 digits.
-const VERSION_BYTES: usize = crate::config::VERSION_ATTRIBUTE.len() + 40;
+const VERSION_BYTES: usize = multikey_schema::VERSION_ATTRIBUTE.len() + 40;
 
 /// Why the expected index cannot be computed.
 #[derive(Debug, thiserror::Error)]
@@ -351,7 +353,7 @@ pub fn lines(items: &[Value]) -> Vec<String> {
 pub fn content(item: &Value) -> Value {
     let mut item = item.clone();
     if let Some(map) = item.as_object_mut() {
-        map.remove(crate::config::VERSION_ATTRIBUTE);
+        map.remove(multikey_schema::VERSION_ATTRIBUTE);
     }
     item
 }
@@ -372,7 +374,10 @@ mod tests {
     use super::*;
 
     fn indexes() -> Indexes {
-        Indexes::from_json(include_str!("../indexes.example.json")).unwrap()
+        Indexes::from_json(include_str!(
+            "../../../functions/multikey-indexer/indexes.example.json"
+        ))
+        .unwrap()
     }
 
     fn issue(id: &str, fields: &Value) -> Value {
@@ -428,7 +433,7 @@ mod tests {
                 .unwrap()
             })
             .collect();
-        let plan = crate::Plan::new(indexes, &records);
+        let plan = multikey_indexer::Plan::new(indexes, &records);
         let mut lines: Vec<String> = plan
             .writes
             .into_iter()
@@ -522,7 +527,7 @@ mod tests {
         }
         let text = indexes();
         let binary = Indexes::from_json(
-            &include_str!("../indexes.example.json")
+            &include_str!("../../../functions/multikey-indexer/indexes.example.json")
                 .replace(r#""include""#, r#""key_format": "binary", "include""#),
         )
         .unwrap();

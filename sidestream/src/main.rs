@@ -247,20 +247,20 @@ fn run_plan(function: Function, event: &Path, out: Option<&Path>) -> anyhow::Res
             let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&Vars::process_lookup))?;
             let plan = crate::plan::multikey_indexer(&indexes, &bytes, stdout, stderr)
                 .with_context(|| format!("cannot plan {}", event.display()))?;
-            plan.stopped.is_some() || !plan.rejected.is_empty()
+            plan.failures.stopped.is_some() || !plan.failures.rejected.is_empty()
         }
         Function::TtlArchiver => {
             let layout = ttl_archiver::ObjectSettings::from_vars(&Vars::new(&Vars::process_lookup))?;
             let plan = crate::plan::ttl_archiver(&layout, &bytes, out, stdout, stderr)
                 .with_context(|| format!("cannot plan {}", event.display()))?;
-            plan.stopped.is_some() || !plan.rejected.is_empty()
+            plan.failures.stopped.is_some() || !plan.failures.rejected.is_empty()
         }
         Function::CounterAggregator => {
             anyhow::ensure!(out.is_none(), "--out is for the ttl-archiver's objects");
             let key = counter_aggregator::handler::partition_key(&Vars::new(&Vars::process_lookup));
             let plan = crate::plan::counter_aggregator(&key, &bytes, stdout, stderr)
                 .with_context(|| format!("cannot plan {}", event.display()))?;
-            plan.stopped.is_some() || !plan.rejected.is_empty()
+            plan.failures.stopped.is_some() || !plan.failures.rejected.is_empty()
         }
     };
     Ok(if stopped {

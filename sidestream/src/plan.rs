@@ -60,7 +60,7 @@ fn report(plan: &Plan, event: &Event, mut err: impl Write) -> io::Result<()> {
             s.record, s.index, s.member, s.reason
         )?;
     }
-    report_rejections(event, &plan.rejected, plan.stopped.as_ref(), err)?;
+    report_rejections(event, &plan.failures, err)?;
     Ok(())
 }
 
@@ -68,18 +68,17 @@ fn report(plan: &Plan, event: &Event, mut err: impl Write) -> io::Result<()> {
 /// it stopped at (the Lambda would report it in `batchItemFailures`), one line each.
 fn report_rejections<E: std::fmt::Display>(
     event: &Event,
-    rejected: &[stream_kit::Stopped<E>],
-    stopped: Option<&stream_kit::Stopped<E>>,
+    failures: &stream_kit::PlanFailures<E>,
     mut err: impl Write,
 ) -> io::Result<()> {
-    for r in rejected {
+    for r in &failures.rejected {
         let what = format!(
             "can never succeed: {}; the Lambda would park it and go on",
             r.error
         );
         describe(event, r.record, &what, &mut err)?;
     }
-    if let Some(s) = stopped {
+    if let Some(s) = &failures.stopped {
         let what = format!(
             "stopped planning: {}; the Lambda would report it in batchItemFailures",
             s.error
@@ -152,7 +151,7 @@ pub(crate) fn ttl_archiver(
             "sidestream: record {i} has no OldImage: only its keys are archived (keysOnly), in the metadata object"
         )?;
     }
-    report_rejections(&event, &plan.rejected, plan.stopped.as_ref(), err)?;
+    report_rejections(&event, &plan.failures, err)?;
     Ok(plan)
 }
 
@@ -190,6 +189,6 @@ pub(crate) fn counter_aggregator(
     for s in &plan.skipped {
         writeln!(err, "sidestream: record {} skipped: {}", s.record, s.reason)?;
     }
-    report_rejections(&event, &plan.rejected, plan.stopped.as_ref(), err)?;
+    report_rejections(&event, &plan.failures, err)?;
     Ok(plan)
 }

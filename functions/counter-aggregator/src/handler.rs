@@ -325,7 +325,7 @@ impl StreamFunction for Aggregator {
         for s in &plan.skipped {
             tracing::debug!(record = s.record, reason = %s.reason, "not a counter shard");
         }
-        let failures = stream_runtime::rejections(plan.rejected, plan.stopped, PlanError::kind);
+        let failures = stream_runtime::rejections(plan.failures, PlanError::kind);
         Planned {
             plan: plan.updates,
             failures,

@@ -17,7 +17,7 @@ use key_codec::SequenceNumber;
 use serde_dynamo::AttributeValue;
 use sharded_counter::CounterKey;
 use sharded_counter::layout::COUNT;
-use stream_kit::{ChangeKind, FailureKind, Image, Record, RecordError};
+use stream_kit::{ChangeKind, FailureKind, Image, PlanFailures, Record, RecordError};
 
 /// A shard's absolute count as of a stream record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,9 +114,6 @@ impl PlanError {
     }
 }
 
-/// The record the plan stopped at.
-pub type Stopped = stream_kit::Stopped<PlanError>;
-
 /// What to apply for a batch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
@@ -124,10 +121,8 @@ pub struct Plan {
     pub updates: Vec<CounterUpdate>,
     /// Records skipped, in order.
     pub skipped: Vec<Skipped>,
-    /// Records rejected as record-permanent (planning went on past them), in order.
-    pub rejected: Vec<Stopped>,
-    /// The record planning stopped at (a systemic failure), if it did.
-    pub stopped: Option<Stopped>,
+    /// Records rejected as record-permanent, and the record planning stopped at.
+    pub failures: PlanFailures<PlanError>,
 }
 
 impl Plan {
@@ -135,25 +130,26 @@ impl Plan {
     pub fn new(partition_key: &str, records: &[EventRecord]) -> Plan {
         let mut plan = Plan::default();
         let mut by_name: HashMap<String, usize> = HashMap::new();
-        for (i, raw) in records.iter().enumerate() {
-            match read(partition_key, raw) {
-                Ok(Read::Shard {
+        let (updates, skipped) = (&mut plan.updates, &mut plan.skipped);
+        let failures = PlanFailures::plan_each(records, PlanError::kind, |i, raw| {
+            match read(partition_key, raw)? {
+                Read::Shard {
                     name,
                     shard,
                     state,
                     before,
-                }) => {
+                } => {
                     let slot = *by_name.entry(name.clone()).or_insert_with(|| {
-                        plan.updates.push(CounterUpdate {
+                        updates.push(CounterUpdate {
                             name,
                             shards: BTreeMap::new(),
                             before: BTreeMap::new(),
                             first_record: i,
                             records: Vec::new(),
                         });
-                        plan.updates.len() - 1
+                        updates.len() - 1
                     });
-                    let update = &mut plan.updates[slot];
+                    let update = &mut updates[slot];
                     update.records.push(i);
                     // A shard item's records come in order: its first one here is its earliest.
                     update.before.entry(shard).or_insert(before);
@@ -165,14 +161,11 @@ impl Plan {
                         }
                     }
                 }
-                Ok(Read::Skip(reason)) => plan.skipped.push(Skipped { record: i, reason }),
-                Err(error) if error.kind() == FailureKind::Systemic => {
-                    plan.stopped = Some(Stopped { record: i, error });
-                    break;
-                }
-                Err(error) => plan.rejected.push(Stopped { record: i, error }),
+                Read::Skip(reason) => skipped.push(Skipped { record: i, reason }),
             }
-        }
+            Ok(())
+        });
+        plan.failures = failures;
         plan
     }
 }

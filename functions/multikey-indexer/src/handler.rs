@@ -61,7 +61,7 @@ impl StreamFunction for Indexer {
         }
         let (puts, deletes) = plan.counts();
         tracing::debug!(records = records.len(), puts, deletes, "planned");
-        let failures = stream_runtime::rejections(plan.rejected, plan.stopped, PlanError::kind);
+        let failures = stream_runtime::rejections(plan.failures, PlanError::kind);
         Planned {
             plan: plan.writes,
             failures,

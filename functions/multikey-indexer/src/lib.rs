@@ -61,4 +61,4 @@ pub use handler::Indexer;
 pub use multikey_schema::config;
 pub use multikey_schema::entries::version;
 pub use multikey_schema::{Index, Indexes, KeyFormat, VERSION_ATTRIBUTE};
-pub use plan::{Plan, PlanError, Skipped, Stopped};
+pub use plan::{Plan, PlanError, Skipped};

@@ -47,7 +47,7 @@ use std::sync::Arc;
 
 use serde_dynamo::{AttributeValue, Item};
 use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
-use stream_kit::{EventRecord, FailureKind, ItemWrite, Op, Record, RecordError};
+use stream_kit::{EventRecord, FailureKind, ItemWrite, Op, PlanFailures, Record, RecordError};
 
 use crate::config::{Index, Indexes};
 use multikey_schema::entries::{EntryKey, ImageEntries, Member};
@@ -59,10 +59,8 @@ pub struct Plan {
     pub writes: Vec<ItemWrite>,
     /// Members left out of the index; planning went on.
     pub skipped: Vec<Skipped>,
-    /// Records rejected as record-permanent (planning went on past them), in order.
-    pub rejected: Vec<Stopped>,
-    /// The record planning stopped at (a systemic failure), if it did.
-    pub stopped: Option<Stopped>,
+    /// Records rejected as record-permanent, and the record planning stopped at.
+    pub failures: PlanFailures<PlanError>,
     /// Records that touch no index (neither image has any index's source attribute).
     pub unindexed_records: usize,
 }
@@ -79,9 +77,6 @@ pub struct Skipped {
     /// Why it cannot be keyed.
     pub reason: String,
 }
-
-/// The record planning stopped at.
-pub type Stopped = stream_kit::Stopped<PlanError>;
 
 /// Why a record cannot be planned. Retrying does not help: the record is malformed, or the
 /// stream or configuration does not match the table ([`PlanError::kind`]).
@@ -131,16 +126,8 @@ impl Plan {
     /// Plans a batch.
     pub fn new(indexes: &Indexes, records: &[EventRecord]) -> Plan {
         let mut planner = Planner::new(indexes);
-        for (i, raw) in records.iter().enumerate() {
-            match planner.record(i, raw) {
-                Ok(()) => {}
-                Err(error) if error.kind() == FailureKind::Systemic => {
-                    planner.plan.stopped = Some(Stopped { record: i, error });
-                    break;
-                }
-                Err(error) => planner.plan.rejected.push(Stopped { record: i, error }),
-            }
-        }
+        let failures = PlanFailures::plan_each(records, PlanError::kind, |i, raw| planner.record(i, raw));
+        planner.plan.failures = failures;
         planner.plan
     }
 

@@ -349,9 +349,14 @@ impl GzLines {
         }
     }
 
-    /// Appends `value` as one line of JSON.
+    /// Appends `value` as one line of JSON; a value that cannot be written leaves nothing of
+    /// itself behind.
     pub fn push(&mut self, value: &impl Serialize) -> io::Result<()> {
-        serde_json::to_writer(&mut self.pending, value)?;
+        let start = self.pending.len();
+        if let Err(e) = serde_json::to_writer(&mut self.pending, value) {
+            self.pending.truncate(start);
+            return Err(e.into());
+        }
         self.pending.push(b'\n');
         self.lines += 1;
         if self.pending.len() >= CHUNK {

@@ -143,7 +143,7 @@ impl StreamFunction for Archiver {
                 "TTL delete has no OldImage (the stream's view type leaves it out): archiving its keys only, flagged keysOnly"
             );
         }
-        let failures = stream_runtime::rejections(plan.rejected, plan.stopped, PlanError::kind);
+        let failures = stream_runtime::rejections(plan.failures, PlanError::kind);
         Planned {
             plan: plan.objects,
             failures,

@@ -34,4 +34,4 @@ pub mod synthetic;
 pub use config::{ArchiveConfig, Config, ObjectSettings};
 pub use format::{FormatError, Line, MetaLine, Partition};
 pub use handler::Archiver;
-pub use plan::{Object, Plan, PlanError, SkipReason, Skipped, Stopped};
+pub use plan::{Object, Plan, PlanError, SkipReason, Skipped};

@@ -19,7 +19,7 @@ use std::fmt;
 use aws_lambda_events::event::dynamodb::EventRecord;
 use chrono::{DateTime, SecondsFormat, Utc};
 use key_codec::SequenceNumber;
-use stream_kit::{ChangeKind, FailureKind, Image, Record, RecordError};
+use stream_kit::{ChangeKind, FailureKind, Image, PlanFailure, PlanFailures, Record, RecordError};
 
 use crate::config::ObjectSettings;
 use crate::format::{
@@ -119,9 +119,6 @@ impl PlanError {
     }
 }
 
-/// The record the plan stopped at.
-pub type Stopped = stream_kit::Stopped<PlanError>;
-
 /// What to write for a batch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
@@ -131,46 +128,55 @@ pub struct Plan {
     pub skipped: Vec<Skipped>,
     /// TTL deletes archived with their keys only (no `OldImage` in the stream).
     pub keys_only: Vec<usize>,
-    /// Records rejected as record-permanent (planning went on past them), in order.
-    pub rejected: Vec<Stopped>,
-    /// The record planning stopped at, if it did; nothing at or after it is planned.
-    pub stopped: Option<Stopped>,
+    /// Records rejected as record-permanent, and the record planning stopped at (nothing at or
+    /// after it is planned).
+    pub failures: PlanFailures<PlanError>,
 }
 
 impl Plan {
     /// Plans a batch.
     pub fn new(layout: &ObjectSettings, records: &[EventRecord]) -> Plan {
         let mut plan = Plan::default();
-        let mut run: Option<Run> = None;
-        for (i, raw) in records.iter().enumerate() {
-            let step = match read(raw) {
-                Ok(Some(ttl)) => extend(&mut run, &mut plan, layout, i, &ttl),
-                Ok(None) => {
-                    plan.skipped.push(Skipped {
-                        record: i,
-                        reason: skip_reason(raw),
-                    });
-                    Ok(())
-                }
-                Err(e) => Err(e),
+        // Runs are finished (compressed to the end) only once planning is done, so that a run
+        // that cannot be finished stops the batch at its own first record.
+        let mut runs: Vec<Run> = Vec::new();
+        let (skipped, keys_only) = (&mut plan.skipped, &mut plan.keys_only);
+        plan.failures = PlanFailures::plan_each(records, PlanError::kind, |i, raw| {
+            let Some(ttl) = read(raw)? else {
+                skipped.push(Skipped {
+                    record: i,
+                    reason: skip_reason(raw),
+                });
+                return Ok(());
             };
-            match step {
-                Ok(()) => {}
-                Err(error) if error.kind() == FailureKind::RecordPermanent => {
-                    plan.rejected.push(Stopped { record: i, error });
+            let run = match runs.last_mut() {
+                Some(run) if run.partition == ttl.partition => run,
+                _ => {
+                    runs.push(Run::new(layout, i, &ttl));
+                    let last = runs.len() - 1;
+                    &mut runs[last]
                 }
-                Err(error) => {
-                    plan.stopped = Some(Stopped { record: i, error });
-                    break;
-                }
+            };
+            if run.push(i, &ttl).map_err(|e| PlanError::Encode(e.to_string()))? {
+                keys_only.push(i);
             }
-        }
-        if let Some(run) = run {
-            // Finishing can only fail for want of memory; the run's first record then stops the batch.
+            Ok(())
+        });
+        for run in runs {
+            let first_record = run.first_record;
             match run.finish() {
                 Ok(object) => plan.objects.push(object),
-                Err((record, error)) => {
-                    plan.stopped = Some(Stopped { record, error });
+                Err(error) => {
+                    // Compressing into memory fails only for want of it; nothing from this run's
+                    // first record on is archived.
+                    let stop = PlanFailure {
+                        record: first_record,
+                        error,
+                    };
+                    plan.failures.rejected.retain(|r| r.record < first_record);
+                    plan.keys_only.retain(|&k| k < first_record);
+                    plan.failures.stopped = Some(stop);
+                    break;
                 }
             }
         }
@@ -237,27 +243,6 @@ fn skip_reason(raw: &EventRecord) -> SkipReason {
     }
 }
 
-/// Adds a TTL delete to the current run, or closes the run and opens a new one.
-fn extend(
-    run: &mut Option<Run>,
-    plan: &mut Plan,
-    layout: &ObjectSettings,
-    i: usize,
-    ttl: &TtlDelete<'_>,
-) -> Result<(), PlanError> {
-    if let Some(done) = run.take_if(|r| r.partition != ttl.partition) {
-        plan.objects.push(done.finish().map_err(|(_, e)| e)?);
-    }
-    let current = run.get_or_insert_with(|| Run::new(layout, i, ttl));
-    let keys_only = current
-        .push(i, ttl)
-        .map_err(|e| PlanError::Encode(e.to_string()))?;
-    if keys_only {
-        plan.keys_only.push(i);
-    }
-    Ok(())
-}
-
 /// An object being built.
 struct Run {
     partition: Partition,
@@ -310,8 +295,8 @@ impl Run {
         Ok(old.is_none())
     }
 
-    fn finish(self) -> Result<Object, (usize, PlanError)> {
-        let fail = |e: std::io::Error| (self.first_record, PlanError::Encode(e.to_string()));
+    fn finish(self) -> Result<Object, PlanError> {
+        let fail = |e: std::io::Error| PlanError::Encode(e.to_string());
         // Named by both ends of the run, known only now.
         let name = object_name(
             &self.first_sequence_number,

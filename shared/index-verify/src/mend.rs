@@ -148,7 +148,7 @@ impl Mender {
                     ))
                 })?;
             let plan = Plan::new(&self.indexes, std::slice::from_ref(record));
-            if let Some(stopped) = plan.stopped {
+            if let Some(stopped) = plan.failures.stopped {
                 return Err(VerifyError::Format(format!(
                     "record {} cannot be planned: {}",
                     record.event_id, stopped.error

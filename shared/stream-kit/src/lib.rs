@@ -33,6 +33,6 @@ pub use env::{ConfigError, Vars};
 pub use io_policy::Deadline;
 pub use io_policy::{Failure, FailureKind};
 pub use metrics::{Metric, Metrics};
-pub use outcome::{Checkpoint, NoCheckpoint, Skipped, Stopped, conclude};
+pub use outcome::{Checkpoint, NoCheckpoint, PlanFailure, PlanFailures, Skipped, conclude};
 pub use record::{ChangeKind, Image, Record, RecordError};
 pub use write::{ItemWrite, Op};

@@ -13,6 +13,7 @@
 
 use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use io_policy::FailureKind;
 use key_codec::SequenceNumber;
 
 use crate::metrics::{Metric, Metrics};
@@ -74,15 +75,58 @@ impl Checkpoint {
     }
 }
 
-/// A record a plan could not handle, and why. A plan stops at the first whose failure is
-/// systemic (nothing after it is planned, and it becomes the batch's checkpoint); it goes on past
-/// those whose failure is record-permanent (the runtime parks them).
+/// A record a plan could not handle, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stopped<E> {
+pub struct PlanFailure<E> {
     /// Its position in the batch.
     pub record: usize,
     /// Why it cannot be processed.
     pub error: E,
+}
+
+/// How planning a batch record by record went wrong, if it did: the records rejected as
+/// record-permanent (planning went on past them; the runtime parks them) and the record planning
+/// stopped at (any other kind of failure: nothing at or after it is planned, and it becomes the
+/// batch's checkpoint).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanFailures<E> {
+    /// Records rejected as record-permanent, in order.
+    pub rejected: Vec<PlanFailure<E>>,
+    /// The record planning stopped at, if it did.
+    pub stopped: Option<PlanFailure<E>>,
+}
+
+impl<E> Default for PlanFailures<E> {
+    fn default() -> PlanFailures<E> {
+        PlanFailures {
+            rejected: Vec::new(),
+            stopped: None,
+        }
+    }
+}
+
+impl<E> PlanFailures<E> {
+    /// Plans `records` in order, `step` planning one: a record whose failure `kind` calls
+    /// record-permanent is rejected and planning goes on; any other failure stops planning there.
+    /// Every plan's loop over its records is this one.
+    pub fn plan_each<R>(
+        records: &[R],
+        kind: impl Fn(&E) -> FailureKind,
+        mut step: impl FnMut(usize, &R) -> Result<(), E>,
+    ) -> PlanFailures<E> {
+        let mut failures = PlanFailures::default();
+        for (record, raw) in records.iter().enumerate() {
+            if let Err(error) = step(record, raw) {
+                if kind(&error) == FailureKind::RecordPermanent {
+                    failures.rejected.push(PlanFailure { record, error });
+                } else {
+                    failures.stopped = Some(PlanFailure { record, error });
+                    break;
+                }
+            }
+        }
+        failures
+    }
 }
 
 /// A record a plan deliberately left alone, and why (it is counted, not retried).

@@ -82,13 +82,13 @@ impl RecordFailure {
 /// The failures of a plan's rejected records and of the record it stopped at, each of the kind
 /// `kind` gives its error.
 pub fn rejections<E: std::fmt::Display>(
-    rejected: Vec<stream_kit::Stopped<E>>,
-    stopped: Option<stream_kit::Stopped<E>>,
+    failures: stream_kit::PlanFailures<E>,
     kind: impl Fn(&E) -> FailureKind,
 ) -> Vec<RecordFailure> {
-    rejected
+    failures
+        .rejected
         .into_iter()
-        .chain(stopped)
+        .chain(failures.stopped)
         .map(|r| RecordFailure::new(r.record, Failure::new(kind(&r.error), r.error.to_string())))
         .collect()
 }

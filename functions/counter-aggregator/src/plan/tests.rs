@@ -50,7 +50,7 @@ fn fixtures_collapse_to_one_update_per_counter() {
         let plan = Plan::new("pk", &records(json));
         assert_eq!(describe(&plan), updates, "{}", &json[..200]);
         let got: Vec<usize> = plan.skipped.iter().map(|s| s.record).collect();
-        assert_eq!((got.as_slice(), &plan.stopped), (skipped, &None));
+        assert_eq!((got.as_slice(), &plan.failures.stopped), (skipped, &None));
     }
 }
 
@@ -125,7 +125,7 @@ fn unreadable_shard_records_stop_the_plan() {
     ];
     for (batch, expected) in cases {
         let plan = Plan::new("pk", &batch);
-        let (rejected, kind) = match (&plan.stopped, plan.rejected.as_slice()) {
+        let (rejected, kind) = match (&plan.failures.stopped, plan.failures.rejected.as_slice()) {
             (Some(stopped), []) => (stopped.clone(), FailureKind::Systemic),
             (None, [rejected]) => (rejected.clone(), FailureKind::RecordPermanent),
             other => panic!("expected one rejected record, got {other:?}"),
@@ -138,7 +138,7 @@ fn unreadable_shard_records_stop_the_plan() {
         );
         if kind == FailureKind::Systemic {
             // Only what came before the stop: alice's shards 0 and 1, and bob's shard 3.
-            assert_eq!(plan.stopped.as_ref().map(|s| s.record), Some(3));
+            assert_eq!(plan.failures.stopped.as_ref().map(|s| s.record), Some(3));
             assert_eq!(
                 describe(&plan),
                 [

@@ -74,9 +74,10 @@ fn check(
     assert_eq!(got, skipped, "skipped");
     // The first record rejected (record-permanent) or stopped at (systemic).
     let got = plan
+        .failures
         .rejected
         .first()
-        .or(plan.stopped.as_ref())
+        .or(plan.failures.stopped.as_ref())
         .map(|s| (s.record, s.error.to_string()));
     assert_eq!(
         got.as_ref().map(|(r, e)| (*r, e.as_str())),
@@ -534,7 +535,7 @@ fn coalesced_plans_equal_record_by_record_application() {
     for seed in 0..8 {
         let batch = synthetic(300, 40, seed);
         let plan = Plan::new(&ix, &batch);
-        assert_eq!(plan.stopped, None);
+        assert_eq!(plan.failures.stopped, None);
         let mut model = Model::new();
         apply(&mut model, &plan.writes);
         assert_eq!(model, sequential(&ix, &batch), "seed {seed}");

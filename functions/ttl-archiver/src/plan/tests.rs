@@ -133,7 +133,7 @@ fn fixtures_archive_exactly_the_ttl_deletes() {
         assert_eq!(seen(&plan), want, "{}", &case.fixture[..80]);
         let skipped: Vec<usize> = plan.skipped.iter().map(|s| s.record).collect();
         assert_eq!(
-            (skipped, plan.keys_only.clone(), plan.stopped.clone()),
+            (skipped, plan.keys_only.clone(), plan.failures.stopped.clone()),
             (case.skipped, case.keys_only, None)
         );
     }
@@ -223,9 +223,9 @@ fn a_malformed_record_is_rejected_and_the_run_goes_on_around_it() {
     let plan = Plan::new(&layout(), &records);
     assert_eq!(seen(&plan).iter().map(|s| s.range).collect::<Vec<_>>(), [(0, 2)]);
     assert_eq!(plan.objects[0].records, 2);
-    assert_eq!(plan.stopped, None);
-    let [rejected] = plan.rejected.as_slice() else {
-        panic!("{:?}", plan.rejected)
+    assert_eq!(plan.failures.stopped, None);
+    let [rejected] = plan.failures.rejected.as_slice() else {
+        panic!("{:?}", plan.failures.rejected)
     };
     assert_eq!(rejected.record, 1);
     assert_eq!(rejected.error, PlanError::SourceTable(String::new()));
@@ -252,7 +252,7 @@ fn unreadable_ttl_deletes_are_rejected_with_a_reason() {
     ];
     for (record, expected) in cases {
         let plan = Plan::new(&layout(), std::slice::from_ref(&record));
-        let stopped = plan.rejected.first().expect("rejected");
+        let stopped = plan.failures.rejected.first().expect("rejected");
         assert_eq!(stopped.record, 0);
         assert_eq!(stopped.error.kind(), stream_kit::FailureKind::RecordPermanent);
         assert!(

@@ -23,7 +23,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use crate::invoke::event;
 use crate::{FailedRange, ReplayError};
 
 /// Where Lambda writes S3 on-failure records, under the bucket's root.
@@ -77,7 +76,8 @@ fn utc(at: SystemTime) -> Option<chrono::DateTime<chrono::Utc>> {
 /// record with the invocation's event (the range's records) as `payload`.
 pub fn s3_object(range: &FailedRange, origin: Origin<'_>, now: SystemTime) -> (String, Value) {
     let mut body = entry(range, origin, now);
-    body["payload"] = serde_json::to_value(event(range.records.clone())).unwrap_or(Value::Null);
+    // The invocation's event, as Lambda sent it: `{"Records": [...]}`.
+    body["payload"] = json!({ "Records": range.records });
     let at = utc(now).unwrap_or_default();
     let key = format!(
         "{S3_PREFIX}{mapping}/{shard}/{day}/{second}-{random}",

@@ -80,7 +80,7 @@ pub(crate) fn run(args: BackfillArgs, rebuild: bool) -> anyhow::Result<ExitCode>
         }
         let total = index_verify::estimated_items(&client, &table).await;
         let backfill = Backfill::new(client, target, settings);
-        let mut bar = (output == Output::Text).then(|| crate::progress::Bar::new("items"));
+        let mut bar = (output == Output::Text).then(|| term_progress::Bar::new("items"));
         let mut progress = |counts: &Counts| {
             if let Some(bar) = &mut bar {
                 let extra = format!(" {} touched", counts.touched);

@@ -62,11 +62,11 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                         aws_sdk_dynamodb::Client::new(&functions_sdk),
                         index_verify::run_id("replay"),
                     ),
-                    _ => How::Rerun(local_stack::function_invoker(function.binary(), &vars, &functions_sdk)?),
+                    _ => How::Rerun(function_invoke::function(function.binary(), function.binary(), &vars, &functions_sdk, None)?),
                 };
                 let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
                 let sqs = aws_sdk_sqs::Client::new(&sdk);
-                let s3 = local_stack::s3_client(&sdk);
+                let s3 = stream_runtime::aws::s3_client(&sdk, &vars)?;
                 let mut all_done = true;
                 let mut out = io::stdout().lock();
                 for failed in mine {
@@ -106,7 +106,7 @@ enum How {
     /// Through the stream (the indexer): items touched, deletes conditioned on newer writes.
     ThroughTheStream(multikey_indexer::Indexes, aws_sdk_dynamodb::Client, String),
     /// Through the function's code again (the archiver and the aggregator: ordered by version).
-    Rerun(stream_replayer::Invoker),
+    Rerun(stream_delivery::Invoker),
 }
 
 impl How {
@@ -145,7 +145,7 @@ async fn read(sdk: &aws_config::SdkConfig, from: &FailureSources) -> anyhow::Res
     for queue in &from.queues {
         failures.extend(failure_replay::read_queue(&sqs, queue).await?);
     }
-    let s3 = local_stack::s3_client(sdk);
+    let s3 = stream_runtime::aws::s3_client(sdk, &Vars::new(&Vars::process_lookup))?;
     for url in &from.parked {
         let (bucket, prefix) = s3_url("--parked", url)?;
         failures.extend(failure_replay::read_parked(&s3, bucket, prefix).await?);

@@ -50,7 +50,7 @@ fn verify(
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         // The I/O policy does the retrying of every call.
         let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-        let mut bar = (output == Output::Text).then(|| crate::progress::Bar::new("items scanned"));
+        let mut bar = (output == Output::Text).then(|| term_progress::Bar::new("items scanned"));
         // The total is DynamoDB's estimate of both tables' items.
         let total = index_verify::estimated_items(&client, table).await
             + index_verify::estimated_items(&client, &index.table).await;

@@ -7,36 +7,27 @@ use std::process::ExitCode;
 
 mod args;
 mod backfill;
-mod bench;
-mod chaos;
-mod demo;
 mod failures;
 mod grid;
 mod index;
 mod key;
 mod plan;
-mod progress;
-mod table;
 mod typed_json;
 
-use crate::args::{
-    ArchiveCommand, Cli, Command, Function, GridArgs, KeyCommand, LocalCommand, Output, ServeArgs,
-};
+use crate::args::{ArchiveCommand, Cli, Command, Function, GridArgs, KeyCommand, Output, ServeArgs};
 use crate::key::KeyOptions;
 use anyhow::Context as _;
 use archive_reader as archive;
 use clap::Parser as _;
-use local_stack::{Emulated, Stack};
 use stream_kit::Vars;
-use stream_replayer::FailureLog;
 
-/// Runs the command; an error is printed as one line (its causes after colons), never with a
-/// backtrace, and exits with status 1.
 /// The functions' allocator (see their `main.rs`), so that the functions run in this process
-/// (`local`, `plan`, `local bench`) run as on Lambda.
+/// (`plan`, `failures replay`) run as on Lambda.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Runs the command; an error is printed as one line (its causes after colons), never with a
+/// backtrace, and exits with status 1.
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
@@ -54,166 +45,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Archive(command) => run_archive(command),
         Command::Failures(command) => crate::failures::run(command),
         Command::Index(command) => crate::index::run(command),
-        Command::Local(command) => run_local(command),
         Command::Grid(args) => run_grid(args),
         Command::Serve(args) => run_serve(args),
     }
-}
-
-fn run_local(command: LocalCommand) -> anyhow::Result<ExitCode> {
-    let (options, demo, until_settled, serve) = match command {
-        LocalCommand::Chaos(args) => {
-            // The report says what happened; logs only for what it cannot (RUST_LOG for more).
-            init_logs("error");
-            return crate::chaos::run(args);
-        }
-        LocalCommand::Bench(args) => {
-            init_logs("error");
-            return crate::bench::run(args);
-        }
-        LocalCommand::Run {
-            options,
-            until_settled,
-        } => (options, false, until_settled, None),
-        LocalCommand::Demo { options, serve, port } => (options, true, true, serve.then_some(port)),
-    };
-    // The demo keeps its output readable with warnings and errors only.
-    init_logs(if demo { "warn" } else { "info" });
-    runtime()?.block_on(async {
-        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let parameters = options.parameters.iter().cloned().collect();
-        let stack = Stack::create(&sdk, &options.template, &options.stack, &parameters).await?;
-        // Not locked: in-process handlers print their EMF lines to stdout meanwhile.
-        let mut out = io::stdout();
-        announce(&mut out, &options, &sdk, &stack)?;
-        let bin_dir = match &options.bin_dir {
-            Some(dir) => dir.clone(),
-            None => std::env::current_exe()?
-                .parent()
-                .context("this program's folder")?
-                .to_owned(),
-        };
-        // With --faults, the functions reach the emulator through the fault proxy; the loader,
-        // the replayer and the checks go to it directly.
-        let proxy = start_faults(options.faults.as_deref(), &sdk, &mut out).await?;
-        // Loaded with the proxy as an explicit endpoint: one set on a copy of `sdk` would lose to
-        // AWS_ENDPOINT_URL, which the SDK reads again per client.
-        let functions_sdk = match &proxy {
-            Some(proxy) => {
-                aws_config::defaults(aws_config::BehaviorVersion::latest())
-                    .endpoint_url(format!("http://{}", proxy.addr))
-                    .load()
-                    .await
-            }
-            None => sdk.clone(),
-        };
-        let mut running = Vec::new();
-        let pipeline = stack.pipeline(
-            &sdk,
-            |function| {
-                let mut function = function.clone();
-                if let Some(proxy) = &proxy {
-                    function
-                        .environment
-                        .insert("AWS_ENDPOINT_URL".to_owned(), format!("http://{}", proxy.addr));
-                }
-                let function = &function;
-                if options.in_process {
-                    return local_stack::in_process_invoker(function, &functions_sdk);
-                }
-                let emulated =
-                    Emulated::function(&options.cargo_lambda, &bin_dir, function, &options.log_dir)?;
-                let invoker = emulated.invoker();
-                running.push(emulated);
-                Ok(invoker)
-            },
-            FailureLog::new(&options.failure_log),
-        )?;
-        for emulated in &running {
-            writeln!(
-                out,
-                "  function http://127.0.0.1:{} (log {})",
-                emulated.port,
-                emulated.log.display()
-            )?;
-        }
-        writeln!(out, "  failure log {}", options.failure_log.display())?;
-        out.flush()?;
-        if demo {
-            let ok = crate::demo::run(&sdk, &stack, pipeline, &mut out).await?;
-            report_faults(proxy.as_ref(), &mut out)?;
-            if let Some(port) = serve {
-                let schema = stack.grid_schema()?;
-                serve_grid(&sdk, schema, port, "35e9", &mut out).await?;
-            }
-            return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
-        }
-        let mut pipeline = pipeline;
-        if until_settled {
-            pipeline.settle().await?;
-        } else {
-            pipeline
-                .run_until(std::future::pending(), std::time::Duration::from_millis(200))
-                .await?;
-        }
-        for (function, counts) in pipeline.counts() {
-            writeln!(out, "  {function:<18} {counts}")?;
-        }
-        report_faults(proxy.as_ref(), &mut out)?;
-        Ok(ExitCode::SUCCESS)
-    })
-}
-
-/// JSON logs on stderr, at `RUST_LOG`'s levels or else at `default`.
-fn init_logs(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .with_writer(io::stderr)
-        .init();
-}
-
-/// The stack's resources, on `out`.
-fn announce(
-    out: &mut impl io::Write,
-    options: &crate::args::LocalOptions,
-    sdk: &aws_config::SdkConfig,
-    stack: &Stack,
-) -> io::Result<()> {
-    writeln!(
-        out,
-        "The stack {} of {} on {}",
-        options.stack,
-        options.template.display(),
-        sdk.endpoint_url().unwrap_or("AWS")
-    )?;
-    for table in &stack.tables {
-        writeln!(out, "  table  {}", table.name)?;
-    }
-    for bucket in &stack.buckets {
-        writeln!(out, "  bucket {}", bucket.name)?;
-    }
-    Ok(())
-}
-
-/// The faults the proxy injected, on `out`.
-fn report_faults(proxy: Option<&fault_proxy::Proxy>, out: &mut impl io::Write) -> io::Result<()> {
-    if let Some(proxy) = proxy {
-        let counts: Vec<String> = proxy
-            .counts
-            .snapshot()
-            .iter()
-            .map(|(kind, n)| format!("{kind} {n}"))
-            .collect();
-        writeln!(
-            out,
-            "\nFaults between the functions and the emulator: {}",
-            counts.join(", ")
-        )?;
-    }
-    Ok(())
 }
 
 fn run_key(command: KeyCommand) -> anyhow::Result<ExitCode> {
@@ -326,37 +160,17 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let schema = grid_schema(args.source)?;
     runtime()?.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        serve_grid(&sdk, schema, args.port, "", &mut io::stdout()).await?;
+        let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+        let grid = grid_view::Grid::new(client.clone(), schema, grid_signer());
+        grid_server::serve_on_loopback(
+            grid_server::App::new(grid, client),
+            args.port,
+            "",
+            &mut io::stdout(),
+        )
+        .await?;
         Ok(ExitCode::SUCCESS)
     })
-}
-
-/// Serves the web grid over `schema` on 127.0.0.1:`port` until interrupted, after printing its
-/// address (opening `scope` when given).
-async fn serve_grid(
-    sdk: &aws_config::SdkConfig,
-    schema: grid_view::GridSchema,
-    port: u16,
-    scope: &str,
-    out: &mut impl io::Write,
-) -> anyhow::Result<()> {
-    let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
-    let grid = grid_view::Grid::new(client.clone(), schema, grid_signer());
-    let (listener, addr) = grid_server::bind(([127, 0, 0, 1], port).into())
-        .await
-        .with_context(|| format!("cannot listen on 127.0.0.1:{port}"))?;
-    let query = if scope.is_empty() {
-        String::new()
-    } else {
-        format!("?scope={scope}")
-    };
-    writeln!(out, "\nThe web grid: http://{addr}/{query} (Ctrl-C to stop)")?;
-    out.flush()?;
-    tokio::select! {
-        served = grid_server::serve(listener, grid_server::App::new(grid, client)) => served?,
-        _ = tokio::signal::ctrl_c() => {}
-    }
-    Ok(())
 }
 
 /// The grid over `source`'s tables, as `MULTIKEY_INDEXES` describes the index.
@@ -378,25 +192,6 @@ fn grid_signer() -> grid_view::Signer {
     grid_view::Signer::new(key.as_bytes(), 24 * 3600)
 }
 
-/// With a `--faults` spec, a fault proxy in front of the emulator `sdk` points at, announced on
-/// `out`.
-async fn start_faults(
-    spec: Option<&str>,
-    sdk: &aws_config::SdkConfig,
-    out: &mut impl io::Write,
-) -> anyhow::Result<Option<fault_proxy::Proxy>> {
-    let Some(spec) = spec else {
-        return Ok(None);
-    };
-    let spec = fault_proxy::Spec::parse(spec)?;
-    let upstream = sdk
-        .endpoint_url()
-        .context("--faults needs AWS_ENDPOINT_URL (the emulator)")?;
-    let proxy = fault_proxy::start(upstream, spec).await?;
-    writeln!(out, "  faults {spec:?} through http://{}", proxy.addr)?;
-    Ok(Some(proxy))
-}
-
 /// The async runtime for the commands that call AWS.
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
@@ -408,7 +203,7 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn run_archive(command: ArchiveCommand) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let s3 = local_stack::s3_client(&sdk);
+        let s3 = stream_runtime::aws::s3_client(&sdk, &Vars::new(&Vars::process_lookup))?;
         match command {
             ArchiveCommand::Cat { source, typed } => {
                 let bytes = archive::Source::parse(&source)?.fetch(&s3).await?;
@@ -433,7 +228,7 @@ fn run_archive(command: ArchiveCommand) -> anyhow::Result<ExitCode> {
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
                 };
-                let mut bar = (output == Output::Text).then(|| crate::progress::Bar::new("items"));
+                let mut bar = (output == Output::Text).then(|| term_progress::Bar::new("items"));
                 let mut show = |p: archive::RestoreProgress<'_>| {
                     if let Some(bar) = &mut bar {
                         let last = p.objects.0 == p.objects.1;

@@ -226,13 +226,13 @@ fn detachable(
             return inner;
         }
         let gate = Arc::clone(&gate);
-        stream_replayer::invoke::in_process(move |event, deadline| {
+        stream_delivery::in_process(move |event, deadline| {
             let (inner, gate) = (Arc::clone(&inner), Arc::clone(&gate));
             async move {
                 let event = if gate.load(Ordering::SeqCst) {
                     event
                 } else {
-                    stream_replayer::invoke::event(Vec::new())
+                    stream_delivery::event(Vec::new())
                 };
                 inner(event, deadline).await
             }
@@ -381,7 +381,7 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
     let issues = stack.table("IssuesTable")?.name.clone();
-    let deployed: Arc<std::sync::Mutex<Option<stream_replayer::Invoker>>> = Arc::default();
+    let deployed: Arc<std::sync::Mutex<Option<stream_delivery::Invoker>>> = Arc::default();
     let slot = Arc::clone(&deployed);
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), move |name, inner| {
         if name != "multikey-indexer" {
@@ -389,7 +389,7 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
         }
         *slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(inner);
         let slot = Arc::clone(&slot);
-        stream_replayer::invoke::in_process(move |event, deadline| {
+        stream_delivery::in_process(move |event, deadline| {
             let current = slot
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -414,7 +414,7 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
             }
         };
         let vars = Vars::new(&lookup);
-        let invoker = local_stack::function_invoker("multikey-indexer", &vars, &sdk)?;
+        let invoker = function_invoke::function("multikey-indexer", "multikey-indexer", &vars, &sdk, None)?;
         *deployed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(invoker);
         Ok(Indexes::from_vars(&vars)?)
     };

@@ -342,7 +342,8 @@ async fn the_web_grid_sorts_and_pages_every_issue_in_a_browser() -> Result<()> {
     let mut pipeline = stack.pipeline(&sdk, |f| in_process_invoker(f, &sdk), FailureLog::new(log))?;
     let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
     let issues = stack.table("IssuesTable")?.name.clone();
-    let tracker: Value = serde_json::from_str(include_str!("../../sidestream/demo/issue-tracker.json"))?;
+    let tracker: Value =
+        serde_json::from_str(include_str!("../../dev/sidestream-local/demo/issue-tracker.json"))?;
     for item in tracker["projects"]
         .as_array()
         .into_iter()

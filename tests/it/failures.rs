@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use anyhow::{Result, ensure};
 use serde_json::json;
-use stream_replayer::invoke::in_process;
+use stream_delivery::in_process;
 use stream_replayer::{Invocation, Invoker};
 
 use failure_replay::{FunctionMatch, Read, Records, Replayed};

@@ -145,7 +145,8 @@ async fn world(sdk: &SdkConfig, generated: usize) -> Result<World> {
     let mut pipeline = stack.pipeline(sdk, |f| in_process_invoker(f, sdk), FailureLog::new(log))?;
     let client = aws_sdk_dynamodb::Client::new(sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
-    let tracker: Value = serde_json::from_str(include_str!("../../sidestream/demo/issue-tracker.json"))?;
+    let tracker: Value =
+        serde_json::from_str(include_str!("../../dev/sidestream-local/demo/issue-tracker.json"))?;
     let items: Vec<Value> = tracker["issues"].as_array().cloned().unwrap_or_default();
     put_all(&client, &issues, items).await?;
     let typed: Vec<Value> = (1..=generated).map(issue).collect();

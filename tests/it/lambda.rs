@@ -51,7 +51,7 @@ pub(crate) fn binary(name: &str) -> Result<PathBuf> {
 }
 
 /// One function binary, warm, behind its own `cargo lambda watch` runtime API (started the way
-/// `sidestream local` starts it).
+/// `sidestream-local` starts it).
 struct Function(Emulated);
 
 impl Function {

@@ -15,6 +15,7 @@ mod fixtures;
 mod grid;
 mod key_cli;
 mod lambda;
+mod layout;
 mod mend;
 mod moto;
 mod multikey;

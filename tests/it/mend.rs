@@ -13,9 +13,8 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Result, ensure};
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Value, json};
+use stream_delivery::{Invoker, in_process};
 use stream_kit::{EventRecord, Vars};
-use stream_replayer::Invoker;
-use stream_replayer::invoke::in_process;
 
 use index_verify::{Mended, Mender};
 use local_stack::{Stack, put_json as put};

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use sharded_counter::{Counters, Sharding};
 
 use local_stack::{Stack, in_process_invoker, put_json as put, s3_client};
-use stream_replayer::invoke::in_process;
+use stream_delivery::in_process;
 use stream_replayer::{FailureLog, Invocation, Invoker, Pipeline};
 
 use crate::moto::{sdk, unique};

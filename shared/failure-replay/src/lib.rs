@@ -28,8 +28,7 @@ use chrono::{DateTime, Utc};
 use key_codec::SequenceNumber;
 use serde::Serialize;
 use serde_json::Value;
-use stream_replayer::invoke::{Invoker, event};
-use stream_replayer::{Invocation, reader};
+use stream_delivery::{Invocation, Invoker, event, reader};
 
 /// Parked records' object keys end so (`docs/formats.md`).
 const PARKED_SUFFIX: &str = ".json";

@@ -286,6 +286,30 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)
     Ok((listener, local))
 }
 
+/// Serves `app` on 127.0.0.1:`port` (0: any free port) until Ctrl-C, after printing its address
+/// on `out`, opening the scope `scope` when one is given.
+pub async fn serve_on_loopback(
+    app: App,
+    port: u16,
+    scope: &str,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    let (listener, addr) = bind(([127, 0, 0, 1], port).into())
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on 127.0.0.1:{port}: {e}")))?;
+    let query = if scope.is_empty() {
+        String::new()
+    } else {
+        format!("?scope={scope}")
+    };
+    writeln!(out, "\nThe web grid: http://{addr}/{query} (Ctrl-C to stop)")?;
+    out.flush()?;
+    tokio::select! {
+        served = serve(listener, app) => served,
+        interrupted = tokio::signal::ctrl_c() => interrupted,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,4 +1,4 @@
-//! `sidestream local chaos`: resolves the flags into [`chaos::Options`], shows a progress bar
+//! `sidestream-local chaos`: resolves the flags into [`chaos::Options`], shows a progress bar
 //! while the run goes, and renders its [`chaos::Report`] for people or as JSON.
 
 use std::io::{self, Write};
@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::args::{ChaosArgs, Output};
-use crate::progress::Bar;
+use term_progress::Bar;
 
 /// How often the progress bar is redrawn.
 const REDRAW: Duration = Duration::from_millis(500);

@@ -1,5 +1,6 @@
-//! A progress bar on stderr for long commands: done out of total, rate and ETA. On a terminal
-//! it redraws one line; elsewhere (a CI log, a pipe) it prints a line at most every few seconds.
+//! term-progress: a progress bar on stderr for long commands: done out of total, rate and ETA.
+//! On a terminal it redraws one line; elsewhere (a CI log, a pipe) it prints a line at most every
+//! few seconds.
 
 use std::io::{IsTerminal as _, Write as _};
 use std::time::{Duration, Instant};
@@ -11,7 +12,7 @@ const PRINT_EVERY: Duration = Duration::from_secs(5);
 const WIDTH: usize = 30;
 
 /// One long job's bar.
-pub(crate) struct Bar {
+pub struct Bar {
     unit: &'static str,
     started: Instant,
     printed: Option<Instant>,
@@ -20,7 +21,7 @@ pub(crate) struct Bar {
 
 impl Bar {
     /// A bar counting `unit`s (`"ops"`, `"items"`).
-    pub(crate) fn new(unit: &'static str) -> Bar {
+    pub fn new(unit: &'static str) -> Bar {
         Bar {
             unit,
             started: Instant::now(),
@@ -30,7 +31,7 @@ impl Bar {
     }
 
     /// Shows `done` of `total`, then `extra`; `last` ends the bar.
-    pub(crate) fn show(&mut self, done: u64, total: u64, extra: &str, last: bool) {
+    pub fn show(&mut self, done: u64, total: u64, extra: &str, last: bool) {
         let now = Instant::now();
         if !self.terminal && !last && self.printed.is_some_and(|at| now - at < PRINT_EVERY) {
             return;

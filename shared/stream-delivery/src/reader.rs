@@ -6,7 +6,7 @@ use aws_sdk_dynamodbstreams::Client;
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
 use serde_json::{Value, json};
 
-use crate::ReplayError;
+use crate::RequestError;
 
 /// The most records one poll reads from a shard, so that a backlog is delivered as it is read
 /// (as Lambda does) rather than read whole first.
@@ -60,7 +60,7 @@ impl StreamReader {
     /// The records written since the last poll, at most [`POLL_LIMIT`] a shard, with their shard
     /// ids, in stream order within each shard. Shards that appeared since are read from their
     /// start. A shard is read through empty pages, up to [`EMPTY_PAGES_IN_A_ROW`] in a row.
-    pub async fn poll(&mut self) -> Result<Vec<(String, EventRecord)>, ReplayError> {
+    pub async fn poll(&mut self) -> Result<Vec<(String, EventRecord)>, RequestError> {
         self.discover().await?;
         let mut out = Vec::new();
         for shard in &mut self.shards {
@@ -75,7 +75,7 @@ impl StreamReader {
                     .shard_iterator(&iterator)
                     .send()
                     .await
-                    .map_err(|e| ReplayError::request("GetRecords", &self.arn, &e))?;
+                    .map_err(|e| RequestError::request("GetRecords", &self.arn, &e))?;
                 let empty = page.records().is_empty();
                 for record in page.records() {
                     out.push((shard.id.clone(), event_record(record, &self.arn)?));
@@ -95,14 +95,14 @@ impl StreamReader {
         Ok(out)
     }
 
-    async fn discover(&mut self) -> Result<(), ReplayError> {
+    async fn discover(&mut self) -> Result<(), RequestError> {
         let described = self
             .client
             .describe_stream()
             .stream_arn(&self.arn)
             .send()
             .await
-            .map_err(|e| ReplayError::request("DescribeStream", &self.arn, &e))?;
+            .map_err(|e| RequestError::request("DescribeStream", &self.arn, &e))?;
         let shards = described
             .stream_description()
             .map(aws_sdk_dynamodbstreams::types::StreamDescription::shards)
@@ -120,7 +120,7 @@ impl StreamReader {
                 .shard_iterator_type(ShardIteratorType::TrimHorizon)
                 .send()
                 .await
-                .map_err(|e| ReplayError::request("GetShardIterator", &self.arn, &e))?
+                .map_err(|e| RequestError::request("GetShardIterator", &self.arn, &e))?
                 .shard_iterator;
             self.shards.push(Shard {
                 id: id.to_owned(),
@@ -132,16 +132,16 @@ impl StreamReader {
 }
 
 /// A DynamoDB Streams record as Lambda's event source mapping delivers it.
-pub fn event_record(record: &Record, arn: &str) -> Result<EventRecord, ReplayError> {
+pub fn event_record(record: &Record, arn: &str) -> Result<EventRecord, RequestError> {
     let change = record
         .dynamodb()
-        .ok_or_else(|| ReplayError::unexpected(arn, "a stream record without its change"))?;
+        .ok_or_else(|| RequestError::unexpected(arn, "a stream record without its change"))?;
     let image =
         |m: Option<&std::collections::HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>>| {
             m.map(|m| serde_json::to_value(serde_dynamo::Item::from(m.clone())))
                 .transpose()
         };
-    let fail = |e: serde_json::Error| ReplayError::unexpected(arn, format!("a stream record's image: {e}"));
+    let fail = |e: serde_json::Error| RequestError::unexpected(arn, format!("a stream record's image: {e}"));
     let mut dynamodb = json!({
         "Keys": image(change.keys()).map_err(fail)?,
         "SequenceNumber": change.sequence_number(),
@@ -173,10 +173,10 @@ pub fn event_record(record: &Record, arn: &str) -> Result<EventRecord, ReplayErr
         });
     }
     serde_json::from_value::<EventRecord>(event)
-        .map_err(|e| ReplayError::unexpected(arn, format!("a stream record Lambda could not deliver: {e}")))
+        .map_err(|e| RequestError::unexpected(arn, format!("a stream record Lambda could not deliver: {e}")))
 }
 
-/// A record as JSON, the form filters match.
-pub(crate) fn record_json(record: &EventRecord) -> Value {
+/// A record as JSON, the form `FilterCriteria` patterns match.
+pub fn record_json(record: &EventRecord) -> Value {
     serde_json::to_value(record).unwrap_or(Value::Null)
 }

@@ -1,4 +1,4 @@
-//! local-stack: the stack of `template.yaml` on a local emulator, as `sidestream local` and the
+//! local-stack: the stack of `template.yaml` on a local emulator, as `sidestream-local` and the
 //! integration tests run it. Its tables and buckets are created from the template, and its
 //! functions run (as their real binaries behind `cargo lambda watch`, or in process under the
 //! stream runtime) with the environment the template gives them, fed by the event-source-mapping
@@ -16,13 +16,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
+use function_invoke::Tally;
 use index_oracle::IndexCheck;
 use multikey_indexer::Indexes;
 use sam_template::{Bucket, Function, Names, Pattern, Table, Template, TemplateError};
-use stream_kit::{ConfigError, Deadline, Metric, Metrics, Vars};
-use stream_replayer::invoke::{Invoker, http, in_process};
-use stream_replayer::{FailureLog, Invocation, Pipeline, ReplayError, Settings, Source, Sweeper, resources};
-use stream_runtime::{Runtime, StreamFunction};
+use stream_delivery::Invoker;
+use stream_kit::{ConfigError, Vars};
+use stream_replayer::invoke::http;
+use stream_replayer::{FailureLog, Pipeline, ReplayError, Settings, Source, Sweeper, resources};
 
 /// Why the local stack cannot be set up or run.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +47,9 @@ pub enum StackError {
         /// Why.
         source: ConfigError,
     },
+    /// A function cannot be run in process.
+    #[error(transparent)]
+    Function(#[from] function_invoke::InvokeError),
     /// Creating a table or bucket on the emulator failed.
     #[error(transparent)]
     Emulator(#[from] ReplayError),
@@ -414,11 +418,7 @@ pub async fn put_json(
 /// as the functions read it; an invalid value is taken as false here).
 pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
     let path_style = stream_runtime::settings::path_style(&Vars::new(&Vars::process_lookup)).unwrap_or(false);
-    aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(sdk)
-            .force_path_style(path_style)
-            .build(),
-    )
+    stream_runtime::aws::s3(sdk, path_style)
 }
 
 fn binary_of(function: &Function) -> Result<&str, StackError> {
@@ -471,13 +471,13 @@ fn invoker_of(
 ) -> Result<Invoker, StackError> {
     let env = environment(function);
     let lookup = |name: &str| env.get(name).cloned();
-    runtime_of(
+    Ok(function_invoke::function(
         binary_of(function)?,
         &function.logical_id,
         &Vars::new(&lookup),
         sdk,
         tally,
-    )
+    )?)
 }
 
 /// A [`states::TaskInvoker`] that runs the backfill function (`index-backfiller`) in this
@@ -514,91 +514,6 @@ pub fn backfill_invoker(
             serde_json::to_value(answer).map_err(|e| ("Runtime.MarshalError".to_owned(), e.to_string()))
         })
     }))
-}
-
-/// An in-process invoker of the function built from the cargo binary `binary`, configured from
-/// `vars` as the function reads its environment (for tools that replay records through a
-/// deployed function's code, configured like it).
-pub fn function_invoker(binary: &str, vars: &Vars<'_>, sdk: &SdkConfig) -> Result<Invoker, StackError> {
-    runtime_of(binary, binary, vars, sdk, None)
-}
-
-fn runtime_of(
-    binary: &str,
-    name: &str,
-    vars: &Vars<'_>,
-    sdk: &SdkConfig,
-    tally: Option<Arc<Tally>>,
-) -> Result<Invoker, StackError> {
-    match binary {
-        "multikey-indexer" => runtime_invoker::<multikey_indexer::Indexer>(name, vars, sdk, tally),
-        "ttl-archiver" => runtime_invoker::<ttl_archiver::Archiver>(name, vars, sdk, tally),
-        "counter-aggregator" => runtime_invoker::<counter_aggregator::Aggregator>(name, vars, sdk, tally),
-        other => Err(StackError::Unusable(format!(
-            "{name}: no in-process handler for the binary {other} (multikey-indexer, ttl-archiver, counter-aggregator)"
-        ))),
-    }
-}
-
-/// Metrics summed over many invocations.
-#[derive(Debug, Default)]
-pub struct Tally([AtomicU64; Metric::ALL.len()]);
-
-impl Tally {
-    /// Adds one invocation's metrics.
-    pub fn add(&self, metrics: &Metrics) {
-        for (slot, metric) in self.0.iter().zip(Metric::ALL) {
-            slot.fetch_add(metrics.get(metric), Ordering::Relaxed);
-        }
-    }
-
-    /// The sum of `metric` so far.
-    pub fn get(&self, metric: Metric) -> u64 {
-        Metric::ALL
-            .iter()
-            .position(|m| *m == metric)
-            .map_or(0, |i| self.0[i].load(Ordering::Relaxed))
-    }
-}
-
-/// An in-process invoker of the function `F` under the stream runtime; its metrics go to
-/// `tally` if there is one, else to stdout.
-fn runtime_invoker<F: StreamFunction>(
-    name: &str,
-    vars: &Vars<'_>,
-    sdk: &SdkConfig,
-    tally: Option<Arc<Tally>>,
-) -> Result<Invoker, StackError> {
-    let runtime = Runtime::<F>::from_vars(vars, sdk).map_err(|source| StackError::Config {
-        function: name.to_owned(),
-        source,
-    })?;
-    let runtime = Arc::new(runtime);
-    Ok(in_process(move |event, deadline| {
-        let (runtime, tally) = (Arc::clone(&runtime), tally.clone());
-        async move {
-            let deadline = Deadline::at(deadline);
-            match tally {
-                None => answer(runtime.handle(event, deadline).await),
-                Some(tally) => {
-                    let (response, metrics) = runtime.handle_counted(event, deadline).await;
-                    tally.add(&metrics);
-                    answer(response)
-                }
-            }
-        }
-    }))
-}
-
-/// A handler's result as an invocation's: the response, or an error as Lambda reports it.
-fn answer<T: serde::Serialize, E: std::fmt::Display>(result: Result<T, E>) -> Invocation {
-    match result {
-        Ok(response) => Invocation::Returned(serde_json::to_value(response).unwrap_or_default()),
-        Err(error) => Invocation::Failed {
-            error_type: std::any::type_name::<E>().to_owned(),
-            message: error.to_string(),
-        },
-    }
 }
 
 /// A child process, killed when dropped.

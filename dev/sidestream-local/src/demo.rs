@@ -1,4 +1,4 @@
-//! `sidestream local demo`: Sidestream's main job on a local emulator. While the replayer runs
+//! `sidestream-local demo`: Sidestream's main job on a local emulator. While the replayer runs
 //! the three functions, it loads the article's issue tracker (then modifies and deletes
 //! issues), a hot write-sharded counter with many concurrent increments, and issues that have
 //! expired; once every stream has been replayed it prints what the functions kept, each beside
@@ -18,7 +18,7 @@ use stream_replayer::{Pipeline, Progress, Running};
 
 use local_stack::{Stack, put_json as put, s3_client};
 
-/// The issue tracker the demo loads (`sidestream/demo/issue-tracker.json`).
+/// The issue tracker the demo loads (`dev/sidestream-local/demo/issue-tracker.json`).
 const ISSUE_TRACKER: &str = include_str!("../demo/issue-tracker.json");
 
 /// The hot counter: increments, concurrent writers, shards.

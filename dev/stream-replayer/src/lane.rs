@@ -13,9 +13,9 @@ use futures_util::future::try_join_all;
 
 use crate::failures::{FailureLog, Origin};
 use crate::faults::{Fault, LambdaFaults};
-use crate::invoke::{Invoker, event};
 use crate::pipeline::{Counts, Progress, Source};
 use crate::{Invocation, Mapping, ReplayError, Step};
+use stream_delivery::{Invoker, event};
 
 /// A mapping's shards and what it has done.
 pub(crate) struct Lane {

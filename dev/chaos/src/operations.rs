@@ -20,9 +20,8 @@ use std::time::Duration;
 
 use aws_config::SdkConfig;
 use serde::Serialize;
+use stream_delivery::{Invoker, in_process};
 use stream_kit::{EventRecord, Vars};
-use stream_replayer::Invoker;
-use stream_replayer::invoke::in_process;
 
 use local_stack::Stack;
 

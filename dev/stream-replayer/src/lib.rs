@@ -5,10 +5,11 @@
 //!   function error, `MaximumRetryAttempts`, and the range given up on.
 //! - [`pipeline`]: the loop over streams and mappings; `FilterCriteria` are applied with
 //!   [`Pattern::matches`](sam_template::Pattern::matches) from `sam-template`.
-//! - [`reader`]: reads a stream through the DynamoDB Streams API into Lambda's record shape.
+//! - streams are read with `stream_delivery::StreamReader`, as `failures replay` reads them.
 //! - [`sweeper`]: TTL for emulators that never expire items, with the service identity on the
 //!   resulting REMOVE records.
-//! - [`invoke`]: in-process invokers, and Lambda's Invoke API over HTTP (`cargo lambda watch`).
+//! - [`invoke`]: Lambda's Invoke API over HTTP (`cargo lambda watch`); the [`Invoker`]
+//!   interface and in-process invokers are `stream-delivery`'s.
 //! - [`failures`]: the local failure log, in the shape of Lambda's on-failure records.
 //! - [`faults`]: Lambda-side faults to inject (killed processes, timeouts, duplicate
 //!   deliveries) and split shard topologies.
@@ -21,14 +22,13 @@ pub mod invoke;
 mod lane;
 pub mod mapping;
 pub mod pipeline;
-pub mod reader;
 pub mod resources;
 pub mod sweeper;
 
 pub use error::ReplayError;
 pub use failures::FailureLog;
 pub use faults::{LambdaFaults, Topology};
-pub use invoke::Invoker;
-pub use mapping::{FailedRange, Invocation, Mapping, Settings, Step};
+pub use mapping::{FailedRange, Mapping, Settings, Step};
 pub use pipeline::{Counts, Pipeline, Progress, Running, Source};
+pub use stream_delivery::{Invocation, Invoker};
 pub use sweeper::Sweeper;

@@ -18,11 +18,11 @@ use sam_template::Pattern;
 
 use crate::failures::FailureLog;
 use crate::faults::{LambdaFaults, Topology, hash};
-use crate::invoke::Invoker;
 use crate::lane::{Context, Lane, Place};
-use crate::reader::{StreamReader, record_json};
 use crate::sweeper::Sweeper;
 use crate::{ReplayError, Settings};
+use stream_delivery::Invoker;
+use stream_delivery::reader::{StreamReader, record_json};
 
 /// How often [`Pipeline::run_until`] sweeps expired items.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);

@@ -32,7 +32,8 @@ use sharded_counter::{Counters, Sharding};
 use stream_kit::Metric;
 use stream_replayer::{Counts, FailureLog, Pipeline, Topology};
 
-use local_stack::{Stack, Tally, tallied_invoker};
+use function_invoke::Tally;
+use local_stack::{Stack, tallied_invoker};
 
 mod check;
 pub mod operations;

@@ -1,4 +1,4 @@
-//! `sidestream local bench`: resolves the flags into [`bench_e2e::Options`], shows a progress
+//! `sidestream-local bench`: resolves the flags into [`bench_e2e::Options`], shows a progress
 //! bar while the cases run, and renders the [`bench_e2e::Report`] as tables or as JSON.
 
 use std::io::{self, Write};
@@ -9,9 +9,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::args::{BenchArgs, BenchPart, Output};
-use crate::progress::Bar;
 use crate::table::Align::{Left, Right};
 use crate::table::Table;
+use term_progress::Bar;
 
 /// How often the progress bar is redrawn.
 const REDRAW: Duration = Duration::from_millis(500);

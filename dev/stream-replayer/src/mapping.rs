@@ -22,6 +22,8 @@
 
 use std::collections::VecDeque;
 
+use stream_delivery::Invocation;
+
 use aws_lambda_events::event::dynamodb::EventRecord;
 use sam_template::StreamSource;
 use serde_json::Value;
@@ -80,20 +82,6 @@ impl Settings {
                 .any(|t| t == "ReportBatchItemFailures"),
         })
     }
-}
-
-/// What an invocation came back with.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Invocation {
-    /// The function returned this response (JSON; `null` for an empty body).
-    Returned(Value),
-    /// The function failed: it returned an error, crashed or timed out.
-    Failed {
-        /// `errorType`, or what went wrong with the invocation itself.
-        error_type: String,
-        /// `errorMessage`.
-        message: String,
-    },
 }
 
 /// What the mapping did with a batch's outcome.

@@ -1,17 +1,15 @@
-//! How the replayer calls a function: in process (a closure over the library's handler) or over
-//! Lambda's Invoke API, as served by a local emulator such as `cargo lambda watch`.
+//! How the replayer calls a function behind a local emulator: Lambda's Invoke API as `cargo
+//! lambda watch` serves it. (In-process invokers are `stream_delivery::in_process`.)
 //!
 //! Like Lambda, the replayer owns each invocation's timeout: an invoker gets the deadline, which
 //! an in-process function sees as its context's deadline, and the replayer cuts the invocation
 //! off there.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
-use futures_util::future::BoxFuture;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
@@ -19,26 +17,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
-use crate::Invocation;
-
-/// Invokes a function with a batch of records, to answer by the deadline.
-pub type Invoker = Arc<dyn Fn(Event, Instant) -> BoxFuture<'static, Invocation> + Send + Sync>;
-
-/// An event holding `records`, as Lambda sends it.
-pub fn event(records: Vec<EventRecord>) -> Event {
-    let mut event = Event::default();
-    event.records = records;
-    event
-}
-
-/// An invoker that calls `handler` in this process with the event and its deadline.
-pub fn in_process<F, Fut>(handler: F) -> Invoker
-where
-    F: Fn(Event, Instant) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Invocation> + Send + 'static,
-{
-    Arc::new(move |event, deadline| Box::pin(handler(event, deadline)))
-}
+use stream_delivery::{Invocation, Invoker};
 
 /// An invoker that POSTs to `{endpoint}/2015-03-31/functions/{function}/invocations` (Lambda's
 /// Invoke API, which `cargo lambda watch` serves), giving up at the deadline, or after

@@ -1,0 +1,183 @@
+//! `sidestream-local`'s flags: every subcommand and option, parsed by clap in this one layer, and
+//! resolved into library objects by `main.rs`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// The stack of `template.yaml` on a local AWS emulator (moto), with Lambda's event source
+/// mappings replayed: Sidestream's development and proving ground.
+///
+/// Tables and buckets are created from the template (existing ones are kept) and named
+/// `<stack>-<logicalid>`. Each function runs as its real binary behind `cargo lambda watch`
+/// (or in process) with the template's environment, and gets its stream's records the way
+/// Lambda would deliver them: `FilterCriteria`, `BatchSize`, `batchItemFailures`, bisection,
+/// `MaximumRetryAttempts` (given-up ranges go to the failure log). Items whose TTL attribute
+/// is past are deleted, and their REMOVE records carry DynamoDB's service identity.
+/// The emulator is reached with `AWS_ENDPOINT_URL` (scripts/moto sets it).
+#[derive(Debug, Parser)]
+#[command(name = "sidestream-local", version, about)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// How a command prints its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Output {
+    /// For people.
+    Text,
+    /// For programs: JSON.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Creates the stack and replays its streams until interrupted (or, with --until-settled,
+    /// until everything written so far is delivered).
+    Run {
+        #[command(flatten)]
+        options: LocalOptions,
+        /// Stop once every stream has been replayed to its end.
+        #[arg(long)]
+        until_settled: bool,
+    },
+    /// Creates the stack, loads the article's issue tracker, a hot counter and expiring issues
+    /// while the replayer runs, then prints what the functions kept and checks it is exact
+    /// (exit status 1 if not).
+    Demo {
+        #[command(flatten)]
+        options: LocalOptions,
+        /// After the checks, keep the stack up and serve the web grid over it.
+        #[arg(long)]
+        serve: bool,
+        /// The web grid's port on 127.0.0.1 (0: any free port).
+        #[arg(long, default_value_t = 8080)]
+        port: u16,
+    },
+    /// Creates a fresh stack and runs a generated workload through the three functions (in
+    /// process) under every AWS fault (a proxy before the emulator) and every Lambda fault
+    /// (killed processes, timeouts, batches delivered twice), over split shards with parallel
+    /// batches; then checks the index, the archive and the counters against independent
+    /// oracles. Exit status 1 on any difference.
+    Chaos(ChaosArgs),
+    /// Measures each function's whole invocation on a fresh stack, behind a proxy that adds a
+    /// fixed latency to every call: `BatchSize` 100, 1,000 and a 6 MB batch against the request
+    /// bound and a floor measured in the same run; hot counters under concurrent invocations;
+    /// fixed and adaptive write concurrency against a write capacity. See docs/benchmarks.md.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// Added by the proxy to every data call, in milliseconds.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) latency_ms: u64,
+    /// Invocations per write-path case (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub(crate) repeats: usize,
+    /// Rounds of concurrent invocations per hot-counter case.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) hot_rounds: usize,
+    /// The throttling cases' write capacities in requests per second (comma-separated; 0: no
+    /// limit, the windows on a clean service).
+    #[arg(long, value_delimiter = ',', default_value = "0,250,800", value_name = "N,…")]
+    pub(crate) capacity: Vec<u32>,
+    /// Only `BatchSize` 100 and 1,000 (no 6 MB batch), one invocation each: a quick look.
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// Where the functions' binaries are, for the cold starts (scripts/bench-e2e builds them).
+    #[arg(long, default_value = "target/fuzz", value_name = "DIR")]
+    pub(crate) binaries: PathBuf,
+    /// Run only these parts (comma-separated; all by default).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "PART")]
+    pub(crate) only: Vec<BenchPart>,
+    /// The SAM template.
+    #[arg(long, default_value = "template.yaml", value_name = "FILE")]
+    pub(crate) template: PathBuf,
+    /// `text` (a progress bar, then tables) or `json` (one object).
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub(crate) output: Output,
+}
+
+/// A part of `sidestream-local bench`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum BenchPart {
+    /// Each function's invocations against the request bound.
+    WritePath,
+    /// Concurrent invocations updating the same counter totals.
+    Hot,
+    /// Fixed and adaptive write windows against a write capacity.
+    Throttled,
+    /// Each function's binary started cold against a local Runtime API, primed and not.
+    Cold,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ChaosArgs {
+    /// Ops in the workload: issue puts and deletes, expiring items, counter increments.
+    #[arg(long, default_value_t = 100_000)]
+    pub(crate) records: u64,
+    /// Seeds the workload and the faults (replacing the spec's seed).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// `default`, `none`, or `name=value` pairs: the fault proxy's (throttle, 5xx, partial,
+    /// apply-then-fail, reset, stall, stall-for, latency) and the replayer's (kill, timeout,
+    /// duplicate); see docs/local.md.
+    #[arg(long, default_value = "default", value_name = "SPEC")]
+    pub(crate) faults: String,
+    /// `ParallelizationFactor` of every mapping (1-10).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(1..=10))]
+    pub(crate) parallelization: u8,
+    /// Concurrent workload writers.
+    #[arg(long, default_value_t = 16)]
+    pub(crate) writers: usize,
+    /// The SAM template.
+    #[arg(long, default_value = "template.yaml", value_name = "FILE")]
+    pub(crate) template: PathBuf,
+    /// A template parameter, `NAME=VALUE` (repeatable).
+    #[arg(long = "parameter", value_name = "NAME=VALUE", value_parser = parse_parameter)]
+    pub(crate) parameters: Vec<(String, String)>,
+    /// `text` (a progress bar, then a report) or `json` (one object).
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub(crate) output: Output,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct LocalOptions {
+    /// The SAM template.
+    #[arg(long, default_value = "template.yaml", value_name = "FILE")]
+    pub(crate) template: PathBuf,
+    /// The stack name, the prefix of every resource name.
+    #[arg(long, default_value = "sidestream-local")]
+    pub(crate) stack: String,
+    /// A template parameter, `NAME=VALUE` (repeatable); the rest take their defaults.
+    #[arg(long = "parameter", value_name = "NAME=VALUE", value_parser = parse_parameter)]
+    pub(crate) parameters: Vec<(String, String)>,
+    /// Run the functions' library handlers in this process instead of their binaries.
+    #[arg(long)]
+    pub(crate) in_process: bool,
+    /// Where the function binaries are (default: beside this program).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) bin_dir: Option<PathBuf>,
+    /// The cargo-lambda program.
+    #[arg(long, default_value = "cargo-lambda", value_name = "PATH")]
+    pub(crate) cargo_lambda: PathBuf,
+    /// Ranges of records given up on after `MaximumRetryAttempts`, one JSON line each.
+    #[arg(long, default_value = "target/local/failures.jsonl", value_name = "FILE")]
+    pub(crate) failure_log: PathBuf,
+    /// Where the function binaries' logs go.
+    #[arg(long, default_value = "target/local/logs", value_name = "DIR")]
+    pub(crate) log_dir: PathBuf,
+    /// Put a fault-injecting proxy between the functions and the emulator: `default`, or
+    /// `name=value` pairs such as `throttle=0.05,5xx=0.02,partial=0.2,apply-then-fail=0.02,
+    /// reset=0.01,stall=0.003,stall-for=12000ms,latency=2ms,seed=1` (see docs/local.md).
+    #[arg(long, value_name = "SPEC")]
+    pub(crate) faults: Option<String>,
+}
+
+fn parse_parameter(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("{text:?} is not NAME=VALUE"))
+}

@@ -1,0 +1,223 @@
+//! `sidestream-local`: Sidestream on a local emulator, for development and proof (not shipped).
+//! [`args`] parses the flags; this file resolves them into the local stack, the chaos run or the
+//! bench, runs it, and renders its output.
+
+use std::io::{self, Write as _};
+use std::process::ExitCode;
+
+mod args;
+mod bench;
+mod chaos;
+mod demo;
+mod table;
+
+use crate::args::{Cli, Command};
+use anyhow::Context as _;
+use clap::Parser as _;
+use local_stack::{Emulated, Stack};
+use stream_replayer::FailureLog;
+
+/// The functions' allocator (see their `main.rs`), so that the functions run in this process
+/// run as on Lambda.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Runs the command; an error is printed as one line (its causes after colons), never with a
+/// backtrace, and exits with status 1.
+fn main() -> ExitCode {
+    match run(Cli::parse().command) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("sidestream-local: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<ExitCode> {
+    let (options, demo, until_settled, serve) = match command {
+        Command::Chaos(args) => {
+            // The report says what happened; logs only for what it cannot (RUST_LOG for more).
+            init_logs("error");
+            return crate::chaos::run(args);
+        }
+        Command::Bench(args) => {
+            init_logs("error");
+            return crate::bench::run(args);
+        }
+        Command::Run {
+            options,
+            until_settled,
+        } => (options, false, until_settled, None),
+        Command::Demo { options, serve, port } => (options, true, true, serve.then_some(port)),
+    };
+    // The demo keeps its output readable with warnings and errors only.
+    init_logs(if demo { "warn" } else { "info" });
+    runtime()?.block_on(async {
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let parameters = options.parameters.iter().cloned().collect();
+        let stack = Stack::create(&sdk, &options.template, &options.stack, &parameters).await?;
+        // Not locked: in-process handlers print their EMF lines to stdout meanwhile.
+        let mut out = io::stdout();
+        announce(&mut out, &options, &sdk, &stack)?;
+        let bin_dir = match &options.bin_dir {
+            Some(dir) => dir.clone(),
+            None => std::env::current_exe()?
+                .parent()
+                .context("this program's folder")?
+                .to_owned(),
+        };
+        // With --faults, the functions reach the emulator through the fault proxy; the loader,
+        // the replayer and the checks go to it directly.
+        let proxy = start_faults(options.faults.as_deref(), &sdk, &mut out).await?;
+        // Loaded with the proxy as an explicit endpoint: one set on a copy of `sdk` would lose to
+        // AWS_ENDPOINT_URL, which the SDK reads again per client.
+        let functions_sdk = match &proxy {
+            Some(proxy) => {
+                aws_config::defaults(aws_config::BehaviorVersion::latest())
+                    .endpoint_url(format!("http://{}", proxy.addr))
+                    .load()
+                    .await
+            }
+            None => sdk.clone(),
+        };
+        let mut running = Vec::new();
+        let pipeline = stack.pipeline(
+            &sdk,
+            |function| {
+                let mut function = function.clone();
+                if let Some(proxy) = &proxy {
+                    function
+                        .environment
+                        .insert("AWS_ENDPOINT_URL".to_owned(), format!("http://{}", proxy.addr));
+                }
+                let function = &function;
+                if options.in_process {
+                    return local_stack::in_process_invoker(function, &functions_sdk);
+                }
+                let emulated =
+                    Emulated::function(&options.cargo_lambda, &bin_dir, function, &options.log_dir)?;
+                let invoker = emulated.invoker();
+                running.push(emulated);
+                Ok(invoker)
+            },
+            FailureLog::new(&options.failure_log),
+        )?;
+        for emulated in &running {
+            writeln!(
+                out,
+                "  function http://127.0.0.1:{} (log {})",
+                emulated.port,
+                emulated.log.display()
+            )?;
+        }
+        writeln!(out, "  failure log {}", options.failure_log.display())?;
+        out.flush()?;
+        if demo {
+            let ok = crate::demo::run(&sdk, &stack, pipeline, &mut out).await?;
+            report_faults(proxy.as_ref(), &mut out)?;
+            if let Some(port) = serve {
+                let schema = stack.grid_schema()?;
+                let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+                // The demo's own key: its cursors are for this loopback page only.
+                let signer = grid_view::Signer::new(b"sidestream-grid-development-key", 24 * 3600);
+                let grid = grid_view::Grid::new(client.clone(), schema, signer);
+                grid_server::serve_on_loopback(grid_server::App::new(grid, client), port, "35e9", &mut out)
+                    .await?;
+            }
+            return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+        }
+        let mut pipeline = pipeline;
+        if until_settled {
+            pipeline.settle().await?;
+        } else {
+            pipeline
+                .run_until(std::future::pending(), std::time::Duration::from_millis(200))
+                .await?;
+        }
+        for (function, counts) in pipeline.counts() {
+            writeln!(out, "  {function:<18} {counts}")?;
+        }
+        report_faults(proxy.as_ref(), &mut out)?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// JSON logs on stderr, at `RUST_LOG`'s levels or else at `default`.
+fn init_logs(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .init();
+}
+
+/// The stack's resources, on `out`.
+fn announce(
+    out: &mut impl io::Write,
+    options: &crate::args::LocalOptions,
+    sdk: &aws_config::SdkConfig,
+    stack: &Stack,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "The stack {} of {} on {}",
+        options.stack,
+        options.template.display(),
+        sdk.endpoint_url().unwrap_or("AWS")
+    )?;
+    for table in &stack.tables {
+        writeln!(out, "  table  {}", table.name)?;
+    }
+    for bucket in &stack.buckets {
+        writeln!(out, "  bucket {}", bucket.name)?;
+    }
+    Ok(())
+}
+
+/// The faults the proxy injected, on `out`.
+fn report_faults(proxy: Option<&fault_proxy::Proxy>, out: &mut impl io::Write) -> io::Result<()> {
+    if let Some(proxy) = proxy {
+        let counts: Vec<String> = proxy
+            .counts
+            .snapshot()
+            .iter()
+            .map(|(kind, n)| format!("{kind} {n}"))
+            .collect();
+        writeln!(
+            out,
+            "\nFaults between the functions and the emulator: {}",
+            counts.join(", ")
+        )?;
+    }
+    Ok(())
+}
+
+/// With a `--faults` spec, a fault proxy in front of the emulator `sdk` points at, announced on
+/// `out`.
+async fn start_faults(
+    spec: Option<&str>,
+    sdk: &aws_config::SdkConfig,
+    out: &mut impl io::Write,
+) -> anyhow::Result<Option<fault_proxy::Proxy>> {
+    let Some(spec) = spec else {
+        return Ok(None);
+    };
+    let spec = fault_proxy::Spec::parse(spec)?;
+    let upstream = sdk
+        .endpoint_url()
+        .context("--faults needs AWS_ENDPOINT_URL (the emulator)")?;
+    let proxy = fault_proxy::start(upstream, spec).await?;
+    writeln!(out, "  faults {spec:?} through http://{}", proxy.addr)?;
+    Ok(Some(proxy))
+}
+
+/// The async runtime.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}

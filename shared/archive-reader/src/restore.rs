@@ -397,29 +397,15 @@ async fn object_items(
 
 /// The item objects under a prefix, in key order.
 async fn list(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> Result<Vec<String>, ArchiveError> {
-    let mut keys = Vec::new();
-    let mut pages = s3
-        .list_objects_v2()
-        .bucket(bucket)
-        .prefix(prefix)
-        .into_paginator()
-        .send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| ArchiveError::Request {
-            operation: "ListObjectsV2",
-            target: format!("s3://{bucket}/{prefix}"),
-            message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
-        })?;
-        keys.extend(
-            page.contents()
-                .iter()
-                .filter_map(|o| o.key())
-                .filter(|k| k.ends_with(format::SUFFIX) && !format::is_meta_key(k))
-                .map(str::to_owned),
-        );
-    }
-    keys.sort();
-    Ok(keys)
+    stream_runtime::aws::list_keys(s3, bucket, prefix, |k| {
+        k.ends_with(format::SUFFIX) && !format::is_meta_key(k)
+    })
+    .await
+    .map_err(|e| ArchiveError::Request {
+        operation: "ListObjectsV2",
+        target: e.target,
+        message: e.message,
+    })
 }
 
 /// The table's key attribute names. Fails, saying what to do, when the table does not exist.

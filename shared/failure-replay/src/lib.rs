@@ -440,29 +440,13 @@ async fn list(
     prefix: &str,
     keep: impl Fn(&str) -> bool,
 ) -> Result<Vec<String>, FailureError> {
-    let mut keys = Vec::new();
-    let mut pages = s3
-        .list_objects_v2()
-        .bucket(bucket)
-        .prefix(prefix)
-        .into_paginator()
-        .send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| FailureError::Request {
+    stream_runtime::aws::list_keys(s3, bucket, prefix, keep)
+        .await
+        .map_err(|e| FailureError::Request {
             operation: "ListObjectsV2",
-            target: format!("s3://{bucket}/{prefix}"),
-            message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
-        })?;
-        keys.extend(
-            page.contents()
-                .iter()
-                .filter_map(|o| o.key())
-                .filter(|k| keep(k))
-                .map(str::to_owned),
-        );
-    }
-    keys.sort();
-    Ok(keys)
+            target: e.target,
+            message: e.message,
+        })
 }
 
 /// One object's bytes.

@@ -364,25 +364,12 @@ impl Grid {
             .set_expression_attribute_names(Some(projection.1.clone()))
             .build()
             .map_err(|e| request("BatchGetItem", table, Failure::systemic(e.to_string())))?;
-        let answers = budget
-            .drain("BatchGetItem", wanted, |wanted| {
-                requests.batch_gets += 1;
-                let sent = self.client.batch_get_item().request_items(table, wanted).send();
-                async move {
-                    let mut output = sent.await.map_err(|e| io_policy::classify("BatchGetItem", &e))?;
-                    let items = output
-                        .responses
-                        .and_then(|mut r| r.remove(table))
-                        .unwrap_or_default();
-                    let rest = output.unprocessed_keys.take().and_then(|mut u| u.remove(table));
-                    Ok((items, rest.filter(|r| !r.keys().is_empty())))
-                }
-            })
-            .await
-            .map_err(|f| request("BatchGetItem", table, f))?;
+        let answers =
+            io_policy::batch_get_item(budget, &self.client, table, wanted, || requests.batch_gets += 1)
+                .await
+                .map_err(|f| request("BatchGetItem", table, f))?;
         Ok(answers
             .into_iter()
-            .flatten()
             .filter_map(|item| Some((key_text(item.get(schema.key())?), item)))
             .collect())
     }

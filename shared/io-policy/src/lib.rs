@@ -6,6 +6,7 @@
 //!   that bounds everything, counted in a [`Tally`].
 //! - [`deadline`]: the invocation's deadline as a monotonic instant.
 //! - [`window`]: how many requests are in flight, adapted to throttling.
+//! - [`dynamodb`]: `BatchGetItem` drained of its unprocessed keys under the budget.
 //! - [`without_sdk_retries`]: the SDK configuration every client is built from, so that this
 //!   policy is the only one retrying.
 //!
@@ -13,11 +14,13 @@
 //! call AWS through it.
 
 pub mod deadline;
+pub mod dynamodb;
 pub mod failure;
 pub mod policy;
 pub mod window;
 
 pub use deadline::Deadline;
+pub use dynamodb::batch_get_item;
 pub use failure::{Failure, FailureKind, classify, kind_of};
 pub use policy::{Attempts, Budget, Policy, Tally};
 pub use window::Window;

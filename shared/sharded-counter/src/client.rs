@@ -181,23 +181,9 @@ impl Counters {
             .consistent_read(true)
             .build()
             .map_err(|e| self.request("BatchGetItem", Failure::systemic(e.to_string())))?;
-        let table = &self.table;
-        let answers = budget
-            .drain("BatchGetItem", request, |wanted| {
-                let sent = self.client.batch_get_item().request_items(table, wanted).send();
-                async move {
-                    let mut output = sent.await.map_err(|e| io_policy::classify("BatchGetItem", &e))?;
-                    let items = output
-                        .responses
-                        .and_then(|mut r| r.remove(table))
-                        .unwrap_or_default();
-                    let rest = output.unprocessed_keys.take().and_then(|mut u| u.remove(table));
-                    Ok((items, rest.filter(|r| !r.keys().is_empty())))
-                }
-            })
+        io_policy::batch_get_item(budget, &self.client, &self.table, request, || ())
             .await
-            .map_err(|f| self.request("BatchGetItem", f))?;
-        Ok(answers.into_iter().flatten().collect())
+            .map_err(|f| self.request("BatchGetItem", f))
     }
 
     fn request(&self, operation: &'static str, failure: Failure) -> CounterError {

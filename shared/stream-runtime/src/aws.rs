@@ -1,4 +1,5 @@
-//! The AWS clients a function builds at cold start, all under the one I/O policy.
+//! The AWS clients a function builds at cold start, all under the one I/O policy; the S3 client
+//! and the listing operator tools use.
 
 use aws_types::SdkConfig;
 use stream_kit::{ConfigError, Vars};
@@ -47,4 +48,45 @@ pub fn s3(sdk: &SdkConfig, force_path_style: bool) -> aws_sdk_s3::Client {
             .force_path_style(force_path_style)
             .build(),
     )
+}
+
+/// A listing that failed: the SDK's error in full, and what was listed.
+#[derive(Debug, thiserror::Error)]
+#[error("ListObjectsV2 on {target}: {message}")]
+pub struct ListError {
+    /// `s3://bucket/prefix`.
+    pub target: String,
+    /// The SDK's error, with its causes.
+    pub message: String,
+}
+
+/// The keys under `s3://bucket/prefix` that `keep` keeps, sorted, read page by page.
+pub async fn list_keys(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    prefix: &str,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<String>, ListError> {
+    let mut keys = Vec::new();
+    let mut pages = s3
+        .list_objects_v2()
+        .bucket(bucket)
+        .prefix(prefix)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| ListError {
+            target: format!("s3://{bucket}/{prefix}"),
+            message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+        })?;
+        keys.extend(
+            page.contents()
+                .iter()
+                .filter_map(|o| o.key())
+                .filter(|k| keep(k))
+                .map(str::to_owned),
+        );
+    }
+    keys.sort();
+    Ok(keys)
 }

@@ -37,6 +37,9 @@ use crate::delta::DeltaWrite;
 use crate::plan::{CounterUpdate, Plan, PlanError};
 use crate::state::{Total, VERSION};
 
+/// An item as DynamoDB returns it.
+type Item = HashMap<String, AttributeValue>;
+
 /// The function, with its configuration and client built once.
 #[derive(Debug, Clone)]
 pub struct Aggregator {
@@ -52,7 +55,7 @@ enum Deltas {
     /// A condition failed on a total item that does not exist yet.
     NoItem,
     /// A condition failed on the total item: as it stood then, when DynamoDB returned it.
-    Differs(Option<HashMap<String, AttributeValue>>),
+    Differs(Option<Item>),
 }
 
 /// How one counter's read-merge-write ended.
@@ -74,38 +77,69 @@ impl Aggregator {
         }
     }
 
-    /// Reads, merges and conditionally writes one counter's total item until it sticks.
+    /// Brings one counter's total item up to the batch: by delta writes where the batch has them
+    /// ([`Self::merge_by_deltas`]), else, or when their condition fails, by a version-conditioned
+    /// read-merge-write ([`Self::merge_by_version`]).
     async fn merge(
         &self,
         update: &CounterUpdate,
         budget: &Budget,
         conflicts: &AtomicU64,
     ) -> Result<Merged, Failure> {
-        let pk = &self.partition_key;
         let key = total_key(&update.name)
             .map_err(|e| Failure::record_permanent(format!("counter {:?}: {e}", update.name)))?;
         let key = key.as_str();
         // The item as a failed delta condition returned it: the first round's read.
-        let mut returned = None;
-        if let Some(writes) = crate::delta::delta_writes(update) {
-            match self.apply_deltas(key, writes.clone(), budget).await? {
-                Deltas::Applied => return Ok(Merged::Wrote),
-                // The counter's first write: create the total item empty unless it exists (another
-                // invocation may just have: either way it exists now, and no other invocation's
-                // delta makes ours fail), and try once more.
-                Deltas::NoItem => {
-                    self.create_empty(key, budget).await?;
-                    match self.apply_deltas(key, writes, budget).await? {
-                        Deltas::Applied => return Ok(Merged::Wrote),
-                        Deltas::NoItem => {}
-                        Deltas::Differs(item) => returned = item,
-                    }
+        let returned = match crate::delta::delta_writes(update) {
+            None => None,
+            Some(writes) => match self.merge_by_deltas(key, writes, budget).await? {
+                Ok(()) => return Ok(Merged::Wrote),
+                Err(returned) => returned,
+            },
+        };
+        self.merge_by_version(key, update, returned, budget, conflicts)
+            .await
+    }
+}
+
+impl Aggregator {
+    /// The delta strategy: the batch's shard changes as conditional `UpdateItem`s, creating the
+    /// total item empty on the counter's first write. `Ok(())` once applied; otherwise the
+    /// total item as the failed condition returned it (if it did), for the version strategy.
+    async fn merge_by_deltas(
+        &self,
+        key: &str,
+        writes: Vec<DeltaWrite>,
+        budget: &Budget,
+    ) -> Result<Result<(), Option<Item>>, Failure> {
+        match self.apply_deltas(key, writes.clone(), budget).await? {
+            Deltas::Applied => Ok(Ok(())),
+            Deltas::Differs(item) => Ok(Err(item)),
+            // The counter's first write: create the total item empty unless it exists (another
+            // invocation may just have: either way it exists now, and no other invocation's
+            // delta makes ours fail), and try once more.
+            Deltas::NoItem => {
+                self.create_empty(key, budget).await?;
+                match self.apply_deltas(key, writes, budget).await? {
+                    Deltas::Applied => Ok(Ok(())),
+                    Deltas::NoItem => Ok(Err(None)),
+                    Deltas::Differs(item) => Ok(Err(item)),
                 }
-                Deltas::Differs(item) => returned = item,
             }
         }
-        let (get_op, put_op) = (format!("GetItem {key}"), format!("PutItem {key}"));
-        let (get_op, put_op) = (get_op.as_str(), put_op.as_str());
+    }
+
+    /// The version strategy: read the total item (or take the one `returned`), merge the batch
+    /// into it, and put it back conditioned on the version read; a lost race reads again, as a
+    /// retry under the budget.
+    async fn merge_by_version(
+        &self,
+        key: &str,
+        update: &CounterUpdate,
+        mut returned: Option<Item>,
+        budget: &Budget,
+        conflicts: &AtomicU64,
+    ) -> Result<Merged, Failure> {
         let mut rounds = budget.attempts();
         let mut last = None;
         loop {
@@ -113,21 +147,7 @@ impl Aggregator {
             rounds.round();
             let item = match returned.take() {
                 Some(item) => Some(item),
-                None => {
-                    budget
-                        .call(|| {
-                            let get = self
-                                .client
-                                .get_item()
-                                .table_name(&self.table)
-                                .key(pk, AttributeValue::S(key.to_owned()))
-                                .consistent_read(true)
-                                .send();
-                            async move { get.await.map_err(|e| io_policy::classify(get_op, &e)) }
-                        })
-                        .await?
-                        .item
-                }
+                None => self.read_total(key, budget).await?,
             };
             let stored = match item {
                 None => Total::default(),
@@ -137,48 +157,76 @@ impl Aggregator {
             let Some(merged) = stored.merge(update) else {
                 return Ok(Merged::Unchanged);
             };
-            let item = merged.to_item(pk, key);
-            let size = item_size(&item);
-            if size > MAX_ITEM_BYTES {
-                return Err(Failure::record_permanent(format!(
-                    "the total item {key} would be {size} bytes, over DynamoDB's item limit of {MAX_ITEM_BYTES} \
-                     bytes ({} shards); use fewer shards",
-                    merged.shards.len()
-                )));
-            }
-            let item: HashMap<String, AttributeValue> = item.into();
-            let written = budget
-                .call(|| {
-                    let mut put = self
-                        .client
-                        .put_item()
-                        .table_name(&self.table)
-                        .set_item(Some(item.clone()));
-                    put = if stored.version == 0 {
-                        put.condition_expression("attribute_not_exists(#pk)")
-                            .expression_attribute_names("#pk", pk)
-                    } else {
-                        put.condition_expression("#version = :version")
-                            .expression_attribute_names("#version", VERSION)
-                            .expression_attribute_values(
-                                ":version",
-                                AttributeValue::N(stored.version.to_string()),
-                            )
-                    };
-                    let put = put.send();
-                    async move { put_applied(put.await, put_op) }
-                })
-                .await?;
-            if written {
+            if self.put_total(key, &merged, stored.version, budget).await? {
                 return Ok(Merged::Wrote);
             }
             conflicts.fetch_add(1, Ordering::Relaxed);
             last = Some(Failure::transient(format!("{key} was changed by another writer")));
         }
     }
-}
 
-impl Aggregator {
+    /// The total item `key`, read consistently.
+    async fn read_total(&self, key: &str, budget: &Budget) -> Result<Option<Item>, Failure> {
+        let operation = format!("GetItem {key}");
+        let operation = operation.as_str();
+        Ok(budget
+            .call(|| {
+                let get = self
+                    .client
+                    .get_item()
+                    .table_name(&self.table)
+                    .key(&self.partition_key, AttributeValue::S(key.to_owned()))
+                    .consistent_read(true)
+                    .send();
+                async move { get.await.map_err(|e| io_policy::classify(operation, &e)) }
+            })
+            .await?
+            .item)
+    }
+
+    /// Puts `merged` as the total item `key` if it still holds `version` (0: if it does not
+    /// exist); whether it did.
+    async fn put_total(
+        &self,
+        key: &str,
+        merged: &Total,
+        version: u64,
+        budget: &Budget,
+    ) -> Result<bool, Failure> {
+        let pk = &self.partition_key;
+        let item = merged.to_item(pk, key);
+        let size = item_size(&item);
+        if size > MAX_ITEM_BYTES {
+            return Err(Failure::record_permanent(format!(
+                "the total item {key} would be {size} bytes, over DynamoDB's item limit of {MAX_ITEM_BYTES} \
+                 bytes ({} shards); use fewer shards",
+                merged.shards.len()
+            )));
+        }
+        let item: Item = item.into();
+        let operation = format!("PutItem {key}");
+        let operation = operation.as_str();
+        budget
+            .call(|| {
+                let mut put = self
+                    .client
+                    .put_item()
+                    .table_name(&self.table)
+                    .set_item(Some(item.clone()));
+                put = if version == 0 {
+                    put.condition_expression("attribute_not_exists(#pk)")
+                        .expression_attribute_names("#pk", pk)
+                } else {
+                    put.condition_expression("#version = :version")
+                        .expression_attribute_names("#version", VERSION)
+                        .expression_attribute_values(":version", AttributeValue::N(version.to_string()))
+                };
+                let put = put.send();
+                async move { put_applied(put.await, operation) }
+            })
+            .await
+    }
+
     /// Sends `writes` to the total item `key` in turn, until all are applied or one's condition
     /// fails (the item does not hold what the batch expects, or does not exist yet). Those
     /// applied before it stay, and are correct: each is a delta of its own shards.

@@ -50,7 +50,7 @@ fn as_it_was(
                 };
             }
             for record in event.records.iter().filter(|r| id_of(r) == "odd") {
-                let failure = stream_kit::Failure::record_permanent("an index limit, since raised");
+                let failure = io_policy::Failure::record_permanent("an index limit, since raised");
                 let key = stream_runtime::parked::key(&prefix, "multikey-indexer", record);
                 let body =
                     stream_runtime::parked::body("multikey-indexer", record, &failure, chrono::Utc::now());

@@ -26,11 +26,12 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use io_policy::{Failure, FailureKind};
 use sharded_counter::layout::{DEFAULT_PARTITION_KEY, total_key};
 use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
 use stream_runtime::{
-    Applied, Aws, Budget, ConfigError, EventRecord, Failure, FailureKind, Metric, Planned, RecordFailure,
-    Resource, StreamFunction, Vars,
+    Applied, Aws, Budget, ConfigError, EventRecord, Metric, Planned, RecordFailure, Resource, StreamFunction,
+    Vars,
 };
 
 use crate::delta::DeltaWrite;

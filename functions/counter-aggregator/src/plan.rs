@@ -13,11 +13,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use aws_lambda_events::event::dynamodb::EventRecord;
+use io_policy::FailureKind;
 use key_codec::SequenceNumber;
 use serde_dynamo::AttributeValue;
 use sharded_counter::CounterKey;
 use sharded_counter::layout::COUNT;
-use stream_kit::{ChangeKind, FailureKind, Image, PlanFailures, Record, RecordError};
+use stream_kit::{ChangeKind, Image, PlanFailures, Record, RecordError};
 
 /// A shard's absolute count as of a stream record.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -45,9 +45,10 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use io_policy::FailureKind;
 use serde_dynamo::{AttributeValue, Item};
 use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
-use stream_kit::{EventRecord, FailureKind, ItemWrite, Op, PlanFailures, Record, RecordError};
+use stream_kit::{EventRecord, ItemWrite, Op, PlanFailures, Record, RecordError};
 
 use crate::config::{Index, Indexes};
 use multikey_schema::entries::{EntryKey, ImageEntries, Member};

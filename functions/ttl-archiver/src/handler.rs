@@ -9,9 +9,10 @@
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::StorageClass;
 use bytes::Bytes;
+use io_policy::{Failure, FailureKind};
 use stream_runtime::{
-    Applied, Aws, Budget, ConfigError, EventRecord, Failure, FailureKind, Metric, Planned, RecordFailure,
-    Resource, StreamFunction, Vars,
+    Applied, Aws, Budget, ConfigError, EventRecord, Metric, Planned, RecordFailure, Resource, StreamFunction,
+    Vars,
 };
 
 use crate::config::{Config, ObjectSettings};

@@ -18,8 +18,9 @@ use std::fmt;
 
 use aws_lambda_events::event::dynamodb::EventRecord;
 use chrono::{DateTime, SecondsFormat, Utc};
+use io_policy::FailureKind;
 use key_codec::SequenceNumber;
-use stream_kit::{ChangeKind, FailureKind, Image, PlanFailure, PlanFailures, Record, RecordError};
+use stream_kit::{ChangeKind, Image, PlanFailure, PlanFailures, Record, RecordError};
 
 use crate::config::ObjectSettings;
 use crate::format::{

@@ -31,7 +31,7 @@ pub use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 pub use aws_lambda_events::event::streams::DynamoDbEventResponse;
 pub use env::{ConfigError, Vars};
 pub use io_policy::Deadline;
-pub use io_policy::{Failure, FailureKind};
+
 pub use metrics::{Metric, Metrics};
 pub use outcome::{Checkpoint, NoCheckpoint, PlanFailure, PlanFailures, Skipped, conclude};
 pub use record::{ChangeKind, Image, Record, RecordError};

@@ -33,8 +33,10 @@ pub mod settings;
 
 use std::future::Future;
 
+use io_policy::{Failure, FailureKind};
+
 pub use aws::Aws;
-pub use io_policy::{Budget, Deadline, Failure, FailureKind, Policy};
+pub use io_policy::{Budget, Deadline, Policy};
 pub use prime::{PrimeError, Primed, Resource};
 pub use runtime::{Runtime, run};
 pub use settings::{ParkingPlace, Settings};

@@ -229,7 +229,7 @@ fn a_malformed_record_is_rejected_and_the_run_goes_on_around_it() {
     };
     assert_eq!(rejected.record, 1);
     assert_eq!(rejected.error, PlanError::SourceTable(String::new()));
-    assert_eq!(rejected.error.kind(), stream_kit::FailureKind::RecordPermanent);
+    assert_eq!(rejected.error.kind(), io_policy::FailureKind::RecordPermanent);
 }
 
 #[test]
@@ -254,7 +254,7 @@ fn unreadable_ttl_deletes_are_rejected_with_a_reason() {
         let plan = Plan::new(&layout(), std::slice::from_ref(&record));
         let stopped = plan.failures.rejected.first().expect("rejected");
         assert_eq!(stopped.record, 0);
-        assert_eq!(stopped.error.kind(), stream_kit::FailureKind::RecordPermanent);
+        assert_eq!(stopped.error.kind(), io_policy::FailureKind::RecordPermanent);
         assert!(
             stopped.error.to_string().contains(expected),
             "got: {}\n  expected: {expected}",

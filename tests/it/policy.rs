@@ -265,7 +265,9 @@ async fn unprocessed_keys_of_an_exact_counter_read_are_asked_again() {
 }
 
 /// The records a batch response reports as failed.
-fn failures(response: Result<stream_kit::DynamoDbEventResponse, stream_kit::NoCheckpoint>) -> Vec<String> {
+fn failures(
+    response: Result<stream_kit::DynamoDbEventResponse, stream_runtime::NoCheckpoint>,
+) -> Vec<String> {
     response
         .unwrap()
         .batch_item_failures

@@ -8,8 +8,9 @@
 //! - [`record`]: a typed view of one stream record ([`Record`]): the change kind as an enum, the
 //!   keys, and the images a change implies, with errors that say when the stream's view type
 //!   lacks an image the function needs.
-//! - [`outcome`]: the fail-fast batch response. Records are processed in order; the first one that
-//!   did not finish becomes the checkpoint. An empty or missing sequence number is never reported.
+//! - [`outcome`]: what a plan reports besides its writes: every plan's loop over its records
+//!   (record-permanent failures rejected, any other stops), and the records it skipped. The
+//!   checkpoint response is the runtime's (`stream_runtime::conclude`).
 //! - [`metrics`]: counters written as one CloudWatch Embedded Metric Format line per invocation.
 //! - [`env`]: configuration read from environment variables once at cold start, with errors that
 //!   name the variable.
@@ -33,6 +34,6 @@ pub use env::{ConfigError, Vars};
 pub use io_policy::Deadline;
 
 pub use metrics::{Metric, Metrics};
-pub use outcome::{Checkpoint, NoCheckpoint, PlanFailure, PlanFailures, Skipped, conclude};
+pub use outcome::{PlanFailure, PlanFailures, Skipped};
 pub use record::{ChangeKind, Image, Record, RecordError};
 pub use write::{ItemWrite, Op};

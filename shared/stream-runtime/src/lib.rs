@@ -14,7 +14,7 @@
 //! 4. **Park** ([`parked`]): each such record goes, whole, with its error, to the parking place
 //!    (an S3 prefix, `PARKING_BUCKET`/`PARKING_PREFIX`). A record that cannot be parked becomes
 //!    the checkpoint instead (a transient failure): nothing is lost.
-//! 5. **Conclude**: metrics as one EMF line, and the response, `batchItemFailures` holding the
+//! 5. **Conclude** ([`conclude`]): metrics as one EMF line, and the response, `batchItemFailures` holding the
 //!    checkpoint's sequence number.
 //!
 //! Before the first batch, [`run`] primes ([`prime`]): one `DescribeTable` or `HeadBucket` per
@@ -25,6 +25,7 @@
 //! (the local stack and the tests).
 
 pub mod aws;
+pub mod conclude;
 pub mod decide;
 pub mod parked;
 pub mod prime;
@@ -36,6 +37,7 @@ use std::future::Future;
 use io_policy::{Failure, FailureKind};
 
 pub use aws::Aws;
+pub use conclude::{Checkpoint, NoCheckpoint};
 pub use io_policy::{Budget, Deadline, Policy};
 pub use prime::{PrimeError, Primed, Resource};
 pub use runtime::{Runtime, run};

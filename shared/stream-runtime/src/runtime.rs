@@ -5,7 +5,9 @@ use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 use io_policy::{Budget, Deadline, Failure, FailureKind};
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
-use stream_kit::{DynamoDbEventResponse, Event, EventRecord, Metric, Metrics, NoCheckpoint, Vars, conclude};
+use stream_kit::{DynamoDbEventResponse, Event, EventRecord, Metric, Metrics, Vars};
+
+use crate::conclude::{NoCheckpoint, conclude};
 
 use crate::decide::{Decision, decide};
 use crate::settings::{ParkingPlace, Settings};

@@ -19,13 +19,13 @@
 //! (transient, systemic), or has all its records parked (a total item that would exceed
 //! DynamoDB's 400 KB item limit, or a counter name that cannot be keyed).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use io_policy::dynamodb::Item;
 use io_policy::{Failure, FailureKind};
 use sharded_counter::layout::{DEFAULT_PARTITION_KEY, total_key};
 use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
@@ -37,9 +37,6 @@ use stream_runtime::{
 use crate::delta::DeltaWrite;
 use crate::plan::{CounterUpdate, Plan, PlanError};
 use crate::state::{Total, VERSION};
-
-/// An item as DynamoDB returns it.
-type Item = HashMap<String, AttributeValue>;
 
 /// The function, with its configuration and client built once.
 #[derive(Debug, Clone)]
@@ -240,7 +237,7 @@ impl Aggregator {
         let op = format!("UpdateItem {key}");
         let op = op.as_str();
         for write in writes {
-            let values: HashMap<String, AttributeValue> = write
+            let values: Item = write
                 .values
                 .into_iter()
                 .map(|(name, value)| (name, value.into()))
@@ -297,7 +294,7 @@ impl Aggregator {
         let op = format!("PutItem {key} (empty)");
         let op = op.as_str();
         let item = Total::default().to_item(&self.partition_key, key);
-        let mut item: HashMap<String, AttributeValue> = item.into();
+        let mut item: Item = item.into();
         item.insert(VERSION.to_owned(), AttributeValue::N("1".to_owned()));
         budget
             .call(|| {

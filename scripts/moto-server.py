@@ -3,10 +3,11 @@
 moto's DynamoDB backend is not atomic the way DynamoDB is: `update_item` reads an item and
 mutates it in place with no lock, and for a missing item puts an empty item first and then
 updates it, so two concurrent `ADD`s to one item can lose one of them, and a stream read can see
-half an update. DynamoDB makes every single-item operation atomic. moto's server answers each
-connection on its own thread, so this launcher runs the same application as `moto_server` behind
-one lock for DynamoDB requests (their `X-Amz-Target` starts with `DynamoDB`); S3 and the other
-services stay concurrent. Arguments are `moto_server`'s (-H HOST -p PORT).
+half an update. DynamoDB makes every single-item operation atomic. This launcher runs the same
+application as `moto_server`, served by waitress from a pool of threads over kept-alive
+connections (moto's own server closes every connection after one request and starts a thread
+for each), with one lock for DynamoDB requests (their `X-Amz-Target` starts with `DynamoDB`); S3
+and the other services stay concurrent. Arguments are `moto_server`'s (-H HOST -p PORT).
 
 DynamoDB Streams' `GetRecords` "might take multiple calls to get to a portion of the shard that
 contains stream records": AWS answers empty pages, with a next iterator, where moto never does.
@@ -19,8 +20,9 @@ moto reads the list of its own modules from the disk on every request to route i
 reads it once. moto's table `Scan` walks the whole sorted table from its first item to find each
 page's `ExclusiveStartKey`; this launcher starts the walk at that key by binary search (same
 order, same pages, same `LastEvaluatedKey`): a paginated scan of N items costs N, not N squared.
-Its response serializer resolves each attribute of a plain dict through a chain of aliases; this
-launcher takes the chain's known answer directly.
+Its response serializer looks up each member of a plain dict through a chain of aliases built
+afresh every time; this launcher asks the chain once per shape and member and keeps its keys
+(`SIDESTREAM_MOTO_CHECK=1` checks every answer against moto's own).
 
 With `SIDESTREAM_MOTO_PROFILE=FILE`, the DynamoDB requests (which run one at a time) are profiled
 with cProfile, and on SIGTERM the launcher writes to FILE each operation's count and seconds,
@@ -32,6 +34,7 @@ import collections
 import cProfile
 import io
 import json
+import logging
 import os
 import pstats
 import random
@@ -40,17 +43,16 @@ import sys
 import threading
 import time
 
-from werkzeug.serving import run_simple
+from waitress.server import create_server
 
 from moto import backends
-from moto.moto_server.werkzeug_app import (
-    DomainDispatcherApplication,
-    MotoRequestHandler,
-    create_backend_app,
-)
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
 
 GET_RECORDS = "DynamoDBStreams_20120810.GetRecords"
+# Threads answering requests: DynamoDB's wait for one another on the lock; S3's need not wait
+# behind them.
+WORKER_THREADS = 16
 # Empty pages at most in a row for one iterator: readers read through three (reader.rs).
 MAX_EMPTY_IN_A_ROW = 2
 
@@ -131,29 +133,71 @@ def scan_from_the_start_key():
     Table.scan = scan
 
 
-def pick_dict_keys_directly():
-    """moto's response serializer looks up every attribute of every item through its chain of
-    alias providers (`AttributePicker.get_possible_keys`: a quarter of the DynamoDB requests'
-    time under the suite). For a plain dict that holds the key, the chain's answer is known: no
-    `Meta` (so no explicit alias), then the shape's name if it is an alias and the dict holds it
-    (as it is or in snake_case), else the key itself. This picks that answer directly, and leaves every other case to moto."""
-    from moto.core.serialize import AttributePicker, ShapeNameAlias, xform_name
+def pick_plain_dict_members_by_table(check):
+    """moto's response serializer finds every member of every structure through its picker's
+    chain of alias providers (`XFormedAttributePicker`): built afresh for each member, most of
+    them absent (an attribute value holds one of its ten members), half of all the DynamoDB
+    requests' time under the suite. For a plain dict the chain's keys depend only on the member
+    and its shape (no `Meta`, and the class is always `dict`), so this asks the chain once per
+    (shape, parent, member) and keeps its keys in order; a value is then the first of those keys
+    that the dict holds, as the picker would find it. Anything else (another picker, response
+    transformers, a key with a dot, an object that is not a plain dict) goes to moto.
 
-    original = AttributePicker.__call__
+    With `check` (SIDESTREAM_MOTO_CHECK), every answer is also serialized by moto alone, and the
+    launcher stops at the first difference."""
+    from moto.core import serialize as moto_serialize
 
-    def pick(self, context):
-        obj, key = context.obj, context.key
-        if type(obj) is not dict or key not in obj or self.response_transformers:
-            return original(self, context)
-        shape_name = ShapeNameAlias(context)
-        if shape_name.has_alias(key):
-            alias = shape_name.get_alias(key)
-            # The picker tries each alias as it is and in snake_case.
-            if alias in obj or xform_name(alias) in obj:
-                return original(self, context)
-        return obj[key]
+    original_get_value = moto_serialize.ResponseSerializer.get_value
+    original_serialize = moto_serialize.ResponseSerializer.serialize
+    picker_class = moto_serialize.XFormedAttributePicker
+    providers = moto_serialize.DEFAULT_ALIAS_PROVIDERS
+    chains = {}
+    moto_alone = threading.local()
 
-    AttributePicker.__call__ = pick
+    def get_value(self, value, key, shape):
+        picker = self._value_picker
+        if (
+            type(value) is not dict
+            or type(picker) is not picker_class
+            or picker.response_transformers
+            or picker.alias_providers is not providers
+            or getattr(moto_alone, "on", False)
+        ):
+            return original_get_value(self, value, key, shape)
+        slot = (shape, getattr(shape, "parent", None), key)
+        keys = chains.get(slot)
+        if keys is None:
+            context = moto_serialize.AttributePickerContext(obj={}, key=key, shape=shape)
+            keys = tuple(picker.get_possible_keys(context))
+            if any("." in k for k in keys):
+                keys = ()
+            chains[slot] = keys
+        if not keys:
+            return original_get_value(self, value, key, shape)
+        for candidate in keys:
+            if candidate in value:
+                return value[candidate]
+        return None
+
+    def serialize_checked(self, result):
+        answer = original_serialize(self, result)
+        moto_alone.on = True
+        try:
+            expected = original_serialize(self, result)
+        finally:
+            moto_alone.on = False
+        if answer != expected:
+            sys.stderr.write(
+                f"moto-server: the serializer's shortcut differs from moto on {self.operation_name}:\n"
+                f"  shortcut: {answer!r:.2000}\n  moto:     {expected!r:.2000}\n"
+            )
+            sys.stderr.flush()
+            os._exit(3)
+        return answer
+
+    moto_serialize.ResponseSerializer.get_value = get_value
+    if check:
+        moto_serialize.ResponseSerializer.serialize = serialize_checked
 
 
 class Profile:
@@ -233,7 +277,7 @@ def main():
     os.environ.setdefault("MOTO_PORT", str(args.port))
     remember_moto_modules()
     scan_from_the_start_key()
-    pick_dict_keys_directly()
+    pick_plain_dict_members_by_table(os.environ.get("SIDESTREAM_MOTO_CHECK") == "1")
     app = DomainDispatcherApplication(create_backend_app)
     app.debug = True
     lock = threading.Lock()
@@ -247,9 +291,11 @@ def main():
             sys.exit(0)
 
         signal.signal(signal.SIGTERM, stop)
-    run_simple(
-        args.host,
-        args.port,
+    # waitress keeps connections alive and answers them from a pool of threads; werkzeug's
+    # development server, which `moto_server` uses, closes every connection after one request
+    # and starts a thread for each.
+    logging.basicConfig(level=logging.WARNING)
+    create_server(
         serialized(
             app,
             lock,
@@ -259,9 +305,14 @@ def main():
             ),
             profile,
         ),
-        threaded=True,
-        request_handler=MotoRequestHandler,
-    )
+        host=args.host,
+        port=args.port,
+        threads=WORKER_THREADS,
+        connection_limit=1000,
+        channel_timeout=300,
+        asyncore_use_poll=True,
+        ident="Server",
+    ).run()
 
 
 if __name__ == "__main__":

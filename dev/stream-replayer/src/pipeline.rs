@@ -374,6 +374,7 @@ impl Stream {
         if let Some(sweeper) = &mut self.sweeper {
             for (_, record) in &mut records {
                 sweeper.deletes().mark(record);
+                sweeper.observe(record);
             }
         }
         progress.read.fetch_add(records.len() as u64, Ordering::Relaxed);

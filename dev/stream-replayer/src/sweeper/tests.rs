@@ -66,3 +66,60 @@ fn only_the_sweepers_own_removes_get_the_service_identity() {
     assert!(!deletes.mark(&mut insert), "only REMOVE records are marked");
     assert_eq!(deletes.len(), 1);
 }
+
+fn change(
+    name: &str,
+    id: &str,
+    new_image: serde_json::Value,
+) -> aws_lambda_events::event::dynamodb::EventRecord {
+    let mut record = remove(id, "open");
+    record.event_name = name.into();
+    record.change.new_image = serde_json::from_value(new_image).unwrap();
+    record
+}
+
+#[test]
+fn the_stream_tells_which_items_are_due() {
+    use super::Expiries;
+    let now = 1_800_000_000;
+    let with_ttl = |id: &str, at: i64| serde_json::json!({"id": {"S": id}, "ttl": {"N": at.to_string()}});
+    let without = |id: &str| serde_json::json!({"id": {"S": id}});
+    let key = ["id".to_owned()];
+    let mut expiries = Expiries::default();
+    // (record, the ids due at `now` after it): each check takes the due ones away, so later
+    // rows start from what is left.
+    let cases: Vec<(aws_lambda_events::event::dynamodb::EventRecord, Vec<&str>)> = vec![
+        (change("INSERT", "a", with_ttl("a", now - 10)), vec!["a"]),
+        (change("INSERT", "b", with_ttl("b", now + 10)), vec![]),
+        // b's TTL moved into the past: due.
+        (change("MODIFY", "b", with_ttl("b", now - 1)), vec!["b"]),
+        (change("INSERT", "c", with_ttl("c", now - 5)), vec!["c"]),
+        (change("INSERT", "d", with_ttl("d", now - 5)), vec!["d"]),
+        (change("INSERT", "e", with_ttl("e", now - 5)), vec!["e"]),
+        (change("INSERT", "f", with_ttl("f", now + 100)), vec![]),
+    ];
+    for (i, (record, due)) in cases.into_iter().enumerate() {
+        expiries.observe(&record, "ttl", &key);
+        let mut taken: Vec<String> = expiries
+            .take_due(now)
+            .into_iter()
+            .map(|k| match k.get("id") {
+                Some(aws_sdk_dynamodb::types::AttributeValue::S(id)) => id.clone(),
+                other => panic!("key {other:?}"),
+            })
+            .collect();
+        taken.sort();
+        assert_eq!(taken, due, "record {i}");
+    }
+    assert_eq!(expiries.len(), 1, "f waits");
+    // A TTL taken away, and a deletion, forget the item before it is due.
+    expiries.observe(&change("INSERT", "g", with_ttl("g", now + 100)), "ttl", &key);
+    expiries.observe(&change("MODIFY", "g", without("g")), "ttl", &key);
+    expiries.observe(&remove("f", "open"), "ttl", &key);
+    assert!(expiries.take_due(now + 1000).is_empty());
+    assert!(expiries.is_empty());
+    assert!(!expiries.blind());
+    // A record with no new image (a KEYS_ONLY stream): the stream cannot say.
+    expiries.observe(&change("INSERT", "h", serde_json::json!({})), "ttl", &key);
+    assert!(expiries.blind());
+}

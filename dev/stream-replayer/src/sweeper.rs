@@ -118,18 +118,25 @@ impl Expiries {
         self.blind
     }
 
-    /// The keys of the items due at `now` (epoch seconds), each forgotten: the sweep deletes
-    /// it, or finds it changed, and then a record of the change tells its TTL again.
-    pub fn take_due(&mut self, now: i64) -> Vec<HashMap<String, AttributeValue>> {
-        let due: Vec<String> = self
-            .items
+    /// The items due at `now` (epoch seconds), by their ids for [`Expiries::key`] and
+    /// [`Expiries::forget`].
+    pub fn due(&self, now: i64) -> Vec<String> {
+        self.items
             .iter()
             .filter(|(_, (at, _))| expired(at, now))
             .map(|(id, _)| id.clone())
-            .collect();
-        due.into_iter()
-            .filter_map(|id| self.items.remove(&id).map(|(_, key)| key))
             .collect()
+    }
+
+    /// The key of the item with this id.
+    pub fn key(&self, id: &str) -> Option<&HashMap<String, AttributeValue>> {
+        self.items.get(id).map(|(_, key)| key)
+    }
+
+    /// Forgets an item once the sweep has deleted it, or found it changed: a record of the change
+    /// will tell its TTL again.
+    pub fn forget(&mut self, id: &str) {
+        self.items.remove(id);
     }
 
     /// How many items with a TTL are known.
@@ -224,8 +231,14 @@ impl Sweeper {
             return self.sweep_by_scan(now).await;
         }
         let mut deleted = 0;
-        for key in self.expiries.take_due(now) {
+        for id in self.expiries.due(now) {
+            let Some(key) = self.expiries.key(&id).cloned() else {
+                continue;
+            };
+            // Forgotten only once the delete is answered: after an error the next sweep tries
+            // again.
             deleted += usize::from(self.delete(key, now).await?);
+            self.expiries.forget(&id);
         }
         Ok(deleted)
     }

@@ -7,7 +7,9 @@ half an update. DynamoDB makes every single-item operation atomic. This launcher
 application as `moto_server`, served by waitress from a pool of threads over kept-alive
 connections (moto's own server closes every connection after one request and starts a thread
 for each), with one lock for DynamoDB requests (their `X-Amz-Target` starts with `DynamoDB`); S3
-and the other services stay concurrent. Arguments are `moto_server`'s (-H HOST -p PORT).
+and the other services stay concurrent. waitress drops request headers whose names hold an
+underscore (moto's own handler puts them back, for S3 metadata): Sidestream's S3 metadata names
+use hyphens. Arguments are `moto_server`'s (-H HOST -p PORT).
 
 DynamoDB Streams' `GetRecords` "might take multiple calls to get to a portion of the shard that
 contains stream records": AWS answers empty pages, with a next iterator, where moto never does.
@@ -137,7 +139,7 @@ def pick_plain_dict_members_by_table(check):
     """moto's response serializer finds every member of every structure through its picker's
     chain of alias providers (`XFormedAttributePicker`): built afresh for each member, most of
     them absent (an attribute value holds one of its ten members), half of all the DynamoDB
-    requests' time under the suite. For a plain dict the chain's keys depend only on the member
+    requests' time under the suite by cProfile. For a plain dict the chain's keys depend only on the member
     and its shape (no `Meta`, and the class is always `dict`), so this asks the chain once per
     (shape, parent, member) and keeps its keys in order; a value is then the first of those keys
     that the dict holds, as the picker would find it. Anything else (another picker, response

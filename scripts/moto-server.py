@@ -27,8 +27,9 @@ afresh every time; this launcher asks the chain once per shape and member and ke
 (`SIDESTREAM_MOTO_CHECK=1` checks every answer against moto's own).
 
 With `SIDESTREAM_MOTO_PROFILE=FILE`, the DynamoDB requests (which run one at a time) are profiled
-with cProfile, and on SIGTERM the launcher writes to FILE each operation's count and seconds,
-then the functions that took the most time: where the emulator spends the suite's time.
+with cProfile, and on SIGTERM the launcher writes to FILE each operation's count, seconds answering
+and seconds waiting for the lock, by table, then the functions that took the most time: where the
+emulator spends the suite's time.
 """
 
 import argparse
@@ -202,6 +203,29 @@ def pick_plain_dict_members_by_table(check):
         moto_serialize.ResponseSerializer.serialize = serialize_checked
 
 
+def table_of(environ):
+    """The table a DynamoDB or DynamoDB Streams request names (its stream's table for a stream
+    ARN or shard iterator), or "-"; the request's body is read and put back."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length)
+    environ["wsgi.input"] = io.BytesIO(body)
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return "-"
+    if "TableName" in request:
+        return request["TableName"]
+    if "RequestItems" in request:
+        return ",".join(sorted(request["RequestItems"]))
+    for field in ("StreamArn", "ShardIterator"):
+        if field in request:
+            text = request[field]
+            start = text.find(":table/")
+            if start >= 0:
+                return text[start + 7:].split("/")[0]
+    return "-"
+
+
 class Profile:
     """cProfile over the DynamoDB requests, and each operation's count and seconds. Used only
     under the DynamoDB lock, so one profiler serves every thread."""
@@ -209,25 +233,35 @@ class Profile:
     def __init__(self, path):
         self.path = path
         self.profiler = cProfile.Profile()
-        self.operations = collections.defaultdict(lambda: [0, 0.0])
+        self.operations = collections.defaultdict(lambda: [0, 0.0, 0.0])
 
-    def run(self, target, call):
+    def run(self, target, environ, arrived, call):
         start = time.perf_counter()
+        table = table_of(environ)
         self.profiler.enable()
         try:
             return call()
         finally:
             self.profiler.disable()
-            seen = self.operations[target.split(".")[-1]]
+            seen = self.operations[(target.split(".")[-1], table)]
             seen[0] += 1
             seen[1] += time.perf_counter() - start
+            seen[2] += start - arrived
 
     def write(self):
         with open(self.path, "w") as out:
-            total = sum(s for _, s in self.operations.values())
-            out.write(f"DynamoDB requests: {sum(c for c, _ in self.operations.values())}, {total:.1f} s\n")
-            for name, (count, seconds) in sorted(self.operations.items(), key=lambda o: -o[1][1]):
-                out.write(f"  {name:<28} {count:>8} {seconds:>9.1f} s {1000 * seconds / count:>8.2f} ms each\n")
+            total = sum(s for _, s, _ in self.operations.values())
+            waited = sum(w for _, _, w in self.operations.values())
+            out.write(
+                f"DynamoDB requests: {sum(c for c, _, _ in self.operations.values())}, {total:.1f} s"
+                f" answering, {waited:.1f} s waiting for the lock\n"
+            )
+            out.write(f"  {'operation':<22} {'table':<40} {'count':>8} {'answering':>11} {'each':>11} {'waiting':>9}\n")
+            for (name, table), (count, seconds, wait) in sorted(self.operations.items(), key=lambda o: -o[1][1]):
+                out.write(
+                    f"  {name:<22} {table:<40} {count:>8} {seconds:>9.1f} s"
+                    f" {1000 * seconds / count:>8.2f} ms {wait:>7.1f} s\n"
+                )
             out.write("\n")
             stats = pstats.Stats(self.profiler, stream=out)
             stats.sort_stats("cumulative").print_stats(40)
@@ -243,6 +277,7 @@ def serialized(app, lock, empty_pages, profile=None):
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         if not target.startswith("DynamoDB"):
             return app(environ, start_response)
+        arrived = time.perf_counter()
         with lock:
             if target == GET_RECORDS:
                 empty = empty_pages.answer(environ)
@@ -256,7 +291,7 @@ def serialized(app, lock, empty_pages, profile=None):
                     )
                     return [empty]
             if profile is not None:
-                return profile.run(target, lambda: answer(environ, start_response))
+                return profile.run(target, environ, arrived, lambda: answer(environ, start_response))
             return answer(environ, start_response)
 
     def answer(environ, start_response):

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::{Result, ensure};
 
-use crate::moto::{sdk, unique};
+use crate::moto::unique;
 
 /// Rates raised over the default so that 5,000 ops meet every kind several times; stalls short
 /// enough for a test, still past the chaos stack's 1 s attempt timeout.
@@ -16,15 +16,23 @@ const SPEC: &str = "throttle=0.05,5xx=0.03,partial=0.3,apply-then-fail=0.03,rese
 
 #[tokio::test]
 async fn five_thousand_ops_under_every_fault_lose_nothing_and_double_nothing() -> Result<()> {
-    let sdk = sdk();
     let faults = chaos::Faults::parse(SPEC, Some(7))?;
     let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
     let options = chaos::Options::new(5_000, 7, faults, template, unique("chaos"));
-    let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
-    let report = chaos::run(&sdk, &endpoint, &options, &chaos::Progress::default()).await?;
+    // Two motos when scripts/moto started them (scripts/test does): the tables split between.
+    let endpoints: Vec<String> = match std::env::var("SIDESTREAM_MOTO_ENDPOINTS") {
+        Ok(list) => list.split_whitespace().map(str::to_owned).collect(),
+        Err(_) => vec![std::env::var("SIDESTREAM_MOTO_ENDPOINT")?],
+    };
+    let report = chaos::run(&endpoints, &options, &chaos::Progress::default()).await?;
     let summary = serde_json::to_string_pretty(&report)?;
     ensure!(report.ok(), "an oracle found a difference: {summary}");
 
+    ensure!(
+        report.emulator_requests.len() == endpoints.len() && report.emulator_requests.iter().all(|n| *n > 0),
+        "every emulator served requests: {:?}",
+        report.emulator_requests
+    );
     for (kind, n) in &report.wire_faults {
         ensure!(*n > 0, "no {kind} injected: {summary}");
     }

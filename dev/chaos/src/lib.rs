@@ -1,7 +1,9 @@
 //! chaos: Sidestream under every fault AWS and Lambda produce, checked end to end.
 //!
 //! [`run`] creates the stack of `template.yaml` on the emulator, starts the fault proxy between
-//! the functions and the emulator (AWS faults on the wire) and the replayer with Lambda-side
+//! the functions and the emulator (AWS faults on the wire), and a fault-free router for
+//! everything else; with two emulators (two motos, one core each), the issues table and its
+//! stream are held by the first and every other table and service by the second. It starts the replayer with Lambda-side
 //! faults (killed processes, timeouts, batches delivered twice), several shards split parent to
 //! children and `ParallelizationFactor` batches per shard. Concurrent writers then make a
 //! generated workload ([`workload`]) while the three functions run in process. When every
@@ -85,6 +87,9 @@ pub enum ChaosError {
     /// The fault proxy could not start.
     #[error("the fault proxy: {0}")]
     Proxy(std::io::Error),
+    /// More emulators than the run can split its tables over.
+    #[error("{0} emulators: a chaos run splits its tables over one or two")]
+    Emulators(usize),
     /// An oracle could not read what it checks.
     #[error("a check: {0}")]
     Check(String),
@@ -231,12 +236,16 @@ pub struct Report {
     pub stream_records: u64,
     /// Faults the proxy injected, by kind, and the requests it forwarded.
     pub wire_faults: BTreeMap<&'static str, u64>,
+    /// Requests sent to each emulator, by the fault proxy and the router together.
+    pub emulator_requests: Vec<u64>,
     /// Each mapping's counts, Lambda-side faults included.
     pub mappings: Vec<Mapping>,
     /// The runtimes' totals.
     pub runtime: RuntimeTotals,
     /// Wall time from the first write to the last check.
     pub seconds: f64,
+    /// Where that time went.
+    pub phases: Phases,
     /// Stream records per second over the run.
     pub records_per_second: f64,
     /// What the operations phase did.
@@ -252,23 +261,22 @@ impl Report {
     }
 }
 
-/// Runs the workload of `options` on the emulator at `endpoint` (which `sdk` points at),
-/// reporting how far it has got in `progress`.
-pub async fn run(
-    sdk: &SdkConfig,
-    endpoint: &str,
-    options: &Options,
-    progress: &Progress,
-) -> Result<Report, ChaosError> {
+/// Runs the workload of `options` on the emulators at `endpoints` (one moto, or two that split
+/// the tables between them), reporting how far it has got in `progress`. Every request goes
+/// through the run's own router or its fault proxy, with the credentials and region of the
+/// environment.
+pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -> Result<Report, ChaosError> {
     let Setup {
         proxy,
+        direct,
         through,
         stack,
         tally,
         pipeline,
         failure_log,
         kept,
-    } = set_up(sdk, endpoint, options).await?;
+    } = set_up(endpoints, options).await?;
+    let sdk = &direct;
     let _ = progress.replay.set(pipeline.progress());
 
     let started = Instant::now();
@@ -310,16 +318,22 @@ pub async fn run(
             .collect::<Result<_, ChaosError>>()?,
     };
     let written_all = AtomicBool::new(false);
-    let (written, operated) = tokio::join!(
+    let mut phases = Phases::default();
+    let ((written, writing), operated) = tokio::join!(
         async {
             let written = write(sdk, &stack, &counters, ops, options.writers, progress).await;
             written_all.store(true, Ordering::Relaxed);
-            written
+            (written, started.elapsed())
         },
         operator.run(&written_all, progress)
     );
+    phases.writing = writing.as_secs_f64();
+    phases.operating = started.elapsed().saturating_sub(writing).as_secs_f64();
     progress.settling.store(true, Ordering::Relaxed);
+    let settling = Instant::now();
     let pipeline = replay.finish().await?;
+    phases.settling = settling.elapsed().as_secs_f64();
+    let checking = Instant::now();
     let sums = written?;
     let mut operations = operated?;
     operations.drift_at_end = operator.drift_at_end().await?;
@@ -335,15 +349,9 @@ pub async fn run(
         .into_iter()
         .map(|(function, counts)| Mapping::new(function, counts))
         .collect();
-    let runtime = RuntimeTotals {
-        requests: tally.get(Metric::Requests),
-        retries: tally.get(Metric::Retries),
-        parked: tally.get(Metric::ParkedRecords),
-        transient_stops: tally.get(Metric::TransientFailures),
-        systemic_stops: tally.get(Metric::SystemicFailures),
-        conflicts: tally.get(Metric::Conflicts),
-    };
+    let runtime = RuntimeTotals::from(&*tally);
     verdicts.push(nothing_lost(&mappings, &runtime, &failure_log));
+    phases.checking = checking.elapsed().as_secs_f64();
     let seconds = started.elapsed().as_secs_f64();
     let stream_records = pipeline.progress().read.load(Ordering::Relaxed);
     Ok(Report {
@@ -351,9 +359,11 @@ pub async fn run(
         seed: options.seed,
         stream_records,
         wire_faults: proxy.counts.snapshot().into_iter().collect(),
+        emulator_requests: proxy.upstreams.sent(),
         mappings,
         runtime,
         seconds,
+        phases,
         #[expect(clippy::cast_precision_loss, reason = "a rate for people")]
         records_per_second: stream_records as f64 / seconds.max(f64::EPSILON),
         operations,
@@ -361,9 +371,37 @@ pub async fn run(
     })
 }
 
+/// A run's wall time by phase, in seconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Phases {
+    /// From the first write to the last: the replay and the operations run beside it.
+    pub writing: f64,
+    /// The operations' last round, after the last write.
+    pub operating: f64,
+    /// The replay delivering what was left, and sweeping what expired.
+    pub settling: f64,
+    /// The last verification and the oracles.
+    pub checking: f64,
+}
+
+impl From<&Tally> for RuntimeTotals {
+    fn from(tally: &Tally) -> RuntimeTotals {
+        RuntimeTotals {
+            requests: tally.get(Metric::Requests),
+            retries: tally.get(Metric::Retries),
+            parked: tally.get(Metric::ParkedRecords),
+            transient_stops: tally.get(Metric::TransientFailures),
+            systemic_stops: tally.get(Metric::SystemicFailures),
+            conflicts: tally.get(Metric::Conflicts),
+        }
+    }
+}
+
 /// What a run works with.
 struct Setup {
     proxy: fault_proxy::Proxy,
+    /// The SDK configuration through the router, without faults: the application's path.
+    direct: SdkConfig,
     /// The SDK configuration through the proxy.
     through: SdkConfig,
     stack: Stack,
@@ -374,17 +412,25 @@ struct Setup {
     kept: Arc<operations::Kept>,
 }
 
-/// The fault proxy, a fresh stack, and the replayer over it with the functions in process
-/// behind the proxy, their metrics summed.
-async fn set_up(sdk: &SdkConfig, endpoint: &str, options: &Options) -> Result<Setup, ChaosError> {
-    let proxy = fault_proxy::start(endpoint, options.faults.wire)
+/// The router and the fault proxy, a fresh stack, and the replayer over it with the functions
+/// in process behind the proxy, their metrics summed.
+async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosError> {
+    let upstreams = upstreams(endpoints, &options.stack)?;
+    let router = fault_proxy::start_routed(upstreams.clone(), fault_proxy::Spec::none())
         .await
         .map_err(ChaosError::Proxy)?;
-    // An explicit endpoint: one set on a copy of `sdk` would lose to AWS_ENDPOINT_URL.
-    let through = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(format!("http://{}", proxy.addr))
-        .load()
-        .await;
+    let proxy = fault_proxy::start_routed(upstreams, options.faults.wire)
+        .await
+        .map_err(ChaosError::Proxy)?;
+    // Explicit endpoints, which win over AWS_ENDPOINT_URL.
+    let at = |addr: std::net::SocketAddr| {
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(format!("http://{addr}"))
+            .load()
+    };
+    let direct = at(router.addr).await;
+    let through = at(proxy.addr).await;
+    let sdk = &direct;
     let stack = Stack::create(sdk, &options.template, &options.stack, &options.parameters).await?;
     let tally = Arc::new(Tally::default());
     let kept = Arc::new(operations::Kept::default());
@@ -412,6 +458,7 @@ async fn set_up(sdk: &SdkConfig, endpoint: &str, options: &Options) -> Result<Se
     });
     Ok(Setup {
         proxy,
+        direct,
         through,
         stack,
         tally,
@@ -419,6 +466,25 @@ async fn set_up(sdk: &SdkConfig, endpoint: &str, options: &Options) -> Result<Se
         failure_log,
         kept,
     })
+}
+
+/// The emulators at `endpoints`: with two, the first holds the stack's issues table (the
+/// busiest: the workload's items, two readers of its stream, the sweeper's deletes, the
+/// operations' touches) and the second every other table, the bucket and the queues. In the
+/// 10,000-op profile of docs/local.md, that split is about 60:40 of moto's time.
+fn upstreams(endpoints: &[String], stack: &str) -> Result<fault_proxy::Upstreams, ChaosError> {
+    match endpoints {
+        [one] => Ok(fault_proxy::Upstreams::one(one)),
+        [_, _] => {
+            let issues = local_stack::resource_name(stack, "IssuesTable");
+            Ok(fault_proxy::Upstreams::by_table(
+                endpoints.to_vec(),
+                move |table| usize::from(table != issues),
+                1,
+            ))
+        }
+        _ => Err(ChaosError::Emulators(endpoints.len())),
+    }
 }
 
 /// Nothing given up by the replayer, nothing parked, every record read delivered or filtered.

@@ -19,6 +19,8 @@
 //! milliseconds (`5ms`), `capacity` in requests per second, `sink` (0 or 1), and `seed`; [`DEFAULT_SPEC`] is
 //! what `--faults default` means.
 //!
+//! Upstream is one emulator, or several with each table on one of them ([`route`]).
+//!
 //! [`Proxy::record`] keeps the faultable requests that pass, and [`replay`] sends them again,
 //! byte for byte, as a bare client would: a bench's yardstick for what exactly those requests
 //! cost the emulator and the latency.
@@ -37,6 +39,10 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
+
+pub mod route;
+
+pub use route::{Unroutable, Upstreams};
 
 /// What `--faults default` means: every kind, at rates a run of a few thousand records meets
 /// each of several times.
@@ -90,14 +96,9 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// Reads `name=value,…`; `default` is [`DEFAULT_SPEC`].
-    pub fn parse(text: &str) -> Result<Spec, SpecError> {
-        let text = if text.trim() == "default" {
-            DEFAULT_SPEC
-        } else {
-            text
-        };
-        let mut spec = Spec {
+    /// No faults, no latency: the proxy only forwards (a router).
+    pub fn none() -> Spec {
+        Spec {
             throttle: 0.0,
             server_error: 0.0,
             partial: 0.0,
@@ -109,7 +110,17 @@ impl Spec {
             capacity: 0,
             sink: false,
             seed: 1,
+        }
+    }
+
+    /// Reads `name=value,…`; `default` is [`DEFAULT_SPEC`].
+    pub fn parse(text: &str) -> Result<Spec, SpecError> {
+        let text = if text.trim() == "default" {
+            DEFAULT_SPEC
+        } else {
+            text
         };
+        let mut spec = Spec::none();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, value) = part
                 .split_once('=')
@@ -212,6 +223,8 @@ pub struct Proxy {
     pub addr: SocketAddr,
     /// What it has done so far.
     pub counts: Arc<Counts>,
+    /// Where it sends requests, and how many it has sent to each.
+    pub upstreams: Upstreams,
     recorder: Arc<Mutex<Option<Vec<Recorded>>>>,
 }
 
@@ -286,7 +299,7 @@ pub async fn replay(
 }
 
 struct State {
-    upstream: String,
+    upstreams: Upstreams,
     spec: Spec,
     rng: Mutex<fastrand::Rng>,
     bucket: Mutex<Bucket>,
@@ -333,12 +346,19 @@ enum Fault {
 /// Starts a proxy on a free loopback port in front of `upstream` (`http://127.0.0.1:PORT`); it
 /// runs until the runtime ends.
 pub async fn start(upstream: &str, spec: Spec) -> std::io::Result<Proxy> {
+    start_routed(Upstreams::one(upstream), spec).await
+}
+
+/// Starts a proxy on a free loopback port in front of `upstreams`, each request sent to the one
+/// that holds its tables; it runs until the runtime ends. With a spec of no faults
+/// ([`Spec::none`]) it is a plain router.
+pub async fn start_routed(upstreams: Upstreams, spec: Spec) -> std::io::Result<Proxy> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let counts = Arc::new(Counts::default());
     let recorder = Arc::new(Mutex::new(None));
     let state = Arc::new(State {
-        upstream: upstream.trim_end_matches('/').to_owned(),
+        upstreams: upstreams.clone(),
         spec,
         rng: Mutex::new(fastrand::Rng::with_seed(spec.seed)),
         bucket: Mutex::new(Bucket {
@@ -356,6 +376,7 @@ pub async fn start(upstream: &str, spec: Spec) -> std::io::Result<Proxy> {
     Ok(Proxy {
         addr,
         counts,
+        upstreams,
         recorder,
     })
 }
@@ -467,7 +488,7 @@ async fn handle(state: &State, request: Request<Incoming>) -> Result<Response<Fu
         && let Some((first, rest)) = split_batch(&body)
     {
         counts.partial.fetch_add(1, Ordering::Relaxed);
-        let answer = forward(state, &parts, Bytes::from(first.to_string())).await;
+        let answer = forward(state, &parts, &target, Bytes::from(first.to_string())).await;
         if !answer.as_ref().is_ok_and(|r| r.status().is_success()) {
             return Ok(answer.unwrap_or_else(|()| server_error(true)));
         }
@@ -476,7 +497,7 @@ async fn handle(state: &State, request: Request<Incoming>) -> Result<Response<Fu
         set_content_type(&mut response, "application/x-amz-json-1.0");
         return Ok(response);
     }
-    let answer = forward(state, &parts, body).await;
+    let answer = forward(state, &parts, &target, body).await;
     if fault == Fault::ApplyThenFail {
         counts.applied_then_failed.fetch_add(1, Ordering::Relaxed);
         return Ok(server_error(dynamodb));
@@ -549,16 +570,29 @@ fn split_batch(body: &[u8]) -> Option<(Value, Value)> {
     Some((sent, group(rest)))
 }
 
+/// Sends a request to the upstream that holds its tables; a request no one upstream can answer
+/// gets a `ValidationException` that says why.
 async fn forward(
     state: &State,
     parts: &hyper::http::request::Parts,
+    target: &str,
     body: Bytes,
 ) -> Result<Response<Full<Bytes>>, ()> {
+    let upstream = match state.upstreams.pick(target, &body) {
+        Ok(upstream) => upstream,
+        Err(unroutable) => {
+            return Ok(dynamodb_error(
+                StatusCode::BAD_REQUEST,
+                "ValidationException",
+                &unroutable.to_string(),
+            ));
+        }
+    };
     state.counts.forwarded.fetch_add(1, Ordering::Relaxed);
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut request = Request::builder()
         .method(parts.method.clone())
-        .uri(format!("{}{path}", state.upstream));
+        .uri(format!("{upstream}{path}"));
     for (name, value) in &parts.headers {
         if name != hyper::header::CONTENT_LENGTH && name != hyper::header::TRANSFER_ENCODING {
             request = request.header(name, value);

@@ -105,6 +105,11 @@ pub struct Stack {
     pub region: String,
 }
 
+/// The name a stack's resource is created under: `<stack>-<logicalid>`, lowercase.
+pub fn resource_name(stack: &str, logical_id: &str) -> String {
+    format!("{stack}-{logical_id}").to_lowercase()
+}
+
 impl Stack {
     /// Reads `template`, resolves it for `parameters` with resources named
     /// `<stack>-<logicalid>` (lowercase), and creates its tables and buckets (keeping those that
@@ -123,7 +128,7 @@ impl Stack {
             source,
         };
         let parsed = Template::parse(&text).map_err(in_template)?;
-        let name = |id: &str| format!("{stack}-{id}").to_lowercase();
+        let name = |id: &str| resource_name(stack, id);
         let region = sdk.region().map_or("us-east-1", |r| r.as_ref()).to_owned();
         let names = Names {
             region: region.clone(),

@@ -31,14 +31,12 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     options.parallelization = args.parallelization;
     options.writers = args.writers;
     options.parameters = args.parameters.into_iter().collect();
-    let endpoint = std::env::var("AWS_ENDPOINT_URL")
-        .context("AWS_ENDPOINT_URL: the emulator's endpoint (scripts/chaos sets it)")?;
+    let endpoints = emulators()?;
 
     let runtime = crate::runtime()?;
     let report = runtime.block_on(async {
-        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let progress = chaos::Progress::default();
-        let run = chaos::run(&sdk, &endpoint, &options, &progress);
+        let run = chaos::run(&endpoints, &options, &progress);
         tokio::pin!(run);
         let mut bar = (args.output == Output::Text).then(|| Bar::new("ops"));
         loop {
@@ -68,6 +66,43 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The emulators' endpoints: `SIDESTREAM_MOTO_ENDPOINTS` (space-separated, set by `scripts/moto`
+/// when it starts more than one moto), or else `AWS_ENDPOINT_URL`.
+fn emulators() -> anyhow::Result<Vec<String>> {
+    if let Ok(list) = std::env::var("SIDESTREAM_MOTO_ENDPOINTS") {
+        let endpoints: Vec<String> = list.split_whitespace().map(str::to_owned).collect();
+        anyhow::ensure!(
+            !endpoints.is_empty(),
+            "SIDESTREAM_MOTO_ENDPOINTS is set but empty: give the emulators' URLs, space-separated"
+        );
+        return Ok(endpoints);
+    }
+    let endpoint = std::env::var("AWS_ENDPOINT_URL")
+        .context("AWS_ENDPOINT_URL: the emulator's endpoint (scripts/chaos sets it)")?;
+    Ok(vec![endpoint])
+}
+
+/// The faults injected on the wire, and the requests each emulator served.
+fn render_wire(report: &chaos::Report, out: &mut impl Write) -> io::Result<()> {
+    let faults: Vec<String> = report
+        .wire_faults
+        .iter()
+        .map(|(kind, n)| format!("{kind} {n}"))
+        .collect();
+    writeln!(out, "\nAWS faults injected (fault proxy): {}", faults.join(", "))?;
+    let emulators: Vec<String> = report.emulator_requests.iter().map(u64::to_string).collect();
+    writeln!(
+        out,
+        "Requests to the emulator{}: {}",
+        if emulators.len() > 1 {
+            "s (the issues table's, the rest)"
+        } else {
+            ""
+        },
+        emulators.join(", ")
+    )
 }
 
 /// The progress bar: ops written, then the replay catching up.
@@ -102,12 +137,7 @@ fn render(report: &chaos::Report, options: &chaos::Options, out: &mut impl Write
             .split_every
             .map_or_else(|| "never".to_owned(), |n| n.to_string())
     )?;
-    let faults: Vec<String> = report
-        .wire_faults
-        .iter()
-        .map(|(kind, n)| format!("{kind} {n}"))
-        .collect();
-    writeln!(out, "\nAWS faults injected (fault proxy): {}", faults.join(", "))?;
+    render_wire(report, out)?;
     writeln!(out, "\nLambda, per function:")?;
     for m in &report.mappings {
         writeln!(
@@ -157,6 +187,12 @@ fn render(report: &chaos::Report, options: &chaos::Options, out: &mut impl Write
         out,
         "\n{} stream records in {:.1} s: {:.0} records/s",
         report.stream_records, report.seconds, report.records_per_second
+    )?;
+    let p = &report.phases;
+    writeln!(
+        out,
+        "  writing {:.1} s, the operations' last round {:.1} s, settling {:.1} s, checking {:.1} s",
+        p.writing, p.operating, p.settling, p.checking
     )?;
     writeln!(out, "\nOracles:")?;
     for v in &report.verdicts {

@@ -30,6 +30,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use futures_util::StreamExt as _;
 use io_policy::{Budget, Failure, Policy};
 use multikey_indexer::Plan;
 use multikey_schema::{Index, Indexes, VERSION_ATTRIBUTE};
@@ -56,6 +57,17 @@ pub struct Mended {
     pub called_for: usize,
     /// Deletes not made because the entry has been put again since (its version moved on).
     pub newer: usize,
+}
+
+impl Mended {
+    /// Adds `other`'s counts to these.
+    fn add(&mut self, other: Mended) {
+        self.touched += other.touched;
+        self.gone += other.gone;
+        self.deleted += other.deleted;
+        self.called_for += other.called_for;
+        self.newer += other.newer;
+    }
 }
 
 /// A mender of one base table's index entries.
@@ -92,7 +104,8 @@ impl Mender {
 
     /// Mends `drift` (found by [`crate::verify`] for `index`): the base items of missing and
     /// stale entries are touched; each extra entry is deleted if its base item no longer calls
-    /// for it, on the version the verify saw.
+    /// for it, on the version the verify saw. Items and entries are independent of one another:
+    /// the policy's `concurrency` calls are in flight at once.
     pub async fn drift(&self, index: &Index, drift: &Drift) -> Result<Mended, VerifyError> {
         let budget = self.policy.within(MEND_TIME);
         let mut mended = Mended::default();
@@ -101,30 +114,37 @@ impl Mender {
             let key = self.base_key(entry)?;
             keys.insert(key_text(&key), key);
         }
-        for key in keys.values() {
-            self.touch(&budget, key, &mut mended).await?;
+        self.touch_all(&budget, keys.values(), &mut mended).await?;
+        let mut extras = futures_util::stream::iter(&drift.extra)
+            .map(|entry| self.extra(&budget, index, entry))
+            .buffer_unordered(self.policy.concurrency.max(1));
+        while let Some(one) = extras.next().await {
+            mended.add(one?);
         }
-        for entry in &drift.extra {
-            let base_key = self.base_key(entry)?;
-            if self.calls_for(&budget, index, &base_key, entry).await? {
-                mended.called_for += 1;
-                continue;
-            }
-            let seen = match entry.get(VERSION_ATTRIBUTE) {
-                Some(v) => Some(
-                    v.get("S")
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| {
-                            VerifyError::Format(format!("{VERSION_ATTRIBUTE} is not S in {entry}"))
-                        })?
-                        .to_owned(),
-                ),
-                None => None,
-            };
-            let key = entry_key(index, entry)?;
-            self.delete(&budget, index, key, Unless::Moved(seen), &mut mended)
-                .await?;
+        Ok(mended)
+    }
+
+    /// Deletes one extra entry unless its base item calls for it again or it has been put again
+    /// since the verification saw it.
+    async fn extra(&self, budget: &Budget, index: &Index, entry: &Value) -> Result<Mended, VerifyError> {
+        let mut mended = Mended::default();
+        let base_key = self.base_key(entry)?;
+        if self.calls_for(budget, index, &base_key, entry).await? {
+            mended.called_for += 1;
+            return Ok(mended);
         }
+        let seen = match entry.get(VERSION_ATTRIBUTE) {
+            Some(v) => Some(
+                v.get("S")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| VerifyError::Format(format!("{VERSION_ATTRIBUTE} is not S in {entry}")))?
+                    .to_owned(),
+            ),
+            None => None,
+        };
+        let key = entry_key(index, entry)?;
+        self.delete(budget, index, key, Unless::Moved(seen), &mut mended)
+            .await?;
         Ok(mended)
     }
 
@@ -176,9 +196,7 @@ impl Mender {
             let key = self.base_key(&keys_json)?;
             keys.insert(key_text(&key), key);
         }
-        for key in keys.values() {
-            self.touch(&budget, key, &mut mended).await?;
-        }
+        self.touch_all(&budget, keys.values(), &mut mended).await?;
         Ok(mended)
     }
 
@@ -195,19 +213,23 @@ impl Mender {
         Ok(key)
     }
 
-    async fn touch(
+    /// Touches the base items keyed `keys`, the policy's `concurrency` at a time (each item's
+    /// touch is independent of the others').
+    async fn touch_all(
         &self,
         budget: &Budget,
-        key: &HashMap<String, AttributeValue>,
+        keys: impl Iterator<Item = &HashMap<String, AttributeValue>>,
         mended: &mut Mended,
     ) -> Result<(), VerifyError> {
-        let touched = index_backfill::touch_item(&self.client, budget, &self.base_table, key, &self.run_id)
-            .await
-            .map_err(|failure| failed("UpdateItem", &self.base_table, failure))?;
-        if touched {
-            mended.touched += 1;
-        } else {
-            mended.gone += 1;
+        let mut touches = futures_util::stream::iter(keys)
+            .map(|key| index_backfill::touch_item(&self.client, budget, &self.base_table, key, &self.run_id))
+            .buffer_unordered(self.policy.concurrency.max(1));
+        while let Some(touched) = touches.next().await {
+            if touched.map_err(|failure| failed("UpdateItem", &self.base_table, failure))? {
+                mended.touched += 1;
+            } else {
+                mended.gone += 1;
+            }
         }
         Ok(())
     }

@@ -20,10 +20,7 @@ async fn five_thousand_ops_under_every_fault_lose_nothing_and_double_nothing() -
     let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
     let options = chaos::Options::new(5_000, 7, faults, template, unique("chaos"));
     // Two motos when scripts/moto started them (scripts/test does): the tables split between.
-    let endpoints: Vec<String> = match std::env::var("SIDESTREAM_MOTO_ENDPOINTS") {
-        Ok(list) => list.split_whitespace().map(str::to_owned).collect(),
-        Err(_) => vec![std::env::var("SIDESTREAM_MOTO_ENDPOINT")?],
-    };
+    let endpoints = chaos::endpoints_from_env()?;
     let report = chaos::run(&endpoints, &options, &chaos::Progress::default()).await?;
     let summary = serde_json::to_string_pretty(&report)?;
     ensure!(report.ok(), "an oracle found a difference: {summary}");

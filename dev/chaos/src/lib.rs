@@ -87,6 +87,9 @@ pub enum ChaosError {
     /// The fault proxy could not start.
     #[error("the fault proxy: {0}")]
     Proxy(std::io::Error),
+    /// The environment names no emulator.
+    #[error("{0}")]
+    Endpoints(&'static str),
     /// More emulators than the run can split its tables over.
     #[error("{0} emulators: a chaos run splits its tables over one or two")]
     Emulators(usize),
@@ -466,6 +469,25 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
         failure_log,
         kept,
     })
+}
+
+/// The emulators' endpoints from the environment: `SIDESTREAM_MOTO_ENDPOINTS` (space-separated,
+/// set by `scripts/moto`), or else `AWS_ENDPOINT_URL`.
+pub fn endpoints_from_env() -> Result<Vec<String>, ChaosError> {
+    let list = std::env::var("SIDESTREAM_MOTO_ENDPOINTS")
+        .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
+        .map_err(|_| {
+            ChaosError::Endpoints(
+                "neither SIDESTREAM_MOTO_ENDPOINTS nor AWS_ENDPOINT_URL is set: run under scripts/moto",
+            )
+        })?;
+    let endpoints: Vec<String> = list.split_whitespace().map(str::to_owned).collect();
+    if endpoints.is_empty() {
+        return Err(ChaosError::Endpoints(
+            "SIDESTREAM_MOTO_ENDPOINTS is empty: give the emulators' URLs, space-separated",
+        ));
+    }
+    Ok(endpoints)
 }
 
 /// The emulators at `endpoints`: with two, the first holds the stack's issues table (the

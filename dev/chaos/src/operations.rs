@@ -40,8 +40,8 @@ const BETWEEN_RUNS: Duration = Duration::from_millis(500);
 /// Verifications while the workload is written: one as it starts, then one at each of these
 /// parts of it (at most; one that takes longer than a part runs straight into the next). By
 /// progress, not back to back: a verification scans both tables whole, so back-to-back runs
-/// took whatever the emulator had to spare, more of them the faster it was (3 to 11 in
-/// 100,000-op runs), and a run's work depended on its speed.
+/// took whatever the emulator had to spare, more of them the faster it was, and a run's work
+/// depended on its speed.
 const VERIFY_PARTS: u64 = 8;
 
 /// How many times a rerun that stopped at a (transient) failure is tried.

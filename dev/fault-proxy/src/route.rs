@@ -85,16 +85,6 @@ impl Upstreams {
         }
     }
 
-    /// How many emulators.
-    pub fn len(&self) -> usize {
-        self.urls.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.urls.is_empty()
-    }
-
     /// How many requests have been sent to each emulator, in the order of their URLs.
     pub fn sent(&self) -> Vec<u64> {
         self.sent.iter().map(|n| n.load(Ordering::Relaxed)).collect()

@@ -6,8 +6,6 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use anyhow::Context as _;
-
 use crate::args::{ChaosArgs, Output};
 use term_progress::Bar;
 
@@ -31,7 +29,7 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     options.parallelization = args.parallelization;
     options.writers = args.writers;
     options.parameters = args.parameters.into_iter().collect();
-    let endpoints = emulators()?;
+    let endpoints = chaos::endpoints_from_env()?;
 
     let runtime = crate::runtime()?;
     let report = runtime.block_on(async {
@@ -66,22 +64,6 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
-}
-
-/// The emulators' endpoints: `SIDESTREAM_MOTO_ENDPOINTS` (space-separated, set by `scripts/moto`
-/// when it starts more than one moto), or else `AWS_ENDPOINT_URL`.
-fn emulators() -> anyhow::Result<Vec<String>> {
-    if let Ok(list) = std::env::var("SIDESTREAM_MOTO_ENDPOINTS") {
-        let endpoints: Vec<String> = list.split_whitespace().map(str::to_owned).collect();
-        anyhow::ensure!(
-            !endpoints.is_empty(),
-            "SIDESTREAM_MOTO_ENDPOINTS is set but empty: give the emulators' URLs, space-separated"
-        );
-        return Ok(endpoints);
-    }
-    let endpoint = std::env::var("AWS_ENDPOINT_URL")
-        .context("AWS_ENDPOINT_URL: the emulator's endpoint (scripts/chaos sets it)")?;
-    Ok(vec![endpoint])
 }
 
 /// The faults injected on the wire, and the requests each emulator served.

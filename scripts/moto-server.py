@@ -19,11 +19,12 @@ seeded generator (`SIDESTREAM_EMPTY_PAGES_SEED`, default 7). Every stream reader
 meets them in the tests, and must read through them.
 
 moto reads the list of its own modules from the disk on every request to route it, and lists a
-handler class's methods on every request; this launcher does each once. moto's table `Scan` walks the whole sorted table from its first item to find each
-page's `ExclusiveStartKey`; this launcher starts the walk at that key by binary search (same
-order, same pages, same `LastEvaluatedKey`): a paginated scan of N items costs N, not N squared.
-Its response serializer looks up each member of a plain dict through a chain of aliases built
-afresh every time; this launcher asks the chain once per shape and member and keeps its keys
+handler class's methods on every request; this launcher does each once. moto's table `Scan`
+walks the whole sorted table from its first item to find each page's `ExclusiveStartKey`; this
+launcher starts the walk at that key by binary search (same order, same pages, same
+`LastEvaluatedKey`): a paginated scan of N items costs N, not N squared. Its response
+serializer looks up each member of a plain dict through a chain of aliases built afresh every
+time; this launcher asks the chain once per shape and member and keeps its keys
 (`SIDESTREAM_MOTO_CHECK=1` checks every answer against moto's own).
 
 With `SIDESTREAM_MOTO_PROFILE=FILE`, the DynamoDB requests (which run one at a time) are profiled

@@ -104,7 +104,7 @@ impl Function {
     }
 }
 
-fn fixture(path: &str) -> Result<Event> {
+pub(crate) fn fixture(path: &str) -> Result<Event> {
     let text = std::fs::read_to_string(root().join(path))?;
     Ok(serde_json::from_str(&text)?)
 }
@@ -129,7 +129,7 @@ async fn library<F: StreamFunction>(vars: &BTreeMap<String, String>) -> Result<R
     Ok(Runtime::from_vars(&Vars::new(&lookup), &sdk())?)
 }
 
-fn deadline() -> Deadline {
+pub(crate) fn deadline() -> Deadline {
     Deadline::after(Duration::from_secs(60))
 }
 
@@ -156,7 +156,7 @@ fn response(r: &stream_kit::DynamoDbEventResponse) -> Value {
 }
 
 /// Every item of a table, as sorted JSON lines.
-async fn items(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<Vec<String>> {
+pub(crate) async fn items(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<Vec<String>> {
     let scan = client.scan().table_name(table).send().await?;
     let mut items: Vec<String> = scan
         .items()
@@ -259,7 +259,7 @@ async fn ttl_archiver_binary_answers_like_the_library() -> Result<()> {
 }
 
 /// Every object of a bucket: key and bytes.
-async fn objects(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<BTreeMap<String, Vec<u8>>> {
+pub(crate) async fn objects(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<BTreeMap<String, Vec<u8>>> {
     let mut out = BTreeMap::new();
     let listed = s3.list_objects_v2().bucket(bucket).send().await?;
     for object in listed.contents() {

@@ -9,6 +9,7 @@ mod bench;
 mod browser;
 mod chaos;
 mod cli;
+mod combined;
 mod counters;
 mod failures;
 mod fixtures;

@@ -4,8 +4,8 @@
 
 use std::fmt;
 
-use crate::filter::Pattern;
 use crate::model::{Function, StreamSource};
+use event_filter::Pattern;
 
 /// One problem, and where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,7 +145,7 @@ fn check_stream(source: &StreamSource, report: &mut impl FnMut(&str, String)) {
             );
         }
         if let Err(e) = Pattern::parse_dynamodb(pattern) {
-            report(&at, e);
+            report(&at, e.to_string());
         }
     }
 }

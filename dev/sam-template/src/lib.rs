@@ -16,14 +16,13 @@
 
 mod check;
 mod eval;
-mod filter;
 mod load;
 mod model;
 mod resources;
 
 pub use check::{MAX_FILTERS, MAX_PATTERN_CHARS, Problem, check};
 pub use eval::{Names, Resolver};
-pub use filter::{Comparison, Matcher, Node, Pattern};
+pub use event_filter::{Comparison, Matcher, Node, Pattern, PatternError};
 pub use model::{Function, StreamSource, Template};
 pub use resources::{Bucket, GlobalIndex, KeyAttribute, Table};
 

@@ -4,7 +4,7 @@
 //! - [`mapping`]: the rules, pure: batches of `BatchSize`, `batchItemFailures`, bisection on a
 //!   function error, `MaximumRetryAttempts`, and the range given up on.
 //! - [`pipeline`]: the loop over streams and mappings; `FilterCriteria` are applied with
-//!   [`Pattern::matches`](sam_template::Pattern::matches) from `sam-template`.
+//!   [`Pattern::matches`](sam_template::Pattern::matches) from `event-filter`, through `sam-template`.
 //! - streams are read with `stream_delivery::StreamReader`, as `failures replay` reads them.
 //! - [`sweeper`]: TTL for emulators that never expire items, with the service identity on the
 //!   resulting REMOVE records.

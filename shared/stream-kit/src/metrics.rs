@@ -141,6 +141,12 @@ impl Metrics {
         &self.function
     }
 
+    /// The same empty counters under another `Function` dimension.
+    #[must_use]
+    pub fn for_function(&self, function: impl Into<String>) -> Metrics {
+        Metrics::new(self.namespace.clone(), function)
+    }
+
     /// Adds `n` to a counter.
     pub fn add(&mut self, metric: Metric, n: u64) {
         self.counts[metric.slot()] = self.counts[metric.slot()].saturating_add(n);

@@ -25,6 +25,7 @@
 //! (the local stack and the tests).
 
 pub mod aws;
+pub mod combined;
 pub mod conclude;
 pub mod decide;
 pub mod parked;
@@ -37,6 +38,7 @@ use std::future::Future;
 use io_policy::{Failure, FailureKind};
 
 pub use aws::Aws;
+pub use combined::{Combined, Member};
 pub use conclude::{Checkpoint, NoCheckpoint};
 pub use io_policy::{Budget, Deadline, Policy};
 pub use prime::{PrimeError, Primed, Resource};

@@ -17,7 +17,7 @@ use crate::{Aws, PrimeError, Primed, RecordFailure, Resource, StreamFunction, pa
 #[derive(Debug)]
 pub struct Runtime<F> {
     function: F,
-    settings: Settings,
+    pub(crate) settings: Settings,
     aws: Aws,
 }
 

@@ -24,6 +24,11 @@
 
 use serde_json::Value;
 
+/// Why a pattern cannot be used: what is wrong, and where in the pattern (a `/`-separated path).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PatternError(String);
+
 mod matching;
 
 /// A parsed filter pattern.
@@ -85,16 +90,17 @@ const SCALAR_TYPES: [&str; 8] = ["S", "N", "B", "BOOL", "NULL", "SS", "NS", "BS"
 
 impl Pattern {
     /// Parses a pattern; the error says what is wrong and where.
-    pub fn parse(json: &str) -> Result<Pattern, String> {
-        let value: Value = serde_json::from_str(json).map_err(|e| format!("not valid JSON: {e}"))?;
-        pattern(&value, "")
+    pub fn parse(json: &str) -> Result<Pattern, PatternError> {
+        let value: Value =
+            serde_json::from_str(json).map_err(|e| PatternError(format!("not valid JSON: {e}")))?;
+        pattern(&value, "").map_err(PatternError)
     }
 
     /// Parses a pattern for a DynamoDB stream, and checks it addresses attributes through their
     /// types (see the module docs).
-    pub fn parse_dynamodb(json: &str) -> Result<Pattern, String> {
+    pub fn parse_dynamodb(json: &str) -> Result<Pattern, PatternError> {
         let parsed = Pattern::parse(json)?;
-        parsed.check_record("")?;
+        parsed.check_record("").map_err(PatternError)?;
         Ok(parsed)
     }
 

@@ -88,7 +88,7 @@ fn malformed_patterns_say_what_is_wrong() {
         (r#"{"$or":[{"a":[1]}]}"#, "at least two patterns"),
     ];
     for (json, expected) in cases {
-        let error = Pattern::parse(json).unwrap_err();
+        let error = Pattern::parse(json).unwrap_err().to_string();
         assert!(
             error.contains(expected),
             "{json}: {error:?} should mention {expected:?}"
@@ -138,7 +138,7 @@ fn dynamodb_patterns_must_match_below_the_type() {
         ),
     ];
     for (json, expected) in bad {
-        let error = Pattern::parse_dynamodb(json).unwrap_err();
+        let error = Pattern::parse_dynamodb(json).unwrap_err().to_string();
         assert!(
             error.contains(expected),
             "{json}: {error:?} should mention {expected:?}"

@@ -1,0 +1,252 @@
+//! One stream reader for several functions: each batch of one event source mapping handed to
+//! every function's runtime, each on the records its own filter matches, and answered with the
+//! earliest checkpoint any of them reports.
+//!
+//! DynamoDB advises at most two readers per stream shard (one on a global table), and each
+//! mapping is one. Under a combined mapping:
+//!
+//! - **Filters.** The mapping's filter is the union of the functions' patterns (or none, when one
+//!   function takes every record). Each function's own patterns, from `COMBINED_FILTERS`, are
+//!   applied here with Lambda's matching rules ([`event_filter`]), on the record as Lambda
+//!   delivers it, so each function sees what its own mapping would have given it.
+//! - **Checkpoint.** Each function runs its batch exactly as it would alone: plan, apply,
+//!   park, decide. The batch's checkpoint is the earliest record any function stopped at
+//!   ([`earliest`]). Lambda redelivers from there to every function, including those that
+//!   finished: their writes are idempotent, so the redelivery changes nothing. A record one
+//!   function parked and another applied stays so: the retry begins at a later record, or at
+//!   it, where parking and applying again are both idempotent. When any function can report no
+//!   checkpoint at all, the invocation fails and Lambda retries the whole batch, safe for the
+//!   same reason.
+//! - **Metrics** stay per function: each writes its own EMF line, with the `Function` dimension
+//!   `<Lambda function name>/<function>` (`my-stack-Issues-1A2B/ttl-archiver`).
+//!
+//! | Variable | Default | Meaning |
+//! |---|---|---|
+//! | `COMBINED_FILTERS` | every record to every function | A JSON object from a function's name to its list of Lambda filter patterns (objects, as in `FilterCriteria`); a function that is absent, or has an empty list, takes every record. |
+
+use std::future::Future;
+use std::pin::Pin;
+
+use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use event_filter::Pattern;
+use io_policy::Deadline;
+use serde_json::Value;
+use stream_kit::{ConfigError, Event, EventRecord, Metrics, Vars};
+
+use crate::conclude::NoCheckpoint;
+use crate::{PrimeError, Primed, Runtime, StreamFunction};
+
+/// The variable that holds each function's filter patterns.
+pub const FILTERS_VAR: &str = "COMBINED_FILTERS";
+
+/// What one function answered for its part of a batch.
+type Answer = (Result<DynamoDbEventResponse, NoCheckpoint>, Metrics);
+
+/// A future that borrows the member.
+type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One function of a combined mapping: its runtime, seen through an object-safe face.
+pub trait Member: Send + Sync {
+    /// The function's name.
+    fn name(&self) -> &'static str;
+    /// Checks and connects its resources ([`Runtime::prime`]).
+    fn prime(&self) -> Boxed<'_, Result<Primed, PrimeError>>;
+    /// Handles its records of a batch, without writing its metrics.
+    fn handle(&self, event: Event, deadline: Deadline) -> Boxed<'_, Answer>;
+}
+
+impl<F: StreamFunction> Member for Runtime<F> {
+    fn name(&self) -> &'static str {
+        F::NAME
+    }
+
+    fn prime(&self) -> Boxed<'_, Result<Primed, PrimeError>> {
+        Box::pin(Runtime::prime(self))
+    }
+
+    fn handle(&self, event: Event, deadline: Deadline) -> Boxed<'_, Answer> {
+        Box::pin(self.handle_counted(event, deadline))
+    }
+}
+
+/// Several functions behind one mapping.
+pub struct Combined {
+    members: Vec<(Box<dyn Member>, Vec<Pattern>)>,
+}
+
+impl std::fmt::Debug for Combined {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<_> = self.members.iter().map(|(m, p)| (m.name(), p.len())).collect();
+        f.debug_struct("Combined")
+            .field("members (name, patterns)", &names)
+            .finish()
+    }
+}
+
+impl Combined {
+    /// No functions yet.
+    pub fn new() -> Combined {
+        Combined { members: Vec::new() }
+    }
+
+    /// Adds a function with its filter patterns (none: every record).
+    #[must_use]
+    pub fn with(mut self, member: Box<dyn Member>, patterns: Vec<Pattern>) -> Combined {
+        self.members.push((member, patterns));
+        self
+    }
+
+    /// Adds the function `F`, built from `vars` as it would be alone, with the `Function`
+    /// dimension `<Lambda function name>/<F::NAME>` and its patterns from `COMBINED_FILTERS`.
+    pub fn add<F: StreamFunction>(
+        self,
+        vars: &Vars<'_>,
+        sdk: &aws_types::SdkConfig,
+    ) -> Result<Combined, ConfigError> {
+        let mut runtime = Runtime::<F>::from_vars(vars, sdk)?;
+        let lambda = runtime.settings.metrics.function().to_owned();
+        runtime.settings.metrics = runtime
+            .settings
+            .metrics
+            .for_function(format!("{lambda}/{}", F::NAME));
+        let patterns = patterns_for(vars.optional(FILTERS_VAR).as_deref(), F::NAME)?;
+        Ok(self.with(Box::new(runtime), patterns))
+    }
+
+    /// Primes every function in turn; the first error fails init.
+    pub async fn prime(&self) -> Result<(), PrimeError> {
+        for (member, _) in &self.members {
+            member.prime().await?;
+        }
+        Ok(())
+    }
+
+    /// Handles a batch: each function on the records its patterns match, all at once, and the
+    /// earliest checkpoint; each function's metrics are written as its own EMF line.
+    pub async fn handle(
+        &self,
+        event: Event,
+        deadline: Deadline,
+    ) -> Result<DynamoDbEventResponse, NoCheckpoint> {
+        let answers = self.handle_counted(event, deadline).await;
+        let (response, metrics) = answers;
+        for mut m in metrics {
+            m.flush();
+        }
+        response
+    }
+
+    /// [`Combined::handle`] without writing the metrics: they come back, one per function that
+    /// had records, beside the response.
+    pub async fn handle_counted(
+        &self,
+        event: Event,
+        deadline: Deadline,
+    ) -> (Result<DynamoDbEventResponse, NoCheckpoint>, Vec<Metrics>) {
+        let records = event.records;
+        let mut parts = Vec::new();
+        for (member, patterns) in &self.members {
+            let chosen = select(&records, patterns);
+            if chosen.is_empty() {
+                continue;
+            }
+            let mut part = Event::default();
+            part.records = chosen.into_iter().map(|i| records[i].clone()).collect();
+            parts.push(member.handle(part, deadline));
+        }
+        let answers = futures_util::future::join_all(parts).await;
+        let mut responses = Vec::with_capacity(answers.len());
+        let mut metrics = Vec::with_capacity(answers.len());
+        for (response, m) in answers {
+            responses.push(response);
+            metrics.push(m);
+        }
+        (earliest(&records, responses), metrics)
+    }
+}
+
+impl Default for Combined {
+    fn default() -> Combined {
+        Combined::new()
+    }
+}
+
+/// The positions of the records that `patterns` let through (every record when there are
+/// none), matched as Lambda matches them: on the record's JSON as Lambda delivers it.
+pub fn select(records: &[EventRecord], patterns: &[Pattern]) -> Vec<usize> {
+    if patterns.is_empty() {
+        return (0..records.len()).collect();
+    }
+    records
+        .iter()
+        .enumerate()
+        .filter(|(_, record)| {
+            // A record that cannot be shown as JSON goes to the function, whose plan rejects
+            // it by name: never dropped silently.
+            serde_json::to_value(record).map_or(true, |json| patterns.iter().any(|p| p.matches(&json)))
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The batch's answer from each function's: the earliest checkpoint by position in the batch,
+/// or no checkpoint when none has one. When any function could report no checkpoint, nor can
+/// the batch: the invocation fails and Lambda retries it whole.
+pub fn earliest(
+    records: &[EventRecord],
+    responses: Vec<Result<DynamoDbEventResponse, NoCheckpoint>>,
+) -> Result<DynamoDbEventResponse, NoCheckpoint> {
+    let mut first: Option<(usize, DynamoDbBatchItemFailure)> = None;
+    for response in responses {
+        for failure in response?.batch_item_failures {
+            let id = failure.item_identifier.as_deref().unwrap_or_default();
+            // Every identifier a function reports is a sequence number of a record it was
+            // given, all taken from this batch; one not found counts as the batch's start,
+            // which only replays more.
+            let at = records
+                .iter()
+                .position(|r| r.change.sequence_number.as_deref() == Some(id))
+                .unwrap_or(0);
+            if first.as_ref().is_none_or(|(best, _)| at < *best) {
+                first = Some((at, failure));
+            }
+        }
+    }
+    let mut response = DynamoDbEventResponse::default();
+    response.batch_item_failures.extend(first.map(|(_, f)| f));
+    Ok(response)
+}
+
+/// The patterns `COMBINED_FILTERS` gives `function`: none when the variable or its entry is
+/// absent. Errors name the variable and say which pattern is wrong.
+pub fn patterns_for(text: Option<&str>, function: &str) -> Result<Vec<Pattern>, ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        var: FILTERS_VAR,
+        reason,
+    };
+    let Some(text) = text else {
+        return Ok(Vec::new());
+    };
+    let all: Value = serde_json::from_str(text).map_err(|e| invalid(format!("not JSON: {e}")))?;
+    let Value::Object(all) = all else {
+        return Err(invalid(
+            "expected an object from function names to lists of patterns".to_owned(),
+        ));
+    };
+    let Some(list) = all.get(function) else {
+        return Ok(Vec::new());
+    };
+    let Value::Array(list) = list else {
+        return Err(invalid(format!("{function}: expected a list of filter patterns")));
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, pattern)| {
+            Pattern::parse_dynamodb(&pattern.to_string())
+                .map_err(|e| invalid(format!("{function}[{i}]: {e}")))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,7 @@
 //! One mapping for the indexer and the archiver (`stream_runtime::Combined`) against moto: the
 //! same index, archive and answer as two separate mappings, each function's metrics on its own,
-//! and the batch resuming at the earliest record either function stopped at.
+//! the batch resuming at the earliest record either function stopped at, and the
+//! `sidestream-combined` binary under `cargo lambda watch` answering as the library does.
 
 use anyhow::{Result, ensure};
 use aws_lambda_events::event::dynamodb::Event;
@@ -9,7 +10,7 @@ use serde_json::{Value, json};
 use stream_kit::{Metric, Vars};
 use stream_runtime::{Combined, Runtime, StreamFunction, combined};
 
-use crate::lambda::{deadline, fixture, items, objects};
+use crate::lambda::{Function, deadline, fixture, items, objects};
 use crate::moto::{PARKING_BUCKET, create_table, parking_bucket, sdk, unique};
 
 /// The archiver's pattern in template.yaml; the indexer's mapping has none (a map attribute).
@@ -61,15 +62,21 @@ fn combined(lookup: &impl Fn(&str) -> Option<String>) -> Result<Combined> {
         .add::<ttl_archiver::Archiver>(&vars, &sdk())?)
 }
 
-/// The records of the batch the archiver's own mapping would deliver: its filter applied to
-/// each record's JSON as the sample files hold it, as Lambda would apply it.
-fn archivers_part(batch: &Event) -> Result<Event> {
-    let pattern = event_filter::Pattern::parse_dynamodb(TTL_REMOVE)?;
+/// The batch's records as the sample files hold them: JSON, as Lambda delivers it.
+fn sample_records() -> Result<Vec<Value>> {
     let mut raw = Vec::new();
     for path in FIXTURES {
         let event: Value = serde_json::from_str(&std::fs::read_to_string(crate::lambda::root().join(path))?)?;
         raw.extend(event["Records"].as_array().cloned().unwrap_or_default());
     }
+    Ok(raw)
+}
+
+/// The records of the batch the archiver's own mapping would deliver: its filter applied to
+/// each record's JSON as the sample files hold it, as Lambda would apply it.
+fn archivers_part(batch: &Event) -> Result<Event> {
+    let pattern = event_filter::Pattern::parse_dynamodb(TTL_REMOVE)?;
+    let raw = sample_records()?;
     ensure!(
         raw.len() == batch.records.len(),
         "the batch is the sample files' records"
@@ -91,8 +98,17 @@ fn stops_at(sequence_number: &str) -> Value {
     json!({"batchItemFailures": [{"itemIdentifier": sequence_number}]})
 }
 
-#[tokio::test]
-async fn a_combined_mapping_leaves_what_two_mappings_leave() -> Result<()> {
+/// An index table and an archive bucket for the combined mapping, and a pair for the reference.
+struct Stores {
+    dynamodb: aws_sdk_dynamodb::Client,
+    s3: aws_sdk_s3::Client,
+    index: String,
+    index_ref: String,
+    bucket: String,
+    bucket_ref: String,
+}
+
+async fn stores(prefix: &str) -> Result<Stores> {
     parking_bucket().await;
     let sdk = sdk();
     let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
@@ -101,7 +117,10 @@ async fn a_combined_mapping_leaves_what_two_mappings_leave() -> Result<()> {
             .force_path_style(true)
             .build(),
     );
-    let (index, index_ref) = (unique("combined-index"), unique("combined-index-ref"));
+    let (index, index_ref) = (
+        unique(&format!("{prefix}-index")),
+        unique(&format!("{prefix}-index-ref")),
+    );
     for table in [&index, &index_ref] {
         create_table(
             &dynamodb,
@@ -112,10 +131,43 @@ async fn a_combined_mapping_leaves_what_two_mappings_leave() -> Result<()> {
         )
         .await;
     }
-    let (bucket, bucket_ref) = (unique("combined-archive"), unique("combined-archive-ref"));
+    let (bucket, bucket_ref) = (
+        unique(&format!("{prefix}-archive")),
+        unique(&format!("{prefix}-archive-ref")),
+    );
     for b in [&bucket, &bucket_ref] {
         s3.create_bucket().bucket(b).send().await?;
     }
+    Ok(Stores {
+        dynamodb,
+        s3,
+        index,
+        index_ref,
+        bucket,
+        bucket_ref,
+    })
+}
+
+impl Stores {
+    /// The combined mapping's index and archive are the reference's, and something was archived.
+    async fn alike(&self) -> Result<()> {
+        ensure!(
+            items(&self.dynamodb, &self.index).await? == items(&self.dynamodb, &self.index_ref).await?,
+            "the index tables differ"
+        );
+        let written = objects(&self.s3, &self.bucket).await?;
+        ensure!(!written.is_empty(), "nothing archived");
+        ensure!(
+            written == objects(&self.s3, &self.bucket_ref).await?,
+            "the archives differ"
+        );
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_combined_mapping_leaves_what_two_mappings_leave() -> Result<()> {
+    let stores = stores("combined").await?;
     let batch = issues_batch()?;
     let ttl_deletes = archivers_part(&batch)?;
     ensure!(
@@ -126,7 +178,7 @@ async fn a_combined_mapping_leaves_what_two_mappings_leave() -> Result<()> {
     );
 
     // Two mappings: the indexer takes every record, the archiver its filter's.
-    let reference = lookup(&index_ref, &bucket_ref);
+    let reference = lookup(&stores.index_ref, &stores.bucket_ref);
     let indexer = separate::<multikey_indexer::Indexer>(&reference)?;
     let archiver = separate::<ttl_archiver::Archiver>(&reference)?;
     let indexers_answer = answer(&indexer.handle(batch.clone(), deadline()).await?);
@@ -141,20 +193,14 @@ async fn a_combined_mapping_leaves_what_two_mappings_leave() -> Result<()> {
     );
 
     // One mapping.
-    let both = combined(&lookup(&index, &bucket))?;
+    let both = combined(&lookup(&stores.index, &stores.bucket))?;
     let (response, metrics) = both.handle_counted(batch.clone(), deadline()).await;
     let response = answer(&response?);
     ensure!(
         response == indexers_answer,
         "combined {response}, the indexer alone {indexers_answer}"
     );
-    ensure!(
-        items(&dynamodb, &index).await? == items(&dynamodb, &index_ref).await?,
-        "the index tables differ"
-    );
-    let written = objects(&s3, &bucket).await?;
-    ensure!(!written.is_empty(), "nothing archived");
-    ensure!(written == objects(&s3, &bucket_ref).await?, "the archives differ");
+    stores.alike().await?;
 
     // Each function's metrics on their own line, under its own name.
     let seen: Vec<(String, u64)> = metrics
@@ -207,6 +253,56 @@ async fn a_combined_batch_resumes_at_the_earliest_record_either_function_stopped
     ensure!(
         systemic[0] + transient[0] == 1,
         "the indexer stopped once: {systemic:?} {transient:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_combined_binary_answers_like_the_library() -> Result<()> {
+    let stores = stores("combined-bin").await?;
+    let batch = issues_batch()?;
+    let file = std::env::temp_dir().join(format!("{}.json", unique("combined-batch")));
+    std::fs::write(&file, serde_json::to_vec(&json!({"Records": sample_records()?}))?)?;
+
+    let library = combined(&lookup(&stores.index_ref, &stores.bucket_ref))?;
+    let expected = answer(&library.handle(batch, deadline()).await?);
+    ensure!(expected == stops_at("400000000000000002200"), "{expected}");
+
+    // The binary's whole environment, as the template would set it: both functions' variables.
+    let vars = lookup(&stores.index, &stores.bucket);
+    let env = [
+        "MULTIKEY_INDEXES",
+        "ARCHIVE_BUCKET",
+        "ARCHIVE_PREFIX",
+        "PARKING_BUCKET",
+        combined::FILTERS_VAR,
+    ]
+    .into_iter()
+    .filter_map(|name| vars(name).map(|value| (name.to_owned(), value)))
+    .chain([(
+        function_invoke::COMBINED_FUNCTIONS.to_owned(),
+        "multikey-indexer, ttl-archiver".to_owned(),
+    )])
+    .collect();
+    let function = Function::start(function_invoke::COMBINED_BINARY, &env)?;
+    let response = function.invoke(&file.to_string_lossy())?;
+    ensure!(
+        response == expected,
+        "the binary answered {response}, the library {expected}"
+    );
+    stores.alike().await?;
+    // One EMF line per function that had records, each under its own name.
+    let functions: Vec<String> = function
+        .log_lines()?
+        .iter()
+        .filter(|l| l.get("_aws").is_some())
+        .filter_map(|l| l["Function"].as_str().map(str::to_owned))
+        .collect();
+    ensure!(
+        functions.len() == 2
+            && functions[0].ends_with("/multikey-indexer")
+            && functions[1].ends_with("/ttl-archiver"),
+        "{functions:?}"
     );
     Ok(())
 }

@@ -52,10 +52,10 @@ pub(crate) fn binary(name: &str) -> Result<PathBuf> {
 
 /// One function binary, warm, behind its own `cargo lambda watch` runtime API (started the way
 /// `sidestream-local` starts it).
-struct Function(Emulated);
+pub(crate) struct Function(Emulated);
 
 impl Function {
-    fn start(name: &str, env: &BTreeMap<String, String>) -> Result<Function> {
+    pub(crate) fn start(name: &str, env: &BTreeMap<String, String>) -> Result<Function> {
         let log = std::env::temp_dir().join(format!("{}.log", unique(&format!("sidestream-{name}"))));
         let emulated = Emulated::start(
             &cargo_lambda()?,
@@ -68,7 +68,7 @@ impl Function {
     }
 
     /// `cargo lambda invoke` with a fixture; the function's response.
-    fn invoke(&self, fixture: &str) -> Result<Value> {
+    pub(crate) fn invoke(&self, fixture: &str) -> Result<Value> {
         let output = Command::new(cargo_lambda()?)
             .args([
                 "lambda",
@@ -94,7 +94,7 @@ impl Function {
     }
 
     /// The function's log lines: every one must be JSON (the tracing logs and the EMF metrics).
-    fn log_lines(&self) -> Result<Vec<Value>> {
+    pub(crate) fn log_lines(&self) -> Result<Vec<Value>> {
         let mut text = String::new();
         File::open(&self.0.log)?.read_to_string(&mut text)?;
         text.lines()

@@ -5,6 +5,9 @@
 //! `counter-aggregator`) and configured from variables as its binary reads its environment at
 //! cold start. `failures replay` reruns records through it against the deployed tables; the local
 //! stack runs the template's functions through it.
+//!
+//! [`combined`] builds the functions `COMBINED_FUNCTIONS` names behind one mapping
+//! ([`stream_runtime::Combined`]): the `sidestream-combined` binary, and the same in process.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,16 +15,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use aws_types::SdkConfig;
 use stream_delivery::{Invocation, Invoker, in_process};
 use stream_kit::{ConfigError, Deadline, Metric, Metrics, Vars};
-use stream_runtime::{Runtime, StreamFunction};
+use stream_runtime::{Combined, Runtime, StreamFunction};
 
-/// The cargo binaries of the functions this crate can run.
+/// The cargo binaries of the functions this crate can run, each alone or combined.
 pub const BINARIES: [&str; 3] = ["multikey-indexer", "ttl-archiver", "counter-aggregator"];
 
 /// Why a function could not be made ready to invoke.
 #[derive(Debug, thiserror::Error)]
 pub enum InvokeError {
     /// No stream function is built from this binary.
-    #[error("{name}: no in-process handler for the binary {binary} ({})", BINARIES.join(", "))]
+    #[error("{name}: no in-process handler for the binary {binary} ({}, {COMBINED_BINARY})", BINARIES.join(", "))]
     UnknownBinary {
         /// The function's name, as the caller knows it.
         name: String,
@@ -52,11 +55,51 @@ pub fn function(
         "multikey-indexer" => runtime::<multikey_indexer::Indexer>(name, vars, sdk, tally),
         "ttl-archiver" => runtime::<ttl_archiver::Archiver>(name, vars, sdk, tally),
         "counter-aggregator" => runtime::<counter_aggregator::Aggregator>(name, vars, sdk, tally),
+        COMBINED_BINARY => combined_invoker(name, vars, sdk, tally),
         other => Err(InvokeError::UnknownBinary {
             name: name.to_owned(),
             binary: other.to_owned(),
         }),
     }
+}
+
+/// The binary that runs several functions behind one mapping.
+pub const COMBINED_BINARY: &str = "sidestream-combined";
+
+/// The variable naming the functions a `sidestream-combined` binary runs.
+pub const COMBINED_FUNCTIONS: &str = "COMBINED_FUNCTIONS";
+
+/// The functions `COMBINED_FUNCTIONS` names (binaries, comma-separated, each once), each built
+/// from `vars` as its own binary would build it, behind one mapping.
+pub fn combined(vars: &Vars<'_>, sdk: &SdkConfig) -> Result<Combined, ConfigError> {
+    let names = vars.required(
+        COMBINED_FUNCTIONS,
+        "the functions this mapping serves, comma-separated (multikey-indexer,ttl-archiver)",
+    )?;
+    let invalid = |reason: String| ConfigError::Invalid {
+        var: COMBINED_FUNCTIONS,
+        reason,
+    };
+    let mut combined = Combined::new();
+    let mut seen = Vec::new();
+    for name in names.split(',').map(str::trim) {
+        if seen.contains(&name) {
+            return Err(invalid(format!("{name} is named twice")));
+        }
+        seen.push(name);
+        combined = match name {
+            "multikey-indexer" => combined.add::<multikey_indexer::Indexer>(vars, sdk)?,
+            "ttl-archiver" => combined.add::<ttl_archiver::Archiver>(vars, sdk)?,
+            "counter-aggregator" => combined.add::<counter_aggregator::Aggregator>(vars, sdk)?,
+            other => {
+                return Err(invalid(format!(
+                    "{other:?} is not a stream function ({})",
+                    BINARIES.join(", ")
+                )));
+            }
+        };
+    }
+    Ok(combined)
 }
 
 /// Metrics summed over many invocations.
@@ -107,3 +150,36 @@ fn runtime<F: StreamFunction>(
         }
     }))
 }
+
+/// An in-process invoker of the functions `COMBINED_FUNCTIONS` names, behind one mapping; every
+/// function's metrics go to the one `tally`.
+fn combined_invoker(
+    name: &str,
+    vars: &Vars<'_>,
+    sdk: &SdkConfig,
+    tally: Option<Arc<Tally>>,
+) -> Result<Invoker, InvokeError> {
+    let combined = Arc::new(combined(vars, sdk).map_err(|source| InvokeError::Config {
+        function: name.to_owned(),
+        source,
+    })?);
+    Ok(in_process(move |event, deadline| {
+        let (combined, tally) = (Arc::clone(&combined), tally.clone());
+        async move {
+            let deadline = Deadline::at(deadline);
+            match tally {
+                None => Invocation::answer(combined.handle(event, deadline).await),
+                Some(tally) => {
+                    let (response, metrics) = combined.handle_counted(event, deadline).await;
+                    for m in &metrics {
+                        tally.add(m);
+                    }
+                    Invocation::answer(response)
+                }
+            }
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests;

@@ -49,6 +49,8 @@ type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub trait Member: Send + Sync {
     /// The function's name.
     fn name(&self) -> &'static str;
+    /// Whether its settings ask for priming at cold start (`PRIME_AT_INIT`).
+    fn primes_at_init(&self) -> bool;
     /// Checks and connects its resources ([`Runtime::prime`]).
     fn prime(&self) -> Boxed<'_, Result<Primed, PrimeError>>;
     /// Handles its records of a batch, without writing its metrics.
@@ -58,6 +60,10 @@ pub trait Member: Send + Sync {
 impl<F: StreamFunction> Member for Runtime<F> {
     fn name(&self) -> &'static str {
         F::NAME
+    }
+
+    fn primes_at_init(&self) -> bool {
+        self.settings.prime
     }
 
     fn prime(&self) -> Boxed<'_, Result<Primed, PrimeError>> {
@@ -113,10 +119,12 @@ impl Combined {
         Ok(self.with(Box::new(runtime), patterns))
     }
 
-    /// Primes every function in turn; the first error fails init.
+    /// Primes every function whose settings ask for it, in turn; the first error fails init.
     pub async fn prime(&self) -> Result<(), PrimeError> {
         for (member, _) in &self.members {
-            member.prime().await?;
+            if member.primes_at_init() {
+                member.prime().await?;
+            }
         }
         Ok(())
     }
@@ -163,6 +171,31 @@ impl Combined {
         }
         (earliest(&records, responses), metrics)
     }
+}
+
+/// Runs the functions `build` combines under Lambda: logging, configuration and clients once at
+/// cold start, priming, then every batch through [`Combined::handle`]. A combined binary's `main`
+/// is this one call.
+pub async fn run<E>(
+    build: impl FnOnce(&Vars<'_>, &aws_types::SdkConfig) -> Result<Combined, E>,
+) -> Result<(), lambda_runtime::Error>
+where
+    E: Into<lambda_runtime::Error>,
+{
+    lambda_runtime::tracing::init_default_subscriber();
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let combined = build(&Vars::new(&Vars::process_lookup), &sdk).map_err(Into::into)?;
+    combined.prime().await?;
+    let combined = &combined;
+    lambda_runtime::run(lambda_runtime::service_fn(
+        move |event: lambda_runtime::LambdaEvent<Event>| async move {
+            let deadline = Deadline::from_epoch_millis(event.context.deadline);
+            Box::pin(combined.handle(event.payload, deadline))
+                .await
+                .map_err(lambda_runtime::Diagnostic::from)
+        },
+    ))
+    .await
 }
 
 impl Default for Combined {

@@ -78,6 +78,20 @@ fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
         ),
         ("backfill on", set(&[("EnableBackfill", "true")])),
         ("scheduled verify", set(&[("IndexVerifySchedule", "rate(1 day)")])),
+        ("combined consumers", set(&[("Consumers", "Combined")])),
+        (
+            "combined consumers, set attribute, existing resources",
+            set(&[
+                ("Consumers", "Combined"),
+                ("IndexedAttribute", "tags"),
+                ("IndexedAttributeType", "SS"),
+                (
+                    "IssuesTableStreamArn",
+                    "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-01-01T00:00:00.000",
+                ),
+                ("ArchiveBucketName", "existing-archive"),
+            ]),
+        ),
         (
             "scheduled verify and repair, existing tables",
             set(&[
@@ -98,6 +112,8 @@ const STREAM_FUNCTIONS: [&str; 3] = ["counter-aggregator", "multikey-indexer", "
 const BACKFILLER: &str = "index-backfiller";
 /// The scheduled verifier's binary (only when `IndexVerifySchedule` is set).
 const VERIFIER: &str = "index-verifier";
+/// The indexer and the archiver behind one mapping (only when `Consumers` is `Combined`).
+const COMBINED: &str = function_invoke::COMBINED_BINARY;
 
 #[test]
 fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
@@ -108,6 +124,10 @@ fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
         ensure!(problems.is_empty(), "{deployment}: {problems:#?}");
         let binaries: BTreeSet<_> = functions.iter().filter_map(|f| f.binary.as_deref()).collect();
         let mut expected = BTreeSet::from(STREAM_FUNCTIONS);
+        if parameters.get("Consumers").is_some_and(|v| v == "Combined") {
+            expected.retain(|b| *b == "counter-aggregator");
+            expected.insert(COMBINED);
+        }
         if parameters.get("EnableBackfill").is_some_and(|v| v == "true") {
             expected.insert(BACKFILLER);
         }
@@ -187,14 +207,86 @@ fn every_functions_environment_is_what_its_config_reads() -> Result<()> {
 struct Uses {
     tables: BTreeSet<String>,
     /// `bucket/prefix` it writes under.
-    objects: Option<String>,
+    objects: Vec<String>,
     /// `bucket/prefix` it parks records under.
-    parked: Option<String>,
+    parked: Vec<String>,
     /// Whether it writes to the index (the verifier, when configured to repair).
     repairs: bool,
 }
 
 fn uses(binary: &str, vars: &Vars<'_>, function: &Function, resolver: &Resolver<'_>) -> Result<Uses> {
+    if binary == COMBINED {
+        return combined_uses(vars, function, resolver);
+    }
+    let filters = function
+        .streams
+        .first()
+        .map(|s| s.filters.clone())
+        .unwrap_or_default();
+    function_uses(binary, vars, function, resolver, &filters)
+}
+
+/// The combined function: its configuration builds as the binary builds it, it touches what its
+/// functions touch, and its mapping's filter is the union of theirs, or none when one of them
+/// takes every record.
+fn combined_uses(vars: &Vars<'_>, function: &Function, resolver: &Resolver<'_>) -> Result<Uses> {
+    // Built as the binary builds it at cold start; building makes no request.
+    let sdk = aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(REGION))
+        .build();
+    function_invoke::combined(vars, &sdk)?;
+    let names = vars.required(function_invoke::COMBINED_FUNCTIONS, "")?;
+    let own: Value = serde_json::from_str(
+        &vars
+            .optional(stream_runtime::combined::FILTERS_VAR)
+            .unwrap_or_default(),
+    )?;
+    let mut total = Uses::default();
+    let mut union = BTreeSet::new();
+    let mut takes_every_record = false;
+    for name in names.split(',').map(str::trim) {
+        let patterns: Vec<String> = own[name]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(Value::to_string)
+            .collect();
+        takes_every_record |= patterns.is_empty();
+        let member = function_uses(name, vars, function, resolver, &patterns)
+            .with_context(|| format!("{COMBINED}'s {name}"))?;
+        total.tables.extend(member.tables);
+        total.objects.extend(member.objects);
+        total.parked.extend(member.parked);
+        for p in patterns {
+            union.insert(serde_json::from_str::<Value>(&p)?.to_string());
+        }
+    }
+    let mapping: BTreeSet<String> = function.streams[0]
+        .filters
+        .iter()
+        .map(|f| serde_json::from_str::<Value>(f).map(|v| v.to_string()))
+        .collect::<Result<_, _>>()?;
+    let expected = if takes_every_record {
+        BTreeSet::new()
+    } else {
+        union
+    };
+    ensure!(
+        mapping == expected,
+        "the mapping's filters {mapping:?} are not the union of the functions' {expected:?}"
+    );
+    Ok(total)
+}
+
+/// What the function `binary` touches, with `filters` its own stream filter patterns.
+fn function_uses(
+    binary: &str,
+    vars: &Vars<'_>,
+    function: &Function,
+    resolver: &Resolver<'_>,
+    filters: &[String],
+) -> Result<Uses> {
     let parameter = |name: &str| resolver.parameter(name).unwrap_or_default().to_owned();
     let mut uses = Uses::default();
     if binary == BACKFILLER {
@@ -209,7 +301,7 @@ fn uses(binary: &str, vars: &Vars<'_>, function: &Function, resolver: &Resolver<
         "parks records in {} not the ParkingBucket",
         settings.parking.bucket
     );
-    uses.parked = Some(format!(
+    uses.parked.push(format!(
         "{}/{}{binary}/",
         settings.parking.bucket, settings.parking.prefix
     ));
@@ -233,7 +325,6 @@ fn uses(binary: &str, vars: &Vars<'_>, function: &Function, resolver: &Resolver<
                 "indexes {} not IndexedAttribute",
                 index.source
             );
-            let filters = &function.streams[0].filters;
             if matches!(parameter("IndexedAttributeType").as_str(), "SS" | "NS") {
                 ensure!(
                     filters.len() == 2
@@ -266,7 +357,8 @@ fn uses(binary: &str, vars: &Vars<'_>, function: &Function, resolver: &Resolver<
                 "prefix {}",
                 config.layout.prefix
             );
-            uses.objects = Some(format!("{}/{}", config.archive.bucket, config.layout.prefix));
+            uses.objects
+                .push(format!("{}/{}", config.archive.bucket, config.layout.prefix));
         }
         "counter-aggregator" => {
             let (table, _) = counter_aggregator::handler::config(vars)?;
@@ -377,16 +469,16 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                 | "dynamodb:GetShardIterator"
                 | "dynamodb:ListStreams" => *r == stream,
                 a if a.starts_with("dynamodb:") => table_arns.contains(r),
-                "s3:PutObject" => [&uses.objects, &uses.parked]
+                "s3:PutObject" => uses
+                    .objects
                     .iter()
-                    .any(|o| o.as_ref().is_some_and(|o| *r == format!("arn:aws:s3:::{o}*"))),
+                    .chain(&uses.parked)
+                    .any(|o| *r == format!("arn:aws:s3:::{o}*")),
                 // HeadBucket at init: the archive and the parking bucket themselves.
-                "s3:ListBucket" => [&uses.objects, &uses.parked].iter().any(|o| {
-                    o.as_ref().is_some_and(|o| {
-                        o.split('/')
-                            .next()
-                            .is_some_and(|bucket| *r == format!("arn:aws:s3:::{bucket}"))
-                    })
+                "s3:ListBucket" => uses.objects.iter().chain(&uses.parked).any(|o| {
+                    o.split('/')
+                        .next()
+                        .is_some_and(|bucket| *r == format!("arn:aws:s3:::{bucket}"))
                 }),
                 "sqs:SendMessage" => *r == queue,
                 "logs:CreateLogStream" | "logs:PutLogEvents" => *r == log_group_arn,
@@ -430,7 +522,9 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
 fn own_actions(binary: Option<&str>, uses: &Uses) -> &'static [&'static str] {
     match binary {
         // DescribeTable and HeadBucket (s3:ListBucket): priming at init.
-        Some("multikey-indexer") => &["dynamodb:BatchWriteItem", "dynamodb:DescribeTable"],
+        // DescribeTable and HeadBucket (s3:ListBucket): priming at init; the combined function
+        // needs the indexer's and the archiver's (which has none of its own).
+        Some("multikey-indexer" | COMBINED) => &["dynamodb:BatchWriteItem", "dynamodb:DescribeTable"],
         // The archiver's own PutObject and ListBucket are in `common`, with parking's.
         Some("ttl-archiver") => &[],
         Some("counter-aggregator") => &[

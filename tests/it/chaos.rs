@@ -2,7 +2,8 @@
 //! AWS fault on the wire and every Lambda fault in the replayer, over split shards with parallel
 //! batches, while the operations phase verifies and repairs, backfills and replays old records.
 //! Every oracle must find its output exact, every kind of fault must have happened, and every
-//! operation must have run, by count.
+//! operation must have run, by count. The same again with the indexer and the archiver behind
+//! one mapping (`Consumers=Combined`).
 
 use std::path::Path;
 
@@ -16,9 +17,32 @@ const SPEC: &str = "throttle=0.05,5xx=0.03,partial=0.3,apply-then-fail=0.03,rese
 
 #[tokio::test]
 async fn five_thousand_ops_under_every_fault_lose_nothing_and_double_nothing() -> Result<()> {
+    let report = under_every_fault("Separate").await?;
+    let functions: Vec<&str> = report.mappings.iter().map(|m| m.function.as_str()).collect();
+    ensure!(functions.len() == 3, "a mapping per function: {functions:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn one_mapping_for_the_indexer_and_the_archiver_loses_nothing_and_doubles_nothing() -> Result<()> {
+    let report = under_every_fault("Combined").await?;
+    let mut functions: Vec<&str> = report.mappings.iter().map(|m| m.function.as_str()).collect();
+    functions.sort_unstable();
+    ensure!(
+        functions == ["counter-aggregator", "sidestream-combined"],
+        "one mapping on the issues stream: {functions:?}"
+    );
+    Ok(())
+}
+
+/// 5,000 ops with `Consumers` as given, every oracle exact, every fault and operation counted.
+async fn under_every_fault(consumers: &str) -> Result<chaos::Report> {
     let faults = chaos::Faults::parse(SPEC, Some(7))?;
     let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
-    let options = chaos::Options::new(5_000, 7, faults, template, unique("chaos"));
+    let mut options = chaos::Options::new(5_000, 7, faults, template, unique("chaos"));
+    options
+        .parameters
+        .insert("Consumers".to_owned(), consumers.to_owned());
     // Two motos when scripts/moto started them (scripts/test does): the tables split between.
     let endpoints = chaos::endpoints_from_env()?;
     let report = chaos::run(&endpoints, &options, &chaos::Progress::default()).await?;
@@ -53,5 +77,5 @@ async fn five_thousand_ops_under_every_fault_lose_nothing_and_double_nothing() -
             && ops.drift_at_end == 0,
         "every operation ran, and no drift persists at the end: {summary}"
     );
-    Ok(())
+    Ok(report)
 }

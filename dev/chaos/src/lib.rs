@@ -443,7 +443,18 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
             .environment
             .insert("ATTEMPT_TIMEOUT_MS".into(), ATTEMPT_TIMEOUT_MS.into());
         let invoker = tallied_invoker(&function, &through, Arc::clone(&tally))?;
-        Ok(kept.keeping(function.binary.as_deref().unwrap_or_default(), invoker))
+        // A combined function's records are each of its functions' records, for their replays.
+        let binary = function.binary.as_deref().unwrap_or_default();
+        let mut names: Vec<String> = stack
+            .members
+            .iter()
+            .filter(|m| m.logical_id == function.logical_id)
+            .filter_map(|m| m.binary.clone())
+            .collect();
+        if names.is_empty() {
+            names.push(binary.to_owned());
+        }
+        Ok(kept.keeping(&names, invoker))
     })?;
     for source in &mut sources {
         source.settings.parallelization_factor = options.parallelization;

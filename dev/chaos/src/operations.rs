@@ -86,13 +86,15 @@ pub struct Kept {
 
 impl Kept {
     /// `inner`, keeping every [`KEEP_EVERY`]th record it is invoked with (at most
-    /// [`KEPT_PER_FUNCTION`]).
-    pub fn keeping(self: &Arc<Kept>, function: &str, inner: Invoker) -> Invoker {
-        let (kept, function) = (Arc::clone(self), function.to_owned());
+    /// [`KEPT_PER_FUNCTION`]) for each of `functions` (one, or a combined function's).
+    pub fn keeping(self: &Arc<Kept>, functions: &[String], inner: Invoker) -> Invoker {
+        let (kept, functions) = (Arc::clone(self), functions.to_vec());
         in_process(move |event, deadline| {
-            let (inner, kept, function) = (Arc::clone(&inner), Arc::clone(&kept), function.clone());
+            let (inner, kept, functions) = (Arc::clone(&inner), Arc::clone(&kept), functions.clone());
             async move {
-                kept.keep(&function, &event.records);
+                for function in &functions {
+                    kept.keep(function, &event.records);
+                }
                 inner(event, deadline).await
             }
         })

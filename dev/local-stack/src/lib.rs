@@ -90,6 +90,11 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct Stack {
     /// Functions, resolved with this stack's names.
     pub functions: Vec<Function>,
+    /// The functions a combined function runs (its `COMBINED_FUNCTIONS`), each as a function of
+    /// its own: the combined function's environment and streams, under the member's binary. They
+    /// read no stream of their own ([`Stack::sources`] takes `functions`); [`Stack::function`]
+    /// finds them, for lookups of a function's configuration and for reruns through it alone.
+    pub members: Vec<Function>,
     /// Tables, as created.
     pub tables: Vec<Table>,
     /// Buckets, as created.
@@ -103,6 +108,30 @@ pub struct Stack {
     pub name: String,
     /// The region its ARNs name.
     pub region: String,
+}
+
+/// Each function the combined functions among `functions` run, under its own binary.
+fn members(functions: &[Function]) -> Vec<Function> {
+    functions
+        .iter()
+        .filter(|f| f.binary.as_deref() == Some(function_invoke::COMBINED_BINARY))
+        .flat_map(|combined| {
+            let names = combined
+                .environment
+                .get(function_invoke::COMBINED_FUNCTIONS)
+                .cloned()
+                .unwrap_or_default();
+            names
+                .split(',')
+                .map(str::trim)
+                .filter(|name| !name.is_empty())
+                .map(|name| Function {
+                    binary: Some(name.to_owned()),
+                    ..combined.clone()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// The name a stack's resource is created under: `<stack>-<logicalid>`, lowercase.
@@ -138,6 +167,7 @@ impl Stack {
         };
         let resolver = parsed.resolver(parameters, names);
         let functions = parsed.functions(&resolver).map_err(in_template)?;
+        let members = members(&functions);
         let tables = parsed.tables(&resolver).map_err(in_template)?;
         let buckets = parsed.buckets(&resolver).map_err(in_template)?;
         let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
@@ -172,6 +202,7 @@ impl Stack {
         }
         Ok(Stack {
             functions,
+            members,
             tables,
             buckets,
             streams,
@@ -291,10 +322,11 @@ impl Stack {
         ))
     }
 
-    /// The function built from the cargo binary `binary`.
+    /// The function built from the cargo binary `binary`, or run by a combined function.
     pub fn function(&self, binary: &str) -> Result<&Function, StackError> {
         self.functions
             .iter()
+            .chain(&self.members)
             .find(|f| f.binary.as_deref() == Some(binary))
             .ok_or_else(|| {
                 StackError::Unusable(format!(

@@ -136,8 +136,7 @@ impl Combined {
         event: Event,
         deadline: Deadline,
     ) -> Result<DynamoDbEventResponse, NoCheckpoint> {
-        let answers = self.handle_counted(event, deadline).await;
-        let (response, metrics) = answers;
+        let (response, metrics) = self.handle_counted(event, deadline).await;
         for mut m in metrics {
             m.flush();
         }

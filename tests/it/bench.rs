@@ -1,8 +1,9 @@
 //! The end-to-end bench's parts, small: every function's invocation through its runtime behind
 //! the latency proxy, against moto and against the proxy's sink, with its requests counted
-//! against the request bound; and ten concurrent
-//! invocations on the same counter totals, exact, with no conflict retry. No figure is timed
-//! here: the bench measures, this checks that what it measures happened.
+//! against the request bound; ten concurrent invocations on the same counter totals, exact,
+//! with no conflict retry; and the issues stream read by two mappings and by one, with the same
+//! writes. No figure is timed here: the bench measures, this checks that what it measures
+//! happened.
 
 use std::path::Path;
 use std::time::Duration;
@@ -94,5 +95,42 @@ async fn ten_invocations_on_the_same_totals_are_exact_without_conflicts() -> Res
     let counters = bench_e2e::hot::COUNTERS as u64;
     let most = row.batches * counters + 2 * counters * 10;
     ensure!(row.requests <= most, "more requests than delta writes: {summary}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn one_mapping_makes_the_writes_two_mappings_make() -> Result<()> {
+    let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
+    let progress = Progress::default();
+    let report = bench_e2e::run(&sdk(), &endpoint, &options(vec![Part::Combined]), &progress).await?;
+    let summary = serde_json::to_string_pretty(&report)?;
+    let upstreams: Vec<&str> = report.combined.iter().map(|r| r.upstream).collect();
+    ensure!(
+        upstreams == ["moto", "sink"],
+        "upstreams {upstreams:?}: {summary}"
+    );
+    for row in &report.combined {
+        // The indexer's mapping has no filter for a map attribute: every record. The archiver's
+        // passes the TTL deletions: one in ten, at positions 8, 18, … of the first hundred.
+        ensure!(
+            row.records == 100 && row.indexer_records == 100 && row.archiver_records == 10,
+            "filtered: {summary}"
+        );
+        ensure!(
+            row.separate.invocations == 2 && row.combined.invocations == 1,
+            "invocations: {summary}"
+        );
+        // The same batch both ways: the same writes, each counted once.
+        ensure!(
+            row.separate.writes > 10 && row.separate.writes == row.combined.writes,
+            "writes: {summary}"
+        );
+        ensure!(
+            row.separate.requests > 0 && row.combined.requests > 0,
+            "requests: {summary}"
+        );
+    }
+    let done = progress.done.load(std::sync::atomic::Ordering::Relaxed);
+    ensure!(done == 2, "{done} cases done: {summary}");
     Ok(())
 }

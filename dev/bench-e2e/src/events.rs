@@ -79,6 +79,35 @@ pub fn ttl_deletes(batch: Batch, seed: u64) -> (usize, Vec<u8>) {
     batch.encode(event.records)
 }
 
+/// The issues stream as a combined mapping sees it: nine issue changes to one TTL deletion,
+/// renumbered into one shard's order under the issues table's stream. The deleted items are the
+/// archiver's synthetic ones, keyed as issues (`id`) and without custom fields.
+pub fn issues_stream(batch: Batch, seed: u64) -> (usize, Vec<u8>) {
+    let n = batch.generate(1_200);
+    let changes = multikey_indexer::synthetic::batch(n, (n / 2).max(50), seed).records;
+    let deletions = ttl_archiver::synthetic::ttl_batch(n / 10 + 1, seed, 1_795_168_800, 1.0).records;
+    let mut deletions = deletions.into_iter().enumerate().map(|(i, record)| {
+        let mut json = serde_json::to_value(record).unwrap_or_default();
+        let id = json!({"S": format!("expired-{seed}-{i:08}")});
+        json["dynamodb"]["Keys"] = json!({ "id": id });
+        json["dynamodb"]["OldImage"]["id"] = id;
+        serde_json::from_value(json).unwrap_or_default()
+    });
+    let mut records = Vec::with_capacity(n + n / 10 + 1);
+    for (i, change) in changes.into_iter().enumerate() {
+        if i % 9 == 8 {
+            records.extend(deletions.next());
+        }
+        records.push(change);
+    }
+    let arn = "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-11-21T00:00:00.000";
+    for (i, record) in records.iter_mut().enumerate() {
+        record.event_source_arn = Some(arn.to_owned());
+        record.change.sequence_number = Some((49_000_000_000_000_000_000_u128 + i as u128).to_string());
+    }
+    batch.encode(records)
+}
+
 /// Counters whose shards clients increment; each change is a stream record with both images.
 #[derive(Debug, Clone)]
 pub struct CounterSim {

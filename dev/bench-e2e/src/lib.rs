@@ -14,6 +14,8 @@
 //!   windows.
 //! - [`cold`]: each function's binary started cold against a local Runtime API
 //!   ([`runtime_api`]), primed at init and not.
+//! - [`combined`]: the issues stream read by two mappings (`Consumers=Separate`) and by one
+//!   (`Consumers=Combined`), on the same batches.
 //!
 //! The report's ratios compare each wall time with the *request bound*,
 //! ⌈requests / concurrency⌉ × latency, and with a *floor* measured in the same run: the
@@ -23,6 +25,7 @@
 //! gap between the floor and the wall time is Sidestream's.
 
 pub mod cold;
+pub mod combined;
 pub mod events;
 pub mod hot;
 pub mod runtime_api;
@@ -108,6 +111,8 @@ pub enum Part {
     Throttled,
     /// Each function's process started cold against a local Runtime API, primed and not.
     Cold,
+    /// The issues stream read by two mappings and by one.
+    Combined,
 }
 
 impl Options {
@@ -122,7 +127,13 @@ impl Options {
             hot_invocations: vec![1, 2, 5, 10],
             hot_rounds: 10,
             capacities: vec![0, 250, 800],
-            parts: vec![Part::WritePath, Part::Hot, Part::Throttled, Part::Cold],
+            parts: vec![
+                Part::WritePath,
+                Part::Hot,
+                Part::Throttled,
+                Part::Cold,
+                Part::Combined,
+            ],
             binaries: PathBuf::from("target/fuzz"),
         }
     }
@@ -150,6 +161,8 @@ pub struct Report {
     pub throttled: Vec<throttled::Row>,
     /// Cold starts, primed and not.
     pub cold: Vec<cold::Row>,
+    /// Two mappings against one on the issues stream.
+    pub combined: Vec<combined::Row>,
 }
 
 /// Runs the bench against the emulator at `endpoint` (`sdk` reaches it directly).
@@ -164,7 +177,8 @@ pub async fn run(
     let planned = options.batches.len() * 3 * 2 * usize::from(part(Part::WritePath))
         + options.hot_invocations.len() * usize::from(part(Part::Hot))
         + throttled::SETTINGS.len() * options.capacities.len() * usize::from(throttling)
-        + 6 * usize::from(part(Part::Cold));
+        + 6 * usize::from(part(Part::Cold))
+        + options.batches.len() * 2 * usize::from(part(Part::Combined));
     progress.cases.store(planned as u64, Ordering::Relaxed);
     let stack = Stack::create(sdk, &options.template, &options.stack, &BTreeMap::new()).await?;
     let spec = format!("latency={}ms", options.latency.as_millis());
@@ -192,12 +206,21 @@ pub async fn run(
     } else {
         Vec::new()
     };
+    let combined = if part(Part::Combined) {
+        Box::pin(combined::both_upstreams(
+            sdk, endpoint, &stack, &spec, options, progress,
+        ))
+        .await?
+    } else {
+        Vec::new()
+    };
     Ok(Report {
         latency_ms: options.latency.as_secs_f64() * 1000.0,
         write_path,
         hot,
         throttled,
         cold,
+        combined,
     })
 }
 

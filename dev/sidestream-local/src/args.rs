@@ -111,6 +111,8 @@ pub(crate) enum BenchPart {
     Throttled,
     /// Each function's binary started cold against a local Runtime API, primed and not.
     Cold,
+    /// The issues stream read by two mappings and by one.
+    Combined,
 }
 
 #[derive(Debug, Args)]

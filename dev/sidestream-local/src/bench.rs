@@ -38,6 +38,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 BenchPart::Hot => bench_e2e::Part::Hot,
                 BenchPart::Throttled => bench_e2e::Part::Throttled,
                 BenchPart::Cold => bench_e2e::Part::Cold,
+                BenchPart::Combined => bench_e2e::Part::Combined,
             })
             .collect();
     }
@@ -99,6 +100,9 @@ fn render(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
     }
     if !report.cold.is_empty() {
         cold(report, out)?;
+    }
+    if !report.combined.is_empty() {
+        combined(report, out)?;
     }
     Ok(())
 }
@@ -250,6 +254,48 @@ fn cold(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
             format!("{:.1}", r.cold_ms),
             r.starts.to_string(),
             format!("{:.1}", r.peak_rss_mib),
+        ]);
+    }
+    t.write(out)
+}
+
+fn combined(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "\nOne reader or two: the issues stream (9 issue changes to 1 TTL deletion) read by the indexer's and the \
+         archiver's own mappings at once (Consumers=Separate), and by one combined function (Consumers=Combined); \
+         wall: until the batch is done; billed: the invocations' durations summed (medians)"
+    )?;
+    let mut t = Table::new(&[
+        ("upstream", Left),
+        ("batch", Left),
+        ("records", Right),
+        ("indexer", Right),
+        ("archiver", Right),
+        ("separate wall", Right),
+        ("billed", Right),
+        ("requests", Right),
+        ("combined wall", Right),
+        ("billed", Right),
+        ("requests", Right),
+        ("wall", Right),
+        ("billed", Right),
+    ]);
+    for r in &report.combined {
+        t.row(vec![
+            r.upstream.to_owned(),
+            r.batch.clone(),
+            r.records.to_string(),
+            r.indexer_records.to_string(),
+            r.archiver_records.to_string(),
+            format!("{:.1}", r.separate.wall_ms),
+            format!("{:.1}", r.separate.billed_ms),
+            r.separate.requests.to_string(),
+            format!("{:.1}", r.combined.wall_ms),
+            format!("{:.1}", r.combined.billed_ms),
+            r.combined.requests.to_string(),
+            format!("{:.2}×", r.wall_ratio),
+            format!("{:.2}×", r.billed_ratio),
         ]);
     }
     t.write(out)

@@ -27,6 +27,13 @@ serializer looks up each member of a plain dict through a chain of aliases built
 time; this launcher asks the chain once per shape and member and keeps its keys
 (`SIDESTREAM_MOTO_CHECK=1` checks every answer against moto's own).
 
+DynamoDB's TTL deletes an item as the service, and the REMOVE record in the stream carries
+`userIdentity: {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}`; moto expires nothing
+and writes no `userIdentity`. The project's TTL sweeper (stream-replayer) deletes expired items
+itself, marking its `DeleteItem` with the header `X-Sidestream-Ttl-Delete: service`; this launcher
+writes that delete's stream record with the service's identity, so that every reader of the
+stream, the local mapping and `failures replay` alike, sees what AWS's stream holds.
+
 With `SIDESTREAM_MOTO_PROFILE=FILE`, the DynamoDB requests (which run one at a time) are profiled
 with cProfile, and on SIGTERM the launcher writes to FILE each operation's count, seconds answering
 and seconds waiting for the lock, by table, then the functions that took the most time: where the
@@ -216,6 +223,30 @@ def pick_plain_dict_members_by_table(check):
         moto_serialize.ResponseSerializer.serialize = serialize_checked
 
 
+# The header the TTL sweeper sends with its deletes (waitress keeps hyphenated names only).
+TTL_DELETE_HEADER = "HTTP_X_SIDESTREAM_TTL_DELETE"
+DELETE_ITEM = "DynamoDB_20120810.DeleteItem"
+# The identity DynamoDB's TTL stream records carry, as the Streams API spells it (Lambda's event
+# spells it `{"type": …, "principalId": …}`).
+TTL_IDENTITY = {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}
+# Set while a TTL delete is answered; DynamoDB requests run one at a time under the lock.
+ttl_delete = threading.local()
+
+
+def ttl_deletes_carry_the_service_identity():
+    """Stream records made while the sweeper's delete is answered carry DynamoDB's identity."""
+    from moto.dynamodb.models import table as table_module
+
+    original = table_module.StreamRecord.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        if getattr(ttl_delete, "active", False) and self.record.get("eventName") == "REMOVE":
+            self.record["userIdentity"] = dict(TTL_IDENTITY)
+
+    table_module.StreamRecord.__init__ = init
+
+
 def table_of(environ):
     """The table a DynamoDB or DynamoDB Streams request names (its stream's table for a stream
     ARN or shard iterator), or "-"; the request's body is read and put back."""
@@ -304,9 +335,13 @@ def serialized(app, lock, empty_pages, profile=None):
                         ],
                     )
                     return [empty]
-            if profile is not None:
-                return profile.run(target, environ, arrived, lambda: answer(environ, start_response))
-            return answer(environ, start_response)
+            ttl_delete.active = target == DELETE_ITEM and environ.get(TTL_DELETE_HEADER) == "service"
+            try:
+                if profile is not None:
+                    return profile.run(target, environ, arrived, lambda: answer(environ, start_response))
+                return answer(environ, start_response)
+            finally:
+                ttl_delete.active = False
 
     def answer(environ, start_response):
         response = app(environ, start_response)
@@ -329,6 +364,7 @@ def main():
     remember_moto_modules()
     remember_handler_methods()
     scan_from_the_start_key()
+    ttl_deletes_carry_the_service_identity()
     pick_plain_dict_members_by_table(os.environ.get("SIDESTREAM_MOTO_CHECK") == "1")
     app = DomainDispatcherApplication(create_backend_app)
     app.debug = True

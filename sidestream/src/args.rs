@@ -269,14 +269,17 @@ pub(crate) enum FailuresCommand {
     /// and the aggregator's records run through their code in this process; the indexer's are
     /// replayed through the stream (their items touched, their deletes conditioned on newer
     /// writes), so that an old record never puts back a stale entry. A range's queue message is
-    /// deleted once it is replayed. Exit status 1 if any failure still fails, is short or gone
-    /// from the stream, or if no failure is the function's.
+    /// deleted once it is replayed. With `--function sidestream-combined` (`Consumers=Combined`,
+    /// configured with its `COMBINED_FUNCTIONS` and `COMBINED_FILTERS`), each range is replayed
+    /// by each of its functions on the records its own patterns pass, and is done when all are.
+    /// Exit status 1 if any failure still fails, is short or gone from the stream, or if no
+    /// failure is the function's.
     Replay {
         #[command(flatten)]
         from: FailureSources,
         /// The function whose failures to replay.
         #[arg(long, value_enum)]
-        function: Function,
+        function: Replayable,
         /// The function's name or ARN as deployed (repeatable). Without it, ranges match a
         /// function named as CloudFormation names it (`<stack>-<LogicalId>-<suffix>`) or as the
         /// binary.
@@ -323,6 +326,43 @@ impl FailureSources {
             "no source (give --log, --queue, --parked or --destination)".to_owned()
         } else {
             all.join(", ")
+        }
+    }
+}
+
+/// A deployed function whose failures `failures replay` takes: a stream function, or the one
+/// that runs several behind one mapping.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum Replayable {
+    /// The multikey index.
+    MultikeyIndexer,
+    /// The TTL archive.
+    TtlArchiver,
+    /// The sharded counters' totals.
+    CounterAggregator,
+    /// The indexer and the archiver behind one mapping (`Consumers=Combined`): its ranges, which
+    /// hold both functions' records. Their parked records are under their own names.
+    SidestreamCombined,
+}
+
+impl Replayable {
+    /// Its cargo binary's name.
+    pub(crate) fn binary(self) -> &'static str {
+        match self {
+            Replayable::MultikeyIndexer => Function::MultikeyIndexer.binary(),
+            Replayable::TtlArchiver => Function::TtlArchiver.binary(),
+            Replayable::CounterAggregator => Function::CounterAggregator.binary(),
+            Replayable::SidestreamCombined => "sidestream-combined",
+        }
+    }
+
+    /// Its logical id in `template.yaml`.
+    pub(crate) fn logical_id(self) -> &'static str {
+        match self {
+            Replayable::MultikeyIndexer => Function::MultikeyIndexer.logical_id(),
+            Replayable::TtlArchiver => Function::TtlArchiver.logical_id(),
+            Replayable::CounterAggregator => Function::CounterAggregator.logical_id(),
+            Replayable::SidestreamCombined => "IssuesStreamFunction",
         }
     }
 }

@@ -8,11 +8,10 @@ use std::time::Duration;
 use std::collections::BTreeSet;
 
 use anyhow::Context as _;
-use failure_replay::{Failed, FunctionMatch, Read, Records, Replayed};
-use index_verify::Mender;
+use failure_replay::{Failed, FunctionMatch, Read, Records, Replayed, Replayer};
 use stream_kit::Vars;
 
-use crate::args::{FailureSources, FailuresCommand, Function, Output};
+use crate::args::{FailureSources, FailuresCommand, Output};
 
 pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
     let runtime = crate::runtime()?;
@@ -56,14 +55,7 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                 let lookup = |name: &str| std::env::var(name).ok();
                 let vars = Vars::new(&lookup);
                 let functions_sdk = io_policy::without_sdk_retries(&sdk);
-                let how = match function {
-                    Function::MultikeyIndexer => How::ThroughTheStream(
-                        multikey_indexer::Indexes::from_vars(&vars)?,
-                        aws_sdk_dynamodb::Client::new(&functions_sdk),
-                        index_verify::run_id("replay"),
-                    ),
-                    _ => How::Rerun(function_invoke::function(function.binary(), function.binary(), &vars, &functions_sdk, None)?),
-                };
+                let replay_with = Replayer::for_function(function.binary(), &vars, &functions_sdk)?;
                 let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
                 let sqs = aws_sdk_sqs::Client::new(&sdk);
                 let s3 = stream_runtime::aws::s3_client(&sdk, &vars)?;
@@ -72,7 +64,7 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                 for failed in mine {
                     let replayed = match failure_replay::read(failed, &streams).await? {
                         Read::Unavailable(outcome) => outcome,
-                        Read::Records(records) => how.replay(records, Duration::from_secs(timeout)).await?,
+                        Read::Records(records) => replay_with.replay(records, Duration::from_secs(timeout)).await?,
                     };
                     let done = replayed.is_done();
                     all_done &= done;
@@ -99,41 +91,6 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
             }
         }
     })
-}
-
-/// How a function's records are replayed.
-enum How {
-    /// Through the stream (the indexer): items touched, deletes conditioned on newer writes.
-    ThroughTheStream(multikey_indexer::Indexes, aws_sdk_dynamodb::Client, String),
-    /// Through the function's code again (the archiver and the aggregator: ordered by version).
-    Rerun(stream_delivery::Invoker),
-}
-
-impl How {
-    async fn replay(
-        &self,
-        records: Vec<stream_kit::EventRecord>,
-        timeout: Duration,
-    ) -> anyhow::Result<Replayed> {
-        match self {
-            How::Rerun(invoker) => Ok(failure_replay::rerun(records, invoker, timeout).await),
-            How::ThroughTheStream(indexes, client, run_id) => {
-                let table = records
-                    .first()
-                    .and_then(index_verify::mend::table_of)
-                    .context("a record without the eventSourceARN of its table")?;
-                let through_stream = Mender::new(client.clone(), indexes.clone(), table, run_id);
-                let mended = through_stream.records(&records).await?;
-                Ok(Replayed::Mended {
-                    records: records.len(),
-                    touched: mended.touched,
-                    gone: mended.gone,
-                    deleted: mended.deleted,
-                    newer: mended.newer,
-                })
-            }
-        }
-    }
 }
 
 async fn read(sdk: &aws_config::SdkConfig, from: &FailureSources) -> anyhow::Result<Vec<Failed>> {
@@ -216,6 +173,11 @@ fn place(failed: &Failed) -> String {
 fn outcome(replayed: &Replayed) -> String {
     match replayed {
         Replayed::Applied { records } => format!("applied: {records} records"),
+        Replayed::Combined { functions } => functions
+            .iter()
+            .map(|part| format!("{}: {}", part.function, outcome(&part.replayed)))
+            .collect::<Vec<_>>()
+            .join("; "),
         Replayed::Mended {
             records,
             touched,

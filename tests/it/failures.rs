@@ -7,13 +7,14 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use serde_json::json;
 use stream_delivery::in_process;
 use stream_replayer::{Invocation, Invoker};
 
-use failure_replay::{FunctionMatch, Read, Records, Replayed};
+use failure_replay::{FunctionMatch, Read, Records, Replayed, Replayer};
 use local_stack::put_json as put;
 
 use crate::moto::{PARKING_BUCKET, parking_bucket, s3, sdk, unique};
@@ -142,10 +143,8 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
     // The indexer as it is now, replayed through the stream as `failures replay` does.
     fixed.store(true, Ordering::SeqCst);
     let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
-    let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-    let indexes = crate::mend::indexes(&stack)?;
-    let through_stream = index_verify::Mender::new(writer, indexes, &issues, "replay-test");
-    let acknowledged = replay(&failures, &streams, &through_stream, &sqs).await?;
+    let replayer = replayer(&stack, "multikey-indexer")?;
+    let acknowledged = replay(&failures, &streams, &replayer, &sqs).await?;
     pipeline.settle().await?;
     assert_index_exact(&sdk, &stack).await?;
     // The applied range's message is deleted, visible or not; the parked record had none.
@@ -157,12 +156,25 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
     // Replayed again, as any retried replay: still exact.
     for failed in &failures {
         if let Read::Records(records) = failure_replay::read(failed, &streams).await? {
-            through_stream.records(&records).await?;
+            let again = replayer.replay(records, Duration::from_secs(60)).await?;
+            ensure!(again.is_done(), "{again:?}");
         }
     }
     pipeline.settle().await?;
     assert_index_exact(&sdk, &stack).await?;
     Ok(())
+}
+
+/// The replayer `failures replay --function BINARY` builds, configured from the function's
+/// template environment (for a combined function's member, the combined function's).
+fn replayer(stack: &local_stack::Stack, binary: &str) -> Result<Replayer> {
+    let env = local_stack::environment(stack.function(binary)?);
+    let lookup = |name: &str| env.get(name).cloned();
+    Ok(Replayer::for_function(
+        binary,
+        &stream_kit::Vars::new(&lookup),
+        &io_policy::without_sdk_retries(&sdk()),
+    )?)
 }
 
 /// The range names the function as deployed by CloudFormation (`<stack>-IndexerFunction-…`);
@@ -192,12 +204,12 @@ fn all_the_indexers(failures: &[failure_replay::Failed], stack: &str) -> Result<
     Ok(())
 }
 
-/// Replays each failure's records through the stream, one record each, and deletes a range's
-/// queue message once replayed, as `failures replay` does; the messages deleted.
+/// Replays each failure's records (one each) with `replayer`, and deletes a range's queue
+/// message once replayed, as `failures replay` does; the messages deleted.
 async fn replay(
     failures: &[failure_replay::Failed],
     streams: &aws_sdk_dynamodbstreams::Client,
-    through_stream: &index_verify::Mender,
+    replayer: &Replayer,
     sqs: &aws_sdk_sqs::Client,
 ) -> Result<usize> {
     let mut acknowledged = 0;
@@ -205,19 +217,18 @@ async fn replay(
         let Read::Records(records) = failure_replay::read(failed, streams).await? else {
             anyhow::bail!("{failed:?}: its records cannot be read back");
         };
-        let mended = through_stream.records(&records).await?;
+        let outcome = replayer.replay(records, Duration::from_secs(60)).await?;
         ensure!(
-            records.len() == 1 && mended.touched == 1,
-            "{failed:?}: {mended:?}"
+            matches!(
+                outcome,
+                Replayed::Mended {
+                    records: 1,
+                    touched: 1,
+                    ..
+                }
+            ),
+            "{failed:?}: {outcome:?}"
         );
-        let replayed = Replayed::Mended {
-            records: records.len(),
-            touched: mended.touched,
-            gone: mended.gone,
-            deleted: mended.deleted,
-            newer: mended.newer,
-        };
-        ensure!(replayed.is_done());
         acknowledged += usize::from(failure_replay::acknowledge(sqs, failed).await?);
     }
     Ok(acknowledged)
@@ -545,4 +556,129 @@ async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it()
             .is_empty()
     );
     Ok(())
+}
+
+/// Under `Consumers=Combined`, a range the combined function gave up holds records of both of
+/// its functions; `failures replay --function sidestream-combined` replays it for each, on the
+/// records its own patterns pass: the indexer's through the stream, the archiver's through its
+/// code. Here the combined function crashes on the TTL deletion of an indexed issue until fixed,
+/// so the deletion is given up: its index entries stay and it is not archived. Replayed, the
+/// index is exact and the issue archived once; replayed again, nothing changes.
+#[tokio::test]
+async fn a_combined_functions_range_is_replayed_by_each_of_its_functions() -> Result<()> {
+    let sdk = sdk();
+    let parameters = [
+        ("Consumers", "Combined"),
+        ("BatchSize", "4"),
+        ("MaximumRetryAttempts", "1"),
+    ];
+    let stack = stack(&sdk, &parameters).await?;
+    let log = failure_log();
+    let (crashes, fixed) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicBool::new(false)));
+    let (crashing, fix) = (Arc::clone(&crashes), Arc::clone(&fixed));
+    let mut pipeline = pipeline(&sdk, &stack, &log, move |function, inner| {
+        if function != function_invoke::COMBINED_BINARY {
+            return inner;
+        }
+        crashing_on_the_deletion(inner, Arc::clone(&crashing), Arc::clone(&fix))
+    })?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let issues = stack.table("IssuesTable")?.name.clone();
+    for id in 0..3 {
+        put(&client, &issues, &issue(id, &json!({"f": id}))).await?;
+    }
+    let expired = chrono::Utc::now().timestamp() - 60;
+    let item = json!({"id": "expired", "project": "p0", "num": 7, "name": "Expired",
+                      "custom_fields": {"f": 7, "g": "x"}, "expires_at": expired});
+    put(&client, &issues, &item).await?;
+    pipeline.settle().await?;
+    let (bucket, prefix) = stack.archive_location()?;
+    let archived = || async {
+        let items = archive_reader::items(&local_stack::s3_client(&sdk), &bucket, &prefix).await?;
+        items
+            .iter()
+            .map(|(_, item)| {
+                serde_json::to_value(item).map(|v| v["id"]["S"].as_str().unwrap_or_default().to_owned())
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(anyhow::Error::from)
+    };
+    let crash_count = crashes.load(Ordering::SeqCst);
+    ensure!(
+        crash_count >= 2 && archived().await?.is_empty(),
+        "the deletion crashed its batches until given up ({crash_count} crashes), and is not archived"
+    );
+    ensure!(
+        assert_index_exact(&sdk, &stack).await.is_err(),
+        "before the replay, the index still holds the deleted issue's entries"
+    );
+
+    // The range names the combined function as CloudFormation names it.
+    let failures = failure_replay::read_log(&log)?;
+    let combined = FunctionMatch {
+        binary: function_invoke::COMBINED_BINARY.into(),
+        logical_id: "IssuesStreamFunction".into(),
+        deployed: vec![],
+    };
+    ensure!(
+        failures.len() == 1 && combined.matches(&failures[0]),
+        "one range, the combined function's: {failures:?}"
+    );
+    fixed.store(true, Ordering::SeqCst);
+    let replayer = replayer(&stack, function_invoke::COMBINED_BINARY)?;
+    ensure!(
+        replayer.functions() == ["multikey-indexer", "ttl-archiver"],
+        "{replayer:?}"
+    );
+    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+    for round in ["replayed", "replayed again"] {
+        let Read::Records(records) = failure_replay::read(&failures[0], &streams).await? else {
+            anyhow::bail!("the range cannot be read back");
+        };
+        let outcome = replayer.replay(records, Duration::from_secs(60)).await?;
+        let Replayed::Combined { functions } = &outcome else {
+            anyhow::bail!("{round}: {outcome:?}");
+        };
+        ensure!(
+            outcome.is_done()
+                && matches!(
+                    functions[0].replayed,
+                    Replayed::Mended {
+                        records: 1,
+                        gone: 1,
+                        ..
+                    }
+                )
+                && functions[1].replayed == Replayed::Applied { records: 1 },
+            "{round}: the indexer's part through the stream, the archiver's rerun: {outcome:?}"
+        );
+        pipeline.settle().await?;
+        assert_index_exact(&sdk, &stack).await?;
+        let ids = archived().await?;
+        ensure!(ids == ["expired"], "{round}: archived once: {ids:?}");
+    }
+    Ok(())
+}
+
+/// The combined function as it was until `fixed`: it crashes on any batch holding the deletion
+/// of the issue "expired" (counted in `crashes`).
+fn crashing_on_the_deletion(inner: Invoker, crashes: Arc<AtomicU32>, fixed: Arc<AtomicBool>) -> Invoker {
+    in_process(move |event, deadline| {
+        let (inner, crashes) = (Arc::clone(&inner), Arc::clone(&crashes));
+        let crash = !fixed.load(Ordering::SeqCst)
+            && event
+                .records
+                .iter()
+                .any(|r| r.event_name == "REMOVE" && id_of(r) == "expired");
+        async move {
+            if crash {
+                crashes.fetch_add(1, Ordering::SeqCst);
+                return Invocation::Failed {
+                    error_type: "Crash".into(),
+                    message: "cannot take this deletion yet".into(),
+                };
+            }
+            inner(event, deadline).await
+        }
+    })
 }

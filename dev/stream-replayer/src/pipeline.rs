@@ -370,10 +370,9 @@ impl Stream {
             }
             progress.swept.fetch_add(swept as u64, Ordering::Relaxed);
         }
-        let mut records = self.reader.poll().await?;
+        let records = self.reader.poll().await?;
         if let Some(sweeper) = &mut self.sweeper {
-            for (_, record) in &mut records {
-                sweeper.deletes().mark(record);
+            for (_, record) in &records {
                 sweeper.observe(record);
             }
         }

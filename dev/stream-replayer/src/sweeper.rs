@@ -14,18 +14,18 @@
 //! is scanned at each sweep instead.
 //!
 //! The sweeper deletes with a condition (the item is still expired), so an item a user updated
-//! or deleted meanwhile is left alone, and remembers each delete's key and old image. A REMOVE
-//! record with the same key and old image, the next one for that key, is the sweeper's: it gets
-//! the service identity. Sweeping before reading the stream, in the same task, means a delete is
-//! always remembered before its record can be read.
+//! or deleted meanwhile is left alone. It marks each delete with the header
+//! [`TTL_DELETE_HEADER`]; the project's moto launcher (`scripts/moto-server.py`) then writes that
+//! delete's stream record with the service identity, as DynamoDB writes it. The identity is in
+//! the stream itself, so every reader sees it: the local mapping, and `failures replay` reading
+//! a range again.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
-use aws_lambda_events::event::dynamodb::{EventRecord, UserIdentity};
+use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
-use serde_json::Value;
+use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::ReplayError;
 
@@ -49,9 +49,11 @@ pub struct Sweeper {
     table: String,
     attribute: String,
     key: Vec<String>,
-    deletes: Deletes,
     expiries: Expiries,
 }
+
+/// The header that marks the sweeper's deletes as DynamoDB's own (with the value `service`).
+pub const TTL_DELETE_HEADER: &str = "x-sidestream-ttl-delete";
 
 /// The TTL value of every live item with one, as the stream has told it so far.
 #[derive(Debug, Default)]
@@ -150,52 +152,6 @@ impl Expiries {
     }
 }
 
-/// Deletes made by TTL whose stream records have not been read yet.
-#[derive(Debug, Default)]
-pub struct Deletes {
-    /// (key, old image) as DynamoDB JSON, in the order made.
-    pending: Vec<(Value, Value)>,
-}
-
-impl Deletes {
-    /// Remembers a delete of the item with this key and old image (DynamoDB JSON).
-    pub fn remember(&mut self, key: Value, old_image: Value) {
-        self.pending.push((key, old_image));
-    }
-
-    /// Gives `record` DynamoDB's service identity if it is the REMOVE of a remembered delete:
-    /// the first pending one with its key, if the old image is the same. Whether it did.
-    pub fn mark(&mut self, record: &mut EventRecord) -> bool {
-        if record.event_name != "REMOVE" {
-            return false;
-        }
-        let keys = serde_json::to_value(&record.change.keys).unwrap_or(Value::Null);
-        let Some(at) = self.pending.iter().position(|(k, _)| *k == keys) else {
-            return false;
-        };
-        let old = serde_json::to_value(&record.change.old_image).unwrap_or(Value::Null);
-        if self.pending[at].1 != old {
-            return false;
-        }
-        self.pending.remove(at);
-        let mut identity = UserIdentity::default();
-        "Service".clone_into(&mut identity.type_);
-        "dynamodb.amazonaws.com".clone_into(&mut identity.principal_id);
-        record.user_identity = Some(identity);
-        true
-    }
-
-    /// How many deletes wait for their record.
-    pub fn len(&self) -> usize {
-        self.pending.len()
-    }
-
-    /// Whether no delete waits for its record.
-    pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
-    }
-}
-
 impl Sweeper {
     /// A sweeper of `table`, whose TTL attribute is `attribute` and key attributes `key`.
     pub fn new(
@@ -209,7 +165,6 @@ impl Sweeper {
             table: table.into(),
             attribute: attribute.into(),
             key,
-            deletes: Deletes::default(),
             expiries: Expiries::default(),
         }
     }
@@ -297,34 +252,24 @@ impl Sweeper {
             .client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(key.clone()))
+            .set_key(Some(key))
             .condition_expression("#ttl < :now")
             .expression_attribute_names("#ttl", &self.attribute)
             .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
-            .return_values(ReturnValue::AllOld)
+            .customize()
+            .mutate_request(|request| {
+                request.headers_mut().insert(TTL_DELETE_HEADER, "service");
+            })
             .send()
             .await;
-        let old = match result {
-            Ok(output) => output.attributes.unwrap_or_default(),
+        match result {
+            Ok(_) => Ok(true),
             Err(e) if e.as_service_error().is_some_and(aws_sdk_dynamodb::operation::delete_item::DeleteItemError::is_conditional_check_failed_exception) => {
-                return Ok(false);
+                Ok(false)
             }
-            Err(e) => return Err(ReplayError::request("DeleteItem", &self.table, &e)),
-        };
-        self.deletes
-            .remember(json(key, &self.table)?, json(old, &self.table)?);
-        Ok(true)
+            Err(e) => Err(ReplayError::request("DeleteItem", &self.table, &e)),
+        }
     }
-
-    /// The deletes made, to mark their records with.
-    pub fn deletes(&mut self) -> &mut Deletes {
-        &mut self.deletes
-    }
-}
-
-fn json(item: HashMap<String, AttributeValue>, table: &str) -> Result<Value, ReplayError> {
-    serde_json::to_value(serde_dynamo::Item::from(item))
-        .map_err(|e| ReplayError::unexpected(table, format!("an item that is not DynamoDB JSON: {e}")))
 }
 
 #[cfg(test)]

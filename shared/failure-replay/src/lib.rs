@@ -12,13 +12,15 @@
 //! - **Parked records** (record-permanent failures): whole records in S3 ([`read_parked`]),
 //!   replayed as stored, at any age.
 //!
-//! [`read`] gets a failure's records back (a range only when it is read whole), and [`rerun`]
-//! runs them through a function again (an [`Invoker`], as the replayer calls it) and says what
-//! came of it. Rerunning is safe only for functions whose writes are ordered by version, so that
-//! an old record changes nothing a newer one wrote: the aggregator (per-shard states with their
-//! sequence numbers) and the archiver (objects deduplicated by `eventID`). The indexer diffs a
-//! record's own images, so its records are replayed through the stream instead
-//! (`index_verify::Mender::records`). `docs/operations.md` argues each.
+//! [`read`] gets a failure's records back (a range only when it is read whole), and a
+//! [`Replayer`] replays them for the function they belong to and says what came of it. Rerunning
+//! through a function's code again ([`rerun`], through an [`Invoker`] as the replayer calls it) is
+//! safe only for functions whose writes are ordered by version, so that an old record changes
+//! nothing a newer one wrote: the aggregator (per-shard states with their sequence numbers) and
+//! the archiver (objects deduplicated by `eventID`). The indexer diffs a record's own images, so
+//! its records are replayed through the stream instead (`index_verify::Mender::records`). A
+//! combined function's range is replayed by each of its functions on its own records.
+//! `docs/operations.md` argues each.
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +31,9 @@ use key_codec::SequenceNumber;
 use serde::Serialize;
 use serde_json::Value;
 use stream_delivery::{Invocation, Invoker, event, reader};
+
+mod replayer;
+pub use replayer::Replayer;
 
 /// Parked records' object keys end so (`docs/formats.md`).
 const PARKED_SUFFIX: &str = ".json";
@@ -53,6 +58,14 @@ pub enum FailureError {
         /// Where (`file:line`, `s3://bucket/key`).
         at: String,
         /// What is wrong.
+        reason: String,
+    },
+    /// A function to replay through cannot be configured from the environment.
+    #[error("{function}: {reason}")]
+    Config {
+        /// The function.
+        function: String,
+        /// What is wrong, naming the variable.
         reason: String,
     },
     /// An S3 or DynamoDB Streams request failed.
@@ -547,12 +560,33 @@ pub enum Replayed {
         /// What is missing.
         reason: String,
     },
+    /// A combined function's range, replayed by each of its functions on its own records.
+    Combined {
+        /// Each function's part, in `COMBINED_FUNCTIONS` order.
+        functions: Vec<Part>,
+    },
+}
+
+/// One function's part of a combined function's replay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Part {
+    /// The function.
+    pub function: String,
+    /// What came of its records (`Applied` with none when its patterns passed none).
+    pub replayed: Replayed,
 }
 
 impl Replayed {
-    /// Whether every record of the failure has been dealt with, so its record may go.
+    /// Whether every record of the failure has been dealt with, so its record may go: for a
+    /// combined function, by every one of its functions.
     pub fn is_done(&self) -> bool {
-        matches!(self, Replayed::Applied { .. } | Replayed::Mended { .. })
+        match self {
+            Replayed::Applied { .. } | Replayed::Mended { .. } => true,
+            Replayed::Combined { functions } => functions.iter().all(|p| p.replayed.is_done()),
+            Replayed::StillFailing { .. } | Replayed::NotInStream { .. } | Replayed::ShortRead { .. } => {
+                false
+            }
+        }
     }
 }
 

@@ -37,36 +37,6 @@ fn remove(id: &str, state: &str) -> aws_lambda_events::event::dynamodb::EventRec
     .unwrap()
 }
 
-#[test]
-fn only_the_sweepers_own_removes_get_the_service_identity() {
-    use super::Deletes;
-    let key = |id: &str| serde_json::json!({"id": {"S": id}});
-    let old = |id: &str, state: &str| serde_json::json!({"id": {"S": id}, "state": {"S": state}});
-    let mut deletes = Deletes::default();
-    deletes.remember(key("a"), old("a", "open"));
-    deletes.remember(key("b"), old("b", "closed"));
-    // (record, marked?) in stream order.
-    let cases = [
-        (remove("c", "open"), false),   // a user's delete of another item
-        (remove("a", "closed"), false), // same key, another image: a user's delete before the sweep
-        (remove("a", "open"), true),    // the sweeper's
-        (remove("a", "open"), false),   // already matched once
-        (remove("b", "closed"), true),
-    ];
-    for (i, (mut record, marked)) in cases.into_iter().enumerate() {
-        assert_eq!(deletes.mark(&mut record), marked, "record {i}");
-        let identity = record.user_identity.map(|u| (u.type_, u.principal_id));
-        let expected = marked.then(|| ("Service".to_owned(), "dynamodb.amazonaws.com".to_owned()));
-        assert_eq!(identity, expected, "record {i}");
-    }
-    assert!(deletes.is_empty());
-    let mut insert = remove("x", "open");
-    insert.event_name = "INSERT".into();
-    deletes.remember(key("x"), old("x", "open"));
-    assert!(!deletes.mark(&mut insert), "only REMOVE records are marked");
-    assert_eq!(deletes.len(), 1);
-}
-
 fn change(
     name: &str,
     id: &str,

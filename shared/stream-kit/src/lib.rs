@@ -17,10 +17,13 @@
 //! - [`write`]: the item writes a plan produces, each tagged with the record it finishes.
 //! - [`limits`]: DynamoDB's item size limit, measured before a request is sent.
 //! - [`touch`]: the marker a backfill sets so that the stream carries existing items.
+//! - [`kinesis`]: DynamoDB change records delivered through Kinesis Data Streams, turned into
+//!   these records, with each change's time as precise as Kinesis gives it.
 //!
 //! Nothing here talks to AWS; the DynamoDB writer lives in the `ddb-writer` crate.
 
 pub mod env;
+pub mod kinesis;
 pub mod limits;
 pub mod metrics;
 pub mod outcome;

@@ -309,3 +309,73 @@ async fn counter_aggregator_binary_answers_like_the_library() -> Result<()> {
     ensure!(written == items(&client, &reference).await?, "the totals differ");
     Ok(())
 }
+
+/// The aggregator's binary with `CHANGE_SOURCE=kinesis` takes Lambda's Kinesis event (the
+/// increments fixture's changes, written as Kinesis Data Streams for DynamoDB writes them) and
+/// leaves the totals the library leaves from the DynamoDB stream's event.
+#[tokio::test]
+async fn counter_aggregator_binary_reads_a_kinesis_event() -> Result<()> {
+    let sdk = sdk();
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let fixture_path = "events/counter-aggregator/increments.json";
+    let (real, reference) = (unique("kinesis-counters"), unique("kinesis-counters-ref"));
+    for table in [&real, &reference] {
+        create_table(&client, table, "pk", None, false).await;
+    }
+    let aggregator =
+        library::<counter_aggregator::Aggregator>(&env(&[("COUNTER_TABLE", reference.clone())])).await?;
+    let changes = fixture(fixture_path)?;
+    aggregator.handle(changes.clone(), deadline()).await?;
+
+    let mut writer = stream_replayer::kinesis::Writer::new(
+        "arn:aws:kinesis:us-east-1:123456789012:stream/counters-changes",
+        &real,
+    );
+    let records: Vec<Value> = changes.records.iter().map(|r| writer.write(r)).collect();
+    let event_file = std::env::temp_dir().join(format!("{}.json", unique("kinesis-event")));
+    std::fs::write(&event_file, json!({"Records": records}).to_string())?;
+    let function = Function::start(
+        "counter-aggregator",
+        &env(&[
+            ("COUNTER_TABLE", real.clone()),
+            ("CHANGE_SOURCE", "kinesis".to_owned()),
+        ]),
+    )?;
+    let response = function.invoke(&event_file.to_string_lossy())?;
+    ensure!(response == json!({"batchItemFailures": []}), "{response}");
+    // Totals are read from the total item alone: the shard count does not matter here.
+    let sharding = sharded_counter::Sharding::new(1)?;
+    let counters = |table: &str| sharded_counter::Counters::new(client.clone(), table, sharding.clone());
+    let names: Vec<String> = changes
+        .records
+        .iter()
+        .filter_map(|r| {
+            let key = serde_json::to_value(&r.change.keys).ok()?;
+            let pk = key["pk"]["S"].as_str()?.to_owned();
+            Some(
+                pk.trim_start_matches("COUNTER#")
+                    .split("#SHARD#")
+                    .next()?
+                    .to_owned(),
+            )
+        })
+        .collect();
+    ensure!(!names.is_empty(), "the fixture names counters");
+    for name in &names {
+        let (got, want) = (
+            counters(&real).total(name).await?,
+            counters(&reference).total(name).await?,
+        );
+        ensure!(
+            got.is_some() && got == want,
+            "{name}: {got:?} from Kinesis, {want:?} from the stream"
+        );
+    }
+    let metrics = function
+        .log_lines()?
+        .iter()
+        .filter(|l| l.get("_aws").is_some())
+        .count();
+    ensure!(metrics == 1, "one EMF line, found {metrics}");
+    Ok(())
+}

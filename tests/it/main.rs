@@ -15,6 +15,7 @@ mod failures;
 mod fixtures;
 mod grid;
 mod key_cli;
+mod kinesis;
 mod lambda;
 mod layout;
 mod mend;

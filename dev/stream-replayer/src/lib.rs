@@ -11,6 +11,8 @@
 //! - [`invoke`]: Lambda's Invoke API over HTTP (`cargo lambda watch`); the [`Invoker`]
 //!   interface and in-process invokers are `stream-delivery`'s.
 //! - [`failures`]: the local failure log, in the shape of Lambda's on-failure records.
+//! - [`kinesis`]: Kinesis Data Streams for DynamoDB, emulated: changes written as it writes
+//!   them, delivered out of order and more than once.
 //! - [`faults`]: Lambda-side faults to inject (killed processes, timeouts, duplicate
 //!   deliveries) and split shard topologies.
 //! - [`resources`]: creates the tables and buckets a template declares.
@@ -19,6 +21,7 @@ mod error;
 pub mod failures;
 pub mod faults;
 pub mod invoke;
+pub mod kinesis;
 mod lane;
 pub mod mapping;
 pub mod pipeline;

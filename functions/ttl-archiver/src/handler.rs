@@ -111,6 +111,9 @@ where
 
 impl StreamFunction for Archiver {
     const NAME: &'static str = env!("CARGO_PKG_NAME");
+    /// Each deletion is archived under its `eventID`, and readers read each `eventID` once: out
+    /// of order and twice, the archive reads the same.
+    const ANY_ORDER: bool = true;
     type Plan = Vec<Object>;
 
     /// Reads `ARCHIVE_BUCKET`, `ARCHIVE_PREFIX`, `ARCHIVE_STORAGE_CLASS` and `ARCHIVE_GZIP_LEVEL`.

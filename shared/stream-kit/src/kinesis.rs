@@ -13,16 +13,23 @@
 //!
 //! It differs from a DynamoDB Streams record in four ways, each handled by [`decode`]:
 //!
-//! - **No stream sequence number.** The record's place is the Kinesis `sequenceNumber`, which is
-//!   also what Lambda expects in `batchItemFailures`: it becomes the record's `SequenceNumber`, so
-//!   the runtime's checkpoints name it. It orders records within a Kinesis shard only.
+//! - **No stream sequence number, and no order.** A DynamoDB stream's sequence number orders one
+//!   item's changes; the functions use it as the record's *version* (the aggregator's shard
+//!   states, the indexer's entry versions). Kinesis gives its own `sequenceNumber` (up to 56
+//!   digits, ordered within a Kinesis shard only), and one item's records may come out of order
+//!   and more than once. AWS's advice is to order them by `ApproximateCreationDateTime`. So the
+//!   record's `SequenceNumber` becomes its version: the change time in microseconds, as a decimal
+//!   string (16 digits, parseable as a stream sequence number). A duplicate has the same
+//!   version, an older change a lower one. [`Places::response`] turns the runtime's checkpoint back
+//!   into the Kinesis sequence number Lambda expects in `batchItemFailures`.
 //! - **The time's unit.** `ApproximateCreationDateTime` is in milliseconds, or microseconds when
 //!   the table's Kinesis destination is set to (`ApproximateCreationDateTimePrecision`), where
 //!   DynamoDB Streams gives whole seconds. `aws_lambda_events` reads it as seconds: a millisecond
 //!   value becomes a date some 50,000 years ahead, and a microsecond one fails the whole event
-//!   (the tests show both). The unit is known from the value's size ([`ChangeTime::from_raw`]); the
-//!   record gets whole seconds, as from DynamoDB Streams, and [`Batch::changed_at`] keeps the time
-//!   as precise as it came, the only order Kinesis gives between one item's changes.
+//!   (the tests show both). The unit is known from the value's size ([`ChangeTime::from_raw`]);
+//!   the record's time is set as precise as it came, and [`Batch::changed_at`] says how precise.
+//!   Two changes of one item within one unit have the same version; at millisecond precision
+//!   that is plausible for a busy item, so the template asks for microseconds.
 //! - **The table by name.** `tableName` instead of the stream's ARN: the record's
 //!   `eventSourceARN` becomes the table's ARN, in the Kinesis stream's partition, region and
 //!   account.
@@ -32,6 +39,7 @@
 //! what each function does about that is its own (`docs/functions.md`).
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use base64::Engine as _;
 use serde_json::{Value, json};
 
@@ -107,10 +115,38 @@ impl ChangeTime {
 /// A Kinesis batch's records as DynamoDB change records.
 #[derive(Debug, Clone, Default)]
 pub struct Batch {
-    /// The records, in the batch's order, as a DynamoDB Streams event would hold them.
+    /// The records, in the batch's order, as a DynamoDB Streams event would hold them, each
+    /// `SequenceNumber` its version (the change time in microseconds).
     pub event: Event,
     /// Each record's change time, in the same order.
     pub changed_at: Vec<ChangeTime>,
+    /// Each record's version and Kinesis sequence number, to answer Lambda with.
+    pub places: Places,
+}
+
+/// Each record's version and Kinesis sequence number, in the batch's order.
+#[derive(Debug, Clone, Default)]
+pub struct Places(Vec<(String, String)>);
+
+impl Places {
+    /// The Kinesis sequence numbers, in the batch's order.
+    pub fn sequence_numbers(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(_, kinesis)| kinesis.as_str())
+    }
+
+    /// The response to Lambda for the runtime's `response` on the batch's event: a checkpoint's
+    /// version replaced by the Kinesis sequence number of the first record with that version. A
+    /// duplicate earlier in the batch has the same version; resuming at it replays more, which
+    /// every function's idempotent writes make safe. A version no record has resumes at the
+    /// batch's start, for the same reason.
+    pub fn response(&self, mut response: DynamoDbEventResponse) -> DynamoDbEventResponse {
+        for failure in &mut response.batch_item_failures {
+            let version = failure.item_identifier.as_deref().unwrap_or_default();
+            let at = self.0.iter().position(|(v, _)| v == version).unwrap_or(0);
+            failure.item_identifier = self.0.get(at).map(|(_, kinesis)| kinesis.clone());
+        }
+        response
+    }
 }
 
 /// The DynamoDB change records a Kinesis event (Lambda's JSON) carries. Any record that is not
@@ -118,12 +154,18 @@ pub struct Batch {
 /// batch, and the configuration error (a stream that is not a table's change source) shows.
 pub fn decode(bytes: &[u8]) -> Result<Batch, KinesisError> {
     let event: Value = serde_json::from_slice(bytes).map_err(|e| KinesisError::Event(e.to_string()))?;
+    from_value(&event)
+}
+
+/// [`decode`], of the event's JSON already parsed.
+pub fn from_value(event: &Value) -> Result<Batch, KinesisError> {
     let Some(records) = event["Records"].as_array() else {
         return Err(KinesisError::Event("no Records list".to_owned()));
     };
     let mut batch = Batch::default();
     batch.event.records.reserve(records.len());
     batch.changed_at.reserve(records.len());
+    batch.places.0.reserve(records.len());
     for (index, record) in records.iter().enumerate() {
         let (change, at) = change_record(record).map_err(|reason| KinesisError::Record {
             index,
@@ -133,6 +175,13 @@ pub fn decode(bytes: &[u8]) -> Result<Batch, KinesisError> {
                 .to_owned(),
             reason,
         })?;
+        batch.places.0.push((
+            at.micros.to_string(),
+            record["kinesis"]["sequenceNumber"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        ));
         batch.event.records.push(change);
         batch.changed_at.push(at);
     }
@@ -141,7 +190,7 @@ pub fn decode(bytes: &[u8]) -> Result<Batch, KinesisError> {
 
 /// One Kinesis record as a DynamoDB change record, with its change time.
 fn change_record(record: &Value) -> Result<(EventRecord, ChangeTime), String> {
-    let sequence_number = text(record, "/kinesis/sequenceNumber")?;
+    text(record, "/kinesis/sequenceNumber")?;
     let source = text(record, "/eventSourceARN")?;
     let data = base64::engine::general_purpose::STANDARD
         .decode(text(record, "/kinesis/data")?)
@@ -168,7 +217,7 @@ fn change_record(record: &Value) -> Result<(EventRecord, ChangeTime), String> {
         return Err("no dynamodb object".to_owned());
     };
     dynamodb.insert("ApproximateCreationDateTime".to_owned(), json!(at.seconds()));
-    dynamodb.insert("SequenceNumber".to_owned(), json!(sequence_number));
+    dynamodb.insert("SequenceNumber".to_owned(), json!(at.micros.to_string()));
     dynamodb
         .entry("StreamViewType")
         .or_insert_with(|| json!("NEW_AND_OLD_IMAGES"));
@@ -184,7 +233,14 @@ fn change_record(record: &Value) -> Result<(EventRecord, ChangeTime), String> {
     if data["userIdentity"].is_object() {
         change["userIdentity"] = data["userIdentity"].take();
     }
-    let change = serde_json::from_value(change).map_err(|e| format!("not a DynamoDB change record: {e}"))?;
+    let mut change: EventRecord =
+        serde_json::from_value(change).map_err(|e| format!("not a DynamoDB change record: {e}"))?;
+    // Set here, not through the JSON: `aws_lambda_events` reads a fraction of a second wrongly.
+    if let Some(precise) =
+        chrono::DateTime::from_timestamp_micros(i64::try_from(at.micros).unwrap_or(i64::MAX))
+    {
+        change.change.approximate_creation_date_time = precise;
+    }
     Ok((change, at))
 }
 
@@ -201,10 +257,12 @@ fn text<'a>(value: &'a Value, pointer: &str) -> Result<&'a str, String> {
 fn table_arn(kinesis_arn: &str, table: &str) -> Result<String, String> {
     let parts: Vec<&str> = kinesis_arn.splitn(6, ':').collect();
     match parts.as_slice() {
-        ["arn", partition, "kinesis", region, account, _] => {
-            Ok(format!("arn:{partition}:dynamodb:{region}:{account}:table/{table}"))
-        }
-        _ => Err(format!("eventSourceARN {kinesis_arn:?} is not a Kinesis stream's ARN")),
+        ["arn", partition, "kinesis", region, account, _] => Ok(format!(
+            "arn:{partition}:dynamodb:{region}:{account}:table/{table}"
+        )),
+        _ => Err(format!(
+            "eventSourceARN {kinesis_arn:?} is not a Kinesis stream's ARN"
+        )),
     }
 }
 

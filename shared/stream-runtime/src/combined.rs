@@ -183,18 +183,21 @@ where
 {
     lambda_runtime::tracing::init_default_subscriber();
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let combined = build(&Vars::new(&Vars::process_lookup), &sdk).map_err(Into::into)?;
+    let vars = Vars::new(&Vars::process_lookup);
+    let source = crate::source::Source::from_vars(&vars)?;
+    let combined = build(&vars, &sdk).map_err(Into::into)?;
     combined.prime().await?;
-    let combined = &combined;
-    lambda_runtime::run(lambda_runtime::service_fn(
-        move |event: lambda_runtime::LambdaEvent<Event>| async move {
-            let deadline = Deadline::from_epoch_millis(event.context.deadline);
-            Box::pin(combined.handle(event.payload, deadline))
-                .await
-                .map_err(lambda_runtime::Diagnostic::from)
-        },
-    ))
-    .await
+    crate::source::serve(source, &combined).await
+}
+
+impl crate::source::Handler for Combined {
+    fn handle(
+        &self,
+        event: Event,
+        deadline: Deadline,
+    ) -> impl Future<Output = Result<DynamoDbEventResponse, NoCheckpoint>> + Send {
+        Combined::handle(self, event, deadline)
+    }
 }
 
 impl Default for Combined {

@@ -21,8 +21,9 @@
 //! resource the function names ([`StreamFunction::resources`]), failing init on a missing or
 //! mis-keyed one and opening the connection.
 //!
-//! [`run`] runs a function under `lambda_runtime`; [`Runtime::handle`] runs one batch in process
-//! (the local stack and the tests).
+//! [`run`] runs a function under `lambda_runtime`, on the events of its [`source`] (a DynamoDB
+//! stream, or a Kinesis data stream carrying the table's changes); [`Runtime::handle`] runs one
+//! batch in process (the local stack and the tests).
 
 pub mod aws;
 pub mod combined;
@@ -32,6 +33,7 @@ pub mod parked;
 pub mod prime;
 mod runtime;
 pub mod settings;
+pub mod source;
 
 use std::future::Future;
 
@@ -44,12 +46,18 @@ pub use io_policy::{Budget, Deadline, Policy};
 pub use prime::{PrimeError, Primed, Resource};
 pub use runtime::{Runtime, run};
 pub use settings::{ParkingPlace, Settings};
+pub use source::Source;
 pub use stream_kit::{ConfigError, EventRecord, Metric, Vars};
 
 /// A stream function: its configuration, its pure plan and its I/O.
 pub trait StreamFunction: Send + Sync + Sized + 'static {
     /// The function's name (its crate and binary): the default for metrics and logs.
     const NAME: &'static str;
+    /// Whether one item's records may come out of order and more than once and leave the same
+    /// state, each record's `SequenceNumber` then being its version. Only such a function may
+    /// read a Kinesis data stream ([`Source::Kinesis`]); the runtime refuses the others at cold
+    /// start.
+    const ANY_ORDER: bool = false;
     /// What the plan hands to [`StreamFunction::apply`].
     type Plan: Send;
 

@@ -1,10 +1,11 @@
 //! The batch's life, the same for every function, and the Lambda entry point.
 
+use std::future::Future;
+
 use aws_config::BehaviorVersion;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 use io_policy::{Budget, Deadline, Failure, FailureKind};
-use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use stream_kit::{DynamoDbEventResponse, Event, EventRecord, Metric, Metrics, Vars};
 
 use crate::conclude::{NoCheckpoint, conclude};
@@ -29,6 +30,15 @@ impl<F: StreamFunction> Runtime<F> {
         sdk: &aws_types::SdkConfig,
     ) -> Result<Runtime<F>, stream_kit::ConfigError> {
         let settings = Settings::from_vars(vars, F::NAME)?;
+        if settings.source == crate::Source::Kinesis && !F::ANY_ORDER {
+            return Err(stream_kit::ConfigError::Invalid {
+                var: crate::source::SOURCE_VAR,
+                reason: format!(
+                    "kinesis: {} needs each item's records in order, which a Kinesis data stream does not keep; read the table's DynamoDB stream",
+                    F::NAME
+                ),
+            });
+        }
         let aws = Aws::new(sdk, settings.force_path_style);
         let function = F::init(vars, &aws)?;
         Ok(Runtime::new(function, settings, &aws))
@@ -189,15 +199,19 @@ pub async fn run<F: StreamFunction>() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
     let runtime = Runtime::<F>::from_vars(&Vars::new(&Vars::process_lookup), &sdk)?;
+    let source = runtime.settings.source;
     if runtime.settings.prime {
         runtime.prime().await?;
     }
-    let runtime = &runtime;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
-        let deadline = Deadline::from_epoch_millis(event.context.deadline);
-        Box::pin(runtime.handle(event.payload, deadline))
-            .await
-            .map_err(Diagnostic::from)
-    }))
-    .await
+    crate::source::serve(source, &runtime).await
+}
+
+impl<F: StreamFunction> crate::source::Handler for Runtime<F> {
+    fn handle(
+        &self,
+        event: Event,
+        deadline: Deadline,
+    ) -> impl Future<Output = Result<DynamoDbEventResponse, NoCheckpoint>> + Send {
+        Runtime::handle(self, event, deadline)
+    }
 }

@@ -32,6 +32,8 @@ pub struct Settings {
     pub force_path_style: bool,
     /// `PRIME_AT_INIT`: check the function's resources at cold start ([`crate::prime`]).
     pub prime: bool,
+    /// `CHANGE_SOURCE`: where the records come from ([`crate::source`]).
+    pub source: crate::Source,
 }
 
 /// Where parked records go: an S3 bucket and prefix.
@@ -55,6 +57,7 @@ impl Settings {
             parking: ParkingPlace::from_vars(vars)?,
             force_path_style: path_style(vars)?,
             prime: flag(vars, "PRIME_AT_INIT", true)?,
+            source: crate::Source::from_vars(vars)?,
         })
     }
 }

@@ -1,0 +1,186 @@
+//! Kinesis Data Streams for DynamoDB as the change source (`CHANGE_SOURCE=kinesis`): one item's
+//! records out of order and more than once, as AWS documents Kinesis may deliver them
+//! (`stream_replayer::kinesis`), handled by the functions' real runtimes against moto. The
+//! aggregator's totals are exact, because each record's version is its change time; the same
+//! disorder read as a DynamoDB stream's order is not, which shows the disorder did cross one
+//! item's records. The archive holds each TTL deletion once. The indexer, which needs each
+//! item's records in order, is refused a Kinesis source.
+
+use std::time::Duration;
+
+use anyhow::{Result, ensure};
+use bench_e2e::events::CounterSim;
+use serde_json::{Value, json};
+use sharded_counter::{Counters, Sharding};
+use stream_kit::{EventRecord, Vars};
+use stream_replayer::kinesis::{Disorder, Writer, disorder};
+use stream_runtime::{Deadline, Runtime, StreamFunction};
+
+use crate::moto::sdk;
+use crate::pipeline::stack;
+
+const STREAM: &str = "arn:aws:kinesis:us-east-1:123456789012:stream/changes";
+
+/// Records per Kinesis batch.
+const BATCH: usize = 40;
+
+/// Function `F` as its template environment configures it, reading a Kinesis data stream.
+fn runtime<F: StreamFunction>(stack: &local_stack::Stack, binary: &str) -> Result<Runtime<F>> {
+    let mut env = local_stack::environment(stack.function(binary)?);
+    env.insert(
+        stream_runtime::source::SOURCE_VAR.to_owned(),
+        "kinesis".to_owned(),
+    );
+    let lookup = |name: &str| env.get(name).cloned();
+    Ok(Runtime::<F>::from_vars(&Vars::new(&lookup), &sdk())?)
+}
+
+/// The indexer diffs each record's images in stream order, so out of order it would leave a
+/// stale index: the runtime refuses it a Kinesis source at cold start, naming the variable.
+#[tokio::test]
+async fn the_indexer_is_refused_a_kinesis_source() -> Result<()> {
+    let stack = stack(&sdk(), &[]).await?;
+    let Err(error) = runtime::<multikey_indexer::Indexer>(&stack, "multikey-indexer") else {
+        anyhow::bail!("the indexer accepted CHANGE_SOURCE=kinesis");
+    };
+    let message = error.to_string();
+    ensure!(
+        message.contains("CHANGE_SOURCE")
+            && message.contains("multikey-indexer needs each item's records in order"),
+        "{message}"
+    );
+    Ok(())
+}
+
+fn item_of(record: &Value) -> String {
+    use base64::Engine as _;
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(record["kinesis"]["data"].as_str().unwrap_or_default())
+        .unwrap_or_default();
+    let data: Value = serde_json::from_slice(&data).unwrap_or(Value::Null);
+    data["dynamodb"]["Keys"].to_string()
+}
+
+/// Delivers `records` in Kinesis batches of [`BATCH`], as Lambda does: again from a batch's
+/// checkpoint until it finishes. Deliveries made.
+async fn deliver_kinesis<F: StreamFunction>(runtime: &Runtime<F>, records: &[Value]) -> Result<usize> {
+    let mut deliveries = 0;
+    for chunk in records.chunks(BATCH) {
+        let mut rest = chunk.to_vec();
+        loop {
+            deliveries += 1;
+            ensure!(deliveries < 10 * records.len(), "a batch never finishes");
+            let event = json!({"Records": rest});
+            let deadline = Deadline::after(Duration::from_secs(60));
+            let response = stream_runtime::source::kinesis(runtime, &event, deadline)
+                .await
+                .map_err(|d| anyhow::anyhow!("{}: {}", d.error_type, d.error_message))?;
+            let Some(failure) = response.batch_item_failures.first() else {
+                break;
+            };
+            let at = rest
+                .iter()
+                .position(|r| r["kinesis"]["sequenceNumber"].as_str() == failure.item_identifier.as_deref())
+                .unwrap_or(0);
+            rest = rest.split_off(at);
+        }
+    }
+    Ok(deliveries)
+}
+
+/// The counters whose totals differ from their shards' sums.
+async fn wrong_totals(counters: &Counters, sim: &CounterSim) -> Result<Vec<String>> {
+    let mut wrong = Vec::new();
+    for (i, name) in sim.names().iter().enumerate() {
+        let total = counters.total(name).await?;
+        if total != Some(sim.sum(i)) {
+            wrong.push(format!("{name}: {total:?}, the shards sum to {}", sim.sum(i)));
+        }
+    }
+    Ok(wrong)
+}
+
+#[tokio::test]
+async fn shuffled_and_duplicated_kinesis_records_total_exactly() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[]).await?;
+    let aggregator = runtime::<counter_aggregator::Aggregator>(&stack, "counter-aggregator")?;
+    let table = stack.table("CounterTable")?.name.clone();
+    let sharding = Sharding::new(4)?;
+    let counters = Counters::new(aws_sdk_dynamodb::Client::new(&sdk), &table, sharding.clone());
+
+    // 400 increments of 5 counters' shards, written to Kinesis in order, delivered out of order.
+    let mut sim = CounterSim::new("kinesis", 5, sharding.clone(), 3);
+    let changes: Vec<EventRecord> = sim.changes(400).into_iter().map(|c| c.record).collect();
+    let mut writer = Writer::new(STREAM, &table);
+    let written: Vec<Value> = changes.iter().map(|c| writer.write(c)).collect();
+    let (delivered, counts) = disorder(&written, 16, 0.1, 11, item_of);
+    ensure!(
+        counts.crossed > 20 && counts.duplicated > 10,
+        "the disorder crossed one shard's records and duplicated some: {counts:?}"
+    );
+    let deliveries = deliver_kinesis(&aggregator, &delivered).await?;
+    let wrong = wrong_totals(&counters, &sim).await?;
+    ensure!(
+        wrong.is_empty(),
+        "after {deliveries} deliveries, {counts:?}: {wrong:?}"
+    );
+
+    // The same disorder read as a DynamoDB stream's order (each record versioned by its place in
+    // the delivery): the totals are not exact, so the disorder mattered.
+    let mut naive = CounterSim::new("in-arrival-order", 5, sharding, 3);
+    let changes: Vec<EventRecord> = naive.changes(400).into_iter().map(|c| c.record).collect();
+    let (arrived, again): (Vec<EventRecord>, Disorder) = disorder(&changes, 16, 0.1, 11, |r| {
+        serde_json::to_string(&r.change.keys).unwrap_or_default()
+    });
+    ensure!(again == counts, "the same disorder: {again:?} {counts:?}");
+    for (place, chunk) in arrived.chunks(BATCH).enumerate() {
+        let mut event = stream_kit::Event::default();
+        event.records = chunk.to_vec();
+        for (i, record) in event.records.iter_mut().enumerate() {
+            record.change.sequence_number = Some((10_u128.pow(20) + (place * BATCH + i) as u128).to_string());
+        }
+        aggregator
+            .handle(event, Deadline::after(Duration::from_secs(60)))
+            .await?;
+    }
+    let naive_wrong = wrong_totals(&counters, &naive).await?;
+    ensure!(
+        !naive_wrong.is_empty(),
+        "read in arrival order, some total misses a change that arrived before an older one"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn shuffled_and_duplicated_ttl_deletions_are_archived_once_each() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[]).await?;
+    let archiver = runtime::<ttl_archiver::Archiver>(&stack, "ttl-archiver")?;
+    let deletions = ttl_archiver::synthetic::ttl_batch(120, 5, 1_795_168_800, 0.5).records;
+    let mut writer = Writer::new(STREAM, "sessions");
+    let written: Vec<Value> = deletions.iter().map(|d| writer.write(d)).collect();
+    let (delivered, counts) = disorder(&written, 16, 0.2, 5, |r| {
+        r["kinesis"]["sequenceNumber"].to_string()
+    });
+    ensure!(counts.duplicated > 10, "{counts:?}");
+    deliver_kinesis(&archiver, &delivered).await?;
+    let (bucket, prefix) = stack.archive_location()?;
+    let read_back = archive_reader::items(&local_stack::s3_client(&sdk), &bucket, &prefix).await?;
+    let mut keys: Vec<String> = read_back
+        .iter()
+        .map(|(_, item)| {
+            serde_json::to_value(item).map(|v| v["sk"]["S"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect::<Result<_, _>>()?;
+    keys.sort();
+    let mut expected: Vec<String> = (0..120).map(|i| format!("SESSION#{i:08}")).collect();
+    expected.sort();
+    ensure!(
+        keys == expected,
+        "each of the 120 deletions read back once, {} duplicates delivered: {} read",
+        counts.duplicated,
+        keys.len()
+    );
+    Ok(())
+}

@@ -443,18 +443,28 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
             .environment
             .insert("ATTEMPT_TIMEOUT_MS".into(), ATTEMPT_TIMEOUT_MS.into());
         let invoker = tallied_invoker(&function, &through, Arc::clone(&tally))?;
-        // A combined function's records are each of its functions' records, for their replays.
+        // A combined function's records are its functions' records, each the ones its own
+        // patterns pass (`COMBINED_FILTERS`), as the combined function picks them.
         let binary = function.binary.as_deref().unwrap_or_default();
-        let mut names: Vec<String> = stack
+        let filters = function
+            .environment
+            .get(stream_runtime::combined::FILTERS_VAR)
+            .map(String::as_str);
+        let mut members = Vec::new();
+        for member in stack
             .members
             .iter()
             .filter(|m| m.logical_id == function.logical_id)
-            .filter_map(|m| m.binary.clone())
-            .collect();
-        if names.is_empty() {
-            names.push(binary.to_owned());
+        {
+            let name = member.binary.clone().unwrap_or_default();
+            let patterns = stream_runtime::combined::patterns_for(filters, &name)
+                .map_err(|e| local_stack::StackError::Unusable(format!("{}: {e}", function.logical_id)))?;
+            members.push((name, patterns));
         }
-        Ok(kept.keeping(&names, invoker))
+        if members.is_empty() {
+            members.push((binary.to_owned(), Vec::new()));
+        }
+        Ok(kept.keeping(members, invoker))
     })?;
     for source in &mut sources {
         source.settings.parallelization_factor = options.parallelization;

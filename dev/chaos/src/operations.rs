@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_config::SdkConfig;
+use event_filter::Pattern;
 use serde::Serialize;
 use stream_delivery::{Invoker, in_process};
 use stream_kit::{EventRecord, Vars};
@@ -81,36 +82,46 @@ pub struct Operations {
 #[derive(Debug, Default)]
 pub struct Kept {
     records: Mutex<BTreeMap<String, Vec<EventRecord>>>,
-    seen: std::sync::atomic::AtomicU64,
+    /// Records seen, per function: each function's sample is every [`KEEP_EVERY`]th of its own.
+    seen: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Kept {
     /// `inner`, keeping every [`KEEP_EVERY`]th record it is invoked with (at most
-    /// [`KEPT_PER_FUNCTION`]) for each of `functions` (one, or a combined function's).
-    pub fn keeping(self: &Arc<Kept>, functions: &[String], inner: Invoker) -> Invoker {
-        let (kept, functions) = (Arc::clone(self), functions.to_vec());
+    /// [`KEPT_PER_FUNCTION`]) for each of `functions` (one, or a combined function's), each
+    /// from the records its patterns pass (none: all).
+    pub fn keeping(self: &Arc<Kept>, functions: Vec<(String, Vec<Pattern>)>, inner: Invoker) -> Invoker {
+        let (kept, functions) = (Arc::clone(self), Arc::new(functions));
         in_process(move |event, deadline| {
-            let (inner, kept, functions) = (Arc::clone(&inner), Arc::clone(&kept), functions.clone());
+            let (inner, kept, functions) = (Arc::clone(&inner), Arc::clone(&kept), Arc::clone(&functions));
             async move {
-                for function in &functions {
-                    kept.keep(function, &event.records);
+                for (function, patterns) in functions.iter() {
+                    let mine = stream_runtime::combined::select(&event.records, patterns);
+                    kept.keep(function, mine.into_iter().map(|i| &event.records[i]));
                 }
                 inner(event, deadline).await
             }
         })
     }
 
-    fn keep(&self, function: &str, records: &[EventRecord]) {
+    fn keep<'r>(&self, function: &str, records: impl Iterator<Item = &'r EventRecord>) {
         let mut all = self
             .records
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mine = all.entry(function.to_owned()).or_default();
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (mine, seen) = (
+            all.entry(function.to_owned()).or_default(),
+            seen.entry(function.to_owned()).or_default(),
+        );
         for record in records {
-            let n = self.seen.fetch_add(1, Ordering::Relaxed);
-            if n.is_multiple_of(KEEP_EVERY) && mine.len() < KEPT_PER_FUNCTION {
+            if seen.is_multiple_of(KEEP_EVERY) && mine.len() < KEPT_PER_FUNCTION {
                 mine.push(record.clone());
             }
+            *seen += 1;
         }
     }
 

@@ -9,13 +9,14 @@
 //! [`combined`] builds the functions `COMBINED_FUNCTIONS` names behind one mapping
 //! ([`stream_runtime::Combined`]): the `sidestream-combined` binary, and the same in process.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use aws_types::SdkConfig;
 use stream_delivery::{Invocation, Invoker, in_process};
-use stream_kit::{ConfigError, Deadline, Metric, Metrics, Vars};
-use stream_runtime::{Combined, Runtime, StreamFunction};
+use stream_kit::{ConfigError, Deadline, DynamoDbEventResponse, Event, Metric, Metrics, Vars};
+use stream_runtime::{Combined, NoCheckpoint, Runtime, StreamFunction};
 
 /// The cargo binaries of the functions this crate can run, each alone or combined.
 pub const BINARIES: [&str; 3] = ["multikey-indexer", "ttl-archiver", "counter-aggregator"];
@@ -134,21 +135,7 @@ fn runtime<F: StreamFunction>(
         function: name.to_owned(),
         source,
     })?;
-    let runtime = Arc::new(runtime);
-    Ok(in_process(move |event, deadline| {
-        let (runtime, tally) = (Arc::clone(&runtime), tally.clone());
-        async move {
-            let deadline = Deadline::at(deadline);
-            match tally {
-                None => Invocation::answer(runtime.handle(event, deadline).await),
-                Some(tally) => {
-                    let (response, metrics) = runtime.handle_counted(event, deadline).await;
-                    tally.add(&metrics);
-                    Invocation::answer(response)
-                }
-            }
-        }
-    }))
+    Ok(invoker(runtime, tally))
 }
 
 /// An in-process invoker of the functions `COMBINED_FUNCTIONS` names, behind one mapping; every
@@ -159,26 +146,62 @@ fn combined_invoker(
     sdk: &SdkConfig,
     tally: Option<Arc<Tally>>,
 ) -> Result<Invoker, InvokeError> {
-    let combined = Arc::new(combined(vars, sdk).map_err(|source| InvokeError::Config {
+    let combined = combined(vars, sdk).map_err(|source| InvokeError::Config {
         function: name.to_owned(),
         source,
-    })?);
-    Ok(in_process(move |event, deadline| {
-        let (combined, tally) = (Arc::clone(&combined), tally.clone());
+    })?;
+    Ok(invoker(combined, tally))
+}
+
+/// What handles a batch in this process and says what it counted: a function's runtime, or
+/// several functions behind one mapping.
+trait Counted: Send + Sync + 'static {
+    /// The response, and the metrics of each function that had records.
+    fn handle_counted(
+        &self,
+        event: Event,
+        deadline: Deadline,
+    ) -> impl Future<Output = (Result<DynamoDbEventResponse, NoCheckpoint>, Vec<Metrics>)> + Send;
+}
+
+impl<F: StreamFunction> Counted for Runtime<F> {
+    async fn handle_counted(
+        &self,
+        event: Event,
+        deadline: Deadline,
+    ) -> (Result<DynamoDbEventResponse, NoCheckpoint>, Vec<Metrics>) {
+        let (response, metrics) = Runtime::handle_counted(self, event, deadline).await;
+        (response, vec![metrics])
+    }
+}
+
+impl Counted for Combined {
+    fn handle_counted(
+        &self,
+        event: Event,
+        deadline: Deadline,
+    ) -> impl Future<Output = (Result<DynamoDbEventResponse, NoCheckpoint>, Vec<Metrics>)> + Send {
+        Combined::handle_counted(self, event, deadline)
+    }
+}
+
+/// An in-process invoker of `handler`. Its metrics are added to `tally` if there is one, else
+/// written to stdout as EMF lines, one per function, as on Lambda.
+fn invoker<H: Counted>(handler: H, tally: Option<Arc<Tally>>) -> Invoker {
+    let handler = Arc::new(handler);
+    in_process(move |event, deadline| {
+        let (handler, tally) = (Arc::clone(&handler), tally.clone());
         async move {
-            let deadline = Deadline::at(deadline);
-            match tally {
-                None => Invocation::answer(combined.handle(event, deadline).await),
-                Some(tally) => {
-                    let (response, metrics) = combined.handle_counted(event, deadline).await;
-                    for m in &metrics {
-                        tally.add(m);
-                    }
-                    Invocation::answer(response)
+            let (response, metrics) = handler.handle_counted(event, Deadline::at(deadline)).await;
+            for mut m in metrics {
+                match &tally {
+                    Some(tally) => tally.add(&m),
+                    None => m.flush(),
                 }
             }
+            Invocation::answer(response)
         }
-    }))
+    })
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! fuzz: hostile input for everything that reads what a user or AWS sends, on the stable
 //! toolchain (cargo-fuzz needs nightly). Each [`Target`] starts from valid seeds (golden keys,
-//! fixture events, a real cursor, archive lines, the template's filter patterns) and feeds its
+//! fixture events and their Kinesis forms, a real cursor, archive lines, the template's filter
+//! patterns) and feeds its
 //! decoder mutated copies: bytes flipped, inserted, deleted and repeated, and for JSON inputs
 //! values replaced by other types, huge strings and deep nesting. A target fails when its code
 //! panics or breaks an invariant (a key that decodes must re-encode to the same bytes). [`run`]
@@ -9,6 +10,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use serde_json::{Value, json};
 
 /// What is fuzzed.
@@ -26,17 +28,21 @@ pub enum Target {
     FilterPattern,
     /// The three plans over stream events, decoded as Lambda's runtime decodes them.
     Plans,
+    /// `stream_kit::kinesis::decode` of Kinesis events, and of a Kinesis record's data, then
+    /// the plans over what decodes.
+    Kinesis,
 }
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 6] = [
+    pub const ALL: [Target; 7] = [
         Target::KeyText,
         Target::KeyBinary,
         Target::Cursor,
         Target::ArchiveLines,
         Target::FilterPattern,
         Target::Plans,
+        Target::Kinesis,
     ];
 
     /// The target's name on the command line.
@@ -48,6 +54,7 @@ impl Target {
             Target::ArchiveLines => "archive-lines",
             Target::FilterPattern => "filter-pattern",
             Target::Plans => "plans",
+            Target::Kinesis => "kinesis",
         }
     }
 
@@ -106,6 +113,7 @@ impl Target {
             .map(|s| s.as_bytes().to_vec())
             .collect(),
             Target::Plans => EVENTS.iter().map(|e| e.as_bytes().to_vec()).collect(),
+            Target::Kinesis => kinesis_seeds(),
         }
     }
 
@@ -150,6 +158,14 @@ impl Target {
                     plans(&event.records);
                 }
             }
+            Target::Kinesis => {
+                kinesis(input);
+                // The input as one record's data, to reach the change record's own parsing.
+                let data = base64::engine::general_purpose::STANDARD.encode(input);
+                let event = json!({"Records": [{"kinesis": {"sequenceNumber": "1", "data": data},
+                    "eventSource": "aws:kinesis", "eventSourceARN": KINESIS_ARN}]});
+                kinesis(event.to_string().as_bytes());
+            }
         }
     }
 }
@@ -186,6 +202,44 @@ fn plans(records: &[stream_kit::EventRecord]) {
         records,
     ));
     drop(counter_aggregator::Plan::new("pk", records));
+}
+
+const KINESIS_ARN: &str = "arn:aws:kinesis:us-east-1:123456789012:stream/changes";
+
+/// Kinesis events of the fixture events' changes, as Kinesis Data Streams for DynamoDB writes
+/// them, and each change's data alone.
+fn kinesis_seeds() -> Vec<Vec<u8>> {
+    let mut seeds = Vec::new();
+    for text in EVENTS {
+        let Ok(event) = serde_json::from_str::<stream_kit::Event>(text) else {
+            continue;
+        };
+        let mut writer = stream_replayer::kinesis::Writer::new(KINESIS_ARN, "issues");
+        let records: Vec<Value> = event.records.iter().map(|r| writer.write(r)).collect();
+        for record in &records {
+            let data = record["kinesis"]["data"].as_str().unwrap_or_default();
+            seeds.extend(base64::engine::general_purpose::STANDARD.decode(data).ok());
+        }
+        seeds.push(json!({ "Records": records }).to_string().into_bytes());
+    }
+    seeds
+}
+
+/// Decodes a Kinesis event; what decodes must be whole, versioned and plannable.
+fn kinesis(input: &[u8]) {
+    if let Ok(batch) = stream_kit::kinesis::decode(input) {
+        let n = batch.event.records.len();
+        assert_eq!(batch.changed_at.len(), n, "a change time per record");
+        assert_eq!(batch.places.sequence_numbers().count(), n, "a place per record");
+        for (record, at) in batch.event.records.iter().zip(&batch.changed_at) {
+            assert_eq!(
+                record.change.sequence_number.as_deref(),
+                Some(at.micros.to_string().as_str()),
+                "a record's version is its change time"
+            );
+        }
+        plans(&batch.event.records);
+    }
 }
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {

@@ -35,7 +35,7 @@ async fn each_function_is_invoked_whole_and_its_requests_counted() -> Result<()>
     let cases: Vec<(&str, &str)> = report
         .write_path
         .iter()
-        .map(|r| (r.upstream, r.function))
+        .map(|r| (r.case.upstream, r.case.function))
         .collect();
     let functions = ["multikey-indexer", "ttl-archiver", "counter-aggregator"];
     let expected: Vec<(&str, &str)> = ["moto", "sink"]
@@ -45,11 +45,11 @@ async fn each_function_is_invoked_whole_and_its_requests_counted() -> Result<()>
     ensure!(cases == expected, "cases {cases:?}: {summary}");
     for row in &report.write_path {
         ensure!(
-            row.records == 100 && row.requests > 0 && row.writes > 0,
+            row.case.records == 100 && row.requests > 0 && row.writes > 0,
             "{} {}: {} records, {} requests, {} writes",
-            row.upstream,
-            row.function,
-            row.records,
+            row.case.upstream,
+            row.case.function,
+            row.case.records,
             row.requests,
             row.writes
         );
@@ -58,12 +58,16 @@ async fn each_function_is_invoked_whole_and_its_requests_counted() -> Result<()>
         ensure!(row.replayed as u64 == row.requests, "replayed: {summary}");
         // No count can be below what the writes need: a BatchWriteItem carries at most 25 item
         // writes, and a PutObject one object.
-        let per_request = if row.function == "ttl-archiver" { 1 } else { 25 };
+        let per_request = if row.case.function == "ttl-archiver" {
+            1
+        } else {
+            25
+        };
         ensure!(
             row.requests >= row.writes.div_ceil(per_request),
             "{} {}: {} requests for {} writes",
-            row.upstream,
-            row.function,
+            row.case.upstream,
+            row.case.function,
             row.requests,
             row.writes
         );
@@ -132,5 +136,39 @@ async fn one_mapping_makes_the_writes_two_mappings_make() -> Result<()> {
     }
     let done = progress.done.load(std::sync::atomic::Ordering::Relaxed);
     ensure!(done == 2, "{done} cases done: {summary}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_kinesis_event_makes_the_requests_its_dynamodb_event_makes() -> Result<()> {
+    let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
+    let progress = Progress::default();
+    let report = Box::pin(bench_e2e::run(
+        &sdk(),
+        &endpoint,
+        &options(vec![Part::Kinesis]),
+        &progress,
+    ))
+    .await?;
+    let summary = serde_json::to_string_pretty(&report)?;
+    let cases: Vec<(&str, &str)> = report
+        .kinesis
+        .iter()
+        .map(|r| (r.case.upstream, r.case.function))
+        .collect();
+    let expected: Vec<(&str, &str)> = ["moto", "sink"]
+        .into_iter()
+        .flat_map(|u| ["counter-aggregator", "ttl-archiver"].map(|f| (u, f)))
+        .collect();
+    ensure!(cases == expected, "cases {cases:?}: {summary}");
+    for row in &report.kinesis {
+        // The same changes from each source: the same writes, so the same requests; and the
+        // Kinesis event larger (base64).
+        ensure!(
+            row.case.records == 100 && row.requests.0 > 0 && row.requests.0 == row.requests.1,
+            "requests: {summary}"
+        );
+        ensure!(row.kinesis_bytes > row.dynamodb_bytes, "bytes: {summary}");
+    }
     Ok(())
 }

@@ -16,6 +16,8 @@
 //!   ([`runtime_api`]), primed at init and not.
 //! - [`combined`]: the issues stream read by two mappings (`Consumers=Separate`) and by one
 //!   (`Consumers=Combined`), on the same batches.
+//! - [`kinesis`]: the aggregator and the archiver on the same changes from a DynamoDB stream and
+//!   from a Kinesis data stream.
 //!
 //! The report's ratios compare each wall time with the *request bound*,
 //! ⌈requests / concurrency⌉ × latency, and with a *floor* measured in the same run: the
@@ -28,6 +30,7 @@ pub mod cold;
 pub mod combined;
 pub mod events;
 pub mod hot;
+pub mod kinesis;
 pub mod runtime_api;
 pub mod throttled;
 pub mod write_path;
@@ -113,6 +116,8 @@ pub enum Part {
     Cold,
     /// The issues stream read by two mappings and by one.
     Combined,
+    /// The same changes from a DynamoDB stream and from a Kinesis data stream.
+    Kinesis,
 }
 
 impl Options {
@@ -133,6 +138,7 @@ impl Options {
                 Part::Throttled,
                 Part::Cold,
                 Part::Combined,
+                Part::Kinesis,
             ],
             binaries: PathBuf::from("target/fuzz"),
         }
@@ -163,6 +169,8 @@ pub struct Report {
     pub cold: Vec<cold::Row>,
     /// Two mappings against one on the issues stream.
     pub combined: Vec<combined::Row>,
+    /// A DynamoDB stream against a Kinesis data stream.
+    pub kinesis: Vec<kinesis::Row>,
 }
 
 /// Runs the bench against the emulator at `endpoint` (`sdk` reaches it directly).
@@ -178,7 +186,8 @@ pub async fn run(
         + options.hot_invocations.len() * usize::from(part(Part::Hot))
         + throttled::SETTINGS.len() * options.capacities.len() * usize::from(throttling)
         + 6 * usize::from(part(Part::Cold))
-        + options.batches.len() * 2 * usize::from(part(Part::Combined));
+        + options.batches.len() * 2 * usize::from(part(Part::Combined))
+        + options.batches.len() * 2 * 2 * usize::from(part(Part::Kinesis));
     progress.cases.store(planned as u64, Ordering::Relaxed);
     let stack = Stack::create(sdk, &options.template, &options.stack, &BTreeMap::new()).await?;
     let spec = format!("latency={}ms", options.latency.as_millis());
@@ -206,6 +215,14 @@ pub async fn run(
     } else {
         Vec::new()
     };
+    let kinesis = if part(Part::Kinesis) {
+        Box::pin(kinesis::both_upstreams(
+            sdk, endpoint, &stack, &spec, options, progress,
+        ))
+        .await?
+    } else {
+        Vec::new()
+    };
     let combined = if part(Part::Combined) {
         Box::pin(combined::both_upstreams(
             sdk, endpoint, &stack, &spec, options, progress,
@@ -221,7 +238,22 @@ pub async fn run(
         throttled,
         cold,
         combined,
+        kinesis,
     })
+}
+
+/// What a row of the write path or of the Kinesis part measured: one function on one batch.
+#[derive(Debug, Clone, Serialize)]
+pub struct Case {
+    /// What answers the calls: `moto`, or `sink` (the proxy itself, an ideal service whose every
+    /// call costs exactly the latency).
+    pub upstream: &'static str,
+    /// The function.
+    pub function: &'static str,
+    /// The batch, as the report names it.
+    pub batch: String,
+    /// Records in the batch.
+    pub records: usize,
 }
 
 /// The stack, and the proxy in front of the emulator with clients through it.

@@ -13,20 +13,14 @@ use stream_runtime::{Runtime, StreamFunction};
 use ttl_archiver::Archiver;
 
 use crate::events::{self, Batch, CounterSim};
-use crate::{Bench, BenchError, Options, Progress, invoke, ms, request_bound};
+use crate::{Bench, BenchError, Case, Options, Progress, invoke, ms, request_bound};
 
 /// One function on one batch size.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
-    /// What answers the calls: `moto`, or `sink` (the proxy itself, an ideal service whose every
-    /// call costs exactly the latency).
-    pub upstream: &'static str,
-    /// The function.
-    pub function: &'static str,
-    /// The batch, as the report names it.
-    pub batch: String,
-    /// Records in the batch.
-    pub records: usize,
+    /// The function, the batch and what answered.
+    #[serde(flatten)]
+    pub case: Case,
     /// Bytes of event JSON.
     pub event_bytes: usize,
     /// Requests in flight at once (`WRITE_CONCURRENCY`).
@@ -144,10 +138,12 @@ async fn case<F: StreamFunction>(
     #[expect(clippy::cast_precision_loss, reason = "rates for people")]
     let records_per_second = records as f64 / sample.wall.as_secs_f64().max(f64::EPSILON);
     Ok(Row {
-        upstream,
-        function: F::NAME,
-        batch: batch.label(),
-        records,
+        case: Case {
+            upstream,
+            function: F::NAME,
+            batch: batch.label(),
+            records,
+        },
         event_bytes: bytes,
         concurrency,
         wall_ms: wall,

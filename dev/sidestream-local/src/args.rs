@@ -113,6 +113,8 @@ pub(crate) enum BenchPart {
     Cold,
     /// The issues stream read by two mappings and by one.
     Combined,
+    /// The same changes from a DynamoDB stream and from a Kinesis data stream.
+    Kinesis,
 }
 
 #[derive(Debug, Args)]

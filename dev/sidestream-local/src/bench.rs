@@ -39,6 +39,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 BenchPart::Throttled => bench_e2e::Part::Throttled,
                 BenchPart::Cold => bench_e2e::Part::Cold,
                 BenchPart::Combined => bench_e2e::Part::Combined,
+                BenchPart::Kinesis => bench_e2e::Part::Kinesis,
             })
             .collect();
     }
@@ -104,6 +105,9 @@ fn render(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
     if !report.combined.is_empty() {
         combined(report, out)?;
     }
+    if !report.kinesis.is_empty() {
+        kinesis(report, out)?;
+    }
     Ok(())
 }
 
@@ -114,11 +118,7 @@ fn write_path(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()
          upstream moto, or the sink (the proxy answering every call itself after the latency)",
         report.latency_ms
     )?;
-    let mut t = Table::new(&[
-        ("upstream", Left),
-        ("function", Left),
-        ("batch", Left),
-        ("records", Right),
+    let mut t = case_table(&[
         ("bytes", Right),
         ("conc", Right),
         ("wall ms", Right),
@@ -131,22 +131,21 @@ fn write_path(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()
         ("ratio", Right),
     ]);
     for r in &report.write_path {
-        t.row(vec![
-            r.upstream.to_owned(),
-            r.function.to_owned(),
-            r.batch.clone(),
-            r.records.to_string(),
-            r.event_bytes.to_string(),
-            r.concurrency.to_string(),
-            format!("{:.1}", r.wall_ms),
-            format!("{:.0}", r.records_per_second),
-            r.requests.to_string(),
-            r.retries.to_string(),
-            format!("{:.1}", r.bound_ms),
-            format!("{:.2}×", r.ratio),
-            format!("{:.1}", r.floor_ms),
-            format!("{:.2}×", r.floor_ratio),
-        ]);
+        t.row(case_row(
+            &r.case,
+            [
+                r.event_bytes.to_string(),
+                r.concurrency.to_string(),
+                format!("{:.1}", r.wall_ms),
+                format!("{:.0}", r.records_per_second),
+                r.requests.to_string(),
+                r.retries.to_string(),
+                format!("{:.1}", r.bound_ms),
+                format!("{:.2}×", r.ratio),
+                format!("{:.1}", r.floor_ms),
+                format!("{:.2}×", r.floor_ratio),
+            ],
+        ));
     }
     t.write(out)
 }
@@ -299,4 +298,61 @@ fn combined(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> 
         ]);
     }
     t.write(out)
+}
+
+fn kinesis(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "\nA DynamoDB stream or a Kinesis data stream: the same changes as Lambda's DynamoDB event and as its Kinesis \
+         event, each invocation from the event's bytes to its response (medians)"
+    )?;
+    let mut t = case_table(&[
+        ("DynamoDB bytes", Right),
+        ("Kinesis bytes", Right),
+        ("DynamoDB ms", Right),
+        ("Kinesis ms", Right),
+        ("ratio", Right),
+        ("requests", Right),
+    ]);
+    for r in &report.kinesis {
+        t.row(case_row(
+            &r.case,
+            [
+                r.dynamodb_bytes.to_string(),
+                r.kinesis_bytes.to_string(),
+                format!("{:.1}", r.dynamodb_ms),
+                format!("{:.1}", r.kinesis_ms),
+                format!("{:.2}×", r.ratio),
+                format!("{} / {}", r.requests.0, r.requests.1),
+            ],
+        ));
+    }
+    t.write(out)
+}
+
+/// A table whose first columns name the case (upstream, function, batch, records), then `rest`.
+fn case_table(rest: &[(&'static str, crate::table::Align)]) -> Table {
+    let columns: Vec<_> = [
+        ("upstream", Left),
+        ("function", Left),
+        ("batch", Left),
+        ("records", Right),
+    ]
+    .into_iter()
+    .chain(rest.iter().copied())
+    .collect();
+    Table::new(&columns)
+}
+
+/// A row of a [`case_table`]: the case's cells, then `rest`.
+fn case_row(case: &bench_e2e::Case, rest: impl IntoIterator<Item = String>) -> Vec<String> {
+    [
+        case.upstream.to_owned(),
+        case.function.to_owned(),
+        case.batch.clone(),
+        case.records.to_string(),
+    ]
+    .into_iter()
+    .chain(rest)
+    .collect()
 }

@@ -78,15 +78,9 @@ impl Replayer {
             function: binary.to_owned(),
             reason: e.to_string(),
         };
-        let names = vars
-            .required(
-                function_invoke::COMBINED_FUNCTIONS,
-                "the functions the combined mapping serves, comma-separated (multikey-indexer,ttl-archiver)",
-            )
-            .map_err(config)?;
         let filters = vars.optional(stream_runtime::combined::FILTERS_VAR);
         let mut members = Vec::new();
-        for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        for name in function_invoke::combined_functions(vars).map_err(config)? {
             let patterns =
                 stream_runtime::combined::patterns_for(filters.as_deref(), name).map_err(config)?;
             members.push(member(name, patterns, vars, sdk)?);

@@ -70,9 +70,9 @@ pub const COMBINED_BINARY: &str = "sidestream-combined";
 /// The variable naming the functions a `sidestream-combined` binary runs.
 pub const COMBINED_FUNCTIONS: &str = "COMBINED_FUNCTIONS";
 
-/// The functions `COMBINED_FUNCTIONS` names (binaries, comma-separated, each once), each built
-/// from `vars` as its own binary would build it, behind one mapping.
-pub fn combined(vars: &Vars<'_>, sdk: &SdkConfig) -> Result<Combined, ConfigError> {
+/// The functions `COMBINED_FUNCTIONS` names: stream functions' binaries, comma-separated, each
+/// once. Errors name the variable and the name that is wrong.
+pub fn combined_functions(vars: &Vars<'_>) -> Result<Vec<&'static str>, ConfigError> {
     let names = vars.required(
         COMBINED_FUNCTIONS,
         "the functions this mapping serves, comma-separated (multikey-indexer,ttl-archiver)",
@@ -81,23 +81,31 @@ pub fn combined(vars: &Vars<'_>, sdk: &SdkConfig) -> Result<Combined, ConfigErro
         var: COMBINED_FUNCTIONS,
         reason,
     };
-    let mut combined = Combined::new();
-    let mut seen = Vec::new();
+    let mut functions = Vec::new();
     for name in names.split(',').map(str::trim) {
-        if seen.contains(&name) {
+        let Some(binary) = BINARIES.into_iter().find(|b| *b == name) else {
+            return Err(invalid(format!(
+                "{name:?} is not a stream function ({})",
+                BINARIES.join(", ")
+            )));
+        };
+        if functions.contains(&binary) {
             return Err(invalid(format!("{name} is named twice")));
         }
-        seen.push(name);
-        combined = match name {
+        functions.push(binary);
+    }
+    Ok(functions)
+}
+
+/// The functions `COMBINED_FUNCTIONS` names, each built from `vars` as its own binary would
+/// build it, behind one mapping.
+pub fn combined(vars: &Vars<'_>, sdk: &SdkConfig) -> Result<Combined, ConfigError> {
+    let mut combined = Combined::new();
+    for binary in combined_functions(vars)? {
+        combined = match binary {
             "multikey-indexer" => combined.add::<multikey_indexer::Indexer>(vars, sdk)?,
             "ttl-archiver" => combined.add::<ttl_archiver::Archiver>(vars, sdk)?,
-            "counter-aggregator" => combined.add::<counter_aggregator::Aggregator>(vars, sdk)?,
-            other => {
-                return Err(invalid(format!(
-                    "{other:?} is not a stream function ({})",
-                    BINARIES.join(", ")
-                )));
-            }
+            _ => combined.add::<counter_aggregator::Aggregator>(vars, sdk)?,
         };
     }
     Ok(combined)

@@ -29,7 +29,7 @@
 //!   (the tests show both). The unit is known from the value's size ([`ChangeTime::from_raw`]);
 //!   the record's time is set as precise as it came, and [`Batch::changed_at`] says how precise.
 //!   Two changes of one item within one unit have the same version; at millisecond precision
-//!   that is plausible for a busy item, so the template asks for microseconds.
+//!   that is plausible for a busy item, so `docs/functions.md` asks for microseconds.
 //! - **The table by name.** `tableName` instead of the stream's ARN: the record's
 //!   `eventSourceARN` becomes the table's ARN, in the Kinesis stream's partition, region and
 //!   account.

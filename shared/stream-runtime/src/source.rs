@@ -5,8 +5,9 @@
 //!
 //! [`serve`] runs a handler under `lambda_runtime` on the source's events and answers in the
 //! source's terms: a Kinesis checkpoint names the Kinesis sequence number. An event that holds
-//! no DynamoDB change record (a Kinesis stream that is not a table's change source) fails the
-//! invocation, named, as a systemic failure: Lambda retries it until the mapping is fixed.
+//! a record that is no DynamoDB change record (a Kinesis stream that is not a table's change
+//! source) fails the invocation, naming the record, logged as a systemic failure: Lambda retries
+//! the batch up to `MaximumRetryAttempts` and then gives it up to the on-failure destination.
 //!
 //! | Variable | Default | Meaning |
 //! |---|---|---|

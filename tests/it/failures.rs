@@ -592,17 +592,7 @@ async fn a_combined_functions_range_is_replayed_by_each_of_its_functions() -> Re
                       "custom_fields": {"f": 7, "g": "x"}, "expires_at": expired});
     put(&client, &issues, &item).await?;
     pipeline.settle().await?;
-    let (bucket, prefix) = stack.archive_location()?;
-    let archived = || async {
-        let items = archive_reader::items(&local_stack::s3_client(&sdk), &bucket, &prefix).await?;
-        items
-            .iter()
-            .map(|(_, item)| {
-                serde_json::to_value(item).map(|v| v["id"]["S"].as_str().unwrap_or_default().to_owned())
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(anyhow::Error::from)
-    };
+    let archived = || crate::pipeline::archived_ids(&sdk, &stack);
     let crash_count = crashes.load(Ordering::SeqCst);
     ensure!(
         crash_count >= 2 && archived().await?.is_empty(),

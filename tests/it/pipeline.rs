@@ -77,6 +77,20 @@ pub(crate) fn issue(id: usize, fields: &Value) -> Value {
     })
 }
 
+/// The `id`s of the items the stack's archive holds, each deletion read once, sorted.
+pub(crate) async fn archived_ids(sdk: &SdkConfig, stack: &Stack) -> Result<Vec<String>> {
+    let (bucket, prefix) = stack.archive_location()?;
+    let archived = archive_reader::items(&s3_client(sdk), &bucket, &prefix).await?;
+    let mut ids: Vec<String> = archived
+        .iter()
+        .map(|(_, item)| {
+            serde_json::to_value(item).map(|v| v["id"]["S"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect::<Result<_, _>>()?;
+    ids.sort();
+    Ok(ids)
+}
+
 /// The index table against what the issues table calls for.
 pub(crate) async fn assert_index_exact(sdk: &SdkConfig, stack: &Stack) -> Result<usize> {
     let index = local_stack::check_index(&aws_sdk_dynamodb::Client::new(sdk), stack).await?;
@@ -188,13 +202,7 @@ async fn ttl_expiry_is_archived_exactly_and_user_deletes_are_not() -> Result<()>
 
     let (bucket, prefix) = stack.archive_location()?;
     let archived = archive_reader::items(&s3_client(&sdk), &bucket, &prefix).await?;
-    let mut ids: Vec<String> = archived
-        .iter()
-        .map(|(_, item)| {
-            serde_json::to_value(item).map(|v| v["id"]["S"].as_str().unwrap_or_default().to_owned())
-        })
-        .collect::<Result<_, _>>()?;
-    ids.sort();
+    let ids = archived_ids(&sdk, &stack).await?;
     ensure!(ids == ["gone-1", "gone-2"], "archived {ids:?}");
     // The archived items are the items as they were, every attribute.
     for (_, item) in &archived {
@@ -215,6 +223,44 @@ async fn ttl_expiry_is_archived_exactly_and_user_deletes_are_not() -> Result<()>
         left == ["ancient", "future", "no-ttl", "text"],
         "left in the table: {left:?}"
     );
+    Ok(())
+}
+
+/// A global table's archiving Region (`docs/global-tables.md`): with
+/// `ARCHIVE_REPLICATED_TTL_ATTRIBUTE` and the archiver's filter widened to every `REMOVE`, a
+/// delete without the TTL identity of an item whose TTL had passed (as a TTL delete replicated
+/// from another Region may arrive) is archived too; a delete of an unexpired item is not.
+#[tokio::test]
+async fn an_archiving_region_also_archives_expired_items_deleted_without_the_ttl_identity() -> Result<()> {
+    let sdk = sdk();
+    let mut stack = stack(&sdk, &[]).await?;
+    let archiver = stack
+        .functions
+        .iter_mut()
+        .find(|f| f.binary.as_deref() == Some("ttl-archiver"))
+        .ok_or_else(|| anyhow::anyhow!("no archiver"))?;
+    archiver
+        .environment
+        .insert("ARCHIVE_REPLICATED_TTL_ATTRIBUTE".into(), "expires_at".into());
+    archiver.streams[0].filters = vec![r#"{"eventName": ["REMOVE"]}"#.to_owned()];
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let issues = stack.table("IssuesTable")?.name.clone();
+    let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
+    let now = now();
+    for (id, expires_at) in [
+        ("swept", now - 10),
+        ("replicated-expired", now - 5),
+        ("deleted-unexpired", now + 3_600),
+    ] {
+        let item = json!({"id": id, "project": "p", "num": 1, "expires_at": expires_at});
+        put(&client, &issues, &item).await?;
+    }
+    // Deletes without the TTL identity, before any sweep.
+    delete(&client, &issues, "replicated-expired").await?;
+    delete(&client, &issues, "deleted-unexpired").await?;
+    pipeline.settle().await?;
+    let ids = archived_ids(&sdk, &stack).await?;
+    ensure!(ids == ["replicated-expired", "swept"], "archived {ids:?}");
     Ok(())
 }
 

@@ -35,6 +35,7 @@ fn bench(c: &mut Criterion) {
     let layout = |gzip_level| ObjectSettings {
         prefix: "archive/".to_owned(),
         gzip_level,
+        replicated_ttl_attribute: None,
     };
     let plan = Plan::new(&layout(6), &event.records);
     let (raw, data, meta): (usize, usize, usize) = plan.objects.iter().fold((0, 0, 0), |(r, d, m), o| {

@@ -6,6 +6,7 @@
 //! | `ARCHIVE_PREFIX` | empty | Key prefix before the `table=…/` partitions; a `/` is appended when missing. |
 //! | `ARCHIVE_STORAGE_CLASS` | `STANDARD` | The objects' S3 storage class. |
 //! | `ARCHIVE_GZIP_LEVEL` | 6 | Gzip level, 1 (fastest) to 9 (smallest). |
+//! | `ARCHIVE_REPLICATED_TTL_ATTRIBUTE` | unset | On a global table's archiving Region: the table's TTL attribute. A `REMOVE` without the TTL service's identity is then archived too when its old image's TTL value had passed when it was deleted (a TTL delete replicated from another Region, if replication drops the identity; see `docs/global-tables.md`). |
 //!
 //! The runtime's own settings (parking, the I/O policy, `S3_FORCE_PATH_STYLE`, metrics) are read
 //! by `stream-runtime`.
@@ -25,13 +26,17 @@ pub const STORAGE_CLASSES: [&str; 8] = [
     "REDUCED_REDUNDANCY",
 ];
 
-/// How archive objects are named and compressed: all the plan needs.
+/// Which deletes are archived, and how archive objects are named and compressed: all the plan
+/// needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectSettings {
     /// `ARCHIVE_PREFIX`, empty or ending in `/`.
     pub prefix: String,
     /// `ARCHIVE_GZIP_LEVEL`.
     pub gzip_level: u32,
+    /// `ARCHIVE_REPLICATED_TTL_ATTRIBUTE`: the TTL attribute by which a `REMOVE` without the TTL
+    /// service's identity is still taken for a TTL delete (a global table's archiving Region).
+    pub replicated_ttl_attribute: Option<String>,
 }
 
 impl Default for ObjectSettings {
@@ -39,6 +44,7 @@ impl Default for ObjectSettings {
         ObjectSettings {
             prefix: String::new(),
             gzip_level: 6,
+            replicated_ttl_attribute: None,
         }
     }
 }
@@ -53,9 +59,20 @@ impl ObjectSettings {
                 reason,
             })?,
         };
+        let replicated_ttl_attribute = vars.optional("ARCHIVE_REPLICATED_TTL_ATTRIBUTE");
+        if let Some(name) = replicated_ttl_attribute.as_deref().filter(|a| a.len() > 255) {
+            return Err(ConfigError::Invalid {
+                var: "ARCHIVE_REPLICATED_TTL_ATTRIBUTE",
+                reason: format!(
+                    "{} bytes; a TTL attribute's name is 255 bytes at most",
+                    name.len()
+                ),
+            });
+        }
         Ok(ObjectSettings {
             prefix,
             gzip_level: vars.integer("ARCHIVE_GZIP_LEVEL", 6, 1, 9)?,
+            replicated_ttl_attribute,
         })
     }
 }

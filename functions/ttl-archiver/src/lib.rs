@@ -6,7 +6,10 @@
 //! consumes the stream and writes those items to S3 ("Time to live for archival building block"
 //! in *Data modeling building blocks*). Deletes made by users and applications are not archived,
 //! and that is checked here, in code, whatever the event source mapping's filter says: a
-//! misconfigured filter or a `sam local invoke` can never archive a user's delete.
+//! misconfigured filter or a `sam local invoke` can never archive a user's delete. On a global
+//! table's archiving Region, `ARCHIVE_REPLICATED_TTL_ATTRIBUTE` also takes a `REMOVE` without
+//! an identity whose TTL value had passed at the deletion: a TTL delete replicated from another
+//! Region ([`plan::replicated_ttl_delete`]; `docs/global-tables.md`).
 //!
 //! # Archive format, version 1
 //!

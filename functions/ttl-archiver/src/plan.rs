@@ -143,7 +143,7 @@ impl Plan {
         let mut runs: Vec<Run> = Vec::new();
         let (skipped, keys_only) = (&mut plan.skipped, &mut plan.keys_only);
         plan.failures = PlanFailures::plan_each(records, PlanError::kind, |i, raw| {
-            let Some(ttl) = read(raw)? else {
+            let Some(ttl) = read(layout, raw)? else {
                 skipped.push(Skipped {
                     record: i,
                     reason: skip_reason(raw),
@@ -193,10 +193,15 @@ struct TtlDelete<'a> {
     deleted_at: DateTime<Utc>,
 }
 
-/// Reads a record: `None` when it is not a TTL delete.
-fn read(raw: &EventRecord) -> Result<Option<TtlDelete<'_>>, PlanError> {
+/// Reads a record: `None` when it is not a TTL delete (with `layout`'s replicated-TTL attribute,
+/// nor a replicated one: [`replicated_ttl_delete`]).
+fn read<'r>(layout: &ObjectSettings, raw: &'r EventRecord) -> Result<Option<TtlDelete<'r>>, PlanError> {
     let record = Record::new(raw)?;
-    if !record.is_ttl_delete() {
+    let replicated = layout
+        .replicated_ttl_attribute
+        .as_deref()
+        .is_some_and(|attribute| replicated_ttl_delete(&record, attribute));
+    if !record.is_ttl_delete() && !replicated {
         return Ok(None);
     }
     record.keys()?;
@@ -218,6 +223,31 @@ fn read(raw: &EventRecord) -> Result<Option<TtlDelete<'_>>, PlanError> {
         sequence_number,
         deleted_at,
     }))
+}
+
+/// DynamoDB ignores a TTL value more than five years in the past.
+const TTL_IGNORED_AFTER_SECONDS: f64 = 5.0 * 365.0 * 24.0 * 3600.0;
+
+/// Whether `record` is a `REMOVE` without the TTL service's identity whose old image's TTL value
+/// (`attribute`, a Number of epoch seconds) had passed when the item was deleted, and was not so
+/// old that DynamoDB ignores it: on a global table, a TTL delete replicated from another Region
+/// if replication drops the identity. A user's delete of an item that had expired but was not yet
+/// swept reads the same, and is archived too: the item was due for deletion by TTL.
+pub fn replicated_ttl_delete(record: &Record<'_>, attribute: &str) -> bool {
+    if record.kind() != ChangeKind::Remove || record.raw().user_identity.is_some() {
+        return false;
+    }
+    let Ok(Some(old)) = record.before() else {
+        return false;
+    };
+    let Some(serde_dynamo::AttributeValue::N(value)) = old.get(attribute) else {
+        return false;
+    };
+    #[expect(clippy::cast_precision_loss, reason = "epoch seconds are far below 2^52")]
+    let deleted_at = record.raw().change.approximate_creation_date_time.timestamp() as f64;
+    value.parse::<f64>().is_ok_and(|expiry| {
+        expiry.is_finite() && expiry <= deleted_at && deleted_at - expiry <= TTL_IGNORED_AFTER_SECONDS
+    })
 }
 
 /// The table name in a stream ARN (`arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL`),

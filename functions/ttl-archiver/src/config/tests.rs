@@ -62,3 +62,22 @@ fn errors_name_the_variable_and_the_rule() {
         );
     }
 }
+
+#[test]
+fn the_replicated_ttl_attribute_is_read_and_named_when_too_long() {
+    let read = |value: &str| {
+        config(&[
+            ("ARCHIVE_BUCKET", "abc"),
+            ("ARCHIVE_REPLICATED_TTL_ATTRIBUTE", value),
+        ])
+        .map(|c| c.layout.replicated_ttl_attribute)
+    };
+    assert_eq!(read("expires_at").unwrap().as_deref(), Some("expires_at"));
+    // Empty is unset, as for every variable: the template writes "" for off.
+    assert_eq!(read("").unwrap(), None);
+    let error = read(&"a".repeat(256)).unwrap_err();
+    assert!(
+        error.contains("ARCHIVE_REPLICATED_TTL_ATTRIBUTE") && error.contains("256 bytes"),
+        "{error}"
+    );
+}

@@ -21,6 +21,7 @@ fn layout() -> ObjectSettings {
     ObjectSettings {
         prefix: "archive/".to_owned(),
         gzip_level: 6,
+        replicated_ttl_attribute: None,
     }
 }
 
@@ -364,4 +365,81 @@ fn synthetic_batches_archive_every_record() {
         o.data.len() * 3 < o.raw_bytes,
         "gzip shrinks JSON lines at least threefold"
     );
+}
+
+/// On a global table's archiving Region (`ARCHIVE_REPLICATED_TTL_ATTRIBUTE`), a `REMOVE` without
+/// the TTL service's identity is archived when its TTL value had passed at the deletion (a TTL
+/// delete replicated from another Region, if replication drops the identity); without the
+/// setting, only the identity counts.
+#[test]
+fn replicated_ttl_deletes_are_archived_by_their_expired_ttl_when_asked() {
+    let base = serde_json::to_value(&records(fixture!("ttl-remove.json"))[0]).unwrap();
+    // Deleted at 1_795_168_800.
+    let with = |name: &str, identity: Option<Value>, expires_at: Option<Value>| {
+        let mut v = base.clone();
+        v["eventName"] = json!(name);
+        match identity {
+            Some(id) => v["userIdentity"] = id,
+            None => drop(v.as_object_mut().unwrap().remove("userIdentity")),
+        }
+        let old = v["dynamodb"]["OldImage"].as_object_mut().unwrap();
+        match expires_at {
+            Some(value) => drop(old.insert("expires_at".to_owned(), value)),
+            None => drop(old.remove("expires_at")),
+        }
+        if name != "REMOVE" {
+            v["dynamodb"]["NewImage"] = v["dynamodb"]["OldImage"].clone();
+        }
+        serde_json::from_value::<EventRecord>(v).unwrap()
+    };
+    let ttl = json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});
+    let n = |v: i64| Some(json!({ "N": v.to_string() }));
+    // (record, archived by default, archived with the attribute)
+    let cases = [
+        (with("REMOVE", Some(ttl), n(1_795_168_000)), true, true),
+        (with("REMOVE", None, n(1_795_168_000)), false, true),
+        (with("REMOVE", None, n(1_795_168_800)), false, true),
+        (with("REMOVE", None, n(1_795_168_860)), false, false),
+        (
+            with("REMOVE", None, n(1_795_168_800 - 6 * 365 * 86_400)),
+            false,
+            false,
+        ),
+        (
+            with("REMOVE", None, Some(json!({"S": "1795168000"}))),
+            false,
+            false,
+        ),
+        (with("REMOVE", None, None), false, false),
+        (
+            with(
+                "REMOVE",
+                Some(json!({"type": "User", "principalId": "x"})),
+                n(1_795_168_000),
+            ),
+            false,
+            false,
+        ),
+        (with("MODIFY", None, n(1_795_168_000)), false, false),
+    ];
+    let global = ObjectSettings {
+        replicated_ttl_attribute: Some("expires_at".to_owned()),
+        ..layout()
+    };
+    for (i, (record, by_default, with_attribute)) in cases.into_iter().enumerate() {
+        for (settings, expected) in [(layout(), by_default), (global.clone(), with_attribute)] {
+            let plan = Plan::new(&settings, std::slice::from_ref(&record));
+            let archived: usize = plan.objects.iter().map(|o| lines(&o.data).len()).sum();
+            assert_eq!(
+                archived,
+                usize::from(expected),
+                "case {i} with {:?}",
+                settings.replicated_ttl_attribute
+            );
+            assert!(
+                plan.failures.stopped.is_none() && plan.failures.rejected.is_empty(),
+                "case {i}"
+            );
+        }
+    }
 }

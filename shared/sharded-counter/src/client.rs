@@ -86,13 +86,13 @@ impl Counters {
         &self.layout
     }
 
-    /// Adds `n` to counter `name`, on a random shard. Returns the shard.
+    /// Adds `n` to counter `name`, on a random shard of this writer's Region. Returns the shard.
     ///
     /// Like every DynamoDB `ADD`, this is not idempotent: when a request times out (or gets a
     /// 5xx) after DynamoDB applied it and the policy retries it, the count goes up twice. The
     /// aggregated total always equals the shards' sum; it cannot know about a retried increment.
     pub async fn increment(&self, name: &str, n: i64) -> Result<u32, CounterError> {
-        let shard = fastrand::u32(..self.layout.shards);
+        let shard = fastrand::u32(self.layout.written());
         self.increment_shard(name, shard, n).await?;
         Ok(shard)
     }
@@ -143,10 +143,12 @@ impl Counters {
             .map(Option::flatten)
     }
 
-    /// The exact read: the sum of all of counter `name`'s shards, read with strongly consistent
-    /// `BatchGetItem`s (100 keys each). Missing shards count as zero.
+    /// The exact read: the sum of all of counter `name`'s shards (every Region's), read with
+    /// strongly consistent `BatchGetItem`s (100 keys each). Missing shards count as zero.
     pub async fn exact(&self, name: &str) -> Result<i128, CounterError> {
-        let keys = (0..self.layout.shards)
+        let keys = self
+            .layout
+            .all()
             .map(|k| self.layout.shard_key(name, k))
             .collect::<Result<Vec<_>, _>>()?;
         let budget = self.budget();

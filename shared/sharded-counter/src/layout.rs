@@ -16,6 +16,8 @@ pub const TOTAL_ATTRIBUTE: &str = "total";
 pub const DEFAULT_PARTITION_KEY: &str = "pk";
 /// The most shards a counter may have: enough for 1,000,000 writes per second.
 pub const MAX_SHARDS: u32 = 1_000;
+/// The most Regions that may write one global table's counters, each to its own shards.
+pub const MAX_REGIONS: u32 = 32;
 
 /// Why a key cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,6 +28,14 @@ pub enum ShardingError {
     /// The counter's name is empty.
     #[error("a counter's name must not be empty")]
     EmptyName,
+    /// The writer's Region is not one of the Regions the layout counts.
+    #[error("Region {region} of {regions}: Regions are numbered from 0, and 1 to {MAX_REGIONS} of them")]
+    Region {
+        /// The writer's Region's number.
+        region: u32,
+        /// The Regions that write.
+        regions: u32,
+    },
     /// The key would exceed DynamoDB's partition-key limit.
     #[error("counter {name:?}: {source}")]
     TooLong {
@@ -37,12 +47,25 @@ pub enum ShardingError {
 }
 
 /// How a table's counters are laid out.
+///
+/// On a global table, two Regions that `ADD` to one shard item at once conflict, and last writer
+/// wins drops one of the increments. [`Sharding::in_region`] gives each Region its own shards:
+/// Region `r` of `R` writes shards `r × shards` to `r × shards + shards − 1`, so no shard item
+/// is written by two Regions, and the exact read sums all `R × shards`. The aggregator needs no
+/// setting: it sums whatever shards it sees (`docs/global-tables.md`). A total item keeps an
+/// entry of about 60 bytes per shard: keep `R × shards` within a few thousand, under DynamoDB's
+/// 400 KB item limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sharding {
     /// The table's partition key attribute (a string).
     pub partition_key: String,
-    /// Shards per counter.
+    /// Shards per counter, per Region.
     pub shards: u32,
+    /// The Regions that write the table's counters, each to its own shards (1 when the table
+    /// is not a global table).
+    pub regions: u32,
+    /// This writer's Region, numbered from 0.
+    pub region: u32,
 }
 
 impl Sharding {
@@ -54,7 +77,30 @@ impl Sharding {
         Ok(Sharding {
             partition_key: DEFAULT_PARTITION_KEY.to_owned(),
             shards,
+            regions: 1,
+            region: 0,
         })
+    }
+
+    /// The layout for writers in Region `region` (numbered from 0, the same numbering in every
+    /// Region) of the `regions` that write a global table's counters.
+    pub fn in_region(mut self, region: u32, regions: u32) -> Result<Sharding, ShardingError> {
+        if !(1..=MAX_REGIONS).contains(&regions) || region >= regions {
+            return Err(ShardingError::Region { region, regions });
+        }
+        (self.region, self.regions) = (region, regions);
+        Ok(self)
+    }
+
+    /// The shards this writer increments.
+    pub fn written(&self) -> std::ops::Range<u32> {
+        let first = self.region * self.shards;
+        first..first + self.shards
+    }
+
+    /// Every shard of a counter, every Region's: what the exact read sums.
+    pub fn all(&self) -> std::ops::Range<u32> {
+        0..self.regions * self.shards
     }
 
     /// The key of shard `shard` of counter `name`.

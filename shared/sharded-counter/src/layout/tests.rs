@@ -67,3 +67,37 @@ fn bad_layouts_and_names_say_why() {
     let err = layout.shard_key(&"x".repeat(2040), 0).unwrap_err().to_string();
     assert!(err.contains("2048"), "{err}");
 }
+
+#[test]
+fn each_region_writes_its_own_shards_and_the_exact_read_sums_them_all() {
+    let alone = Sharding::new(4).unwrap();
+    assert_eq!((alone.written(), alone.all()), (0..4, 0..4));
+    let regions: Vec<Sharding> = (0..3)
+        .map(|r| Sharding::new(4).unwrap().in_region(r, 3).unwrap())
+        .collect();
+    let written: Vec<_> = regions.iter().map(Sharding::written).collect();
+    assert_eq!(written, [0..4, 4..8, 8..12], "no shard written by two Regions");
+    for layout in &regions {
+        assert_eq!(
+            layout.all(),
+            0..12,
+            "every Region's reader sums every Region's shards"
+        );
+        // The keys are the format's: a shard number, whatever the Region.
+        let key = layout.shard_key("votes/alice", layout.written().start).unwrap();
+        assert!(matches!(
+            CounterKey::parse(&key),
+            Some(CounterKey::Shard { shard, .. }) if shard == layout.written().start
+        ));
+    }
+    for (region, count) in [(3, 3), (0, 0), (0, MAX_REGIONS + 1)] {
+        let error = Sharding::new(4).unwrap().in_region(region, count).unwrap_err();
+        assert_eq!(
+            error,
+            ShardingError::Region {
+                region,
+                regions: count
+            }
+        );
+    }
+}

@@ -93,6 +93,36 @@ fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
             ]),
         ),
         (
+            "global table: this Region archives and sums",
+            set(&[("ArchiveRegion", REGION), ("AggregatorRegion", REGION)]),
+        ),
+        (
+            "global table: another Region archives and sums",
+            set(&[("ArchiveRegion", "eu-west-1"), ("AggregatorRegion", "eu-west-1")]),
+        ),
+        (
+            "global table, combined, set attribute: this Region archives",
+            set(&[
+                ("ArchiveRegion", REGION),
+                ("Consumers", "Combined"),
+                ("IndexedAttribute", "tags"),
+                ("IndexedAttributeType", "SS"),
+            ]),
+        ),
+        (
+            "global table, combined, set attribute: another Region archives",
+            set(&[
+                ("ArchiveRegion", "eu-west-1"),
+                ("Consumers", "Combined"),
+                ("IndexedAttribute", "tags"),
+                ("IndexedAttributeType", "SS"),
+            ]),
+        ),
+        (
+            "global table, combined: another Region archives",
+            set(&[("ArchiveRegion", "eu-west-1"), ("Consumers", "Combined")]),
+        ),
+        (
             "scheduled verify and repair, existing tables",
             set(&[
                 ("IndexVerifySchedule", "rate(6 hours)"),
@@ -124,6 +154,14 @@ fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
         ensure!(problems.is_empty(), "{deployment}: {problems:#?}");
         let binaries: BTreeSet<_> = functions.iter().filter_map(|f| f.binary.as_deref()).collect();
         let mut expected = BTreeSet::from(STREAM_FUNCTIONS);
+        // On a global table, the archiver and the aggregator run only in their Region.
+        let elsewhere = |name: &str| parameters.get(name).is_some_and(|r| !r.is_empty() && r != REGION);
+        if elsewhere("ArchiveRegion") {
+            expected.remove("ttl-archiver");
+        }
+        if elsewhere("AggregatorRegion") {
+            expected.remove("counter-aggregator");
+        }
         if parameters.get("Consumers").is_some_and(|v| v == "Combined") {
             expected.retain(|b| *b == "counter-aggregator");
             expected.insert(COMBINED);
@@ -649,6 +687,75 @@ fn the_backfill_state_machine_invokes_only_the_backfiller_and_runs_only_its_own_
             granted.contains(needed),
             "the state machine needs {needed}: {granted:?}"
         );
+    }
+    Ok(())
+}
+
+/// On a global table (`ArchiveRegion`, docs/global-tables.md): the archiving Region's archiver
+/// takes every `REMOVE` and checks the TTL attribute itself; elsewhere no archiver runs, alone or
+/// combined; without the parameter, the archiver takes TTL deletes only.
+#[test]
+fn a_global_tables_archiving_region_takes_replicated_ttl_deletes() -> Result<()> {
+    let template = template()?;
+    let ttl_only = r#"{"eventName":["REMOVE"],"userIdentity":{"type":["Service"],"principalId":["dynamodb.amazonaws.com"]}}"#;
+    let every_remove = r#"{"eventName":["REMOVE"]}"#;
+    // (ArchiveRegion, the archiver's filter and ARCHIVE_REPLICATED_TTL_ATTRIBUTE, if it runs)
+    let cases = [
+        ("", Some((ttl_only, None))),
+        (REGION, Some((every_remove, Some("expires_at")))),
+        ("eu-west-1", None),
+    ];
+    for (region, expected) in cases {
+        for consumers in ["Separate", "Combined"] {
+            let parameters: BTreeMap<String, String> = [
+                ("ArchiveRegion".to_owned(), region.to_owned()),
+                ("Consumers".to_owned(), consumers.to_owned()),
+            ]
+            .into();
+            let functions = template.functions(&template.resolver(&parameters, names()))?;
+            let archiver = functions.iter().find_map(|f| match f.binary.as_deref() {
+                Some("ttl-archiver") => Some((f.streams[0].filters.clone(), f)),
+                Some(COMBINED)
+                    if f.environment[function_invoke::COMBINED_FUNCTIONS].contains("ttl-archiver") =>
+                {
+                    let own: Value =
+                        serde_json::from_str(&f.environment[stream_runtime::combined::FILTERS_VAR]).ok()?;
+                    Some((vec![own["ttl-archiver"][0].to_string()], f))
+                }
+                _ => None,
+            });
+            let got = archiver.map(|(filters, f)| {
+                (
+                    filters,
+                    f.environment.get("ARCHIVE_REPLICATED_TTL_ATTRIBUTE").cloned(),
+                )
+            });
+            let want = expected.map(|(filter, attribute)| {
+                (
+                    vec![
+                        serde_json::from_str::<Value>(filter)
+                            .map(|v| v.to_string())
+                            .unwrap_or_default(),
+                    ],
+                    attribute.map(str::to_owned),
+                )
+            });
+            let got = got.map(|(filters, attribute)| {
+                let filters = filters
+                    .iter()
+                    .map(|f| {
+                        serde_json::from_str::<Value>(f)
+                            .map(|v| v.to_string())
+                            .unwrap_or_default()
+                    })
+                    .collect::<Vec<_>>();
+                (filters, attribute)
+            });
+            ensure!(
+                got == want,
+                "ArchiveRegion {region:?}, {consumers}: {got:?}, expected {want:?}"
+            );
+        }
     }
     Ok(())
 }

@@ -83,7 +83,7 @@ pub async fn both_upstreams(
     let name = format!("{}-combined", options.stack);
     let combined = Stack::create(sdk, &options.template, &name, &parameters).await?;
     let mut rows = Vec::new();
-    for (upstream, spec) in [("moto", spec.to_owned()), ("sink", format!("{spec},sink=1"))] {
+    for (upstream, spec) in crate::upstreams(spec) {
         let two = Bench::start(sdk, endpoint, separate, &spec).await?;
         let one = Bench::start(sdk, endpoint, &combined, &spec).await?;
         rows.extend(run(&two, &one, upstream, options, progress).await?);

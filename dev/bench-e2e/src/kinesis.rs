@@ -50,7 +50,7 @@ pub async fn both_upstreams(
     progress: &Progress,
 ) -> Result<Vec<Row>, BenchError> {
     let mut rows = Vec::new();
-    for (upstream, spec) in [("moto", spec.to_owned()), ("sink", format!("{spec},sink=1"))] {
+    for (upstream, spec) in crate::upstreams(spec) {
         let bench = Bench::start(sdk, endpoint, stack, &spec).await?;
         rows.extend(run(&bench, upstream, options, progress).await?);
     }

@@ -193,9 +193,11 @@ pub async fn run(
     let spec = format!("latency={}ms", options.latency.as_millis());
     let bench = Bench::start(sdk, endpoint, &stack, &spec).await?;
     let write_path = if part(Part::WritePath) {
-        let mut rows = write_path::run(&bench, "moto", options, progress).await?;
-        let sink = Bench::start(sdk, endpoint, &stack, &format!("{spec},sink=1")).await?;
-        rows.extend(write_path::run(&sink, "sink", options, progress).await?);
+        let mut rows = Vec::new();
+        for (upstream, spec) in upstreams(&spec) {
+            let bench = Bench::start(sdk, endpoint, &stack, &spec).await?;
+            rows.extend(write_path::run(&bench, upstream, options, progress).await?);
+        }
         rows
     } else {
         Vec::new()
@@ -240,6 +242,12 @@ pub async fn run(
         combined,
         kinesis,
     })
+}
+
+/// The two upstreams the proxy made from `spec` answers for: moto, and the sink (the proxy
+/// itself, after the latency).
+pub fn upstreams(spec: &str) -> [(&'static str, String); 2] {
+    [("moto", spec.to_owned()), ("sink", format!("{spec},sink=1"))]
 }
 
 /// What a row of the write path or of the Kinesis part measured: one function on one batch.

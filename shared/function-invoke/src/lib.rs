@@ -105,7 +105,13 @@ pub fn combined(vars: &Vars<'_>, sdk: &SdkConfig) -> Result<Combined, ConfigErro
         combined = match binary {
             "multikey-indexer" => combined.add::<multikey_indexer::Indexer>(vars, sdk)?,
             "ttl-archiver" => combined.add::<ttl_archiver::Archiver>(vars, sdk)?,
-            _ => combined.add::<counter_aggregator::Aggregator>(vars, sdk)?,
+            "counter-aggregator" => combined.add::<counter_aggregator::Aggregator>(vars, sdk)?,
+            other => {
+                return Err(ConfigError::Invalid {
+                    var: COMBINED_FUNCTIONS,
+                    reason: format!("{other} has no in-process handler"),
+                });
+            }
         };
     }
     Ok(combined)

@@ -151,9 +151,9 @@ impl Combined {
         deadline: Deadline,
     ) -> (Result<DynamoDbEventResponse, NoCheckpoint>, Vec<Metrics>) {
         let records = event.records;
+        let patterns: Vec<&[Pattern]> = self.members.iter().map(|(_, p)| p.as_slice()).collect();
         let mut parts = Vec::new();
-        for (member, patterns) in &self.members {
-            let chosen = select(&records, patterns);
+        for ((member, _), chosen) in self.members.iter().zip(select_each(&records, &patterns)) {
             if chosen.is_empty() {
                 continue;
             }
@@ -209,19 +209,29 @@ impl Default for Combined {
 /// The positions of the records that `patterns` let through (every record when there are
 /// none), matched as Lambda matches them: on the record's JSON as Lambda delivers it.
 pub fn select(records: &[EventRecord], patterns: &[Pattern]) -> Vec<usize> {
-    if patterns.is_empty() {
-        return (0..records.len()).collect();
-    }
-    records
-        .iter()
-        .enumerate()
-        .filter(|(_, record)| {
+    select_each(records, &[patterns]).swap_remove(0)
+}
+
+/// [`select`] for each of several functions' patterns, each record shown as JSON once at most,
+/// however many functions have patterns.
+pub fn select_each(records: &[EventRecord], patterns: &[&[Pattern]]) -> Vec<Vec<usize>> {
+    let mut chosen = vec![Vec::new(); patterns.len()];
+    for (i, record) in records.iter().enumerate() {
+        let mut json = None;
+        for (set, mine) in patterns.iter().zip(&mut chosen) {
             // A record that cannot be shown as JSON goes to the function, whose plan rejects
             // it by name: never dropped silently.
-            serde_json::to_value(record).map_or(true, |json| patterns.iter().any(|p| p.matches(&json)))
-        })
-        .map(|(i, _)| i)
-        .collect()
+            let passes = set.is_empty()
+                || json
+                    .get_or_insert_with(|| serde_json::to_value(record).ok())
+                    .as_ref()
+                    .is_none_or(|json| set.iter().any(|p| p.matches(json)));
+            if passes {
+                mine.push(i);
+            }
+        }
+    }
+    chosen
 }
 
 /// The batch's answer from each function's: the earliest checkpoint by position in the batch,

@@ -172,3 +172,46 @@ async fn a_kinesis_event_makes_the_requests_its_dynamodb_event_makes() -> Result
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn indexing_in_any_order_leaves_the_index_in_order_leaves() -> Result<()> {
+    let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
+    let progress = Progress::default();
+    let options = options(vec![Part::AnyOrder]);
+    let report = Box::pin(bench_e2e::run(&sdk(), &endpoint, &options, &progress)).await?;
+    let summary = serde_json::to_string_pretty(&report)?;
+    ensure!(report.any_order.len() == 1, "{summary}");
+    let row = &report.any_order[0];
+    // Heads are read and written besides the entries: more requests and writes, never fewer.
+    ensure!(
+        row.records == 100
+            && row.stream.writes > 10
+            && row.any.writes > row.stream.writes
+            && row.any.requests > row.stream.requests,
+        "{summary}"
+    );
+    // Each side's own table: the same entries, heads aside.
+    let client = aws_sdk_dynamodb::Client::new(&sdk());
+    let indexes = multikey_indexer::Indexes::from_json(multikey_indexer::synthetic::INDEXES_JSON)
+        .map_err(anyhow::Error::msg)?;
+    let mut entries = Vec::new();
+    for order in ["stream", "any"] {
+        let items = local_stack::scan(&client, &format!("{}-order0-{order}", options.stack)).await?;
+        let (heads, items): (Vec<_>, Vec<_>) = items
+            .into_iter()
+            .partition(|i| index_oracle::is_head(&indexes, i));
+        ensure!(
+            heads.is_empty() == (order == "stream"),
+            "{order}: {} heads",
+            heads.len()
+        );
+        entries.push(index_oracle::lines(&items));
+    }
+    ensure!(
+        entries[0].len() > 10 && entries[0] == entries[1],
+        "{} entries in order, {} in any order",
+        entries[0].len(),
+        entries[1].len()
+    );
+    Ok(())
+}

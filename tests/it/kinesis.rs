@@ -3,8 +3,8 @@
 //! (`stream_replayer::kinesis`), handled by the functions' real runtimes against moto. The
 //! aggregator's totals are exact, because each record's version is its change time; the same
 //! disorder read as a DynamoDB stream's order is not, which shows the disorder did cross one
-//! item's records. The archive holds each TTL deletion once. The indexer, which needs each
-//! item's records in order, is refused a Kinesis source.
+//! item's records. The archive holds each TTL deletion once. The indexer indexes exactly in any
+//! order (`MULTIKEY_ORDER=any`), and in order is refused a Kinesis source.
 
 use std::time::Duration;
 
@@ -24,32 +24,123 @@ const STREAM: &str = "arn:aws:kinesis:us-east-1:123456789012:stream/changes";
 /// Records per Kinesis batch.
 const BATCH: usize = 40;
 
-/// Function `F` as its template environment configures it, reading a Kinesis data stream.
-fn runtime<F: StreamFunction>(stack: &local_stack::Stack, binary: &str) -> Result<Runtime<F>> {
+/// Function `F` as its template environment configures it, with `extra` variables, reading a
+/// Kinesis data stream.
+fn runtime<F: StreamFunction>(
+    stack: &local_stack::Stack,
+    binary: &str,
+    extra: &[(&str, &str)],
+) -> Result<Runtime<F>> {
+    let mut vars = vec![(stream_runtime::source::SOURCE_VAR, "kinesis")];
+    vars.extend_from_slice(extra);
+    runtime_with::<F>(stack, binary, &vars)
+}
+
+/// Function `F` as its template environment configures it, with `extra` variables.
+fn runtime_with<F: StreamFunction>(
+    stack: &local_stack::Stack,
+    binary: &str,
+    extra: &[(&str, &str)],
+) -> Result<Runtime<F>> {
     let mut env = local_stack::environment(stack.function(binary)?);
-    env.insert(
-        stream_runtime::source::SOURCE_VAR.to_owned(),
-        "kinesis".to_owned(),
-    );
+    env.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     let lookup = |name: &str| env.get(name).cloned();
     Ok(Runtime::<F>::from_vars(&Vars::new(&lookup), &sdk())?)
 }
 
-/// The indexer diffs each record's images in stream order, so out of order it would leave a
-/// stale index: the runtime refuses it a Kinesis source at cold start, naming the variable.
+/// Indexing in order diffs each record's images in stream order, so out of order it would leave
+/// a stale index: the runtime refuses the indexer a Kinesis source at cold start unless it
+/// indexes in any order, naming both variables.
 #[tokio::test]
-async fn the_indexer_is_refused_a_kinesis_source() -> Result<()> {
+async fn the_indexer_in_order_is_refused_a_kinesis_source() -> Result<()> {
     let stack = stack(&sdk(), &[]).await?;
-    let Err(error) = runtime::<multikey_indexer::Indexer>(&stack, "multikey-indexer") else {
+    let Err(error) = runtime::<multikey_indexer::Indexer>(&stack, "multikey-indexer", &[]) else {
         anyhow::bail!("the indexer accepted CHANGE_SOURCE=kinesis");
     };
     let message = error.to_string();
     ensure!(
         message.contains("CHANGE_SOURCE")
-            && message.contains("multikey-indexer needs each item's records in order"),
+            && message.contains("multikey-indexer as configured needs each item's records in order")
+            && message.contains("set MULTIKEY_ORDER=any"),
         "{message}"
     );
     Ok(())
+}
+
+/// The synthetic issues' changes, shuffled and duplicated as Kinesis may deliver them, indexed
+/// by the indexer with `MULTIKEY_ORDER=any`: the index is exactly what the issues' final state
+/// calls for, by the independent oracle. Read in arrival order as a DynamoDB stream, the same
+/// disorder leaves the index wrong, which shows that it crossed one item's records.
+#[tokio::test]
+async fn shuffled_and_duplicated_issue_changes_index_exactly_in_any_order() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[]).await?;
+    let indexer =
+        runtime::<multikey_indexer::Indexer>(&stack, "multikey-indexer", &[("MULTIKEY_ORDER", "any")])?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let changes = multikey_indexer::synthetic::batch(600, 30, 8).records;
+    let mut writer = Writer::new(STREAM, &stack.table("IssuesTable")?.name);
+    let written: Vec<Value> = changes.iter().map(|c| writer.write(c)).collect();
+    let (delivered, counts) = disorder(&written, 16, 0.1, 3, item_of);
+    ensure!(
+        counts.crossed > 20 && counts.duplicated > 10,
+        "the disorder crossed one item's records and duplicated some: {counts:?}"
+    );
+    deliver_kinesis(&indexer, &delivered).await?;
+    let check = index_check(&client, &stack, &changes).await?;
+    ensure!(
+        check.is_exact(),
+        "{} entries; missing {:?}; extra {:?}",
+        check.entries,
+        check.missing,
+        check.extra
+    );
+    ensure!(
+        check.entries > 50,
+        "the issues call for entries: {}",
+        check.entries
+    );
+
+    // The same disorder through the indexer in order, on a fresh stack.
+    let naive_stack = crate::pipeline::stack(&sdk, &[]).await?;
+    let naive = runtime_with::<multikey_indexer::Indexer>(&naive_stack, "multikey-indexer", &[])?;
+    let (arrived, _) = disorder(&changes, 16, 0.1, 3, |r| {
+        serde_json::to_string(&r.change.keys).unwrap_or_default()
+    });
+    in_arrival_order(&naive, &arrived).await?;
+    let naive_check = index_check(&client, &naive_stack, &changes).await?;
+    ensure!(
+        !naive_check.is_exact(),
+        "in arrival order, the index misses what the disorder reordered"
+    );
+    Ok(())
+}
+
+/// `stack`'s index against what the in-order `changes` leave in the issues table.
+async fn index_check(
+    client: &aws_sdk_dynamodb::Client,
+    stack: &local_stack::Stack,
+    changes: &[EventRecord],
+) -> Result<index_oracle::IndexCheck> {
+    let mut base: std::collections::BTreeMap<String, Value> = std::collections::BTreeMap::new();
+    for change in changes {
+        let key = serde_json::to_string(&change.change.keys)?;
+        if change.change.new_image.is_empty() {
+            base.remove(&key);
+        } else {
+            base.insert(key, serde_json::to_value(&change.change.new_image)?);
+        }
+    }
+    let base: Vec<Value> = base.into_values().collect();
+    let index = local_stack::scan(client, &stack.table("IndexTable")?.name).await?;
+    let lookup = |name: &str| {
+        stack
+            .function("multikey-indexer")
+            .ok()
+            .and_then(|f| f.environment.get(name).cloned())
+    };
+    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
+    Ok(index_oracle::compare(&indexes, &base, &index)?)
 }
 
 fn item_of(record: &Value) -> String {
@@ -88,6 +179,22 @@ async fn deliver_kinesis<F: StreamFunction>(runtime: &Runtime<F>, records: &[Val
     Ok(deliveries)
 }
 
+/// Hands `arrived` to `runtime` as a DynamoDB stream would, in batches of [`BATCH`], each record
+/// versioned by its place in the arrival: out of order, read as if in order.
+async fn in_arrival_order<F: StreamFunction>(runtime: &Runtime<F>, arrived: &[EventRecord]) -> Result<()> {
+    for (place, chunk) in arrived.chunks(BATCH).enumerate() {
+        let mut event = stream_kit::Event::default();
+        event.records = chunk.to_vec();
+        for (i, record) in event.records.iter_mut().enumerate() {
+            record.change.sequence_number = Some((10_u128.pow(20) + (place * BATCH + i) as u128).to_string());
+        }
+        runtime
+            .handle(event, Deadline::after(Duration::from_secs(60)))
+            .await?;
+    }
+    Ok(())
+}
+
 /// The counters whose totals differ from their shards' sums.
 async fn wrong_totals(counters: &Counters, sim: &CounterSim) -> Result<Vec<String>> {
     let mut wrong = Vec::new();
@@ -104,7 +211,7 @@ async fn wrong_totals(counters: &Counters, sim: &CounterSim) -> Result<Vec<Strin
 async fn shuffled_and_duplicated_kinesis_records_total_exactly() -> Result<()> {
     let sdk = sdk();
     let stack = stack(&sdk, &[]).await?;
-    let aggregator = runtime::<counter_aggregator::Aggregator>(&stack, "counter-aggregator")?;
+    let aggregator = runtime::<counter_aggregator::Aggregator>(&stack, "counter-aggregator", &[])?;
     let table = stack.table("CounterTable")?.name.clone();
     let sharding = Sharding::new(4)?;
     let counters = Counters::new(aws_sdk_dynamodb::Client::new(&sdk), &table, sharding.clone());
@@ -134,16 +241,7 @@ async fn shuffled_and_duplicated_kinesis_records_total_exactly() -> Result<()> {
         serde_json::to_string(&r.change.keys).unwrap_or_default()
     });
     ensure!(again == counts, "the same disorder: {again:?} {counts:?}");
-    for (place, chunk) in arrived.chunks(BATCH).enumerate() {
-        let mut event = stream_kit::Event::default();
-        event.records = chunk.to_vec();
-        for (i, record) in event.records.iter_mut().enumerate() {
-            record.change.sequence_number = Some((10_u128.pow(20) + (place * BATCH + i) as u128).to_string());
-        }
-        aggregator
-            .handle(event, Deadline::after(Duration::from_secs(60)))
-            .await?;
-    }
+    in_arrival_order(&aggregator, &arrived).await?;
     let naive_wrong = wrong_totals(&counters, &naive).await?;
     ensure!(
         !naive_wrong.is_empty(),
@@ -156,7 +254,7 @@ async fn shuffled_and_duplicated_kinesis_records_total_exactly() -> Result<()> {
 async fn shuffled_and_duplicated_ttl_deletions_are_archived_once_each() -> Result<()> {
     let sdk = sdk();
     let stack = stack(&sdk, &[]).await?;
-    let archiver = runtime::<ttl_archiver::Archiver>(&stack, "ttl-archiver")?;
+    let archiver = runtime::<ttl_archiver::Archiver>(&stack, "ttl-archiver", &[])?;
     let deletions = ttl_archiver::synthetic::ttl_batch(120, 5, 1_795_168_800, 0.5).records;
     let mut writer = Writer::new(STREAM, "sessions");
     let written: Vec<Value> = deletions.iter().map(|d| writer.write(d)).collect();

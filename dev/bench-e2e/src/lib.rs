@@ -18,6 +18,7 @@
 //!   (`Consumers=Combined`), on the same batches.
 //! - [`kinesis`]: the aggregator and the archiver on the same changes from a DynamoDB stream and
 //!   from a Kinesis data stream.
+//! - [`any_order`]: the indexer in order and in any order (`MULTIKEY_ORDER`) on the same batches.
 //!
 //! The report's ratios compare each wall time with the *request bound*,
 //! ⌈requests / concurrency⌉ × latency, and with a *floor* measured in the same run: the
@@ -26,6 +27,7 @@
 //! latency alone cost for them. The gap between the bound and the floor is the emulator's; the
 //! gap between the floor and the wall time is Sidestream's.
 
+pub mod any_order;
 pub mod cold;
 pub mod combined;
 pub mod events;
@@ -118,6 +120,8 @@ pub enum Part {
     Combined,
     /// The same changes from a DynamoDB stream and from a Kinesis data stream.
     Kinesis,
+    /// The indexer in order and in any order, on the same batches.
+    AnyOrder,
 }
 
 impl Options {
@@ -139,6 +143,7 @@ impl Options {
                 Part::Cold,
                 Part::Combined,
                 Part::Kinesis,
+                Part::AnyOrder,
             ],
             binaries: PathBuf::from("target/fuzz"),
         }
@@ -171,6 +176,8 @@ pub struct Report {
     pub combined: Vec<combined::Row>,
     /// A DynamoDB stream against a Kinesis data stream.
     pub kinesis: Vec<kinesis::Row>,
+    /// The indexer in order against in any order.
+    pub any_order: Vec<any_order::Row>,
 }
 
 /// Runs the bench against the emulator at `endpoint` (`sdk` reaches it directly).
@@ -187,7 +194,8 @@ pub async fn run(
         + throttled::SETTINGS.len() * options.capacities.len() * usize::from(throttling)
         + 6 * usize::from(part(Part::Cold))
         + options.batches.len() * 2 * usize::from(part(Part::Combined))
-        + options.batches.len() * 2 * 2 * usize::from(part(Part::Kinesis));
+        + options.batches.len() * 2 * 2 * usize::from(part(Part::Kinesis))
+        + options.batches.len() * usize::from(part(Part::AnyOrder));
     progress.cases.store(planned as u64, Ordering::Relaxed);
     let stack = Stack::create(sdk, &options.template, &options.stack, &BTreeMap::new()).await?;
     let spec = format!("latency={}ms", options.latency.as_millis());
@@ -233,6 +241,11 @@ pub async fn run(
     } else {
         Vec::new()
     };
+    let any_order = if part(Part::AnyOrder) {
+        Box::pin(any_order::run(sdk, endpoint, &stack, &spec, options, progress)).await?
+    } else {
+        Vec::new()
+    };
     Ok(Report {
         latency_ms: options.latency.as_secs_f64() * 1000.0,
         write_path,
@@ -241,6 +254,7 @@ pub async fn run(
         cold,
         combined,
         kinesis,
+        any_order,
     })
 }
 

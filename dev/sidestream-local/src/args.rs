@@ -115,6 +115,8 @@ pub(crate) enum BenchPart {
     Combined,
     /// The same changes from a DynamoDB stream and from a Kinesis data stream.
     Kinesis,
+    /// The indexer in order and in any order (`MULTIKEY_ORDER`), on the same batches.
+    AnyOrder,
 }
 
 #[derive(Debug, Args)]

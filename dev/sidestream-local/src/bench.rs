@@ -40,6 +40,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 BenchPart::Cold => bench_e2e::Part::Cold,
                 BenchPart::Combined => bench_e2e::Part::Combined,
                 BenchPart::Kinesis => bench_e2e::Part::Kinesis,
+                BenchPart::AnyOrder => bench_e2e::Part::AnyOrder,
             })
             .collect();
     }
@@ -107,6 +108,9 @@ fn render(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
     }
     if !report.kinesis.is_empty() {
         kinesis(report, out)?;
+    }
+    if !report.any_order.is_empty() {
+        any_order(report, out)?;
     }
     Ok(())
 }
@@ -326,6 +330,37 @@ fn kinesis(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
                 format!("{} / {}", r.requests.0, r.requests.1),
             ],
         ));
+    }
+    t.write(out)
+}
+
+fn any_order(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "\nThe indexer in order (MULTIKEY_ORDER=stream) and in any order (any), on the same batches in stream order, \
+         each with its own index table; upstream moto (medians)"
+    )?;
+    let mut t = Table::new(&[
+        ("batch", Left),
+        ("records", Right),
+        ("in order ms", Right),
+        ("any order ms", Right),
+        ("wall", Right),
+        ("requests", Right),
+        ("requests ratio", Right),
+        ("writes", Right),
+    ]);
+    for r in &report.any_order {
+        t.row(vec![
+            r.batch.clone(),
+            r.records.to_string(),
+            format!("{:.1}", r.stream.wall_ms),
+            format!("{:.1}", r.any.wall_ms),
+            format!("{:.2}×", r.wall_ratio),
+            format!("{} / {}", r.stream.requests, r.any.requests),
+            format!("{:.2}×", r.requests_ratio),
+            format!("{} / {}", r.stream.writes, r.any.writes),
+        ]);
     }
     t.write(out)
 }

@@ -350,7 +350,6 @@ impl StreamFunction for Aggregator {
     const NAME: &'static str = env!("CARGO_PKG_NAME");
     /// Each shard's state is kept with its record's version, and an older one changes nothing:
     /// out of order and twice, the totals end the same.
-    const ANY_ORDER: bool = true;
     type Plan = Vec<CounterUpdate>;
 
     /// Reads `COUNTER_TABLE` and `COUNTER_PARTITION_KEY` (default `pk`).
@@ -367,6 +366,12 @@ impl StreamFunction for Aggregator {
             partition_key: self.partition_key.clone(),
             sort_key: None,
         }]
+    }
+
+    /// Yes: each shard's state in the total carries the version it was read at, and an older
+    /// or equal record changes nothing.
+    fn any_order(&self) -> Result<(), stream_runtime::AnyOrderHint> {
+        Ok(())
     }
 
     fn plan(&self, records: &[EventRecord]) -> Planned<Vec<CounterUpdate>> {

@@ -1,40 +1,107 @@
 //! The indexer as a stream function: its configuration, its plan and its writes. The runtime
 //! (`stream-runtime`) does the rest: the failure model, parking, metrics and the response.
+//!
+//! With `MULTIKEY_ORDER=any` (order-insensitive indexing, [`crate::plan::any_order`]) a batch is
+//! applied in three steps: the heads of the items it touches are read (`BatchGetItem`,
+//! consistent), the plan is resolved against them, and the entry writes are sent, then the heads
+//! of the records whose entry writes all succeeded.
 
+use std::collections::{HashMap, HashSet};
+
+use aws_sdk_dynamodb::types::KeysAndAttributes;
 use ddb_writer::Writer;
+use io_policy::Failure;
+use multikey_schema::head::Head;
+use serde_dynamo::{AttributeValue, Item};
 use stream_kit::ItemWrite;
 use stream_runtime::{
-    Applied, Aws, Budget, ConfigError, EventRecord, Metric, Planned, RecordFailure, Resource, StreamFunction,
-    Vars,
+    AnyOrderHint, Applied, Aws, Budget, ConfigError, EventRecord, Metric, Planned, RecordFailure, Resource,
+    StreamFunction, Vars,
 };
 
 use crate::config::Indexes;
+use crate::plan::any_order::{self, Changes};
 use crate::plan::{Plan, PlanError};
+
+/// The variable that chooses in-order or order-insensitive indexing.
+pub const ORDER_VAR: &str = "MULTIKEY_ORDER";
+
+/// How the indexer takes one item's records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    /// In order, as a DynamoDB stream delivers them (`stream`, the default): each record is
+    /// diffed against its own old image.
+    #[default]
+    Stream,
+    /// In any order and more than once (`any`): each item's records are ordered by a version
+    /// head in the index table.
+    Any,
+}
+
+impl Order {
+    /// Reads `MULTIKEY_ORDER`.
+    pub fn from_vars(vars: &Vars<'_>) -> Result<Order, ConfigError> {
+        match vars.optional(ORDER_VAR).as_deref() {
+            None | Some("stream") => Ok(Order::Stream),
+            Some("any") => Ok(Order::Any),
+            Some(other) => Err(ConfigError::Invalid {
+                var: ORDER_VAR,
+                reason: format!("{other:?}: expected stream or any"),
+            }),
+        }
+    }
+}
 
 /// The function, with its configuration and client built once.
 #[derive(Debug, Clone)]
 pub struct Indexer {
     indexes: Indexes,
+    order: Order,
     writer: Writer,
+    dynamodb: aws_sdk_dynamodb::Client,
 }
 
 impl Indexer {
-    /// The indexer for `indexes`, writing with `dynamodb` (built without the SDK's retries).
-    pub fn new(indexes: Indexes, dynamodb: aws_sdk_dynamodb::Client) -> Indexer {
+    /// The indexer for `indexes`, taking records in `order`, writing with `dynamodb` (built
+    /// without the SDK's retries).
+    pub fn new(indexes: Indexes, order: Order, dynamodb: aws_sdk_dynamodb::Client) -> Indexer {
         Indexer {
             indexes,
-            writer: Writer::new(dynamodb),
+            order,
+            writer: Writer::new(dynamodb.clone()),
+            dynamodb,
         }
     }
 }
 
+/// A batch's plan: the writes, or (in any order) the changes still to resolve against heads.
+#[derive(Debug)]
+pub enum IndexPlan {
+    /// In order: the writes.
+    Writes(Vec<ItemWrite>),
+    /// In any order: each item's newest change.
+    Changes(Changes),
+}
+
 impl StreamFunction for Indexer {
     const NAME: &'static str = env!("CARGO_PKG_NAME");
-    type Plan = Vec<ItemWrite>;
+    type Plan = IndexPlan;
 
-    /// Reads `MULTIKEY_INDEXES`.
+    /// Reads `MULTIKEY_INDEXES` and `MULTIKEY_ORDER`.
     fn init(vars: &Vars<'_>, aws: &Aws) -> Result<Indexer, ConfigError> {
-        Ok(Indexer::new(Indexes::from_vars(vars)?, aws.dynamodb()))
+        Ok(Indexer::new(
+            Indexes::from_vars(vars)?,
+            Order::from_vars(vars)?,
+            aws.dynamodb(),
+        ))
+    }
+
+    /// Only with `MULTIKEY_ORDER=any`.
+    fn any_order(&self) -> Result<(), AnyOrderHint> {
+        match self.order {
+            Order::Any => Ok(()),
+            Order::Stream => Err(AnyOrderHint(Some("MULTIKEY_ORDER=any"))),
+        }
     }
 
     /// Each index table once, keyed as its index's `partitionKey` and `sortKey` say.
@@ -54,16 +121,27 @@ impl StreamFunction for Indexer {
         tables
     }
 
-    fn plan(&self, records: &[EventRecord]) -> Planned<Vec<ItemWrite>> {
-        let plan = Plan::new(&self.indexes, records);
-        for s in &plan.skipped {
-            tracing::warn!(record = s.record, index = %s.index, member = %s.member, reason = %s.reason, "value left out of the index");
+    fn plan(&self, records: &[EventRecord]) -> Planned<IndexPlan> {
+        if self.order == Order::Any {
+            let mut changes = Changes::new(&self.indexes, records);
+            let failures = std::mem::take(&mut changes.failures);
+            tracing::debug!(records = records.len(), changes = changes.items.len(), "planned");
+            return Planned {
+                counts: vec![(
+                    Metric::SkippedRecords,
+                    (changes.unindexed_records + changes.superseded) as u64,
+                )],
+                plan: IndexPlan::Changes(changes),
+                failures: stream_runtime::rejections(failures, PlanError::kind),
+            };
         }
+        let plan = Plan::new(&self.indexes, records);
+        log_skipped(&plan);
         let (puts, deletes) = plan.counts();
         tracing::debug!(records = records.len(), puts, deletes, "planned");
         let failures = stream_runtime::rejections(plan.failures, PlanError::kind);
         Planned {
-            plan: plan.writes,
+            plan: IndexPlan::Writes(plan.writes),
             failures,
             counts: vec![
                 (Metric::SkippedValues, plan.skipped.len() as u64),
@@ -72,7 +150,16 @@ impl StreamFunction for Indexer {
         }
     }
 
-    async fn apply(&self, writes: Vec<ItemWrite>, budget: &Budget) -> Applied {
+    async fn apply(&self, plan: IndexPlan, budget: &Budget) -> Applied {
+        match plan {
+            IndexPlan::Writes(writes) => self.write(writes, budget).await,
+            IndexPlan::Changes(changes) => self.apply_changes(changes, budget).await,
+        }
+    }
+}
+
+impl Indexer {
+    async fn write(&self, writes: Vec<ItemWrite>, budget: &Budget) -> Applied {
         let report = self.writer.write(writes, budget).await;
         Applied {
             failures: report
@@ -85,4 +172,93 @@ impl StreamFunction for Indexer {
             counts: Vec::new(),
         }
     }
+
+    /// Reads the changes' heads, resolves, writes the entries, then the heads of the records
+    /// whose entry writes all succeeded.
+    async fn apply_changes(&self, changes: Changes, budget: &Budget) -> Applied {
+        let mut heads = HashMap::new();
+        for (table, keys) in changes.heads_by_table(&self.indexes) {
+            if let Err(failure) = self.read_heads(&table, keys, budget, &mut heads).await {
+                // Nothing is written: every change waits for its head.
+                return Applied {
+                    failures: changes
+                        .items
+                        .iter()
+                        .map(|c| RecordFailure::new(c.origin, failure.clone()))
+                        .collect(),
+                    ..Applied::default()
+                };
+            }
+        }
+        let resolved = any_order::resolve(&self.indexes, changes, &heads);
+        log_skipped(&resolved.plan);
+        let mut applied = self.write(resolved.plan.writes, budget).await;
+        let failed: HashSet<usize> = applied.failures.iter().map(|f| f.record).collect();
+        let heads: Vec<ItemWrite> = resolved
+            .heads
+            .into_iter()
+            .filter(|h| !failed.contains(&h.origin))
+            .collect();
+        let written = self.write(heads, budget).await;
+        applied.writes += written.writes;
+        applied.failed_writes += written.failed_writes;
+        applied.failures.extend(written.failures);
+        applied.failures.extend(stream_runtime::rejections(
+            resolved.plan.failures,
+            PlanError::kind,
+        ));
+        applied.counts = vec![
+            (Metric::SkippedRecords, resolved.stale as u64),
+            (Metric::SkippedValues, resolved.plan.skipped.len() as u64),
+        ];
+        applied
+    }
+
+    /// Reads `keys` (heads of one table, 100 a request) into `heads`, by partition key.
+    async fn read_heads(
+        &self,
+        table: &str,
+        keys: Vec<Item>,
+        budget: &Budget,
+        heads: &mut HashMap<String, Head>,
+    ) -> Result<(), Failure> {
+        let index = self
+            .indexes
+            .indexes
+            .iter()
+            .find(|i| &*i.table == table)
+            .expect("heads_by_table names configured tables");
+        let mut keys = keys;
+        while !keys.is_empty() {
+            let rest = keys.split_off(keys.len().min(100));
+            let wanted = KeysAndAttributes::builder()
+                .set_keys(Some(keys.into_iter().map(Into::into).collect()))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| Failure::systemic(e.to_string()))?;
+            for item in io_policy::batch_get_item(budget, &self.dynamodb, table, wanted, || ()).await? {
+                let item = Item::from(item);
+                let Some(AttributeValue::S(pk)) = item.get(&index.partition_key) else {
+                    continue;
+                };
+                let head = Head::read(&item).map_err(|e| {
+                    Failure::systemic(format!(
+                        "table {table}: the version head {pk:?} is unreadable: {e}"
+                    ))
+                })?;
+                heads.insert(pk.clone(), head);
+            }
+            keys = rest;
+        }
+        Ok(())
+    }
 }
+
+fn log_skipped(plan: &Plan) {
+    for s in &plan.skipped {
+        tracing::warn!(record = s.record, index = %s.index, member = %s.member, reason = %s.reason, "value left out of the index");
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -109,6 +109,34 @@ pub enum PlanError {
         /// The limit.
         limit: usize,
     },
+    /// Order-insensitive indexing orders an item's records by version, and this record has none.
+    #[error(
+        "the record has no sequence number to order it by; order-insensitive indexing (MULTIKEY_ORDER=any) needs one"
+    )]
+    NoVersion,
+    /// The item's key cannot key its version head.
+    #[error("index {index}: this item's version head cannot be keyed: {reason}")]
+    HeadUnkeyable {
+        /// The index's name.
+        index: String,
+        /// Why.
+        reason: String,
+    },
+    /// The item's version head would exceed DynamoDB's item size limit.
+    #[error(
+        "index {index}: this item's version head pk={pk:?} is {size} bytes, over DynamoDB's item limit of {limit} bytes \
+         (it holds the attributes the index reads); its entries are written, its head is not"
+    )]
+    HeadTooLarge {
+        /// The index's name.
+        index: String,
+        /// The head's partition key.
+        pk: String,
+        /// Its size in bytes.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl PlanError {
@@ -118,7 +146,10 @@ impl PlanError {
         match self {
             PlanError::Record(e) => e.kind(),
             PlanError::MissingKeyAttribute { .. } => FailureKind::Systemic,
-            PlanError::EntryTooLarge { .. } => FailureKind::RecordPermanent,
+            PlanError::EntryTooLarge { .. }
+            | PlanError::NoVersion
+            | PlanError::HeadUnkeyable { .. }
+            | PlanError::HeadTooLarge { .. } => FailureKind::RecordPermanent,
         }
     }
 }
@@ -173,18 +204,7 @@ impl<'c> Planner<'c> {
         let keys = record.keys()?;
         let before = record.before()?;
         let after = record.after()?;
-        let base_key = self
-            .indexes
-            .base_key
-            .iter()
-            .map(|name| {
-                keys.get(name)
-                    .map(|v| (name.as_str(), v))
-                    .ok_or_else(|| PlanError::MissingKeyAttribute {
-                        attribute: name.clone(),
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let base_key = base_key(self.indexes, keys)?;
         let has_source = |image: Option<&Item>| {
             image.is_some_and(|i| self.indexes.indexes.iter().any(|ix| i.contains_key(&ix.source)))
         };
@@ -198,6 +218,12 @@ impl<'c> Planner<'c> {
         for (ix, index) in self.indexes.indexes.iter().enumerate() {
             self.diff(origin, ix, index, &base_key, (before, after), backfill_touch);
         }
+        self.commit()
+    }
+
+    /// Commits the current record's staged writes and skips: a write to a key already written
+    /// in the batch replaces it. Fails when one of its entries was too large (and deleted).
+    fn commit(&mut self) -> Result<(), PlanError> {
         for (slot, write) in self.staged.drain(..) {
             if let Some(&at) = self.slots.get(&slot) {
                 self.plan.writes[at] = write;
@@ -331,6 +357,24 @@ impl<'c> Planner<'c> {
     }
 }
 
+/// The base table's key attributes of a record's `Keys`, in `base_key`'s order.
+fn base_key<'k>(
+    indexes: &'k Indexes,
+    keys: &'k Item,
+) -> Result<Vec<(&'k str, &'k AttributeValue)>, PlanError> {
+    indexes
+        .base_key
+        .iter()
+        .map(|name| {
+            keys.get(name)
+                .map(|v| (name.as_str(), v))
+                .ok_or_else(|| PlanError::MissingKeyAttribute {
+                    attribute: name.clone(),
+                })
+        })
+        .collect()
+}
+
 /// The key item (partition and sort key only) for a delete.
 fn key_item(index: &Index, key: EntryKey) -> Item {
     let mut item = Item::default();
@@ -351,3 +395,5 @@ fn relevant_unchanged(index: &Index, old: &Item, new: &Item) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+pub mod any_order;

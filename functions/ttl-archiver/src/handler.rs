@@ -113,7 +113,6 @@ impl StreamFunction for Archiver {
     const NAME: &'static str = env!("CARGO_PKG_NAME");
     /// Each deletion is archived under its `eventID`, and readers read each `eventID` once: out
     /// of order and twice, the archive reads the same.
-    const ANY_ORDER: bool = true;
     type Plan = Vec<Object>;
 
     /// Reads `ARCHIVE_BUCKET`, `ARCHIVE_PREFIX`, `ARCHIVE_STORAGE_CLASS` and `ARCHIVE_GZIP_LEVEL`.
@@ -127,6 +126,12 @@ impl StreamFunction for Archiver {
             variable: "ARCHIVE_BUCKET",
             name: self.bucket.clone(),
         }]
+    }
+
+    /// Yes: an archive object is named by its record's `eventID`, so a duplicate rewrites the
+    /// same object, and no archive depends on another's order.
+    fn any_order(&self) -> Result<(), stream_runtime::AnyOrderHint> {
+        Ok(())
     }
 
     fn plan(&self, records: &[EventRecord]) -> Planned<Vec<Object>> {

@@ -320,20 +320,20 @@ fn suffix(index: &Index, base_key: &[(&str, &AttributeValue)], image: &Item) -> 
 
 /// A text or binary key under construction.
 #[derive(Clone)]
-enum KeyBuf {
+pub(crate) enum KeyBuf {
     Text(TextKey),
     Binary(BinaryKey),
 }
 
 impl KeyBuf {
-    fn new(format: KeyFormat) -> KeyBuf {
+    pub(crate) fn new(format: KeyFormat) -> KeyBuf {
         match format {
             KeyFormat::Text => KeyBuf::Text(TextKey::new()),
             KeyFormat::Binary => KeyBuf::Binary(BinaryKey::new()),
         }
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             KeyBuf::Text(k) => k.len(),
             KeyBuf::Binary(k) => k.len(),
@@ -341,7 +341,7 @@ impl KeyBuf {
     }
 
     /// Appends a scalar attribute value as one key component.
-    fn push(&mut self, value: &AttributeValue) -> Result<(), Unkeyable> {
+    pub(crate) fn push(&mut self, value: &AttributeValue) -> Result<(), Unkeyable> {
         macro_rules! push {
             ($k:expr) => {{
                 match value {
@@ -413,7 +413,7 @@ impl KeyBuf {
         }
     }
 
-    fn finish(self) -> Result<SortKey, Unkeyable> {
+    pub(crate) fn finish(self) -> Result<SortKey, Unkeyable> {
         let e = |e: key_codec::Error| format!("its sort key does not fit: {e}");
         match self {
             KeyBuf::Text(k) => k.finish(KeyKind::Sort).map(SortKey::Text).map_err(e),

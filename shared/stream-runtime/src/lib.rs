@@ -53,16 +53,19 @@ pub use stream_kit::{ConfigError, EventRecord, Metric, Vars};
 pub trait StreamFunction: Send + Sync + Sized + 'static {
     /// The function's name (its crate and binary): the default for metrics and logs.
     const NAME: &'static str;
-    /// Whether one item's records may come out of order and more than once and leave the same
-    /// state, each record's `SequenceNumber` then being its version. Only such a function may
-    /// read a Kinesis data stream ([`Source::Kinesis`]); the runtime refuses the others at cold
-    /// start.
-    const ANY_ORDER: bool = false;
     /// What the plan hands to [`StreamFunction::apply`].
     type Plan: Send;
 
     /// Builds the function from its environment, once, at cold start. Errors name the variable.
     fn init(vars: &Vars<'_>, aws: &Aws) -> Result<Self, ConfigError>;
+
+    /// Whether one item's records may come out of order and more than once and leave the same
+    /// state, each record's `SequenceNumber` then being its version. Only such a function may
+    /// read a Kinesis data stream ([`Source::Kinesis`]); the runtime refuses the others at cold
+    /// start, naming `hint`'s variable when there is one to set. Asked once, after `init`.
+    fn any_order(&self) -> Result<(), AnyOrderHint> {
+        Err(AnyOrderHint(None))
+    }
 
     /// The tables and buckets it writes, checked and connected to at cold start
     /// ([`prime`]); none by default.
@@ -76,6 +79,10 @@ pub trait StreamFunction: Send + Sync + Sized + 'static {
     /// Applies a plan within `budget`; every AWS call goes through it.
     fn apply(&self, plan: Self::Plan, budget: &Budget) -> impl Future<Output = Applied> + Send;
 }
+
+/// Why a function cannot take records in any order: `Some` names the setting that would let it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnyOrderHint(pub Option<&'static str>);
 
 /// A record that did not succeed, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

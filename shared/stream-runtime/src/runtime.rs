@@ -30,17 +30,23 @@ impl<F: StreamFunction> Runtime<F> {
         sdk: &aws_types::SdkConfig,
     ) -> Result<Runtime<F>, stream_kit::ConfigError> {
         let settings = Settings::from_vars(vars, F::NAME)?;
-        if settings.source == crate::Source::Kinesis && !F::ANY_ORDER {
+        let aws = Aws::new(sdk, settings.force_path_style);
+        let function = F::init(vars, &aws)?;
+        if settings.source == crate::Source::Kinesis
+            && let Err(crate::AnyOrderHint(setting)) = function.any_order()
+        {
+            let remedy = setting.map_or_else(
+                || "read the table's DynamoDB stream".to_owned(),
+                |s| format!("set {s}, or read the table's DynamoDB stream"),
+            );
             return Err(stream_kit::ConfigError::Invalid {
                 var: crate::source::SOURCE_VAR,
                 reason: format!(
-                    "kinesis: {} needs each item's records in order, which a Kinesis data stream does not keep; read the table's DynamoDB stream",
+                    "kinesis: {} as configured needs each item's records in order, which a Kinesis data stream does not keep; {remedy}",
                     F::NAME
                 ),
             });
         }
-        let aws = Aws::new(sdk, settings.force_path_style);
-        let function = F::init(vars, &aws)?;
         Ok(Runtime::new(function, settings, &aws))
     }
 

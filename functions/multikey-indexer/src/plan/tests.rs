@@ -201,7 +201,7 @@ fn item(pairs: serde_json::Value) -> Item {
     serde_json::from_value(pairs).unwrap()
 }
 
-fn record(
+pub(super) fn record(
     name: &str,
     old: Option<serde_json::Value>,
     new: Option<serde_json::Value>,
@@ -222,7 +222,7 @@ fn record(
         .unwrap()
 }
 
-fn issue(id: &str, num: u32, fields: &serde_json::Value) -> serde_json::Value {
+pub(super) fn issue(id: &str, num: u32, fields: &serde_json::Value) -> serde_json::Value {
     json!({"id": {"S": id}, "project": {"S": "p1"}, "num": {"N": num.to_string()}, "name": {"S": "n"},
            "state": {"S": "open"}, "custom_fields": {"M": fields}})
 }
@@ -489,9 +489,9 @@ fn binary_sort_keys() {
 }
 
 /// A model index table: what applying writes leaves.
-type Model = BTreeMap<(String, Vec<u8>), Item>;
+pub(super) type Model = BTreeMap<(String, Vec<u8>), Item>;
 
-fn key_of(item: &Item) -> (String, Vec<u8>) {
+pub(super) fn key_of(item: &Item) -> (String, Vec<u8>) {
     let AttributeValue::S(pk) = &item["pk"] else {
         panic!()
     };
@@ -503,7 +503,7 @@ fn key_of(item: &Item) -> (String, Vec<u8>) {
     (pk.clone(), sk)
 }
 
-fn apply<'a>(model: &mut Model, writes: impl IntoIterator<Item = &'a ItemWrite>) {
+pub(super) fn apply<'a>(model: &mut Model, writes: impl IntoIterator<Item = &'a ItemWrite>) {
     for w in writes {
         match &w.op {
             Op::Put(item) => {

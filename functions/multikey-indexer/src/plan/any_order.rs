@@ -1,0 +1,263 @@
+//! Order-insensitive planning (`MULTIKEY_ORDER=any`): one item's records may come out of order
+//! and more than once (as from a Kinesis data stream) and the index ends as if they had come in
+//! order.
+//!
+//! Each item has a *version head* per index (`multikey_schema::head`): the version of the newest
+//! record applied to it and the indexed attributes of that record's new image. Planning is pure
+//! and has two steps, with the heads read in between:
+//!
+//! 1. [`Changes::new`] keeps, for each item and index, the batch's newest record (by version, the
+//!    record's sequence number), with the attributes the index reads from its images. Older ones
+//!    and duplicates are superseded: the newest carries the item's whole state.
+//! 2. [`resolve`] takes the heads. A change whose version is not above its head's changes
+//!    nothing (it is stale: older, or a duplicate). Any other is diffed, by the same rules as in
+//!    order ([`super`]), against the image its head holds, which is what the index holds, rather
+//!    than against its own old image, which records that have not arrived yet may stand between.
+//!    An item with no head yet (none of its records applied out of order yet, or an index kept
+//!    in order until now) puts every entry of the new image, and deletes those of its own old
+//!    image that the new one lacks. Each applied change writes its item's new head.
+//!
+//! **Why it is exact.** An item's entries are a function of its newest applied image, and the
+//! head says which image that is. Applying record `v` over head `h < v` turns the entries of
+//! `h`'s image into those of `v`'s, whatever came between; a record at or below the head is
+//! already reflected. The new head is written only after every entry write of its record has
+//! succeeded, so a failure leaves the old head and the record, redelivered, is applied again.
+//!
+//! **What it assumes.** One item's records are not applied by two invocations at once: Lambda
+//! processes a Kinesis shard (and, with a parallelization factor, a partition key) one batch at
+//! a time, and DynamoDB routes an item's records to one shard. Two invocations racing on one
+//! item could interleave their entry writes; `index verify` would report it.
+//!
+//! **What it costs.** For each item and index the batch touches: a head read (`BatchGetItem`, 100
+//! heads a request) and a head write (`BatchWriteItem`, 25 a request), and one head item in the
+//! index table per item ever indexed, a REMOVE's head included (so that a late older record is
+//! still stale).
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use multikey_schema::head::{self, Head};
+use serde_dynamo::{AttributeValue, Item};
+use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
+use stream_kit::{EventRecord, ItemWrite, Op, PlanFailure, PlanFailures, Record};
+
+use super::{Plan, PlanError, Planner, base_key};
+use crate::config::Indexes;
+use multikey_schema::EntryKey;
+
+/// A batch's changes, one per item and index: the newest record of each.
+#[derive(Debug, Default)]
+pub struct Changes {
+    /// In the order of their records.
+    pub items: Vec<Change>,
+    /// Records left out because a newer record of the same item is in the batch (or the same
+    /// record again).
+    pub superseded: usize,
+    /// Records that touch no index.
+    pub unindexed_records: usize,
+    /// Records rejected, and the record planning stopped at.
+    pub failures: PlanFailures<PlanError>,
+}
+
+/// One item's newest record in a batch, for one index.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// The index's position in the configuration.
+    pub index: usize,
+    /// The record's position in the batch.
+    pub origin: usize,
+    /// Its version (40 digits).
+    pub version: String,
+    /// The key of the item's head.
+    pub head: EntryKey,
+    base_key: Vec<(String, AttributeValue)>,
+    /// The attributes the index reads, from the old and new images.
+    before: Option<Item>,
+    after: Option<Item>,
+    touched: bool,
+}
+
+impl Changes {
+    /// The batch's changes: for each item and index, the newest record.
+    pub fn new(indexes: &Indexes, records: &[EventRecord]) -> Changes {
+        let mut changes = Changes::default();
+        let mut newest: HashMap<String, usize> = HashMap::new();
+        let mut indexed_records = 0;
+        let failures = PlanFailures::plan_each(records, PlanError::kind, |origin, raw| {
+            let staged = Change::of_record(indexes, origin, raw)?;
+            if staged.is_empty() {
+                changes.unindexed_records += 1;
+                return Ok(());
+            }
+            indexed_records += 1;
+            for change in staged {
+                match newest.get(&change.head.pk) {
+                    Some(&at) if changes.items[at].version >= change.version => {}
+                    Some(&at) => changes.items[at] = change,
+                    None => {
+                        newest.insert(change.head.pk.clone(), changes.items.len());
+                        changes.items.push(change);
+                    }
+                }
+            }
+            Ok(())
+        });
+        let mut kept: Vec<usize> = changes.items.iter().map(|c| c.origin).collect();
+        kept.sort_unstable();
+        kept.dedup();
+        changes.superseded = indexed_records - kept.len();
+        changes.failures = failures;
+        changes.items.sort_by_key(|c| c.origin);
+        changes
+    }
+
+    /// The heads to read, per index table.
+    pub fn heads_by_table(&self, indexes: &Indexes) -> Vec<(Arc<str>, Vec<Item>)> {
+        let mut tables: Vec<(Arc<str>, Vec<Item>)> = Vec::new();
+        for change in &self.items {
+            let index = &indexes.indexes[change.index];
+            let mut key = Item::default();
+            key.insert(
+                index.partition_key.clone(),
+                AttributeValue::S(change.head.pk.clone()),
+            );
+            key.insert(index.sort_key.clone(), change.head.sk.clone().into_attribute());
+            match tables.iter_mut().find(|(t, _)| *t == index.table) {
+                Some((_, keys)) => keys.push(key),
+                None => tables.push((Arc::clone(&index.table), vec![key])),
+            }
+        }
+        tables
+    }
+}
+
+impl Change {
+    /// The changes one record makes, one per index whose source attribute either image has.
+    fn of_record(indexes: &Indexes, origin: usize, raw: &EventRecord) -> Result<Vec<Change>, PlanError> {
+        let record = Record::new(raw)?;
+        let keys = record.keys()?;
+        let (before, after) = (record.before()?, record.after()?);
+        let base_key = base_key(indexes, keys)?;
+        let version = record
+            .sequence_number()
+            .and_then(multikey_schema::entries::version)
+            .ok_or(PlanError::NoVersion)?;
+        let touched = stream_kit::touch::is_touched(before, after);
+        let mut changes = Vec::new();
+        for (ix, index) in indexes.indexes.iter().enumerate() {
+            let has = |image: Option<&Item>| image.is_some_and(|i| i.contains_key(&index.source));
+            if !has(before) && !has(after) {
+                continue;
+            }
+            let head = head::key(index, &base_key).map_err(|reason| PlanError::HeadUnkeyable {
+                index: index.name.clone(),
+                reason,
+            })?;
+            changes.push(Change {
+                index: ix,
+                origin,
+                version: version.clone(),
+                head,
+                base_key: base_key
+                    .iter()
+                    .map(|(n, v)| ((*n).to_owned(), (*v).clone()))
+                    .collect(),
+                before: before.map(|i| head::projection(index, i)),
+                after: after.map(|i| head::projection(index, i)),
+                touched,
+            });
+        }
+        Ok(changes)
+    }
+}
+
+/// What the heads make of a batch's changes.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    /// The entry writes, with the skipped members and rejected records; `Plan::failures` holds
+    /// `Changes::failures` too.
+    pub plan: Plan,
+    /// Each applied change's new head, to be written once its record's entry writes succeeded.
+    pub heads: Vec<ItemWrite>,
+    /// Changes at or below their head: nothing to do.
+    pub stale: usize,
+}
+
+/// Resolves `changes` against `heads` (the heads read, by partition key; a missing one has
+/// never been written).
+pub fn resolve<S: BuildHasher>(
+    indexes: &Indexes,
+    changes: Changes,
+    heads: &HashMap<String, Head, S>,
+) -> Resolved {
+    let mut planner = Planner::new(indexes);
+    let mut resolved = Resolved::default();
+    let mut rejected: Vec<PlanFailure<PlanError>> = Vec::new();
+    for change in changes.items {
+        let index = &indexes.indexes[change.index];
+        let head = heads.get(&change.head.pk);
+        if head.is_some_and(|h| h.version >= change.version) {
+            resolved.stale += 1;
+            continue;
+        }
+        let old = match head {
+            Some(h) => h.image.as_ref(),
+            None => change.before.as_ref(),
+        };
+        let base_key: Vec<(&str, &AttributeValue)> =
+            change.base_key.iter().map(|(n, v)| (n.as_str(), v)).collect();
+        planner.version = Some(change.version.clone());
+        planner.diff(
+            change.origin,
+            change.index,
+            index,
+            &base_key,
+            (old, change.after.as_ref()),
+            // Without a head, what the index holds is unknown: nothing, if the item's records
+            // have only ever come out of order, or its old image, if they came in order until
+            // now. Putting every entry is right for both.
+            change.touched || head.is_none(),
+        );
+        if let Err(error) = planner.commit() {
+            rejected.push(PlanFailure {
+                record: change.origin,
+                error,
+            });
+        }
+        let new = Head {
+            version: change.version,
+            image: change.after,
+        };
+        let pk = change.head.pk.clone();
+        let item = new.item(index, change.head);
+        let size = item_size(&item);
+        if size > MAX_ITEM_BYTES {
+            rejected.push(PlanFailure {
+                record: change.origin,
+                error: PlanError::HeadTooLarge {
+                    index: index.name.clone(),
+                    pk,
+                    size,
+                    limit: MAX_ITEM_BYTES,
+                },
+            });
+            continue;
+        }
+        resolved.heads.push(ItemWrite {
+            table: Arc::clone(&index.table),
+            op: Op::Put(item),
+            origin: change.origin,
+        });
+    }
+    let mut plan = planner.plan;
+    plan.unindexed_records = changes.unindexed_records;
+    plan.failures = changes.failures;
+    plan.failures.rejected.extend(rejected);
+    plan.failures.rejected.sort_by_key(|f| f.record);
+    resolved.plan = plan;
+    resolved
+}
+
+#[cfg(test)]
+mod tests;

@@ -143,6 +143,24 @@ async fn index_check(
     Ok(index_oracle::compare(&indexes, &base, &index)?)
 }
 
+/// A stack whose tables write to Kinesis (`IssuesChangeSource`, `CounterChangeSource`): the local
+/// stack does not deliver from a Kinesis data stream, and says so rather than reading nothing.
+#[tokio::test]
+async fn the_local_stack_says_it_does_not_deliver_from_kinesis() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[("IssuesChangeSource", "Kinesis")]).await?;
+    let Err(error) = crate::pipeline::pipeline(&sdk, &stack, &crate::pipeline::failure_log(), |_, i| i)
+    else {
+        anyhow::bail!("a pipeline over a Kinesis source");
+    };
+    let message = error.to_string();
+    ensure!(
+        message.contains("is a Kinesis data stream, which the local stack does not deliver from"),
+        "{message}"
+    );
+    Ok(())
+}
+
 fn item_of(record: &Value) -> String {
     use base64::Engine as _;
     let data = base64::engine::general_purpose::STANDARD

@@ -13,6 +13,11 @@ use stream_kit::Vars;
 
 const REGION: &str = "us-east-1";
 const ACCOUNT: &str = "123456789012";
+/// An existing issues table's and counter table's streams.
+const ISSUES_STREAM: &str =
+    "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-01-01T00:00:00.000";
+const COUNTER_STREAM: &str =
+    "arn:aws:dynamodb:us-east-1:123456789012:table/counters/stream/2026-01-01T00:00:00.000";
 
 fn template() -> Result<Template> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
@@ -37,26 +42,14 @@ fn names() -> Names<'static> {
 /// The parameter sets deployments use: defaults (everything created), existing tables and
 /// bucket, and a set-typed indexed attribute (which turns the indexer's filter on).
 fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
-    let set = |pairs: &[(&str, &str)]| {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    };
-    vec![
+    let mut all = vec![
         ("defaults", set(&[])),
         (
             "existing resources",
             set(&[
-                (
-                    "IssuesTableStreamArn",
-                    "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-01-01T00:00:00.000",
-                ),
+                ("IssuesTableStreamArn", ISSUES_STREAM),
                 ("IndexTableName", "issue-attrib-index"),
-                (
-                    "CounterTableStreamArn",
-                    "arn:aws:dynamodb:us-east-1:123456789012:table/counters/stream/2026-01-01T00:00:00.000",
-                ),
+                ("CounterTableStreamArn", COUNTER_STREAM),
                 ("ArchiveBucketName", "existing-archive"),
                 ("ArchivePrefix", "ttl/"),
             ]),
@@ -69,10 +62,7 @@ fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
             "backfill on, existing issues table, paced",
             set(&[
                 ("EnableBackfill", "true"),
-                (
-                    "IssuesTableStreamArn",
-                    "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-01-01T00:00:00.000",
-                ),
+                ("IssuesTableStreamArn", ISSUES_STREAM),
                 ("BackfillWriteUnitsPerSegment", "50"),
             ]),
         ),
@@ -85,10 +75,7 @@ fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
                 ("Consumers", "Combined"),
                 ("IndexedAttribute", "tags"),
                 ("IndexedAttributeType", "SS"),
-                (
-                    "IssuesTableStreamArn",
-                    "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-01-01T00:00:00.000",
-                ),
+                ("IssuesTableStreamArn", ISSUES_STREAM),
                 ("ArchiveBucketName", "existing-archive"),
             ]),
         ),
@@ -128,13 +115,54 @@ fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
                 ("IndexVerifySchedule", "rate(6 hours)"),
                 ("IndexVerifyRepair", "true"),
                 ("IndexTableName", "issue-attrib-index"),
-                (
-                    "IssuesTableStreamArn",
-                    "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-01-01T00:00:00.000",
-                ),
+                ("IssuesTableStreamArn", ISSUES_STREAM),
+            ]),
+        ),
+    ];
+    all.extend(kinesis_deployments());
+    all
+}
+
+/// Deployments reading tables through Kinesis (`IssuesChangeSource`, `CounterChangeSource`).
+fn kinesis_deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
+    vec![
+        (
+            "issues and counters from Kinesis",
+            set(&[
+                ("IssuesChangeSource", "Kinesis"),
+                ("CounterChangeSource", "Kinesis"),
+            ]),
+        ),
+        (
+            "combined from Kinesis, set attribute, existing resources",
+            set(&[
+                ("Consumers", "Combined"),
+                ("IssuesChangeSource", "Kinesis"),
+                ("IndexedAttribute", "tags"),
+                ("IndexedAttributeType", "SS"),
+                ("IssuesTableStreamArn", ISSUES_STREAM),
+                ("CounterTableStreamArn", COUNTER_STREAM),
+                ("CounterChangeSource", "Kinesis"),
+            ]),
+        ),
+        (
+            "global table from Kinesis, set attribute: this Region archives",
+            set(&[
+                ("ArchiveRegion", REGION),
+                ("IssuesChangeSource", "Kinesis"),
+                ("IndexedAttribute", "tags"),
+                ("IndexedAttributeType", "SS"),
             ]),
         ),
     ]
+}
+
+/// A parameter set.
+fn set(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
 }
 
 /// Stream functions' binaries, and the backfill's (only when `EnableBackfill` is "true").
@@ -250,17 +278,46 @@ struct Uses {
     parked: Vec<String>,
     /// Whether it writes to the index (the verifier, when configured to repair).
     repairs: bool,
+    /// Whether it reads version heads (the indexer in any order).
+    reads_heads: bool,
+}
+
+/// Whether a mapping reads a Kinesis data stream.
+fn from_kinesis(function: &Function) -> bool {
+    function
+        .streams
+        .first()
+        .is_some_and(|s| s.stream.contains(":kinesis:"))
+}
+
+/// The change-record patterns of a mapping's filters: on Kinesis each one matches the record's
+/// `data` (`{"data": <pattern>}`), and must be exactly that.
+fn change_patterns(function: &Function) -> Result<Vec<String>> {
+    let filters = function
+        .streams
+        .first()
+        .map(|s| s.filters.clone())
+        .unwrap_or_default();
+    if !from_kinesis(function) {
+        return Ok(filters);
+    }
+    filters
+        .iter()
+        .map(|f| {
+            let pattern: Value = serde_json::from_str(f)?;
+            match pattern.as_object() {
+                Some(o) if o.len() == 1 && o["data"].is_object() => Ok(o["data"].to_string()),
+                _ => bail!("a Kinesis mapping's filter matches the change record in data: {f}"),
+            }
+        })
+        .collect()
 }
 
 fn uses(binary: &str, vars: &Vars<'_>, function: &Function, resolver: &Resolver<'_>) -> Result<Uses> {
     if binary == COMBINED {
         return combined_uses(vars, function, resolver);
     }
-    let filters = function
-        .streams
-        .first()
-        .map(|s| s.filters.clone())
-        .unwrap_or_default();
+    let filters = change_patterns(function)?;
     function_uses(binary, vars, function, resolver, &filters)
 }
 
@@ -294,14 +351,14 @@ fn combined_uses(vars: &Vars<'_>, function: &Function, resolver: &Resolver<'_>) 
         let member = function_uses(name, vars, function, resolver, &patterns)
             .with_context(|| format!("{COMBINED}'s {name}"))?;
         total.tables.extend(member.tables);
+        total.reads_heads |= member.reads_heads;
         total.objects.extend(member.objects);
         total.parked.extend(member.parked);
         for p in patterns {
             union.insert(serde_json::from_str::<Value>(&p)?.to_string());
         }
     }
-    let mapping: BTreeSet<String> = function.streams[0]
-        .filters
+    let mapping: BTreeSet<String> = change_patterns(function)?
         .iter()
         .map(|f| serde_json::from_str::<Value>(f).map(|v| v.to_string()))
         .collect::<Result<_, _>>()?;
@@ -335,6 +392,12 @@ fn function_uses(
     }
     let settings = stream_runtime::Settings::from_vars(vars, binary)?;
     ensure!(
+        (settings.source == stream_runtime::Source::Kinesis) == from_kinesis(function),
+        "reads {:?} but its mapping's stream is {:?}",
+        settings.source,
+        function.streams.first().map(|s| &s.stream)
+    );
+    ensure!(
         settings.parking.bucket == physical("ParkingBucket"),
         "parks records in {} not the ParkingBucket",
         settings.parking.bucket
@@ -344,41 +407,7 @@ fn function_uses(
         settings.parking.bucket, settings.parking.prefix
     ));
     match binary {
-        "multikey-indexer" => {
-            let indexes = multikey_indexer::Indexes::from_vars(vars)?;
-            let [index] = indexes.indexes.as_slice() else {
-                bail!("one index expected")
-            };
-            let expected = match parameter("IndexTableName") {
-                name if name.is_empty() => physical("IndexTable"),
-                name => name,
-            };
-            ensure!(
-                *index.table == *expected,
-                "indexes {} but the index table is {expected}",
-                index.table
-            );
-            ensure!(
-                index.source == parameter("IndexedAttribute"),
-                "indexes {} not IndexedAttribute",
-                index.source
-            );
-            if matches!(parameter("IndexedAttributeType").as_str(), "SS" | "NS") {
-                ensure!(
-                    filters.len() == 2
-                        && filters
-                            .iter()
-                            .all(|f| f.contains(&format!("\"{}\"", index.source))),
-                    "{filters:?}"
-                );
-            } else {
-                ensure!(
-                    filters.is_empty(),
-                    "a map or list source cannot be filtered: {filters:?}"
-                );
-            }
-            uses.tables.insert(index.table.to_string());
-        }
+        "multikey-indexer" => indexer_uses(vars, function, &parameter, filters, &mut uses)?,
         "ttl-archiver" => {
             let config = ttl_archiver::Config::from_vars(vars)?;
             let expected = match parameter("ArchiveBucketName") {
@@ -401,8 +430,12 @@ fn function_uses(
         "counter-aggregator" => {
             let (table, _) = counter_aggregator::handler::config(vars)?;
             let stream = &function.streams[0].stream;
+            let counter_changes = format!(
+                "arn:aws:kinesis:{REGION}:{ACCOUNT}:stream/{}",
+                physical("CounterChangeStream")
+            );
             ensure!(
-                stream.contains(&format!(":table/{table}/stream/")),
+                stream.contains(&format!(":table/{table}/stream/")) || *stream == counter_changes,
                 "totals go to {table} but the stream is {stream}: totals belong in the counter table",
             );
             uses.tables.insert(table);
@@ -410,6 +443,57 @@ fn function_uses(
         other => bail!("no configuration known for binary {other:?}"),
     }
     Ok(uses)
+}
+
+/// What the indexer touches: its index table; in any order (from Kinesis), its heads too.
+fn indexer_uses(
+    vars: &Vars<'_>,
+    function: &Function,
+    parameter: &dyn Fn(&str) -> String,
+    filters: &[String],
+    uses: &mut Uses,
+) -> Result<()> {
+    let order = multikey_indexer::handler::Order::from_vars(vars)?;
+    ensure!(
+        (order == multikey_indexer::handler::Order::Any) == from_kinesis(function),
+        "indexes {order:?} from {:?}: in any order exactly when from Kinesis",
+        function.streams.first().map(|s| &s.stream)
+    );
+    uses.reads_heads = order == multikey_indexer::handler::Order::Any;
+    let indexes = multikey_indexer::Indexes::from_vars(vars)?;
+    let [index] = indexes.indexes.as_slice() else {
+        bail!("one index expected")
+    };
+    let expected = match parameter("IndexTableName") {
+        name if name.is_empty() => physical("IndexTable"),
+        name => name,
+    };
+    ensure!(
+        *index.table == *expected,
+        "indexes {} but the index table is {expected}",
+        index.table
+    );
+    ensure!(
+        index.source == parameter("IndexedAttribute"),
+        "indexes {} not IndexedAttribute",
+        index.source
+    );
+    if matches!(parameter("IndexedAttributeType").as_str(), "SS" | "NS") {
+        ensure!(
+            filters.len() == 2
+                && filters
+                    .iter()
+                    .all(|f| f.contains(&format!("\"{}\"", index.source))),
+            "{filters:?}"
+        );
+    } else {
+        ensure!(
+            filters.is_empty(),
+            "a map or list source cannot be filtered: {filters:?}"
+        );
+    }
+    uses.tables.insert(index.table.to_string());
+    Ok(())
 }
 
 /// What the scheduled verifier reads (both tables) and, when repairing, writes (the index).
@@ -505,7 +589,12 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                 "dynamodb:DescribeStream"
                 | "dynamodb:GetRecords"
                 | "dynamodb:GetShardIterator"
-                | "dynamodb:ListStreams" => *r == stream,
+                | "dynamodb:ListStreams"
+                | "kinesis:DescribeStream"
+                | "kinesis:DescribeStreamSummary"
+                | "kinesis:GetRecords"
+                | "kinesis:GetShardIterator"
+                | "kinesis:ListShards" => *r == stream,
                 a if a.starts_with("dynamodb:") => table_arns.contains(r),
                 "s3:PutObject" => uses
                     .objects
@@ -531,15 +620,12 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
     let own = own_actions(function.binary.as_deref(), uses);
     let logs = ["logs:CreateLogStream", "logs:PutLogEvents"];
     let stream_functions = [
-        "dynamodb:DescribeStream",
-        "dynamodb:GetRecords",
-        "dynamodb:GetShardIterator",
-        "dynamodb:ListStreams",
         "sqs:SendMessage",
         "s3:PutObject",
         // HeadBucket on the parking bucket at init.
         "s3:ListBucket",
     ];
+    let reads = stream_reads(function);
     let common: &[&str] = if function.streams.is_empty() {
         &[]
     } else {
@@ -548,11 +634,32 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
     let needed: BTreeSet<String> = own
         .iter()
         .chain(common)
+        .chain(reads)
         .chain(&logs)
         .map(|a| (*a).to_owned())
         .collect();
     ensure!(granted == needed, "grants {granted:?}, needs exactly {needed:?}");
     Ok(())
+}
+
+/// The actions reading a function's change source: its DynamoDB stream or its Kinesis stream.
+fn stream_reads(function: &Function) -> &'static [&'static str] {
+    match (function.streams.is_empty(), from_kinesis(function)) {
+        (true, _) => &[],
+        (false, false) => &[
+            "dynamodb:DescribeStream",
+            "dynamodb:GetRecords",
+            "dynamodb:GetShardIterator",
+            "dynamodb:ListStreams",
+        ],
+        (false, true) => &[
+            "kinesis:DescribeStream",
+            "kinesis:DescribeStreamSummary",
+            "kinesis:GetRecords",
+            "kinesis:GetShardIterator",
+            "kinesis:ListShards",
+        ],
+    }
 }
 
 /// The actions a function needs of its own, besides what every stream function and every
@@ -562,6 +669,12 @@ fn own_actions(binary: Option<&str>, uses: &Uses) -> &'static [&'static str] {
         // DescribeTable and HeadBucket (s3:ListBucket): priming at init.
         // DescribeTable and HeadBucket (s3:ListBucket): priming at init; the combined function
         // needs the indexer's and the archiver's (which has none of its own).
+        // In any order, the version heads are read too.
+        Some("multikey-indexer" | COMBINED) if uses.reads_heads => &[
+            "dynamodb:BatchGetItem",
+            "dynamodb:BatchWriteItem",
+            "dynamodb:DescribeTable",
+        ],
         Some("multikey-indexer" | COMBINED) => &["dynamodb:BatchWriteItem", "dynamodb:DescribeTable"],
         // The archiver's own PutObject and ListBucket are in `common`, with parking's.
         Some("ttl-archiver") => &[],
@@ -757,5 +870,64 @@ fn a_global_tables_archiving_region_takes_replicated_ttl_deletes() -> Result<()>
             );
         }
     }
+    Ok(())
+}
+
+/// From Kinesis, every mapping filters the change record in each record's `data` exactly as it
+/// filters the record itself from the DynamoDB stream, so both sources pass the same changes.
+#[test]
+fn kinesis_mappings_filter_the_change_records_the_stream_mappings_filter() -> Result<()> {
+    let template = template()?;
+    let kinesis = [
+        ("IssuesChangeSource", "Kinesis"),
+        ("CounterChangeSource", "Kinesis"),
+    ];
+    let mut compared = 0;
+    for extra in [
+        &[][..],
+        &[("IndexedAttribute", "tags"), ("IndexedAttributeType", "SS")][..],
+        &[
+            ("Consumers", "Combined"),
+            ("IndexedAttribute", "tags"),
+            ("IndexedAttributeType", "SS"),
+        ][..],
+        &[("Consumers", "Combined"), ("ArchiveRegion", REGION)][..],
+    ] {
+        let parameters = |source: &[(&str, &str)]| -> BTreeMap<String, String> {
+            extra
+                .iter()
+                .chain(source)
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let streams = template.functions(&template.resolver(&parameters(&[]), names()))?;
+        let from_kinesis = template.functions(&template.resolver(&parameters(&kinesis), names()))?;
+        for (s, k) in streams.iter().zip(&from_kinesis) {
+            ensure!(s.logical_id == k.logical_id, "the same functions");
+            if s.streams.is_empty() {
+                continue;
+            }
+            ensure!(
+                self::from_kinesis(k) && !self::from_kinesis(s),
+                "{}: {} then {}",
+                s.logical_id,
+                s.streams[0].stream,
+                k.streams[0].stream
+            );
+            let normal = |patterns: Vec<String>| -> Result<Vec<Value>> {
+                patterns.iter().map(|p| Ok(serde_json::from_str(p)?)).collect()
+            };
+            ensure!(
+                normal(change_patterns(s)?)? == normal(change_patterns(k)?)?,
+                "{extra:?} {}: {:?} from the stream, {:?} from Kinesis",
+                s.logical_id,
+                s.streams[0].filters,
+                k.streams[0].filters
+            );
+            compared += s.streams[0].filters.len();
+        }
+    }
+    // The archiver's, the aggregator's, and the indexer's for a set attribute, each compared.
+    ensure!(compared >= 12, "{compared} filters compared");
     Ok(())
 }

@@ -242,6 +242,13 @@ impl Stack {
 
     /// The table a template stream ARN (`…:table/<name>/stream/…`) belongs to.
     fn table_of_stream<'a>(&self, arn: &'a str) -> Result<&'a str, StackError> {
+        if arn.contains(":kinesis:") {
+            return Err(StackError::Unusable(format!(
+                "the stream {arn} is a Kinesis data stream, which the local stack does not deliver from \
+                 (IssuesChangeSource and CounterChangeSource must be DynamoDBStreams here; \
+                 tests/it/kinesis.rs delivers Kinesis batches to the functions' runtimes)"
+            )));
+        }
         arn.split_once(":table/")
             .and_then(|(_, rest)| rest.split('/').next())
             .filter(|name| self.streams.contains_key(*name))

@@ -89,13 +89,15 @@ fn check_stream(source: &StreamSource, report: &mut impl FnMut(&str, String)) {
         source.starting_position.as_deref(),
         &["TRIM_HORIZON", "LATEST"],
     );
-    if !source.stream.starts_with("arn:")
-        || !source.stream.contains(":table/")
-        || !source.stream.contains("/stream/")
-    {
+    let dynamodb_stream = source.stream.contains(":table/") && source.stream.contains("/stream/");
+    let kinesis_stream = source.stream.contains(":kinesis:") && source.stream.contains(":stream/");
+    if !source.stream.starts_with("arn:") || !(dynamodb_stream || kinesis_stream) {
         report(
             &field("Stream"),
-            format!("{:?} is not a DynamoDB stream ARN", source.stream),
+            format!(
+                "{:?} is neither a DynamoDB stream ARN nor a Kinesis data stream ARN",
+                source.stream
+            ),
         );
     }
     range(report, &field("BatchSize"), source.batch_size, 1, 10_000);

@@ -285,6 +285,7 @@ impl<'a> Resolver<'a> {
                 "dynamodb",
                 &format!("table/{name}/stream/1970-01-01T00:00:00.000"),
             ),
+            ("AWS::Kinesis::Stream", "Arn") => arn("kinesis", &format!("stream/{name}")),
             ("AWS::S3::Bucket", "Arn") => format!("arn:aws:s3:::{name}"),
             ("AWS::SQS::Queue", "Arn") => arn("sqs", &name),
             ("AWS::SQS::Queue", "QueueName") => name,

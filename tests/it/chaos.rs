@@ -3,7 +3,9 @@
 //! batches, while the operations phase verifies and repairs, backfills and replays old records.
 //! Every oracle must find its output exact, every kind of fault must have happened, and every
 //! operation must have run, by count. The same again with the indexer and the archiver behind
-//! one mapping (`Consumers=Combined`).
+//! one mapping (`Consumers=Combined`), and with both tables read through Kinesis data streams
+//! (`IssuesChangeSource`, `CounterChangeSource`: each batch shuffled, some records twice, cut in
+//! two invocations).
 
 use std::path::Path;
 
@@ -17,7 +19,7 @@ const SPEC: &str = "throttle=0.05,5xx=0.03,partial=0.3,apply-then-fail=0.03,rese
 
 #[tokio::test]
 async fn five_thousand_ops_under_every_fault_lose_nothing_and_double_nothing() -> Result<()> {
-    let report = under_every_fault("Separate").await?;
+    let report = under_every_fault(&[("Consumers", "Separate")]).await?;
     let functions: Vec<&str> = report.mappings.iter().map(|m| m.function.as_str()).collect();
     ensure!(functions.len() == 3, "a mapping per function: {functions:?}");
     Ok(())
@@ -25,7 +27,7 @@ async fn five_thousand_ops_under_every_fault_lose_nothing_and_double_nothing() -
 
 #[tokio::test]
 async fn one_mapping_for_the_indexer_and_the_archiver_loses_nothing_and_doubles_nothing() -> Result<()> {
-    let report = under_every_fault("Combined").await?;
+    let report = under_every_fault(&[("Consumers", "Combined")]).await?;
     let mut functions: Vec<&str> = report.mappings.iter().map(|m| m.function.as_str()).collect();
     functions.sort_unstable();
     ensure!(
@@ -35,14 +37,33 @@ async fn one_mapping_for_the_indexer_and_the_archiver_loses_nothing_and_doubles_
     Ok(())
 }
 
-/// 5,000 ops with `Consumers` as given, every oracle exact, every fault and operation counted.
-async fn under_every_fault(consumers: &str) -> Result<chaos::Report> {
+#[tokio::test]
+async fn both_tables_read_through_kinesis_lose_nothing_and_double_nothing() -> Result<()> {
+    let report = under_every_fault(&[
+        ("IssuesChangeSource", "Kinesis"),
+        ("CounterChangeSource", "Kinesis"),
+    ])
+    .await?;
+    let summary = serde_json::to_string_pretty(&report.kinesis)?;
+    ensure!(report.kinesis.len() == 2, "two Kinesis streams: {summary}");
+    for stream in &report.kinesis {
+        ensure!(
+            stream.crossed > 100 && stream.duplicated > 100,
+            "one item's records crossed and some came twice: {summary}"
+        );
+    }
+    Ok(())
+}
+
+/// 5,000 ops with the template `parameters` given, every oracle exact, every fault and operation
+/// counted.
+async fn under_every_fault(parameters: &[(&str, &str)]) -> Result<chaos::Report> {
     let faults = chaos::Faults::parse(SPEC, Some(7))?;
     let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
     let mut options = chaos::Options::new(5_000, 7, faults, template, unique("chaos"));
     options
         .parameters
-        .insert("Consumers".to_owned(), consumers.to_owned());
+        .extend(parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     // Two motos when scripts/moto started them (scripts/test does): the tables split between.
     let endpoints = chaos::endpoints_from_env()?;
     let report = chaos::run(&endpoints, &options, &chaos::Progress::default()).await?;

@@ -25,7 +25,7 @@ fn template() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml")
 }
 
-fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
 }
@@ -105,7 +105,7 @@ pub(crate) async fn assert_index_exact(sdk: &SdkConfig, stack: &Stack) -> Result
 
 /// Issues created, modified (values changed, fields added and removed, a tiebreaker and a
 /// projected attribute changed) and deleted, in several rounds while the replayer runs.
-async fn churn(sdk: &SdkConfig, stack: &Stack) -> Result<()> {
+pub(crate) async fn churn(sdk: &SdkConfig, stack: &Stack) -> Result<()> {
     let client = aws_sdk_dynamodb::Client::new(sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
     for id in 0..60 {

@@ -15,6 +15,11 @@
 //! the live table (the scheduled verifier with repair, a backfill, replays of old records), and
 //! the oracles check it too.
 //!
+//! The template's parameters choose the deployment: `Consumers=Combined` puts the indexer and
+//! the archiver behind one mapping; `IssuesChangeSource` and `CounterChangeSource` = `Kinesis`
+//! have the tables' changes read from emulated Kinesis data streams, out of order and twice
+//! (`stream_replayer::kinesis::delivery`), and the report says how much ([`KinesisStream`]).
+//!
 //! - [`spec`]: the `--faults` spec, both halves.
 //! - [`workload`]: the generated ops.
 //! - [`operations`]: the operations phase.
@@ -228,6 +233,50 @@ impl Mapping {
     }
 }
 
+/// One emulated Kinesis data stream: what its mappings delivered out of order.
+#[derive(Debug, Clone, Serialize)]
+pub struct KinesisStream {
+    /// Its ARN.
+    pub stream: String,
+    /// Pairs of one item's records delivered after a later change of it.
+    pub crossed: u64,
+    /// Records delivered twice within a batch.
+    pub duplicated: u64,
+    /// Invocations made (each batch cut in up to two).
+    pub invocations: u64,
+    /// Records its mappings' filters left out (a Kinesis mapping reads every record and filters
+    /// them itself).
+    pub filtered: u64,
+}
+
+impl KinesisStream {
+    /// The Kinesis streams `stack`'s mappings read.
+    fn of(stack: &Stack) -> Vec<KinesisStream> {
+        let mut arns: Vec<&str> = stack
+            .functions
+            .iter()
+            .flat_map(|f| &f.streams)
+            .map(|s| s.stream.as_str())
+            .filter(|arn| arn.contains(":kinesis:"))
+            .collect();
+        arns.sort_unstable();
+        arns.dedup();
+        arns.into_iter()
+            .filter_map(stream_replayer::kinesis::delivery::Stream::registered)
+            .map(|s| {
+                let disorder = s.disorder();
+                KinesisStream {
+                    stream: s.arn().to_owned(),
+                    crossed: disorder.crossed as u64,
+                    duplicated: disorder.duplicated as u64,
+                    invocations: s.invocations(),
+                    filtered: s.filtered(),
+                }
+            })
+            .collect()
+    }
+}
+
 /// What a run did and found.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -243,6 +292,9 @@ pub struct Report {
     pub emulator_requests: Vec<u64>,
     /// Each mapping's counts, Lambda-side faults included.
     pub mappings: Vec<Mapping>,
+    /// Each Kinesis data stream a table wrote to (`IssuesChangeSource`, `CounterChangeSource`):
+    /// the disorder its mappings delivered.
+    pub kinesis: Vec<KinesisStream>,
     /// The runtimes' totals.
     pub runtime: RuntimeTotals,
     /// Wall time from the first write to the last check.
@@ -364,6 +416,7 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
         wire_faults: proxy.counts.snapshot().into_iter().collect(),
         emulator_requests: proxy.upstreams.sent(),
         mappings,
+        kinesis: KinesisStream::of(&stack),
         runtime,
         seconds,
         phases,

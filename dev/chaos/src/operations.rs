@@ -247,10 +247,30 @@ impl Operator<'_> {
         Ok((counts.scanned, counts.touched))
     }
 
+    /// The indexer's kept records as it read them: from a Kinesis data stream, each versioned by
+    /// its change time (the replayer keeps them as the table's DynamoDB stream holds them).
+    fn as_read(&self, records: Vec<EventRecord>) -> Result<Vec<EventRecord>, ChaosError> {
+        let arn = &self.stack.function("multikey-indexer")?.streams[0].stream;
+        let Some(stream) = stream_replayer::kinesis::delivery::Stream::registered(arn) else {
+            return Ok(records);
+        };
+        records
+            .iter()
+            .map(|r| {
+                stream.as_read(r).ok_or_else(|| {
+                    ChaosError::Check(format!(
+                        "the record {} was delivered but never written to {arn}",
+                        r.event_id
+                    ))
+                })
+            })
+            .collect()
+    }
+
     /// Replays the records kept since the last replay: the indexer's through the stream, the
     /// others rerun through their functions.
     async fn replay(&self, ops: &mut Operations) -> Result<(), ChaosError> {
-        let records = self.kept.take("multikey-indexer");
+        let records = self.as_read(self.kept.take("multikey-indexer"))?;
         if !records.is_empty() {
             let config = self.verifier_config(false)?;
             let writer = self.client();

@@ -134,6 +134,27 @@ fn members(functions: &[Function]) -> Vec<Function> {
         .collect()
 }
 
+/// A mapping's filter patterns, as patterns of change records: on a Kinesis stream each one
+/// matches the change record in a record's `data` (`{"data": …}`), and is that pattern.
+fn change_patterns(source: &sam_template::StreamSource) -> Result<Vec<Pattern>, String> {
+    let kinesis = source.stream.contains(":kinesis:");
+    source
+        .filters
+        .iter()
+        .map(|p| {
+            let change = if kinesis {
+                serde_json::from_str::<serde_json::Value>(p)
+                    .ok()
+                    .and_then(|v| v.get("data").map(ToString::to_string))
+                    .ok_or_else(|| format!("FilterCriteria: {p} does not match a Kinesis record's data"))?
+            } else {
+                p.clone()
+            };
+            Pattern::parse_dynamodb(&change).map_err(|e| format!("FilterCriteria: {e}"))
+        })
+        .collect()
+}
+
 /// The name a stack's resource is created under: `<stack>-<logicalid>`, lowercase.
 pub fn resource_name(stack: &str, logical_id: &str) -> String {
     format!("{stack}-{logical_id}").to_lowercase()
@@ -176,6 +197,10 @@ impl Stack {
         for table in &tables {
             if let Some(arn) = resources::create_table(&dynamodb, table).await? {
                 streams.insert(table.name.clone(), arn);
+            }
+            // Its changes go to a Kinesis data stream too: emulated over its DynamoDB stream.
+            if let Some(kinesis) = &table.kinesis_stream {
+                stream_replayer::kinesis::delivery::Stream::register(kinesis, &table.name);
             }
         }
         for bucket in &buckets {
@@ -240,18 +265,23 @@ impl Stack {
         })
     }
 
-    /// The table a template stream ARN (`…:table/<name>/stream/…`) belongs to.
-    fn table_of_stream<'a>(&self, arn: &'a str) -> Result<&'a str, StackError> {
-        if arn.contains(":kinesis:") {
-            return Err(StackError::Unusable(format!(
-                "the stream {arn} is a Kinesis data stream, which the local stack does not deliver from \
-                 (IssuesChangeSource and CounterChangeSource must be DynamoDBStreams here; \
-                 tests/it/kinesis.rs delivers Kinesis batches to the functions' runtimes)"
-            )));
-        }
-        arn.split_once(":table/")
-            .and_then(|(_, rest)| rest.split('/').next())
-            .filter(|name| self.streams.contains_key(*name))
+    /// The table a template stream ARN belongs to: a DynamoDB stream's (`…:table/<name>/stream/…`),
+    /// or a Kinesis data stream's that a table writes its changes to (`KinesisStreamSpecification`;
+    /// the local stack reads that table's DynamoDB stream and delivers it through the emulated
+    /// Kinesis stream, [`stream_replayer::kinesis::delivery`]).
+    fn table_of_stream(&self, arn: &str) -> Result<&str, StackError> {
+        let table = if arn.contains(":kinesis:") {
+            self.tables
+                .iter()
+                .find(|t| t.kinesis_stream.as_deref() == Some(arn))
+                .map(|t| t.name.as_str())
+        } else {
+            arn.split_once(":table/")
+                .and_then(|(_, rest)| rest.split('/').next())
+        };
+        table
+            .and_then(|name| self.streams.get_key_value(name))
+            .map(|(name, _)| name.as_str())
             .ok_or_else(|| {
                 StackError::Unusable(format!(
                     "the stream {arn} is not one of a table this template creates with a stream"
@@ -275,12 +305,13 @@ impl Stack {
                 let table = self
                     .table_of_stream(&stream.stream)
                     .map_err(|e| StackError::Unusable(format!("{at}: {e}")))?;
-                let filters = stream
-                    .filters
-                    .iter()
-                    .map(|p| Pattern::parse_dynamodb(p))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| StackError::Unusable(format!("{at}: FilterCriteria: {e}")))?;
+                // A Kinesis mapping gets every record, and filters where it writes them to the
+                // emulated stream (`stream_replayer::kinesis::delivery`).
+                let filters = if stream.stream.contains(":kinesis:") {
+                    Vec::new()
+                } else {
+                    change_patterns(stream).map_err(|e| StackError::Unusable(format!("{at}: {e}")))?
+                };
                 sources.push(Source {
                     function: binary_of(function)?.to_owned(),
                     function_arn: self.function_arn(function),
@@ -515,13 +546,41 @@ fn invoker_of(
 ) -> Result<Invoker, StackError> {
     let env = environment(function);
     let lookup = |name: &str| env.get(name).cloned();
-    Ok(function_invoke::function(
-        binary_of(function)?,
-        &function.logical_id,
-        &Vars::new(&lookup),
-        sdk,
-        tally,
-    )?)
+    let vars = Vars::new(&lookup);
+    if env.get(stream_runtime::source::SOURCE_VAR).map(String::as_str) != Some("kinesis") {
+        return Ok(function_invoke::function(
+            binary_of(function)?,
+            &function.logical_id,
+            &vars,
+            sdk,
+            tally,
+        )?);
+    }
+    // From a Kinesis data stream: the table's changes written to it once, delivered as Kinesis
+    // may deliver them.
+    let arn = function
+        .streams
+        .first()
+        .map(|s| s.stream.as_str())
+        .unwrap_or_default();
+    let stream = stream_replayer::kinesis::delivery::Stream::registered(arn).ok_or_else(|| {
+        StackError::Unusable(format!(
+            "{}: CHANGE_SOURCE is kinesis, but no table of the stack writes to its stream {arn:?}",
+            function.logical_id
+        ))
+    })?;
+    let filters = function
+        .streams
+        .first()
+        .map(change_patterns)
+        .transpose()
+        .map_err(|e| StackError::Unusable(format!("{}: {e}", function.logical_id)))?
+        .unwrap_or_default();
+    let function =
+        function_invoke::kinesis_function(binary_of(function)?, &function.logical_id, &vars, sdk, tally)?;
+    Ok(stream_replayer::kinesis::delivery::delivering(
+        stream, filters, function,
+    ))
 }
 
 /// A [`states::TaskInvoker`] that runs the backfill function (`index-backfiller`) in this

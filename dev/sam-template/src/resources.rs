@@ -20,6 +20,9 @@ pub struct Table {
     pub stream_view_type: Option<String>,
     /// `TimeToLiveSpecification.AttributeName`, when TTL is enabled.
     pub ttl_attribute: Option<String>,
+    /// `KinesisStreamSpecification.StreamArn`: the Kinesis data stream the table's changes are
+    /// written to, when it has one.
+    pub kinesis_stream: Option<String>,
     /// `GlobalSecondaryIndexes`.
     pub global_indexes: Vec<GlobalIndex>,
 }
@@ -93,6 +96,10 @@ impl Template {
                 key,
                 stream_view_type: properties
                     .pointer("/StreamSpecification/StreamViewType")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                kinesis_stream: properties
+                    .pointer("/KinesisStreamSpecification/StreamArn")
                     .and_then(Value::as_str)
                     .map(str::to_owned),
                 ttl_attribute: properties

@@ -144,9 +144,22 @@ pub(crate) struct ChaosArgs {
     /// A template parameter, `NAME=VALUE` (repeatable).
     #[arg(long = "parameter", value_name = "NAME=VALUE", value_parser = parse_parameter)]
     pub(crate) parameters: Vec<(String, String)>,
+    /// Where the functions read the tables' changes: `kinesis` sets `IssuesChangeSource` and
+    /// `CounterChangeSource` to `Kinesis` (a `--parameter` naming either wins).
+    #[arg(long, value_enum, default_value_t = ChangeSource::DynamodbStreams)]
+    pub(crate) source: ChangeSource,
     /// `text` (a progress bar, then a report) or `json` (one object).
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub(crate) output: Output,
+}
+
+/// Where a chaos run's functions read the tables' changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ChangeSource {
+    /// The tables' DynamoDB streams.
+    DynamodbStreams,
+    /// Kinesis data streams the tables write to, delivered out of order and twice.
+    Kinesis,
 }
 
 #[derive(Debug, Args)]

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::args::{ChaosArgs, Output};
+use crate::args::{ChangeSource, ChaosArgs, Output};
 use term_progress::Bar;
 
 /// How often the progress bar is redrawn.
@@ -29,6 +29,14 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     options.parallelization = args.parallelization;
     options.writers = args.writers;
     options.parameters = args.parameters.into_iter().collect();
+    if args.source == ChangeSource::Kinesis {
+        for name in ["IssuesChangeSource", "CounterChangeSource"] {
+            options
+                .parameters
+                .entry(name.to_owned())
+                .or_insert_with(|| "Kinesis".to_owned());
+        }
+    }
     let endpoints = chaos::endpoints_from_env()?;
 
     let runtime = crate::runtime()?;
@@ -137,6 +145,13 @@ fn render(report: &chaos::Report, options: &chaos::Options, out: &mut impl Write
             m.kills,
             m.short_timeouts,
             m.duplicates
+        )?;
+    }
+    for k in &report.kinesis {
+        writeln!(
+            out,
+            "  Kinesis {}: {} invocations (each batch shuffled and cut in two), {} records filtered out, {} pairs of one item's records crossed, {} records twice",
+            k.stream, k.invocations, k.filtered, k.crossed, k.duplicated
         )?;
     }
     let r = &report.runtime;

@@ -12,6 +12,8 @@
 //! the item changes occurred" and "more than once". Each record may move up to `window` places
 //! from where it was written, and a share of them come twice; both are seeded, and counted
 //! ([`Disorder`]), so that a test can show that one item's records really did cross.
+//!
+//! [`delivery`] does both for a whole run: the local stack's mappings on a Kinesis stream.
 
 use aws_lambda_events::event::dynamodb::EventRecord;
 use base64::Engine as _;
@@ -23,7 +25,8 @@ pub struct Writer {
     stream_arn: String,
     table: String,
     written: u64,
-    last_micros: u64,
+    /// The change time of the last record written, in microseconds.
+    pub(crate) last_micros: u64,
 }
 
 impl Writer {
@@ -83,6 +86,19 @@ impl Writer {
     }
 }
 
+impl Writer {
+    /// `record` (a Kinesis record [`Writer::write`] made) written again, as a producer's retry
+    /// writes it: the same data under the next sequence number.
+    pub fn again(&mut self, record: &Value) -> Value {
+        self.written += 1;
+        let sequence = format!("496{:053}", self.written);
+        let mut copy = record.clone();
+        copy["kinesis"]["sequenceNumber"] = json!(sequence);
+        copy["eventID"] = json!(format!("shardId-000000000000:{sequence}"));
+        copy
+    }
+}
+
 /// What [`disorder`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Disorder {
@@ -131,6 +147,8 @@ pub fn disorder<T: Clone>(
     }
     (order.into_iter().map(|i| records[i].clone()).collect(), counts)
 }
+
+pub mod delivery;
 
 #[cfg(test)]
 mod tests;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use aws_types::SdkConfig;
-use stream_delivery::{Invocation, Invoker, in_process};
+use stream_delivery::{Invocation, Invoker, KinesisInvoker, in_process};
 use stream_kit::{ConfigError, Deadline, DynamoDbEventResponse, Event, Metric, Metrics, Vars};
 use stream_runtime::{Combined, NoCheckpoint, Runtime, StreamFunction};
 
@@ -52,15 +52,63 @@ pub fn function(
     sdk: &SdkConfig,
     tally: Option<Arc<Tally>>,
 ) -> Result<Invoker, InvokeError> {
-    match binary {
-        "multikey-indexer" => runtime::<multikey_indexer::Indexer>(name, vars, sdk, tally),
-        "ttl-archiver" => runtime::<ttl_archiver::Archiver>(name, vars, sdk, tally),
-        "counter-aggregator" => runtime::<counter_aggregator::Aggregator>(name, vars, sdk, tally),
-        COMBINED_BINARY => combined_invoker(name, vars, sdk, tally),
-        other => Err(InvokeError::UnknownBinary {
-            name: name.to_owned(),
-            binary: other.to_owned(),
-        }),
+    Ok(invoker(Built::new(binary, name, vars, sdk)?, tally))
+}
+
+/// [`function`], invoked with Kinesis events: each record's data decoded into a change record
+/// (`stream_kit::kinesis`), and the checkpoint named by its Kinesis sequence number, as the
+/// function's binary does with `CHANGE_SOURCE=kinesis`.
+pub fn kinesis_function(
+    binary: &str,
+    name: &str,
+    vars: &Vars<'_>,
+    sdk: &SdkConfig,
+    tally: Option<Arc<Tally>>,
+) -> Result<KinesisInvoker, InvokeError> {
+    Ok(kinesis_invoker(Built::new(binary, name, vars, sdk)?, tally))
+}
+
+/// A function built in this process from its binary's name.
+enum Built {
+    Indexer(Runtime<multikey_indexer::Indexer>),
+    Archiver(Runtime<ttl_archiver::Archiver>),
+    Aggregator(Runtime<counter_aggregator::Aggregator>),
+    Combined(Combined),
+}
+
+impl Built {
+    fn new(binary: &str, name: &str, vars: &Vars<'_>, sdk: &SdkConfig) -> Result<Built, InvokeError> {
+        let config = |source| InvokeError::Config {
+            function: name.to_owned(),
+            source,
+        };
+        Ok(match binary {
+            "multikey-indexer" => Built::Indexer(Runtime::from_vars(vars, sdk).map_err(config)?),
+            "ttl-archiver" => Built::Archiver(Runtime::from_vars(vars, sdk).map_err(config)?),
+            "counter-aggregator" => Built::Aggregator(Runtime::from_vars(vars, sdk).map_err(config)?),
+            COMBINED_BINARY => Built::Combined(combined(vars, sdk).map_err(config)?),
+            other => {
+                return Err(InvokeError::UnknownBinary {
+                    name: name.to_owned(),
+                    binary: other.to_owned(),
+                });
+            }
+        })
+    }
+}
+
+impl Counted for Built {
+    async fn handle_counted(
+        &self,
+        event: Event,
+        deadline: Deadline,
+    ) -> (Result<DynamoDbEventResponse, NoCheckpoint>, Vec<Metrics>) {
+        match self {
+            Built::Indexer(r) => Box::pin(Counted::handle_counted(r, event, deadline)).await,
+            Built::Archiver(r) => Box::pin(Counted::handle_counted(r, event, deadline)).await,
+            Built::Aggregator(r) => Box::pin(Counted::handle_counted(r, event, deadline)).await,
+            Built::Combined(c) => Box::pin(Counted::handle_counted(c, event, deadline)).await,
+        }
     }
 }
 
@@ -138,35 +186,6 @@ impl Tally {
     }
 }
 
-/// An in-process invoker of the function `F` under the stream runtime.
-fn runtime<F: StreamFunction>(
-    name: &str,
-    vars: &Vars<'_>,
-    sdk: &SdkConfig,
-    tally: Option<Arc<Tally>>,
-) -> Result<Invoker, InvokeError> {
-    let runtime = Runtime::<F>::from_vars(vars, sdk).map_err(|source| InvokeError::Config {
-        function: name.to_owned(),
-        source,
-    })?;
-    Ok(invoker(runtime, tally))
-}
-
-/// An in-process invoker of the functions `COMBINED_FUNCTIONS` names, behind one mapping; every
-/// function's metrics go to the one `tally`.
-fn combined_invoker(
-    name: &str,
-    vars: &Vars<'_>,
-    sdk: &SdkConfig,
-    tally: Option<Arc<Tally>>,
-) -> Result<Invoker, InvokeError> {
-    let combined = combined(vars, sdk).map_err(|source| InvokeError::Config {
-        function: name.to_owned(),
-        source,
-    })?;
-    Ok(invoker(combined, tally))
-}
-
 /// What handles a batch in this process and says what it counted: a function's runtime, or
 /// several functions behind one mapping.
 trait Counted: Send + Sync + 'static {
@@ -207,15 +226,42 @@ fn invoker<H: Counted>(handler: H, tally: Option<Arc<Tally>>) -> Invoker {
         let (handler, tally) = (Arc::clone(&handler), tally.clone());
         async move {
             let (response, metrics) = handler.handle_counted(event, Deadline::at(deadline)).await;
-            for mut m in metrics {
-                match &tally {
-                    Some(tally) => tally.add(&m),
-                    None => m.flush(),
-                }
-            }
+            count(tally.as_deref(), metrics);
             Invocation::answer(response)
         }
     })
+}
+
+/// An in-process invoker of `handler` with Kinesis events, as [`invoker`] with DynamoDB's.
+fn kinesis_invoker<H: Counted>(handler: H, tally: Option<Arc<Tally>>) -> KinesisInvoker {
+    let handler = Arc::new(handler);
+    Arc::new(move |event: serde_json::Value, deadline| {
+        let (handler, tally) = (Arc::clone(&handler), tally.clone());
+        Box::pin(async move {
+            let batch = match stream_kit::kinesis::from_value(&event) {
+                Ok(batch) => batch,
+                Err(e) => {
+                    return Invocation::Failed {
+                        error_type: stream_runtime::source::NOT_CHANGES.to_owned(),
+                        message: e.to_string(),
+                    };
+                }
+            };
+            let (response, metrics) = handler.handle_counted(batch.event, Deadline::at(deadline)).await;
+            count(tally.as_deref(), metrics);
+            Invocation::answer(response.map(|r| batch.places.response(r)))
+        })
+    })
+}
+
+/// Adds each function's metrics to `tally`, or writes them out as EMF lines.
+fn count(tally: Option<&Tally>, metrics: Vec<Metrics>) {
+    for mut m in metrics {
+        match tally {
+            Some(tally) => tally.add(&m),
+            None => m.flush(),
+        }
+    }
 }
 
 #[cfg(test)]

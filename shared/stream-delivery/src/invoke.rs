@@ -1,5 +1,6 @@
 //! How a batch reaches a function: an [`Invoker`] takes Lambda's event and the invocation's
-//! deadline, and answers with an [`Invocation`].
+//! deadline, and answers with an [`Invocation`]; a [`KinesisInvoker`] takes Lambda's Kinesis
+//! event instead.
 //!
 //! Like Lambda, the caller owns each invocation's timeout: an invoker gets the deadline, which an
 //! in-process function sees as its context's deadline.
@@ -42,6 +43,10 @@ impl Invocation {
 
 /// Invokes a function with a batch of records, to answer by the deadline.
 pub type Invoker = Arc<dyn Fn(Event, Instant) -> BoxFuture<'static, Invocation> + Send + Sync>;
+
+/// Invokes a function with a Kinesis event (Lambda's JSON: each record's `kinesis.data` the
+/// base64 of a change record), to answer by the deadline.
+pub type KinesisInvoker = Arc<dyn Fn(Value, Instant) -> BoxFuture<'static, Invocation> + Send + Sync>;
 
 /// An event holding `records`, as Lambda sends it.
 pub fn event(records: Vec<EventRecord>) -> Event {

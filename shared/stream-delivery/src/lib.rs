@@ -15,5 +15,5 @@ pub mod invoke;
 pub mod reader;
 
 pub use error::RequestError;
-pub use invoke::{Invocation, Invoker, event, in_process};
+pub use invoke::{Invocation, Invoker, KinesisInvoker, event, in_process};
 pub use reader::{StreamReader, event_record};

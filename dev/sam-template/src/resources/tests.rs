@@ -26,7 +26,10 @@ Resources:
             - { AttributeName: num, KeyType: RANGE }
           Projection: { ProjectionType: INCLUDE, NonKeyAttributes: [name] }
       StreamSpecification: { StreamViewType: NEW_AND_OLD_IMAGES }
+      KinesisStreamSpecification: { StreamArn: !GetAtt Changes.Arn }
       TimeToLiveSpecification: { AttributeName: !Ref Ttl, Enabled: true }
+  Changes:
+    Type: AWS::Kinesis::Stream
   Named:
     Type: AWS::DynamoDB::Table
     Condition: Create
@@ -80,6 +83,7 @@ fn tables_and_buckets_resolve_for_the_parameters() {
                 key: vec![key("id", "HASH", "S")],
                 stream_view_type: Some("NEW_AND_OLD_IMAGES".into()),
                 ttl_attribute: Some("expires_at".into()),
+                kinesis_stream: Some("arn:aws:kinesis:us-east-1:123456789012:stream/local-changes".into()),
                 global_indexes: vec![GlobalIndex {
                     name: "by-num".into(),
                     key: vec![key("project", "HASH", "S"), key("num", "RANGE", "N")],
@@ -93,6 +97,7 @@ fn tables_and_buckets_resolve_for_the_parameters() {
                 key: vec![key("pk", "HASH", "B"), key("sk", "RANGE", "S")],
                 stream_view_type: None,
                 ttl_attribute: None,
+                kinesis_stream: None,
                 global_indexes: vec![],
             },
         ]

@@ -13,6 +13,7 @@ mod combined;
 mod counters;
 mod failures;
 mod fixtures;
+mod global;
 mod grid;
 mod key_cli;
 mod kinesis;

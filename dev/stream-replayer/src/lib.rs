@@ -13,6 +13,8 @@
 //! - [`failures`]: the local failure log, in the shape of Lambda's on-failure records.
 //! - [`kinesis`]: Kinesis Data Streams for DynamoDB, emulated: changes written as it writes
 //!   them, delivered out of order and more than once.
+//! - [`global`]: a global table's two Regions, emulated: replication with a delay, last writer
+//!   wins, TTL deletes replicated with or without the service identity.
 //! - [`faults`]: Lambda-side faults to inject (killed processes, timeouts, duplicate
 //!   deliveries) and split shard topologies.
 //! - [`resources`]: creates the tables and buckets a template declares.
@@ -20,6 +22,7 @@
 mod error;
 pub mod failures;
 pub mod faults;
+pub mod global;
 pub mod invoke;
 pub mod kinesis;
 mod lane;

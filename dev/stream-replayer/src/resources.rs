@@ -105,7 +105,22 @@ pub async fn create_table(
 
 /// Creates `bucket` unless this account has it already.
 pub async fn create_bucket(client: &aws_sdk_s3::Client, bucket: &Bucket) -> Result<(), ReplayError> {
-    match client.create_bucket().bucket(&bucket.name).send().await {
+    // Outside us-east-1, S3 wants the bucket's Region named, as CloudFormation names it.
+    let location = client
+        .config()
+        .region()
+        .map(aws_sdk_s3::config::Region::as_ref)
+        .filter(|r| *r != "us-east-1")
+        .map(|r| {
+            aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(r))
+                .build()
+        });
+    let request = client
+        .create_bucket()
+        .bucket(&bucket.name)
+        .set_create_bucket_configuration(location);
+    match request.send().await {
         Ok(_) => Ok(()),
         Err(e)
             if e.as_service_error().is_some_and(

@@ -55,18 +55,49 @@ async fn both_tables_read_through_kinesis_lose_nothing_and_double_nothing() -> R
     Ok(())
 }
 
+#[tokio::test]
+async fn two_regions_of_a_global_table_lose_nothing_and_double_nothing() -> Result<()> {
+    let report = under(&[], 2).await?;
+    let summary = serde_json::to_string_pretty(&report.replication)?;
+    ensure!(
+        report.replication.len() == 2,
+        "issues and counters replicated: {summary}"
+    );
+    let issues = &report.replication[0];
+    ensure!(
+        issues.replicated > 1_000 && issues.ttl_deletes > 0,
+        "every write replicated, TTL deletes among them: {summary}"
+    );
+    ensure!(
+        report
+            .verdicts
+            .iter()
+            .filter(|v| v.oracle.contains("eu-west-1"))
+            .count()
+            == 2,
+        "the second Region's index and totals checked"
+    );
+    Ok(())
+}
+
 /// 5,000 ops with the template `parameters` given, every oracle exact, every fault and operation
 /// counted.
 async fn under_every_fault(parameters: &[(&str, &str)]) -> Result<chaos::Report> {
+    under(parameters, 1).await
+}
+
+/// [`under_every_fault`], over `regions` Regions of a global table.
+async fn under(parameters: &[(&str, &str)], regions: u8) -> Result<chaos::Report> {
     let faults = chaos::Faults::parse(SPEC, Some(7))?;
     let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
     let mut options = chaos::Options::new(5_000, 7, faults, template, unique("chaos"));
+    options.regions = regions;
     options
         .parameters
         .extend(parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     // Two motos when scripts/moto started them (scripts/test does): the tables split between.
     let endpoints = chaos::endpoints_from_env()?;
-    let report = chaos::run(&endpoints, &options, &chaos::Progress::default()).await?;
+    let report = Box::pin(chaos::run(&endpoints, &options, &chaos::Progress::default())).await?;
     let summary = serde_json::to_string_pretty(&report)?;
     ensure!(report.ok(), "an oracle found a difference: {summary}");
 

@@ -15,7 +15,11 @@ use local_stack::Stack;
 use crate::{ChaosError, Verdict};
 
 /// The index: exact, with the first differences as the detail.
-pub(crate) async fn index(sdk: &SdkConfig, stack: &Stack) -> Result<Verdict, ChaosError> {
+pub(crate) async fn index(
+    sdk: &SdkConfig,
+    stack: &Stack,
+    oracle: &'static str,
+) -> Result<Verdict, ChaosError> {
     let check = local_stack::check_index(&aws_sdk_dynamodb::Client::new(sdk), stack).await?;
     let ok = check.is_exact();
     let detail = if ok {
@@ -30,11 +34,7 @@ pub(crate) async fn index(sdk: &SdkConfig, stack: &Stack) -> Result<Verdict, Cha
             check.extra.first().map_or("-", String::as_str),
         )
     };
-    Ok(Verdict {
-        oracle: "index",
-        ok,
-        detail,
-    })
+    Ok(Verdict { oracle, ok, detail })
 }
 
 /// The archive: exactly the expired items, each once, each as it was put.
@@ -92,6 +92,7 @@ pub(crate) async fn archive(
 pub(crate) async fn counters(
     counters: &Counters,
     sums: &BTreeMap<String, i128>,
+    oracle: &'static str,
 ) -> Result<Verdict, ChaosError> {
     let mut wrong = Vec::new();
     for (name, sum) in sums {
@@ -105,7 +106,7 @@ pub(crate) async fn counters(
     }
     let ok = wrong.is_empty();
     Ok(Verdict {
-        oracle: "counters",
+        oracle,
         ok,
         detail: if ok {
             format!(

@@ -19,6 +19,9 @@
 //! the archiver behind one mapping; `IssuesChangeSource` and `CounterChangeSource` = `Kinesis`
 //! have the tables' changes read from emulated Kinesis data streams, out of order and twice
 //! (`stream_replayer::kinesis::delivery`), and the report says how much ([`KinesisStream`]).
+//! With [`Options::regions`] 2, a second stack in `eu-west-1` shares the issues and counter
+//! tables with the first through an emulated global table (`stream_replayer::global`): the
+//! workload writes in both Regions, and the oracles check both.
 //!
 //! - [`spec`]: the `--faults` spec, both halves.
 //! - [`workload`]: the generated ops.
@@ -36,7 +39,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 use serde_json::Value;
 use sharded_counter::{Counters, Sharding};
+use stream_delivery::StreamReader;
 use stream_kit::Metric;
+use stream_replayer::global::{Replica, Replication};
 use stream_replayer::{Counts, FailureLog, Pipeline, Topology};
 
 use function_invoke::Tally;
@@ -124,7 +129,18 @@ pub struct Options {
     pub stack: String,
     /// Template parameters (`BatchSize` …).
     pub parameters: BTreeMap<String, String>,
+    /// Regions of a global table: 1, or 2 ([`REGIONS`]): the issues and counter tables
+    /// replicated between two stacks (`stream_replayer::global`), deployed as
+    /// docs/global-tables.md says (`Consumers=Combined`, the first Region archiving and summing,
+    /// the counters' shards per Region).
+    pub regions: u8,
 }
+
+/// The Regions of a two-Region run; the first archives and sums.
+pub const REGIONS: [&str; 2] = ["us-east-1", "eu-west-1"];
+
+/// How long after a write its replica in the other Region gets it.
+const REPLICATION_DELAY: Duration = Duration::from_millis(200);
 
 impl Options {
     /// `records` ops from `seed` under `faults`, with 4 parallel batches per shard, shards
@@ -140,7 +156,38 @@ impl Options {
             template,
             stack,
             parameters: BTreeMap::new(),
+            regions: 1,
         }
+    }
+
+    /// The template parameters of the run: `parameters`, and for two Regions the global-table
+    /// deployment where they do not say otherwise.
+    fn parameters(&self) -> BTreeMap<String, String> {
+        let mut parameters = self.parameters.clone();
+        if self.regions == 2 {
+            for (name, value) in [
+                ("Consumers", "Combined"),
+                ("ArchiveRegion", REGIONS[0]),
+                ("AggregatorRegion", REGIONS[0]),
+            ] {
+                parameters
+                    .entry(name.to_owned())
+                    .or_insert_with(|| value.to_owned());
+            }
+        }
+        parameters
+    }
+
+    /// Each Region's counter sharding: 16 shards, a Region's own with two Regions.
+    fn sharding(&self, region: usize) -> Result<Sharding, ChaosError> {
+        let sharding = Sharding::new(COUNTER_SHARDS).map_err(|e| ChaosError::Check(e.to_string()))?;
+        if self.regions < 2 {
+            return Ok(sharding);
+        }
+        let region = u32::try_from(region).unwrap_or(0);
+        sharding
+            .in_region(region, 2)
+            .map_err(|e| ChaosError::Check(e.to_string()))
     }
 }
 
@@ -233,6 +280,179 @@ impl Mapping {
     }
 }
 
+/// One table's replication between two Regions.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplicationReport {
+    /// The table's logical id.
+    pub table: String,
+    /// Writes applied to the other Region.
+    pub replicated: u64,
+    /// Of those, TTL deletes.
+    pub ttl_deletes: u64,
+    /// TTL deletes that removed the item in the Region they reached, by Region.
+    pub ttl_deletes_into: [u64; 2],
+    /// Replicated writes dropped by last writer wins.
+    pub lost: u64,
+}
+
+/// The replication between two Regions, running in a background task until stopped.
+struct Replicating {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Result<Vec<(String, Replication)>, ChaosError>>,
+}
+
+impl Replicating {
+    fn start(mut replications: Vec<(String, Replication)>) -> Replicating {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let task = tokio::spawn(async move {
+            while !stopped.load(Ordering::Relaxed) {
+                for (_, replication) in &mut replications {
+                    replication.step().await?;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Ok(replications)
+        });
+        Replicating { stop, task }
+    }
+
+    async fn stop(self) -> Result<Vec<(String, Replication)>, ChaosError> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task
+            .await
+            .map_err(|e| ChaosError::Check(format!("the replication's task failed: {e}")))?
+    }
+}
+
+/// The second Region after the run: what the oracles read.
+struct Settled {
+    direct: SdkConfig,
+    stack: Stack,
+    pipeline: Pipeline,
+    replication: Vec<ReplicationReport>,
+}
+
+/// Replicates and replays both Regions until nothing moves: what one Region's functions, sweeper
+/// or operations wrote reaches the other, whose functions take it in turn.
+async fn settle_both(
+    first: &mut Pipeline,
+    mut second: Pipeline,
+    mut replications: Vec<(String, Replication)>,
+    direct: SdkConfig,
+    stack: Stack,
+) -> Result<Settled, ChaosError> {
+    for _ in 0..4 {
+        for (_, replication) in &mut replications {
+            replication.settle(Duration::from_secs(300)).await?;
+        }
+        first.settle().await?;
+        second.settle().await?;
+    }
+    for (_, replication) in &mut replications {
+        replication.settle(Duration::from_secs(300)).await?;
+    }
+    let replication = replications
+        .iter()
+        .map(|(table, r)| {
+            let c = r.counts();
+            ReplicationReport {
+                table: table.clone(),
+                replicated: c.replicated,
+                ttl_deletes: c.ttl_deletes,
+                ttl_deletes_into: c.ttl_deletes_into,
+                lost: c.lost,
+            }
+        })
+        .collect();
+    Ok(Settled {
+        direct,
+        stack,
+        pipeline: second,
+        replication,
+    })
+}
+
+impl Settled {
+    /// The second Region's own index, and the totals replicated to it.
+    async fn checks(
+        &self,
+        options: &Options,
+        sums: &BTreeMap<String, i128>,
+    ) -> Result<Vec<Verdict>, ChaosError> {
+        let counters = counters_of(options, &self.direct, &self.stack, 1)?;
+        Ok(vec![
+            check::index(&self.direct, &self.stack, "index (eu-west-1)").await?,
+            check::counters(&counters, sums, "counters (eu-west-1)").await?,
+        ])
+    }
+
+    /// Its mappings' counts, named with the Region.
+    fn mappings(&self) -> Vec<Mapping> {
+        self.pipeline
+            .counts()
+            .into_iter()
+            .map(|(function, counts)| Mapping::new(&format!("{}/{function}", REGIONS[1]), counts))
+            .collect()
+    }
+}
+
+/// The counters client of the application in Region `region` (0 or 1) of `stack`.
+///
+/// The workload's writers are the application, writing to the emulator directly. An `ADD`
+/// whose attempt is cut off after moto applied it would be applied again by the retry, and the
+/// sum acknowledged would undercount: they wait for moto (one DynamoDB request at a time, slow
+/// under the operations' scans) instead of timing attempts out.
+fn counters_of(
+    options: &Options,
+    sdk: &SdkConfig,
+    stack: &Stack,
+    region: usize,
+) -> Result<Counters, ChaosError> {
+    let patient = io_policy::Policy {
+        attempt_timeout: WRITER_ATTEMPT_TIMEOUT,
+        ..io_policy::Policy::default()
+    };
+    Ok(Counters::new(
+        aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk)),
+        &stack.table("CounterTable")?.name,
+        options.sharding(region)?,
+    )
+    .with_policy(patient, WRITER_ATTEMPT_TIMEOUT * 2))
+}
+
+/// The aggregator and the archiver as invokers, for the operations' reruns of old records.
+fn reruns(
+    stack: &Stack,
+    through: &SdkConfig,
+    tally: &Arc<Tally>,
+) -> Result<Vec<(String, stream_replayer::Invoker)>, ChaosError> {
+    ["counter-aggregator", "ttl-archiver"]
+        .into_iter()
+        .map(|binary| {
+            let invoker = tallied_invoker(stack.function(binary)?, through, Arc::clone(tally))?;
+            Ok((binary.to_owned(), invoker))
+        })
+        .collect()
+}
+
+/// One Region's application: where its ops go.
+struct Target {
+    client: aws_sdk_dynamodb::Client,
+    issues: String,
+    counters: Counters,
+}
+
+impl Target {
+    fn of(sdk: &SdkConfig, stack: &Stack, counters: Counters) -> Result<Target, ChaosError> {
+        Ok(Target {
+            client: aws_sdk_dynamodb::Client::new(sdk),
+            issues: stack.table("IssuesTable")?.name.clone(),
+            counters,
+        })
+    }
+}
+
 /// One emulated Kinesis data stream: what its mappings delivered out of order.
 #[derive(Debug, Clone, Serialize)]
 pub struct KinesisStream {
@@ -292,6 +512,8 @@ pub struct Report {
     pub emulator_requests: Vec<u64>,
     /// Each mapping's counts, Lambda-side faults included.
     pub mappings: Vec<Mapping>,
+    /// With two Regions, each replicated table's replication.
+    pub replication: Vec<ReplicationReport>,
     /// Each Kinesis data stream a table wrote to (`IssuesChangeSource`, `CounterChangeSource`):
     /// the disorder its mappings delivered.
     pub kinesis: Vec<KinesisStream>,
@@ -330,53 +552,39 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
         pipeline,
         failure_log,
         kept,
+        second,
     } = set_up(endpoints, options).await?;
     let sdk = &direct;
     let _ = progress.replay.set(pipeline.progress());
 
     let started = Instant::now();
     let replay = pipeline.spawn(Duration::from_millis(100));
+    let second = second.map(SecondRegion::spawn);
 
-    // The workload's writers are the application, writing to the emulator directly. An `ADD`
-    // whose attempt is cut off after moto applied it would be applied again by the retry, and
-    // the sum acknowledged would undercount: they wait for moto (one DynamoDB request at a time,
-    // slow under the operations' scans) instead of timing attempts out.
-    let patient = io_policy::Policy {
-        attempt_timeout: WRITER_ATTEMPT_TIMEOUT,
-        ..io_policy::Policy::default()
-    };
-    let counters = Counters::new(
-        aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk)),
-        &stack.table("CounterTable")?.name,
-        Sharding::new(COUNTER_SHARDS).map_err(|e| ChaosError::Check(e.to_string()))?,
-    )
-    .with_policy(patient, WRITER_ATTEMPT_TIMEOUT * 2);
+    let counters = counters_of(options, sdk, &stack, 0)?;
+    // The application writes in both Regions: each item in one, each Region its own shards.
+    let mut targets = vec![Target::of(sdk, &stack, counters.clone())?];
+    if let Some(s) = &second {
+        targets.push(Target::of(
+            &s.direct,
+            &s.stack,
+            counters_of(options, &s.direct, &s.stack, 1)?,
+        )?);
+    }
     let ops = generate(options.records, options.seed, epoch_seconds());
     progress.ops.store(ops.len() as u64, Ordering::Relaxed);
-    let expired: BTreeMap<String, Value> = ops
-        .iter()
-        .filter_map(|op| match op {
-            Op::Expiring { item, expired: true } => Some((op.subject().to_owned(), item.clone())),
-            _ => None,
-        })
-        .collect();
+    let expired = expired_items(&ops);
     let operator = operations::Operator {
         stack: &stack,
         sdk: &through,
         kept,
-        rerun: ["counter-aggregator", "ttl-archiver"]
-            .into_iter()
-            .map(|binary| {
-                let invoker = tallied_invoker(stack.function(binary)?, &through, Arc::clone(&tally))?;
-                Ok((binary.to_owned(), invoker))
-            })
-            .collect::<Result<_, ChaosError>>()?,
+        rerun: reruns(&stack, &through, &tally)?,
     };
     let written_all = AtomicBool::new(false);
     let mut phases = Phases::default();
     let ((written, writing), operated) = tokio::join!(
         async {
-            let written = write(sdk, &stack, &counters, ops, options.writers, progress).await;
+            let written = write(&targets, ops, options.writers, progress).await;
             written_all.store(true, Ordering::Relaxed);
             (written, started.elapsed())
         },
@@ -386,7 +594,11 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
     phases.operating = started.elapsed().saturating_sub(writing).as_secs_f64();
     progress.settling.store(true, Ordering::Relaxed);
     let settling = Instant::now();
-    let pipeline = replay.finish().await?;
+    let mut pipeline = replay.finish().await?;
+    let second = match second {
+        Some(s) => Some(s.finish(&mut pipeline).await?),
+        None => None,
+    };
     phases.settling = settling.elapsed().as_secs_f64();
     let checking = Instant::now();
     let sums = written?;
@@ -394,16 +606,22 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
     operations.drift_at_end = operator.drift_at_end().await?;
 
     let mut verdicts = vec![
-        check::index(sdk, &stack).await?,
+        check::index(sdk, &stack, "index").await?,
         check::archive(sdk, &stack, &expired).await?,
-        check::counters(&counters, &sums).await?,
+        check::counters(&counters, &sums, "counters").await?,
         check::operations(&operations),
     ];
-    let mappings: Vec<Mapping> = pipeline
+    let mut mappings: Vec<Mapping> = pipeline
         .counts()
         .into_iter()
         .map(|(function, counts)| Mapping::new(function, counts))
         .collect();
+    let mut replication = Vec::new();
+    if let Some(second) = &second {
+        verdicts.extend(second.checks(options, &sums).await?);
+        mappings.extend(second.mappings());
+        replication = second.replication.clone();
+    }
     let runtime = RuntimeTotals::from(&*tally);
     verdicts.push(nothing_lost(&mappings, &runtime, &failure_log));
     phases.checking = checking.elapsed().as_secs_f64();
@@ -416,6 +634,7 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
         wire_faults: proxy.counts.snapshot().into_iter().collect(),
         emulator_requests: proxy.upstreams.sent(),
         mappings,
+        replication,
         kinesis: KinesisStream::of(&stack),
         runtime,
         seconds,
@@ -466,6 +685,58 @@ struct Setup {
     failure_log: PathBuf,
     /// Records the functions were invoked with, kept for the operations' replays.
     kept: Arc<operations::Kept>,
+    /// With two Regions, the second.
+    second: Option<SecondRegion>,
+}
+
+/// The items the workload puts already expired, by `id`: what the archive must hold.
+fn expired_items(ops: &[Op]) -> BTreeMap<String, Value> {
+    ops.iter()
+        .filter_map(|op| match op {
+            Op::Expiring { item, expired: true } => Some((op.subject().to_owned(), item.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+impl SecondRegion {
+    /// Its replayer and the replication, started.
+    fn spawn(self) -> Spawned {
+        Spawned {
+            replicating: Replicating::start(self.replications),
+            replay: self.pipeline.spawn(Duration::from_millis(100)),
+            direct: self.direct,
+            stack: self.stack,
+        }
+    }
+}
+
+/// The second Region while the run goes.
+struct Spawned {
+    direct: SdkConfig,
+    stack: Stack,
+    replay: stream_replayer::Running,
+    replicating: Replicating,
+}
+
+impl Spawned {
+    /// Stops its replayer and the replication, then settles both Regions (`first`: the first
+    /// Region's replayer, stopped).
+    async fn finish(self, first: &mut Pipeline) -> Result<Settled, ChaosError> {
+        let second = self.replay.finish().await?;
+        let replications = self.replicating.stop().await?;
+        settle_both(first, second, replications, self.direct, self.stack).await
+    }
+}
+
+/// The second Region of a two-Region run.
+struct SecondRegion {
+    /// Its SDK configuration through the router.
+    direct: SdkConfig,
+    stack: Stack,
+    pipeline: Pipeline,
+    /// The issues and counter tables' replication between the Regions, by logical id.
+    replications: Vec<(String, Replication)>,
 }
 
 /// The router and the fault proxy, a fresh stack, and the replayer over it with the functions
@@ -478,16 +749,13 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
     let proxy = fault_proxy::start_routed(upstreams, options.faults.wire)
         .await
         .map_err(ChaosError::Proxy)?;
-    // Explicit endpoints, which win over AWS_ENDPOINT_URL.
-    let at = |addr: std::net::SocketAddr| {
-        aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .endpoint_url(format!("http://{addr}"))
-            .load()
-    };
-    let direct = at(router.addr).await;
-    let through = at(proxy.addr).await;
+    // With two Regions, the first is named; with one, the environment's.
+    let region = (options.regions == 2).then_some(REGIONS[0]);
+    let direct = sdk_at(router.addr, region).await;
+    let through = sdk_at(proxy.addr, region).await;
     let sdk = &direct;
-    let stack = Stack::create(sdk, &options.template, &options.stack, &options.parameters).await?;
+    let parameters = options.parameters();
+    let stack = Stack::create(sdk, &options.template, &options.stack, &parameters).await?;
     let tally = Arc::new(Tally::default());
     let kept = Arc::new(operations::Kept::default());
     let mut sources = stack.sources(|function| {
@@ -533,6 +801,12 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
     .with_topology(Topology {
         split_every: options.split_every,
     });
+    let second = if options.regions == 2 {
+        let at = (router.addr, proxy.addr);
+        Some(second_region(at, options, &parameters, (&direct, &stack), &tally, &failure_log).await?)
+    } else {
+        None
+    };
     Ok(Setup {
         proxy,
         direct,
@@ -542,6 +816,86 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
         pipeline,
         failure_log,
         kept,
+        second,
+    })
+}
+
+/// An SDK configuration for the endpoint `addr` (which wins over `AWS_ENDPOINT_URL`), in
+/// `region` or the environment's.
+async fn sdk_at(addr: std::net::SocketAddr, region: Option<&'static str>) -> SdkConfig {
+    let mut loader =
+        aws_config::defaults(aws_config::BehaviorVersion::latest()).endpoint_url(format!("http://{addr}"));
+    if let Some(region) = region {
+        loader = loader.region(aws_config::Region::new(region));
+    }
+    loader.load().await
+}
+
+/// The second Region of a global table: its stack (`<stack>-eu-west-1`) with its functions
+/// behind the same fault proxy and summed into the same `tally`, its replayer, and the
+/// replication of the issues and counter tables between it and the first (`first`: its SDK
+/// through the router, and its stack). Replication is AWS's own: it goes through the router,
+/// without faults, and a replicated TTL delete loses the TTL identity (the harder of AWS's two
+/// possible answers: the archiving Region must recognise it by its passed TTL).
+async fn second_region(
+    (router, proxy): (std::net::SocketAddr, std::net::SocketAddr),
+    options: &Options,
+    parameters: &BTreeMap<String, String>,
+    (first_sdk, first): (&SdkConfig, &Stack),
+    tally: &Arc<Tally>,
+    failure_log: &std::path::Path,
+) -> Result<SecondRegion, ChaosError> {
+    let direct = sdk_at(router, Some(REGIONS[1])).await;
+    let through = sdk_at(proxy, Some(REGIONS[1])).await;
+    let name = format!("{}-{}", options.stack, REGIONS[1]);
+    let stack = Stack::create(&direct, &options.template, &name, parameters).await?;
+    let mut sources = stack.sources(|function| {
+        let mut function = function.clone();
+        function
+            .environment
+            .insert("ATTEMPT_TIMEOUT_MS".into(), ATTEMPT_TIMEOUT_MS.into());
+        tallied_invoker(&function, &through, Arc::clone(tally))
+    })?;
+    for source in &mut sources {
+        source.settings.parallelization_factor = options.parallelization;
+    }
+    let pipeline = Pipeline::new(
+        &aws_sdk_dynamodbstreams::Client::new(&direct),
+        sources,
+        stack.sweepers(&direct),
+        FailureLog::new(failure_log),
+    )
+    .with_faults(options.faults.lambda)
+    .with_topology(Topology {
+        split_every: options.split_every,
+    });
+    let mut replications = Vec::new();
+    for logical in ["IssuesTable", "CounterTable"] {
+        let replica = |sdk: &SdkConfig, stack: &Stack, region: &str| -> Result<Replica, ChaosError> {
+            let table = stack.table(logical)?.name.clone();
+            let arn = stack.streams.get(&table).cloned().unwrap_or_default();
+            let reader = StreamReader::new(aws_sdk_dynamodbstreams::Client::new(sdk), arn);
+            Ok(Replica::new(
+                region,
+                aws_sdk_dynamodb::Client::new(sdk),
+                &table,
+                reader,
+            ))
+        };
+        let (a, b) = (
+            replica(first_sdk, first, REGIONS[0])?,
+            replica(&direct, &stack, REGIONS[1])?,
+        );
+        replications.push((
+            logical.to_owned(),
+            Replication::new(a, b, REPLICATION_DELAY, false),
+        ));
+    }
+    Ok(SecondRegion {
+        direct,
+        stack,
+        pipeline,
+        replications,
     })
 }
 
@@ -619,39 +973,36 @@ fn nothing_lost(mappings: &[Mapping], runtime: &RuntimeTotals, failure_log: &std
     }
 }
 
-/// Makes `ops` with `writers` concurrent writers, each item's ops in order by one writer;
-/// returns each counter's acknowledged sum.
+/// Makes `ops` with `writers` concurrent writers, each item's ops in order by one writer and in
+/// one Region (`targets`: one per Region); returns each counter's acknowledged sum.
 async fn write(
-    sdk: &SdkConfig,
-    stack: &Stack,
-    counters: &Counters,
+    targets: &[Target],
     ops: Vec<Op>,
     writers: usize,
     progress: &Progress,
 ) -> Result<BTreeMap<String, i128>, ChaosError> {
-    let client = aws_sdk_dynamodb::Client::new(sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
     let writers = writers.max(1);
-    let mut queues: Vec<Vec<Op>> = vec![Vec::new(); writers];
+    let mut queues: Vec<Vec<(usize, Op)>> = vec![Vec::new(); writers];
+    let spread = |n: u64, over: usize| usize::try_from(n % over.max(1) as u64).unwrap_or(0);
     for (n, op) in ops.into_iter().enumerate() {
-        // Increments of one counter commute: any writer; an item's ops: always the same one.
-        let lane = match op {
-            Op::Increment { .. } => n % writers,
-            _ => usize::try_from(stream_replayer::faults::hash(op.subject().as_bytes()) % writers as u64)
-                .unwrap_or(0),
+        // Increments of one counter commute: any writer, any Region; an item's ops: always the
+        // same writer, in the same Region.
+        let (lane, region) = if let Op::Increment { .. } = op {
+            (n % writers, n % targets.len())
+        } else {
+            let hash = stream_replayer::faults::hash(op.subject().as_bytes());
+            (spread(hash, writers), spread(hash / 7, targets.len()))
         };
-        queues[lane].push(op);
+        queues[lane].push((region, op));
     }
-    let sums = futures_util::future::try_join_all(queues.into_iter().map(|queue| {
-        let (client, issues) = (client.clone(), issues.clone());
-        async move {
-            let mut sums: BTreeMap<String, i128> = BTreeMap::new();
-            for op in queue {
-                apply(&client, &issues, counters, &op, &mut sums).await?;
-                progress.written.fetch_add(1, Ordering::Relaxed);
-            }
-            Ok::<_, ChaosError>(sums)
+    let sums = futures_util::future::try_join_all(queues.into_iter().map(|queue| async move {
+        let mut sums: BTreeMap<String, i128> = BTreeMap::new();
+        for (region, op) in queue {
+            let target = &targets[region];
+            apply(&target.client, &target.issues, &target.counters, &op, &mut sums).await?;
+            progress.written.fetch_add(1, Ordering::Relaxed);
         }
+        Ok::<_, ChaosError>(sums)
     }))
     .await?;
     let mut total: BTreeMap<String, i128> = BTreeMap::new();

@@ -144,6 +144,10 @@ pub(crate) struct ChaosArgs {
     /// A template parameter, `NAME=VALUE` (repeatable).
     #[arg(long = "parameter", value_name = "NAME=VALUE", value_parser = parse_parameter)]
     pub(crate) parameters: Vec<(String, String)>,
+    /// Regions of a global table: 2 replicates the issues and counter tables between two
+    /// stacks, deployed as docs/global-tables.md says.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub(crate) regions: u8,
     /// Where the functions read the tables' changes: `kinesis` sets `IssuesChangeSource` and
     /// `CounterChangeSource` to `Kinesis` (a `--parameter` naming either wins).
     #[arg(long, value_enum, default_value_t = ChangeSource::DynamodbStreams)]

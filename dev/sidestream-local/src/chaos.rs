@@ -29,6 +29,7 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     options.parallelization = args.parallelization;
     options.writers = args.writers;
     options.parameters = args.parameters.into_iter().collect();
+    options.regions = args.regions;
     if args.source == ChangeSource::Kinesis {
         for name in ["IssuesChangeSource", "CounterChangeSource"] {
             options
@@ -72,6 +73,52 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Lambda's side, per function; with two Regions the replication, and with Kinesis the disorder.
+fn render_lambda(report: &chaos::Report, out: &mut impl Write) -> io::Result<()> {
+    writeln!(out, "\nLambda, per function:")?;
+    for m in &report.mappings {
+        writeln!(
+            out,
+            "  {:<18} {} records read, {} delivered, {} filtered out, {} invocations, {} retries, {} bisections, {} timed out, {} given up; injected: {} kills, {} short timeouts, {} duplicate deliveries",
+            m.function,
+            m.read,
+            m.delivered,
+            m.filtered_out,
+            m.invocations,
+            m.retries,
+            m.bisections,
+            m.timed_out,
+            m.given_up,
+            m.kills,
+            m.short_timeouts,
+            m.duplicates
+        )?;
+    }
+    for r in &report.replication {
+        writeln!(
+            out,
+            "  {} replicated between {}: {} writes, {} of them TTL deletes ({} removed an item in {}, {} in {}), {} lost to last writer wins",
+            r.table,
+            chaos::REGIONS.join(" and "),
+            r.replicated,
+            r.ttl_deletes,
+            r.ttl_deletes_into[0],
+            chaos::REGIONS[0],
+            r.ttl_deletes_into[1],
+            chaos::REGIONS[1],
+            r.lost
+        )?;
+    }
+    for k in &report.kinesis {
+        writeln!(
+            out,
+            "  Kinesis {}: {} invocations (each batch shuffled and cut in two), {} records filtered out, {} pairs of one item's records crossed, {} records twice",
+            k.stream, k.invocations, k.filtered, k.crossed, k.duplicated
+        )?;
+    }
+    Ok(())
 }
 
 /// The faults injected on the wire, and the requests each emulator served.
@@ -128,32 +175,7 @@ fn render(report: &chaos::Report, options: &chaos::Options, out: &mut impl Write
             .map_or_else(|| "never".to_owned(), |n| n.to_string())
     )?;
     render_wire(report, out)?;
-    writeln!(out, "\nLambda, per function:")?;
-    for m in &report.mappings {
-        writeln!(
-            out,
-            "  {:<18} {} records read, {} delivered, {} filtered out, {} invocations, {} retries, {} bisections, {} timed out, {} given up; injected: {} kills, {} short timeouts, {} duplicate deliveries",
-            m.function,
-            m.read,
-            m.delivered,
-            m.filtered_out,
-            m.invocations,
-            m.retries,
-            m.bisections,
-            m.timed_out,
-            m.given_up,
-            m.kills,
-            m.short_timeouts,
-            m.duplicates
-        )?;
-    }
-    for k in &report.kinesis {
-        writeln!(
-            out,
-            "  Kinesis {}: {} invocations (each batch shuffled and cut in two), {} records filtered out, {} pairs of one item's records crossed, {} records twice",
-            k.stream, k.invocations, k.filtered, k.crossed, k.duplicated
-        )?;
-    }
+    render_lambda(report, out)?;
     let r = &report.runtime;
     writeln!(
         out,

@@ -15,10 +15,6 @@
 //!   the stream as the service's identity.
 //! - **No echo.** A replicated write appears in the other replica's stream, and is not replicated
 //!   back: each write this makes is remembered until its record is read.
-//! - **Converging.** A replicated write and a Region's own write of one item can land in either
-//!   order while this has read only one of them; DynamoDB keeps the later by its time whatever
-//!   the order. When this reads the other and finds the earlier landed last, it puts the later
-//!   back ([`ReplicationCounts::restored`]), except over a TTL delete, which it would write twice.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -108,9 +104,6 @@ pub struct ReplicationCounts {
     pub lost: u64,
     /// Records of the replication's own writes, read back and not replicated again.
     pub echoes: u64,
-    /// Writes put back after a replicated write that landed after them, but was older,
-    /// overwrote them.
-    pub restored: u64,
 }
 
 /// A change waiting for its replication delay.
@@ -129,15 +122,6 @@ struct Pending {
 /// When and where a write was made: last writer wins by it.
 type Stamp = (i64, usize);
 
-/// A replicated write applied to a replica's item.
-#[derive(Debug, Clone)]
-struct Applied {
-    stamp: Stamp,
-    /// The item's image, or `None` for a delete.
-    image: Option<Value>,
-    ttl_delete: bool,
-}
-
 /// Two replicas of one table, replicating.
 #[derive(Debug)]
 pub struct Replication {
@@ -149,8 +133,6 @@ pub struct Replication {
     stamps: [HashMap<String, Stamp>; 2],
     /// Per replica, per item: the writes this made there, not yet read back.
     echoes: [HashMap<String, Vec<Option<Value>>>; 2],
-    /// Per replica, per item: the last replicated write applied there.
-    applied: [HashMap<String, Applied>; 2],
     counts: ReplicationCounts,
 }
 
@@ -165,7 +147,6 @@ impl Replication {
             pending: VecDeque::new(),
             stamps: [HashMap::new(), HashMap::new()],
             echoes: [HashMap::new(), HashMap::new()],
-            applied: [HashMap::new(), HashMap::new()],
             counts: ReplicationCounts::default(),
         }
     }
@@ -243,53 +224,13 @@ impl Replication {
             record.change.approximate_creation_date_time.timestamp_millis(),
             from,
         );
+        let held = self.stamps[from].entry(id).or_insert(stamp);
+        *held = (*held).max(stamp);
         let ttl_delete = record.event_name == "REMOVE"
             && record
                 .user_identity
                 .as_ref()
                 .is_some_and(|u| u.type_ == "Service");
-        // A write made here before a replicated one landed, but read only now (its record comes
-        // before the replicated one's): if it is the later of the two, the replicated write
-        // overwrote the winner, and the winner is put back, as DynamoDB's own ordering would
-        // have kept it. Not a TTL delete: deleting again would write a second TTL record.
-        let echo_pending = self.echoes[from].contains_key(&id);
-        let clobbered =
-            echo_pending && self.stamps[from].get(&id).is_some_and(|held| *held < stamp) && !ttl_delete;
-        // And the other way round: a write made here after a replicated one landed, but older
-        // by its time, overwrote the winner; the replicated write is put back. (Not a TTL
-        // delete's, for the same reason.)
-        let overwritten = match self.applied[from].get(&id) {
-            Some(won) if !won.ttl_delete && !echo_pending && won.stamp > stamp => {
-                Some((won.stamp, won.image.clone()))
-            }
-            _ => None,
-        };
-        let held = self.stamps[from].entry(id).or_insert(stamp);
-        *held = (*held).max(stamp);
-        if clobbered {
-            self.counts.restored += 1;
-            self.pending.push_front(Pending {
-                due: Instant::now(),
-                to: from,
-                key: key.clone(),
-                image: image.clone(),
-                ttl_delete: false,
-                stamp,
-            });
-        }
-        if let Some((won, winner)) = overwritten {
-            self.counts.restored += 1;
-            self.pending.push_front(Pending {
-                due: Instant::now(),
-                to: from,
-                key: key.clone(),
-                image: winner,
-                ttl_delete: false,
-                stamp: won,
-            });
-            // The older write lost: it is not replicated.
-            return;
-        }
         self.pending.push_back(Pending {
             due: Instant::now() + self.delay,
             to: 1 - from,
@@ -318,14 +259,6 @@ impl Replication {
                     .await?
             }
         };
-        self.applied[to].insert(
-            id.clone(),
-            Applied {
-                stamp: change.stamp,
-                image: change.image.clone(),
-                ttl_delete: change.ttl_delete,
-            },
-        );
         self.counts.replicated += 1;
         self.counts.ttl_deletes += u64::from(change.ttl_delete);
         self.counts.ttl_deletes_into[to] += u64::from(change.ttl_delete && changed);

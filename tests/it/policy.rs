@@ -154,7 +154,13 @@ async fn sustained_throttling_stops_at_the_deadline_not_after_it() {
     let seen = endpoint.seen();
     // Many attempts were made (the throttling path ran), none of them past the deadline.
     assert!(seen.len() >= 3, "{} requests", seen.len());
-    assert_eq!(budget.tally.requests(), seen.len() as u64);
+    // Every request is counted; the last may be cut off by the deadline before the endpoint
+    // has read it.
+    let (counted, seen_n) = (budget.tally.requests(), seen.len() as u64);
+    assert!(
+        counted == seen_n || counted == seen_n + 1,
+        "{counted} counted, {seen_n} seen"
+    );
     let end = deadline.less(Duration::ZERO);
     assert!(seen.iter().all(|r| r.at < end));
     assert!(returned < end, "the writer returned after the deadline");

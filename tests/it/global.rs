@@ -261,3 +261,89 @@ async fn unsafe_modes_double_archive_and_lose_increments() -> Result<()> {
     );
     Ok(())
 }
+
+/// A Region's own write that lands after the replication read that Region's stream, and before
+/// the replicated write of an older change of the item: the replicated write's condition fails,
+/// the stream is read again, and the later write wins in both Regions, as DynamoDB's last writer
+/// wins. Three such races: a put over a put, a put over a delete, and a put over an item the
+/// Region's stream had never shown. Unconditioned, each would leave the replicas apart (the test
+/// fails without the conditions).
+#[tokio::test]
+async fn a_local_write_after_the_stream_was_read_wins_in_both_regions() -> Result<()> {
+    let parameters = [
+        ("Consumers", "Combined"),
+        ("ArchiveRegion", "us-east-1"),
+        ("AggregatorRegion", "us-east-1"),
+    ];
+    let mut global = Global::deploy(&parameters, false, [false, false]).await?;
+    let clients = [global.client(0), global.client(1)];
+    let tables = [global.table(0, "IssuesTable")?, global.table(1, "IssuesTable")?];
+    let put = |r: usize, id: usize, version: &str| {
+        let (client, table) = (&clients[r], &tables[r]);
+        let item = issue(id, &json!({"f1": version}));
+        async move { local_stack::put_json(client, table, &item).await }
+    };
+    put(0, 1, "v0").await?;
+    put(0, 2, "v0").await?;
+    global.settle().await?;
+
+    // The older changes, all in us-east-1, read by the replication before eu-west-1's writes.
+    put(0, 1, "old").await?;
+    put(0, 2, "old").await?;
+    put(0, 3, "old").await?;
+    global.issues.read().await?;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    put(1, 1, "new").await?;
+    clients[1]
+        .delete_item()
+        .table_name(&tables[1])
+        .key("id", aws_sdk_dynamodb::types::AttributeValue::S("i002".into()))
+        .send()
+        .await?;
+    put(1, 3, "new").await?;
+    tokio::time::sleep(DELAY).await;
+    let before = global.issues.counts();
+    global.issues.apply_due().await?;
+    let after = global.issues.counts();
+    // The first condition to fail read eu-west-1's stream again, which showed all three writes.
+    ensure!(
+        after.raced - before.raced == 1 && after.lost - before.lost == 3,
+        "a race caught by a condition, and the three older changes lost to the later writes: {after:?}"
+    );
+    global.settle().await?;
+
+    let base = |r: usize| {
+        let (client, table) = (clients[r].clone(), tables[r].clone());
+        async move { Ok::<_, anyhow::Error>(local_stack::scan(&client, &table).await?) }
+    };
+    let (a, b) = (base(0).await?, base(1).await?);
+    ensure!(
+        index_oracle::lines(&a) == index_oracle::lines(&b),
+        "the replicas converge"
+    );
+    let versions: Vec<(String, String)> = a
+        .iter()
+        .map(|item| {
+            let f1 = item["custom_fields"]["M"]["f1"]["S"].as_str().unwrap_or_default();
+            (
+                item["id"]["S"].as_str().unwrap_or_default().to_owned(),
+                f1.to_owned(),
+            )
+        })
+        .collect();
+    let mut versions = versions;
+    versions.sort();
+    ensure!(
+        versions
+            == [
+                ("i001".to_owned(), "new".to_owned()),
+                ("i003".to_owned(), "new".to_owned())
+            ],
+        "the later writes won: {versions:?}"
+    );
+    // The index of each Region is exact against its own replica.
+    for region in &global.regions {
+        assert_index_exact(&region.sdk, &region.stack).await?;
+    }
+    Ok(())
+}

@@ -119,6 +119,45 @@ pub(crate) async fn counters(
     })
 }
 
+/// A global table's two replicas hold the same items, table by table.
+pub(crate) async fn replicas(
+    (first_sdk, first): (&SdkConfig, &Stack),
+    (second_sdk, second): (&SdkConfig, &Stack),
+) -> Result<Verdict, ChaosError> {
+    let mut wrong = Vec::new();
+    let mut items = 0;
+    for logical in ["IssuesTable", "CounterTable"] {
+        let read = |sdk: &SdkConfig, stack: &Stack| {
+            let client = aws_sdk_dynamodb::Client::new(sdk);
+            let table = stack.table(logical).map(|t| t.name.clone());
+            async move {
+                let items = local_stack::scan(&client, &table?).await?;
+                let lines: BTreeSet<String> = items.iter().map(Value::to_string).collect();
+                Ok::<_, ChaosError>(lines)
+            }
+        };
+        let (a, b) = (read(first_sdk, first).await?, read(second_sdk, second).await?);
+        items += a.len();
+        let differ = a.symmetric_difference(&b).count();
+        if differ > 0 {
+            wrong.push(format!(
+                "{logical}: {differ} items differ (first: {})",
+                a.symmetric_difference(&b).next().map_or("-", String::as_str)
+            ));
+        }
+    }
+    let ok = wrong.is_empty();
+    Ok(Verdict {
+        oracle: "replicas",
+        ok,
+        detail: if ok {
+            format!("{items} items, the same in both Regions")
+        } else {
+            wrong.join("; ")
+        },
+    })
+}
+
 /// The operations phase: each operation ran, and after everything settled no drift persists.
 pub(crate) fn operations(ops: &crate::Operations) -> Verdict {
     let mut wrong = Vec::new();

@@ -293,6 +293,9 @@ pub struct ReplicationReport {
     pub ttl_deletes_into: [u64; 2],
     /// Replicated writes dropped by last writer wins.
     pub lost: u64,
+    /// Replicated writes whose condition caught a local write that landed after the stream was
+    /// read (each decided again).
+    pub raced: u64,
 }
 
 /// The replication between two Regions, running in a background task until stopped.
@@ -362,6 +365,7 @@ async fn settle_both(
                 ttl_deletes: c.ttl_deletes,
                 ttl_deletes_into: c.ttl_deletes_into,
                 lost: c.lost,
+                raced: c.raced,
             }
         })
         .collect();
@@ -374,16 +378,19 @@ async fn settle_both(
 }
 
 impl Settled {
-    /// The second Region's own index, and the totals replicated to it.
+    /// The second Region's own index, the totals replicated to it, and its replicas against
+    /// the first's.
     async fn checks(
         &self,
         options: &Options,
         sums: &BTreeMap<String, i128>,
+        first: (&SdkConfig, &Stack),
     ) -> Result<Vec<Verdict>, ChaosError> {
         let counters = counters_of(options, &self.direct, &self.stack, 1)?;
         Ok(vec![
             check::index(&self.direct, &self.stack, "index (eu-west-1)").await?,
             check::counters(&counters, sums, "counters (eu-west-1)").await?,
+            check::replicas(first, (&self.direct, &self.stack)).await?,
         ])
     }
 
@@ -618,7 +625,7 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
         .collect();
     let mut replication = Vec::new();
     if let Some(second) = &second {
-        verdicts.extend(second.checks(options, &sums).await?);
+        verdicts.extend(second.checks(options, &sums, (sdk, &stack)).await?);
         mappings.extend(second.mappings());
         replication = second.replication.clone();
     }
@@ -888,7 +895,9 @@ async fn second_region(
         );
         replications.push((
             logical.to_owned(),
-            Replication::new(a, b, REPLICATION_DELAY, false),
+            // The operations' touches add an attribute in bursts: the replication must know it
+            // before its stream shows it.
+            Replication::new(a, b, REPLICATION_DELAY, false).expecting(&[stream_kit::touch::TOUCH_ATTRIBUTE]),
         ));
     }
     Ok(SecondRegion {

@@ -99,7 +99,7 @@ fn render_lambda(report: &chaos::Report, out: &mut impl Write) -> io::Result<()>
     for r in &report.replication {
         writeln!(
             out,
-            "  {} replicated between {}: {} writes, {} of them TTL deletes ({} removed an item in {}, {} in {}), {} lost to last writer wins",
+            "  {} replicated between {}: {} writes, {} of them TTL deletes ({} removed an item in {}, {} in {}), {} lost to last writer wins ({} caught by a write's condition)",
             r.table,
             chaos::REGIONS.join(" and "),
             r.replicated,
@@ -108,7 +108,8 @@ fn render_lambda(report: &chaos::Report, out: &mut impl Write) -> io::Result<()>
             chaos::REGIONS[0],
             r.ttl_deletes_into[1],
             chaos::REGIONS[1],
-            r.lost
+            r.lost,
+            r.raced
         )?;
     }
     for k in &report.kinesis {

@@ -7,7 +7,13 @@
 //!
 //! - **Last writer wins**, item by item: each replica keeps, per item, the time and Region of the
 //!   last write it holds; a replicated write older than that is dropped (counted as
-//!   [`ReplicationCounts::lost`]). Times are the stream records' change times, Regions break ties.
+//!   [`ReplicationCounts::lost`]). Times are the stream records' change times, Regions break ties;
+//!   a Region's own write made on top of what the replication wrote there counts as later.
+//!   The decision is made before the write, never mended after it (a put-back would write
+//!   records DynamoDB never writes): each replicated write is conditioned on the item still being
+//!   as that replica's stream last showed it. A local write that landed after the stream was read
+//!   fails the condition ([`ReplicationCounts::raced`]); the stream is read again and the write
+//!   decided again, now knowing the local write's time. So the replicas converge.
 //! - **TTL deletes are replicated** to the other replica. Whether the replicated delete keeps the
 //!   TTL service's identity in that Region's stream is not documented by AWS; [`Replication`]
 //!   takes the answer as a setting, so that both can be tested. Kept, the delete is made with the
@@ -16,11 +22,12 @@
 //! - **No echo.** A replicated write appears in the other replica's stream, and is not replicated
 //!   back: each write this makes is remembered until its record is read.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use serde_json::Value;
 use stream_delivery::StreamReader;
@@ -55,27 +62,44 @@ impl Replica {
         &self.region
     }
 
-    /// Puts `image`. moto writes a stream record for every put, one that changes nothing
-    /// included (AWS writes none for those), so every put has a record to read back.
-    async fn put(&self, image: &Value) -> Result<bool, ReplayError> {
+    /// Puts `image` if `expected` holds: `Some(true)` if it did. moto writes a stream record for
+    /// every put, one that changes nothing included (AWS writes none for those), so every put
+    /// has a record to read back.
+    async fn put(&self, image: &Value, expected: &Expected) -> Result<Option<bool>, ReplayError> {
         let item = dynamodb_item(image, &self.table)?;
-        self.client
+        let sent = self
+            .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
+            .set_condition_expression(expected.expression.clone())
+            .set_expression_attribute_names(expected.names())
+            .set_expression_attribute_values(expected.values.clone())
             .send()
-            .await
-            .map_err(|e| ReplayError::request("PutItem", &self.table, &e))?;
-        Ok(true)
+            .await;
+        match sent {
+            Ok(_) => Ok(Some(true)),
+            Err(e) if e.as_service_error().is_some_and(is_conditional_check_failed) => Ok(None),
+            Err(e) => Err(ReplayError::request("PutItem", &self.table, &e)),
+        }
     }
 
-    /// Deletes the item with `key`, as the TTL service if `ttl_identity`; whether there was one.
-    async fn delete(&self, key: &Value, ttl_identity: bool) -> Result<bool, ReplayError> {
-        let old = self
+    /// Deletes the item with `key` if `expected` holds, as the TTL service if `ttl_identity`:
+    /// `Some(whether there was an item)`, or `None` if `expected` did not hold.
+    async fn delete(
+        &self,
+        key: &Value,
+        ttl_identity: bool,
+        expected: &Expected,
+    ) -> Result<Option<bool>, ReplayError> {
+        let sent = self
             .client
             .delete_item()
             .table_name(&self.table)
             .set_key(Some(dynamodb_item(key, &self.table)?))
+            .set_condition_expression(expected.expression.clone())
+            .set_expression_attribute_names(expected.names())
+            .set_expression_attribute_values(expected.values.clone())
             .return_values(ReturnValue::AllOld)
             .customize()
             .mutate_request(move |request| {
@@ -84,9 +108,80 @@ impl Replica {
                 }
             })
             .send()
-            .await
-            .map_err(|e| ReplayError::request("DeleteItem", &self.table, &e))?;
-        Ok(old.attributes.is_some_and(|a| !a.is_empty()))
+            .await;
+        match sent {
+            Ok(old) => Ok(Some(old.attributes.is_some_and(|a| !a.is_empty()))),
+            Err(e) if e.as_service_error().is_some_and(is_conditional_check_failed) => Ok(None),
+            Err(e) => Err(ReplayError::request("DeleteItem", &self.table, &e)),
+        }
+    }
+}
+
+/// What a replica's stream last showed of an item, as a write's condition: its attributes each
+/// equal, and every other attribute name the table's streams have shown absent; or the item
+/// absent. `None`: no condition.
+#[derive(Debug, Default)]
+struct Expected {
+    expression: Option<String>,
+    names: Vec<(String, String)>,
+    values: Option<HashMap<String, AttributeValue>>,
+}
+
+impl Expected {
+    /// The condition that the item is as `seen` (`Some(None)`: absent), given `key` and every
+    /// attribute name seen in the table.
+    fn new(
+        seen: Option<&Option<Value>>,
+        key: &Value,
+        all_names: &BTreeSet<String>,
+        table: &str,
+    ) -> Result<Expected, ReplayError> {
+        let Some(seen) = seen else {
+            return Ok(Expected::default());
+        };
+        let mut names = Vec::new();
+        let mut clauses = Vec::new();
+        let mut values = HashMap::new();
+        let name = |attribute: &str, names: &mut Vec<(String, String)>| {
+            let placeholder = format!("#a{}", names.len());
+            names.push((placeholder.clone(), attribute.to_owned()));
+            placeholder
+        };
+        match seen {
+            None => {
+                let key_name = key
+                    .as_object()
+                    .and_then(|k| k.keys().next())
+                    .ok_or_else(|| ReplayError::unexpected(table, "a stream record without keys"))?;
+                let n = name(key_name, &mut names);
+                clauses.push(format!("attribute_not_exists({n})"));
+            }
+            Some(image) => {
+                let item = dynamodb_item(image, table)?;
+                for (attribute, value) in item {
+                    let n = name(&attribute, &mut names);
+                    let v = format!(":v{}", values.len());
+                    clauses.push(format!("{n} = {v}"));
+                    values.insert(v, value);
+                }
+                let held = image.as_object().map(|o| o.keys().collect::<BTreeSet<_>>());
+                for other in all_names {
+                    if !held.as_ref().is_some_and(|h| h.contains(other)) {
+                        let n = name(other, &mut names);
+                        clauses.push(format!("attribute_not_exists({n})"));
+                    }
+                }
+            }
+        }
+        Ok(Expected {
+            expression: Some(clauses.join(" AND ")),
+            names,
+            values: (!values.is_empty()).then_some(values),
+        })
+    }
+
+    fn names(&self) -> Option<HashMap<String, String>> {
+        (!self.names.is_empty()).then(|| self.names.iter().cloned().collect())
     }
 }
 
@@ -102,6 +197,9 @@ pub struct ReplicationCounts {
     pub ttl_deletes_into: [u64; 2],
     /// Replicated writes dropped because the replica held a later write of the item.
     pub lost: u64,
+    /// Replicated writes whose condition failed: a local write of the item had landed after the
+    /// replica's stream was read. Each was decided again once the stream was read again.
+    pub raced: u64,
     /// Records of the replication's own writes, read back and not replicated again.
     pub echoes: u64,
 }
@@ -119,8 +217,9 @@ struct Pending {
     stamp: Stamp,
 }
 
-/// When and where a write was made: last writer wins by it.
-type Stamp = (i64, usize);
+/// When a write was made (the change time in ms; then how many writes made on top of a later
+/// stamp within it), and in which Region: last writer wins by it.
+type Stamp = (i64, u32, usize);
 
 /// Two replicas of one table, replicating.
 #[derive(Debug)]
@@ -133,6 +232,11 @@ pub struct Replication {
     stamps: [HashMap<String, Stamp>; 2],
     /// Per replica, per item: the writes this made there, not yet read back.
     echoes: [HashMap<String, Vec<Option<Value>>>; 2],
+    /// Per replica, per item: its image in the last record of that replica's stream (`None`:
+    /// deleted).
+    seen: [HashMap<String, Option<Value>>; 2],
+    /// Every attribute name the streams have shown.
+    names: BTreeSet<String>,
     counts: ReplicationCounts,
 }
 
@@ -147,8 +251,21 @@ impl Replication {
             pending: VecDeque::new(),
             stamps: [HashMap::new(), HashMap::new()],
             echoes: [HashMap::new(), HashMap::new()],
+            seen: [HashMap::new(), HashMap::new()],
+            names: BTreeSet::new(),
             counts: ReplicationCounts::default(),
         }
+    }
+
+    /// Takes `names` as attribute names the table's items may have, before any stream shows
+    /// them. A write's condition requires every name it knows of and the item it expects does
+    /// not hold to be absent: so a local write that adds an attribute no stream has shown yet
+    /// (the first of a burst of operations' touches, say) is caught only if its name is given
+    /// here.
+    #[must_use]
+    pub fn expecting(mut self, names: &[&str]) -> Replication {
+        self.names.extend(names.iter().map(|n| (*n).to_owned()));
+        self
     }
 
     /// What it did so far.
@@ -163,20 +280,32 @@ impl Replication {
 
     /// Reads both streams, and applies the changes whose delay has passed. Changes read.
     pub async fn step(&mut self) -> Result<usize, ReplayError> {
-        let mut read = 0;
-        for from in 0..2 {
-            let records = self.replicas[from].reader.poll().await?;
-            read += records.len();
-            for (_, record) in records {
-                self.observe(from, &record);
-            }
-        }
+        let read = self.read().await?;
+        self.apply_due().await?;
+        Ok(read)
+    }
+
+    /// Reads both streams: records read.
+    pub async fn read(&mut self) -> Result<usize, ReplayError> {
+        Ok(self.read_from(0).await? + self.read_from(1).await?)
+    }
+
+    /// Applies the changes whose delay has passed, each decided on what the streams last showed.
+    pub async fn apply_due(&mut self) -> Result<(), ReplayError> {
         while self.pending.front().is_some_and(|p| p.due <= Instant::now()) {
             if let Some(change) = self.pending.pop_front() {
                 self.apply(change).await?;
             }
         }
-        Ok(read)
+        Ok(())
+    }
+
+    async fn read_from(&mut self, from: usize) -> Result<usize, ReplayError> {
+        let records = self.replicas[from].reader.poll().await?;
+        for (_, record) in &records {
+            self.observe(from, record);
+        }
+        Ok(records.len())
     }
 
     /// Steps until both streams are read to their end and nothing is pending, or `limit` passes.
@@ -210,6 +339,15 @@ impl Replication {
             .get("NewImage")
             .cloned()
             .filter(|_| record.event_name != "REMOVE");
+        if let Some(attributes) = image.as_ref().and_then(Value::as_object) {
+            self.names.extend(attributes.keys().cloned());
+        }
+        if image.is_some() || record.event_name == "REMOVE" {
+            self.seen[from].insert(id.clone(), image.clone());
+        } else {
+            // A stream without new images: what the replica holds is not known.
+            self.seen[from].remove(&id);
+        }
         if let Some(made) = self.echoes[from].get_mut(&id)
             && let Some(at) = made.iter().position(|m| *m == image)
         {
@@ -222,9 +360,20 @@ impl Replication {
         }
         let stamp = (
             record.change.approximate_creation_date_time.timestamp_millis(),
+            0,
             from,
         );
+        // A write made on top of every write this made to the replica (none of them still
+        // unread: the stream orders one item's records) is later than what the replica holds,
+        // whatever the clock's rounding says, as DynamoDB stamps a write after the version it
+        // replaces.
+        let on_top = !self.echoes[from].contains_key(&id);
         let held = self.stamps[from].entry(id).or_insert(stamp);
+        let stamp = if on_top && *held >= stamp {
+            (held.0, held.1 + 1, from)
+        } else {
+            stamp
+        };
         *held = (*held).max(stamp);
         let ttl_delete = record.event_name == "REMOVE"
             && record
@@ -241,24 +390,45 @@ impl Replication {
         });
     }
 
-    /// Applies a change to its replica, unless that replica holds a later write of the item.
+    /// Applies a change to its replica, unless that replica holds a later write of the item. The
+    /// write is conditioned on the item being as the replica's stream last showed it; if it is
+    /// not, the stream is read again and the change decided again.
     async fn apply(&mut self, change: Pending) -> Result<(), ReplayError> {
         let id = change.key.to_string();
         let to = change.to;
-        if self.stamps[to].get(&id).is_some_and(|held| *held > change.stamp) {
-            self.counts.lost += 1;
-            return Ok(());
-        }
-        self.stamps[to].insert(id.clone(), change.stamp);
-        let replica = &self.replicas[to];
-        let changed = match &change.image {
-            Some(image) => replica.put(image).await?,
-            None => {
-                replica
-                    .delete(&change.key, self.ttl_identity && change.ttl_delete)
-                    .await?
+        let mut raced = false;
+        let changed = loop {
+            if self.stamps[to].get(&id).is_some_and(|held| *held > change.stamp) {
+                self.counts.lost += 1;
+                return Ok(());
             }
+            let table = &self.replicas[to].table;
+            // An item this replica's stream never showed is taken as absent (the tables begin
+            // with the replication); if it is there all the same, it predates the replication,
+            // and the write goes unconditioned.
+            let seen = match self.seen[to].get(&id) {
+                Some(seen) => Some(seen),
+                None if !raced => Some(&None),
+                None => None,
+            };
+            let expected = Expected::new(seen, &change.key, &self.names, table)?;
+            let replica = &self.replicas[to];
+            let ttl_identity = self.ttl_identity && change.ttl_delete;
+            let written = if let Some(image) = &change.image {
+                replica.put(image, &expected).await?
+            } else {
+                replica.delete(&change.key, ttl_identity, &expected).await?
+            };
+            if let Some(changed) = written {
+                break changed;
+            }
+            raced = true;
+            self.counts.raced += 1;
+            self.read_from(to).await?;
         };
+        self.stamps[to].insert(id.clone(), change.stamp);
+        // What the replica now holds, before its record is read back.
+        self.seen[to].insert(id.clone(), change.image.clone());
         self.counts.replicated += 1;
         self.counts.ttl_deletes += u64::from(change.ttl_delete);
         self.counts.ttl_deletes_into[to] += u64::from(change.ttl_delete && changed);
@@ -268,6 +438,11 @@ impl Replication {
         }
         Ok(())
     }
+}
+
+/// Whether a write was refused by its condition.
+fn is_conditional_check_failed(error: &impl ProvideErrorMetadata) -> bool {
+    error.code() == Some("ConditionalCheckFailedException")
 }
 
 /// A DynamoDB JSON item as the SDK's.

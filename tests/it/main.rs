@@ -11,6 +11,7 @@ mod chaos;
 mod cli;
 mod combined;
 mod counters;
+mod dashboard;
 mod failures;
 mod fixtures;
 mod global;

@@ -19,18 +19,18 @@ const ISSUES_STREAM: &str =
 const COUNTER_STREAM: &str =
     "arn:aws:dynamodb:us-east-1:123456789012:table/counters/stream/2026-01-01T00:00:00.000";
 
-fn template() -> Result<Template> {
+pub(crate) fn template() -> Result<Template> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     Ok(Template::parse(&text)?)
 }
 
 /// Resource names as a stack named `sidestream` might give them: lowercase, valid for S3.
-fn physical(logical_id: &str) -> String {
+pub(crate) fn physical(logical_id: &str) -> String {
     format!("sidestream-{}", logical_id.to_lowercase())
 }
 
-fn names() -> Names<'static> {
+pub(crate) fn names() -> Names<'static> {
     Names {
         region: REGION.into(),
         account: ACCOUNT.into(),
@@ -41,7 +41,7 @@ fn names() -> Names<'static> {
 
 /// The parameter sets deployments use: defaults (everything created), existing tables and
 /// bucket, and a set-typed indexed attribute (which turns the indexer's filter on).
-fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
+pub(crate) fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
     let mut all = vec![
         ("defaults", set(&[])),
         (
@@ -166,12 +166,12 @@ fn set(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 /// Stream functions' binaries, and the backfill's (only when `EnableBackfill` is "true").
-const STREAM_FUNCTIONS: [&str; 3] = ["counter-aggregator", "multikey-indexer", "ttl-archiver"];
+pub(crate) const STREAM_FUNCTIONS: [&str; 3] = ["counter-aggregator", "multikey-indexer", "ttl-archiver"];
 const BACKFILLER: &str = "index-backfiller";
 /// The scheduled verifier's binary (only when `IndexVerifySchedule` is set).
-const VERIFIER: &str = "index-verifier";
+pub(crate) const VERIFIER: &str = "index-verifier";
 /// The indexer and the archiver behind one mapping (only when `Consumers` is `Combined`).
-const COMBINED: &str = function_invoke::COMBINED_BINARY;
+pub(crate) const COMBINED: &str = function_invoke::COMBINED_BINARY;
 
 #[test]
 fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {

@@ -69,8 +69,14 @@ impl<'a> Resolver<'a> {
         self.truth(body, &at)
     }
 
-    /// Whether a resource exists for these parameters (it has no `Condition`, or it holds).
+    /// Whether a resource exists for these parameters (it has no `Condition`, or it holds; an
+    /// event source mapping SAM generates exists with its function).
     pub fn resource_exists(&self, logical_id: &str) -> Result<bool, TemplateError> {
+        if self.root.pointer(&format!("/Resources/{logical_id}")).is_none()
+            && let Some(function) = self.generated_mapping(logical_id)
+        {
+            return self.resource_exists(function);
+        }
         match self.root.pointer(&format!("/Resources/{logical_id}/Condition")) {
             None => Ok(true),
             Some(Value::String(condition)) => self.condition(condition),
@@ -265,12 +271,33 @@ impl<'a> Resolver<'a> {
     }
 
     fn resource_type(&self, logical_id: &str, at: &str) -> Result<&str, TemplateError> {
-        self.root
+        if let Some(kind) = self
+            .root
             .pointer(&format!("/Resources/{logical_id}/Type"))
             .and_then(Value::as_str)
-            .ok_or_else(|| {
-                TemplateError::invalid(at, format!("{logical_id} is neither a parameter nor a resource"))
-            })
+        {
+            return Ok(kind);
+        }
+        if self.generated_mapping(logical_id).is_some() {
+            return Ok("AWS::Lambda::EventSourceMapping");
+        }
+        Err(TemplateError::invalid(
+            at,
+            format!("{logical_id} is neither a parameter nor a resource"),
+        ))
+    }
+
+    /// The function whose stream event SAM turns into the event source mapping `logical_id`
+    /// (SAM names it by the function's logical id and then the event's name).
+    pub fn generated_mapping(&self, logical_id: &str) -> Option<&str> {
+        let resources = self.root.get("Resources")?.as_object()?;
+        resources.iter().find_map(|(function, resource)| {
+            let event = logical_id.strip_prefix(function.as_str())?;
+            let kind = resource
+                .pointer(&format!("/Properties/Events/{event}/Type"))?
+                .as_str()?;
+            matches!(kind, "DynamoDB" | "Kinesis").then_some(function.as_str())
+        })
     }
 
     /// `Fn::GetAtt` of the attributes this project's templates use.

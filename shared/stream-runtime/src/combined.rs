@@ -89,6 +89,12 @@ impl std::fmt::Debug for Combined {
     }
 }
 
+/// The `Function` dimension of a member's metrics: `<Lambda function name>/<its name>`, so that
+/// metrics and alarms stay per function.
+pub fn member_dimension(lambda: &str, member: &str) -> String {
+    format!("{lambda}/{member}")
+}
+
 impl Combined {
     /// No functions yet.
     pub fn new() -> Combined {
@@ -110,11 +116,8 @@ impl Combined {
         sdk: &aws_types::SdkConfig,
     ) -> Result<Combined, ConfigError> {
         let mut runtime = Runtime::<F>::from_vars(vars, sdk)?;
-        let lambda = runtime.settings.metrics.function().to_owned();
-        runtime.settings.metrics = runtime
-            .settings
-            .metrics
-            .for_function(format!("{lambda}/{}", F::NAME));
+        let dimension = member_dimension(runtime.settings.metrics.function(), F::NAME);
+        runtime.settings.metrics = runtime.settings.metrics.for_function(dimension);
         let patterns = patterns_for(vars.optional(FILTERS_VAR).as_deref(), F::NAME)?;
         Ok(self.with(Box::new(runtime), patterns))
     }

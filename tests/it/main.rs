@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, reason = "test code: a failed unwrap is a failed test")]
 
 mod archive;
+mod archive_queries;
 mod backfill;
 mod bench;
 mod browser;

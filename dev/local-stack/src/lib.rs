@@ -104,6 +104,9 @@ pub struct Stack {
     /// Each state machine's definition, by logical id: resolved, and with its
     /// `DefinitionSubstitutions` made (run it with [`states::execute`]).
     pub state_machines: BTreeMap<String, serde_json::Value>,
+    /// The resources the local stack has no emulator for but tests read (the archive's Glue
+    /// database and table, its Athena named queries), by logical id: their properties, resolved.
+    pub catalog: BTreeMap<String, serde_json::Value>,
     /// The stack's name.
     pub name: String,
     /// The region its ARNs name.
@@ -153,6 +156,31 @@ fn change_patterns(source: &sam_template::StreamSource) -> Result<Vec<Pattern>, 
             Pattern::parse_dynamodb(&change).map_err(|e| format!("FilterCriteria: {e}"))
         })
         .collect()
+}
+
+/// The resolved properties of the resources tests read but no emulator serves (the archive's
+/// Glue catalog entries and Athena named queries), by logical id.
+fn catalog(
+    template: &Template,
+    resolver: &sam_template::Resolver<'_>,
+) -> Result<BTreeMap<String, serde_json::Value>, sam_template::TemplateError> {
+    let mut catalog = BTreeMap::new();
+    for kind in [
+        "AWS::Glue::Database",
+        "AWS::Glue::Table",
+        "AWS::Athena::NamedQuery",
+    ] {
+        for id in template.resources_of_type(kind) {
+            if resolver.resource_exists(id)? {
+                let at = format!("Resources/{id}/Properties");
+                let properties = resolver
+                    .resolve(&template.root()["Resources"][id]["Properties"], &at)?
+                    .unwrap_or_default();
+                catalog.insert(id.to_owned(), properties);
+            }
+        }
+    }
+    Ok(catalog)
 }
 
 /// The name a stack's resource is created under: `<stack>-<logicalid>`, lowercase.
@@ -225,6 +253,7 @@ impl Stack {
                 substitute(&properties["Definition"], &substitutions),
             );
         }
+        let catalog = catalog(&parsed, &resolver).map_err(in_template)?;
         Ok(Stack {
             functions,
             members,
@@ -232,6 +261,7 @@ impl Stack {
             buckets,
             streams,
             state_machines,
+            catalog,
             name: stack.to_owned(),
             region,
         })

@@ -253,12 +253,14 @@ impl<'a> Resolver<'a> {
         }))
     }
 
-    /// A resource's name: the one its properties give (`TableName`, `BucketName`), or else the
-    /// caller's.
+    /// A resource's name: the one its properties give (`TableName`, `BucketName`, a Glue
+    /// database's or an Athena workgroup's name), or else the caller's.
     fn physical_name(&self, logical_id: &str, kind: &str) -> Result<String, TemplateError> {
         let property = match kind {
             "AWS::DynamoDB::Table" => "TableName",
             "AWS::S3::Bucket" => "BucketName",
+            "AWS::Glue::Database" => "DatabaseInput/Name",
+            "AWS::Athena::WorkGroup" => "Name",
             _ => return Ok((self.names.resource)(logical_id)),
         };
         match self

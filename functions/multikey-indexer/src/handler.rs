@@ -41,14 +41,7 @@ pub enum Order {
 impl Order {
     /// Reads `MULTIKEY_ORDER`.
     pub fn from_vars(vars: &Vars<'_>) -> Result<Order, ConfigError> {
-        match vars.optional(ORDER_VAR).as_deref() {
-            None | Some("stream") => Ok(Order::Stream),
-            Some("any") => Ok(Order::Any),
-            Some(other) => Err(ConfigError::Invalid {
-                var: ORDER_VAR,
-                reason: format!("{other:?}: expected stream or any"),
-            }),
-        }
+        vars.choice(ORDER_VAR, &[("stream", Order::Stream), ("any", Order::Any)])
     }
 }
 
@@ -227,7 +220,7 @@ impl Indexer {
             .indexes
             .iter()
             .find(|i| &*i.table == table)
-            .expect("heads_by_table names configured tables");
+            .ok_or_else(|| Failure::systemic(format!("no configured index writes to the table {table}")))?;
         let mut keys = keys;
         while !keys.is_empty() {
             let rest = keys.split_off(keys.len().min(100));

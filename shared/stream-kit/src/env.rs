@@ -55,6 +55,33 @@ impl<'a> Vars<'a> {
         self.optional(var).ok_or(ConfigError::Missing { var, hint })
     }
 
+    /// One of `choices` (each a value and what it means), or the first when unset; any other
+    /// value is refused with the choices named.
+    pub fn choice<T: Copy>(&self, var: &'static str, choices: &[(&str, T)]) -> Result<T, ConfigError> {
+        let Some(raw) = self.optional(var) else {
+            return choices.first().map(|(_, v)| *v).ok_or(ConfigError::Invalid {
+                var,
+                reason: "no choices".to_owned(),
+            });
+        };
+        let raw = raw.trim();
+        choices
+            .iter()
+            .find(|(name, _)| *name == raw)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| ConfigError::Invalid {
+                var,
+                reason: format!(
+                    "{raw:?}: expected {}",
+                    choices
+                        .iter()
+                        .map(|(name, _)| *name)
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                ),
+            })
+    }
+
     /// An integer in `min..=max`, or `default` when unset.
     pub fn integer<T>(&self, var: &'static str, default: T, min: T, max: T) -> Result<T, ConfigError>
     where

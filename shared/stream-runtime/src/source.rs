@@ -36,14 +36,13 @@ pub enum Source {
 impl Source {
     /// Reads `CHANGE_SOURCE`; an unknown value is named.
     pub fn from_vars(vars: &Vars<'_>) -> Result<Source, ConfigError> {
-        match vars.optional(SOURCE_VAR).as_deref() {
-            None | Some("dynamodb-streams") => Ok(Source::DynamoDbStreams),
-            Some("kinesis") => Ok(Source::Kinesis),
-            Some(other) => Err(ConfigError::Invalid {
-                var: SOURCE_VAR,
-                reason: format!("{other:?}: expected dynamodb-streams or kinesis"),
-            }),
-        }
+        vars.choice(
+            SOURCE_VAR,
+            &[
+                ("dynamodb-streams", Source::DynamoDbStreams),
+                ("kinesis", Source::Kinesis),
+            ],
+        )
     }
 }
 

@@ -41,3 +41,17 @@ fn required_optional_and_integers() {
             .contains("BIG")
     );
 }
+
+#[test]
+fn a_choice_is_one_of_its_values_or_the_first_when_unset() {
+    let env = vars(&[("MODE", " any "), ("WRONG", "some")]);
+    let lookup = |k: &str| env.get(k).cloned();
+    let v = Vars::new(&lookup);
+    let choices = [("stream", 1), ("any", 2)];
+    assert_eq!(v.choice("MODE", &choices), Ok(2));
+    assert_eq!(v.choice("UNSET", &choices), Ok(1));
+    assert_eq!(
+        v.choice("WRONG", &choices).unwrap_err().to_string(),
+        "environment variable WRONG is invalid: \"some\": expected stream or any"
+    );
+}

@@ -65,7 +65,7 @@ async fn two_regions_of_a_global_table_lose_nothing_and_double_nothing() -> Resu
     );
     let issues = &report.replication[0];
     ensure!(
-        issues.replicated > 1_000 && issues.ttl_deletes > 0,
+        issues.counts.replicated > 1_000 && issues.counts.ttl_deletes > 0,
         "every write replicated, TTL deletes among them: {summary}"
     );
     ensure!(

@@ -41,7 +41,7 @@ use serde_json::Value;
 use sharded_counter::{Counters, Sharding};
 use stream_delivery::StreamReader;
 use stream_kit::Metric;
-use stream_replayer::global::{Replica, Replication};
+use stream_replayer::global::{Replica, Replication, ReplicationCounts};
 use stream_replayer::{Counts, FailureLog, Pipeline, Topology};
 
 use function_invoke::Tally;
@@ -285,17 +285,9 @@ impl Mapping {
 pub struct ReplicationReport {
     /// The table's logical id.
     pub table: String,
-    /// Writes applied to the other Region.
-    pub replicated: u64,
-    /// Of those, TTL deletes.
-    pub ttl_deletes: u64,
-    /// TTL deletes that removed the item in the Region they reached, by Region.
-    pub ttl_deletes_into: [u64; 2],
-    /// Replicated writes dropped by last writer wins.
-    pub lost: u64,
-    /// Replicated writes whose condition caught a local write that landed after the stream was
-    /// read (each decided again).
-    pub raced: u64,
+    /// What its replication did.
+    #[serde(flatten)]
+    pub counts: ReplicationCounts,
 }
 
 /// The replication between two Regions, running in a background task until stopped.
@@ -357,16 +349,9 @@ async fn settle_both(
     }
     let replication = replications
         .iter()
-        .map(|(table, r)| {
-            let c = r.counts();
-            ReplicationReport {
-                table: table.clone(),
-                replicated: c.replicated,
-                ttl_deletes: c.ttl_deletes,
-                ttl_deletes_into: c.ttl_deletes_into,
-                lost: c.lost,
-                raced: c.raced,
-            }
+        .map(|(table, r)| ReplicationReport {
+            table: table.clone(),
+            counts: r.counts(),
         })
         .collect();
     Ok(Settled {

@@ -97,19 +97,20 @@ fn render_lambda(report: &chaos::Report, out: &mut impl Write) -> io::Result<()>
         )?;
     }
     for r in &report.replication {
+        let c = &r.counts;
         writeln!(
             out,
             "  {} replicated between {}: {} writes, {} of them TTL deletes ({} removed an item in {}, {} in {}), {} lost to last writer wins ({} caught by a write's condition)",
             r.table,
             chaos::REGIONS.join(" and "),
-            r.replicated,
-            r.ttl_deletes,
-            r.ttl_deletes_into[0],
+            c.replicated,
+            c.ttl_deletes,
+            c.ttl_deletes_into[0],
             chaos::REGIONS[0],
-            r.ttl_deletes_into[1],
+            c.ttl_deletes_into[1],
             chaos::REGIONS[1],
-            r.lost,
-            r.raced
+            c.lost,
+            c.raced
         )?;
     }
     for k in &report.kinesis {

@@ -186,7 +186,7 @@ impl Expected {
 }
 
 /// What the replication did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ReplicationCounts {
     /// Writes made in one replica and applied to the other.
     pub replicated: u64,

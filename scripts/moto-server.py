@@ -34,6 +34,18 @@ itself, marking its `DeleteItem` with the header `X-Sidestream-Ttl-Delete: servi
 writes that delete's stream record with the service's identity, so that every reader of the
 stream, the local mapping and `failures replay` alike, sees what AWS's stream holds.
 
+moto's `DescribeAlarms` applies only one of its filters; this launcher applies every filter given,
+as CloudWatch does.
+
+CloudWatch speaks the Smithy RPC v2 CBOR protocol (`POST /service/GraniteServiceVersion20100801/
+operation/<Operation>`, CBOR bodies, `smithy-protocol: rpc-v2-cbor`), and the AWS SDK for Rust's
+CloudWatch client speaks nothing else; moto reads CloudWatch's JSON and Query protocols only. This
+launcher translates: a CBOR request is decoded by botocore's CBOR parser against the operation's
+input shape, encoded for moto by botocore's JSON serializer, and moto's JSON answer (or error,
+`__type` and `message`) is decoded against the output shape and encoded back to CBOR by botocore's
+CBOR serializer, timestamps as CBOR's epoch tags, as CloudWatch answers. A gzip-encoded request
+body (the SDK compresses large `PutMetricData` requests) is inflated first.
+
 With `SIDESTREAM_MOTO_PROFILE=FILE`, the DynamoDB requests (which run one at a time) are profiled
 with cProfile, and on SIGTERM the launcher writes to FILE each operation's count, seconds answering
 and seconds waiting for the lock, by table, then the functions that took the most time: where the
@@ -43,6 +55,7 @@ emulator spends the suite's time. The raw cProfile data goes to FILE.pstats, for
 import argparse
 import collections
 import cProfile
+import gzip
 import io
 import json
 import logging
@@ -270,6 +283,137 @@ def table_of(environ):
     return "-"
 
 
+def describe_alarms_applies_every_filter():
+    """moto's `DescribeAlarms` applies only the first of `ActionPrefix`, `AlarmNamePrefix`,
+    `AlarmNames` and `StateValue` it is given; CloudWatch applies them all (`sidestream status`
+    asks for a stack's alarms by name prefix in state ALARM)."""
+    from moto.cloudwatch import responses as cloudwatch_responses
+
+    def describe_alarms(self):
+        action_prefix = self._get_param("ActionPrefix")
+        name_prefix = self._get_param("AlarmNamePrefix")
+        names = self._get_param("AlarmNames", [])
+        state = self._get_param("StateValue")
+        alarms = [
+            a
+            for a in self.cloudwatch_backend.describe_alarms()
+            if (not action_prefix or any(str(x).startswith(action_prefix) for x in a.alarm_actions))
+            and (not name_prefix or a.name.startswith(name_prefix))
+            and (not names or a.name in names)
+            and (not state or a.state_value == state)
+        ]
+        return cloudwatch_responses.ActionResult(
+            {
+                "MetricAlarms": [a for a in alarms if a.rule is None],
+                "CompositeAlarms": [a for a in alarms if a.rule is not None],
+            }
+        )
+
+    cloudwatch_responses.CloudWatchResponse.describe_alarms = describe_alarms
+
+
+CBOR_OPERATION = "/service/GraniteServiceVersion20100801/operation/"
+
+
+def cloudwatch_over_cbor(app):
+    """A WSGI application that answers CloudWatch's RPC v2 CBOR requests through moto's JSON
+    protocol (see the module's documentation); other requests go to `app` as they are."""
+    import botocore.session
+    from botocore.parsers import JSONParser, RpcV2CBORParser
+    from botocore.serialize import JSONSerializer, RpcV2CBORSerializer
+
+    model = botocore.session.get_session().get_service_model("cloudwatch")
+    cbor_in, json_out = RpcV2CBORParser(), JSONSerializer()
+    json_in, cbor_out = JSONParser(), RpcV2CBORSerializer()
+
+    def cbor(value, shape):
+        body = bytearray()
+        cbor_out._serialize_data_item(body, value, shape)
+        return bytes(body)
+
+    def application(environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if not path.startswith(CBOR_OPERATION):
+            return app(environ, start_response)
+        operation = model.operation_model(path[len(CBOR_OPERATION):])
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length)
+        # The SDK compresses large PutMetricData bodies (`Content-Encoding: gzip`), as CloudWatch
+        # accepts them.
+        if environ.get("HTTP_CONTENT_ENCODING", "").strip().lower() == "gzip":
+            body = gzip.decompress(body)
+        parameters = {}
+        if body and operation.input_shape is not None:
+            parameters = cbor_in.parse({"body": body, "headers": {}, "status_code": 200}, operation.input_shape)
+            parameters.pop("ResponseMetadata", None)
+        request = json_out.serialize_to_request(parameters, operation)
+        forwarded = dict(environ)
+        forwarded.update(
+            PATH_INFO="/",
+            REQUEST_METHOD="POST",
+            CONTENT_TYPE=request["headers"]["Content-Type"],
+            CONTENT_LENGTH=str(len(request["body"])),
+            HTTP_X_AMZ_TARGET=request["headers"]["X-Amz-Target"],
+        )
+        forwarded.pop("HTTP_CONTENT_ENCODING", None)
+        forwarded["wsgi.input"] = io.BytesIO(request["body"])
+        answered = {}
+
+        def keep(status, headers, exc_info=None):
+            answered["status"], answered["headers"] = status, headers
+
+        response = app(forwarded, keep)
+        try:
+            raw = b"".join(response)
+        finally:
+            close = getattr(response, "close", None)
+            if close is not None:
+                close()
+        status = answered.get("status", "500 Internal Server Error")
+        if status.startswith("2"):
+            shape = operation.output_shape
+            parsed = {}
+            if shape is not None and raw:
+                parsed = json_in.parse({"body": raw, "headers": {}, "status_code": 200}, shape)
+                parsed.pop("ResponseMetadata", None)
+            out = cbor(parsed, shape) if shape is not None else b""
+        else:
+            try:
+                error = json.loads(raw)
+            except ValueError:
+                error = {"message": raw.decode("utf-8", "replace")}
+            code = str(error.get("__type", "InternalFailure")).rsplit("#", 1)[-1]
+            message = str(error.get("message", error.get("Message", "")))
+            out = cbor({"__type": code, "message": message}, STRING_MAP)
+        start_response(
+            status,
+            [
+                ("Content-Type", "application/cbor"),
+                ("smithy-protocol", "rpc-v2-cbor"),
+                ("Content-Length", str(len(out))),
+            ],
+        )
+        return [out]
+
+    return application
+
+
+class _StringMap:
+    """The shape of an error's body: a map of strings (for botocore's CBOR serializer)."""
+
+    type_name = "map"
+    serialization = {}
+
+    class _String:
+        type_name = "string"
+        serialization = {}
+
+    key = value = _String()
+
+
+STRING_MAP = _StringMap()
+
+
 class Profile:
     """cProfile over the DynamoDB requests, and each operation's count and seconds. Used only
     under the DynamoDB lock, so one profiler serves every thread."""
@@ -365,6 +509,7 @@ def main():
     remember_handler_methods()
     scan_from_the_start_key()
     ttl_deletes_carry_the_service_identity()
+    describe_alarms_applies_every_filter()
     pick_plain_dict_members_by_table(os.environ.get("SIDESTREAM_MOTO_CHECK") == "1")
     app = DomainDispatcherApplication(create_backend_app)
     app.debug = True
@@ -385,7 +530,7 @@ def main():
     logging.basicConfig(level=logging.WARNING)
     create_server(
         serialized(
-            app,
+            cloudwatch_over_cbor(app),
             lock,
             EmptyPages(
                 float(os.environ.get("SIDESTREAM_EMPTY_PAGES", "0.3")),

@@ -187,7 +187,12 @@ fn sidestream_series(function: &Function, name: &str) -> Result<Vec<Series>> {
             drift,
             mended: None,
         };
-        return emf_series(&index_verify::scheduled::emf(&run, &config.namespace, 0));
+        return emf_series(&index_verify::scheduled::emf(
+            &run,
+            &config.namespace,
+            &config.function,
+            0,
+        ));
     }
     Ok(Vec::new())
 }

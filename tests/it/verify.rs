@@ -139,7 +139,7 @@ async fn scheduled_sees(
     };
     let config = index_verify::scheduled::Config::from_vars(&Vars::new(&lookup))?;
     let run = index_verify::scheduled::run(writer, &config, "verify-test").await?;
-    let emf = index_verify::scheduled::emf(&run, "Sidestream", 0);
+    let emf = index_verify::scheduled::emf(&run, "Sidestream", "index-verifier", 0);
     ensure!(
         (
             emf["IndexDrift"].as_u64(),

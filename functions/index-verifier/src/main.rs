@@ -24,7 +24,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        emit(&scheduled::emf(&run, &config.namespace, now));
+        emit(&scheduled::emf(&run, &config.namespace, &config.function, now));
         let summary = scheduled::summary(&run);
         if run.drift.is_exact() {
             tracing::info!(%summary, "the index is exact");

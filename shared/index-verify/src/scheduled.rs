@@ -44,11 +44,14 @@ pub struct Config {
     pub confirm_after: Duration,
     /// The EMF namespace.
     pub namespace: String,
+    /// The function's name (`AWS_LAMBDA_FUNCTION_NAME`, which Lambda sets): the EMF `Function`
+    /// dimension.
+    pub function: String,
 }
 
 impl Config {
     /// Reads `MULTIKEY_INDEXES`, `VERIFY_TABLE`, `VERIFY_INDEX`, `VERIFY_REPAIR`,
-    /// `VERIFY_CONFIRM_SECONDS` and `METRICS_NAMESPACE`.
+    /// `VERIFY_CONFIRM_SECONDS`, `METRICS_NAMESPACE` and `AWS_LAMBDA_FUNCTION_NAME`.
     pub fn from_vars(vars: &Vars<'_>) -> Result<Config, ConfigError> {
         let indexes = Indexes::from_vars(vars)?;
         let table = vars.required("VERIFY_TABLE", "the base table whose index is verified")?;
@@ -78,6 +81,9 @@ impl Config {
             namespace: vars
                 .optional("METRICS_NAMESPACE")
                 .unwrap_or_else(|| "Sidestream".to_owned()),
+            function: vars
+                .optional("AWS_LAMBDA_FUNCTION_NAME")
+                .unwrap_or_else(|| "index-verifier".to_owned()),
         })
     }
 }
@@ -121,11 +127,12 @@ pub async fn run(
     Ok(Run { first, drift, mended })
 }
 
-/// The run as one EMF document (dimension `Index`): `IndexDrift` (the persistent drift: missing,
-/// stale and extra summed; the alarm's metric), each kind, `IndexDriftSeen` (the first
-/// verification's), the entries, and `IndexRepairs` (items touched and entries deleted) when
-/// repairing.
-pub fn emf(run: &Run, namespace: &str, timestamp_ms: u64) -> Value {
+/// The run as one EMF document (dimension `Function`, the verifier's name, which names its stack:
+/// two stacks verifying indexes of the same name never share a series; the index's name is a
+/// property of the document): `IndexDrift` (the persistent drift: missing, stale and extra
+/// summed; the alarm's metric), each kind, `IndexDriftSeen` (the first verification's), the
+/// entries, and `IndexRepairs` (items touched and entries deleted) when repairing.
+pub fn emf(run: &Run, namespace: &str, function: &str, timestamp_ms: u64) -> Value {
     let d = &run.drift;
     let metrics = [
         ("IndexDrift", d.count()),
@@ -141,10 +148,11 @@ pub fn emf(run: &Run, namespace: &str, timestamp_ms: u64) -> Value {
             "Timestamp": timestamp_ms,
             "CloudWatchMetrics": [{
                 "Namespace": namespace,
-                "Dimensions": [["Index"]],
+                "Dimensions": [["Function"]],
                 "Metrics": metrics.iter().map(|(name, _)| json!({"Name": name, "Unit": "Count"})).collect::<Vec<_>>(),
             }],
         },
+        "Function": function,
         "Index": d.index,
     });
     for (name, value) in metrics {

@@ -84,16 +84,16 @@ fn the_emf_document_carries_each_kind_and_the_sum_the_alarm_watches() {
             ..Mended::default()
         }),
     };
-    let doc = emf(&run, "Sidestream", 1_800_000_000_000);
+    let doc = emf(&run, "Sidestream", "prod-VerifierFunction-X", 1_800_000_000_000);
     assert_eq!(
         doc,
         json!({
-            "_aws": {"Timestamp": 1_800_000_000_000_u64, "CloudWatchMetrics": [{"Namespace": "Sidestream", "Dimensions": [["Index"]],
+            "_aws": {"Timestamp": 1_800_000_000_000_u64, "CloudWatchMetrics": [{"Namespace": "Sidestream", "Dimensions": [["Function"]],
                 "Metrics": [{"Name": "IndexDrift", "Unit": "Count"}, {"Name": "IndexMissing", "Unit": "Count"},
                             {"Name": "IndexStale", "Unit": "Count"}, {"Name": "IndexExtra", "Unit": "Count"},
                             {"Name": "IndexDriftSeen", "Unit": "Count"},
                             {"Name": "IndexEntries", "Unit": "Count"}, {"Name": "IndexRepairs", "Unit": "Count"}]}]},
-            "Index": "cf", "IndexDrift": 3, "IndexMissing": 2, "IndexStale": 1, "IndexExtra": 0, "IndexDriftSeen": 7,
+            "Function": "prod-VerifierFunction-X", "Index": "cf", "IndexDrift": 3, "IndexMissing": 2, "IndexStale": 1, "IndexExtra": 0, "IndexDriftSeen": 7,
             "IndexEntries": 10, "IndexRepairs": 3,
         })
     );

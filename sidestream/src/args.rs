@@ -61,6 +61,13 @@ pub(crate) enum Command {
     /// Cursors are signed with `GRID_CURSOR_KEY` (a built-in development key when unset, which
     /// makes them tamper-evident but not unforgeable) and last a day.
     Grid(GridArgs),
+    /// A deployed stack's health in one screen: each stream function's lag, events, parked
+    /// records not yet replayed, ranges given up and pending at the on-failure queue, and alarms
+    /// in ALARM; each index's drift at the last verification; the archive's newest object and
+    /// its age. Reads CloudWatch (`GetMetricData`, `ListMetrics`, `DescribeAlarms`), S3 and SQS with
+    /// the usual AWS configuration. Exit status 1 when something needs an operator, and the
+    /// report says what.
+    Status(StatusArgs),
     /// The web grid: a page on http://127.0.0.1:PORT that lists a scope's items in a table and
     /// sorts them by any custom field through the index, with the same reads and cursors as
     /// `grid`. The index comes from `MULTIKEY_INDEXES`, as for `grid`.
@@ -99,6 +106,40 @@ pub(crate) struct GridArgs {
     #[arg(long, value_delimiter = ',')]
     pub(crate) attributes: Vec<String>,
     /// `text` (a table) or `json` (one object per item, then one with the next cursor).
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub(crate) output: Output,
+}
+
+/// `sidestream status`'s flags. The stack's outputs give the queue (`FailureQueueUrl`), the
+/// parking bucket (`ParkingBucket`) and the archive's bucket (`ArchiveBucket`).
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// The stack's name: its functions and alarms are named `<stack>-…` by CloudFormation.
+    #[arg(long)]
+    pub(crate) stack: String,
+    /// The functions' metrics namespace (the template's `MetricsNamespace`).
+    #[arg(long, default_value = "Sidestream")]
+    pub(crate) namespace: String,
+    /// The on-failure queue, by URL.
+    #[arg(long = "queue", value_name = "URL")]
+    pub(crate) queue: Option<String>,
+    /// The parking bucket.
+    #[arg(long = "parking", value_name = "BUCKET")]
+    pub(crate) parking: Option<String>,
+    /// The archive, `s3://BUCKET/PREFIX` (the template's `ArchivePrefix`, `archive/` by default).
+    #[arg(long, value_name = "S3URL")]
+    pub(crate) archive: Option<String>,
+    /// The window of the functions' metrics, in minutes.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=1440))]
+    pub(crate) window: u64,
+    /// How far back to look for the last verification, in hours (the verifier runs on
+    /// `IndexVerifySchedule`).
+    #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u64).range(1..=336))]
+    pub(crate) verify_window: u64,
+    /// A function more than this many seconds behind its stream needs an operator.
+    #[arg(long, default_value_t = 60)]
+    pub(crate) max_lag: u64,
+    /// `text` (one screen) or `json` (one object).
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub(crate) output: Output,
 }
@@ -268,10 +309,11 @@ pub(crate) enum FailuresCommand {
     /// again from the stream (whole, or not at all), parked records as stored. The archiver's
     /// and the aggregator's records run through their code in this process; the indexer's are
     /// replayed through the stream (their items touched, their deletes conditioned on newer
-    /// writes), so that an old record never puts back a stale entry. A range's queue message is
-    /// deleted once it is replayed. With `--function sidestream-combined` (`Consumers=Combined`,
-    /// configured with its `COMBINED_FUNCTIONS` and `COMBINED_FILTERS`), each range is replayed
-    /// by each of its functions on the records its own patterns pass, and is done when all are.
+    /// writes), so that an old record never puts back a stale entry. A range's queue message (or
+    /// S3 destination object), and a parked record, is deleted once it is replayed. With
+    /// `--function sidestream-combined` (`Consumers=Combined`, configured with its
+    /// `COMBINED_FUNCTIONS` and `COMBINED_FILTERS`), each range is replayed by each of its
+    /// functions on the records its own patterns pass, and is done when all are.
     /// Exit status 1 if any failure still fails, is short or gone from the stream, or if no
     /// failure is the function's.
     Replay {

@@ -120,7 +120,7 @@ async fn read(sdk: &aws_config::SdkConfig, from: &FailureSources) -> anyhow::Res
 }
 
 /// `s3://BUCKET/PREFIX` (or `s3://BUCKET`) as (bucket, prefix).
-fn s3_url<'a>(flag: &str, url: &'a str) -> anyhow::Result<(&'a str, &'a str)> {
+pub(crate) fn s3_url<'a>(flag: &str, url: &'a str) -> anyhow::Result<(&'a str, &'a str)> {
     url.strip_prefix("s3://")
         .and_then(|rest| rest.split_once('/').or(Some((rest, ""))))
         .filter(|(bucket, _)| !bucket.is_empty())

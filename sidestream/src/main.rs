@@ -12,6 +12,7 @@ mod grid;
 mod index;
 mod key;
 mod plan;
+mod status;
 mod typed_json;
 
 use crate::args::{ArchiveCommand, Cli, Command, Function, GridArgs, KeyCommand, Output, ServeArgs};
@@ -46,6 +47,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Failures(command) => crate::failures::run(command),
         Command::Index(command) => crate::index::run(command),
         Command::Grid(args) => run_grid(args),
+        Command::Status(args) => crate::status::run(&args),
         Command::Serve(args) => run_serve(args),
     }
 }

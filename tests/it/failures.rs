@@ -147,11 +147,14 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
     let acknowledged = replay(&failures, &streams, &replayer, &sqs).await?;
     pipeline.settle().await?;
     assert_index_exact(&sdk, &stack).await?;
-    // The applied range's message is deleted, visible or not; the parked record had none.
+    // The applied range's message is deleted, visible or not, and so is the parked record: the
+    // parking bucket holds what is still to replay.
     let left = messages_left(&sqs, &queue).await?;
+    let parked_left = failure_replay::read_parked(&s3(), PARKING_BUCKET, &prefix).await?;
     ensure!(
-        acknowledged == 1 && left == 0,
-        "{acknowledged} acknowledged, {left} left"
+        acknowledged == 2 && left == 0 && parked_left.is_empty(),
+        "{acknowledged} acknowledged, {left} left, {} parked left",
+        parked_left.len()
     );
     // Replayed again, as any retried replay: still exact.
     for failed in &failures {
@@ -205,7 +208,8 @@ fn all_the_indexers(failures: &[failure_replay::Failed], stack: &str) -> Result<
 }
 
 /// Replays each failure's records (one each) with `replayer`, and deletes a range's queue
-/// message once replayed, as `failures replay` does; the messages deleted.
+/// message and a parked record's object once replayed, as `failures replay` does; the messages
+/// and objects deleted.
 async fn replay(
     failures: &[failure_replay::Failed],
     streams: &aws_sdk_dynamodbstreams::Client,
@@ -230,6 +234,7 @@ async fn replay(
             "{failed:?}: {outcome:?}"
         );
         acknowledged += usize::from(failure_replay::acknowledge(sqs, failed).await?);
+        acknowledged += usize::from(failure_replay::acknowledge_object(&s3(), failed).await?);
     }
     Ok(acknowledged)
 }

@@ -30,5 +30,6 @@ mod plan_cli;
 mod policy;
 mod scale;
 mod scripted;
+mod status;
 mod template;
 mod verify;

@@ -44,7 +44,9 @@ use stream_kit::Metric;
 use stream_replayer::global::{Replica, Replication, ReplicationCounts};
 use stream_replayer::{Counts, FailureLog, Pipeline, Topology};
 
+use function_invoke::MetricsTo;
 use function_invoke::Tally;
+use local_stack::cloudwatch::Feed;
 use local_stack::{Stack, tallied_invoker};
 
 mod check;
@@ -262,6 +264,15 @@ pub struct Mapping {
 }
 
 impl Mapping {
+    /// Each of `pipeline`'s mappings.
+    fn all(pipeline: &Pipeline) -> Vec<Mapping> {
+        pipeline
+            .counts()
+            .into_iter()
+            .map(|(function, counts)| Mapping::new(function, counts))
+            .collect()
+    }
+
     fn new(function: &str, c: Counts) -> Mapping {
         Mapping {
             function: function.to_owned(),
@@ -521,6 +532,9 @@ pub struct Report {
     pub operations: Operations,
     /// Each oracle's verdict.
     pub verdicts: Vec<Verdict>,
+    /// The first Region's stack as `sidestream status` sees it at the end: what the run left for
+    /// an operator (parked records, ranges given up, alarms), shown, not judged.
+    pub status: stack_status::Status,
 }
 
 impl Report {
@@ -540,6 +554,7 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
         direct,
         through,
         stack,
+        feed,
         tally,
         pipeline,
         failure_log,
@@ -603,11 +618,7 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
         check::counters(&counters, &sums, "counters").await?,
         check::operations(&operations),
     ];
-    let mut mappings: Vec<Mapping> = pipeline
-        .counts()
-        .into_iter()
-        .map(|(function, counts)| Mapping::new(function, counts))
-        .collect();
+    let mut mappings = Mapping::all(&pipeline);
     let mut replication = Vec::new();
     if let Some(second) = &second {
         verdicts.extend(second.checks(options, &sums, (sdk, &stack)).await?);
@@ -617,6 +628,8 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
     let runtime = RuntimeTotals::from(&*tally);
     verdicts.push(nothing_lost(&mappings, &runtime, &failure_log));
     phases.checking = checking.elapsed().as_secs_f64();
+    // What an operator would see now: shown, not judged.
+    let status = local_stack::status(sdk, &stack, &feed).await?;
     let seconds = started.elapsed().as_secs_f64();
     let stream_records = pipeline.progress().read.load(Ordering::Relaxed);
     Ok(Report {
@@ -635,6 +648,7 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
         records_per_second: stream_records as f64 / seconds.max(f64::EPSILON),
         operations,
         verdicts,
+        status,
     })
 }
 
@@ -672,6 +686,8 @@ struct Setup {
     /// The SDK configuration through the proxy.
     through: SdkConfig,
     stack: Stack,
+    /// The emulator's CloudWatch, fed with the first Region's metrics.
+    feed: Feed,
     tally: Arc<Tally>,
     pipeline: Pipeline,
     failure_log: PathBuf,
@@ -749,13 +765,24 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
     let parameters = options.parameters();
     let stack = Stack::create(sdk, &options.template, &options.stack, &parameters).await?;
     let tally = Arc::new(Tally::default());
+    // The functions' metrics are summed for the oracles, and fed to the emulator's CloudWatch as
+    // Lambda would, for the status at the end.
+    let feed = Feed::start(sdk);
+    let summed_and_fed: Arc<dyn Fn(&stream_kit::Metrics) + Send + Sync> = {
+        let (tally, to_cloudwatch) = (Arc::clone(&tally), feed.metrics());
+        Arc::new(move |metrics| {
+            tally.add(metrics);
+            to_cloudwatch(metrics);
+        })
+    };
     let kept = Arc::new(operations::Kept::default());
     let mut sources = stack.sources(|function| {
         let mut function = function.clone();
         function
             .environment
             .insert("ATTEMPT_TIMEOUT_MS".into(), ATTEMPT_TIMEOUT_MS.into());
-        let invoker = tallied_invoker(&function, &through, Arc::clone(&tally))?;
+        let invoker =
+            local_stack::invoker(&function, &through, MetricsTo::Each(Arc::clone(&summed_and_fed)))?;
         // A combined function's records are its functions' records, each the ones its own
         // patterns pass (`COMBINED_FILTERS`), as the combined function picks them.
         let binary = function.binary.as_deref().unwrap_or_default();
@@ -787,8 +814,9 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
         &aws_sdk_dynamodbstreams::Client::new(sdk),
         sources,
         stack.sweepers(sdk),
-        FailureLog::new(&failure_log),
+        stack.failure_log(sdk, &failure_log),
     )
+    .with_metrics(feed.lambda())
     .with_faults(options.faults.lambda)
     .with_topology(Topology {
         split_every: options.split_every,
@@ -804,6 +832,7 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
         direct,
         through,
         stack,
+        feed,
         tally,
         pipeline,
         failure_log,

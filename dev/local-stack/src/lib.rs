@@ -4,7 +4,11 @@
 //! stream runtime) with the environment the template gives them, fed by the event-source-mapping
 //! replayer (`stream-replayer`).
 
+pub mod cloudwatch;
 pub mod states;
+mod status;
+
+pub use status::{status, verify};
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -16,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
-use function_invoke::Tally;
+use function_invoke::{MetricsTo, Tally};
 use index_oracle::IndexCheck;
 use multikey_indexer::Indexes;
 use sam_template::{Bucket, Function, Names, Pattern, Table, Template, TemplateError};
@@ -78,6 +82,12 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> StackError {
     move |source| StackError::Io { what, source }
 }
 
+/// The on-failure destination's logical id.
+const FAILURE_QUEUE: &str = "FailureQueue";
+
+/// The variable in which Lambda gives a function its name.
+const FUNCTION_NAME_VAR: &str = "AWS_LAMBDA_FUNCTION_NAME";
+
 /// The account moto reports.
 const ACCOUNT: &str = "123456789012";
 
@@ -107,6 +117,13 @@ pub struct Stack {
     /// The resources the local stack has no emulator for but tests read (the archive's Glue
     /// database and table, its Athena named queries), by logical id: their properties, resolved.
     pub catalog: BTreeMap<String, serde_json::Value>,
+    /// Its SQS queues' URLs on the emulator, by logical id (the on-failure destination
+    /// `FailureQueue`).
+    pub queues: BTreeMap<String, String>,
+    /// Its CloudWatch alarms, by logical id: each alarm's name (`<stack>-<LogicalId>-<suffix>`,
+    /// as CloudFormation names an alarm without an `AlarmName`) and its properties, resolved.
+    /// [`cloudwatch::create_alarms`] puts them on the emulator.
+    pub alarms: BTreeMap<String, (String, serde_json::Value)>,
     /// The stack's name.
     pub name: String,
     /// The region its ARNs name.
@@ -170,17 +187,28 @@ fn catalog(
         "AWS::Glue::Table",
         "AWS::Athena::NamedQuery",
     ] {
-        for id in template.resources_of_type(kind) {
-            if resolver.resource_exists(id)? {
-                let at = format!("Resources/{id}/Properties");
-                let properties = resolver
-                    .resolve(&template.root()["Resources"][id]["Properties"], &at)?
-                    .unwrap_or_default();
-                catalog.insert(id.to_owned(), properties);
-            }
-        }
+        catalog.extend(resolved_of_type(template, resolver, kind)?);
     }
     Ok(catalog)
+}
+
+/// The resolved properties of each resource of type `kind` that exists, by logical id.
+fn resolved_of_type(
+    template: &Template,
+    resolver: &sam_template::Resolver<'_>,
+    kind: &str,
+) -> Result<Vec<(String, serde_json::Value)>, sam_template::TemplateError> {
+    let mut found = Vec::new();
+    for id in template.resources_of_type(kind) {
+        if resolver.resource_exists(id)? {
+            let at = format!("Resources/{id}/Properties");
+            let properties = resolver
+                .resolve(&template.root()["Resources"][id]["Properties"], &at)?
+                .unwrap_or_default();
+            found.push((id.to_owned(), properties));
+        }
+    }
+    Ok(found)
 }
 
 /// The name a stack's resource is created under: `<stack>-<logicalid>`, lowercase.
@@ -188,10 +216,54 @@ pub fn resource_name(stack: &str, logical_id: &str) -> String {
     format!("{stack}-{logical_id}").to_lowercase()
 }
 
+/// The name CloudFormation generates for a resource the template does not name, as it does for
+/// functions and alarms: `<stack>-<LogicalId>-<suffix>`, a suffix of 13 upper-case letters and
+/// digits (here derived from the stack and the logical id, so that it stays the same).
+pub fn generated_name(stack: &str, logical_id: &str) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let suffix: String = (0..13)
+        .map(|i| {
+            let at = format!("{stack}/{logical_id}/{i}");
+            let draw = stream_replayer::faults::hash(at.as_bytes()) % ALPHABET.len() as u64;
+            char::from(ALPHABET[usize::try_from(draw).unwrap_or(0)])
+        })
+        .collect();
+    format!("{stack}-{logical_id}-{suffix}")
+}
+
+/// A function's name: the template sets no `FunctionName`, so CloudFormation generates it
+/// ([`generated_name`]). Its ARN, its `AWS_LAMBDA_FUNCTION_NAME`, its metrics' dimensions and
+/// the template's `Ref`s to it all use this name.
+pub fn function_name(stack: &str, logical_id: &str) -> String {
+    generated_name(stack, logical_id)
+}
+
+/// The UUID of the event source mapping SAM generates for a function's stream event (logical id
+/// `<Function><Event>`), as the template's `Ref`s to it and the mapping's metrics name it.
+pub fn mapping_uuid(stack: &str, mapping_logical_id: &str) -> String {
+    stream_replayer::failures::uuid(&[stack, mapping_logical_id])
+}
+
+/// The names the stack's resources are created under, where CloudFormation's differ from
+/// [`resource_name`]: its functions' and its generated event source mappings'.
+fn physical_names(template: &Template, stack: &str) -> BTreeMap<String, String> {
+    let mut names = BTreeMap::new();
+    for id in template.resources_of_type("AWS::Serverless::Function") {
+        names.insert(id.to_owned(), function_name(stack, id));
+        let events = template.root()["Resources"][id]["Properties"]["Events"].as_object();
+        for (event, _) in events.into_iter().flatten() {
+            let mapping = format!("{id}{event}");
+            let uuid = mapping_uuid(stack, &mapping);
+            names.insert(mapping, uuid);
+        }
+    }
+    names
+}
+
 impl Stack {
     /// Reads `template`, resolves it for `parameters` with resources named
-    /// `<stack>-<logicalid>` (lowercase), and creates its tables and buckets (keeping those that
-    /// exist).
+    /// `<stack>-<logicalid>` (lowercase; functions and alarms as CloudFormation names them), and
+    /// creates its tables, buckets, queues and alarms (keeping those that exist).
     pub async fn create(
         sdk: &SdkConfig,
         template: &Path,
@@ -206,7 +278,13 @@ impl Stack {
             source,
         };
         let parsed = Template::parse(&text).map_err(in_template)?;
-        let name = |id: &str| resource_name(stack, id);
+        let physical = physical_names(&parsed, stack);
+        let name = |id: &str| {
+            physical
+                .get(id)
+                .cloned()
+                .unwrap_or_else(|| resource_name(stack, id))
+        };
         let region = sdk.region().map_or("us-east-1", |r| r.as_ref()).to_owned();
         let names = Names {
             region: region.clone(),
@@ -215,7 +293,14 @@ impl Stack {
             resource: &name,
         };
         let resolver = parsed.resolver(parameters, names);
-        let functions = parsed.functions(&resolver).map_err(in_template)?;
+        let mut functions = parsed.functions(&resolver).map_err(in_template)?;
+        for function in &mut functions {
+            // Lambda sets it in every function's environment.
+            function.environment.insert(
+                FUNCTION_NAME_VAR.to_owned(),
+                function_name(stack, &function.logical_id),
+            );
+        }
         let members = members(&functions);
         let tables = parsed.tables(&resolver).map_err(in_template)?;
         let buckets = parsed.buckets(&resolver).map_err(in_template)?;
@@ -254,7 +339,20 @@ impl Stack {
             );
         }
         let catalog = catalog(&parsed, &resolver).map_err(in_template)?;
-        Ok(Stack {
+        let sqs = aws_sdk_sqs::Client::new(sdk);
+        let mut queues = BTreeMap::new();
+        for id in parsed.resources_of_type("AWS::SQS::Queue") {
+            if resolver.resource_exists(id).map_err(in_template)? {
+                queues.insert(id.to_owned(), resources::create_queue(&sqs, &name(id)).await?);
+            }
+        }
+        let mut alarms = BTreeMap::new();
+        for (id, properties) in
+            resolved_of_type(&parsed, &resolver, "AWS::CloudWatch::Alarm").map_err(in_template)?
+        {
+            alarms.insert(id.clone(), (generated_name(stack, &id), properties));
+        }
+        let stack = Stack {
             functions,
             members,
             tables,
@@ -262,27 +360,23 @@ impl Stack {
             streams,
             state_machines,
             catalog,
+            queues,
+            alarms,
             name: stack.to_owned(),
             region,
-        })
+        };
+        // CloudFormation creates the alarms with the stack.
+        cloudwatch::create_alarms(sdk, &stack).await?;
+        Ok(stack)
     }
 
-    /// A function's ARN as CloudFormation would deploy it: the template sets no `FunctionName`,
-    /// so the physical name is `<stack>-<LogicalId>-<suffix>` (a suffix of 13 upper-case letters
-    /// and digits, here derived from the stack and the logical id, so that it stays the same).
-    /// The failure records the local stack writes name functions so, as Lambda's do.
+    /// A function's ARN as CloudFormation would deploy it, with its [`function_name`]. The
+    /// failure records the local stack writes name functions so, as Lambda's do.
     pub fn function_arn(&self, function: &Function) -> String {
-        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-        let suffix: String = (0..13)
-            .map(|i| {
-                let at = format!("{}/{}/{i}", self.name, function.logical_id);
-                let draw = stream_replayer::faults::hash(at.as_bytes()) % ALPHABET.len() as u64;
-                char::from(ALPHABET[usize::try_from(draw).unwrap_or(0)])
-            })
-            .collect();
         format!(
-            "arn:aws:lambda:{}:{ACCOUNT}:function:{}-{}-{suffix}",
-            self.region, self.name, function.logical_id
+            "arn:aws:lambda:{}:{ACCOUNT}:function:{}",
+            self.region,
+            function_name(&self.name, &function.logical_id)
         )
     }
 
@@ -351,6 +445,10 @@ impl Stack {
                     filters,
                     invoker: Arc::clone(&invoke),
                     timeout: timeout(function),
+                    mapping_uuid: mapping_uuid(
+                        &self.name,
+                        &format!("{}{}", function.logical_id, stream.name),
+                    ),
                 });
             }
         }
@@ -388,6 +486,24 @@ impl Stack {
             self.sweepers(sdk),
             failures,
         ))
+    }
+
+    /// A failure log at `path` that also sends each range given up to the stack's on-failure
+    /// queue (`FailureQueue`) on the emulator, as Lambda sends to an SQS destination.
+    pub fn failure_log(&self, sdk: &SdkConfig, path: impl Into<PathBuf>) -> FailureLog {
+        let log = FailureLog::new(path);
+        match self.queues.get(FAILURE_QUEUE) {
+            Some(url) => log.with_sqs_destination(aws_sdk_sqs::Client::new(sdk), url),
+            None => log,
+        }
+    }
+
+    /// The on-failure queue's URL on the emulator.
+    pub fn failure_queue(&self) -> Result<&str, StackError> {
+        self.queues
+            .get(FAILURE_QUEUE)
+            .map(String::as_str)
+            .ok_or_else(|| StackError::Unusable(format!("the template creates no queue {FAILURE_QUEUE}")))
     }
 
     /// The function built from the cargo binary `binary`, or run by a combined function.
@@ -556,7 +672,17 @@ fn timeout(function: &Function) -> Duration {
 /// configured from its template environment as its binary would be. Its metrics go to stdout as
 /// EMF lines, as on Lambda.
 pub fn in_process_invoker(function: &Function, sdk: &SdkConfig) -> Result<Invoker, StackError> {
-    invoker_of(function, sdk, None)
+    invoker(function, sdk, MetricsTo::Stdout)
+}
+
+/// [`in_process_invoker`], with its EMF lines put into the emulator's CloudWatch by `feed`, as
+/// CloudWatch Logs would from the function's log group.
+pub fn fed_invoker(
+    function: &Function,
+    sdk: &SdkConfig,
+    feed: &cloudwatch::Feed,
+) -> Result<Invoker, StackError> {
+    invoker(function, sdk, MetricsTo::Each(feed.metrics()))
 }
 
 /// [`in_process_invoker`], with the metrics of every invocation added up in `tally` instead of
@@ -566,14 +692,12 @@ pub fn tallied_invoker(
     sdk: &SdkConfig,
     tally: Arc<Tally>,
 ) -> Result<Invoker, StackError> {
-    invoker_of(function, sdk, Some(tally))
+    invoker(function, sdk, MetricsTo::Tally(tally))
 }
 
-fn invoker_of(
-    function: &Function,
-    sdk: &SdkConfig,
-    tally: Option<Arc<Tally>>,
-) -> Result<Invoker, StackError> {
+/// An invoker that runs `function`'s library handler in this process, as
+/// [`in_process_invoker`] does, its metrics sent to `metrics`.
+pub fn invoker(function: &Function, sdk: &SdkConfig, metrics: MetricsTo) -> Result<Invoker, StackError> {
     let env = environment(function);
     let lookup = |name: &str| env.get(name).cloned();
     let vars = Vars::new(&lookup);
@@ -583,7 +707,7 @@ fn invoker_of(
             &function.logical_id,
             &vars,
             sdk,
-            tally,
+            metrics,
         )?);
     }
     // From a Kinesis data stream: the table's changes written to it once, delivered as Kinesis
@@ -607,7 +731,7 @@ fn invoker_of(
         .map_err(|e| StackError::Unusable(format!("{}: {e}", function.logical_id)))?
         .unwrap_or_default();
     let function =
-        function_invoke::kinesis_function(binary_of(function)?, &function.logical_id, &vars, sdk, tally)?;
+        function_invoke::kinesis_function(binary_of(function)?, &function.logical_id, &vars, sdk, metrics)?;
     Ok(stream_replayer::kinesis::delivery::delivering(
         stream, filters, function,
     ))
@@ -732,6 +856,11 @@ impl Emulated {
         }
         let mut command = Command::new(binary);
         command.env_clear().envs(env);
+        // Lambda sets the function's name (a stack's functions have theirs in `env`); the
+        // emulator's Invoke API knows the function as `_` whatever its name.
+        if !env.contains_key(FUNCTION_NAME_VAR) {
+            command.env(FUNCTION_NAME_VAR, "_");
+        }
         for name in PASSED_ON {
             // The function's own environment wins (a fault proxy's endpoint, say).
             if let Ok(value) = std::env::var(name)
@@ -742,7 +871,6 @@ impl Emulated {
         }
         let function = command
             .env("AWS_LAMBDA_RUNTIME_API", format!("http://127.0.0.1:{port}/.rt"))
-            .env("AWS_LAMBDA_FUNCTION_NAME", "_")
             .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
             .env("AWS_LAMBDA_LOG_FORMAT", "JSON")

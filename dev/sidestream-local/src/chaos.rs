@@ -215,6 +215,11 @@ fn render(report: &chaos::Report, options: &chaos::Options, out: &mut impl Write
         "  writing {:.1} s, the operations' last round {:.1} s, settling {:.1} s, checking {:.1} s",
         p.writing, p.operating, p.settling, p.checking
     )?;
+    writeln!(
+        out,
+        "\nWhat an operator sees at the end (sidestream status of the first Region's stack):\n{}",
+        report.status
+    )?;
     writeln!(out, "\nOracles:")?;
     for v in &report.verdicts {
         writeln!(

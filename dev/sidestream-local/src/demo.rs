@@ -36,6 +36,7 @@ pub(crate) async fn run(
     sdk: &SdkConfig,
     stack: &Stack,
     pipeline: Pipeline,
+    feed: &local_stack::cloudwatch::Feed,
     out: &mut dyn Write,
 ) -> anyhow::Result<bool> {
     let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
@@ -69,6 +70,7 @@ pub(crate) async fn run(
     ok &= print_index(&dynamodb, stack, &index, out).await?;
     ok &= print_counter(&counter, true_sum, out).await?;
     ok &= print_archive(sdk, stack, &expiring, out).await?;
+    ok &= print_status(sdk, stack, feed, out).await?;
     writeln!(
         out,
         "\n{}",
@@ -327,6 +329,19 @@ async fn print_counter(counter: &Counters, true_sum: i64, out: &mut dyn Write) -
         if exact { "ok" } else { "WRONG" }
     )?;
     Ok(exact)
+}
+
+/// The stack's health, as an operator sees it with `sidestream status`: healthy.
+async fn print_status(
+    sdk: &SdkConfig,
+    stack: &Stack,
+    feed: &local_stack::cloudwatch::Feed,
+    out: &mut dyn Write,
+) -> anyhow::Result<bool> {
+    writeln!(out, "\n$ {}", stack.status_command()?)?;
+    let status = local_stack::status(sdk, stack, feed).await?;
+    writeln!(out, "{status}")?;
+    Ok(!status.needs_operator())
 }
 
 /// The archive read back from S3: exactly the expired issues, not the user's delete.

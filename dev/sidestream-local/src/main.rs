@@ -15,7 +15,6 @@ use crate::args::{Cli, Command};
 use anyhow::Context as _;
 use clap::Parser as _;
 use local_stack::{Emulated, Stack};
-use stream_replayer::FailureLog;
 
 /// The functions' allocator (see their `main.rs`), so that the functions run in this process
 /// run as on Lambda.
@@ -60,13 +59,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         // Not locked: in-process handlers print their EMF lines to stdout meanwhile.
         let mut out = io::stdout();
         announce(&mut out, &options, &sdk, &stack)?;
-        let bin_dir = match &options.bin_dir {
-            Some(dir) => dir.clone(),
-            None => std::env::current_exe()?
-                .parent()
-                .context("this program's folder")?
-                .to_owned(),
-        };
+        let bin_dir = bin_dir(&options)?;
         // With --faults, the functions reach the emulator through the fault proxy; the loader,
         // the replayer and the checks go to it directly.
         let proxy = start_faults(options.faults.as_deref(), &sdk, &mut out).await?;
@@ -81,28 +74,33 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             }
             None => sdk.clone(),
         };
+        // The emulator's CloudWatch, fed as Lambda and CloudWatch Logs would feed it.
+        let feed = local_stack::cloudwatch::Feed::start(&sdk);
         let mut running = Vec::new();
-        let pipeline = stack.pipeline(
-            &sdk,
-            |function| {
-                let mut function = function.clone();
-                if let Some(proxy) = &proxy {
-                    function
-                        .environment
-                        .insert("AWS_ENDPOINT_URL".to_owned(), format!("http://{}", proxy.addr));
-                }
-                let function = &function;
-                if options.in_process {
-                    return local_stack::in_process_invoker(function, &functions_sdk);
-                }
-                let emulated =
-                    Emulated::function(&options.cargo_lambda, &bin_dir, function, &options.log_dir)?;
-                let invoker = emulated.invoker();
-                running.push(emulated);
-                Ok(invoker)
-            },
-            FailureLog::new(&options.failure_log),
-        )?;
+        let pipeline = stack
+            .pipeline(
+                &sdk,
+                |function| {
+                    let mut function = function.clone();
+                    if let Some(proxy) = &proxy {
+                        function
+                            .environment
+                            .insert("AWS_ENDPOINT_URL".to_owned(), format!("http://{}", proxy.addr));
+                    }
+                    let function = &function;
+                    if options.in_process {
+                        return local_stack::fed_invoker(function, &functions_sdk, &feed);
+                    }
+                    let emulated =
+                        Emulated::function(&options.cargo_lambda, &bin_dir, function, &options.log_dir)?;
+                    feed.follow(&emulated.log);
+                    let invoker = emulated.invoker();
+                    running.push(emulated);
+                    Ok(invoker)
+                },
+                stack.failure_log(&sdk, &options.failure_log),
+            )?
+            .with_metrics(feed.lambda());
         for emulated in &running {
             writeln!(
                 out,
@@ -114,7 +112,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         writeln!(out, "  failure log {}", options.failure_log.display())?;
         out.flush()?;
         if demo {
-            let ok = crate::demo::run(&sdk, &stack, pipeline, &mut out).await?;
+            let ok = crate::demo::run(&sdk, &stack, pipeline, &feed, &mut out).await?;
             report_faults(proxy.as_ref(), &mut out)?;
             if let Some(port) = serve {
                 let schema = stack.grid_schema()?;
@@ -144,6 +142,17 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 /// JSON logs on stderr, at `RUST_LOG`'s levels or else at `default`.
+/// Where the functions' binaries are: `--bin-dir`, or this program's folder.
+fn bin_dir(options: &crate::args::LocalOptions) -> anyhow::Result<std::path::PathBuf> {
+    Ok(match &options.bin_dir {
+        Some(dir) => dir.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("this program's folder")?
+            .to_owned(),
+    })
+}
+
 fn init_logs(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

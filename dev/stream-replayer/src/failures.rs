@@ -33,6 +33,8 @@ pub const S3_PREFIX: &str = "aws/lambda/";
 pub struct Origin<'a> {
     /// The function's ARN as deployed.
     pub function_arn: &'a str,
+    /// Its event source mapping's UUID.
+    pub mapping_uuid: &'a str,
     /// The stream.
     pub stream_arn: &'a str,
     /// The shard.
@@ -81,7 +83,7 @@ pub fn s3_object(range: &FailedRange, origin: Origin<'_>, now: SystemTime) -> (S
     let at = utc(now).unwrap_or_default();
     let key = format!(
         "{S3_PREFIX}{mapping}/{shard}/{day}/{second}-{random}",
-        mapping = uuid(&[origin.function_arn, origin.stream_arn]),
+        mapping = origin.mapping_uuid,
         shard = origin.shard_id,
         day = at.format("%Y/%m/%d"),
         second = at.format("%Y-%m-%dT%H.%M.%S"),
@@ -90,8 +92,9 @@ pub fn s3_object(range: &FailedRange, origin: Origin<'_>, now: SystemTime) -> (S
     (key, body)
 }
 
-/// A UUID-shaped name, the same for the same parts: a mapping's, or an object's.
-fn uuid(parts: &[&str]) -> String {
+/// A UUID-shaped name, the same for the same parts (an S3 on-failure object's, or a mapping's
+/// on the local stack).
+pub fn uuid(parts: &[&str]) -> String {
     let high = crate::faults::hash(parts.join("\u{0}").as_bytes());
     let low = crate::faults::hash(parts.join("\u{1}").as_bytes());
     let hex = format!("{high:016x}{low:016x}");
@@ -112,11 +115,20 @@ struct S3Destination {
     bucket: String,
 }
 
-/// Appends failure-log lines to a file, and writes each range to an S3 destination if given one.
+/// An SQS queue given as the mappings' on-failure destination.
+#[derive(Debug, Clone)]
+struct SqsDestination {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+/// Appends failure-log lines to a file, and sends each range to an SQS destination and writes it
+/// to an S3 destination if given them.
 #[derive(Debug, Clone)]
 pub struct FailureLog {
     path: PathBuf,
     s3: Option<S3Destination>,
+    sqs: Option<SqsDestination>,
 }
 
 impl FailureLog {
@@ -125,7 +137,23 @@ impl FailureLog {
         FailureLog {
             path: path.into(),
             s3: None,
+            sqs: None,
         }
+    }
+
+    /// Also sends each range given up to the queue at `queue_url`, as Lambda sends to an SQS
+    /// on-failure destination: the log's line as the message body.
+    #[must_use]
+    pub fn with_sqs_destination(
+        mut self,
+        client: aws_sdk_sqs::Client,
+        queue_url: impl Into<String>,
+    ) -> FailureLog {
+        self.sqs = Some(SqsDestination {
+            client,
+            queue_url: queue_url.into(),
+        });
+        self
     }
 
     /// Also writes each range given up to `bucket`, as Lambda writes to an S3 on-failure
@@ -150,7 +178,17 @@ impl FailureLog {
         origin: Origin<'_>,
         now: SystemTime,
     ) -> Result<(), ReplayError> {
-        self.append(&entry(range, origin, now))?;
+        let line = entry(range, origin, now);
+        self.append(&line)?;
+        if let Some(sqs) = &self.sqs {
+            sqs.client
+                .send_message()
+                .queue_url(&sqs.queue_url)
+                .message_body(line.to_string())
+                .send()
+                .await
+                .map_err(|e| ReplayError::request("SendMessage", &sqs.queue_url, &e))?;
+        }
         let Some(s3) = &self.s3 else {
             return Ok(());
         };

@@ -13,6 +13,7 @@ use futures_util::future::try_join_all;
 
 use crate::failures::{FailureLog, Origin};
 use crate::faults::{Fault, LambdaFaults};
+use crate::lambda_metrics::{self, MetricSink};
 use crate::pipeline::{Counts, Progress, Source};
 use crate::{Invocation, Mapping, ReplayError, Step};
 use stream_delivery::{Invoker, event};
@@ -55,6 +56,7 @@ pub(crate) struct Context<'a> {
     pub(crate) failures: &'a FailureLog,
     pub(crate) progress: &'a Progress,
     pub(crate) faults: &'a LambdaFaults,
+    pub(crate) metrics: Option<&'a MetricSink>,
 }
 
 impl Lane {
@@ -142,7 +144,13 @@ impl ShardLane {
             self.counts.invocations += 1;
             context.progress.invocations.fetch_add(1, Ordering::Relaxed);
             let fault = context.faults.draw(&mut self.rng);
+            // The age of the batch's last record as the invocation starts (Lambda's IteratorAge).
+            let newest = batch.last().map(|r| r.change.approximate_creation_date_time);
+            let (started, started_at) = (Instant::now(), SystemTime::now());
             let invocation = invoke(source, batch, fault, &mut self.counts).await;
+            if let Some(sink) = context.metrics {
+                report(sink, source, newest, (started, started_at), &invocation);
+            }
             match self.mapping.complete(&invocation) {
                 Step::Checkpointed {
                     records,
@@ -199,10 +207,19 @@ impl ShardLane {
                     );
                     let origin = Origin {
                         function_arn: &source.function_arn,
+                        mapping_uuid: &source.mapping_uuid,
                         stream_arn: context.arn,
                         shard_id: &self.shard_id,
                     };
                     context.failures.record(&range, origin, SystemTime::now()).await?;
+                    if let Some(sink) = context.metrics {
+                        let (uuid, n, at) =
+                            (&source.mapping_uuid, range.batch_size as u64, SystemTime::now());
+                        sink(vec![
+                            lambda_metrics::events(uuid, "DroppedEventCount", n, at),
+                            lambda_metrics::events(uuid, "OnFailureDestinationDeliveredEventCount", n, at),
+                        ]);
+                    }
                 }
             }
         }
@@ -213,6 +230,33 @@ impl ShardLane {
         self.counts.delivered += records as u64;
         add(&progress.delivered, records);
     }
+}
+
+/// What Lambda publishes about one invocation (`AWS/Lambda`): `newest` is the creation time of
+/// the batch's last record, whose age as the invocation started is the iterator age.
+fn report(
+    sink: &MetricSink,
+    source: &Source,
+    newest: Option<chrono::DateTime<chrono::Utc>>,
+    (started, started_at): (Instant, SystemTime),
+    invocation: &Invocation,
+) {
+    let age = newest.map_or(0, |created| {
+        (chrono::DateTime::<chrono::Utc>::from(started_at) - created)
+            .num_milliseconds()
+            .max(0)
+    });
+    #[allow(
+        clippy::cast_precision_loss,
+        reason = "an age in milliseconds is far below 2^52"
+    )]
+    sink(lambda_metrics::invocation(
+        source.function_name(),
+        matches!(invocation, Invocation::Failed { .. }),
+        started.elapsed().as_secs_f64() * 1000.0,
+        age as f64,
+        started_at,
+    ));
 }
 
 fn add(counter: &AtomicU64, n: usize) {

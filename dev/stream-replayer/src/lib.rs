@@ -15,6 +15,7 @@
 //!   them, delivered out of order and more than once.
 //! - [`global`]: a global table's two Regions, emulated: replication with a delay, last writer
 //!   wins, TTL deletes replicated with or without the service identity.
+//! - [`lambda_metrics`]: what Lambda publishes about a mapping's invocations (`AWS/Lambda`).
 //! - [`faults`]: Lambda-side faults to inject (killed processes, timeouts, duplicate
 //!   deliveries) and split shard topologies.
 //! - [`resources`]: creates the tables and buckets a template declares.
@@ -25,6 +26,7 @@ pub mod faults;
 pub mod global;
 pub mod invoke;
 pub mod kinesis;
+pub mod lambda_metrics;
 mod lane;
 pub mod mapping;
 pub mod pipeline;
@@ -34,6 +36,7 @@ pub mod sweeper;
 pub use error::ReplayError;
 pub use failures::FailureLog;
 pub use faults::{LambdaFaults, Topology};
+pub use lambda_metrics::MetricSink;
 pub use mapping::{FailedRange, Mapping, Settings, Step};
 pub use pipeline::{Counts, Pipeline, Progress, Running, Source};
 pub use stream_delivery::{Invocation, Invoker};

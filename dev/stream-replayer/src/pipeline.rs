@@ -18,6 +18,7 @@ use sam_template::Pattern;
 
 use crate::failures::FailureLog;
 use crate::faults::{LambdaFaults, Topology, hash};
+use crate::lambda_metrics::{self, MetricSink};
 use crate::lane::{Context, Lane, Place};
 use crate::sweeper::Sweeper;
 use crate::{ReplayError, Settings};
@@ -45,6 +46,17 @@ pub struct Source {
     pub invoker: Invoker,
     /// The function's `Timeout`: each invocation's deadline is this far from its start.
     pub timeout: Duration,
+    /// The mapping's UUID, as its `AWS/Lambda` event counts and its S3 on-failure objects name
+    /// it.
+    pub mapping_uuid: String,
+}
+
+impl Source {
+    /// The function's name: its ARN's last part, as `AWS_LAMBDA_FUNCTION_NAME` and the
+    /// `FunctionName` dimension give it.
+    pub fn function_name(&self) -> &str {
+        self.function_arn.rsplit(':').next().unwrap_or(&self.function_arn)
+    }
 }
 
 /// What one mapping has done so far.
@@ -150,6 +162,7 @@ pub struct Pipeline {
     failures: FailureLog,
     progress: Arc<Progress>,
     faults: LambdaFaults,
+    metrics: Option<MetricSink>,
 }
 
 struct Stream {
@@ -204,7 +217,16 @@ impl Pipeline {
             failures,
             progress: Arc::default(),
             faults: LambdaFaults::NONE,
+            metrics: None,
         }
+    }
+
+    /// Hands what Lambda would publish about the invocations (`AWS/Lambda`: each function's
+    /// invocations, errors, duration and iterator age; each mapping's event counts) to `sink`.
+    #[must_use]
+    pub fn with_metrics(mut self, sink: MetricSink) -> Pipeline {
+        self.metrics = Some(sink);
+        self
     }
 
     /// Injects `faults` into the invocations from now on.
@@ -269,13 +291,14 @@ impl Pipeline {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        let (failures, progress, faults) = (&self.failures, &*self.progress, &self.faults);
-        let moved = try_join_all(
-            self.streams
-                .iter_mut()
-                .map(|s| s.step(now, sweep, failures, progress, faults)),
-        )
-        .await?;
+        let context = Context {
+            arn: "",
+            failures: &self.failures,
+            progress: &self.progress,
+            faults: &self.faults,
+            metrics: self.metrics.as_ref(),
+        };
+        let moved = try_join_all(self.streams.iter_mut().map(|s| s.step(now, sweep, context))).await?;
         Ok(moved.into_iter().any(|m| m))
     }
 
@@ -350,14 +373,9 @@ impl Running {
 }
 
 impl Stream {
-    async fn step(
-        &mut self,
-        now: i64,
-        sweep: bool,
-        failures: &FailureLog,
-        progress: &Progress,
-        faults: &LambdaFaults,
-    ) -> Result<bool, ReplayError> {
+    /// One round of this stream, delivering in `context` (its `arn` set here).
+    async fn step(&mut self, now: i64, sweep: bool, context: Context<'_>) -> Result<bool, ReplayError> {
+        let progress = context.progress;
         let mut swept = 0;
         if let Some(sweeper) = self.sweeper.as_mut().filter(|_| sweep) {
             swept = sweeper.sweep(now).await?;
@@ -377,6 +395,7 @@ impl Stream {
             }
         }
         progress.read.fetch_add(records.len() as u64, Ordering::Relaxed);
+        let before: Vec<Counts> = self.lanes.iter().map(|l| l.counts).collect();
         for (shard, record) in &records {
             let json = record_json(record);
             // The item's key, as canonical JSON (ordered by attribute name).
@@ -399,11 +418,24 @@ impl Stream {
                 }
             }
         }
+        if let Some(sink) = context.metrics.filter(|_| !records.is_empty()) {
+            let at = SystemTime::now();
+            for (lane, before) in self.lanes.iter().zip(before) {
+                let uuid = &lane.source.mapping_uuid;
+                sink(vec![
+                    lambda_metrics::events(uuid, "PolledEventCount", lane.counts.read - before.read, at),
+                    lambda_metrics::events(
+                        uuid,
+                        "FilteredOutEventCount",
+                        lane.counts.filtered_out - before.filtered_out,
+                        at,
+                    ),
+                ]);
+            }
+        }
         let context = Context {
             arn: self.reader.arn(),
-            failures,
-            progress,
-            faults,
+            ..context
         };
         try_join_all(self.lanes.iter_mut().map(|l| l.drain(context))).await?;
         Ok(swept > 0 || !records.is_empty())

@@ -1,4 +1,4 @@
-//! Creates the tables and buckets a template declares on an emulator, as CloudFormation would
+//! Creates the tables, buckets and queues a template declares on an emulator, as CloudFormation would
 //! (keys, global secondary indexes, streams, TTL); tables and buckets that exist are kept.
 
 use aws_sdk_dynamodb::types::{
@@ -131,6 +131,20 @@ pub async fn create_bucket(client: &aws_sdk_s3::Client, bucket: &Bucket) -> Resu
         }
         Err(e) => Err(ReplayError::request("CreateBucket", &bucket.name, &e)),
     }
+}
+
+/// Creates an SQS queue named `name`, or finds it if it exists; its URL.
+pub async fn create_queue(client: &aws_sdk_sqs::Client, name: &str) -> Result<String, ReplayError> {
+    let created = client
+        .create_queue()
+        .queue_name(name)
+        .send()
+        .await
+        .map_err(|e| ReplayError::request("CreateQueue", name, &e))?;
+    created
+        .queue_url()
+        .map(str::to_owned)
+        .ok_or_else(|| ReplayError::unexpected(name, "CreateQueue answered without a QueueUrl"))
 }
 
 fn definition(attribute: &KeyAttribute, table: &str) -> Result<AttributeDefinition, ReplayError> {

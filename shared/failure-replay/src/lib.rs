@@ -342,11 +342,18 @@ pub async fn read_destination(
     Ok(out)
 }
 
-/// Deletes the S3 destination object `failed` came from, if any (once its range is replayed).
+/// Deletes the S3 object `failed` came from, if any, once it is replayed: the S3 destination's
+/// object of a range, or a parked record's object (so that the parking bucket holds what is not
+/// yet replayed).
 pub async fn acknowledge_object(s3: &aws_sdk_s3::Client, failed: &Failed) -> Result<bool, FailureError> {
+    let parked = match &failed.records {
+        Records::Parked { object, .. } => Some(object.as_str()),
+        Records::Range { .. } => None,
+    };
     let Some((bucket, key)) = failed
         .object
         .as_deref()
+        .or(parked)
         .and_then(|o| o.strip_prefix("s3://"))
         .and_then(|o| o.split_once('/'))
     else {

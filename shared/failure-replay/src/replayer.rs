@@ -144,10 +144,11 @@ fn member(
         }
     } else {
         let invoker =
-            function_invoke::function(binary, binary, vars, sdk, None).map_err(|e| FailureError::Config {
-                function: binary.to_owned(),
-                reason: e.to_string(),
-            })?;
+            function_invoke::function(binary, binary, vars, sdk, function_invoke::MetricsTo::Stdout)
+                .map_err(|e| FailureError::Config {
+                    function: binary.to_owned(),
+                    reason: e.to_string(),
+                })?;
         Way::Rerun(invoker)
     };
     Ok(Member {

@@ -42,17 +42,40 @@ pub enum InvokeError {
     },
 }
 
+/// Where an in-process function's metrics go.
+#[derive(Clone, Default)]
+pub enum MetricsTo {
+    /// To stdout, as EMF lines, as on Lambda.
+    #[default]
+    Stdout,
+    /// Added up over every invocation.
+    Tally(Arc<Tally>),
+    /// Each invocation's metrics (one set per function) to a sink: the local stack's CloudWatch
+    /// feed, say, which renders them as the EMF lines Lambda would log.
+    Each(Arc<dyn Fn(&Metrics) + Send + Sync>),
+}
+
+impl std::fmt::Debug for MetricsTo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MetricsTo::Stdout => "Stdout",
+            MetricsTo::Tally(_) => "Tally",
+            MetricsTo::Each(_) => "Each",
+        })
+    }
+}
+
 /// An invoker of the function built from the cargo binary `binary`, called `name` in errors,
-/// configured from `vars` as it reads its environment at cold start. Its metrics are added to
-/// `tally` if there is one, else written to stdout as EMF lines, as on Lambda.
+/// configured from `vars` as it reads its environment at cold start. Its metrics go to
+/// `metrics`.
 pub fn function(
     binary: &str,
     name: &str,
     vars: &Vars<'_>,
     sdk: &SdkConfig,
-    tally: Option<Arc<Tally>>,
+    metrics: MetricsTo,
 ) -> Result<Invoker, InvokeError> {
-    Ok(invoker(Built::new(binary, name, vars, sdk)?, tally))
+    Ok(invoker(Built::new(binary, name, vars, sdk)?, metrics))
 }
 
 /// [`function`], invoked with Kinesis events: each record's data decoded into a change record
@@ -63,9 +86,9 @@ pub fn kinesis_function(
     name: &str,
     vars: &Vars<'_>,
     sdk: &SdkConfig,
-    tally: Option<Arc<Tally>>,
+    metrics: MetricsTo,
 ) -> Result<KinesisInvoker, InvokeError> {
-    Ok(kinesis_invoker(Built::new(binary, name, vars, sdk)?, tally))
+    Ok(kinesis_invoker(Built::new(binary, name, vars, sdk)?, metrics))
 }
 
 /// A function built in this process from its binary's name.
@@ -218,25 +241,24 @@ impl Counted for Combined {
     }
 }
 
-/// An in-process invoker of `handler`. Its metrics are added to `tally` if there is one, else
-/// written to stdout as EMF lines, one per function, as on Lambda.
-fn invoker<H: Counted>(handler: H, tally: Option<Arc<Tally>>) -> Invoker {
+/// An in-process invoker of `handler`, its metrics (one set per function) sent to `to`.
+fn invoker<H: Counted>(handler: H, to: MetricsTo) -> Invoker {
     let handler = Arc::new(handler);
     in_process(move |event, deadline| {
-        let (handler, tally) = (Arc::clone(&handler), tally.clone());
+        let (handler, to) = (Arc::clone(&handler), to.clone());
         async move {
             let (response, metrics) = handler.handle_counted(event, Deadline::at(deadline)).await;
-            count(tally.as_deref(), metrics);
+            count(&to, metrics);
             Invocation::answer(response)
         }
     })
 }
 
 /// An in-process invoker of `handler` with Kinesis events, as [`invoker`] with DynamoDB's.
-fn kinesis_invoker<H: Counted>(handler: H, tally: Option<Arc<Tally>>) -> KinesisInvoker {
+fn kinesis_invoker<H: Counted>(handler: H, to: MetricsTo) -> KinesisInvoker {
     let handler = Arc::new(handler);
     Arc::new(move |event: serde_json::Value, deadline| {
-        let (handler, tally) = (Arc::clone(&handler), tally.clone());
+        let (handler, to) = (Arc::clone(&handler), to.clone());
         Box::pin(async move {
             let batch = match stream_kit::kinesis::from_value(&event) {
                 Ok(batch) => batch,
@@ -248,18 +270,19 @@ fn kinesis_invoker<H: Counted>(handler: H, tally: Option<Arc<Tally>>) -> Kinesis
                 }
             };
             let (response, metrics) = handler.handle_counted(batch.event, Deadline::at(deadline)).await;
-            count(tally.as_deref(), metrics);
+            count(&to, metrics);
             Invocation::answer(response.map(|r| batch.places.response(r)))
         })
     })
 }
 
-/// Adds each function's metrics to `tally`, or writes them out as EMF lines.
-fn count(tally: Option<&Tally>, metrics: Vec<Metrics>) {
+/// Sends each function's metrics where `to` says.
+fn count(to: &MetricsTo, metrics: Vec<Metrics>) {
     for mut m in metrics {
-        match tally {
-            Some(tally) => tally.add(&m),
-            None => m.flush(),
+        match to {
+            MetricsTo::Stdout => m.flush(),
+            MetricsTo::Tally(tally) => tally.add(&m),
+            MetricsTo::Each(sink) => sink(&m),
         }
     }
 }

@@ -1,0 +1,108 @@
+//! `sidestream status` over the local stack: the stack's [`Target`] (what its outputs would give
+//! an operator), the emulator's CloudWatch brought up to now first (the feed flushed, the queues'
+//! depth published, the alarms evaluated), and the scheduled verifier run in process with its
+//! EMF line fed, as on Lambda.
+
+use std::time::{Duration, SystemTime};
+
+use aws_config::SdkConfig;
+use stack_status::{Clients, Status, Target};
+use stream_kit::Vars;
+
+use crate::cloudwatch::{self, Feed};
+use crate::{Stack, StackError, environment, s3_client};
+
+/// The window `sidestream status` reads by default, in minutes.
+const WINDOW_MINUTES: u64 = 15;
+
+impl Stack {
+    /// What `sidestream status` is given for this stack: its name, its metrics namespace, its
+    /// on-failure queue, parking bucket and archive.
+    pub fn status_target(&self) -> Result<Target, StackError> {
+        let env = self
+            .functions
+            .iter()
+            .find(|f| !f.streams.is_empty())
+            .map(|f| f.environment.clone())
+            .unwrap_or_default();
+        Ok(Target {
+            stack: self.name.clone(),
+            namespace: env
+                .get("METRICS_NAMESPACE")
+                .cloned()
+                .unwrap_or_else(|| stream_kit::metrics::DEFAULT_NAMESPACE.to_owned()),
+            queue_url: self.failure_queue().ok().map(str::to_owned),
+            parking_bucket: env.get("PARKING_BUCKET").cloned(),
+            archive: self.archive_location().ok(),
+            window: Duration::from_secs(WINDOW_MINUTES * 60),
+            verify_window: Duration::from_secs(48 * 3600),
+            max_lag: Duration::from_secs(60),
+        })
+    }
+
+    /// The `sidestream status` command line that reads this stack.
+    pub fn status_command(&self) -> Result<String, StackError> {
+        let target = self.status_target()?;
+        let mut words = vec!["sidestream status --stack".to_owned(), target.stack.clone()];
+        if target.namespace != stream_kit::metrics::DEFAULT_NAMESPACE {
+            words.extend(["--namespace".to_owned(), target.namespace.clone()]);
+        }
+        if let Some(url) = &target.queue_url {
+            words.extend(["--queue".to_owned(), url.clone()]);
+        }
+        if let Some(bucket) = &target.parking_bucket {
+            words.extend(["--parking".to_owned(), bucket.clone()]);
+        }
+        if let Some((bucket, prefix)) = &target.archive {
+            words.extend(["--archive".to_owned(), format!("s3://{bucket}/{prefix}")]);
+        }
+        let command = words.join(" ");
+        Ok(command)
+    }
+}
+
+/// The stack's status as `sidestream status` reads it, once the emulator's CloudWatch holds
+/// everything fed so far, the queues' depth and the alarms' states.
+pub async fn status(sdk: &SdkConfig, stack: &Stack, feed: &Feed) -> Result<Status, StackError> {
+    feed.queue_depths(sdk, stack).await?;
+    feed.flush().await?;
+    cloudwatch::evaluate_alarms(sdk, stack).await?;
+    let clients = Clients {
+        cloudwatch: aws_sdk_cloudwatch::Client::new(sdk),
+        s3: s3_client(sdk),
+        sqs: aws_sdk_sqs::Client::new(sdk),
+    };
+    stack_status::read(&clients, &stack.status_target()?, SystemTime::now())
+        .await
+        .map_err(|e| StackError::Unusable(e.to_string()))
+}
+
+/// Runs the scheduled verifier (`index-verifier`, which the template creates when
+/// `IndexVerifySchedule` is set) once in process, configured from its template environment
+/// with `overrides` on top, and feeds its EMF line to `feed`, as Lambda would.
+pub async fn verify(
+    sdk: &SdkConfig,
+    stack: &Stack,
+    feed: &Feed,
+    overrides: &[(&str, &str)],
+) -> Result<index_verify::scheduled::Run, StackError> {
+    let function = stack.function("index-verifier")?;
+    let mut env = environment(function);
+    env.extend(overrides.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    let lookup = |name: &str| env.get(name).cloned();
+    let config = index_verify::scheduled::Config::from_vars(&Vars::new(&lookup)).map_err(|source| {
+        StackError::Config {
+            function: function.logical_id.clone(),
+            source,
+        }
+    })?;
+    let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
+    let run = index_verify::scheduled::run(&client, &config, &index_verify::run_id("verify"))
+        .await
+        .map_err(|e| StackError::Unusable(format!("{}: {e}", function.logical_id)))?;
+    let now = SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    feed.emf(&index_verify::scheduled::emf(&run, &config.namespace, &config.function, now).to_string());
+    Ok(run)
+}

@@ -1,0 +1,318 @@
+//! `sidestream status` on the local stack, fed as Lambda feeds CloudWatch (the functions' EMF
+//! lines, the mappings' `AWS/Lambda` data, the queue's depth) and with the template's alarms
+//! evaluated: a healthy stack, then, each on a stack of its own, a parked record, a range given
+//! up and an index that drifted, each reported where it belongs and each needing an operator
+//! (the command's exit status 1).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use anyhow::{Context as _, Result, ensure};
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde_json::json;
+use stack_status::Status;
+use stream_delivery::in_process;
+use stream_replayer::{Counts, Invocation, Invoker, Pipeline};
+
+use local_stack::cloudwatch::Feed;
+use local_stack::{Stack, put_json as put};
+
+use crate::moto::sdk;
+use crate::pipeline::{failure_log, issue, stack};
+
+/// The stack's functions in process, their metrics fed to `feed`, the replayer's `AWS/Lambda`
+/// data too, and ranges given up sent to the stack's on-failure queue; `wrap` may replace a
+/// function's invoker.
+fn fed_pipeline(stack: &Stack, feed: &Feed, wrap: impl Fn(&str, Invoker) -> Invoker) -> Result<Pipeline> {
+    let sdk = sdk();
+    Ok(stack
+        .pipeline(
+            &sdk,
+            |function| {
+                let invoker = local_stack::fed_invoker(function, &sdk, feed)?;
+                Ok(wrap(function.binary.as_deref().unwrap_or_default(), invoker))
+            },
+            stack.failure_log(&sdk, failure_log()),
+        )?
+        .with_metrics(feed.lambda()))
+}
+
+/// A stack with a scheduled verifier, and a few issues delivered.
+async fn delivered(wrap: impl Fn(&str, Invoker) -> Invoker) -> Result<(Stack, Feed, Pipeline)> {
+    let sdk = sdk();
+    let stack = stack(
+        &sdk,
+        &[
+            ("IndexVerifySchedule", "rate(1 day)"),
+            ("MaximumRetryAttempts", "1"),
+            ("BatchSize", "10"),
+        ],
+    )
+    .await?;
+    let feed = Feed::start(&sdk);
+    let mut pipeline = fed_pipeline(&stack, &feed, wrap)?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let issues = stack.table("IssuesTable")?.name.clone();
+    for id in 0..6 {
+        put(
+            &client,
+            &issues,
+            &issue(id, &json!({"f": id, "g": format!("v{id}")})),
+        )
+        .await?;
+    }
+    pipeline.settle().await?;
+    Ok((stack, feed, pipeline))
+}
+
+/// The mapping's counts of the function built from `binary`.
+fn counts_of(pipeline: &Pipeline, binary: &str) -> Counts {
+    pipeline
+        .counts()
+        .into_iter()
+        .filter(|(function, _)| *function == binary)
+        .fold(Counts::default(), |sum, (_, counts)| sum + counts)
+}
+
+fn row<'a>(status: &'a Status, logical_id: &str) -> Result<&'a stack_status::FunctionStatus> {
+    let name = local_stack::function_name(&status.stack, logical_id);
+    status
+        .functions
+        .iter()
+        .find(|f| f.function == name)
+        .with_context(|| format!("no row for {name} in\n{status}"))
+}
+
+/// `sidestream status --output json` run as an operator runs it, on the command line the local
+/// stack prints: whether it exited 0, and its report. The report must say why when it fails.
+fn command(stack: &Stack) -> Result<(bool, serde_json::Value)> {
+    let line = stack.status_command()?;
+    let mut args: Vec<&str> = line.split(' ').skip(1).collect();
+    args.extend(["--output", "json"]);
+    let ran = crate::cli::sidestream(&args, "", &[]);
+    let json: serde_json::Value = serde_json::from_str(&ran.out).with_context(|| format!("{ran:?}"))?;
+    let attention = json["attention"].as_array().map_or(0, Vec::len);
+    ensure!(
+        ran.ok == (attention == 0),
+        "exit status 1 exactly when something needs an operator: {ran:?}"
+    );
+    Ok((ran.ok, json))
+}
+
+/// The stack's alarms in ALARM, by logical id.
+fn alarming(stack: &Stack, status: &Status) -> Vec<String> {
+    stack
+        .alarms
+        .iter()
+        .filter(|(_, (name, _))| status.alarms.iter().any(|a| a.name == *name))
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_healthy_stack_needs_no_operator() -> Result<()> {
+    let sdk = sdk();
+    let (stack, feed, pipeline) = delivered(|_, inner| inner).await?;
+    let run = local_stack::verify(&sdk, &stack, &feed, &[("VERIFY_CONFIRM_SECONDS", "0")]).await?;
+    ensure!(run.drift.is_exact(), "{:?}", run.drift);
+    let status = local_stack::status(&sdk, &stack, &feed).await?;
+    ensure!(!status.needs_operator(), "{status}");
+    ensure!(
+        status.alarms.is_empty() && alarming(&stack, &status).is_empty(),
+        "{status}"
+    );
+    // Each function the mapping invoked has a row, its events exactly the records its mapping
+    // delivered (its EMF lines' RecordsIn) and its lag the mapping's IteratorAge; a function
+    // never invoked (the archiver: nothing expired) has reported nothing.
+    for (logical_id, binary) in [
+        ("IndexerFunction", "multikey-indexer"),
+        ("ArchiverFunction", "ttl-archiver"),
+    ] {
+        let counts = counts_of(&pipeline, binary);
+        if counts.invocations == 0 {
+            ensure!(
+                row(&status, logical_id).is_err(),
+                "{logical_id} was never invoked\n{status}"
+            );
+            continue;
+        }
+        let row = row(&status, logical_id)?;
+        ensure!(
+            row.events == counts.delivered && row.binary.as_deref() == Some(binary) && row.lag_ms.is_some(),
+            "{logical_id}: {} events, the mapping delivered {}\n{status}",
+            row.events,
+            counts.delivered
+        );
+    }
+    ensure!(
+        counts_of(&pipeline, "multikey-indexer").delivered == 6,
+        "the six puts were delivered to the indexer"
+    );
+    let index = status.indexes.first().context("the verifier's index")?;
+    ensure!(index.drift == Some(0.0), "{status}");
+    let queue = status.failure_queue.as_ref().context("the on-failure queue")?;
+    ensure!(queue.pending == 0 && status.parked.is_empty(), "{status}");
+    ensure!(
+        status
+            .to_string()
+            .ends_with("Healthy: nothing needs an operator."),
+        "{status}"
+    );
+    let (ok, json) = command(&stack)?;
+    ensure!(ok, "{json}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_parked_record_needs_an_operator() -> Result<()> {
+    let sdk = sdk();
+    let (stack, feed, mut pipeline) = delivered(|_, inner| inner).await?;
+    // A counter shard whose count is not an integer: the aggregator parks it (record-permanent)
+    // and goes on.
+    let counters = stack.table("CounterTable")?.name.clone();
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    put(
+        &client,
+        &counters,
+        &json!({"pk": "COUNTER#status#SHARD#0", "count": 1.5}),
+    )
+    .await?;
+    put(
+        &client,
+        &counters,
+        &json!({"pk": "COUNTER#status#SHARD#1", "count": 2}),
+    )
+    .await?;
+    pipeline.settle().await?;
+    let status = local_stack::status(&sdk, &stack, &feed).await?;
+    let aggregator = row(&status, "AggregatorFunction")?;
+    ensure!(
+        status.parked.get("counter-aggregator") == Some(&1) && aggregator.parked == 1,
+        "{status}"
+    );
+    ensure!(
+        alarming(&stack, &status) == ["AggregatorParkedRecordsAlarm"],
+        "{:?}\n{status}",
+        alarming(&stack, &status)
+    );
+    ensure!(
+        status.needs_operator()
+            && status
+                .attention
+                .iter()
+                .any(|a| a.contains("counter-aggregator parked 1")),
+        "{status}"
+    );
+
+    let (ok, json) = command(&stack)?;
+    ensure!(!ok && json["parked"]["counter-aggregator"] == 1, "{json}");
+    Ok(())
+}
+
+/// The indexer as a crashing build: every invocation with the issue "poison" fails. Counts the
+/// crashes.
+fn crashing_on_poison(inner: Invoker, crashes: Arc<AtomicU32>) -> Invoker {
+    in_process(move |event, deadline| {
+        let (inner, crashes) = (Arc::clone(&inner), Arc::clone(&crashes));
+        async move {
+            let poison = event
+                .records
+                .iter()
+                .any(|r| serde_json::to_value(&r.change.keys).is_ok_and(|k| k["id"]["S"] == "poison"));
+            if poison {
+                crashes.fetch_add(1, Ordering::SeqCst);
+                return Invocation::Failed {
+                    error_type: "Poison".into(),
+                    message: "cannot index".into(),
+                };
+            }
+            inner(event, deadline).await
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_range_given_up_needs_an_operator() -> Result<()> {
+    let sdk = sdk();
+    let crashes = Arc::new(AtomicU32::new(0));
+    let seen = Arc::clone(&crashes);
+    let (stack, feed, mut pipeline) = delivered(move |function, inner| {
+        if function == "multikey-indexer" {
+            crashing_on_poison(inner, Arc::clone(&seen))
+        } else {
+            inner
+        }
+    })
+    .await?;
+    let issues = stack.table("IssuesTable")?.name.clone();
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    put(
+        &client,
+        &issues,
+        &json!({"id": "poison", "project": "p0", "num": 99, "custom_fields": {"f": 1}}),
+    )
+    .await?;
+    pipeline.settle().await?;
+    let given_up = counts_of(&pipeline, "multikey-indexer").given_up;
+    ensure!(
+        given_up == 1 && crashes.load(Ordering::SeqCst) == 2,
+        "poison was given up after its retry: {given_up} given up, {} crashes",
+        crashes.load(Ordering::SeqCst)
+    );
+    let status = local_stack::status(&sdk, &stack, &feed).await?;
+    let queue = status.failure_queue.as_ref().context("the on-failure queue")?;
+    let indexer = row(&status, "IndexerFunction")?;
+    ensure!(
+        queue.pending == 1 && indexer.failures_pending == 1,
+        "the range is pending, and it is the indexer's\n{status}"
+    );
+    ensure!(
+        alarming(&stack, &status) == ["FailureQueueAlarm", "IndexerDroppedEventsAlarm"],
+        "{:?}\n{status}",
+        alarming(&stack, &status)
+    );
+    ensure!(status.needs_operator(), "{status}");
+    let (ok, json) = command(&stack)?;
+    ensure!(!ok && json["failure_queue"]["pending"] == 1, "{json}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_index_that_drifted_needs_an_operator() -> Result<()> {
+    let sdk = sdk();
+    let (stack, feed, _pipeline) = delivered(|_, inner| inner).await?;
+    // An entry lost behind the stream's back.
+    let index = stack.table("IndexTable")?.name.clone();
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let entries = local_stack::scan(&client, &index).await?;
+    let first = entries.first().context("an index entry")?;
+    let key = |name: &str| first[name]["S"].as_str().map(|s| AttributeValue::S(s.to_owned()));
+    client
+        .delete_item()
+        .table_name(&index)
+        .set_key(Some(
+            [("pk", key("pk")), ("sk", key("sk"))]
+                .into_iter()
+                .map(|(k, v)| v.map(|v| (k.to_owned(), v)).context("the entry's key"))
+                .collect::<Result<_>>()?,
+        ))
+        .send()
+        .await?;
+    let run = local_stack::verify(&sdk, &stack, &feed, &[("VERIFY_CONFIRM_SECONDS", "0")]).await?;
+    ensure!(run.drift.count() == 1, "{:?}", run.drift);
+    let status = local_stack::status(&sdk, &stack, &feed).await?;
+    let drift = status.indexes.first().and_then(|i| i.drift);
+    ensure!(drift == Some(1.0), "{status}");
+    ensure!(
+        alarming(&stack, &status) == ["IndexDriftAlarm"],
+        "{:?}\n{status}",
+        alarming(&stack, &status)
+    );
+    ensure!(
+        status.needs_operator() && status.attention.iter().any(|a| a.contains("drifted")),
+        "{status}"
+    );
+    let (ok, json) = command(&stack)?;
+    ensure!(!ok && json["indexes"][0]["drift"] == 1.0, "{json}");
+    Ok(())
+}

@@ -158,6 +158,10 @@ pub fn emf(run: &Run, namespace: &str, function: &str, timestamp_ms: u64) -> Val
     for (name, value) in metrics {
         doc[name] = json!(value);
     }
+    // A level no ApplicationLogLevel filters out (`stream_kit::metrics::log_fields`).
+    for (name, value) in stream_kit::metrics::log_fields(timestamp_ms) {
+        doc[name] = value;
+    }
     doc
 }
 

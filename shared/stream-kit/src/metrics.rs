@@ -3,6 +3,12 @@
 //! Lambda forwards stdout to CloudWatch Logs, and CloudWatch turns each EMF line into metric data
 //! points with no API call and no extra latency. Every metric is emitted on every invocation, zeros
 //! included, so alarms on "failures > 0" see a steady series. The dimension is `Function`.
+//!
+//! With the JSON log format, Lambda filters application logs by their `level` (a line without a
+//! valid `level` and RFC 3339 `timestamp` counts as INFO), so a function set to
+//! `ApplicationLogLevel: WARN` would drop INFO-level EMF lines, and every alarm on them would go
+//! quiet. Each EMF line therefore carries [`EMF_LEVEL`], the level no `ApplicationLogLevel`
+//! filters out, and its timestamp ([`log_fields`]).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -95,6 +101,27 @@ pub struct Metrics {
     counts: [u64; Metric::ALL.len()],
 }
 
+/// The log level of every EMF line: `FATAL`, the one level that every `ApplicationLogLevel`
+/// (TRACE to FATAL) lets through to CloudWatch Logs, where the metrics are made.
+pub const EMF_LEVEL: &str = "FATAL";
+
+/// The fields that make an EMF line pass Lambda's log-level filter whatever `ApplicationLogLevel`
+/// is: `level` ([`EMF_LEVEL`]) and `timestamp`, the line's time as RFC 3339 (without a valid
+/// one Lambda takes the line as INFO).
+pub fn log_fields(timestamp_ms: u64) -> [(&'static str, Value); 2] {
+    let at = i64::try_from(timestamp_ms)
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .unwrap_or_default();
+    [
+        ("level", Value::from(EMF_LEVEL)),
+        (
+            "timestamp",
+            Value::from(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+        ),
+    ]
+}
+
 /// The namespace used when `METRICS_NAMESPACE` is unset.
 pub const DEFAULT_NAMESPACE: &str = "Sidestream";
 
@@ -175,6 +202,9 @@ impl Metrics {
                 }],
             }),
         );
+        for (name, value) in log_fields(timestamp_ms) {
+            doc.insert(name.to_owned(), value);
+        }
         doc.insert("Function".to_owned(), Value::from(self.function.as_str()));
         for metric in Metric::ALL {
             doc.insert(metric.name().to_owned(), Value::from(self.get(metric)));

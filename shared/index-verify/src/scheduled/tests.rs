@@ -93,6 +93,7 @@ fn the_emf_document_carries_each_kind_and_the_sum_the_alarm_watches() {
                             {"Name": "IndexStale", "Unit": "Count"}, {"Name": "IndexExtra", "Unit": "Count"},
                             {"Name": "IndexDriftSeen", "Unit": "Count"},
                             {"Name": "IndexEntries", "Unit": "Count"}, {"Name": "IndexRepairs", "Unit": "Count"}]}]},
+            "level": "FATAL", "timestamp": "2027-01-15T08:00:00.000Z",
             "Function": "prod-VerifierFunction-X", "Index": "cf", "IndexDrift": 3, "IndexMissing": 2, "IndexStale": 1, "IndexExtra": 0, "IndexDriftSeen": 7,
             "IndexEntries": 10, "IndexRepairs": 3,
         })

@@ -16,6 +16,9 @@ fn render_is_one_emf_document_with_every_metric() {
     assert!(!line.contains('\n'));
     let doc: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(doc["_aws"]["Timestamp"], json!(1_700_000_000_000_u64));
+    // A level no ApplicationLogLevel filters out, and the timestamp Lambda needs to honour it.
+    assert_eq!(doc["level"], "FATAL");
+    assert_eq!(doc["timestamp"], "2023-11-14T22:13:20.000Z");
     let directive = &doc["_aws"]["CloudWatchMetrics"][0];
     assert_eq!(directive["Namespace"], "Sidestream");
     assert_eq!(directive["Dimensions"], json!([["Function"]]));

@@ -130,15 +130,36 @@ fn emitted(template: &Template, resolver: &Resolver<'_>) -> Result<Emitted> {
             out.series.insert(series);
         }
     }
+    // Step Functions' metrics of each state machine (AWS/States, by `StateMachineArn`).
+    for machine in template.resources_of_type("AWS::Serverless::StateMachine") {
+        if resolver.resource_exists(machine)? {
+            let arn = resolver.string(&json!({"Ref": machine}), machine)?;
+            for metric in [
+                "ExecutionsStarted",
+                "ExecutionsSucceeded",
+                "ExecutionsFailed",
+                "ExecutionsTimedOut",
+            ] {
+                out.series.insert((
+                    "AWS/States".into(),
+                    metric.into(),
+                    "StateMachineArn".into(),
+                    arn.clone(),
+                ));
+            }
+        }
+    }
     for queue in template.resources_of_type("AWS::SQS::Queue") {
         if resolver.resource_exists(queue)? {
             let name = resolver.string(&json!({"Fn::GetAtt": [queue, "QueueName"]}), queue)?;
-            out.series.insert((
-                "AWS/SQS".into(),
-                "ApproximateNumberOfMessagesVisible".into(),
-                "QueueName".into(),
-                name,
-            ));
+            for metric in [
+                "ApproximateNumberOfMessagesVisible",
+                "NumberOfMessagesSent",
+                "ApproximateAgeOfOldestMessage",
+            ] {
+                out.series
+                    .insert(("AWS/SQS".into(), metric.into(), "QueueName".into(), name.clone()));
+            }
         }
     }
     Ok(out)

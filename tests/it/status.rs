@@ -209,8 +209,8 @@ async fn a_parked_record_needs_an_operator() -> Result<()> {
     Ok(())
 }
 
-/// The indexer as a crashing build: every invocation with the issue "poison" fails. Counts the
-/// crashes.
+/// The indexer as a crashing build: every invocation with the issue "poison" fails (Lambda counts
+/// each as an error). Counts the crashes.
 fn crashing_on_poison(inner: Invoker, crashes: Arc<AtomicU32>) -> Invoker {
     in_process(move |event, deadline| {
         let (inner, crashes) = (Arc::clone(&inner), Arc::clone(&crashes));
@@ -267,7 +267,13 @@ async fn a_range_given_up_needs_an_operator() -> Result<()> {
         "the range is pending, and it is the indexer's\n{status}"
     );
     ensure!(
-        alarming(&stack, &status) == ["FailureQueueAlarm", "IndexerDroppedEventsAlarm"],
+        alarming(&stack, &status)
+            == [
+                "FailureQueueAlarm",
+                "FailureQueueGiveUpsAlarm",
+                "IndexerDroppedEventsAlarm",
+                "IndexerErrorsAlarm"
+            ],
         "{:?}\n{status}",
         alarming(&stack, &status)
     );

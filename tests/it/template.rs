@@ -64,6 +64,8 @@ pub(crate) fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
                 ("EnableBackfill", "true"),
                 ("IssuesTableStreamArn", ISSUES_STREAM),
                 ("BackfillWriteUnitsPerSegment", "50"),
+                ("BackfillReadUnitsPerSegment", "200"),
+                ("BackfillReservedConcurrency", "8"),
             ]),
         ),
         ("backfill on", set(&[("EnableBackfill", "true")])),
@@ -929,5 +931,222 @@ fn kinesis_mappings_filter_the_change_records_the_stream_mappings_filter() -> Re
     }
     // The archiver's, the aggregator's, and the indexer's for a set attribute, each compared.
     ensure!(compared >= 12, "{compared} filters compared");
+    Ok(())
+}
+
+/// GitHub's anchor of a Markdown heading: lower case, punctuation but hyphens dropped, spaces
+/// as hyphens.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == '-' || *c == ' ' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// Every alarm reaches someone and says what to do, in every deployment: its ALARM and OK
+/// actions are the alarm topic (the stack's own unless `AlarmTopicArn` gives one), and its
+/// description links a runbook section that docs/operations.md has. Every function has an
+/// `Errors` alarm (an init failure writes no metric of Sidestream's), every state machine a
+/// failed-executions alarm, and Lambda's REPORT lines are kept (`SystemLogLevel` INFO or DEBUG).
+#[test]
+fn every_alarm_reaches_someone_and_says_what_to_do() -> Result<()> {
+    let template = template()?;
+    let runbook =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations.md"))?;
+    let anchors: BTreeSet<String> = runbook
+        .lines()
+        .filter_map(|l| l.strip_prefix("### ").or_else(|| l.strip_prefix("## ")))
+        .map(anchor)
+        .collect();
+    let system_level = template
+        .root()
+        .pointer("/Globals/Function/LoggingConfig/SystemLogLevel")
+        .and_then(Value::as_str);
+    ensure!(
+        matches!(system_level, Some("INFO" | "DEBUG")),
+        "SystemLogLevel {system_level:?} drops Lambda's REPORT lines"
+    );
+    let given = "arn:aws:sns:us-east-1:123456789012:oncall";
+    let mut all = deployments();
+    all.push(("an existing alarm topic", set(&[("AlarmTopicArn", given)])));
+    let mut checked = 0;
+    for (deployment, parameters) in all {
+        let resolver = template.resolver(&parameters, names());
+        let topic = if parameters.contains_key("AlarmTopicArn") {
+            given.to_owned()
+        } else {
+            resolver.string(&serde_json::json!({"Ref": "AlarmTopic"}), "AlarmTopic")?
+        };
+        let mut watched = BTreeSet::new();
+        for alarm in template.resources_of_type("AWS::CloudWatch::Alarm") {
+            if !resolver.resource_exists(alarm)? {
+                continue;
+            }
+            let p = resolver
+                .resolve(&template.root()["Resources"][alarm]["Properties"], alarm)?
+                .context("an alarm's properties")?;
+            for actions in ["AlarmActions", "OKActions"] {
+                ensure!(
+                    p[actions] == serde_json::json!([topic]),
+                    "{deployment}: {alarm}'s {actions} are {}, not the alarm topic {topic}",
+                    p[actions]
+                );
+            }
+            let description = p["AlarmDescription"].as_str().unwrap_or_default();
+            let link = description
+                .split("Runbook: docs/operations.md#")
+                .nth(1)
+                .map(|rest| rest.trim_end_matches('.'))
+                .with_context(|| format!("{alarm}: no runbook link in {description:?}"))?;
+            ensure!(
+                anchors.contains(link),
+                "{alarm}: docs/operations.md has no section #{link}"
+            );
+            let dimension = &p["Dimensions"][0]["Value"];
+            watched.insert((
+                p["MetricName"].as_str().unwrap_or_default().to_owned(),
+                dimension.as_str().unwrap_or_default().to_owned(),
+            ));
+            checked += 1;
+        }
+        for function in template.functions(&resolver)? {
+            let name = physical(&function.logical_id);
+            ensure!(
+                watched.contains(&("Errors".to_owned(), name.clone())),
+                "{deployment}: {} has no Errors alarm",
+                function.logical_id
+            );
+        }
+        for machine in template.resources_of_type("AWS::Serverless::StateMachine") {
+            if resolver.resource_exists(machine)? {
+                let arn = resolver.string(&serde_json::json!({"Ref": machine}), machine)?;
+                ensure!(
+                    watched.contains(&("ExecutionsFailed".to_owned(), arn)),
+                    "{deployment}: {machine} has no failed-executions alarm"
+                );
+            }
+        }
+    }
+    ensure!(checked > 200, "{checked} alarms checked");
+    Ok(())
+}
+
+/// The template read as a reviewer reads it for production: what AWS refuses at deploy time is
+/// refused by the parameters, the source tables cannot be deleted by accident, the failure queue
+/// outlives the stack, the state machine's role trusts only this account's state machine and its
+/// Lambda integration names the stack's partition, and the scheduled verifier is not retried
+/// (each retry is two more full scans).
+#[test]
+fn the_template_holds_what_a_production_review_asks() -> Result<()> {
+    let template = template()?;
+    let root = template.root();
+    // Lambda takes -1, or 60 to 604,800 seconds.
+    let age = &root["Parameters"]["MaximumRecordAgeInSeconds"];
+    let pattern = regex_lite::Regex::new(age["AllowedPattern"].as_str().context("a pattern")?)?;
+    for (value, accepted) in [
+        ("-1", true),
+        ("60", true),
+        ("86400", true),
+        ("604800", true),
+        ("0", false),
+        ("59", false),
+        ("-2", false),
+        ("604801", false),
+        ("1000000", false),
+    ] {
+        ensure!(
+            pattern.is_match(value) == accepted,
+            "MaximumRecordAgeInSeconds {value}: accepted {}",
+            pattern.is_match(value)
+        );
+    }
+    for (n, value) in (60..=604_800).step_by(997).enumerate() {
+        ensure!(pattern.is_match(&value.to_string()), "{value} ({n})");
+    }
+    let resources = &root["Resources"];
+    for table in ["IssuesTable", "CounterTable"] {
+        ensure!(
+            resources[table]["Properties"]["DeletionProtectionEnabled"] == true
+                && resources[table]["DeletionPolicy"] == "Retain",
+            "{table}: deletion protection, retained"
+        );
+    }
+    ensure!(
+        resources["FailureQueue"]["DeletionPolicy"] == "Retain"
+            && resources["FailureQueue"]["UpdateReplacePolicy"] == "Retain",
+        "the failure queue outlives the stack"
+    );
+    let parameters = BTreeMap::from([
+        ("EnableBackfill".to_owned(), "true".to_owned()),
+        ("IndexVerifySchedule".to_owned(), "rate(1 day)".to_owned()),
+    ]);
+    let resolver = template.resolver(&parameters, names());
+    let trust = resolver
+        .resolve(
+            &resources["BackfillStateMachineRole"]["Properties"]["AssumeRolePolicyDocument"],
+            "trust",
+        )?
+        .context("a trust policy")?;
+    for statement in trust["Statement"].as_array().context("statements")? {
+        ensure!(
+            statement["Condition"]["StringEquals"]["aws:SourceAccount"] == ACCOUNT
+                && statement["Condition"]["ArnLike"]["aws:SourceArn"]
+                    .as_str()
+                    .is_some_and(
+                        |arn| arn.starts_with(&format!("arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:"))
+                    ),
+            "the state machine's role trusts only this account's state machine: {statement}"
+        );
+    }
+    let machine = resolver
+        .resolve(&resources["BackfillStateMachine"]["Properties"], "machine")?
+        .context("the state machine")?;
+    let touch = &machine["Definition"]["States"]["EachSegment"]["ItemProcessor"]["States"]["Touch"];
+    ensure!(
+        touch["Resource"] == "${LambdaInvoke}"
+            && machine["DefinitionSubstitutions"]["LambdaInvoke"] == "arn:aws:states:::lambda:invoke",
+        "the Lambda integration is the stack's partition's: {touch}"
+    );
+    let verifier = &resources["VerifierFunction"]["Properties"];
+    ensure!(
+        verifier["EventInvokeConfig"]["MaximumRetryAttempts"] == 0,
+        "the scheduled verifier is not retried"
+    );
+    // The backfill can be held to a share of the account's concurrency.
+    let paced = set(&[("EnableBackfill", "true"), ("BackfillReservedConcurrency", "8")]);
+    let backfill = template
+        .resolver(&paced, names())
+        .resolve(&resources["BackfillFunction"]["Properties"], "backfill")?
+        .context("the backfill function")?;
+    ensure!(
+        backfill["ReservedConcurrentExecutions"] == "8",
+        "{}",
+        backfill["ReservedConcurrentExecutions"]
+    );
+    // Every parameter's default is a value the parameter admits.
+    for (name, parameter) in root["Parameters"].as_object().context("parameters")? {
+        let default = match &parameter["Default"] {
+            Value::String(text) => text.clone(),
+            Value::Null => continue,
+            other => other.to_string(),
+        };
+        if let Some(pattern) = parameter["AllowedPattern"].as_str() {
+            ensure!(
+                regex_lite::Regex::new(pattern)?.is_match(&default),
+                "{name}: its default {default:?} does not match its AllowedPattern"
+            );
+        }
+        if let Some(values) = parameter["AllowedValues"].as_array() {
+            ensure!(
+                values
+                    .iter()
+                    .any(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned) == default),
+                "{name}: its default {default:?} is not among its AllowedValues"
+            );
+        }
+    }
     Ok(())
 }

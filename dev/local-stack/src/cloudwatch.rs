@@ -56,6 +56,8 @@ struct Shared {
     followed: Mutex<Vec<Followed>>,
     /// The first failure to put data, reported by [`Feed::flush`].
     failed: Mutex<Option<String>>,
+    /// When each queue's metrics were last published (epoch milliseconds), by URL.
+    published: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 /// Puts metric data into the emulator's CloudWatch from a background task, in the order given.
@@ -79,6 +81,7 @@ impl Feed {
             tx,
             followed: Mutex::new(Vec::new()),
             failed: Mutex::new(None),
+            published: Mutex::new(std::collections::BTreeMap::new()),
         });
         let failed = Arc::downgrade(&shared);
         tokio::spawn(async move {
@@ -148,10 +151,15 @@ impl Feed {
         });
     }
 
-    /// Puts each of the stack's queues' `ApproximateNumberOfMessagesVisible` (`AWS/SQS`, by
-    /// `QueueName`), as SQS publishes it.
+    /// Puts what SQS publishes each minute about each of the stack's queues (`AWS/SQS`, by
+    /// `QueueName`): `ApproximateNumberOfMessagesVisible`, `NumberOfMessagesSent` since the last
+    /// time, and `ApproximateAgeOfOldestMessage` in seconds, from the messages read without
+    /// hiding them (a visibility timeout of 0) and their `SentTimestamp`.
     pub async fn queue_depths(&self, sdk: &SdkConfig, stack: &Stack) -> Result<(), StackError> {
         let sqs = aws_sdk_sqs::Client::new(sdk);
+        let now = SystemTime::now();
+        let now_ms =
+            u64::try_from(now.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()).unwrap_or(0);
         for url in stack.queues.values() {
             let attributes = sqs
                 .get_queue_attributes()
@@ -165,18 +173,38 @@ impl Feed {
                 .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages))
                 .and_then(|n| n.parse::<f64>().ok())
                 .unwrap_or(0.0);
+            let sent = sent_timestamps(&sqs, url).await?;
+            let since = lock(&self.shared.published)
+                .insert(url.clone(), now_ms)
+                .unwrap_or(0);
             let name = url.rsplit('/').next().unwrap_or(url);
-            let datum = MetricDatum::builder()
-                .metric_name("ApproximateNumberOfMessagesVisible")
-                .dimensions(Dimension::builder().name("QueueName").value(name).build())
-                .value(visible)
-                .unit(StandardUnit::Count)
-                .timestamp(DateTime::from(SystemTime::now()))
-                .build();
-            let _ = self
-                .shared
-                .tx
-                .send(Message::Data(vec![("AWS/SQS".to_owned(), datum)]));
+            let datum = |metric: &str, value: f64, unit: StandardUnit| {
+                let datum = MetricDatum::builder()
+                    .metric_name(metric)
+                    .dimensions(Dimension::builder().name("QueueName").value(name).build())
+                    .value(value)
+                    .unit(unit)
+                    .timestamp(DateTime::from(now))
+                    .build();
+                ("AWS/SQS".to_owned(), datum)
+            };
+            #[allow(clippy::cast_precision_loss, reason = "counts and ages far below 2^52")]
+            let data = vec![
+                datum("ApproximateNumberOfMessagesVisible", visible, StandardUnit::Count),
+                datum(
+                    "NumberOfMessagesSent",
+                    sent.iter().filter(|at| **at > since).count() as f64,
+                    StandardUnit::Count,
+                ),
+                datum(
+                    "ApproximateAgeOfOldestMessage",
+                    sent.iter()
+                        .min()
+                        .map_or(0, |oldest| now_ms.saturating_sub(*oldest) / 1000) as f64,
+                    StandardUnit::Seconds,
+                ),
+            ];
+            let _ = self.shared.tx.send(Message::Data(data));
         }
         Ok(())
     }
@@ -193,6 +221,40 @@ impl Feed {
             None => Ok(()),
         }
     }
+}
+
+/// How many receives of up to 10 messages find a queue's messages' `SentTimestamp`s.
+const PEEKS: usize = 10;
+
+/// The `SentTimestamp` (epoch milliseconds) of the queue's messages, read without hiding them.
+async fn sent_timestamps(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<Vec<u64>, StackError> {
+    use aws_sdk_sqs::types::MessageSystemAttributeName as Attribute;
+    let mut seen = std::collections::BTreeMap::new();
+    for _ in 0..PEEKS {
+        let received = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .visibility_timeout(0)
+            .message_system_attribute_names(Attribute::SentTimestamp)
+            .send()
+            .await
+            .map_err(|e| request("ReceiveMessage", url, &e))?;
+        let before = seen.len();
+        for message in received.messages() {
+            let sent = message
+                .attributes()
+                .and_then(|a| a.get(&Attribute::SentTimestamp))
+                .and_then(|t| t.parse::<u64>().ok());
+            if let (Some(id), Some(sent)) = (message.message_id(), sent) {
+                seen.insert(id.to_owned(), sent);
+            }
+        }
+        if seen.len() == before {
+            break;
+        }
+    }
+    Ok(seen.into_values().collect())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

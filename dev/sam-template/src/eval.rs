@@ -240,12 +240,14 @@ impl<'a> Resolver<'a> {
                 } else {
                     let kind = self.resource_type(target, at)?;
                     let name = self.physical_name(target, kind)?;
+                    let (region, account) = (&self.names.region, &self.names.account);
                     match kind {
-                        // A queue's Ref is its URL.
-                        "AWS::SQS::Queue" => format!(
-                            "https://sqs.{}.amazonaws.com/{}/{name}",
-                            self.names.region, self.names.account
-                        ),
+                        // A queue's Ref is its URL; a topic's and a state machine's, their ARN.
+                        "AWS::SQS::Queue" => format!("https://sqs.{region}.amazonaws.com/{account}/{name}"),
+                        "AWS::SNS::Topic" => format!("arn:aws:sns:{region}:{account}:{name}"),
+                        "AWS::Serverless::StateMachine" | "AWS::StepFunctions::StateMachine" => {
+                            format!("arn:aws:states:{region}:{account}:stateMachine:{name}")
+                        }
                         _ => name,
                     }
                 }
@@ -254,13 +256,14 @@ impl<'a> Resolver<'a> {
     }
 
     /// A resource's name: the one its properties give (`TableName`, `BucketName`, a Glue
-    /// database's or an Athena workgroup's name), or else the caller's.
+    /// database's, an Athena workgroup's or a state machine's name), or else the caller's.
     fn physical_name(&self, logical_id: &str, kind: &str) -> Result<String, TemplateError> {
         let property = match kind {
             "AWS::DynamoDB::Table" => "TableName",
             "AWS::S3::Bucket" => "BucketName",
             "AWS::Glue::Database" => "DatabaseInput/Name",
-            "AWS::Athena::WorkGroup" => "Name",
+            "AWS::Athena::WorkGroup" | "AWS::Serverless::StateMachine" => "Name",
+            "AWS::StepFunctions::StateMachine" => "StateMachineName",
             _ => return Ok((self.names.resource)(logical_id)),
         };
         match self

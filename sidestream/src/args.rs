@@ -136,8 +136,9 @@ pub(crate) struct StatusArgs {
     /// `IndexVerifySchedule`).
     #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u64).range(1..=336))]
     pub(crate) verify_window: u64,
-    /// A function more than this many seconds behind its stream needs an operator.
-    #[arg(long, default_value_t = 60)]
+    /// A function more than this many seconds behind its stream needs an operator (the
+    /// template's `IteratorAgeAlarmMilliseconds` is 300,000 by default).
+    #[arg(long, default_value_t = 300)]
     pub(crate) max_lag: u64,
     /// `text` (one screen) or `json` (one object).
     #[arg(long, value_enum, default_value_t = Output::Text)]

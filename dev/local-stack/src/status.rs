@@ -36,7 +36,8 @@ impl Stack {
             archive: self.archive_location().ok(),
             window: Duration::from_secs(WINDOW_MINUTES * 60),
             verify_window: Duration::from_secs(48 * 3600),
-            max_lag: Duration::from_secs(60),
+            // The template's IteratorAgeAlarmMilliseconds by default, and the CLI's --max-lag.
+            max_lag: Duration::from_secs(300),
         })
     }
 

@@ -1158,3 +1158,38 @@ fn every_parameters_default_is_admitted() -> Result<()> {
     }
     Ok(())
 }
+
+/// The archive, the only copy of what TTL deleted: previous versions are kept a year by default,
+/// only objects over 128 KB move to Glacier (on purpose, and said so), and objects expire only
+/// when `ArchiveExpireAfterDays` asks, and then whatever their size.
+#[test]
+fn the_archive_keeps_what_ttl_deleted_as_long_as_asked() -> Result<()> {
+    let template = template()?;
+    let resources = &template.root()["Resources"];
+    for (expire, expected) in [("", Value::Null), ("3650", Value::from("3650"))] {
+        let bucket = template
+            .resolver(&set(&[("ArchiveExpireAfterDays", expire)]), names())
+            .resolve(&resources["ArchiveBucket"]["Properties"], "archive")?
+            .context("the archive bucket")?;
+        let rules = bucket["LifecycleConfiguration"]["Rules"]
+            .as_array()
+            .context("lifecycle rules")?;
+        for rule in rules {
+            if rule["Transitions"].is_array() {
+                ensure!(
+                    rule["ObjectSizeGreaterThan"] == 131_072 && rule["ExpirationInDays"].is_null(),
+                    "{rule}"
+                );
+            } else {
+                ensure!(
+                    rule["NoncurrentVersionExpiration"]["NoncurrentDays"] == "365"
+                        && rule["ExpirationInDays"] == expected
+                        && rule["ObjectSizeGreaterThan"].is_null(),
+                    "{rule}"
+                );
+            }
+        }
+        ensure!(rules.len() == 2, "{rules:?}");
+    }
+    Ok(())
+}

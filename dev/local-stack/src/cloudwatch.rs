@@ -510,23 +510,15 @@ pub async fn create_alarms(sdk: &SdkConfig, stack: &Stack) -> Result<usize, Stac
 pub async fn evaluate_alarms(sdk: &SdkConfig, stack: &Stack) -> Result<Vec<String>, StackError> {
     let client = aws_sdk_cloudwatch::Client::new(sdk);
     let now = SystemTime::now();
+    let states = states(&client, &format!("{}-", stack.name)).await?;
     let mut alarming = Vec::new();
     for alarm in specs(stack)? {
         let state = evaluate(&client, &alarm, now).await?;
         let Some(state) = state else {
             continue;
         };
-        let described = client
-            .describe_alarms()
-            .alarm_names(&alarm.name)
-            .send()
-            .await
-            .map_err(|e| request("DescribeAlarms", &alarm.name, &e))?;
-        let current = described
-            .metric_alarms()
-            .first()
-            .and_then(|a| a.state_value().cloned());
-        if current.as_ref() != Some(&state) {
+        let current = states.get(&alarm.name);
+        if current != Some(&state) {
             let reason = match state {
                 StateValue::Alarm => format!("Threshold crossed: {} {}", alarm.metric, alarm.threshold),
                 _ => "Threshold not crossed".to_owned(),
@@ -545,6 +537,34 @@ pub async fn evaluate_alarms(sdk: &SdkConfig, stack: &Stack) -> Result<Vec<Strin
         }
     }
     Ok(alarming)
+}
+
+/// The state of each alarm named `prefix…` on the emulator, by name: one `DescribeAlarms`
+/// listing, every page.
+async fn states(
+    client: &aws_sdk_cloudwatch::Client,
+    prefix: &str,
+) -> Result<std::collections::BTreeMap<String, StateValue>, StackError> {
+    let mut states = std::collections::BTreeMap::new();
+    let mut token = None;
+    loop {
+        let page = client
+            .describe_alarms()
+            .alarm_name_prefix(prefix)
+            .set_next_token(token)
+            .send()
+            .await
+            .map_err(|e| request("DescribeAlarms", prefix, &e))?;
+        for alarm in page.metric_alarms() {
+            if let (Some(name), Some(state)) = (alarm.alarm_name(), alarm.state_value()) {
+                states.insert(name.to_owned(), state.clone());
+            }
+        }
+        token = page.next_token().map(str::to_owned);
+        if token.is_none() {
+            return Ok(states);
+        }
+    }
 }
 
 /// The state `alarm` evaluates to at `now`, or `None` when missing data leaves it as it is

@@ -46,6 +46,14 @@ input shape, encoded for moto by botocore's JSON serializer, and moto's JSON ans
 CBOR serializer, timestamps as CBOR's epoch tags, as CloudWatch answers. A gzip-encoded request
 body (the SDK compresses large `PutMetricData` requests) is inflated first.
 
+DynamoDB Streams keeps a record 24 hours and then trims it: `GetShardIterator` at a trimmed
+sequence number, and `GetRecords` with an iterator that points at one, fail with
+`TrimmedDataAccessException`, and `TRIM_HORIZON` starts after them. moto keeps every record for
+ever. This launcher trims as the service does when asked: a request with `X-Amz-Target:
+SidestreamControl.TrimStream` and a body `{"TableName": …, "Region": …}` trims every record the
+table's stream holds now, as if 24 hours had passed for them (`local_stack::trim_stream`), and
+answers `{"Trimmed": n}`.
+
 With `SIDESTREAM_MOTO_PROFILE=FILE`, the DynamoDB requests (which run one at a time) are profiled
 with cProfile, and on SIGTERM the launcher writes to FILE each operation's count, seconds answering
 and seconds waiting for the lock, by table, then the functions that took the most time: where the
@@ -238,6 +246,8 @@ def pick_plain_dict_members_by_table(check):
 
 # The header the TTL sweeper sends with its deletes (waitress keeps hyphenated names only).
 TTL_DELETE_HEADER = "HTTP_X_SIDESTREAM_TTL_DELETE"
+# The account moto answers for when a request is not signed for another.
+DEFAULT_ACCOUNT = "123456789012"
 DELETE_ITEM = "DynamoDB_20120810.DeleteItem"
 # The identity DynamoDB's TTL stream records carry, as the Streams API spells it (Lambda's event
 # spells it `{"type": …, "principalId": …}`).
@@ -258,6 +268,70 @@ def ttl_deletes_carry_the_service_identity():
             self.record["userIdentity"] = dict(TTL_IDENTITY)
 
     table_module.StreamRecord.__init__ = init
+
+
+TRIM_STREAM = "SidestreamControl.TrimStream"
+
+
+def streams_are_trimmed():
+    """Stream shards keep a trim horizon: records below it are gone, as after their 24 hours."""
+    from moto.core.exceptions import JsonRESTError
+    from moto.dynamodb.models import table as table_module
+    from moto.dynamodbstreams import models as streams_module
+
+    class TrimmedDataAccess(JsonRESTError):
+        def __init__(self, sequence_number):
+            super().__init__(
+                "TrimmedDataAccessException",
+                f"The operation attempted to read past the oldest stream record in a shard "
+                f"(sequence number {sequence_number} is trimmed)",
+            )
+
+    def horizon(shard):
+        return getattr(shard, "trim_horizon", shard.starting_sequence_number)
+
+    original_init = streams_module.ShardIterator.__init__
+
+    def init(self, streams_backend, stream_shard, shard_iterator_type, sequence_number=None):
+        if shard_iterator_type in ("AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER"):
+            if sequence_number is not None and int(sequence_number) < horizon(stream_shard):
+                raise TrimmedDataAccess(sequence_number)
+            sequence_number = int(sequence_number)
+        original_init(self, streams_backend, stream_shard, shard_iterator_type, sequence_number)
+        if shard_iterator_type == "TRIM_HORIZON":
+            self.sequence_number = horizon(stream_shard)
+
+    streams_module.ShardIterator.__init__ = init
+
+    original_get = table_module.StreamShard.get
+
+    def get(self, start, quantity):
+        if start < horizon(self):
+            raise TrimmedDataAccess(start)
+        return original_get(self, start, quantity)
+
+    table_module.StreamShard.get = get
+
+
+def trim_stream(environ, start_response):
+    """Trims every record a table's stream holds now (see the module's documentation)."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    request = json.loads(environ["wsgi.input"].read(length) or b"{}")
+    table = dynamodb_backends[DEFAULT_ACCOUNT][request.get("Region", "us-east-1")].get_table(
+        request["TableName"]
+    )
+    shard = table.stream_shard
+    end = shard.starting_sequence_number + len(shard.items)
+    trimmed = end - getattr(shard, "trim_horizon", shard.starting_sequence_number)
+    shard.trim_horizon = end
+    body = json.dumps({"Trimmed": trimmed}).encode()
+    start_response(
+        "200 OK",
+        [("Content-Type", "application/x-amz-json-1.0"), ("Content-Length", str(len(body)))],
+    )
+    return [body]
 
 
 def table_of(environ):
@@ -464,6 +538,9 @@ def serialized(app, lock, empty_pages, profile=None):
 
     def application(environ, start_response):
         target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if target == TRIM_STREAM:
+            with lock:
+                return trim_stream(environ, start_response)
         if not target.startswith("DynamoDB"):
             return app(environ, start_response)
         arrived = time.perf_counter()
@@ -509,6 +586,7 @@ def main():
     remember_handler_methods()
     scan_from_the_start_key()
     ttl_deletes_carry_the_service_identity()
+    streams_are_trimmed()
     describe_alarms_applies_every_filter()
     pick_plain_dict_members_by_table(os.environ.get("SIDESTREAM_MOTO_CHECK") == "1")
     app = DomainDispatcherApplication(create_backend_app)

@@ -62,8 +62,8 @@ pub(crate) enum Command {
     /// makes them tamper-evident but not unforgeable) and last a day.
     Grid(GridArgs),
     /// A deployed stack's health in one screen: each stream function's lag, events, parked
-    /// records not yet replayed, ranges given up and pending at the on-failure queue, and alarms
-    /// in ALARM; each index's drift at the last verification; the archive's newest object and
+    /// records not yet replayed, ranges given up and not yet replayed (kept in the parking
+    /// bucket, or waiting in an older stack's on-failure queue), and alarms in ALARM; each index's drift at the last verification; the archive's newest object and
     /// its age. Reads CloudWatch (`GetMetricData`, `ListMetrics`, `DescribeAlarms`), S3 and SQS with
     /// the usual AWS configuration. Exit status 1 when something needs an operator, and the
     /// report says what.
@@ -110,8 +110,8 @@ pub(crate) struct GridArgs {
     pub(crate) output: Output,
 }
 
-/// `sidestream status`'s flags. The stack's outputs give the queue (`FailureQueueUrl`), the
-/// parking bucket (`ParkingBucket`) and the archive's bucket (`ArchiveBucket`).
+/// `sidestream status`'s flags. The stack's outputs give the parking bucket (`ParkingBucket`,
+/// also its on-failure destination) and the archive's bucket (`ArchiveBucket`).
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
     /// The stack's name: its functions and alarms are named `<stack>-…` by CloudFormation.
@@ -120,10 +120,12 @@ pub(crate) struct StatusArgs {
     /// The functions' metrics namespace (the template's `MetricsNamespace`).
     #[arg(long, default_value = "Sidestream")]
     pub(crate) namespace: String,
-    /// The on-failure queue, by URL.
+    /// An SQS on-failure queue, by URL: the `FailureQueueUrl` of a stack deployed before the
+    /// parking bucket became the on-failure destination.
     #[arg(long = "queue", value_name = "URL")]
     pub(crate) queue: Option<String>,
-    /// The parking bucket.
+    /// The parking bucket: parked records under `parked/`, and the ranges Lambda gave up under
+    /// `aws/lambda/`.
     #[arg(long = "parking", value_name = "BUCKET")]
     pub(crate) parking: Option<String>,
     /// The archive, `s3://BUCKET/PREFIX` (the template's `ArchivePrefix`, `archive/` by default).

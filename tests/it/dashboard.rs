@@ -149,6 +149,18 @@ fn emitted(template: &Template, resolver: &Resolver<'_>) -> Result<Emitted> {
             }
         }
     }
+    // S3 publishes each bucket's object count daily (`StorageType` `AllStorageTypes`).
+    for bucket in template.resources_of_type("AWS::S3::Bucket") {
+        if resolver.resource_exists(bucket)? {
+            let name = resolver.string(&json!({"Ref": bucket}), bucket)?;
+            out.series.insert((
+                "AWS/S3".into(),
+                "NumberOfObjects".into(),
+                "BucketName".into(),
+                name,
+            ));
+        }
+    }
     for queue in template.resources_of_type("AWS::SQS::Queue") {
         if resolver.resource_exists(queue)? {
             let name = resolver.string(&json!({"Fn::GetAtt": [queue, "QueueName"]}), queue)?;
@@ -294,8 +306,18 @@ fn alarms(template: &Template, resolver: &Resolver<'_>) -> Result<Shown> {
             .resolve(properties, alarm)?
             .context("an alarm's properties")?;
         let dimensions = p["Dimensions"].as_array().context("dimensions")?;
-        let [d] = dimensions.as_slice() else {
-            bail!("{alarm}: one dimension");
+        let d = match dimensions.as_slice() {
+            [d] => d,
+            // S3's daily storage metrics are by bucket and storage type; `NumberOfObjects` is
+            // published for `AllStorageTypes` only.
+            [d, storage]
+                if p["Namespace"] == "AWS/S3"
+                    && storage["Name"] == "StorageType"
+                    && storage["Value"] == "AllStorageTypes" =>
+            {
+                d
+            }
+            _ => bail!("{alarm}: one dimension (S3's storage metrics: a bucket and AllStorageTypes)"),
         };
         let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
         out.push((

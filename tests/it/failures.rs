@@ -575,7 +575,8 @@ async fn a_combined_functions_range_is_replayed_by_each_of_its_functions() -> Re
     let parameters = [
         ("Consumers", "Combined"),
         ("BatchSize", "4"),
-        ("MaximumRetryAttempts", "1"),
+        // Where it archives, the combined mapping retries as the archiver's does.
+        ("ArchiverMaximumRetryAttempts", "1"),
     ];
     let stack = stack(&sdk, &parameters).await?;
     let log = failure_log();
@@ -676,4 +677,92 @@ fn crashing_on_the_deletion(inner: Invoker, crashes: Arc<AtomicU32>, fixed: Arc<
             inner(event, deadline).await
         }
     })
+}
+
+/// The archive is the only copy of what TTL deleted. A TTL deletion the archiver gave up on is
+/// written by Lambda, records and all, to the stack's on-failure destination (the parking
+/// bucket); 24 hours later the stream has trimmed it (the emulator trims on request, as the
+/// service does), so only the destination's copy is left, and from it the deletion is archived.
+#[tokio::test]
+async fn a_given_up_archiver_range_is_recovered_after_its_records_left_the_stream() -> Result<()> {
+    let sdk = sdk();
+    let parameters = [("BatchSize", "4"), ("ArchiverMaximumRetryAttempts", "1")];
+    let stack = stack(&sdk, &parameters).await?;
+    let Some(local_stack::Destination::Bucket(bucket)) = stack.failure_destination() else {
+        anyhow::bail!(
+            "the template gives ranges up to a bucket: {:?}",
+            stack.failure_destination()
+        );
+    };
+    let log = failure_log();
+    let (crashes, fixed) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicBool::new(false)));
+    let (crashing, fix) = (Arc::clone(&crashes), Arc::clone(&fixed));
+    let mut pipeline = stack.pipeline(
+        &sdk,
+        |function| {
+            let invoker = local_stack::in_process_invoker(function, &sdk)?;
+            if function.binary.as_deref() != Some("ttl-archiver") {
+                return Ok(invoker);
+            }
+            Ok(crashing_on_the_deletion(
+                invoker,
+                Arc::clone(&crashing),
+                Arc::clone(&fix),
+            ))
+        },
+        stack.failure_log(&sdk, &log),
+    )?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let issues = stack.table("IssuesTable")?.name.clone();
+    let expired = chrono::Utc::now().timestamp() - 60;
+    let item = json!({"id": "expired", "project": "p0", "num": 7, "name": "Expired",
+                      "custom_fields": {"f": 7}, "expires_at": expired});
+    put(&client, &issues, &item).await?;
+    pipeline.settle().await?;
+    let archived = || crate::pipeline::archived_ids(&sdk, &stack);
+    ensure!(
+        crashes.load(Ordering::SeqCst) == 2 && archived().await?.is_empty(),
+        "the deletion crashed its batch and its one retry, and is not archived: {} crashes",
+        crashes.load(Ordering::SeqCst)
+    );
+    let logged = failure_replay::read_log(&log)?;
+    ensure!(logged.len() == 1, "one range given up: {logged:?}");
+
+    // The stream's 24 hours pass: the insert and the deletion are trimmed.
+    let trimmed = local_stack::trim_stream(&sdk, &issues).await?;
+    ensure!(trimmed == 2, "the insert and the deletion trimmed: {trimmed}");
+    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+    let gone = failure_replay::read(&logged[0], &streams).await?;
+    ensure!(
+        matches!(&gone, Read::Unavailable(Replayed::NotInStream { reason }) if reason.contains("TrimmedDataAccessException")),
+        "the place alone is past saving: {gone:?}"
+    );
+
+    // The destination kept the records: the archiver, fixed, archives them from there.
+    let kept = failure_replay::read_destination(&s3(), &bucket, failure_replay::DESTINATION_PREFIX).await?;
+    ensure!(kept.len() == 1, "one range kept: {kept:?}");
+    ensure!(
+        kept[0]
+            .function
+            .starts_with(&format!("{}-ArchiverFunction-", stack.name)),
+        "the archiver's: {}",
+        kept[0].function
+    );
+    fixed.store(true, Ordering::SeqCst);
+    let Read::Records(records) = failure_replay::read(&kept[0], &streams).await? else {
+        anyhow::bail!("the destination kept the records");
+    };
+    let outcome = replayer(&stack, "ttl-archiver")?
+        .replay(records, Duration::from_secs(60))
+        .await?;
+    ensure!(outcome == Replayed::Applied { records: 1 }, "{outcome:?}");
+    ensure!(archived().await? == ["expired"], "archived once");
+    ensure!(failure_replay::acknowledge_object(&s3(), &kept[0]).await?);
+    ensure!(
+        failure_replay::read_destination(&s3(), &bucket, failure_replay::DESTINATION_PREFIX)
+            .await?
+            .is_empty(),
+        "nothing left to replay"
+    );
+    Ok(())
 }

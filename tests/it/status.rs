@@ -1,5 +1,5 @@
 //! `sidestream status` on the local stack, fed as Lambda feeds CloudWatch (the functions' EMF
-//! lines, the mappings' `AWS/Lambda` data, the queue's depth) and with the template's alarms
+//! lines, the mappings' `AWS/Lambda` data, the buckets' object counts) and with the template's alarms
 //! evaluated: a healthy stack, then, each on a stack of its own, a parked record, a range given
 //! up and an index that drifted, each reported where it belongs and each needing an operator
 //! (the command's exit status 1).
@@ -21,7 +21,8 @@ use crate::moto::sdk;
 use crate::pipeline::{failure_log, issue, stack};
 
 /// The stack's functions in process, their metrics fed to `feed`, the replayer's `AWS/Lambda`
-/// data too, and ranges given up sent to the stack's on-failure queue; `wrap` may replace a
+/// data too, and ranges given up written to the stack's on-failure destination, the parking
+/// bucket; `wrap` may replace a
 /// function's invoker.
 fn fed_pipeline(stack: &Stack, feed: &Feed, wrap: impl Fn(&str, Invoker) -> Invoker) -> Result<Pipeline> {
     let sdk = sdk();
@@ -150,8 +151,14 @@ async fn a_healthy_stack_needs_no_operator() -> Result<()> {
     );
     let index = status.indexes.first().context("the verifier's index")?;
     ensure!(index.drift == Some(0.0), "{status}");
-    let queue = status.failure_queue.as_ref().context("the on-failure queue")?;
-    ensure!(queue.pending == 0 && status.parked.is_empty(), "{status}");
+    let given_up = status
+        .given_up
+        .first()
+        .context("the parking bucket's given-up ranges")?;
+    ensure!(
+        given_up.records_kept && given_up.pending == 0 && status.parked.is_empty(),
+        "{status}"
+    );
     ensure!(
         status
             .to_string()
@@ -191,7 +198,7 @@ async fn a_parked_record_needs_an_operator() -> Result<()> {
         "{status}"
     );
     ensure!(
-        alarming(&stack, &status) == ["AggregatorParkedRecordsAlarm"],
+        alarming(&stack, &status) == ["AggregatorParkedRecordsAlarm", "ParkingBucketPendingAlarm"],
         "{:?}\n{status}",
         alarming(&stack, &status)
     );
@@ -260,26 +267,32 @@ async fn a_range_given_up_needs_an_operator() -> Result<()> {
         crashes.load(Ordering::SeqCst)
     );
     let status = local_stack::status(&sdk, &stack, &feed).await?;
-    let queue = status.failure_queue.as_ref().context("the on-failure queue")?;
+    // Lambda wrote the range, records and all, to the parking bucket, its on-failure destination.
+    let given_up = status
+        .given_up
+        .first()
+        .context("the parking bucket's given-up ranges")?;
     let indexer = row(&status, "IndexerFunction")?;
     ensure!(
-        queue.pending == 1 && indexer.failures_pending == 1,
+        given_up.records_kept
+            && given_up.location.ends_with("/aws/lambda/")
+            && given_up.pending == 1
+            && indexer.failures_pending == 1,
         "the range is pending, and it is the indexer's\n{status}"
     );
     ensure!(
         alarming(&stack, &status)
             == [
-                "FailureQueueAlarm",
-                "FailureQueueGiveUpsAlarm",
                 "IndexerDroppedEventsAlarm",
-                "IndexerErrorsAlarm"
+                "IndexerErrorsAlarm",
+                "ParkingBucketPendingAlarm"
             ],
         "{:?}\n{status}",
         alarming(&stack, &status)
     );
     ensure!(status.needs_operator(), "{status}");
     let (ok, json) = command(&stack)?;
-    ensure!(!ok && json["failure_queue"]["pending"] == 1, "{json}");
+    ensure!(!ok && json["given_up"][0]["pending"] == 1, "{json}");
     Ok(())
 }
 

@@ -574,12 +574,16 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
         .iter()
         .map(|t| format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{t}"))
         .collect();
-    let (stream, queue) = function
+    let (stream, destination) = function
         .streams
         .first()
         .map_or((String::new(), String::new()), |s| {
             (s.stream.clone(), s.on_failure.clone().unwrap_or_default())
         });
+    ensure!(
+        function.streams.is_empty() || destination.starts_with("arn:aws:s3:::"),
+        "ranges given up go to a bucket, which keeps their records: {destination:?}"
+    );
     let mut granted = BTreeSet::new();
     for statement in statements(&policies) {
         ensure!(statement["Effect"] == "Allow", "{statement}");
@@ -598,18 +602,23 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                 | "kinesis:GetShardIterator"
                 | "kinesis:ListShards" => *r == stream,
                 a if a.starts_with("dynamodb:") => table_arns.contains(r),
-                "s3:PutObject" => uses
-                    .objects
-                    .iter()
-                    .chain(&uses.parked)
-                    .any(|o| *r == format!("arn:aws:s3:::{o}*")),
-                // HeadBucket at init: the archive and the parking bucket themselves.
-                "s3:ListBucket" => uses.objects.iter().chain(&uses.parked).any(|o| {
-                    o.split('/')
-                        .next()
-                        .is_some_and(|bucket| *r == format!("arn:aws:s3:::{bucket}"))
-                }),
-                "sqs:SendMessage" => *r == queue,
+                // Lambda writes what it gives up under aws/lambda/ in the destination bucket.
+                "s3:PutObject" => {
+                    uses.objects
+                        .iter()
+                        .chain(&uses.parked)
+                        .any(|o| *r == format!("arn:aws:s3:::{o}*"))
+                        || *r == format!("{destination}/aws/lambda/*")
+                }
+                // HeadBucket at init: the archive and the parking bucket themselves; Lambda
+                // lists the destination.
+                "s3:ListBucket" => {
+                    uses.objects.iter().chain(&uses.parked).any(|o| {
+                        o.split('/')
+                            .next()
+                            .is_some_and(|bucket| *r == format!("arn:aws:s3:::{bucket}"))
+                    }) || *r == destination
+                }
                 "logs:CreateLogStream" | "logs:PutLogEvents" => *r == log_group_arn,
                 _ => false,
             };
@@ -622,7 +631,6 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
     let own = own_actions(function.binary.as_deref(), uses);
     let logs = ["logs:CreateLogStream", "logs:PutLogEvents"];
     let stream_functions = [
-        "sqs:SendMessage",
         "s3:PutObject",
         // HeadBucket on the parking bucket at init.
         "s3:ListBucket",
@@ -1075,9 +1083,9 @@ fn the_template_holds_what_a_production_review_asks() -> Result<()> {
         );
     }
     ensure!(
-        resources["FailureQueue"]["DeletionPolicy"] == "Retain"
-            && resources["FailureQueue"]["UpdateReplacePolicy"] == "Retain",
-        "the failure queue outlives the stack"
+        resources["ParkingBucket"]["DeletionPolicy"] == "Retain"
+            && resources["ParkingBucket"]["UpdateReplacePolicy"] == "Retain",
+        "the parking bucket, which keeps what was given up, outlives the stack"
     );
     let parameters = BTreeMap::from([
         ("EnableBackfill".to_owned(), "true".to_owned()),
@@ -1190,6 +1198,60 @@ fn the_archive_keeps_what_ttl_deleted_as_long_as_asked() -> Result<()> {
             }
         }
         ensure!(rules.len() == 2, "{rules:?}");
+    }
+    Ok(())
+}
+
+/// Every mapping gives up to the parking bucket, an S3 destination that keeps the records, and
+/// while the stream still holds them: a record age below the stream's 24 hours, the archiver's
+/// never -1 (its source items are gone once TTL deleted them), and the archiver retrying until
+/// that age rather than giving a shard's deletions up during an S3 outage (docs/deploying.md,
+/// "Nothing given up is lost").
+#[test]
+fn nothing_given_up_is_lost() -> Result<()> {
+    const STREAM_RETENTION: i64 = 86_400;
+    let template = template()?;
+    let mut archiving_mappings = 0;
+    for (deployment, parameters) in deployments().into_iter().chain(kinesis_deployments()) {
+        let resolver = template.resolver(&parameters, names());
+        for function in template.functions(&resolver)? {
+            let archives = function.environment.contains_key("ARCHIVE_BUCKET");
+            for source in &function.streams {
+                let at = format!("{deployment}: {} {}", function.logical_id, source.name);
+                ensure!(
+                    source.on_failure.as_deref()
+                        == Some(format!("arn:aws:s3:::{}", physical("ParkingBucket")).as_str()),
+                    "{at}: gives up to the parking bucket, not {:?}",
+                    source.on_failure
+                );
+                let age = source.maximum_record_age.context("a record age")?;
+                ensure!(
+                    (60..STREAM_RETENTION).contains(&age),
+                    "{at}: a range is given up while the stream holds it (age {age})"
+                );
+                if archives {
+                    archiving_mappings += 1;
+                    ensure!(
+                        source.maximum_retry_attempts == Some(-1),
+                        "{at}: the archiver retries until its record age: {:?}",
+                        source.maximum_retry_attempts
+                    );
+                }
+            }
+        }
+    }
+    ensure!(
+        archiving_mappings > 2,
+        "archiving mappings checked: {archiving_mappings}"
+    );
+    let root = template.root();
+    let age = &root["Parameters"]["ArchiverMaximumRecordAgeInSeconds"];
+    let pattern = regex_lite::Regex::new(age["AllowedPattern"].as_str().context("a pattern")?)?;
+    for refused in ["-1", "0", "59", "604801"] {
+        ensure!(
+            !pattern.is_match(refused),
+            "the archiver's record age admits {refused}"
+        );
     }
     Ok(())
 }

@@ -4,8 +4,8 @@
 //! - [`Feed`]: the functions' EMF log lines become metric data, as CloudWatch Logs makes them
 //!   from a Lambda function's log group: lines of the in-process functions as they are written,
 //!   and lines of the real binaries' log files as they grow ([`Feed::follow`]). The replayer's
-//!   `AWS/Lambda` data (`stream_replayer::lambda_metrics`) go the same way, and so do the queues'
-//!   `AWS/SQS` depth ([`Feed::queue_depths`]), which SQS publishes each minute.
+//!   `AWS/Lambda` data (`stream_replayer::lambda_metrics`) go the same way, and so do the buckets'
+//!   `AWS/S3` object counts ([`Feed::bucket_sizes`]), which S3 publishes daily.
 //! - [`create_alarms`] puts the template's alarms on the emulator, under the names
 //!   CloudFormation gives them; [`evaluate_alarms`] evaluates them as CloudWatch does (moto keeps
 //!   alarms but never evaluates them): the last `EvaluationPeriods` periods of the metric's
@@ -56,8 +56,6 @@ struct Shared {
     followed: Mutex<Vec<Followed>>,
     /// The first failure to put data, reported by [`Feed::flush`].
     failed: Mutex<Option<String>>,
-    /// When each queue's metrics were last published (epoch milliseconds), by URL.
-    published: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 /// Puts metric data into the emulator's CloudWatch from a background task, in the order given.
@@ -81,7 +79,6 @@ impl Feed {
             tx,
             followed: Mutex::new(Vec::new()),
             failed: Mutex::new(None),
-            published: Mutex::new(std::collections::BTreeMap::new()),
         });
         let failed = Arc::downgrade(&shared);
         tokio::spawn(async move {
@@ -151,60 +148,42 @@ impl Feed {
         });
     }
 
-    /// Puts what SQS publishes each minute about each of the stack's queues (`AWS/SQS`, by
-    /// `QueueName`): `ApproximateNumberOfMessagesVisible`, `NumberOfMessagesSent` since the last
-    /// time, and `ApproximateAgeOfOldestMessage` in seconds, from the messages read without
-    /// hiding them (a visibility timeout of 0) and their `SentTimestamp`.
-    pub async fn queue_depths(&self, sdk: &SdkConfig, stack: &Stack) -> Result<(), StackError> {
-        let sqs = aws_sdk_sqs::Client::new(sdk);
+    /// Puts what S3 publishes daily about each of the stack's buckets (`AWS/S3`, by
+    /// `BucketName` and `StorageType` `AllStorageTypes`): `NumberOfObjects`, counted now. The
+    /// parking bucket's is what `ParkingBucketPendingAlarm` watches.
+    pub async fn bucket_sizes(&self, sdk: &SdkConfig, stack: &Stack) -> Result<(), StackError> {
+        let s3 = crate::s3_client(sdk);
         let now = SystemTime::now();
-        let now_ms =
-            u64::try_from(now.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()).unwrap_or(0);
-        for url in stack.queues.values() {
-            let attributes = sqs
-                .get_queue_attributes()
-                .queue_url(url)
-                .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
-                .send()
-                .await
-                .map_err(|e| request("GetQueueAttributes", url, &e))?;
-            let visible = attributes
-                .attributes()
-                .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages))
-                .and_then(|n| n.parse::<f64>().ok())
-                .unwrap_or(0.0);
-            let sent = sent_timestamps(&sqs, url).await?;
-            let since = lock(&self.shared.published)
-                .insert(url.clone(), now_ms)
-                .unwrap_or(0);
-            let name = url.rsplit('/').next().unwrap_or(url);
-            let datum = |metric: &str, value: f64, unit: StandardUnit| {
-                let datum = MetricDatum::builder()
-                    .metric_name(metric)
-                    .dimensions(Dimension::builder().name("QueueName").value(name).build())
-                    .value(value)
-                    .unit(unit)
-                    .timestamp(DateTime::from(now))
-                    .build();
-                ("AWS/SQS".to_owned(), datum)
-            };
-            #[allow(clippy::cast_precision_loss, reason = "counts and ages far below 2^52")]
-            let data = vec![
-                datum("ApproximateNumberOfMessagesVisible", visible, StandardUnit::Count),
-                datum(
-                    "NumberOfMessagesSent",
-                    sent.iter().filter(|at| **at > since).count() as f64,
-                    StandardUnit::Count,
-                ),
-                datum(
-                    "ApproximateAgeOfOldestMessage",
-                    sent.iter()
-                        .min()
-                        .map_or(0, |oldest| now_ms.saturating_sub(*oldest) / 1000) as f64,
-                    StandardUnit::Seconds,
-                ),
-            ];
-            let _ = self.shared.tx.send(Message::Data(data));
+        for bucket in &stack.buckets {
+            let mut objects = 0_u64;
+            let mut pages = s3.list_objects_v2().bucket(&bucket.name).into_paginator().send();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(|e| request("ListObjectsV2", &bucket.name, &e))?;
+                objects += u64::try_from(page.contents().len()).unwrap_or(u64::MAX);
+            }
+            #[allow(clippy::cast_precision_loss, reason = "a count far below 2^52")]
+            let datum = MetricDatum::builder()
+                .metric_name("NumberOfObjects")
+                .dimensions(
+                    Dimension::builder()
+                        .name("BucketName")
+                        .value(&bucket.name)
+                        .build(),
+                )
+                .dimensions(
+                    Dimension::builder()
+                        .name("StorageType")
+                        .value("AllStorageTypes")
+                        .build(),
+                )
+                .value(objects as f64)
+                .unit(StandardUnit::Count)
+                .timestamp(DateTime::from(now))
+                .build();
+            let _ = self
+                .shared
+                .tx
+                .send(Message::Data(vec![("AWS/S3".to_owned(), datum)]));
         }
         Ok(())
     }
@@ -221,40 +200,6 @@ impl Feed {
             None => Ok(()),
         }
     }
-}
-
-/// How many receives of up to 10 messages find a queue's messages' `SentTimestamp`s.
-const PEEKS: usize = 10;
-
-/// The `SentTimestamp` (epoch milliseconds) of the queue's messages, read without hiding them.
-async fn sent_timestamps(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<Vec<u64>, StackError> {
-    use aws_sdk_sqs::types::MessageSystemAttributeName as Attribute;
-    let mut seen = std::collections::BTreeMap::new();
-    for _ in 0..PEEKS {
-        let received = sqs
-            .receive_message()
-            .queue_url(url)
-            .max_number_of_messages(10)
-            .visibility_timeout(0)
-            .message_system_attribute_names(Attribute::SentTimestamp)
-            .send()
-            .await
-            .map_err(|e| request("ReceiveMessage", url, &e))?;
-        let before = seen.len();
-        for message in received.messages() {
-            let sent = message
-                .attributes()
-                .and_then(|a| a.get(&Attribute::SentTimestamp))
-                .and_then(|t| t.parse::<u64>().ok());
-            if let (Some(id), Some(sent)) = (message.message_id(), sent) {
-                seen.insert(id.to_owned(), sent);
-            }
-        }
-        if seen.len() == before {
-            break;
-        }
-    }
-    Ok(seen.into_values().collect())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -82,8 +82,14 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> StackError {
     move |source| StackError::Io { what, source }
 }
 
-/// The on-failure destination's logical id.
-const FAILURE_QUEUE: &str = "FailureQueue";
+/// Where a stack's mappings give records up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    /// An S3 bucket (by name): Lambda writes each range with its records.
+    Bucket(String),
+    /// An SQS queue (by URL): Lambda sends each range's place.
+    Queue(String),
+}
 
 /// The variable in which Lambda gives a function its name.
 const FUNCTION_NAME_VAR: &str = "AWS_LAMBDA_FUNCTION_NAME";
@@ -488,22 +494,34 @@ impl Stack {
         ))
     }
 
-    /// A failure log at `path` that also sends each range given up to the stack's on-failure
-    /// queue (`FailureQueue`) on the emulator, as Lambda sends to an SQS destination.
+    /// A failure log at `path` that also hands each range given up to the stack's on-failure
+    /// destination on the emulator, as Lambda does: the template's S3 bucket (the parking
+    /// bucket) gets an object with the records themselves, an SQS queue a message with their
+    /// place.
     pub fn failure_log(&self, sdk: &SdkConfig, path: impl Into<PathBuf>) -> FailureLog {
         let log = FailureLog::new(path);
-        match self.queues.get(FAILURE_QUEUE) {
-            Some(url) => log.with_sqs_destination(aws_sdk_sqs::Client::new(sdk), url),
+        match self.failure_destination() {
+            Some(Destination::Bucket(bucket)) => log.with_s3_destination(s3_client(sdk), bucket),
+            Some(Destination::Queue(url)) => log.with_sqs_destination(aws_sdk_sqs::Client::new(sdk), url),
             None => log,
         }
     }
 
-    /// The on-failure queue's URL on the emulator.
-    pub fn failure_queue(&self) -> Result<&str, StackError> {
+    /// Where the stack's mappings give records up (`DestinationConfig.OnFailure`), if anywhere.
+    pub fn failure_destination(&self) -> Option<Destination> {
+        let arn = self
+            .functions
+            .iter()
+            .flat_map(|f| &f.streams)
+            .find_map(|s| s.on_failure.clone())?;
+        if let Some(bucket) = arn.strip_prefix("arn:aws:s3:::") {
+            return Some(Destination::Bucket(bucket.to_owned()));
+        }
+        let queue = arn.rsplit(':').next()?;
         self.queues
-            .get(FAILURE_QUEUE)
-            .map(String::as_str)
-            .ok_or_else(|| StackError::Unusable(format!("the template creates no queue {FAILURE_QUEUE}")))
+            .iter()
+            .find(|(id, url)| url.rsplit('/').next() == Some(queue) || id.as_str() == queue)
+            .map(|(_, url)| Destination::Queue(url.clone()))
     }
 
     /// The function built from the cargo binary `binary`, or run by a combined function.
@@ -580,6 +598,38 @@ impl Stack {
         )
         .map_err(|e| StackError::Unusable(e.to_string()))
     }
+}
+
+/// Trims every record `table`'s stream holds now on the emulator, as DynamoDB Streams does 24
+/// hours after each record arrived: reading them then fails with `TrimmedDataAccessException`
+/// (the launcher `scripts/moto-server.py` keeps the trim horizon). The records trimmed.
+pub async fn trim_stream(sdk: &SdkConfig, table: &str) -> Result<u64, StackError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let endpoint = sdk
+        .endpoint_url()
+        .ok_or_else(|| StackError::Unusable("no emulator endpoint to trim a stream on".to_owned()))?;
+    let address = endpoint
+        .strip_prefix("http://")
+        .unwrap_or(endpoint)
+        .trim_end_matches('/');
+    let region = sdk.region().map_or("us-east-1", |r| r.as_ref());
+    let body = serde_json::json!({"TableName": table, "Region": region}).to_string();
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: {address}\r\nX-Amz-Target: SidestreamControl.TrimStream\r\n\
+         Content-Type: application/x-amz-json-1.0\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let failed = |e: std::io::Error| StackError::Unusable(format!("TrimStream {table} at {address}: {e}"));
+    let mut stream = tokio::net::TcpStream::connect(address).await.map_err(failed)?;
+    stream.write_all(request.as_bytes()).await.map_err(failed)?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.map_err(failed)?;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let trimmed = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["Trimmed"].as_u64())
+        .filter(|_| head.starts_with("HTTP/1.1 200"));
+    trimmed.ok_or_else(|| StackError::Unusable(format!("TrimStream {table} at {address}: {answer}")))
 }
 
 /// Every item of `table` (all pages of a consistent Scan, by `index_verify::scan`), as DynamoDB JSON.

@@ -51,7 +51,10 @@ fn run<'a>(
             let state = &machine["States"][&name];
             let kind = state["Type"].as_str().unwrap_or_default();
             data = match kind {
-                "Pass" => parameters(state, &data, context)?,
+                "Pass" => match state.get("Result") {
+                    Some(result) => result.clone(),
+                    None => parameters(state, &data, context)?,
+                },
                 "Task" => task(&name, state, data, context, invoke).await?,
                 "Map" => map(&name, state, data, invoke).await?,
                 "Choice" => {
@@ -59,6 +62,13 @@ fn run<'a>(
                     continue;
                 }
                 "Succeed" => return Ok(data),
+                "Fail" => {
+                    return Err(unusable(format!(
+                        "the execution failed in state {name}: {}: {}",
+                        state["Error"].as_str().unwrap_or("States.Fail"),
+                        state["Cause"].as_str().unwrap_or_default()
+                    )));
+                }
                 other => return Err(unusable(format!("state {name}: type {other:?} is not emulated"))),
             };
             if state["End"] == true {
@@ -229,15 +239,27 @@ async fn task(
     }
 }
 
-/// A `Choice` of `BooleanEquals` rules: the next state's name.
+/// A `Choice` of rules on one `Variable` each (`BooleanEquals`, `NumericGreaterThan`,
+/// `NumericLessThan`): the next state's name.
 fn choose(name: &str, state: &Value, data: &Value) -> Result<String, StackError> {
     for rule in state["Choices"].as_array().into_iter().flatten() {
-        let (Some(variable), Some(expected)) = (rule["Variable"].as_str(), rule.get("BooleanEquals")) else {
+        let variable = rule["Variable"]
+            .as_str()
+            .ok_or_else(|| unusable(format!("state {name}: a rule without Variable")))?;
+        let value = evaluate(variable, data, &Value::Null).ok();
+        let number = value.as_ref().and_then(Value::as_f64);
+        let matched = if let Some(expected) = rule.get("BooleanEquals") {
+            value.as_ref() == Some(expected)
+        } else if let Some(bound) = rule["NumericGreaterThan"].as_f64() {
+            number.is_some_and(|n| n > bound)
+        } else if let Some(bound) = rule["NumericLessThan"].as_f64() {
+            number.is_some_and(|n| n < bound)
+        } else {
             return Err(unusable(format!(
-                "state {name}: only Variable/BooleanEquals rules are emulated"
+                "state {name}: only BooleanEquals, NumericGreaterThan and NumericLessThan rules are emulated"
             )));
         };
-        if evaluate(variable, data, &Value::Null).ok().as_ref() == Some(expected) {
+        if matched {
             return rule["Next"]
                 .as_str()
                 .map(str::to_owned)

@@ -17,7 +17,8 @@ const WINDOW_MINUTES: u64 = 15;
 
 impl Stack {
     /// What `sidestream status` is given for this stack: its name, its metrics namespace, its
-    /// on-failure queue, parking bucket and archive.
+    /// parking bucket (its on-failure destination too), an on-failure queue if it has one, and
+    /// its archive.
     pub fn status_target(&self) -> Result<Target, StackError> {
         let env = self
             .functions
@@ -31,7 +32,10 @@ impl Stack {
                 .get("METRICS_NAMESPACE")
                 .cloned()
                 .unwrap_or_else(|| stream_kit::metrics::DEFAULT_NAMESPACE.to_owned()),
-            queue_url: self.failure_queue().ok().map(str::to_owned),
+            queue_url: match self.failure_destination() {
+                Some(crate::Destination::Queue(url)) => Some(url),
+                _ => None,
+            },
             parking_bucket: env.get("PARKING_BUCKET").cloned(),
             archive: self.archive_location().ok(),
             window: Duration::from_secs(WINDOW_MINUTES * 60),
@@ -63,9 +67,9 @@ impl Stack {
 }
 
 /// The stack's status as `sidestream status` reads it, once the emulator's CloudWatch holds
-/// everything fed so far, the queues' depth and the alarms' states.
+/// everything fed so far, the buckets' object counts and the alarms' states.
 pub async fn status(sdk: &SdkConfig, stack: &Stack, feed: &Feed) -> Result<Status, StackError> {
-    feed.queue_depths(sdk, stack).await?;
+    feed.bucket_sizes(sdk, stack).await?;
     feed.flush().await?;
     cloudwatch::evaluate_alarms(sdk, stack).await?;
     let clients = Clients {

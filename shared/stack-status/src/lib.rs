@@ -6,10 +6,12 @@
 //!   function's members as `<function>/<member>`): its lag (`AWS/Lambda` `IteratorAge`, the
 //!   maximum over the window), its events (`RecordsIn`), its systemic and transient failures,
 //!   its records parked and not yet replayed (objects under `parked/<binary>/` in the parking
-//!   bucket), its ranges given up and pending at the on-failure queue, and its alarms in ALARM;
+//!   bucket), its ranges given up and not yet replayed, and its alarms in ALARM;
 //! - the last verification's drift reported by each of the stack's verifiers (`IndexDrift`, by
 //!   `Function`);
-//! - the on-failure queue's depth;
+//! - the ranges given up and not yet replayed: kept by Lambda in the parking bucket, its S3
+//!   on-failure destination (`aws/lambda/<mapping UUID>/…`), or for a stack deployed before,
+//!   waiting in an SQS on-failure queue;
 //! - the archive's newest object and its age (found by descending the archive's
 //!   `year=/month=/day=` layout, not by listing it whole);
 //! - every alarm of the stack in ALARM (`<stack>-` names, as CloudFormation names them).
@@ -59,9 +61,11 @@ pub struct Target {
     pub stack: String,
     /// The functions' metrics namespace (the template's `MetricsNamespace`).
     pub namespace: String,
-    /// The on-failure queue's URL (the stack's `FailureQueueUrl` output).
+    /// An SQS on-failure queue's URL (the `FailureQueueUrl` output of stacks deployed before
+    /// the parking bucket became the on-failure destination).
     pub queue_url: Option<String>,
-    /// The parking bucket (the stack's `ParkingBucket` output).
+    /// The parking bucket (the stack's `ParkingBucket` output): parked records, and the ranges
+    /// Lambda gave up to it.
     pub parking_bucket: Option<String>,
     /// The archive's bucket and prefix (`ArchiveBucket` and `ArchivePrefix`).
     pub archive: Option<(String, String)>,
@@ -80,7 +84,7 @@ pub struct Clients {
     pub cloudwatch: aws_sdk_cloudwatch::Client,
     /// S3: the parking bucket and the archive.
     pub s3: aws_sdk_s3::Client,
-    /// SQS: the on-failure queue.
+    /// SQS: an on-failure queue.
     pub sqs: aws_sdk_sqs::Client,
 }
 
@@ -97,8 +101,8 @@ pub struct Status {
     pub functions: Vec<FunctionStatus>,
     /// Each of the stack's index verifiers.
     pub indexes: Vec<IndexStatus>,
-    /// The on-failure queue.
-    pub failure_queue: Option<QueueStatus>,
+    /// Ranges given up and not yet replayed, by where they wait.
+    pub given_up: Vec<GivenUp>,
     /// Parked records not yet replayed, by the function that parked them (its binary's name).
     pub parked: BTreeMap<String, u64>,
     /// The archive.
@@ -135,7 +139,7 @@ pub struct FunctionStatus {
     pub transient_failures: u64,
     /// Its records parked and not yet replayed.
     pub parked: u64,
-    /// Ranges its Lambda function gave up on, pending at the on-failure queue.
+    /// Ranges its Lambda function gave up on, not yet replayed.
     pub failures_pending: u64,
     /// Its alarms in ALARM.
     pub alarms: Vec<String>,
@@ -153,15 +157,18 @@ pub struct IndexStatus {
     pub verified_at: Option<String>,
 }
 
-/// The on-failure queue.
+/// Ranges given up and not yet replayed, in one place.
 #[derive(Debug, Clone, Serialize)]
-pub struct QueueStatus {
-    /// Its URL.
-    pub url: String,
-    /// Ranges given up and not yet replayed (messages, visible or in flight).
+pub struct GivenUp {
+    /// Where: `s3://<parking bucket>/aws/lambda/` (the records kept with each range), or an SQS
+    /// queue's URL (only their place, replayable while the stream holds them).
+    pub location: String,
+    /// Whether the records themselves are kept (an S3 destination), so that no deadline applies.
+    pub records_kept: bool,
+    /// How many.
     pub pending: u64,
-    /// Pending ranges by the Lambda function that gave them up (from the messages, read
-    /// without hiding them).
+    /// Pending ranges by the Lambda function that gave them up (from each object or message:
+    /// `requestContext.functionArn`).
     pub by_function: BTreeMap<String, u64>,
 }
 
@@ -207,14 +214,15 @@ pub async fn read(clients: &Clients, target: &Target, now: SystemTime) -> Result
     let mut functions = function_metrics(&clients.cloudwatch, target, &functions, now).await?;
     let indexes = index_drift(&clients.cloudwatch, target, now).await?;
     let alarms = alarms_in_alarm(&clients.cloudwatch, &prefix).await?;
-    let failure_queue = match &target.queue_url {
-        Some(url) => Some(queue(&clients.sqs, url).await?),
-        None => None,
-    };
-    let parked = match &target.parking_bucket {
-        Some(bucket) => parked(&clients.s3, bucket).await?,
-        None => BTreeMap::new(),
-    };
+    let mut given_up = Vec::new();
+    let mut parked = BTreeMap::new();
+    if let Some(bucket) = &target.parking_bucket {
+        parked = parked_records(&clients.s3, bucket).await?;
+        given_up.push(destination(&clients.s3, bucket).await?);
+    }
+    if let Some(url) = &target.queue_url {
+        given_up.push(queue(&clients.sqs, url).await?);
+    }
     let archive = match &target.archive {
         Some((bucket, prefix)) => Some(archive::newest(&clients.s3, bucket, prefix, now).await?),
         None => None,
@@ -227,11 +235,7 @@ pub async fn read(clients: &Clients, target: &Target, now: SystemTime) -> Result
             .and_then(|b| parked.get(b))
             .copied()
             .unwrap_or(0);
-        f.failures_pending = failure_queue
-            .as_ref()
-            .and_then(|q| q.by_function.get(&lambda))
-            .copied()
-            .unwrap_or(0);
+        f.failures_pending = given_up.iter().filter_map(|g| g.by_function.get(&lambda)).sum();
         f.alarms = alarms
             .iter()
             .filter(|a| a.dimensions.iter().any(|d| *d == f.function || *d == lambda))
@@ -244,7 +248,7 @@ pub async fn read(clients: &Clients, target: &Target, now: SystemTime) -> Result
         window_seconds: target.window.as_secs(),
         functions,
         indexes,
-        failure_queue,
+        given_up,
         parked,
         archive,
         alarms,
@@ -277,11 +281,18 @@ fn attention(status: &Status, target: &Target) -> Vec<String> {
             "{function} parked {n} record(s) that can never succeed as they are: read them with `sidestream failures list --parked`, then replay or delete them (docs/operations.md)"
         ));
     }
-    if let Some(queue) = status.failure_queue.as_ref().filter(|q| q.pending > 0) {
-        attention.push(format!(
-            "{} range(s) given up are pending at the on-failure queue: replay them with `sidestream failures replay` while the stream still holds them (docs/operations.md)",
-            queue.pending
-        ));
+    for place in status.given_up.iter().filter(|g| g.pending > 0) {
+        attention.push(if place.records_kept {
+            format!(
+                "{} range(s) given up are kept with their records in {}: fix the cause, then replay them with `sidestream failures replay --destination` (docs/operations.md)",
+                place.pending, place.location
+            )
+        } else {
+            format!(
+                "{} range(s) given up are pending at the on-failure queue {}: replay them with `sidestream failures replay --queue` while the stream still holds them (docs/operations.md)",
+                place.pending, place.location
+            )
+        });
     }
     for index in &status.indexes {
         if let Some(drift) = index.drift.filter(|d| *d > 0.0) {
@@ -588,7 +599,7 @@ async fn alarms_in_alarm(
 /// How many receives of up to 10 messages attribute the queue's ranges to functions.
 const PEEKS: usize = 10;
 
-async fn queue(client: &aws_sdk_sqs::Client, url: &str) -> Result<QueueStatus, StatusError> {
+async fn queue(client: &aws_sdk_sqs::Client, url: &str) -> Result<GivenUp, StatusError> {
     use aws_sdk_sqs::types::QueueAttributeName as Name;
     let attributes = client
         .get_queue_attributes()
@@ -641,34 +652,92 @@ async fn queue(client: &aws_sdk_sqs::Client, url: &str) -> Result<QueueStatus, S
             *by_function.entry(name).or_default() += 1;
         }
     }
-    Ok(QueueStatus {
-        url: url.to_owned(),
+    Ok(GivenUp {
+        location: url.to_owned(),
+        records_kept: false,
         pending,
         by_function,
     })
 }
 
-/// The parked records' count by function: objects under `parked/<function>/`.
-async fn parked(client: &aws_sdk_s3::Client, bucket: &str) -> Result<BTreeMap<String, u64>, StatusError> {
-    let mut parked: BTreeMap<String, u64> = BTreeMap::new();
+/// Where Lambda writes the ranges it gives up to an S3 on-failure destination.
+const DESTINATION_PREFIX: &str = "aws/lambda/";
+
+/// How many of a destination's objects are read to attribute ranges to functions; the rest are
+/// counted only.
+const ATTRIBUTED: usize = 100;
+
+/// The ranges Lambda gave up to the parking bucket as its S3 on-failure destination: one object
+/// each under `aws/lambda/`, attributed to its function by the object's
+/// `requestContext.functionArn` (the first [`ATTRIBUTED`] objects).
+async fn destination(client: &aws_sdk_s3::Client, bucket: &str) -> Result<GivenUp, StatusError> {
+    let location = format!("s3://{bucket}/{DESTINATION_PREFIX}");
+    let keys = list_keys(client, bucket, DESTINATION_PREFIX).await?;
+    let mut by_function: BTreeMap<String, u64> = BTreeMap::new();
+    for key in keys.iter().take(ATTRIBUTED) {
+        let object = client
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| request("GetObject", &format!("s3://{bucket}/{key}"), &e))?;
+        let bytes = object
+            .body
+            .collect()
+            .await
+            .map_err(|e| request("GetObject", &format!("s3://{bucket}/{key}"), &e))?
+            .into_bytes();
+        let record: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let arn = record["requestContext"]["functionArn"]
+            .as_str()
+            .unwrap_or_default();
+        // `…:function:<name>` or `…:function:<name>:<qualifier>`.
+        let name = arn.split(':').nth(6).unwrap_or_default().to_owned();
+        *by_function.entry(name).or_default() += 1;
+    }
+    Ok(GivenUp {
+        location,
+        records_kept: true,
+        pending: u64::try_from(keys.len()).unwrap_or(u64::MAX),
+        by_function,
+    })
+}
+
+/// Every key under `prefix` in `bucket`.
+async fn list_keys(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+    prefix: &str,
+) -> Result<Vec<String>, StatusError> {
+    let mut keys = Vec::new();
     let mut token = None;
     loop {
         let page = client
             .list_objects_v2()
             .bucket(bucket)
-            .prefix("parked/")
+            .prefix(prefix)
             .set_continuation_token(token)
             .send()
             .await
-            .map_err(|e| request("ListObjectsV2", &format!("s3://{bucket}/parked/"), &e))?;
-        for object in page.contents() {
-            if let Some(function) = object.key().and_then(|k| k.split('/').nth(1)) {
-                *parked.entry(function.to_owned()).or_default() += 1;
-            }
-        }
+            .map_err(|e| request("ListObjectsV2", &format!("s3://{bucket}/{prefix}"), &e))?;
+        keys.extend(page.contents().iter().filter_map(|o| o.key().map(str::to_owned)));
         token = page.next_continuation_token().map(str::to_owned);
         if token.is_none() {
-            break;
+            return Ok(keys);
+        }
+    }
+}
+
+/// The parked records' count by function: objects under `parked/<function>/`.
+async fn parked_records(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+) -> Result<BTreeMap<String, u64>, StatusError> {
+    let mut parked: BTreeMap<String, u64> = BTreeMap::new();
+    for key in list_keys(client, bucket, "parked/").await? {
+        if let Some(function) = key.split('/').nth(1) {
+            *parked.entry(function.to_owned()).or_default() += 1;
         }
     }
     Ok(parked)

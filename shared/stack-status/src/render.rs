@@ -78,8 +78,12 @@ impl fmt::Display for Status {
                 )?,
             }
         }
-        if let Some(queue) = &self.failure_queue {
-            writeln!(f, "  on-failure queue: {} range(s) pending", queue.pending)?;
+        for place in &self.given_up {
+            writeln!(
+                f,
+                "  ranges given up, not yet replayed: {} ({})",
+                place.pending, place.location
+            )?;
         }
         let parked: u64 = self.parked.values().sum();
         writeln!(f, "  parked records not yet replayed: {parked}")?;

@@ -43,11 +43,20 @@ fn healthy() -> Status {
             drift: Some(0.0),
             verified_at: Some("2026-11-26T09:00:00Z".into()),
         }],
-        failure_queue: Some(QueueStatus {
-            url: "https://sqs/q".into(),
-            pending: 0,
-            by_function: BTreeMap::new(),
-        }),
+        given_up: vec![
+            GivenUp {
+                location: "s3://parking/aws/lambda/".into(),
+                records_kept: true,
+                pending: 0,
+                by_function: BTreeMap::new(),
+            },
+            GivenUp {
+                location: "https://sqs/q".into(),
+                records_kept: false,
+                pending: 0,
+                by_function: BTreeMap::new(),
+            },
+        ],
         parked: BTreeMap::new(),
         archive: None,
         alarms: Vec::new(),
@@ -80,15 +89,16 @@ fn the_binary_comes_from_the_member_or_the_logical_id() {
 fn each_kind_of_trouble_needs_an_operator() {
     type Break = fn(&mut Status);
     assert!(attention(&healthy(), &target()).is_empty());
-    let cases: [(&str, Break); 5] = [
+    let cases: [(&str, Break); 6] = [
         ("behind its stream", |s| s.functions[0].lag_ms = Some(61_000.0)),
         ("parked 1 record", |s| {
             s.parked.insert("multikey-indexer".into(), 1);
         }),
-        ("1 range(s) given up", |s| {
-            if let Some(q) = s.failure_queue.as_mut() {
-                q.pending = 1;
-            }
+        ("1 range(s) given up are kept with their records", |s| {
+            s.given_up[0].pending = 1;
+        }),
+        ("1 range(s) given up are pending at the on-failure queue", |s| {
+            s.given_up[1].pending = 1;
         }),
         ("drifted", |s| s.indexes[0].drift = Some(2.0)),
         ("is in ALARM", |s| {

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{evaluate, fill};
+use super::{choose, evaluate, fill};
 
 #[test]
 fn paths_and_intrinsics() {
@@ -32,4 +32,28 @@ fn paths_and_intrinsics() {
     )
     .unwrap();
     assert_eq!(filled, json!({"x": 4, "y": {"z": 7}, "k": 1}));
+}
+
+#[test]
+fn choices_by_boolean_and_by_number() {
+    let state = json!({
+        "Choices": [
+            {"Variable": "$.n", "NumericGreaterThan": 1000, "Next": "TooMany"},
+            {"Variable": "$.n", "NumericLessThan": 1, "Next": "TooMany"},
+            {"Variable": "$.done", "BooleanEquals": true, "Next": "Finished"}
+        ],
+        "Default": "Again"
+    });
+    let cases = [
+        (json!({"n": 1001, "done": true}), "TooMany"),
+        (json!({"n": 0}), "TooMany"),
+        (json!({"n": 1000, "done": true}), "Finished"),
+        (json!({"n": 1, "done": false}), "Again"),
+        (json!({"done": false}), "Again"),
+    ];
+    for (data, next) in cases {
+        assert_eq!(choose("S", &state, &data).unwrap(), next, "{data}");
+    }
+    let unknown = json!({"Choices": [{"Variable": "$.n", "StringEquals": "x", "Next": "A"}]});
+    assert!(choose("S", &unknown, &json!({"n": "x"})).is_err());
 }

@@ -304,6 +304,17 @@ async fn the_templates_state_machine_backfills_through_the_local_stack() -> Resu
         local_stack::states::execute(stack.state_machine("BackfillStateMachine")?, input, &invoke).await?;
     ensure!(output == json!({"segments": 3}), "{output}");
     let invocations = invocations.load(Ordering::Relaxed);
+    // States.ArrayRange's 1,000 items bound the segments: more, or none, fail by name before
+    // any invocation.
+    for total_segments in [1001, 0] {
+        let input = json!({"run_id": "bf-local", "total_segments": total_segments, "max_concurrency": 2});
+        let refused =
+            local_stack::states::execute(stack.state_machine("BackfillStateMachine")?, input, &invoke).await;
+        ensure!(
+            matches!(&refused, Err(e) if e.to_string().contains("SegmentsOutOfRange")),
+            "{total_segments} segments: {refused:?}"
+        );
+    }
     ensure!(
         invocations >= (SMALL / 25) as u64,
         "one page of 25 per invocation: {invocations} invocations"

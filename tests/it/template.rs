@@ -467,7 +467,8 @@ fn indexer_uses(
         bail!("one index expected")
     };
     let expected = match parameter("IndexTableName") {
-        name if name.is_empty() => physical("IndexTable"),
+        // The stack names it `<stack>-index`.
+        name if name.is_empty() => "sidestream-index".to_owned(),
         name => name,
     };
     ensure!(
@@ -504,7 +505,8 @@ fn verifier_uses(vars: &Vars<'_>, parameter: &dyn Fn(&str) -> String) -> Result<
     let config = index_verify::scheduled::Config::from_vars(vars)?;
     let issues = issues_table(parameter);
     let index_table = match parameter("IndexTableName") {
-        name if name.is_empty() => physical("IndexTable"),
+        // The stack names it `<stack>-index`.
+        name if name.is_empty() => "sidestream-index".to_owned(),
         name => name,
     };
     ensure!(
@@ -773,6 +775,28 @@ fn the_backfill_state_machine_invokes_only_the_backfiller_and_runs_only_its_own_
         "{touch:#}"
     );
     let name = machine["Name"].as_str().context("the state machine is named")?;
+    // Each child's output is small and fixed, so 1,000 fit the Map's 256 KiB result.
+    let finished = &states["EachSegment"]["ItemProcessor"]["States"]["Finished"];
+    ensure!(
+        finished["Type"] == "Pass" && finished["Result"].to_string().len() * 1000 < 256 * 1024,
+        "{finished}"
+    );
+    // Step Functions names are at most 80 characters; CloudFormation's stack names 128.
+    let longest = "s".repeat(128);
+    let long_names = Names {
+        stack: longest.clone(),
+        ..names()
+    };
+    let long = template
+        .resolver(&parameters, long_names)
+        .resolve(&resources["BackfillStateMachine"]["Properties"]["Name"], "Name")?
+        .context("a name")?;
+    let long = long.as_str().context("a name")?;
+    ensure!(
+        long.len() <= 80 && long.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+        "a {}-character stack names its state machine {long}",
+        longest.len()
+    );
     let own = format!("arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{name}");
     let children = format!("arn:aws:states:{REGION}:{ACCOUNT}:execution:{name}/*");
     let policies = resolver
@@ -1087,6 +1111,12 @@ fn the_template_holds_what_a_production_review_asks() -> Result<()> {
             && resources["ParkingBucket"]["UpdateReplacePolicy"] == "Retain",
         "the parking bucket, which keeps what was given up, outlives the stack"
     );
+    // A change that would replace the index fails loudly: a named resource is never replaced.
+    let index = &resources["IndexTable"];
+    ensure!(
+        index["Properties"]["TableName"].is_object() && index["UpdateReplacePolicy"] == "Retain",
+        "the index table is named, and a replaced one kept: {index}"
+    );
     let parameters = BTreeMap::from([
         ("EnableBackfill".to_owned(), "true".to_owned()),
         ("IndexVerifySchedule".to_owned(), "rate(1 day)".to_owned()),
@@ -1253,5 +1283,82 @@ fn nothing_given_up_is_lost() -> Result<()> {
             "the archiver's record age admits {refused}"
         );
     }
+    Ok(())
+}
+
+/// No role writes the application's tables unconditioned: a touch (the backfiller's, the
+/// repairing verifier's) may set only the touch attribute of an item, its key named in the
+/// condition, and return nothing; the aggregator writes only the counter table's total items.
+#[test]
+fn no_role_writes_a_source_table_unconditioned() -> Result<()> {
+    const WRITES: [&str; 4] = [
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:BatchWriteItem",
+    ];
+    let template = template()?;
+    let mut checked = BTreeSet::new();
+    let mut all = deployments();
+    all.push((
+        "backfill and repairs",
+        set(&[
+            ("EnableBackfill", "true"),
+            ("IndexVerifySchedule", "rate(1 day)"),
+            ("IndexVerifyRepair", "true"),
+        ]),
+    ));
+    for (deployment, parameters) in all {
+        let resolver = template.resolver(&parameters, names());
+        let parameter = |name: &str| parameters.get(name).cloned().unwrap_or_default();
+        let table = |name: String| format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}");
+        let issues = table(issues_table(&parameter));
+        let counters = table(match parameter("CounterTableStreamArn") {
+            arn if arn.is_empty() => physical("CounterTable"),
+            arn => arn.split('/').nth(1).unwrap_or_default().to_owned(),
+        });
+        for role in template.resources_of_type("AWS::IAM::Role") {
+            if !resolver.resource_exists(role)? {
+                continue;
+            }
+            let policies = resolver
+                .resolve(
+                    &template.root()["Resources"][role]["Properties"]["Policies"],
+                    role,
+                )?
+                .unwrap_or_default();
+            for statement in statements(&policies) {
+                let writes = strings(&statement["Action"])
+                    .into_iter()
+                    .any(|a| WRITES.contains(&a.as_str()));
+                let resources = strings(&statement["Resource"]);
+                let at = format!("{deployment}: {role} {}", statement["Sid"]);
+                if writes && resources.contains(&issues) {
+                    let condition = &statement["Condition"];
+                    ensure!(
+                        strings(&statement["Action"]) == ["dynamodb:UpdateItem"]
+                            && strings(&condition["ForAllValues:StringEquals"]["dynamodb:Attributes"])
+                                == ["id", stream_kit::touch::TOUCH_ATTRIBUTE]
+                            && strings(&condition["StringEqualsIfExists"]["dynamodb:ReturnValues"])
+                                == ["NONE"],
+                        "{at}: writes the issues table beyond a touch: {statement}"
+                    );
+                    checked.insert(role.to_owned());
+                }
+                if writes && resources.contains(&counters) {
+                    ensure!(
+                        strings(&statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
+                            == ["COUNTER#*#TOTAL"],
+                        "{at}: writes the counter table beyond its totals: {statement}"
+                    );
+                    checked.insert(role.to_owned());
+                }
+            }
+        }
+    }
+    ensure!(
+        checked.len() == 3,
+        "the backfiller's, the verifier's and the aggregator's writes checked: {checked:?}"
+    );
     Ok(())
 }

@@ -227,6 +227,7 @@ impl<'a> Resolver<'a> {
             "AWS::Region" => self.names.region.clone(),
             "AWS::AccountId" => self.names.account.clone(),
             "AWS::StackName" => self.names.stack.clone(),
+            "AWS::StackId" => stack_id(&self.names),
             "AWS::Partition" => "aws".to_owned(),
             "AWS::URLSuffix" => "amazonaws.com".to_owned(),
             _ => {
@@ -429,4 +430,32 @@ fn scalar_string(value: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// `AWS::StackId` as CloudFormation makes it (`arn:aws:cloudformation:<region>:<account>:stack/
+/// <stack>/<UUID>`), with a UUID that depends on the stack's name alone, so that every
+/// resolution of one stack agrees.
+fn stack_id(names: &Names<'_>) -> String {
+    let hash = |seed: u64| {
+        names
+            .stack
+            .bytes()
+            .fold(seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    };
+    let hex = format!(
+        "{:016x}{:016x}",
+        hash(0xcbf2_9ce4_8422_2325),
+        hash(0x8422_2325_cbf2_9ce4)
+    );
+    format!(
+        "arn:aws:cloudformation:{}:{}:stack/{}/{}-{}-{}-{}-{}",
+        names.region,
+        names.account,
+        names.stack,
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
 }

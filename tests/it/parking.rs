@@ -307,3 +307,65 @@ async fn a_missing_parking_bucket_fails_init() {
         "the index table and the parking bucket: {primed:?}"
     );
 }
+
+/// Priming checks the source table's stream (`SOURCE_TABLE`): a `KEYS_ONLY` stream would give
+/// the indexer no images, so no entries, without a word; init fails naming the variable, the
+/// view type found and the one the indexer reads. A `NEW_AND_OLD_IMAGES` stream passes.
+#[tokio::test]
+async fn a_source_stream_without_the_images_fails_init() {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, StreamSpecification, StreamViewType,
+    };
+    let (client, table) = index_table().await;
+    let source = |view: StreamViewType| {
+        let client = client.clone();
+        async move {
+            let name = unique("source-issues");
+            client
+                .create_table()
+                .table_name(&name)
+                .billing_mode(BillingMode::PayPerRequest)
+                .attribute_definitions(
+                    AttributeDefinition::builder()
+                        .attribute_name("id")
+                        .attribute_type(ScalarAttributeType::S)
+                        .build()
+                        .unwrap(),
+                )
+                .key_schema(
+                    KeySchemaElement::builder()
+                        .attribute_name("id")
+                        .key_type(KeyType::Hash)
+                        .build()
+                        .unwrap(),
+                )
+                .stream_specification(
+                    StreamSpecification::builder()
+                        .stream_enabled(true)
+                        .stream_view_type(view)
+                        .build()
+                        .unwrap(),
+                )
+                .send()
+                .await
+                .unwrap();
+            name
+        }
+    };
+    let keys_only = source(StreamViewType::KeysOnly).await;
+    let unready = indexer(&table, &[("SOURCE_TABLE", &keys_only)]).await;
+    let error = unready.prime().await.unwrap_err().to_string();
+    assert!(
+        error.starts_with(&format!(
+            "SOURCE_TABLE: table {keys_only}'s stream is KEYS_ONLY, but the function reads NEW_AND_OLD_IMAGES"
+        )),
+        "{error}"
+    );
+    let both = source(StreamViewType::NewAndOldImages).await;
+    let ready = indexer(&table, &[("SOURCE_TABLE", &both)]).await;
+    let primed = ready.prime().await.unwrap();
+    assert!(
+        primed.calls >= 3,
+        "the index table, the parking bucket and the source table: {primed:?}"
+    );
+}

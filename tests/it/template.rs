@@ -399,6 +399,20 @@ fn function_uses(
         settings.source,
         function.streams.first().map(|s| &s.stream)
     );
+    // Priming checks the view type of exactly the table whose DynamoDB stream it reads.
+    let stream = function
+        .streams
+        .first()
+        .map(|s| s.stream.as_str())
+        .unwrap_or_default();
+    let source = stream
+        .split_once("/stream/")
+        .and_then(|(table, _)| table.rsplit('/').next());
+    ensure!(
+        settings.source_table.as_deref() == source.filter(|_| !from_kinesis(function)),
+        "SOURCE_TABLE {:?}, but its mapping reads {stream}",
+        settings.source_table
+    );
     ensure!(
         settings.parking.bucket == physical("ParkingBucket"),
         "parks records in {} not the ParkingBucket",
@@ -586,6 +600,8 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
         function.streams.is_empty() || destination.starts_with("arn:aws:s3:::"),
         "ranges given up go to a bucket, which keeps their records: {destination:?}"
     );
+    // A DynamoDB stream's table, whose view type priming checks.
+    let source_table = stream.split_once("/stream/").map(|(table, _)| table);
     let mut granted = BTreeSet::new();
     for statement in statements(&policies) {
         ensure!(statement["Effect"] == "Allow", "{statement}");
@@ -603,6 +619,8 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                 | "kinesis:GetRecords"
                 | "kinesis:GetShardIterator"
                 | "kinesis:ListShards" => *r == stream,
+                // Priming: the written tables' key schemas, and the source stream's view type.
+                "dynamodb:DescribeTable" => table_arns.contains(r) || Some(r.as_str()) == source_table,
                 a if a.starts_with("dynamodb:") => table_arns.contains(r),
                 // Lambda writes what it gives up under aws/lambda/ in the destination bucket.
                 "s3:PutObject" => {
@@ -659,6 +677,8 @@ fn stream_reads(function: &Function) -> &'static [&'static str] {
     match (function.streams.is_empty(), from_kinesis(function)) {
         (true, _) => &[],
         (false, false) => &[
+            // Of the source table, at init: its stream's view type.
+            "dynamodb:DescribeTable",
             "dynamodb:DescribeStream",
             "dynamodb:GetRecords",
             "dynamodb:GetShardIterator",

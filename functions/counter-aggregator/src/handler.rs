@@ -351,6 +351,8 @@ impl StreamFunction for Aggregator {
     /// Each shard's state is kept with its record's version, and an older one changes nothing:
     /// out of order and twice, the totals end the same.
     type Plan = Vec<CounterUpdate>;
+    /// A shard's count is its new image's; a deleted shard's, its old image's.
+    const STREAM_VIEWS: &'static [&'static str] = &["NEW_AND_OLD_IMAGES"];
 
     /// Reads `COUNTER_TABLE` and `COUNTER_PARTITION_KEY` (default `pk`).
     fn init(vars: &Vars<'_>, aws: &Aws) -> Result<Aggregator, ConfigError> {

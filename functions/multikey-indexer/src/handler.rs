@@ -79,6 +79,8 @@ pub enum IndexPlan {
 impl StreamFunction for Indexer {
     const NAME: &'static str = env!("CARGO_PKG_NAME");
     type Plan = IndexPlan;
+    /// An entry is removed by the old image and put by the new one.
+    const STREAM_VIEWS: &'static [&'static str] = &["NEW_AND_OLD_IMAGES"];
 
     /// Reads `MULTIKEY_INDEXES` and `MULTIKEY_ORDER`.
     fn init(vars: &Vars<'_>, aws: &Aws) -> Result<Indexer, ConfigError> {

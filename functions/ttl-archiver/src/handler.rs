@@ -114,6 +114,8 @@ impl StreamFunction for Archiver {
     /// Each deletion is archived under its `eventID`, and readers read each `eventID` once: out
     /// of order and twice, the archive reads the same.
     type Plan = Vec<Object>;
+    /// A deletion is archived as its old image.
+    const STREAM_VIEWS: &'static [&'static str] = &["NEW_AND_OLD_IMAGES", "OLD_IMAGE"];
 
     /// Reads `ARCHIVE_BUCKET`, `ARCHIVE_PREFIX`, `ARCHIVE_STORAGE_CLASS` and `ARCHIVE_GZIP_LEVEL`.
     fn init(vars: &Vars<'_>, aws: &Aws) -> Result<Archiver, ConfigError> {

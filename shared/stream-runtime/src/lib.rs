@@ -55,6 +55,9 @@ pub trait StreamFunction: Send + Sync + Sized + 'static {
     const NAME: &'static str;
     /// What the plan hands to [`StreamFunction::apply`].
     type Plan: Send;
+    /// The DynamoDB stream view types whose records carry what the plan reads: priming fails
+    /// init when the source table's stream has another (`SOURCE_TABLE`, [`prime`]).
+    const STREAM_VIEWS: &'static [&'static str];
 
     /// Builds the function from its environment, once, at cold start. Errors name the variable.
     fn init(vars: &Vars<'_>, aws: &Aws) -> Result<Self, ConfigError>;

@@ -1,10 +1,13 @@
 //! Priming at cold start: one cheap call per resource a function writes, made during init.
 //!
-//! `DescribeTable` for each table, `HeadBucket` for each bucket. Two things come of it:
+//! `DescribeTable` for each table, `HeadBucket` for each bucket, and `DescribeTable` for the
+//! table whose stream the function reads (`SOURCE_TABLE`). Two things come of it:
 //!
 //! - a table or bucket that is missing, unreadable, or keyed otherwise than the configuration
 //!   says fails init with a message naming the variable, instead of every batch checkpointing
-//!   on the same systemic failure;
+//!   on the same systemic failure; so does a source stream whose view type lacks the images the
+//!   function reads (a `KEYS_ONLY` stream gives the indexer no entries and the aggregator no
+//!   counts, silently, and the archiver keys where items belong);
 //! - the client's pooled connection (DNS, TCP and the TLS handshake) is open before the first
 //!   batch, so that the first invocation does not pay for it inside its own time.
 //!
@@ -43,6 +46,15 @@ pub enum Resource {
         /// The bucket's name.
         name: String,
     },
+    /// The table whose DynamoDB stream the function reads, and the view types it can work from.
+    Source {
+        /// The variable that names it.
+        variable: &'static str,
+        /// The table's name.
+        name: String,
+        /// `StreamViewType`s whose records carry what the function reads.
+        views: &'static [&'static str],
+    },
 }
 
 /// Why init must fail.
@@ -62,6 +74,24 @@ pub enum PrimeError {
         expected: String,
         /// The key the table has.
         found: String,
+    },
+    /// The source table's stream does not carry the images the function reads.
+    #[error(
+        "{variable}: table {table}'s stream is {found}, but the function reads {needs}; \
+         set the table's StreamSpecification to {needs_first} (a new stream: the mapping must be \
+         recreated on it)"
+    )]
+    StreamView {
+        /// The variable naming the table.
+        variable: &'static str,
+        /// The table.
+        table: String,
+        /// Its stream's view type, or that it has none.
+        found: String,
+        /// The view types the function can work from, joined.
+        needs: String,
+        /// The first of them, the one to set.
+        needs_first: &'static str,
     },
     /// The resource is missing or cannot be reached with the function's role.
     #[error("{variable}: {message}")]
@@ -94,18 +124,22 @@ pub async fn prime(aws: &Aws, resources: &[Resource], policy: Policy) -> Result<
                 name,
                 partition_key,
                 sort_key,
-            } => {
-                let described = budget
-                    .call(|| {
-                        let call = aws.dynamodb().describe_table().table_name(name).send();
-                        async move { call.await.map_err(|e| io_policy::classify("DescribeTable", &e)) }
-                    })
-                    .await;
-                described.map(|d| {
-                    let schema = d.table.and_then(|t| t.key_schema).unwrap_or_default();
-                    key_schema(variable, name, partition_key, sort_key.as_deref(), &schema)
-                })
-            }
+            } => describe(aws, &budget, name).await.map(|table| {
+                let schema = table.and_then(|t| t.key_schema).unwrap_or_default();
+                key_schema(variable, name, partition_key, sort_key.as_deref(), &schema)
+            }),
+            Resource::Source {
+                variable,
+                name,
+                views,
+            } => describe(aws, &budget, name).await.map(|table| {
+                let found = table
+                    .and_then(|t| t.stream_specification)
+                    .filter(|s| s.stream_enabled)
+                    .and_then(|s| s.stream_view_type)
+                    .map(|v| v.as_str().to_owned());
+                stream_view(variable, name, found.as_deref(), views)
+            }),
             Resource::Bucket { name, .. } => budget
                 .call(|| {
                     let call = aws.s3().head_bucket().bucket(name).send();
@@ -133,10 +167,27 @@ pub async fn prime(aws: &Aws, resources: &[Resource], policy: Policy) -> Result<
     Ok(primed)
 }
 
+/// `DescribeTable` of `name` within `budget`: the table's description.
+async fn describe(
+    aws: &Aws,
+    budget: &io_policy::Budget,
+    name: &str,
+) -> Result<Option<aws_sdk_dynamodb::types::TableDescription>, Failure> {
+    budget
+        .call(|| {
+            let call = aws.dynamodb().describe_table().table_name(name).send();
+            async move { call.await.map_err(|e| io_policy::classify("DescribeTable", &e)) }
+        })
+        .await
+        .map(|d| d.table)
+}
+
 /// A failed check: init fails unless the failure is transient.
 fn unusable(resource: &Resource, failure: &Failure, primed: &mut Primed) -> Result<(), PrimeError> {
     let (variable, name) = match resource {
-        Resource::Table { variable, name, .. } | Resource::Bucket { variable, name } => (*variable, name),
+        Resource::Table { variable, name, .. }
+        | Resource::Bucket { variable, name }
+        | Resource::Source { variable, name, .. } => (*variable, name),
     };
     if failure.kind == FailureKind::Transient {
         tracing::warn!(variable, resource = %name, error = %failure.message, "could not check a resource at init; the first batch will meet it");
@@ -144,7 +195,7 @@ fn unusable(resource: &Resource, failure: &Failure, primed: &mut Primed) -> Resu
         return Ok(());
     }
     let what = match resource {
-        Resource::Table { .. } => "table",
+        Resource::Table { .. } | Resource::Source { .. } => "table",
         Resource::Bucket { .. } => "bucket",
     };
     Err(PrimeError::Unusable {
@@ -153,6 +204,26 @@ fn unusable(resource: &Resource, failure: &Failure, primed: &mut Primed) -> Resu
             "{what} {name} is missing or not reachable with the function's role ({})",
             failure.message
         ),
+    })
+}
+
+/// Whether a stream of view type `found` (`None`: the table has no stream enabled) carries what
+/// a function that works from `views` reads.
+pub fn stream_view(
+    variable: &'static str,
+    table: &str,
+    found: Option<&str>,
+    views: &'static [&'static str],
+) -> Result<(), PrimeError> {
+    if found.is_some_and(|f| views.contains(&f)) {
+        return Ok(());
+    }
+    Err(PrimeError::StreamView {
+        variable,
+        table: table.to_owned(),
+        found: found.map_or_else(|| "not enabled".to_owned(), str::to_owned),
+        needs: views.join(" or "),
+        needs_first: views.first().copied().unwrap_or("NEW_AND_OLD_IMAGES"),
     })
 }
 

@@ -71,6 +71,16 @@ impl<F: StreamFunction> Runtime<F> {
         if !resources.contains(&parking) {
             resources.push(parking);
         }
+        // A Kinesis data stream always carries both images; a DynamoDB stream, what its table says.
+        if let (Some(table), crate::Source::DynamoDbStreams) =
+            (&self.settings.source_table, self.settings.source)
+        {
+            resources.push(Resource::Source {
+                variable: "SOURCE_TABLE",
+                name: table.clone(),
+                views: F::STREAM_VIEWS,
+            });
+        }
         crate::prime::prime(&self.aws, &resources, self.settings.policy).await
     }
 

@@ -10,6 +10,7 @@
 //! | `ATTEMPT_TIMEOUT_MS` | 10000 | The longest one attempt may take (100-300000). |
 //! | `DEADLINE_MARGIN_MS` | 2000 | Stop this long before the invocation's deadline (100-60000). |
 //! | `PRIME_AT_INIT` | `true` | At cold start, check each table the function writes (`DescribeTable`: it exists, its key schema matches) and the archive bucket (`HeadBucket`), opening the connection before the first batch (`true`/`false`/`1`/`0`). |
+//! | `SOURCE_TABLE` | none | The table whose DynamoDB stream the function reads: priming checks its stream's view type gives the images the function needs (`DescribeTable`). Unset for a Kinesis source, whose records always carry both images. |
 //! | `S3_FORCE_PATH_STYLE` | `false` | Path-style S3 addressing, for local emulators (`true`/`false`/`1`/`0`). |
 //! | `METRICS_NAMESPACE` | `Sidestream` | The EMF namespace. |
 //! | `AWS_LAMBDA_FUNCTION_NAME` | the function's name | The EMF `Function` dimension (Lambda sets it). |
@@ -34,6 +35,9 @@ pub struct Settings {
     pub prime: bool,
     /// `CHANGE_SOURCE`: where the records come from ([`crate::source`]).
     pub source: crate::Source,
+    /// `SOURCE_TABLE`: the table whose stream the records come from, when it is a DynamoDB
+    /// stream and the deployment names it.
+    pub source_table: Option<String>,
 }
 
 /// Where parked records go: an S3 bucket and prefix.
@@ -58,8 +62,29 @@ impl Settings {
             force_path_style: path_style(vars)?,
             prime: flag(vars, "PRIME_AT_INIT", true)?,
             source: crate::Source::from_vars(vars)?,
+            source_table: source_table(vars)?,
         })
     }
+}
+
+/// Reads `SOURCE_TABLE`: a DynamoDB table name (3-255 of `A-Z a-z 0-9 _ - .`).
+fn source_table(vars: &Vars<'_>) -> Result<Option<String>, ConfigError> {
+    let Some(name) = vars.optional("SOURCE_TABLE") else {
+        return Ok(None);
+    };
+    let valid = (3..=255).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+    if !valid {
+        return Err(ConfigError::Invalid {
+            var: "SOURCE_TABLE",
+            reason: format!(
+                "{name:?} is not a DynamoDB table name (3-255 characters of letters, digits, '_', '-' and '.')"
+            ),
+        });
+    }
+    Ok(Some(name))
 }
 
 impl ParkingPlace {

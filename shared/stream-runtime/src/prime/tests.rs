@@ -2,7 +2,7 @@
 
 use aws_sdk_dynamodb::types::{KeySchemaElement, KeyType};
 
-use super::{PrimeError, key_schema};
+use super::{PrimeError, key_schema, stream_view};
 
 /// The table's key as `"hash range"`, `"hash"` or `""`.
 fn schema(keys: &str) -> Vec<KeySchemaElement> {
@@ -40,6 +40,34 @@ fn a_table_passes_only_with_the_key_the_function_writes() {
                 assert!(matches!(got, PrimeError::KeySchema { .. }), "{got:?}");
                 assert!(got.to_string().contains(error), "{got}");
             }
+        }
+    }
+}
+
+#[test]
+fn a_source_stream_passes_only_with_the_images_the_function_reads() {
+    const BOTH: &[&str] = &["NEW_AND_OLD_IMAGES"];
+    const OLD: &[&str] = &["NEW_AND_OLD_IMAGES", "OLD_IMAGE"];
+    #[rustfmt::skip]
+    let cases: [(Option<&str>, &'static [&'static str], Option<&str>); 7] = [
+        (Some("NEW_AND_OLD_IMAGES"), BOTH, None),
+        (Some("NEW_AND_OLD_IMAGES"), OLD, None),
+        (Some("OLD_IMAGE"), OLD, None),
+        (Some("KEYS_ONLY"), BOTH,
+         Some("SOURCE_TABLE: table issues's stream is KEYS_ONLY, but the function reads NEW_AND_OLD_IMAGES; set the table's StreamSpecification to NEW_AND_OLD_IMAGES")),
+        (Some("NEW_IMAGE"), OLD,
+         Some("stream is NEW_IMAGE, but the function reads NEW_AND_OLD_IMAGES or OLD_IMAGE")),
+        (Some("OLD_IMAGE"), BOTH, Some("stream is OLD_IMAGE")),
+        (None, BOTH, Some("stream is not enabled")),
+    ];
+    for (found, views, expected) in cases {
+        let got = stream_view("SOURCE_TABLE", "issues", found, views);
+        match (expected, got) {
+            (None, Ok(())) => {}
+            (Some(text), Err(e @ PrimeError::StreamView { .. })) => {
+                assert!(e.to_string().contains(text), "{found:?}: {e}");
+            }
+            (expected, got) => panic!("{found:?} for {views:?}: expected {expected:?}, got {got:?}"),
         }
     }
 }

@@ -47,11 +47,14 @@ fn variables_are_read_once_with_defaults() {
         (16, 3, Duration::from_millis(1500), Duration::from_millis(500))
     );
     assert!(s.force_path_style);
+    assert_eq!(s.source_table, None);
+    let s = settings(&[("PARKING_BUCKET", "b-1"), ("SOURCE_TABLE", "issues")]).unwrap();
+    assert_eq!(s.source_table.as_deref(), Some("issues"));
 }
 
 #[test]
 fn errors_name_the_variable() {
-    let cases: [(&[(&str, &str)], &str); 6] = [
+    let cases: [(&[(&str, &str)], &str); 7] = [
         (&[], "PARKING_BUCKET is not set"),
         (&[("PARKING_BUCKET", "Bad_Bucket")], "PARKING_BUCKET is invalid"),
         (
@@ -69,6 +72,10 @@ fn errors_name_the_variable() {
         (
             &[("PARKING_BUCKET", "ok-bucket"), ("S3_FORCE_PATH_STYLE", "yes")],
             "S3_FORCE_PATH_STYLE is invalid",
+        ),
+        (
+            &[("PARKING_BUCKET", "ok-bucket"), ("SOURCE_TABLE", "issues/stream")],
+            "SOURCE_TABLE is invalid",
         ),
     ];
     for (env, expected) in cases {

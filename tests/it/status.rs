@@ -38,7 +38,8 @@ fn fed_pipeline(stack: &Stack, feed: &Feed, wrap: impl Fn(&str, Invoker) -> Invo
         .with_metrics(feed.lambda()))
 }
 
-/// A stack with a scheduled verifier, and a few issues delivered.
+/// A stack with a scheduled verifier, verified once as after a deploy, and a few issues
+/// delivered.
 async fn delivered(wrap: impl Fn(&str, Invoker) -> Invoker) -> Result<(Stack, Feed, Pipeline)> {
     let sdk = sdk();
     let stack = stack(
@@ -51,6 +52,20 @@ async fn delivered(wrap: impl Fn(&str, Invoker) -> Invoker) -> Result<(Stack, Fe
     )
     .await?;
     let feed = Feed::start(&sdk);
+    // Just deployed, no verification has reported: IndexVerifyMissingAlarm says so until the
+    // first run, which the runbook has the operator start by hand.
+    let before = local_stack::status(&sdk, &stack, &feed).await?;
+    ensure!(
+        alarming(&stack, &before) == ["IndexVerifyMissingAlarm"],
+        "{:?}\n{before}",
+        alarming(&stack, &before)
+    );
+    local_stack::verify(&sdk, &stack, &feed, &[("VERIFY_CONFIRM_SECONDS", "0")]).await?;
+    let after = local_stack::status(&sdk, &stack, &feed).await?;
+    ensure!(
+        after.alarms.is_empty(),
+        "the first verification reported\n{after}"
+    );
     let mut pipeline = fed_pipeline(&stack, &feed, wrap)?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();

@@ -1382,3 +1382,69 @@ fn no_role_writes_a_source_table_unconditioned() -> Result<()> {
     );
     Ok(())
 }
+
+/// The archive can be locked (Object Lock, governance mode, `ArchiveObjectLockDays`) and guarded
+/// (`ArchiveAdminRoleArn`: only that role may delete versions, bypass retention, or change the
+/// bucket's lifecycle, versioning, lock or policy); both are off by default.
+#[test]
+fn the_archive_can_be_locked_and_guarded() -> Result<()> {
+    const ADMIN: &str = "arn:aws:iam::123456789012:role/archive-admin";
+    let template = template()?;
+    let resources = &template.root()["Resources"];
+    for (lock, admin) in [("", ""), ("3650", ADMIN)] {
+        let resolver = template.resolver(
+            &set(&[("ArchiveObjectLockDays", lock), ("ArchiveAdminRoleArn", admin)]),
+            names(),
+        );
+        let bucket = resolver
+            .resolve(&resources["ArchiveBucket"]["Properties"], "archive")?
+            .context("the archive bucket")?;
+        let policy = resolver
+            .resolve(&resources["ArchiveBucketTlsOnly"]["Properties"], "policy")?
+            .context("the archive's policy")?;
+        let statements = policy["PolicyDocument"]["Statement"]
+            .as_array()
+            .context("statements")?;
+        if lock.is_empty() {
+            ensure!(
+                bucket["ObjectLockEnabled"].is_null()
+                    && bucket["ObjectLockConfiguration"].is_null()
+                    && statements.len() == 1,
+                "off by default: {bucket} {policy}"
+            );
+            continue;
+        }
+        let retention = &bucket["ObjectLockConfiguration"]["Rule"]["DefaultRetention"];
+        ensure!(
+            bucket["ObjectLockEnabled"] == true
+                && bucket["VersioningConfiguration"]["Status"] == "Enabled"
+                && retention["Mode"] == "GOVERNANCE"
+                && retention["Days"] == lock,
+            "{bucket}"
+        );
+        let guard = statements
+            .iter()
+            .find(|s| s["Sid"] == "OnlyTheArchiveAdminRemoves")
+            .context("the guard")?;
+        let actions = strings(&guard["Action"]);
+        for needed in [
+            "s3:DeleteObject",
+            "s3:DeleteObjectVersion",
+            "s3:BypassGovernanceRetention",
+            "s3:PutLifecycleConfiguration",
+            "s3:PutBucketVersioning",
+            "s3:PutBucketObjectLockConfiguration",
+            "s3:PutBucketPolicy",
+        ] {
+            ensure!(actions.iter().any(|a| a == needed), "{needed} denied: {guard}");
+        }
+        ensure!(
+            guard["Effect"] == "Deny"
+                && guard["Principal"] == "*"
+                && guard["Condition"]["ArnNotEquals"]["aws:PrincipalArn"] == ADMIN
+                && strings(&guard["Resource"]).len() == 2,
+            "{guard}"
+        );
+    }
+    Ok(())
+}

@@ -609,6 +609,10 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
         let resources = strings(&statement["Resource"]);
         for action in &actions {
             ensure!(!action.contains('*'), "wildcard action {action}");
+            // Customer managed keys: checked apart (customer_managed_keys_are_used_through_their_service).
+            if action.starts_with("kms:") {
+                continue;
+            }
             let allowed = |r: &String| match action.as_str() {
                 "dynamodb:DescribeStream"
                 | "dynamodb:GetRecords"
@@ -1445,6 +1449,104 @@ fn the_archive_can_be_locked_and_guarded() -> Result<()> {
                 && strings(&guard["Resource"]).len() == 2,
             "{guard}"
         );
+    }
+    Ok(())
+}
+
+/// The key parameters and the service each key may be used through.
+const KEYS: [(&str, &str); 4] = [
+    ("IssuesTableKmsKeyArn", "dynamodb"),
+    ("IndexTableKmsKeyArn", "dynamodb"),
+    ("CounterTableKmsKeyArn", "dynamodb"),
+    ("ArchiveBucketKmsKeyArn", "s3"),
+];
+
+/// Existing tables and a bucket encrypted with customer managed keys: each role that reads or
+/// writes one may use its key, through that resource's service only (`kms:ViaService`), and no
+/// role may use a key otherwise; with no key given, no role has a KMS action.
+#[test]
+fn customer_managed_keys_are_used_through_their_service() -> Result<()> {
+    let template = template()?;
+    let key = |n: u8| format!("arn:aws:kms:{REGION}:{ACCOUNT}:key/0000000{n}-aaaa-bbbb-cccc-dddddddddddd");
+    let mut keyed = set(&[
+        ("IssuesTableStreamArn", ISSUES_STREAM),
+        ("IndexTableName", "index"),
+        ("CounterTableStreamArn", COUNTER_STREAM),
+        ("ArchiveBucketName", "archive"),
+        ("EnableBackfill", "true"),
+        ("IndexVerifySchedule", "rate(1 day)"),
+    ]);
+    for (n, (parameter, _)) in (1..).zip(KEYS) {
+        keyed.insert(parameter.to_owned(), key(n));
+    }
+    let mut combined = keyed.clone();
+    combined.insert("Consumers".to_owned(), "Combined".to_owned());
+    let expected: BTreeMap<&str, &[u8]> = BTreeMap::from([
+        ("IndexerRole", &[1, 2][..]),
+        ("ArchiverRole", &[1, 4][..]),
+        ("AggregatorRole", &[3][..]),
+        ("BackfillRole", &[1][..]),
+        ("VerifierRole", &[1, 2][..]),
+        ("IssuesStreamRole", &[1, 2, 4][..]),
+        ("BackfillStateMachineRole", &[][..]),
+    ]);
+    for (deployment, parameters, keys_given) in [
+        ("defaults", set(&[]), false),
+        ("keyed", keyed, true),
+        ("keyed, combined", combined, true),
+    ] {
+        let resolver = template.resolver(&parameters, names());
+        for role in template.resources_of_type("AWS::IAM::Role") {
+            if !resolver.resource_exists(role)? {
+                continue;
+            }
+            let policies = resolver
+                .resolve(
+                    &template.root()["Resources"][role]["Properties"]["Policies"],
+                    role,
+                )?
+                .unwrap_or_default();
+            let mut used = BTreeSet::new();
+            for statement in statements(&policies) {
+                if !strings(&statement["Action"])
+                    .iter()
+                    .any(|a| a.starts_with("kms:"))
+                {
+                    continue;
+                }
+                let resources = strings(&statement["Resource"]);
+                let via = statement["Condition"]["StringEquals"]["kms:ViaService"].as_str();
+                let [resource] = resources.as_slice() else {
+                    bail!("{deployment}: {role}: one key per statement: {statement}");
+                };
+                let (n, service) = (1..)
+                    .zip(KEYS)
+                    .find(|(_, (p, _))| parameters.get(*p) == Some(resource))
+                    .map(|(n, (_, service))| (n, service))
+                    .with_context(|| {
+                        format!("{deployment}: {role} uses a key no parameter gives: {resource}")
+                    })?;
+                ensure!(
+                    via == Some(format!("{service}.{REGION}.amazonaws.com").as_str()),
+                    "{deployment}: {role} uses {resource} not only through {service}: {statement}"
+                );
+                used.insert(n);
+            }
+            let wanted: BTreeSet<u8> = if keys_given {
+                expected
+                    .get(role)
+                    .with_context(|| format!("a role this test does not know: {role}"))?
+                    .iter()
+                    .copied()
+                    .collect()
+            } else {
+                BTreeSet::new()
+            };
+            ensure!(
+                used == wanted,
+                "{deployment}: {role} uses keys {used:?}, wanted {wanted:?}"
+            );
+        }
     }
     Ok(())
 }

@@ -458,16 +458,24 @@ pub async fn evaluate_alarms(sdk: &SdkConfig, stack: &Stack) -> Result<Vec<Strin
     let states = states(&client, &format!("{}-", stack.name)).await?;
     let mut alarming = Vec::new();
     for alarm in specs(stack)? {
-        let state = evaluate(&client, &alarm, now).await?;
-        let Some(state) = state else {
+        let Some((state, breaching)) = evaluate(&client, &alarm, now).await? else {
             continue;
         };
         let current = states.get(&alarm.name);
         if current != Some(&state) {
-            let reason = match state {
-                StateValue::Alarm => format!("Threshold crossed: {} {}", alarm.metric, alarm.threshold),
-                _ => "Threshold not crossed".to_owned(),
-            };
+            // As CloudWatch words it: how many of the evaluated datapoints breached.
+            let reason = format!(
+                "Threshold {}: {breaching} out of the last {} datapoints {} the threshold ({}), missing data {}",
+                if state == StateValue::Alarm {
+                    "Crossed"
+                } else {
+                    "not crossed"
+                },
+                alarm.evaluation_periods,
+                alarm.comparison.as_str(),
+                alarm.threshold,
+                alarm.treat_missing
+            );
             client
                 .set_alarm_state()
                 .alarm_name(&alarm.name)
@@ -512,13 +520,13 @@ async fn states(
     }
 }
 
-/// The state `alarm` evaluates to at `now`, or `None` when missing data leaves it as it is
-/// (`TreatMissingData: ignore`).
+/// The state `alarm` evaluates to at `now` and how many datapoints breached, or `None` when
+/// missing data leaves it as it is (`TreatMissingData: ignore`).
 async fn evaluate(
     client: &aws_sdk_cloudwatch::Client,
     alarm: &AlarmSpec,
     now: SystemTime,
-) -> Result<Option<StateValue>, StackError> {
+) -> Result<Option<(StateValue, usize)>, StackError> {
     let period = Duration::from_secs(u64::try_from(alarm.period).unwrap_or(60));
     let periods = u32::try_from(alarm.evaluation_periods).unwrap_or(1);
     // CloudWatch's end time is exclusive: the second that holds `now` is in.
@@ -560,9 +568,10 @@ async fn evaluate(
         _ => {}
     }
     let needed = usize::try_from(alarm.datapoints_to_alarm).unwrap_or(1);
-    Ok(Some(if breaching >= needed {
+    let state = if breaching >= needed {
         StateValue::Alarm
     } else {
         StateValue::Ok
-    }))
+    };
+    Ok(Some((state, breaching)))
 }

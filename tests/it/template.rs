@@ -1550,3 +1550,55 @@ fn customer_managed_keys_are_used_through_their_service() -> Result<()> {
     }
     Ok(())
 }
+
+/// Every alarm's evaluation range is one `PutMetricAlarm` accepts: `Period` times
+/// `EvaluationPeriods` at most a day for periods under an hour, at most seven days otherwise, and
+/// `DatapointsToAlarm` no more than `EvaluationPeriods`: with its parameters' defaults and with
+/// their largest values.
+#[test]
+fn every_alarms_evaluation_range_is_one_cloudwatch_accepts() -> Result<()> {
+    let template = template()?;
+    let root = template.root();
+    let mut largest = set(&[("IndexVerifySchedule", "rate(1 day)"), ("EnableBackfill", "true")]);
+    for (name, parameter) in root["Parameters"].as_object().context("parameters")? {
+        if let Some(max) = parameter["MaxValue"].as_i64() {
+            largest.insert(name.clone(), max.to_string());
+        }
+    }
+    let mut checked = 0;
+    for (deployment, parameters) in deployments().into_iter().chain([("largest", largest)]) {
+        let resolver = template.resolver(&parameters, names());
+        for alarm in template.resources_of_type("AWS::CloudWatch::Alarm") {
+            if !resolver.resource_exists(alarm)? {
+                continue;
+            }
+            let p = resolver
+                .resolve(&root["Resources"][alarm]["Properties"], alarm)?
+                .context("properties")?;
+            let number =
+                |field: &str| number_of(&p[field]).with_context(|| format!("{deployment}: {alarm}: {field}"));
+            let (period, periods) = (number("Period")?, number("EvaluationPeriods")?);
+            let datapoints = if p["DatapointsToAlarm"].is_null() {
+                periods
+            } else {
+                number("DatapointsToAlarm")?
+            };
+            let limit = if period < 3600 { 86_400 } else { 604_800 };
+            ensure!(
+                period * periods <= limit && (1..=periods).contains(&datapoints),
+                "{deployment}: {alarm}: {periods} periods of {period} s ({datapoints} to alarm) over {limit} s"
+            );
+            checked += 1;
+        }
+    }
+    ensure!(checked > 100, "alarms checked: {checked}");
+    Ok(())
+}
+
+fn number_of(value: &Value) -> Result<i64> {
+    match value {
+        Value::Number(n) => n.as_i64().context("an integer"),
+        Value::String(s) => Ok(s.parse()?),
+        other => bail!("not a number: {other}"),
+    }
+}

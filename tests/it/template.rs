@@ -748,6 +748,26 @@ fn statements(policies: &Value) -> Vec<Value> {
         .collect()
 }
 
+/// Each role the deployment creates, by logical id, with its policies' statements resolved.
+fn role_statements<'t>(
+    template: &'t Template,
+    resolver: &Resolver<'_>,
+) -> Result<Vec<(&'t str, Vec<Value>)>> {
+    let mut roles = Vec::new();
+    for role in template.resources_of_type("AWS::IAM::Role") {
+        if resolver.resource_exists(role)? {
+            let policies = resolver
+                .resolve(
+                    &template.root()["Resources"][role]["Properties"]["Policies"],
+                    role,
+                )?
+                .unwrap_or_default();
+            roles.push((role, statements(&policies)));
+        }
+    }
+    Ok(roles)
+}
+
 /// The issues table's name: created by the stack, or named by the stream ARN parameter.
 fn issues_table(parameter: &dyn Fn(&str) -> String) -> String {
     match parameter("IssuesTableStreamArn") {
@@ -1341,17 +1361,8 @@ fn no_role_writes_a_source_table_unconditioned() -> Result<()> {
             arn if arn.is_empty() => physical("CounterTable"),
             arn => arn.split('/').nth(1).unwrap_or_default().to_owned(),
         });
-        for role in template.resources_of_type("AWS::IAM::Role") {
-            if !resolver.resource_exists(role)? {
-                continue;
-            }
-            let policies = resolver
-                .resolve(
-                    &template.root()["Resources"][role]["Properties"]["Policies"],
-                    role,
-                )?
-                .unwrap_or_default();
-            for statement in statements(&policies) {
+        for (role, statements) in role_statements(&template, &resolver)? {
+            for statement in statements {
                 let writes = strings(&statement["Action"])
                     .into_iter()
                     .any(|a| WRITES.contains(&a.as_str()));
@@ -1496,18 +1507,9 @@ fn customer_managed_keys_are_used_through_their_service() -> Result<()> {
         ("keyed, combined", combined, true),
     ] {
         let resolver = template.resolver(&parameters, names());
-        for role in template.resources_of_type("AWS::IAM::Role") {
-            if !resolver.resource_exists(role)? {
-                continue;
-            }
-            let policies = resolver
-                .resolve(
-                    &template.root()["Resources"][role]["Properties"]["Policies"],
-                    role,
-                )?
-                .unwrap_or_default();
+        for (role, statements) in role_statements(&template, &resolver)? {
             let mut used = BTreeSet::new();
-            for statement in statements(&policies) {
+            for statement in statements {
                 if !strings(&statement["Action"])
                     .iter()
                     .any(|a| a.starts_with("kms:"))

@@ -117,14 +117,22 @@ pub async fn prime(aws: &Aws, resources: &[Resource], policy: Policy) -> Result<
     let started = Instant::now();
     let budget = policy.within(PRIME_TIME);
     let mut primed = Primed::default();
+    // One DescribeTable per table: the aggregator writes the table whose stream it reads.
+    let mut described = std::collections::HashMap::new();
     for resource in resources {
+        if let Resource::Table { name, .. } | Resource::Source { name, .. } = resource
+            && !described.contains_key(name)
+        {
+            described.insert(name.clone(), describe(aws, &budget, name).await);
+        }
+        let table = |name: &String| described.get(name).cloned().unwrap_or(Ok(None));
         let checked = match resource {
             Resource::Table {
                 variable,
                 name,
                 partition_key,
                 sort_key,
-            } => describe(aws, &budget, name).await.map(|table| {
+            } => table(name).map(|table| {
                 let schema = table.and_then(|t| t.key_schema).unwrap_or_default();
                 key_schema(variable, name, partition_key, sort_key.as_deref(), &schema)
             }),
@@ -132,7 +140,7 @@ pub async fn prime(aws: &Aws, resources: &[Resource], policy: Policy) -> Result<
                 variable,
                 name,
                 views,
-            } => describe(aws, &budget, name).await.map(|table| {
+            } => table(name).map(|table| {
                 let found = table
                     .and_then(|t| t.stream_specification)
                     .filter(|s| s.stream_enabled)

@@ -37,6 +37,14 @@ stream, the local mapping and `failures replay` alike, sees what AWS's stream ho
 moto's `DescribeAlarms` applies only one of its filters; this launcher applies every filter given,
 as CloudWatch does.
 
+DynamoDB publishes each table's `ConsumedWriteCapacityUnits` (`AWS/DynamoDB`, by `TableName`) to
+CloudWatch every minute; moto publishes nothing. This launcher counts the write units of every
+write it answers, and puts them into moto's CloudWatch, one datum per table and minute, before it
+answers a CloudWatch request: a `PutItem` one unit per KB of its item as the request holds it, an
+`UpdateItem` or `DeleteItem` one, a `BatchWriteItem` each of its requests so, a
+`TransactWriteItems` twice so; a write refused by its condition costs its units too, as on
+DynamoDB, and TTL's deletes cost nothing. The template's mapping-stopped alarms read them.
+
 CloudWatch speaks the Smithy RPC v2 CBOR protocol (`POST /service/GraniteServiceVersion20100801/
 operation/<Operation>`, CBOR bodies, `smithy-protocol: rpc-v2-cbor`), and the AWS SDK for Rust's
 CloudWatch client speaks nothing else; moto reads CloudWatch's JSON and Query protocols only. This
@@ -63,6 +71,7 @@ emulator spends the suite's time. The raw cProfile data goes to FILE.pstats, for
 import argparse
 import collections
 import cProfile
+import datetime
 import gzip
 import io
 import json
@@ -270,6 +279,94 @@ def ttl_deletes_carry_the_service_identity():
     table_module.StreamRecord.__init__ = init
 
 
+WRITE_OPERATIONS = {
+    "DynamoDB_20120810.PutItem",
+    "DynamoDB_20120810.UpdateItem",
+    DELETE_ITEM,
+    "DynamoDB_20120810.BatchWriteItem",
+    "DynamoDB_20120810.TransactWriteItems",
+}
+
+
+def write_units(target, request):
+    """The write capacity units a write request consumes, by table (see the module's
+    documentation): one per KB of a put item, one per update or delete, twice so in a
+    transaction."""
+
+    def put(item):
+        return max(1, -(-len(json.dumps(item)) // 1024))
+
+    units = collections.Counter()
+    operation = target.rsplit(".", 1)[-1]
+    if operation == "PutItem":
+        units[request["TableName"]] += put(request.get("Item", {}))
+    elif operation in ("UpdateItem", "DeleteItem"):
+        units[request["TableName"]] += 1
+    elif operation == "BatchWriteItem":
+        for table, writes in request.get("RequestItems", {}).items():
+            for write in writes:
+                units[table] += put(write["PutRequest"].get("Item", {})) if "PutRequest" in write else 1
+    elif operation == "TransactWriteItems":
+        for item in request.get("TransactItems", []):
+            for kind, write in item.items():
+                if kind != "ConditionCheck":
+                    units[write["TableName"]] += 2 * (put(write.get("Item", {})) if kind == "Put" else 1)
+    return units
+
+
+class WriteCapacity:
+    """Each table's consumed write units, by region and minute, until they are put into moto's
+    CloudWatch as `AWS/DynamoDB` `ConsumedWriteCapacityUnits` (see the module's documentation)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        # (region, table, minute) -> (units, when the last of them was written)
+        self.pending = {}
+
+    def count(self, target, environ, body, status, answer):
+        """Counts a write request's units once it is answered with `status` and `answer`."""
+        if target not in WRITE_OPERATIONS or environ.get(TTL_DELETE_HEADER) == "service":
+            return
+        if not status.startswith("2") and b"ConditionalCheckFailed" not in answer:
+            return
+        try:
+            request = json.loads(body)
+            units = write_units(target, request)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return
+        credential = environ.get("HTTP_AUTHORIZATION", "").split("Credential=", 1)[-1].split("/")
+        region = credential[2] if len(credential) > 2 else "us-east-1"
+        now = time.time()
+        with self.lock:
+            for table, n in units.items():
+                key = (region, table, int(now) // 60)
+                counted, _ = self.pending.get(key, (0, now))
+                self.pending[key] = (counted + n, now)
+
+    def publish(self):
+        """Puts the units counted so far into moto's CloudWatch."""
+        from moto.cloudwatch.models import cloudwatch_backends
+
+        with self.lock:
+            pending, self.pending = self.pending, {}
+        for (region, table, _), (units, last) in pending.items():
+            # moto keeps naive UTC timestamps; the minute's datum is stamped with its last write,
+            # so that it is never in the future of a query made after it.
+            at = datetime.datetime.fromtimestamp(last, datetime.timezone.utc).replace(tzinfo=None)
+            cloudwatch_backends[DEFAULT_ACCOUNT][region].put_metric_data(
+                "AWS/DynamoDB",
+                [
+                    {
+                        "MetricName": "ConsumedWriteCapacityUnits",
+                        "Dimensions": [{"Name": "TableName", "Value": table}],
+                        "Value": float(units),
+                        "Unit": "Count",
+                        "Timestamp": at,
+                    }
+                ],
+            )
+
+
 TRIM_STREAM = "SidestreamControl.TrimStream"
 
 
@@ -387,6 +484,8 @@ def describe_alarms_applies_every_filter():
 
 
 CBOR_OPERATION = "/service/GraniteServiceVersion20100801/operation/"
+# CloudWatch's JSON protocol target prefix.
+CLOUDWATCH_TARGET = "GraniteServiceVersion20100801."
 
 
 def cloudwatch_over_cbor(app):
@@ -531,10 +630,11 @@ class Profile:
             stats.sort_stats("tottime").print_stats(25)
 
 
-def serialized(app, lock, empty_pages, profile=None):
+def serialized(app, lock, empty_pages, write_capacity, profile=None):
     """A WSGI application that runs DynamoDB requests under `lock`, to their last byte, and
-    answers some GetRecords requests with empty pages (`empty_pages`); `profile`, if given, times
-    them."""
+    answers some GetRecords requests with empty pages (`empty_pages`), counts the units of the
+    writes it answers (`write_capacity`) and puts them into CloudWatch before a CloudWatch request;
+    `profile`, if given, times them."""
 
     def application(environ, start_response):
         target = environ.get("HTTP_X_AMZ_TARGET", "")
@@ -542,6 +642,8 @@ def serialized(app, lock, empty_pages, profile=None):
             with lock:
                 return trim_stream(environ, start_response)
         if not target.startswith("DynamoDB"):
+            if environ.get("PATH_INFO", "").startswith(CBOR_OPERATION) or target.startswith(CLOUDWATCH_TARGET):
+                write_capacity.publish()
             return app(environ, start_response)
         arrived = time.perf_counter()
         with lock:
@@ -565,13 +667,28 @@ def serialized(app, lock, empty_pages, profile=None):
                 ttl_delete.active = False
 
     def answer(environ, start_response):
-        response = app(environ, start_response)
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        body = b""
+        if target in WRITE_OPERATIONS:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            body = environ["wsgi.input"].read(length)
+            environ["wsgi.input"] = io.BytesIO(body)
+        answered = {}
+
+        def keep(status, headers, exc_info=None):
+            answered["status"] = status
+            return start_response(status, headers, exc_info)
+
+        response = app(environ, keep)
         try:
-            return [b"".join(response)]
+            raw = b"".join(response)
         finally:
             close = getattr(response, "close", None)
             if close is not None:
                 close()
+        if body:
+            write_capacity.count(target, environ, body, answered.get("status", "500"), raw)
+        return [raw]
 
     return application
 
@@ -614,6 +731,7 @@ def main():
                 float(os.environ.get("SIDESTREAM_EMPTY_PAGES", "0.3")),
                 int(os.environ.get("SIDESTREAM_EMPTY_PAGES_SEED", "7")),
             ),
+            WriteCapacity(),
             profile,
         ),
         host=args.host,

@@ -5,12 +5,18 @@
 //!   from a Lambda function's log group: lines of the in-process functions as they are written,
 //!   and lines of the real binaries' log files as they grow ([`Feed::follow`]). The replayer's
 //!   `AWS/Lambda` data (`stream_replayer::lambda_metrics`) go the same way, and so do the buckets'
-//!   `AWS/S3` object counts ([`Feed::bucket_sizes`]), which S3 publishes daily.
+//!   `AWS/S3` object counts ([`Feed::bucket_sizes`]), which S3 publishes daily. DynamoDB's
+//!   `ConsumedWriteCapacityUnits` are put by the moto launcher itself (`scripts/moto-server.py`),
+//!   which sees every write.
 //! - [`create_alarms`] puts the template's alarms on the emulator, under the names
 //!   CloudFormation gives them; [`evaluate_alarms`] evaluates them as CloudWatch does (moto keeps
 //!   alarms but never evaluates them): the last `EvaluationPeriods` periods of the metric's
 //!   statistic against the threshold, `DatapointsToAlarm` of them breaching, missing data as
-//!   `TreatMissingData` says.
+//!   `TreatMissingData` says, and an alarm on metric math its expression (`metric_math`).
+
+mod alarms;
+
+pub use alarms::{create_alarms, evaluate_alarms};
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,10 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_config::SdkConfig;
 use aws_sdk_cloudwatch::primitives::DateTime;
-use aws_sdk_cloudwatch::types::{
-    ComparisonOperator, Dimension, Metric, MetricDataQuery, MetricDatum, MetricStat, StandardUnit,
-    StateValue, Statistic,
-};
+use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit};
 use serde_json::Value;
 use stream_kit::Metrics;
 use stream_replayer::lambda_metrics::{Datum, MetricSink};
@@ -330,248 +333,14 @@ async fn put(client: &aws_sdk_cloudwatch::Client, data: Vec<Point>) -> Result<()
     Ok(())
 }
 
-fn request(operation: &'static str, target: &str, error: &(impl std::error::Error + 'static)) -> StackError {
+pub(crate) fn request(
+    operation: &'static str,
+    target: &str,
+    error: &(impl std::error::Error + 'static),
+) -> StackError {
     StackError::Request {
         operation,
         table: target.to_owned(),
         message: aws_smithy_types::error::display::DisplayErrorContext(error).to_string(),
     }
-}
-
-/// One alarm of the template, as it is put and evaluated.
-struct AlarmSpec {
-    name: String,
-    description: String,
-    namespace: String,
-    metric: String,
-    dimensions: Vec<Dimension>,
-    statistic: Statistic,
-    period: i32,
-    evaluation_periods: i32,
-    datapoints_to_alarm: i32,
-    threshold: f64,
-    comparison: ComparisonOperator,
-    treat_missing: String,
-}
-
-impl AlarmSpec {
-    fn from_properties(logical_id: &str, name: &str, p: &Value) -> Result<AlarmSpec, StackError> {
-        let unusable = |what: &str| StackError::Unusable(format!("the alarm {logical_id}: {what}"));
-        let text = |field: &str| p[field].as_str().map(str::to_owned);
-        // Resolved parameters come as strings, literals as numbers.
-        let number = |field: &str| {
-            p[field]
-                .as_f64()
-                .or_else(|| p[field].as_str().and_then(|s| s.parse().ok()))
-        };
-        let whole = |field: &str| number(field).and_then(|n| format!("{n}").parse::<i32>().ok());
-        let dimensions = p["Dimensions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|d| {
-                Dimension::builder()
-                    .name(d["Name"].as_str().unwrap_or_default())
-                    .value(d["Value"].as_str().unwrap_or_default())
-                    .build()
-            })
-            .collect();
-        let evaluation_periods =
-            whole("EvaluationPeriods").ok_or_else(|| unusable("no EvaluationPeriods"))?;
-        Ok(AlarmSpec {
-            name: name.to_owned(),
-            description: text("AlarmDescription").unwrap_or_default(),
-            namespace: text("Namespace")
-                .ok_or_else(|| unusable("no Namespace (metric math is not evaluated here)"))?,
-            metric: text("MetricName").ok_or_else(|| unusable("no MetricName"))?,
-            dimensions,
-            statistic: Statistic::from(
-                text("Statistic")
-                    .ok_or_else(|| unusable("no Statistic"))?
-                    .as_str(),
-            ),
-            period: whole("Period").ok_or_else(|| unusable("no Period"))?,
-            evaluation_periods,
-            datapoints_to_alarm: whole("DatapointsToAlarm").unwrap_or(evaluation_periods),
-            threshold: number("Threshold").ok_or_else(|| unusable("no Threshold"))?,
-            comparison: ComparisonOperator::from(
-                text("ComparisonOperator")
-                    .ok_or_else(|| unusable("no ComparisonOperator"))?
-                    .as_str(),
-            ),
-            treat_missing: text("TreatMissingData").unwrap_or_else(|| "missing".to_owned()),
-        })
-    }
-
-    fn breaches(&self, value: f64) -> bool {
-        match self.comparison {
-            ComparisonOperator::GreaterThanThreshold => value > self.threshold,
-            ComparisonOperator::GreaterThanOrEqualToThreshold => value >= self.threshold,
-            ComparisonOperator::LessThanThreshold => value < self.threshold,
-            ComparisonOperator::LessThanOrEqualToThreshold => value <= self.threshold,
-            _ => false,
-        }
-    }
-}
-
-fn specs(stack: &Stack) -> Result<Vec<AlarmSpec>, StackError> {
-    stack
-        .alarms
-        .iter()
-        .map(|(id, (name, properties))| AlarmSpec::from_properties(id, name, properties))
-        .collect()
-}
-
-/// Puts the stack's alarms on the emulator, each under its name (`PutMetricAlarm`, keeping an
-/// alarm that exists). Their actions are left out: nothing on the emulator would receive them.
-/// How many.
-pub async fn create_alarms(sdk: &SdkConfig, stack: &Stack) -> Result<usize, StackError> {
-    let client = aws_sdk_cloudwatch::Client::new(sdk);
-    let specs = specs(stack)?;
-    for alarm in &specs {
-        client
-            .put_metric_alarm()
-            .alarm_name(&alarm.name)
-            .alarm_description(&alarm.description)
-            .namespace(&alarm.namespace)
-            .metric_name(&alarm.metric)
-            .set_dimensions(Some(alarm.dimensions.clone()))
-            .statistic(alarm.statistic.clone())
-            .period(alarm.period)
-            .evaluation_periods(alarm.evaluation_periods)
-            .datapoints_to_alarm(alarm.datapoints_to_alarm)
-            .threshold(alarm.threshold)
-            .comparison_operator(alarm.comparison.clone())
-            .treat_missing_data(&alarm.treat_missing)
-            .send()
-            .await
-            .map_err(|e| request("PutMetricAlarm", &alarm.name, &e))?;
-    }
-    Ok(specs.len())
-}
-
-/// Evaluates each of the stack's alarms now, as CloudWatch does, and sets its state on the
-/// emulator (`SetAlarmState`) where it changed. The names of the alarms in ALARM.
-pub async fn evaluate_alarms(sdk: &SdkConfig, stack: &Stack) -> Result<Vec<String>, StackError> {
-    let client = aws_sdk_cloudwatch::Client::new(sdk);
-    let now = SystemTime::now();
-    let states = states(&client, &format!("{}-", stack.name)).await?;
-    let mut alarming = Vec::new();
-    for alarm in specs(stack)? {
-        let Some((state, breaching)) = evaluate(&client, &alarm, now).await? else {
-            continue;
-        };
-        let current = states.get(&alarm.name);
-        if current != Some(&state) {
-            // As CloudWatch words it: how many of the evaluated datapoints breached.
-            let reason = format!(
-                "Threshold {}: {breaching} out of the last {} datapoints {} the threshold ({}), missing data {}",
-                if state == StateValue::Alarm {
-                    "Crossed"
-                } else {
-                    "not crossed"
-                },
-                alarm.evaluation_periods,
-                alarm.comparison.as_str(),
-                alarm.threshold,
-                alarm.treat_missing
-            );
-            client
-                .set_alarm_state()
-                .alarm_name(&alarm.name)
-                .state_value(state.clone())
-                .state_reason(reason)
-                .send()
-                .await
-                .map_err(|e| request("SetAlarmState", &alarm.name, &e))?;
-        }
-        if state == StateValue::Alarm {
-            alarming.push(alarm.name);
-        }
-    }
-    Ok(alarming)
-}
-
-/// The state of each alarm named `prefix…` on the emulator, by name: one `DescribeAlarms`
-/// listing, every page.
-async fn states(
-    client: &aws_sdk_cloudwatch::Client,
-    prefix: &str,
-) -> Result<std::collections::BTreeMap<String, StateValue>, StackError> {
-    let mut states = std::collections::BTreeMap::new();
-    let mut token = None;
-    loop {
-        let page = client
-            .describe_alarms()
-            .alarm_name_prefix(prefix)
-            .set_next_token(token)
-            .send()
-            .await
-            .map_err(|e| request("DescribeAlarms", prefix, &e))?;
-        for alarm in page.metric_alarms() {
-            if let (Some(name), Some(state)) = (alarm.alarm_name(), alarm.state_value()) {
-                states.insert(name.to_owned(), state.clone());
-            }
-        }
-        token = page.next_token().map(str::to_owned);
-        if token.is_none() {
-            return Ok(states);
-        }
-    }
-}
-
-/// The state `alarm` evaluates to at `now` and how many datapoints breached, or `None` when
-/// missing data leaves it as it is (`TreatMissingData: ignore`).
-async fn evaluate(
-    client: &aws_sdk_cloudwatch::Client,
-    alarm: &AlarmSpec,
-    now: SystemTime,
-) -> Result<Option<(StateValue, usize)>, StackError> {
-    let period = Duration::from_secs(u64::try_from(alarm.period).unwrap_or(60));
-    let periods = u32::try_from(alarm.evaluation_periods).unwrap_or(1);
-    // CloudWatch's end time is exclusive: the second that holds `now` is in.
-    let (start, end) = (now - period * periods, now + Duration::from_secs(1));
-    let query = MetricDataQuery::builder()
-        .id("m")
-        .metric_stat(
-            MetricStat::builder()
-                .metric(
-                    Metric::builder()
-                        .namespace(&alarm.namespace)
-                        .metric_name(&alarm.metric)
-                        .set_dimensions(Some(alarm.dimensions.clone()))
-                        .build(),
-                )
-                .period(alarm.period)
-                .stat(alarm.statistic.as_str())
-                .build(),
-        )
-        .build();
-    let answer = client
-        .get_metric_data()
-        .metric_data_queries(query)
-        .start_time(DateTime::from(start))
-        .end_time(DateTime::from(end))
-        .send()
-        .await
-        .map_err(|e| request("GetMetricData", &alarm.name, &e))?;
-    let values: Vec<f64> = answer
-        .metric_data_results()
-        .iter()
-        .flat_map(|r| r.values().iter().copied())
-        .collect();
-    let missing = usize::try_from(periods).unwrap_or(1).saturating_sub(values.len());
-    let mut breaching = values.iter().filter(|v| alarm.breaches(**v)).count();
-    match alarm.treat_missing.as_str() {
-        "breaching" => breaching += missing,
-        "ignore" if values.is_empty() => return Ok(None),
-        _ => {}
-    }
-    let needed = usize::try_from(alarm.datapoints_to_alarm).unwrap_or(1);
-    let state = if breaching >= needed {
-        StateValue::Alarm
-    } else {
-        StateValue::Ok
-    };
-    Ok(Some((state, breaching)))
 }

@@ -5,6 +5,7 @@
 //! replayer (`stream-replayer`).
 
 pub mod cloudwatch;
+pub mod metric_math;
 pub mod states;
 mod status;
 
@@ -419,7 +420,8 @@ impl Stack {
             })
     }
 
-    /// One replayer source per function and stream event, each invoked by `invoker(function)`.
+    /// One replayer source per function and enabled stream event, each invoked by
+    /// `invoker(function)`.
     pub fn sources(
         &self,
         mut invoker: impl FnMut(&Function) -> Result<Invoker, StackError>,
@@ -430,7 +432,8 @@ impl Stack {
                 continue;
             }
             let invoke = invoker(function)?;
-            for stream in &function.streams {
+            // Lambda polls nothing for a disabled mapping.
+            for stream in function.streams.iter().filter(|s| s.enabled) {
                 let at = format!("{}/Events/{}", function.logical_id, stream.name);
                 let table = self
                     .table_of_stream(&stream.stream)

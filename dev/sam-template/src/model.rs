@@ -66,6 +66,10 @@ pub struct StreamSource {
     pub on_failure: Option<String>,
     /// `FilterCriteria.Filters[].Pattern`, as written (JSON text).
     pub filters: Vec<String>,
+    /// `Enabled` (true unless the template says `false`): a disabled mapping polls nothing. An
+    /// operator disables a deployed one with `aws lambda update-event-source-mapping
+    /// --no-enabled`; tests do it by setting this.
+    pub enabled: bool,
 }
 
 impl Template {
@@ -228,6 +232,7 @@ fn stream_source(name: &str, properties: &Value, at: &str) -> Result<StreamSourc
             .pointer("/DestinationConfig/OnFailure/Destination")
             .map(scalar),
         filters,
+        enabled: properties.get("Enabled").is_none_or(|v| scalar(v) != "false"),
     })
 }
 

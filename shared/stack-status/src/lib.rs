@@ -571,16 +571,31 @@ async fn alarms_in_alarm(
             .await
             .map_err(|e| request("DescribeAlarms", prefix, &e))?;
         for a in page.metric_alarms() {
+            // An alarm on metric math: its returning expression, over its queries' metrics.
+            let expression = a
+                .metrics()
+                .iter()
+                .find(|q| q.return_data() != Some(false))
+                .and_then(|q| q.expression());
+            let queried = a
+                .metrics()
+                .iter()
+                .filter_map(|q| q.metric_stat()?.metric())
+                .flat_map(aws_sdk_cloudwatch::types::Metric::dimensions);
             alarms.push(AlarmStatus {
                 name: a.alarm_name().unwrap_or_default().to_owned(),
-                metric: format!(
-                    "{}/{}",
-                    a.namespace().unwrap_or_default(),
-                    a.metric_name().unwrap_or_default()
-                ),
+                metric: match expression {
+                    Some(expression) => format!("metric math {expression}"),
+                    None => format!(
+                        "{}/{}",
+                        a.namespace().unwrap_or_default(),
+                        a.metric_name().unwrap_or_default()
+                    ),
+                },
                 dimensions: a
                     .dimensions()
                     .iter()
+                    .chain(queried)
                     .filter_map(|d| d.value().map(str::to_owned))
                     .collect(),
                 reason: a.state_reason().unwrap_or_default().to_owned(),

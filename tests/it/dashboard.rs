@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 use stream_kit::Vars;
 use stream_kit::metrics::Metrics;
 
-use crate::template::{COMBINED, STREAM_FUNCTIONS, VERIFIER, deployments, names, physical, template};
+use crate::template::{
+    COMBINED, STREAM_FUNCTIONS, VERIFIER, alarm_metrics, deployments, names, physical, template,
+};
 
 /// One metric series: namespace, name, dimension name, dimension value.
 type Series = (String, String, String, String);
@@ -130,6 +132,14 @@ fn emitted(template: &Template, resolver: &Resolver<'_>) -> Result<Emitted> {
             out.series.insert(series);
         }
     }
+    out.series.extend(services_series(template, resolver)?);
+    Ok(out)
+}
+
+/// What the other AWS services publish about the stack's resources: Step Functions' state
+/// machines, S3's buckets, DynamoDB's tables, Kinesis's streams, SQS's queues.
+fn services_series(template: &Template, resolver: &Resolver<'_>) -> Result<BTreeSet<Series>> {
+    let mut out = BTreeSet::new();
     // Step Functions' metrics of each state machine (AWS/States, by `StateMachineArn`).
     for machine in template.resources_of_type("AWS::Serverless::StateMachine") {
         if resolver.resource_exists(machine)? {
@@ -140,7 +150,7 @@ fn emitted(template: &Template, resolver: &Resolver<'_>) -> Result<Emitted> {
                 "ExecutionsFailed",
                 "ExecutionsTimedOut",
             ] {
-                out.series.insert((
+                out.insert((
                     "AWS/States".into(),
                     metric.into(),
                     "StateMachineArn".into(),
@@ -153,10 +163,35 @@ fn emitted(template: &Template, resolver: &Resolver<'_>) -> Result<Emitted> {
     for bucket in template.resources_of_type("AWS::S3::Bucket") {
         if resolver.resource_exists(bucket)? {
             let name = resolver.string(&json!({"Ref": bucket}), bucket)?;
-            out.series.insert((
+            out.insert((
                 "AWS/S3".into(),
                 "NumberOfObjects".into(),
                 "BucketName".into(),
+                name,
+            ));
+        }
+    }
+    // DynamoDB publishes each table's consumed write units (AWS/DynamoDB, by `TableName`): the
+    // tables the stack creates, and the source tables it is given.
+    for table in template.resources_of_type("AWS::DynamoDB::Table") {
+        if resolver.resource_exists(table)? {
+            let name = resolver.string(&json!({"Ref": table}), table)?;
+            out.insert(dynamodb_writes(name));
+        }
+    }
+    for function in template.functions(resolver)? {
+        if let Some(name) = function.environment.get("SOURCE_TABLE") {
+            out.insert(dynamodb_writes(name.clone()));
+        }
+    }
+    // Kinesis publishes each stream's incoming records (AWS/Kinesis, by `StreamName`).
+    for stream in template.resources_of_type("AWS::Kinesis::Stream") {
+        if resolver.resource_exists(stream)? {
+            let name = resolver.string(&json!({"Ref": stream}), stream)?;
+            out.insert((
+                "AWS/Kinesis".into(),
+                "IncomingRecords".into(),
+                "StreamName".into(),
                 name,
             ));
         }
@@ -169,12 +204,20 @@ fn emitted(template: &Template, resolver: &Resolver<'_>) -> Result<Emitted> {
                 "NumberOfMessagesSent",
                 "ApproximateAgeOfOldestMessage",
             ] {
-                out.series
-                    .insert(("AWS/SQS".into(), metric.into(), "QueueName".into(), name.clone()));
+                out.insert(("AWS/SQS".into(), metric.into(), "QueueName".into(), name.clone()));
             }
         }
     }
     Ok(out)
+}
+
+fn dynamodb_writes(table: String) -> Series {
+    (
+        "AWS/DynamoDB".into(),
+        "ConsumedWriteCapacityUnits".into(),
+        "TableName".into(),
+        table,
+    )
 }
 
 /// The series a function's own code emits, as its configuration code reads its environment
@@ -291,7 +334,8 @@ fn dashboard(template: &Template, resolver: &Resolver<'_>) -> Result<(Shown, Tim
     Ok((series, timeouts))
 }
 
-/// Every alarm that exists, as the series it watches.
+/// Every alarm that exists, as the series it watches: its metric, or each metric its metric
+/// math reads.
 fn alarms(template: &Template, resolver: &Resolver<'_>) -> Result<Shown> {
     let mut out = Vec::new();
     for alarm in template.resources_of_type("AWS::CloudWatch::Alarm") {
@@ -305,32 +349,38 @@ fn alarms(template: &Template, resolver: &Resolver<'_>) -> Result<Shown> {
         let p = resolver
             .resolve(properties, alarm)?
             .context("an alarm's properties")?;
-        let dimensions = p["Dimensions"].as_array().context("dimensions")?;
-        let d = match dimensions.as_slice() {
-            [d] => d,
-            // S3's daily storage metrics are by bucket and storage type; `NumberOfObjects` is
-            // published for `AllStorageTypes` only.
-            [d, storage]
-                if p["Namespace"] == "AWS/S3"
-                    && storage["Name"] == "StorageType"
-                    && storage["Value"] == "AllStorageTypes" =>
-            {
-                d
-            }
-            _ => bail!("{alarm}: one dimension (S3's storage metrics: a bucket and AllStorageTypes)"),
-        };
-        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-        out.push((
-            alarm.to_owned(),
-            (
-                text(&p["Namespace"]),
-                text(&p["MetricName"]),
-                text(&d["Name"]),
-                text(&d["Value"]),
-            ),
-        ));
+        let metrics = alarm_metrics(&p);
+        ensure!(!metrics.is_empty(), "{alarm}: no metric");
+        for m in metrics {
+            out.push((alarm.to_owned(), series_of(alarm, m)?));
+        }
     }
     Ok(out)
+}
+
+/// The series of a metric (`Namespace`, `MetricName`, `Dimensions`).
+fn series_of(alarm: &str, m: &Value) -> Result<Series> {
+    let dimensions = m["Dimensions"].as_array().context("dimensions")?;
+    let d = match dimensions.as_slice() {
+        [d] => d,
+        // S3's daily storage metrics are by bucket and storage type; `NumberOfObjects` is
+        // published for `AllStorageTypes` only.
+        [d, storage]
+            if m["Namespace"] == "AWS/S3"
+                && storage["Name"] == "StorageType"
+                && storage["Value"] == "AllStorageTypes" =>
+        {
+            d
+        }
+        _ => bail!("{alarm}: one dimension (S3's storage metrics: a bucket and AllStorageTypes)"),
+    };
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    Ok((
+        text(&m["Namespace"]),
+        text(&m["MetricName"]),
+        text(&d["Name"]),
+        text(&d["Value"]),
+    ))
 }
 
 #[test]

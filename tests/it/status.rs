@@ -39,18 +39,25 @@ fn fed_pipeline(stack: &Stack, feed: &Feed, wrap: impl Fn(&str, Invoker) -> Invo
 }
 
 /// A stack with a scheduled verifier, verified once as after a deploy, and a few issues
-/// delivered.
-async fn delivered(wrap: impl Fn(&str, Invoker) -> Invoker) -> Result<(Stack, Feed, Pipeline)> {
+/// delivered, except to the functions in `disabled`, whose mappings an operator disabled. Its
+/// mapping-stopped alarms fire on the first 5-minute period of writes that a mapping does not
+/// read, so that a test sees them fire, or stay quiet, at once.
+async fn delivered(
+    disabled: &[&str],
+    wrap: impl Fn(&str, Invoker) -> Invoker,
+) -> Result<(Stack, Feed, Pipeline)> {
     let sdk = sdk();
-    let stack = stack(
+    let mut stack = stack(
         &sdk,
         &[
             ("IndexVerifySchedule", "rate(1 day)"),
             ("MaximumRetryAttempts", "1"),
             ("BatchSize", "10"),
+            ("MappingStoppedAlarmPeriods", "1"),
         ],
     )
     .await?;
+    set_enabled(&mut stack, disabled, false);
     let feed = Feed::start(&sdk);
     // Just deployed, no verification has reported: IndexVerifyMissingAlarm says so until the
     // first run, which the runbook has the operator start by hand.
@@ -79,6 +86,18 @@ async fn delivered(wrap: impl Fn(&str, Invoker) -> Invoker) -> Result<(Stack, Fe
     }
     pipeline.settle().await?;
     Ok((stack, feed, pipeline))
+}
+
+/// Enables or disables the mappings of the functions built from `binaries`, as `aws lambda
+/// update-event-source-mapping --[no-]enabled` does.
+fn set_enabled(stack: &mut Stack, binaries: &[&str], enabled: bool) {
+    for function in &mut stack.functions {
+        if binaries.contains(&function.binary.as_deref().unwrap_or_default()) {
+            for stream in &mut function.streams {
+                stream.enabled = enabled;
+            }
+        }
+    }
 }
 
 /// The mapping's counts of the function built from `binary`.
@@ -128,7 +147,7 @@ fn alarming(stack: &Stack, status: &Status) -> Vec<String> {
 #[tokio::test]
 async fn a_healthy_stack_needs_no_operator() -> Result<()> {
     let sdk = sdk();
-    let (stack, feed, pipeline) = delivered(|_, inner| inner).await?;
+    let (stack, feed, pipeline) = delivered(&[], |_, inner| inner).await?;
     let run = local_stack::verify(&sdk, &stack, &feed, &[("VERIFY_CONFIRM_SECONDS", "0")]).await?;
     ensure!(run.drift.is_exact(), "{:?}", run.drift);
     let status = local_stack::status(&sdk, &stack, &feed).await?;
@@ -188,7 +207,7 @@ async fn a_healthy_stack_needs_no_operator() -> Result<()> {
 #[tokio::test]
 async fn a_parked_record_needs_an_operator() -> Result<()> {
     let sdk = sdk();
-    let (stack, feed, mut pipeline) = delivered(|_, inner| inner).await?;
+    let (stack, feed, mut pipeline) = delivered(&[], |_, inner| inner).await?;
     // A counter shard whose count is not an integer: the aggregator parks it (record-permanent)
     // and goes on.
     let counters = stack.table("CounterTable")?.name.clone();
@@ -258,7 +277,7 @@ async fn a_range_given_up_needs_an_operator() -> Result<()> {
     let sdk = sdk();
     let crashes = Arc::new(AtomicU32::new(0));
     let seen = Arc::clone(&crashes);
-    let (stack, feed, mut pipeline) = delivered(move |function, inner| {
+    let (stack, feed, mut pipeline) = delivered(&[], move |function, inner| {
         if function == "multikey-indexer" {
             crashing_on_poison(inner, Arc::clone(&seen))
         } else {
@@ -314,7 +333,7 @@ async fn a_range_given_up_needs_an_operator() -> Result<()> {
 #[tokio::test]
 async fn an_index_that_drifted_needs_an_operator() -> Result<()> {
     let sdk = sdk();
-    let (stack, feed, _pipeline) = delivered(|_, inner| inner).await?;
+    let (stack, feed, _pipeline) = delivered(&[], |_, inner| inner).await?;
     // An entry lost behind the stream's back.
     let index = stack.table("IndexTable")?.name.clone();
     let client = aws_sdk_dynamodb::Client::new(&sdk);
@@ -348,5 +367,53 @@ async fn an_index_that_drifted_needs_an_operator() -> Result<()> {
     );
     let (ok, json) = command(&stack)?;
     ensure!(!ok && json["indexes"][0]["drift"] == 1.0, "{json}");
+    Ok(())
+}
+
+/// A mapping an operator disabled reads nothing, so its function sends no `IteratorAge` and its
+/// lag alarm stays quiet: only its mapping-stopped alarm (the issues table's write units against
+/// the mapping's `PolledEventCount`) says so. The archiver's mapping, whose filters drop every one
+/// of these records, polled them all and stays quiet. Enabled again, the mapping reads from
+/// where it stopped, and the alarm clears.
+#[tokio::test]
+async fn a_disabled_mapping_is_alarmed_while_its_table_takes_writes() -> Result<()> {
+    let sdk = sdk();
+    let (mut stack, feed, pipeline) = delivered(&["multikey-indexer"], |_, inner| inner).await?;
+    let (indexer, archiver) = (
+        counts_of(&pipeline, "multikey-indexer"),
+        counts_of(&pipeline, "ttl-archiver"),
+    );
+    ensure!(
+        indexer.read == 0 && archiver.read == 6 && archiver.filtered_out == 6,
+        "the indexer's mapping read nothing, the archiver's all six puts: {indexer:?} {archiver:?}"
+    );
+    let status = local_stack::status(&sdk, &stack, &feed).await?;
+    ensure!(
+        alarming(&stack, &status) == ["IndexerMappingStoppedAlarm"],
+        "{:?}\n{status}",
+        alarming(&stack, &status)
+    );
+    let stopped = status.alarms.first().context("the alarm")?;
+    ensure!(
+        stopped.metric.starts_with("metric math IF(")
+            && stopped
+                .reason
+                .starts_with("Threshold Crossed: 1 out of the last 1 datapoints")
+            && status.needs_operator(),
+        "{status}"
+    );
+    let (ok, json) = command(&stack)?;
+    ensure!(!ok, "{json}");
+
+    set_enabled(&mut stack, &["multikey-indexer"], true);
+    let mut pipeline = fed_pipeline(&stack, &feed, |_, inner| inner)?;
+    pipeline.settle().await?;
+    let indexer = counts_of(&pipeline, "multikey-indexer");
+    ensure!(
+        indexer.read == 6 && indexer.delivered == 6,
+        "enabled again, the mapping read the six puts: {indexer:?}"
+    );
+    let status = local_stack::status(&sdk, &stack, &feed).await?;
+    ensure!(status.alarms.is_empty() && !status.needs_operator(), "{status}");
     Ok(())
 }

@@ -1081,11 +1081,15 @@ fn every_alarm_reaches_someone_and_says_what_to_do() -> Result<()> {
                 anchors.contains(link),
                 "{alarm}: docs/operations.md has no section #{link}"
             );
-            let dimension = &p["Dimensions"][0]["Value"];
-            watched.insert((
-                p["MetricName"].as_str().unwrap_or_default().to_owned(),
-                dimension.as_str().unwrap_or_default().to_owned(),
-            ));
+            for metric in alarm_metrics(&p) {
+                watched.insert((
+                    metric["MetricName"].as_str().unwrap_or_default().to_owned(),
+                    metric["Dimensions"][0]["Value"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                ));
+            }
             checked += 1;
         }
         for function in template.functions(&resolver)? {
@@ -1095,6 +1099,18 @@ fn every_alarm_reaches_someone_and_says_what_to_do() -> Result<()> {
                 "{deployment}: {} has no Errors alarm",
                 function.logical_id
             );
+        }
+        // A mapping that stops reading (disabled, or stopped by Lambda) sends no IteratorAge:
+        // only its PolledEventCount, against its source's writes, shows it.
+        for function in template.functions(&resolver)? {
+            for stream in &function.streams {
+                let mapping = format!("{}{}", function.logical_id, stream.name);
+                let uuid = resolver.string(&serde_json::json!({"Ref": mapping}), &mapping)?;
+                ensure!(
+                    watched.contains(&("PolledEventCount".to_owned(), uuid)),
+                    "{deployment}: no alarm watches {mapping}'s PolledEventCount"
+                );
+            }
         }
         for machine in template.resources_of_type("AWS::Serverless::StateMachine") {
             if resolver.resource_exists(machine)? {
@@ -1579,7 +1595,20 @@ fn every_alarms_evaluation_range_is_one_cloudwatch_accepts() -> Result<()> {
                 .context("properties")?;
             let number =
                 |field: &str| number_of(&p[field]).with_context(|| format!("{deployment}: {alarm}: {field}"));
-            let (period, periods) = (number("Period")?, number("EvaluationPeriods")?);
+            // Metric math: its metric queries' period, one for all of them.
+            let periods_of_queries: BTreeSet<i64> = p["Metrics"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|q| q.pointer("/MetricStat/Period"))
+                .map(number_of)
+                .collect::<Result<_>>()?;
+            let period = match periods_of_queries.iter().collect::<Vec<_>>()[..] {
+                [] => number("Period")?,
+                [period] => *period,
+                _ => bail!("{deployment}: {alarm}: its queries' periods differ: {periods_of_queries:?}"),
+            };
+            let periods = number("EvaluationPeriods")?;
             let datapoints = if p["DatapointsToAlarm"].is_null() {
                 periods
             } else {
@@ -1595,6 +1624,18 @@ fn every_alarms_evaluation_range_is_one_cloudwatch_accepts() -> Result<()> {
     }
     ensure!(checked > 100, "alarms checked: {checked}");
     Ok(())
+}
+
+/// The metrics an alarm's resolved properties watch: its own (`Namespace`, `MetricName`,
+/// `Dimensions`), or each metric its metric math (`Metrics`) queries.
+pub(crate) fn alarm_metrics(p: &Value) -> Vec<&Value> {
+    match p["Metrics"].as_array() {
+        Some(queries) => queries
+            .iter()
+            .filter_map(|q| q.pointer("/MetricStat/Metric"))
+            .collect(),
+        None => vec![p],
+    }
 }
 
 fn number_of(value: &Value) -> Result<i64> {

@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 /// What is fuzzed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
-    /// `key_codec::text::decode`, and re-encoding what decodes.
+    /// `key_codec::text::decode`, and re-encoding what decodes; the typed reads
+    /// (`Decoder::string`, `Decoder::integer`) against it.
     KeyText,
     /// `key_codec::binary::decode`, and re-encoding what decodes.
     KeyBinary,
@@ -130,6 +131,9 @@ impl Target {
                 {
                     let again = key_codec::TextKey::from_tuple(components.iter().map(|(v, d)| (v, *d)));
                     assert_eq!(again.as_str(), text, "a decoded K1 key re-encodes to itself");
+                }
+                if let Ok(text) = std::str::from_utf8(input) {
+                    typed_reads_agree(text);
                 }
             }
             Target::KeyBinary => {
@@ -399,6 +403,32 @@ pub fn run_with(
     }
     std::panic::set_hook(hook);
     report
+}
+
+/// Reads `text` as (string, integer, string) with the typed reads: each read succeeds exactly
+/// when the generic decoder's component there is of its type (an integer within `i64`), and
+/// gives the same value and direction.
+fn typed_reads_agree(text: &str) {
+    use key_codec::Value;
+    let generic: Vec<_> = key_codec::text::Decoder::new(text).take(3).collect();
+    let mut typed = key_codec::text::Decoder::new(text);
+    for (i, component) in generic.into_iter().enumerate() {
+        let component = component.ok();
+        let (read, want) = if i == 1 {
+            let want = component.and_then(|(v, d)| match v {
+                Value::Number(n) => n.to_i64().map(|n| (Value::from(n), d)),
+                _ => None,
+            });
+            (typed.integer().ok().map(|(n, d)| (Value::from(n), d)), want)
+        } else {
+            let want = component.filter(|(v, _)| matches!(v, Value::String(_)));
+            (typed.string().ok().map(|(s, d)| (Value::String(s), d)), want)
+        };
+        assert_eq!(read, want, "typed read {i} of {text:?}");
+        if read.is_none() {
+            return;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -84,6 +84,13 @@ fn tuples(c: &mut Criterion) {
             (d.next(), d.next(), d.next())
         });
     });
+    // The typed reads: the caller knows the layout, as storekey's decode into a typed tuple does.
+    g.bench_function("decode-typed/key-codec-text", |b| {
+        b.iter(|| {
+            let mut d = text::Decoder::new(black_box(&t));
+            (d.string().unwrap(), d.integer().unwrap(), d.string().unwrap())
+        });
+    });
     g.bench_function("decode-each/key-codec-binary", |b| {
         b.iter(|| {
             let mut d = binary::Decoder::new(black_box(&bin));

@@ -263,6 +263,24 @@ impl FromStr for Number {
     }
 }
 
+impl Number {
+    /// The number as an `i64`, if it is an integer in its range.
+    pub fn to_i64(&self) -> Option<i64> {
+        let exponent = usize::try_from(self.exponent).ok()?;
+        let digits = self.digits();
+        if digits.len() > exponent + 1 {
+            return None; // a fraction
+        }
+        // Accumulated negative, so that i64::MIN fits.
+        let mut v: i64 = 0;
+        for i in 0..=exponent {
+            let d = i64::from(digits.get(i).map_or(0, |d| d - b'0'));
+            v = v.checked_mul(10)?.checked_sub(d)?;
+        }
+        if self.negative { Some(v) } else { v.checked_neg() }
+    }
+}
+
 impl From<i64> for Number {
     fn from(v: i64) -> Number {
         let mut n = Number::from(v.unsigned_abs());

@@ -322,6 +322,73 @@ impl<'a> Decoder<'a> {
     }
 }
 
+impl Decoder<'_> {
+    /// The next component, which must be a string, with its direction: a typed read, as a
+    /// caller that knows its key's layout makes it, without building a [`Value`]. Any other
+    /// component, or none, is an [`Error::Malformed`]; after an error the decoder yields nothing
+    /// more.
+    pub fn string(&mut self) -> Result<(String, Dir), Error> {
+        let read = self.typed(|cursor| match cursor.peek() {
+            Some(tag::STRING) => {
+                cursor.at += 1;
+                let s = cursor.ascending_string()?;
+                cursor.expect(TERMINATOR, "expected '#' ending the component")?;
+                Ok((s, Dir::Asc))
+            }
+            Some(t) if t == tag::desc(tag::STRING) => match cursor.component()? {
+                (Value::String(s), dir) => Ok((s, dir)),
+                _ => unreachable_component(cursor),
+            },
+            _ => cursor.fail("expected a string component"),
+        });
+        self.failed = read.is_err();
+        read
+    }
+
+    /// The next component, which must be a number that is an integer within `i64`, with its
+    /// direction; a typed read, as [`Decoder::string`].
+    pub fn integer(&mut self) -> Result<(i64, Dir), Error> {
+        let read = self.typed(|cursor| {
+            let start = cursor.at;
+            if cursor.peek() == Some(tag::NUMBER)
+                && let Some(v) = cursor.plain_i64()
+            {
+                return Ok((v, Dir::Asc));
+            }
+            match cursor.peek() {
+                Some(t) if t == tag::NUMBER || t == tag::desc(tag::NUMBER) => {}
+                _ => return cursor.fail("expected a number component"),
+            }
+            match cursor.component()? {
+                (Value::Number(n), dir) => {
+                    if let Some(v) = n.to_i64() {
+                        return Ok((v, dir));
+                    }
+                    cursor.at = start;
+                    cursor.fail("number is not an integer within i64")
+                }
+                _ => unreachable_component(cursor),
+            }
+        });
+        self.failed = read.is_err();
+        read
+    }
+
+    fn typed<T>(&mut self, read: impl FnOnce(&mut Cursor<'_>) -> Result<T, Error>) -> Result<T, Error> {
+        if self.failed {
+            return self.cursor.fail("the key failed to decode before this component");
+        }
+        read(&mut self.cursor)
+    }
+}
+
+/// A component whose tag promised one type decoded as another: the decoder's tags and values
+/// disagree, which would be a bug in this module, reported as malformed input rather than a
+/// panic.
+fn unreachable_component<T>(cursor: &Cursor<'_>) -> Result<T, Error> {
+    cursor.fail("component decoded to another type than its tag")
+}
+
 impl Iterator for Decoder<'_> {
     type Item = Result<(Value, Dir), Error>;
     fn next(&mut self) -> Option<Self::Item> {
@@ -584,6 +651,39 @@ impl Cursor<'_> {
         let n = Number::from_integer_digits(run).filter(|_| plain)?;
         self.at = end;
         Some(n)
+    }
+
+    /// The typed integer read's one step: `n0#`, or a positive integer of a narrow class
+    /// (`nB42#`) that fits `i64`, with its terminator. `None`, with the cursor unmoved, sends
+    /// anything else (negative, descending, wide, fractional, non-canonical) to the general path.
+    fn plain_i64(&mut self) -> Option<i64> {
+        let bytes = self.key.as_bytes();
+        let at = self.at;
+        let (value, end) = match *bytes.get(at + 1)? {
+            b'0' => (0, at + 2),
+            c @ b'A'..=b'S' => {
+                let start = at + 2;
+                let end = start + usize::from(c - b'A' + 1);
+                let run = bytes.get(start..end)?;
+                if run[0] == b'0' {
+                    return None;
+                }
+                let mut v: i64 = 0;
+                for &d in run {
+                    if !d.is_ascii_digit() {
+                        return None;
+                    }
+                    v = v.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
+                }
+                (v, end)
+            }
+            _ => return None,
+        };
+        if bytes.get(end) != Some(&TERMINATOR) {
+            return None;
+        }
+        self.at = end + 1;
+        Some(value)
     }
 
     fn three_digits(&mut self) -> Result<i64, Error> {

@@ -359,3 +359,52 @@ fn value_order_across_types_matches_the_tag_letters() {
         assert!(binary_of(&[(pair[0].clone(), Asc)]) < binary_of(&[(pair[1].clone(), Asc)]));
     }
 }
+
+#[test]
+fn typed_reads_take_their_type_or_say_what_they_found() {
+    let max = text_of(&[(Value::from(i64::MAX), Asc)]);
+    let min = text_of(&[(Value::from(i64::MIN), Desc)]);
+    let cases: &[(&str, &[&str], Result<(), &str>)] = &[
+        ("sOpen#nB42#sSRC-1#", &["s", "i", "s"], Ok(())),
+        ("n0#", &["i"], Ok(())),
+        (&max, &["i"], Ok(())),
+        (&min, &["i"], Ok(())),
+        // One past i64::MAX: a number, not an i64.
+        ("nS9223372036854775808#", &["i"], Err("not an integer within i64")),
+        ("nA1.5#", &["i"], Err("not an integer within i64")),
+        ("nB42#", &["s"], Err("expected a string component")),
+        ("sOpen#", &["i"], Err("expected a number component")),
+        ("sOpen#", &["s", "s"], Err("expected a string component")),
+        // Non-canonical: a leading zero goes to the general path, which refuses it.
+        ("nB04#", &["i"], Err("integer part starts with a zero")),
+        ("sOp", &["s"], Err("expected '#' ending the component")),
+    ];
+    for (key, reads, expected) in cases {
+        let mut typed = text::Decoder::new(key);
+        let mut generic = text::Decoder::new(key);
+        let mut outcome = Ok(());
+        for read in *reads {
+            let got = if *read == "s" {
+                typed.string().map(|(s, d)| (Value::String(s), d))
+            } else {
+                typed.integer().map(|(n, d)| (Value::from(n), d))
+            };
+            match got {
+                Ok(component) => assert_eq!(Some(Ok(component)), generic.next(), "{key}"),
+                Err(e) => {
+                    outcome = Err(e.to_string());
+                    break;
+                }
+            }
+        }
+        match (expected, outcome) {
+            (Ok(()), Ok(())) => {}
+            (Err(says), Err(error)) => assert!(error.contains(says), "{key}: {error}"),
+            (expected, outcome) => panic!("{key}: expected {expected:?}, got {outcome:?}"),
+        }
+    }
+    // After an error the decoder reads nothing more.
+    let mut typed = text::Decoder::new("nB42#sOpen#");
+    assert!(typed.string().is_err());
+    assert!(typed.integer().is_err() && typed.next().is_none());
+}

@@ -199,6 +199,50 @@ proptest! {
     }
 
     #[test]
+    fn typed_reads_agree_with_the_generic_decoder(
+        a in string(), n in prop_oneof![any::<i64>(), -1000i64..1000], b in string(),
+        dirs in (dir(), dir(), dir()),
+    ) {
+        let tuple = [
+            (Value::String(a.clone()), dirs.0),
+            (Value::from(n), dirs.1),
+            (Value::String(b.clone()), dirs.2),
+        ];
+        let key = text_of(&tuple);
+        let mut typed = text::Decoder::new(&key);
+        prop_assert_eq!(typed.string(), Ok((a, dirs.0)));
+        prop_assert_eq!(typed.integer(), Ok((n, dirs.1)));
+        prop_assert_eq!(typed.string(), Ok((b, dirs.2)));
+        prop_assert!(typed.next().is_none());
+    }
+
+    #[test]
+    fn typed_reads_of_arbitrary_text_accept_what_the_generic_decoder_reads_as_their_type(
+        key in prop_oneof!["[sSnNmM0-9A-Z@\\[.~#$a-f?_-]{0,24}", any::<String>()]
+    ) {
+        let generic: Vec<_> = text::Decoder::new(&key).take(3).collect();
+        let mut typed = text::Decoder::new(&key);
+        for (i, expected) in generic.into_iter().enumerate() {
+            let agrees = if i == 1 {
+                let read = typed.integer();
+                let want = expected.ok().and_then(|(v, dir)| match v {
+                    Value::Number(n) => n.to_i64().map(|n| (n, dir)),
+                    _ => None,
+                });
+                read.as_ref().ok().copied() == want
+            } else {
+                let read = typed.string();
+                let want = expected.ok().and_then(|(v, dir)| match v {
+                    Value::String(s) => Some((s, dir)),
+                    _ => None,
+                });
+                read.as_ref().ok().cloned() == want
+            };
+            prop_assert!(agrees, "component {} of {:?}", i, key);
+        }
+    }
+
+    #[test]
     fn decoding_arbitrary_bytes_never_panics_and_accepts_only_canonical_keys(
         key in proptest::collection::vec(
             prop_oneof![Just(0u8), Just(1), Just(0xff), Just(0x42), Just(0x50), Just(0x20), any::<u8>()],

@@ -5,7 +5,7 @@
 //! | `ARCHIVE_BUCKET` | required | The bucket archives are written to. |
 //! | `ARCHIVE_PREFIX` | empty | Key prefix before the `table=…/` partitions; a `/` is appended when missing. |
 //! | `ARCHIVE_STORAGE_CLASS` | `STANDARD` | The objects' S3 storage class. |
-//! | `ARCHIVE_GZIP_LEVEL` | 6 | Gzip level, 1 (fastest) to 9 (smallest). |
+//! | `ARCHIVE_GZIP_LEVEL` | 6 | libdeflate's gzip level, 1 (fastest) to 9 (smallest; about 5× the time of 6 for 11% less, in the archive bench). |
 //! | `ARCHIVE_REPLICATED_TTL_ATTRIBUTE` | unset | On a global table's archiving Region: the table's TTL attribute. A `REMOVE` without the TTL service's identity is then archived too when its old image's TTL value had passed when it was deleted (a TTL delete replicated from another Region, if replication drops the identity; see `docs/global-tables.md`). |
 //!
 //! The runtime's own settings (parking, the I/O policy, `S3_FORCE_PATH_STYLE`, metrics) are read

@@ -4,14 +4,12 @@
 //! The crate documentation specifies the format; this module is its only implementation, used by
 //! the function to write archives and by `sidestream archive` to read them back.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::{Datelike, NaiveDate};
-use flate2::Compression;
 use flate2::read::MultiGzDecoder;
-use flate2::write::GzEncoder;
 use key_codec::SequenceNumber;
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
@@ -326,42 +324,37 @@ fn parse_line(line: usize, bytes: &[u8]) -> Result<Line, FormatError> {
         .map_err(bad)
 }
 
-/// Gzip-compressed JSON lines, built one line at a time.
+/// Gzip-compressed JSON lines, built one line at a time and compressed whole when finished, by
+/// libdeflate (whole-buffer: a batch's lines are at most a few MB, Lambda's payload limit being
+/// 6 MB).
 pub struct GzLines {
-    encoder: GzEncoder<Vec<u8>>,
-    pending: Vec<u8>,
+    level: libdeflater::CompressionLvl,
+    lines_json: Vec<u8>,
     lines: usize,
-    raw_bytes: usize,
 }
-
-/// Lines are handed to the compressor in chunks of about this many bytes.
-const CHUNK: usize = 64 * 1024;
 
 impl GzLines {
     /// An empty object compressed at `level` (1-9). The gzip header has no file name and a zero
     /// timestamp, so the same lines always compress to the same bytes.
     pub fn new(level: u32) -> GzLines {
+        let level = i32::try_from(level.clamp(1, 9)).unwrap_or(6);
         GzLines {
-            encoder: GzEncoder::new(Vec::new(), Compression::new(level.clamp(1, 9))),
-            pending: Vec::with_capacity(CHUNK + 4096),
+            level: libdeflater::CompressionLvl::new(level).unwrap_or_default(),
+            lines_json: Vec::with_capacity(64 * 1024),
             lines: 0,
-            raw_bytes: 0,
         }
     }
 
     /// Appends `value` as one line of JSON; a value that cannot be written leaves nothing of
     /// itself behind.
     pub fn push(&mut self, value: &impl Serialize) -> io::Result<()> {
-        let start = self.pending.len();
-        if let Err(e) = serde_json::to_writer(&mut self.pending, value) {
-            self.pending.truncate(start);
+        let start = self.lines_json.len();
+        if let Err(e) = serde_json::to_writer(&mut self.lines_json, value) {
+            self.lines_json.truncate(start);
             return Err(e.into());
         }
-        self.pending.push(b'\n');
+        self.lines_json.push(b'\n');
         self.lines += 1;
-        if self.pending.len() >= CHUNK {
-            self.drain()?;
-        }
         Ok(())
     }
 
@@ -372,20 +365,18 @@ impl GzLines {
 
     /// Uncompressed bytes pushed so far.
     pub fn raw_bytes(&self) -> usize {
-        self.raw_bytes + self.pending.len()
+        self.lines_json.len()
     }
 
     /// The compressed object.
-    pub fn finish(mut self) -> io::Result<Vec<u8>> {
-        self.drain()?;
-        self.encoder.finish()
-    }
-
-    fn drain(&mut self) -> io::Result<()> {
-        self.encoder.write_all(&self.pending)?;
-        self.raw_bytes += self.pending.len();
-        self.pending.clear();
-        Ok(())
+    pub fn finish(self) -> io::Result<Vec<u8>> {
+        let mut compressor = libdeflater::Compressor::new(self.level);
+        let mut out = vec![0; compressor.gzip_compress_bound(self.lines_json.len())];
+        let n = compressor
+            .gzip_compress(&self.lines_json, &mut out)
+            .map_err(|e| io::Error::other(format!("libdeflate: {e}")))?;
+        out.truncate(n);
+        Ok(out)
     }
 }
 

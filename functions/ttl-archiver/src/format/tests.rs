@@ -1,6 +1,9 @@
 //! Tests of the archive format's keys and lines, independent of any stream record.
 
 use super::*;
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use std::io::Write as _;
 
 fn item(json: serde_json::Value) -> Item {
     serde_json::from_value(json).unwrap()

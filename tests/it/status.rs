@@ -417,3 +417,76 @@ async fn a_disabled_mapping_is_alarmed_while_its_table_takes_writes() -> Result<
     ensure!(status.alarms.is_empty() && !status.needs_operator(), "{status}");
     Ok(())
 }
+
+/// The emulator publishes each table's `ConsumedWriteCapacityUnits` (`AWS/DynamoDB`, by
+/// `TableName`) as DynamoDB does; the mapping-stopped alarms read them. A put costs a unit per
+/// KB of its item, an update one, and a put refused by its condition its units too.
+#[tokio::test]
+async fn the_emulator_publishes_each_tables_write_units() -> Result<()> {
+    use aws_sdk_cloudwatch::primitives::DateTime;
+    use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat};
+    let sdk = sdk();
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let table = crate::moto::unique("write-units");
+    crate::moto::create_table(&client, &table, "pk", None, false).await;
+    let start = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    put(&client, &table, &json!({"pk": "small"})).await?; // 1
+    put(&client, &table, &json!({"pk": "big", "v": "a".repeat(3000)})).await?; // 3
+    client
+        .update_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S("small".into()))
+        .update_expression("SET n = :n")
+        .expression_attribute_values(":n", AttributeValue::N("1".into()))
+        .send()
+        .await?; // 1
+    let refused = client
+        .put_item()
+        .table_name(&table)
+        .item("pk", AttributeValue::S("small".into()))
+        .condition_expression("attribute_not_exists(pk)")
+        .send()
+        .await; // 1
+    ensure!(
+        refused.is_err_and(|e| e.as_service_error().is_some_and(
+            aws_sdk_dynamodb::operation::put_item::PutItemError::is_conditional_check_failed_exception
+        )),
+        "the conditional put is refused"
+    );
+    let answer = aws_sdk_cloudwatch::Client::new(&sdk)
+        .get_metric_data()
+        .metric_data_queries(
+            MetricDataQuery::builder()
+                .id("w")
+                .metric_stat(
+                    MetricStat::builder()
+                        .metric(
+                            Metric::builder()
+                                .namespace("AWS/DynamoDB")
+                                .metric_name("ConsumedWriteCapacityUnits")
+                                .dimensions(Dimension::builder().name("TableName").value(&table).build())
+                                .build(),
+                        )
+                        .period(60)
+                        .stat("Sum")
+                        .build(),
+                )
+                .build(),
+        )
+        .start_time(DateTime::from(start))
+        .end_time(DateTime::from(
+            std::time::SystemTime::now() + std::time::Duration::from_secs(60),
+        ))
+        .send()
+        .await?;
+    let units: f64 = answer
+        .metric_data_results()
+        .iter()
+        .flat_map(|r| r.values().iter())
+        .sum();
+    ensure!(
+        (units - 6.0).abs() < f64::EPSILON,
+        "{units} write units, not 6: {answer:?}"
+    );
+    Ok(())
+}

@@ -296,7 +296,9 @@ pub fn decode(key: &str) -> Result<Vec<(Value, Dir)>, Error> {
 }
 
 /// Decodes a text-form key one component at a time, without collecting them: the iterator
-/// behind [`decode`]. After the first error it yields nothing more.
+/// behind [`decode`], or, where the caller knows the key's layout, typed reads
+/// ([`Decoder::string`], [`Decoder::integer`]) that build no [`Value`]. After the first error it
+/// yields nothing more.
 ///
 /// ```
 /// use key_codec::{Dir, Value, text::Decoder};
@@ -304,6 +306,10 @@ pub fn decode(key: &str) -> Result<Vec<(Value, Dir)>, Error> {
 /// assert_eq!(components.next().unwrap()?, (Value::from("Open"), Dir::Asc));
 /// assert_eq!(components.next().unwrap()?, (Value::from(42), Dir::Asc));
 /// assert!(components.next().is_none());
+///
+/// let mut typed = Decoder::new("sOpen#nB42#");
+/// assert_eq!(typed.string()?, ("Open".to_owned(), Dir::Asc));
+/// assert_eq!(typed.integer()?, (42, Dir::Asc));
 /// # Ok::<(), key_codec::Error>(())
 /// ```
 #[derive(Debug, Clone)]

@@ -19,6 +19,7 @@
 //! - [`touch`]: the marker a backfill sets so that the stream carries existing items.
 //! - [`kinesis`]: DynamoDB change records delivered through Kinesis Data Streams, turned into
 //!   these records, with each change's time as precise as Kinesis gives it.
+//! - [`wire`]: Lambda's DynamoDB event read in place, borrowed from its bytes, for the hot path.
 //!
 //! Nothing here talks to AWS; the DynamoDB writer lives in the `ddb-writer` crate.
 
@@ -29,6 +30,7 @@ pub mod metrics;
 pub mod outcome;
 pub mod record;
 pub mod touch;
+pub mod wire;
 pub mod write;
 
 pub use aws_lambda_events::event::dynamodb::{Event, EventRecord};

@@ -16,12 +16,24 @@
 
 use serde_dynamo::Item;
 
+use crate::wire::Image;
+
 /// The attribute a backfill sets on each item it touches: the backfill's run id (S).
 pub const TOUCH_ATTRIBUTE: &str = "sidestream_touch";
 
 /// Whether a change sets a touch marker the item did not have before: a backfill touched it
 /// (perhaps together with other changes). `false` for an INSERT or a REMOVE.
 pub fn is_touched(before: Option<&Item>, after: Option<&Item>) -> bool {
+    match (before, after) {
+        (Some(old), Some(new)) => {
+            new.get(TOUCH_ATTRIBUTE).is_some() && new.get(TOUCH_ATTRIBUTE) != old.get(TOUCH_ATTRIBUTE)
+        }
+        _ => false,
+    }
+}
+
+/// [`is_touched`] of images read in place ([`crate::wire`]).
+pub fn is_touched_image(before: Option<&Image<'_>>, after: Option<&Image<'_>>) -> bool {
     match (before, after) {
         (Some(old), Some(new)) => {
             new.get(TOUCH_ATTRIBUTE).is_some() && new.get(TOUCH_ATTRIBUTE) != old.get(TOUCH_ATTRIBUTE)

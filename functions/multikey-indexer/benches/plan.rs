@@ -1,6 +1,7 @@
 //! Decode plus plan of a 10,000-record (8.4 MB) stream event, and of its first 6 MB (Lambda's
-//! payload limit), against a bare `serde_json` decode of the same bytes into `aws_lambda_events`
-//! types; and the plan alone, of the decoded event.
+//! payload limit), the event read in place (`stream_kit::wire`) as the runtime reads it, against
+//! a bare `serde_json` decode of the same bytes into `aws_lambda_events` types; and the read and
+//! the plan alone.
 //!
 //! `cargo bench -p multikey-indexer --bench plan` prints each event's size and the writes and
 //! requests its plan makes, then times both. The events are also written to
@@ -12,6 +13,7 @@ use std::hint::black_box;
 use aws_lambda_events::event::dynamodb::Event;
 use criterion::{Criterion, criterion_group, criterion_main};
 use multikey_indexer::{Indexes, Plan, synthetic};
+use stream_kit::wire::Batch;
 
 /// The functions' allocator (their `main.rs`), so that the figures are the deployed ones.
 #[global_allocator]
@@ -54,21 +56,39 @@ fn group(c: &mut Criterion, indexes: &Indexes, name: &str, bytes: &[u8]) {
         plan.skipped.len(),
     );
 
+    let text = std::str::from_utf8(bytes).expect("the event is UTF-8");
+    let batch = Batch::parse(text).expect("the event reads in place");
+    assert_eq!(
+        Plan::from_wire(indexes, &batch.records),
+        plan,
+        "both decoders plan alike"
+    );
+
     let mut group = c.benchmark_group(name);
     group.sample_size(20);
+    // The yardstick: a bare decode into `aws_lambda_events`, as `lambda_runtime` would do.
     group.bench_function("decode", |b| {
         b.iter(|| black_box(serde_json::from_slice::<Event>(black_box(bytes)).expect("decodes")));
     });
+    // What the runtime does: the event read in place (`stream_kit::wire`), then planned.
+    group.bench_function("wire-decode", |b| {
+        b.iter(|| black_box(read(black_box(bytes)).records.len()));
+    });
     group.bench_function("plan", |b| {
-        b.iter(|| black_box(Plan::new(indexes, black_box(&event.records))));
+        b.iter(|| black_box(Plan::from_wire(indexes, black_box(&batch.records))));
     });
     group.bench_function("decode+plan", |b| {
         b.iter(|| {
-            let event: Event = serde_json::from_slice(black_box(bytes)).expect("decodes");
-            black_box(Plan::new(indexes, &event.records))
+            let batch = read(black_box(bytes));
+            black_box(Plan::from_wire(indexes, &batch.records))
         });
     });
     group.finish();
+}
+
+/// The event's bytes read in place, checked as UTF-8 first (as the runtime does).
+fn read(bytes: &[u8]) -> Batch<'_> {
+    Batch::parse(std::str::from_utf8(bytes).expect("UTF-8")).expect("decodes")
 }
 
 criterion_group!(benches, bench);

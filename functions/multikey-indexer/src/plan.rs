@@ -43,12 +43,14 @@
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use io_policy::FailureKind;
 use serde_dynamo::{AttributeValue, Item};
 use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
-use stream_kit::{EventRecord, ItemWrite, Op, PlanFailures, Record, RecordError};
+use stream_kit::wire::{Attr, Image, WireRecord};
+use stream_kit::{EventRecord, ItemWrite, Op, PlanFailures, RecordError};
 
 use crate::config::{Index, Indexes};
 use multikey_schema::entries::{EntryKey, ImageEntries, Member};
@@ -155,12 +157,18 @@ impl PlanError {
 }
 
 impl Plan {
-    /// Plans a batch.
-    pub fn new(indexes: &Indexes, records: &[EventRecord]) -> Plan {
+    /// Plans a batch read in place ([`stream_kit::wire`]): the runtime's path.
+    pub fn from_wire(indexes: &Indexes, records: &[WireRecord<'_>]) -> Plan {
         let mut planner = Planner::new(indexes);
         let failures = PlanFailures::plan_each(records, PlanError::kind, |i, raw| planner.record(i, raw));
         planner.plan.failures = failures;
         planner.plan
+    }
+
+    /// Plans a batch of `aws_lambda_events` records: the same plan as [`Plan::from_wire`].
+    pub fn new(indexes: &Indexes, records: &[EventRecord]) -> Plan {
+        let wire: Vec<WireRecord<'_>> = records.iter().map(WireRecord::from_event_record).collect();
+        Plan::from_wire(indexes, &wire)
     }
 
     /// How many writes are puts and deletes.
@@ -199,19 +207,17 @@ impl<'c> Planner<'c> {
         }
     }
 
-    fn record(&mut self, origin: usize, raw: &EventRecord) -> Result<(), PlanError> {
-        let record = Record::new(raw)?;
-        let keys = record.keys()?;
-        let before = record.before()?;
-        let after = record.after()?;
-        let base_key = base_key(self.indexes, keys)?;
-        let has_source = |image: Option<&Item>| {
+    fn record(&mut self, origin: usize, record: &WireRecord<'_>) -> Result<(), PlanError> {
+        let change = record.change()?;
+        let (before, after) = (change.before, change.after);
+        let base_key = base_key(self.indexes, change.keys)?;
+        let has_source = |image: Option<&Image<'_>>| {
             image.is_some_and(|i| self.indexes.indexes.iter().any(|ix| i.contains_key(&ix.source)))
         };
         if !has_source(before) && !has_source(after) {
             self.plan.unindexed_records += 1;
         }
-        let backfill_touch = stream_kit::touch::is_touched(before, after);
+        let backfill_touch = stream_kit::touch::is_touched_image(before, after);
         self.version = record
             .sequence_number()
             .and_then(multikey_schema::entries::version);
@@ -225,11 +231,13 @@ impl<'c> Planner<'c> {
     /// in the batch replaces it. Fails when one of its entries was too large (and deleted).
     fn commit(&mut self) -> Result<(), PlanError> {
         for (slot, write) in self.staged.drain(..) {
-            if let Some(&at) = self.slots.get(&slot) {
-                self.plan.writes[at] = write;
-            } else {
-                self.slots.insert(slot, self.plan.writes.len());
-                self.plan.writes.push(write);
+            // One lookup (one hash of the key) whether or not the key was written before.
+            match self.slots.entry(slot) {
+                Entry::Occupied(at) => self.plan.writes[*at.get()] = write,
+                Entry::Vacant(at) => {
+                    at.insert(self.plan.writes.len());
+                    self.plan.writes.push(write);
+                }
             }
         }
         self.plan.skipped.append(&mut self.staged_skips);
@@ -242,8 +250,8 @@ impl<'c> Planner<'c> {
         origin: usize,
         ix: usize,
         index: &Index,
-        base_key: &[(&str, &AttributeValue)],
-        (before, after): (Option<&Item>, Option<&Item>),
+        base_key: &[(&str, &Attr<'_>)],
+        (before, after): (Option<&Image<'_>>, Option<&Image<'_>>),
         touched: bool,
     ) {
         if let (Some(old), Some(new)) = (before, after)
@@ -358,10 +366,10 @@ impl<'c> Planner<'c> {
 }
 
 /// The base table's key attributes of a record's `Keys`, in `base_key`'s order.
-fn base_key<'k>(
+fn base_key<'k, 'a>(
     indexes: &'k Indexes,
-    keys: &'k Item,
-) -> Result<Vec<(&'k str, &'k AttributeValue)>, PlanError> {
+    keys: &'k Image<'a>,
+) -> Result<Vec<(&'k str, &'k Attr<'a>)>, PlanError> {
     indexes
         .base_key
         .iter()
@@ -385,7 +393,7 @@ fn key_item(index: &Index, key: EntryKey) -> Item {
 }
 
 /// Whether every attribute the index reads is the same in both images.
-fn relevant_unchanged(index: &Index, old: &Item, new: &Item) -> bool {
+fn relevant_unchanged(index: &Index, old: &Image<'_>, new: &Image<'_>) -> bool {
     std::iter::once(&index.source)
         .chain(&index.scope)
         .chain(&index.tiebreakers)

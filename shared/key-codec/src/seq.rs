@@ -71,7 +71,11 @@ impl SequenceNumber {
 
     /// The number zero-padded to 40 digits: byte order equals numeric order.
     pub fn to_fixed_width(&self) -> String {
-        format!("{:0>WIDTH$}", self.digits)
+        // Not `format!("{:0>40}")`: its padding writes one character at a time (a plan's hot path).
+        let mut out = String::with_capacity(WIDTH.max(self.digits.len()));
+        out.push_str(&"0000000000000000000000000000000000000000"[..WIDTH.saturating_sub(self.digits.len())]);
+        out.push_str(&self.digits);
+        out
     }
 
     /// The digits without leading zeros, as streams present them.

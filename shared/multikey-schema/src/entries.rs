@@ -14,6 +14,7 @@ use std::borrow::Cow;
 
 use key_codec::{BinaryKey, Dir, HierKey, KeyKind, Number, TextKey, truncate_for_binary, truncate_for_text};
 use serde_dynamo::{AttributeValue, Item};
+use stream_kit::wire::{Attr, Image};
 
 use crate::config::{ENTRY_ATTRIBUTE, Index, KeyFormat, VALUE_ATTRIBUTE, VERSION_ATTRIBUTE};
 
@@ -28,7 +29,7 @@ pub struct Member<'a> {
     /// The `entry` attribute: the map key or the element.
     pub entry: EntryValue<'a>,
     /// The map value (maps only).
-    pub value: Option<&'a AttributeValue>,
+    pub value: Option<&'a Attr<'a>>,
 }
 
 /// A map key or a scalar element, as stored in the `entry` attribute.
@@ -79,9 +80,9 @@ pub struct EntryKey {
 /// What every entry of one image shares, and its members.
 pub struct ImageEntries<'a> {
     index: &'a Index,
-    base_key: &'a [(&'a str, &'a AttributeValue)],
+    base_key: &'a [(&'a str, &'a Attr<'a>)],
     /// Scope, tiebreaker and include attributes present in the image, in that order.
-    pub copied: Vec<(&'a str, &'a AttributeValue)>,
+    pub copied: Vec<(&'a str, &'a Attr<'a>)>,
     /// The scope segments of the partition key, or why they cannot be keyed.
     prefix: Result<Option<HierKey>, Unkeyable>,
     /// The encoded tiebreakers and primary key, or why they cannot be keyed.
@@ -96,8 +97,8 @@ impl<'a> ImageEntries<'a> {
     /// The entries `image` (an item of the base table, whose key is `base_key`) yields for `index`.
     pub fn new(
         index: &'a Index,
-        base_key: &'a [(&'a str, &'a AttributeValue)],
-        image: &'a Item,
+        base_key: &'a [(&'a str, &'a Attr<'a>)],
+        image: &'a Image<'a>,
     ) -> ImageEntries<'a> {
         let mut copied =
             Vec::with_capacity(index.scope.len() + index.tiebreakers.len() + index.include.len());
@@ -162,10 +163,10 @@ impl<'a> ImageEntries<'a> {
         };
         item.insert(ENTRY_ATTRIBUTE.to_owned(), entry);
         if let Some(value) = member.value {
-            item.insert(VALUE_ATTRIBUTE.to_owned(), value.clone());
+            item.insert(VALUE_ATTRIBUTE.to_owned(), value.to_attribute());
         }
         for (name, value) in self.base_key.iter().chain(&self.copied) {
-            item.insert((*name).to_owned(), (*value).clone());
+            item.insert((*name).to_owned(), value.to_attribute());
         }
         if let Some(version) = version {
             item.insert(
@@ -189,23 +190,22 @@ pub fn version(sequence_number: &str) -> Option<String> {
 /// The members of the source attribute: map entries, or distinct scalar elements.
 fn members<'a>(
     index: &Index,
-    source: Option<&'a AttributeValue>,
+    source: Option<&'a Attr<'a>>,
     unkeyable: &mut Vec<(String, Unkeyable)>,
 ) -> Vec<Member<'a>> {
     let mut out = Vec::new();
     match source {
-        None | Some(AttributeValue::Null(_)) => {}
-        Some(AttributeValue::M(map)) => {
+        None | Some(Attr::Null) => {}
+        Some(Attr::M(map)) => {
             out.reserve(map.len());
-            for (key, value) in map {
+            for (key, value) in map.iter() {
                 match value {
-                    AttributeValue::M(_)
-                    | AttributeValue::L(_)
-                    | AttributeValue::Ss(_)
-                    | AttributeValue::Ns(_)
-                    | AttributeValue::Bs(_) => unkeyable.push((
-                        key.clone(),
-                        format!("its value is {}, which cannot be part of a key", type_name(value)),
+                    Attr::M(_) | Attr::L(_) | Attr::Ss(_) | Attr::Ns(_) | Attr::Bs(_) => unkeyable.push((
+                        key.to_owned(),
+                        format!(
+                            "its value is {}, which cannot be part of a key",
+                            value.type_name()
+                        ),
                     )),
                     _ => out.push(Member {
                         id: Cow::Borrowed(key),
@@ -215,32 +215,32 @@ fn members<'a>(
                 }
             }
         }
-        Some(AttributeValue::Ss(items)) => {
+        Some(Attr::Ss(items)) => {
             out.extend(items.iter().map(|s| Member {
                 id: Cow::Borrowed(s),
                 entry: EntryValue::S(s),
                 value: None,
             }));
         }
-        Some(AttributeValue::Ns(items)) => {
+        Some(Attr::Ns(items)) => {
             for n in items {
                 push_number(&mut out, n, unkeyable);
             }
         }
-        Some(AttributeValue::L(items)) => {
+        Some(Attr::L(items)) => {
             for (i, element) in items.iter().enumerate() {
                 match element {
-                    AttributeValue::S(s) => out.push(Member {
+                    Attr::S(s) => out.push(Member {
                         id: Cow::Borrowed(s),
                         entry: EntryValue::S(s),
                         value: None,
                     }),
-                    AttributeValue::N(n) => push_number(&mut out, n, unkeyable),
+                    Attr::N(n) => push_number(&mut out, n, unkeyable),
                     other => unkeyable.push((
                         format!("[{i}]"),
                         format!(
                             "the element is {}; list elements are indexed when they are S or N",
-                            type_name(other)
+                            other.type_name()
                         ),
                     )),
                 }
@@ -250,7 +250,7 @@ fn members<'a>(
             index.source.clone(),
             format!(
                 "the source attribute is {}; it must be a map, a list, SS or NS",
-                type_name(other)
+                other.type_name()
             ),
         )),
     }
@@ -274,15 +274,15 @@ fn push_number<'a>(out: &mut Vec<Member<'a>>, n: &'a str, unkeyable: &mut Vec<(S
 }
 
 /// The scope segments that start the partition key; `None` when the index has no scope.
-fn prefix(index: &Index, image: &Item) -> Result<Option<HierKey>, Unkeyable> {
+fn prefix(index: &Index, image: &Image<'_>) -> Result<Option<HierKey>, Unkeyable> {
     let mut key: Option<HierKey> = None;
     for name in &index.scope {
         let segment = match image.get(name) {
-            Some(AttributeValue::S(s) | AttributeValue::N(s)) => s.as_str(),
+            Some(Attr::S(s) | Attr::N(s)) => s.as_ref(),
             Some(other) => {
                 return Err(format!(
                     "scope attribute {name:?} is {}; scope attributes must be S or N",
-                    type_name(other)
+                    other.type_name()
                 ));
             }
             None => return Err(format!("the item has no scope attribute {name:?}")),
@@ -295,13 +295,13 @@ fn prefix(index: &Index, image: &Item) -> Result<Option<HierKey>, Unkeyable> {
     Ok(key)
 }
 
-fn suffix(index: &Index, base_key: &[(&str, &AttributeValue)], image: &Item) -> Result<KeyBuf, Unkeyable> {
+fn suffix(index: &Index, base_key: &[(&str, &Attr<'_>)], image: &Image<'_>) -> Result<KeyBuf, Unkeyable> {
     let mut key = KeyBuf::new(index.key_format);
     for name in &index.tiebreakers {
         match image.get(name) {
             Some(v) => key.push(v).map_err(|e| format!("tiebreaker {name:?}: {e}"))?,
             None => key
-                .push(&AttributeValue::Null(true))
+                .push(&Attr::Null)
                 .map_err(|e| format!("tiebreaker {name:?}: {e}"))?,
         }
     }
@@ -341,27 +341,27 @@ impl KeyBuf {
     }
 
     /// Appends a scalar attribute value as one key component.
-    pub(crate) fn push(&mut self, value: &AttributeValue) -> Result<(), Unkeyable> {
+    pub(crate) fn push(&mut self, value: &Attr<'_>) -> Result<(), Unkeyable> {
         macro_rules! push {
             ($k:expr) => {{
                 match value {
-                    AttributeValue::S(s) => {
+                    Attr::S(s) => {
                         $k.push_str(s, Dir::Asc);
                     }
-                    AttributeValue::N(n) => {
+                    Attr::N(n) => {
                         let n = Number::parse(n).map_err(|e| format!("not a DynamoDB number: {e}"))?;
                         $k.push_number(&n, Dir::Asc);
                     }
-                    AttributeValue::B(b) => {
+                    Attr::B(b) => {
                         $k.push_bytes(b, Dir::Asc);
                     }
-                    AttributeValue::Bool(b) => {
+                    Attr::Bool(b) => {
                         $k.push_bool(*b, Dir::Asc);
                     }
-                    AttributeValue::Null(_) => {
+                    Attr::Null => {
                         $k.push_null(Dir::Asc);
                     }
-                    other => return Err(format!("{} cannot be part of a key", type_name(other))),
+                    other => return Err(format!("{} cannot be part of a key", other.type_name())),
                 }
             }};
         }
@@ -373,13 +373,13 @@ impl KeyBuf {
     }
 
     /// Appends `value`, truncating a string so the component takes at most `budget` bytes.
-    fn push_fitting(&mut self, value: &AttributeValue, budget: usize) -> Result<(), Unkeyable> {
+    fn push_fitting(&mut self, value: &Attr<'_>, budget: usize) -> Result<(), Unkeyable> {
         let start = self.len();
         self.push(value)?;
         if self.len() - start <= budget {
             return Ok(());
         }
-        let AttributeValue::S(s) = value else {
+        let Attr::S(s) = value else {
             return Err(format!(
                 "its {}-byte value does not fit in the {budget} bytes of sort key left after the tiebreakers and primary key",
                 self.len() - start
@@ -422,26 +422,11 @@ impl KeyBuf {
     }
 }
 
-/// The DynamoDB type name of a value (`S`, `N`, `M`, …), for messages.
-pub fn type_name(value: &AttributeValue) -> &'static str {
-    match value {
-        AttributeValue::N(_) => "N",
-        AttributeValue::S(_) => "S",
-        AttributeValue::Bool(_) => "BOOL",
-        AttributeValue::B(_) => "B",
-        AttributeValue::Null(_) => "NULL",
-        AttributeValue::M(_) => "M",
-        AttributeValue::L(_) => "L",
-        AttributeValue::Ss(_) => "SS",
-        AttributeValue::Ns(_) => "NS",
-        AttributeValue::Bs(_) => "BS",
-    }
-}
-
 /// Whether `item`, an item of the base table whose key attributes are `base_key`, has an entry
 /// for `member` (a map key, or an element's text) in `index`: whether the indexer writes one.
 /// An item that lacks the member, or whose value cannot be keyed, has none.
 pub fn has_entry(index: &Index, base_key: &[String], item: &Item, member: &str) -> bool {
+    let item = Image::from_item(item);
     let Some(key) = base_key
         .iter()
         .map(|name| item.get(name).map(|v| (name.as_str(), v)))
@@ -449,7 +434,7 @@ pub fn has_entry(index: &Index, base_key: &[String], item: &Item, member: &str) 
     else {
         return false;
     };
-    let entries = ImageEntries::new(index, &key, item);
+    let entries = ImageEntries::new(index, &key, &item);
     entries
         .members
         .iter()

@@ -13,6 +13,7 @@
 //! [`is_head`].
 
 use serde_dynamo::{AttributeValue, Item};
+use stream_kit::wire::Attr;
 
 use crate::config::{Index, KeyFormat, VERSION_ATTRIBUTE};
 use crate::entries::{EntryKey, KeyBuf, Unkeyable};
@@ -33,7 +34,7 @@ pub fn is_head(partition_key: &str) -> bool {
 /// The key of the head of the item whose key is `base_key`, in `index`:
 /// `%head#<index name>#<K1 of the base key>`, and as sort key the base key in the index's key
 /// format.
-pub fn key(index: &Index, base_key: &[(&str, &AttributeValue)]) -> Result<EntryKey, Unkeyable> {
+pub fn key(index: &Index, base_key: &[(&str, &Attr<'_>)]) -> Result<EntryKey, Unkeyable> {
     let mut text = KeyBuf::new(KeyFormat::Text);
     let mut sort = KeyBuf::new(index.key_format);
     for (name, value) in base_key {

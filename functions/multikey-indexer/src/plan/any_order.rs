@@ -40,6 +40,7 @@ use std::sync::Arc;
 use multikey_schema::head::{self, Head};
 use serde_dynamo::{AttributeValue, Item};
 use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
+use stream_kit::wire::{Attr, Image};
 use stream_kit::{EventRecord, ItemWrite, Op, PlanFailure, PlanFailures, Record};
 
 use super::{Plan, PlanError, Planner, base_key};
@@ -138,7 +139,8 @@ impl Change {
         let record = Record::new(raw)?;
         let keys = record.keys()?;
         let (before, after) = (record.before()?, record.after()?);
-        let base_key = base_key(indexes, keys)?;
+        let keys = Image::from_item(keys);
+        let base_key = base_key(indexes, &keys)?;
         let version = record
             .sequence_number()
             .and_then(multikey_schema::entries::version)
@@ -161,7 +163,7 @@ impl Change {
                 head,
                 base_key: base_key
                     .iter()
-                    .map(|(n, v)| ((*n).to_owned(), (*v).clone()))
+                    .map(|(n, v)| ((*n).to_owned(), v.to_attribute()))
                     .collect(),
                 before: before.map(|i| head::projection(index, i)),
                 after: after.map(|i| head::projection(index, i)),
@@ -205,15 +207,28 @@ pub fn resolve<S: BuildHasher>(
             Some(h) => h.image.as_ref(),
             None => change.before.as_ref(),
         };
-        let base_key: Vec<(&str, &AttributeValue)> =
-            change.base_key.iter().map(|(n, v)| (n.as_str(), v)).collect();
+        let key_values: Vec<Attr<'_>> = change
+            .base_key
+            .iter()
+            .map(|(_, v)| Attr::from_attribute(v))
+            .collect();
+        let base_key: Vec<(&str, &Attr<'_>)> = change
+            .base_key
+            .iter()
+            .zip(&key_values)
+            .map(|((n, _), v)| (n.as_str(), v))
+            .collect();
+        let (old, new) = (
+            old.map(Image::from_item),
+            change.after.as_ref().map(Image::from_item),
+        );
         planner.version = Some(change.version.clone());
         planner.diff(
             change.origin,
             change.index,
             index,
             &base_key,
-            (old, change.after.as_ref()),
+            (old.as_ref(), new.as_ref()),
             // Without a head, what the index holds is unknown: nothing, if the item's records
             // have only ever come out of order, or its old image, if they came in order until
             // now. Putting every entry is right for both.

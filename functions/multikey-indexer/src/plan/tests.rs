@@ -580,3 +580,28 @@ fn replayed_and_partly_retried_batches_leave_the_same_index() {
         assert_eq!(model, expected, "retried from {k}");
     }
 }
+
+#[test]
+fn the_event_read_in_place_plans_as_the_decoded_event_does() {
+    let indexes = Indexes::from_json(crate::synthetic::INDEXES_JSON).unwrap();
+    let mut fixtures: Vec<String> = [
+        fixture!("insert.json"),
+        fixture!("modify-fields.json"),
+        fixture!("keys-only.json"),
+        fixture!("poison.json"),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    fixtures.push(serde_json::to_string(&crate::synthetic::batch(2_000, 300, 11)).unwrap());
+    let mut writes = 0;
+    for json in &fixtures {
+        for indexes in [&indexes, &article()] {
+            let batch = stream_kit::wire::Batch::parse(json).unwrap();
+            let wire = Plan::from_wire(indexes, &batch.records);
+            assert_eq!(wire, Plan::new(indexes, &records(json)));
+            writes += wire.writes.len();
+        }
+    }
+    // The synthetic batch alone plans thousands of writes: the comparison saw real plans.
+    assert!(writes > 1_000, "{writes} writes compared");
+}

@@ -21,7 +21,7 @@ fn the_head_item_format_is_pinned() {
     let indexes = example();
     let index = &indexes.indexes[0];
     let id = s("af34");
-    let key = key(index, &[("id", &id)]).unwrap();
+    let key = key(index, &[("id", &Attr::from_attribute(&id))]).unwrap();
     let image = Item::from(std::collections::HashMap::from([
         (
             "custom_fields".to_owned(),
@@ -49,7 +49,10 @@ fn the_head_item_format_is_pinned() {
         version: head.version.clone(),
         image: None,
     };
-    let item = removed.item(index, super::key(index, &[("id", &id)]).unwrap());
+    let item = removed.item(
+        index,
+        super::key(index, &[("id", &Attr::from_attribute(&id))]).unwrap(),
+    );
     assert!(!item.contains_key(IMAGE_ATTRIBUTE));
     assert_eq!(Head::read(&item).unwrap(), removed);
 }
@@ -66,7 +69,9 @@ fn no_entry_partition_key_is_a_heads() {
         assert!(!is_head(&pk), "{pk}");
     }
     let id = AttributeValue::N("7".into());
-    assert!(is_head(&key(index, &[("id", &id)]).unwrap().pk));
+    assert!(is_head(
+        &key(index, &[("id", &Attr::from_attribute(&id))]).unwrap().pk
+    ));
 }
 
 #[test]

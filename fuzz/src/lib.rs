@@ -29,6 +29,10 @@ pub enum Target {
     FilterPattern,
     /// The three plans over stream events, decoded as Lambda's runtime decodes them.
     Plans,
+    /// `stream_kit::wire::Batch::parse` of stream events against `aws_lambda_events`: whatever
+    /// that decoder reads, the wire reader reads alike (the same records, images and checks),
+    /// and the indexer plans the same writes from either.
+    Wire,
     /// `stream_kit::kinesis::decode` of Kinesis events, and of a Kinesis record's data, then
     /// the plans over what decodes.
     Kinesis,
@@ -36,15 +40,29 @@ pub enum Target {
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 7] = [
+    pub const ALL: [Target; 8] = [
         Target::KeyText,
         Target::KeyBinary,
         Target::Cursor,
         Target::ArchiveLines,
         Target::FilterPattern,
         Target::Plans,
+        Target::Wire,
         Target::Kinesis,
     ];
+
+    /// How the target's inputs are mutated: for the wire target, mostly one node inside a
+    /// record's change, since its comparison needs events `aws_lambda_events` still reads.
+    pub fn mutator(self) -> Mutator {
+        if self == Target::Wire {
+            Mutator {
+                json_in_4: 3,
+                in_change: true,
+            }
+        } else {
+            Mutator::ANYWHERE
+        }
+    }
 
     /// The target's name on the command line.
     pub fn name(self) -> &'static str {
@@ -55,6 +73,7 @@ impl Target {
             Target::ArchiveLines => "archive-lines",
             Target::FilterPattern => "filter-pattern",
             Target::Plans => "plans",
+            Target::Wire => "wire",
             Target::Kinesis => "kinesis",
         }
     }
@@ -113,7 +132,7 @@ impl Target {
             .iter()
             .map(|s| s.as_bytes().to_vec())
             .collect(),
-            Target::Plans => EVENTS.iter().map(|e| e.as_bytes().to_vec()).collect(),
+            Target::Plans | Target::Wire => EVENTS.iter().map(|e| e.as_bytes().to_vec()).collect(),
             Target::Kinesis => kinesis_seeds(),
         }
     }
@@ -162,6 +181,7 @@ impl Target {
                     plans(&event.records);
                 }
             }
+            Target::Wire => drop(wire(input)),
             Target::Kinesis => {
                 kinesis(input);
                 // The input as one record's data, to reach the change record's own parsing.
@@ -206,6 +226,98 @@ fn plans(records: &[stream_kit::EventRecord]) {
         records,
     ));
     drop(counter_aggregator::Plan::new("pk", records));
+}
+
+/// The wire reader against `aws_lambda_events` on one input, and on the input with each
+/// record's required fields that the wire reader does not read made whole ([`lambda_shaped`]),
+/// so that a mutant that broke only those still reaches the comparison. Returns how many
+/// documents both decoders read (and so were compared).
+pub fn wire(input: &[u8]) -> usize {
+    let mut compared = usize::from(wire_compare(input));
+    if let Ok(mut value) = serde_json::from_slice::<Value>(input)
+        && lambda_shaped(&mut value)
+    {
+        compared += usize::from(wire_compare(value.to_string().as_bytes()));
+    }
+    compared
+}
+
+/// Gives each record of an event the fields `aws_lambda_events` requires and no plan reads
+/// (`eventID`, `awsRegion`, `dynamodb.SizeBytes`, a known `StreamViewType` or none). False when
+/// `value` has no `Records` list or nothing needed changing.
+fn lambda_shaped(value: &mut Value) -> bool {
+    let Some(records) = value.get_mut("Records").and_then(Value::as_array_mut) else {
+        return false;
+    };
+    let mut changed = false;
+    for record in records.iter_mut().filter_map(Value::as_object_mut) {
+        for (field, default) in [
+            ("eventID", json!("1")),
+            ("awsRegion", json!("us-east-1")),
+            ("eventName", json!("INSERT")),
+        ] {
+            if !record.get(field).is_some_and(Value::is_string) {
+                record.insert(field.to_owned(), default);
+                changed = true;
+            }
+        }
+        if !record.get("dynamodb").is_some_and(Value::is_object) {
+            record.insert("dynamodb".to_owned(), json!({}));
+            changed = true;
+        }
+        let Some(change) = record.get_mut("dynamodb").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        if !change.get("SizeBytes").is_some_and(Value::is_i64) {
+            change.insert("SizeBytes".to_owned(), json!(1));
+            changed = true;
+        }
+        let views = ["KEYS_ONLY", "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES"];
+        if change
+            .get("StreamViewType")
+            .is_some_and(|v| !v.as_str().is_some_and(|v| views.contains(&v)))
+        {
+            change.remove("StreamViewType");
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Whether `aws_lambda_events` reads `input`; when it does, the wire reader must read it alike.
+fn wire_compare(input: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(input) else {
+        return false;
+    };
+    let batch = stream_kit::wire::Batch::parse(text);
+    let Ok(event) = serde_json::from_str::<stream_kit::Event>(text) else {
+        return false;
+    };
+    let batch = batch.unwrap_or_else(|e| panic!("aws_lambda_events reads it, the wire reader does not: {e}"));
+    assert_eq!(batch.records.len(), event.records.len());
+    for (wire, owned) in batch.records.iter().zip(&event.records) {
+        assert_eq!(
+            wire,
+            &stream_kit::wire::WireRecord::from_event_record(owned),
+            "the same record"
+        );
+        let record = stream_kit::Record::new(owned);
+        let checked = record.and_then(|r| r.keys().and(r.before()).and(r.after()).map(|_| ()));
+        assert_eq!(wire.change().map(|_| ()), checked, "the same checks");
+    }
+    thread_local! {
+        static INDEXES: multikey_indexer::Indexes =
+            multikey_indexer::Indexes::from_json(include_str!("../../functions/multikey-indexer/indexes.example.json"))
+                .unwrap_or_else(|e| panic!("the example configuration: {e}"));
+    }
+    INDEXES.with(|indexes| {
+        assert_eq!(
+            multikey_indexer::Plan::from_wire(indexes, &batch.records),
+            multikey_indexer::Plan::new(indexes, &event.records),
+            "the same plan"
+        );
+    });
+    true
 }
 
 const KINESIS_ARN: &str = "arn:aws:kinesis:us-east-1:123456789012:stream/changes";
@@ -255,10 +367,28 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 
 /// A mutated copy of `input`.
 pub fn mutate(rng: &mut fastrand::Rng, input: &[u8]) -> Vec<u8> {
-    if rng.u8(..4) == 0
+    mutate_as(rng, input, Mutator::ANYWHERE)
+}
+
+impl Mutator {
+    /// One mutant in 4 changes a JSON node anywhere; the rest change bytes.
+    pub const ANYWHERE: Mutator = Mutator {
+        json_in_4: 1,
+        in_change: false,
+    };
+}
+
+fn mutate_as(rng: &mut fastrand::Rng, input: &[u8], mutator: Mutator) -> Vec<u8> {
+    if rng.u8(..4) < mutator.json_in_4
         && let Ok(mut value) = serde_json::from_slice::<Value>(input)
     {
-        mutate_json(rng, &mut value, 0);
+        // Picked twice (the borrow checker cannot return the first pick's borrow conditionally):
+        // once to know whether there is one, once to mutate it.
+        let has_change = mutator.in_change && a_change(rng, &mut value).is_some();
+        match a_change(rng, &mut value).filter(|_| has_change) {
+            Some(change) => mutate_json(rng, change, 0),
+            None => mutate_json(rng, &mut value, 0),
+        }
         return serde_json::to_vec(&value).unwrap_or_default();
     }
     let mut out = input.to_vec();
@@ -292,6 +422,22 @@ pub fn mutate(rng: &mut fastrand::Rng, input: &[u8]) -> Vec<u8> {
 const INTERESTING: [u8; 14] = [
     0, 0xff, 0x7f, 0x80, b'#', b'$', b'%', b'~', b'"', b'{', b'}', b'[', b'-', b'.',
 ];
+
+/// One record's `dynamodb` in an event, picked at random: its keys, an image, or all of it.
+fn a_change<'v>(rng: &mut fastrand::Rng, event: &'v mut Value) -> Option<&'v mut Value> {
+    let records = event.get_mut("Records")?.as_array_mut()?;
+    if records.is_empty() {
+        return None;
+    }
+    let at = rng.usize(..records.len());
+    let change = records[at].get_mut("dynamodb")?;
+    let part = ["Keys", "NewImage", "OldImage", ""][rng.usize(..4)];
+    if part.is_empty() || change.get(part).is_none() {
+        Some(change)
+    } else {
+        change.get_mut(part)
+    }
+}
 
 /// Replaces one node of a JSON document: another type, a huge or empty string, deep nesting, a
 /// dropped key, an extreme number.
@@ -354,13 +500,44 @@ pub struct Report {
 
 /// Runs `execs` mutated inputs of `target` from `seed`, calling `progress` every 10,000.
 pub fn run(target: Target, execs: u64, seed: u64, progress: impl FnMut(u64)) -> Report {
-    run_with(&target.seeds(), |input| target.exec(input), execs, seed, progress)
+    let mutator = target.mutator();
+    run_mutating(
+        &target.seeds(),
+        mutator,
+        |input| target.exec(input),
+        execs,
+        seed,
+        progress,
+    )
+}
+
+/// How inputs are mutated: in how many of 4 mutants of a JSON input one node of the document
+/// is replaced (the others have their bytes changed), and whether that node is taken inside a
+/// stream record's `dynamodb` (its keys and images) rather than anywhere.
+#[derive(Debug, Clone, Copy)]
+pub struct Mutator {
+    /// Out of 4.
+    pub json_in_4: u8,
+    /// Mutate inside a record's change.
+    pub in_change: bool,
 }
 
 /// Runs `execs` inputs through `exec`: the `seeds` first, then mutants of them and of earlier
 /// mutants. A panic is caught, counted and kept with its input.
 pub fn run_with(
     seeds: &[Vec<u8>],
+    exec: impl Fn(&[u8]),
+    execs: u64,
+    seed: u64,
+    progress: impl FnMut(u64),
+) -> Report {
+    run_mutating(seeds, Mutator::ANYWHERE, exec, execs, seed, progress)
+}
+
+/// [`run_with`], mutating as `mutator` says.
+pub fn run_mutating(
+    seeds: &[Vec<u8>],
+    mutator: Mutator,
     exec: impl Fn(&[u8]),
     execs: u64,
     seed: u64,
@@ -377,7 +554,7 @@ pub fn run_with(
         let input = if n < seeds.len() as u64 {
             parent.clone()
         } else {
-            mutate(&mut rng, parent)
+            mutate_as(&mut rng, parent, mutator)
         };
         let started = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| exec(&input)));
@@ -448,6 +625,29 @@ mod tests {
                 report.failures
             );
         }
+    }
+
+    /// The wire target compares the two decoders only on inputs `aws_lambda_events` reads: the
+    /// mutants must reach that comparison often, or the target proves nothing.
+    #[test]
+    fn the_wire_target_compares_both_decoders_on_many_mutants() {
+        let compared = std::cell::Cell::new(0_u32);
+        let mutator = Target::Wire.mutator();
+        let report = run_mutating(
+            &Target::Wire.seeds(),
+            mutator,
+            |input| compared.set(compared.get() + u32::try_from(wire(input)).unwrap_or(0)),
+            3_000,
+            11,
+            |_| {},
+        );
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        // About one in ten: most mutants of a value are no DynamoDB value, which both refuse.
+        assert!(
+            compared.get() > 200,
+            "only {} of 3,000 inputs compared",
+            compared.get()
+        );
     }
 
     #[test]

@@ -382,11 +382,13 @@ fn mutate_as(rng: &mut fastrand::Rng, input: &[u8], mutator: Mutator) -> Vec<u8>
     if rng.u8(..4) < mutator.json_in_4
         && let Ok(mut value) = serde_json::from_slice::<Value>(input)
     {
-        // Picked twice (the borrow checker cannot return the first pick's borrow conditionally):
-        // once to know whether there is one, once to mutate it.
-        let has_change = mutator.in_change && a_change(rng, &mut value).is_some();
-        match a_change(rng, &mut value).filter(|_| has_change) {
-            Some(change) => mutate_json(rng, change, 0),
+        let pointer = if mutator.in_change {
+            a_change(rng, &value)
+        } else {
+            None
+        };
+        match pointer {
+            Some(pointer) => mutate_json(rng, value.pointer_mut(&pointer).unwrap_or(&mut Value::Null), 0),
             None => mutate_json(rng, &mut value, 0),
         }
         return serde_json::to_vec(&value).unwrap_or_default();
@@ -423,20 +425,21 @@ const INTERESTING: [u8; 14] = [
     0, 0xff, 0x7f, 0x80, b'#', b'$', b'%', b'~', b'"', b'{', b'}', b'[', b'-', b'.',
 ];
 
-/// One record's `dynamodb` in an event, picked at random: its keys, an image, or all of it.
-fn a_change<'v>(rng: &mut fastrand::Rng, event: &'v mut Value) -> Option<&'v mut Value> {
-    let records = event.get_mut("Records")?.as_array_mut()?;
+/// The JSON pointer of one record's `dynamodb` in an event, picked at random: its keys, an
+/// image, or all of it.
+fn a_change(rng: &mut fastrand::Rng, event: &Value) -> Option<String> {
+    let records = event.get("Records")?.as_array()?;
     if records.is_empty() {
         return None;
     }
     let at = rng.usize(..records.len());
-    let change = records[at].get_mut("dynamodb")?;
+    let change = records[at].get("dynamodb")?;
     let part = ["Keys", "NewImage", "OldImage", ""][rng.usize(..4)];
-    if part.is_empty() || change.get(part).is_none() {
-        Some(change)
+    Some(if part.is_empty() || change.get(part).is_none() {
+        format!("/Records/{at}/dynamodb")
     } else {
-        change.get_mut(part)
-    }
+        format!("/Records/{at}/dynamodb/{part}")
+    })
 }
 
 /// Replaces one node of a JSON document: another type, a huge or empty string, deep nesting, a

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use aws_lambda_events::event::dynamodb::{EventRecord, StreamViewType};
+use aws_lambda_events::event::dynamodb::EventRecord;
 use io_policy::FailureKind;
 use serde_dynamo::Item;
 
@@ -192,11 +192,11 @@ impl<'a> Record<'a> {
     }
 
     fn view_type(&self) -> String {
-        match &self.raw.change.stream_view_type {
-            Some(StreamViewType::KeysOnly) => "KEYS_ONLY".to_owned(),
-            Some(view) => view.to_string(),
-            None => "unstated".to_owned(),
-        }
+        self.raw
+            .change
+            .stream_view_type
+            .as_ref()
+            .map_or_else(|| "unstated".to_owned(), crate::wire::view_name)
     }
 }
 

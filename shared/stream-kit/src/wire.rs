@@ -8,9 +8,10 @@
 //! keep a record whole (parking, replay); [`WireRecord::from_event_record`] goes the other way.
 //!
 //! The reader is strict where a plan depends on it (a value is one of DynamoDB's ten types,
-//! written as one `{"T": …}` object; a record's `dynamodb` is an object) and lenient where
-//! `aws_lambda_events` is (unknown fields are ignored; a missing image is empty), so that it
-//! accepts the events that decoder accepts. `B` and `BS` values are decoded from base64 here.
+//! written as one `{"T": …}` object; a record's `dynamodb` is an object) and lenient elsewhere
+//! (unknown fields are ignored, a missing image is empty, fields no plan reads such as
+//! `SizeBytes` are not required), so that it accepts every event `aws_lambda_events` accepts
+//! (the `wire` fuzz target checks it). `B` and `BS` values are decoded from base64 here.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -335,7 +336,7 @@ pub struct Change<'r, 'a> {
 }
 
 /// The `StreamViewType` spelling of a view type.
-fn view_name(view: &StreamViewType) -> String {
+pub(crate) fn view_name(view: &StreamViewType) -> String {
     match view {
         StreamViewType::KeysOnly => "KEYS_ONLY".to_owned(),
         other => other.to_string(),

@@ -186,6 +186,50 @@ def scan_from_the_start_key():
     Table.scan = scan
 
 
+def sort_items_by_plain_keys(check):
+    """moto's `Table.all_items` (every Scan page, and Query without an index) sorts the whole
+    table by its `DynamoType` keys, whose comparisons are Python methods that build each side's
+    `cast_value` afresh: 8.4 s for a 60,000-item table, on every page, which cut a verify's
+    scan of the index table off at its 10 s attempt timeout on a slow machine. This sorts by the
+    same values as plain Python keys (`cast_value`: a `Decimal` for a number, the text for a string,
+    the base64 text for a binary, as moto compares them): the same order, 0.25 s.
+
+    With `check` (SIDESTREAM_MOTO_CHECK), moto's own sort runs too, and the launcher stops at the
+    first difference."""
+    from decimal import Decimal
+
+    from moto.dynamodb.models.table import Table
+
+    original = Table.all_items
+
+    def plain(value):
+        return Decimal(value.value) if value.type == "N" else value.value
+
+    def all_items(self):
+        items = []
+        for hash_set in self.items.values():
+            if self.range_key_attr:
+                items.extend(hash_set.values())
+            else:
+                items.append(hash_set)
+        if self.range_key_attr:
+            items.sort(key=lambda item: (plain(item.hash_key), plain(item.range_key)))
+        else:
+            items.sort(key=lambda item: plain(item.hash_key))
+        return items
+
+    def all_items_checked(self):
+        items = all_items(self)
+        expected = original(self)
+        if [id(item) for item in items] != [id(item) for item in expected]:
+            sys.stderr.write(f"moto-server: the plain-key sort differs from moto on {self.name}\n")
+            sys.stderr.flush()
+            os._exit(3)
+        return items
+
+    Table.all_items = all_items_checked if check else all_items
+
+
 def pick_plain_dict_members_by_table(check):
     """moto's response serializer finds every member of every structure through its picker's
     chain of alias providers (`XFormedAttributePicker`): built afresh for each member, most of
@@ -701,11 +745,13 @@ def main():
     os.environ.setdefault("MOTO_PORT", str(args.port))
     remember_moto_modules()
     remember_handler_methods()
+    check = os.environ.get("SIDESTREAM_MOTO_CHECK") == "1"
     scan_from_the_start_key()
+    sort_items_by_plain_keys(check)
     ttl_deletes_carry_the_service_identity()
     streams_are_trimmed()
     describe_alarms_applies_every_filter()
-    pick_plain_dict_members_by_table(os.environ.get("SIDESTREAM_MOTO_CHECK") == "1")
+    pick_plain_dict_members_by_table(check)
     app = DomainDispatcherApplication(create_backend_app)
     app.debug = True
     lock = threading.Lock()

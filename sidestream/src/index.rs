@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use index_verify::{Drift, Mended, Mender};
+use io_policy::Policy;
 use stream_kit::Vars;
 
 use crate::args::{IndexCommand, Output};
@@ -61,7 +62,8 @@ fn verify(
                 bar.show(scanned, total.max(scanned), "", false);
             }
         };
-        let drift = index_verify::verify(&client, &indexes, index, table, &mut show).await?;
+        let drift =
+            index_verify::verify(&client, Policy::default(), &indexes, index, table, &mut show).await?;
         if let Some(bar) = &mut bar {
             bar.show(scanned, scanned, "", true);
         }
@@ -78,7 +80,9 @@ fn verify(
             // The touched items' entries come back through the stream: verify until they have.
             let until = Instant::now() + settle;
             loop {
-                let again = index_verify::verify(&client, &indexes, index, table, &mut |_| {}).await?;
+                let again =
+                    index_verify::verify(&client, Policy::default(), &indexes, index, table, &mut |_| {})
+                        .await?;
                 let done = again.is_exact() || Instant::now() >= until;
                 after = Some(again);
                 if done {

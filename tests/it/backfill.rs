@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use index_backfill::{Backfill, Checkpoint, Settings, Target};
+use local_stack::scan_policy;
 use multikey_indexer::Indexes;
 use serde_json::json;
 use stream_kit::touch::TOUCH_ATTRIBUTE;
@@ -188,7 +189,7 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
 
     let verifying = Instant::now();
     let index = index_verify::choose(&indexes, None)?;
-    let drift = index_verify::verify(&client, &indexes, index, &issues, &mut |_| {}).await?;
+    let drift = index_verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut |_| {}).await?;
     eprintln!(
         "verify: {} base items and {} entries in {:.1} s; writers' changes after touch {}, before {}",
         remaining,
@@ -325,7 +326,7 @@ async fn the_templates_state_machine_backfills_through_the_local_stack() -> Resu
     let lookup = |name: &str| function.environment.get(name).cloned();
     let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
     let index = index_verify::choose(&indexes, None)?;
-    let drift = index_verify::verify(&client, &indexes, index, &issues, &mut |_| {}).await?;
+    let drift = index_verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut |_| {}).await?;
     ensure!(drift.is_exact() && drift.entries == 2 * SMALL, "{drift:?}");
     Ok(())
 }
@@ -437,7 +438,7 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
     };
     let verify = async |indexes: &Indexes, name: &str| -> Result<index_verify::Drift> {
         let index = index_verify::choose(indexes, Some(name))?;
-        Ok(index_verify::verify(&client, indexes, index, &issues, &mut |_| {}).await?)
+        Ok(index_verify::verify(&client, scan_policy(), indexes, index, &issues, &mut |_| {}).await?)
     };
 
     seed(&writer, &issues, N).await?;

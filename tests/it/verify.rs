@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Value, json};
 use stream_kit::Vars;
 
-use local_stack::put_json as put;
+use local_stack::{put_json as put, scan_policy};
 
 use crate::moto::sdk;
 use crate::pipeline::{assert_index_exact, failure_log, issue, pipeline, stack};
@@ -37,7 +37,8 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
     let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
     let index = index_verify::choose(&indexes, None)?;
     let mut scanned = Vec::new();
-    let exact = index_verify::verify(&client, &indexes, index, &issues, &mut |n| scanned.push(n)).await?;
+    let mut progress = |n| scanned.push(n);
+    let exact = index_verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut progress).await?;
     ensure!(exact.is_exact() && exact.entries == entries, "{exact:?}");
     ensure!(
         scanned.last() == Some(&(20 + entries)),
@@ -77,7 +78,7 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
             .await?;
     }
 
-    let drift = index_verify::verify(&client, &indexes, index, &issues, &mut |_| {}).await?;
+    let drift = index_verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut |_| {}).await?;
     ensure!(
         (drift.missing.len(), drift.stale.len(), drift.extra.len()) == (1, 2, 1),
         "one missing, two stale, one extra: {drift:#?}"
@@ -118,7 +119,7 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
     );
     pipeline.settle().await?;
     assert_index_exact(&sdk, &stack).await?;
-    let again = index_verify::verify(&client, &indexes, index, &issues, &mut |_| {}).await?;
+    let again = index_verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut |_| {}).await?;
     ensure!(again.is_exact(), "{again:#?}");
     let nothing = through_stream.drift(index, &again).await?;
     ensure!(nothing == index_verify::Mended::default());

@@ -635,12 +635,26 @@ pub async fn trim_stream(sdk: &SdkConfig, table: &str) -> Result<u64, StackError
     trimmed.ok_or_else(|| StackError::Unusable(format!("TrimStream {table} at {address}: {answer}")))
 }
 
-/// Every item of `table` (all pages of a consistent Scan, by `index_verify::scan`), as DynamoDB JSON.
+/// The I/O policy for a whole-table read from the emulator (`index_verify::scan` and `verify`):
+/// the default's, with a 300 s attempt timeout instead of 10 s. moto answers one DynamoDB request
+/// at a time, and a Scan page costs it seconds (it copies and serializes a megabyte of items in
+/// Python), so under a suite's load a page can wait behind other tests' pages for longer than
+/// DynamoDB would ever take; CI on 2026-11-26 saw all 8 attempts of a 20,000-item scan cut off
+/// at 10 s. Against DynamoDB the default stands.
+pub fn scan_policy() -> io_policy::Policy {
+    io_policy::Policy {
+        attempt_timeout: Duration::from_secs(300),
+        ..io_policy::Policy::default()
+    }
+}
+
+/// Every item of `table` (all pages of a consistent Scan, by `index_verify::scan` under
+/// [`scan_policy`]), as DynamoDB JSON.
 pub async fn scan(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
 ) -> Result<Vec<serde_json::Value>, StackError> {
-    index_verify::scan(client, table, &mut |_| {})
+    index_verify::scan(client, scan_policy(), table, &mut |_| {})
         .await
         .map_err(|e| match e {
             index_verify::VerifyError::Scan { table, failure } => StackError::Request {

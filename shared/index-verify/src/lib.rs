@@ -149,18 +149,19 @@ pub fn choose<'a>(indexes: &'a Indexes, name: Option<&str>) -> Result<&'a Index,
 
 /// Compares `index`'s table with what `base_table` calls for under `indexes`' base key, calling
 /// `progress` with the items scanned so far (both tables) after each page: the base table is
-/// scanned first, then the index table, and the two are [`compare`]d. `client` must have the
-/// SDK's retries off ([`scan`]).
+/// scanned first, then the index table, and the two are [`compare`]d. Each page is read under
+/// `policy` ([`scan`]), so `client` must have the SDK's retries off.
 pub async fn verify(
     client: &aws_sdk_dynamodb::Client,
+    policy: Policy,
     indexes: &Indexes,
     index: &Index,
     base_table: &str,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Drift, VerifyError> {
-    let base = scan(client, base_table, &mut |n| progress(n)).await?;
+    let base = scan(client, policy, base_table, &mut |n| progress(n)).await?;
     let scanned = base.len();
-    let actual = scan(client, &index.table, &mut |n| progress(scanned + n)).await?;
+    let actual = scan(client, policy, &index.table, &mut |n| progress(scanned + n)).await?;
     compare(indexes, index, &base, actual)
 }
 
@@ -243,15 +244,18 @@ pub async fn estimated_items(client: &aws_sdk_dynamodb::Client, table: &str) -> 
 }
 
 /// Every item of `table`, read with consistent scans, as DynamoDB JSON; `progress` gets the
-/// items read so far after each page. Each page is one call under the I/O policy (retries of
-/// transient failures, attempt timeouts, [`SCAN_TIME`] for the whole scan), so `client` must have
-/// the SDK's retries off (`io_policy::without_sdk_retries`).
+/// items read so far after each page. Each page is one call under `policy` (retries of transient
+/// failures, its attempt timeout; [`SCAN_TIME`] for the whole scan), so `client` must have the
+/// SDK's retries off (`io_policy::without_sdk_retries`). Against DynamoDB, `Policy::default()`;
+/// an emulator that answers one request at a time may need a longer attempt timeout, since a page
+/// waits behind every other client's requests.
 pub async fn scan(
     client: &aws_sdk_dynamodb::Client,
+    policy: Policy,
     table: &str,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<Value>, VerifyError> {
-    let budget = Policy::default().within(SCAN_TIME);
+    let budget = policy.within(SCAN_TIME);
     let mut items = Vec::new();
     let mut start = None;
     loop {

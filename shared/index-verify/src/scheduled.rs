@@ -23,6 +23,7 @@
 
 use std::time::Duration;
 
+use io_policy::Policy;
 use multikey_schema::{Index, Indexes};
 use serde_json::{Value, json};
 use stream_kit::{ConfigError, Vars};
@@ -108,7 +109,19 @@ pub async fn run(
     config: &Config,
     run_id: &str,
 ) -> Result<Run, VerifyError> {
-    let first = crate::verify(client, &config.indexes, &config.index, &config.table, &mut |_| {}).await?;
+    let policy = Policy::default();
+    let verify = async || {
+        crate::verify(
+            client,
+            policy,
+            &config.indexes,
+            &config.index,
+            &config.table,
+            &mut |_| {},
+        )
+        .await
+    };
+    let first = verify().await?;
     if first.is_exact() {
         return Ok(Run {
             drift: first.clone(),
@@ -117,7 +130,7 @@ pub async fn run(
         });
     }
     tokio::time::sleep(config.confirm_after).await;
-    let second = crate::verify(client, &config.indexes, &config.index, &config.table, &mut |_| {}).await?;
+    let second = verify().await?;
     let drift = crate::persistent(&first, &second);
     let mut mended = None;
     if config.repair && !drift.is_exact() {

@@ -301,7 +301,8 @@ fn wire_compare(input: &[u8]) -> bool {
             &stream_kit::wire::WireRecord::from_event_record(owned),
             "the same record"
         );
-        let record = stream_kit::Record::new(owned);
+        // The whole check (the indexer's) and the lazy view (the archiver's and the aggregator's).
+        let record = stream_kit::Record::new(wire);
         let checked = record.and_then(|r| r.keys().and(r.before()).and(r.after()).map(|_| ()));
         assert_eq!(wire.change().map(|_| ()), checked, "the same checks");
     }
@@ -317,6 +318,17 @@ fn wire_compare(input: &[u8]) -> bool {
             "the same plan"
         );
     });
+    let layout = ttl_archiver::ObjectSettings::default();
+    assert_eq!(
+        ttl_archiver::Plan::from_wire(&layout, &batch.records),
+        ttl_archiver::Plan::new(&layout, &event.records),
+        "the same archive"
+    );
+    assert_eq!(
+        counter_aggregator::Plan::from_wire("pk", &batch.records),
+        counter_aggregator::Plan::new("pk", &event.records),
+        "the same counts"
+    );
     true
 }
 

@@ -6,10 +6,11 @@ use std::path::Path;
 use anyhow::Context as _;
 use multikey_indexer::{Indexes, Plan};
 use serde_json::{Map, Value, json};
-use stream_kit::{Event, Op};
+use stream_kit::Op;
+use stream_kit::wire::Batch;
 use ttl_archiver::ObjectSettings;
 
-/// Plans `event` (a DynamoDB stream event's JSON) with the multikey indexer's configuration and
+/// Plans `event` (a DynamoDB stream event's JSON, read in place as the runtime reads it) with the multikey indexer's configuration and
 /// writes one JSON object per planned write:
 /// `{"op":"put"|"delete","table":…,"key":{…},"item":{…},"record":N}` (deletes have no `item`;
 /// `record` is the position of the record the write finishes). What planning left out or stopped
@@ -20,8 +21,9 @@ pub(crate) fn multikey_indexer(
     mut out: impl Write,
     err: impl Write,
 ) -> anyhow::Result<Plan> {
-    let event: Event = serde_json::from_slice(event).context("not a DynamoDB stream event")?;
-    let plan = Plan::new(indexes, &event.records);
+    let text = std::str::from_utf8(event).context("the event is not UTF-8")?;
+    let event = Batch::parse(text).context("not a DynamoDB stream event")?;
+    let plan = Plan::from_wire(indexes, &event.records);
     for write in &plan.writes {
         let index = indexes
             .indexes
@@ -52,7 +54,7 @@ pub(crate) fn multikey_indexer(
 }
 
 /// Describes what planning left out or stopped at, one line each.
-fn report(plan: &Plan, event: &Event, mut err: impl Write) -> io::Result<()> {
+fn report(plan: &Plan, event: &Batch<'_>, mut err: impl Write) -> io::Result<()> {
     for s in &plan.skipped {
         writeln!(
             err,
@@ -67,7 +69,7 @@ fn report(plan: &Plan, event: &Event, mut err: impl Write) -> io::Result<()> {
 /// Describes the records planning rejected (the Lambda would park them and go on) and the one
 /// it stopped at (the Lambda would report it in `batchItemFailures`), one line each.
 fn report_rejections<E: std::fmt::Display>(
-    event: &Event,
+    event: &Batch<'_>,
     failures: &stream_kit::PlanFailures<E>,
     mut err: impl Write,
 ) -> io::Result<()> {
@@ -89,11 +91,11 @@ fn report_rejections<E: std::fmt::Display>(
 }
 
 /// One line about a record, named by its position and sequence number.
-fn describe(event: &Event, record: usize, what: &str, mut err: impl Write) -> io::Result<()> {
+fn describe(event: &Batch<'_>, record: usize, what: &str, mut err: impl Write) -> io::Result<()> {
     let seq = event
         .records
         .get(record)
-        .and_then(|r| r.change.sequence_number.as_deref())
+        .and_then(|r| r.sequence_number.as_deref())
         .unwrap_or_default();
     writeln!(err, "sidestream: record {record} (SequenceNumber {seq:?}) {what}")
 }
@@ -112,8 +114,9 @@ pub(crate) fn ttl_archiver(
     mut out: impl Write,
     mut err: impl Write,
 ) -> anyhow::Result<ttl_archiver::Plan> {
-    let event: Event = serde_json::from_slice(event).context("not a DynamoDB stream event")?;
-    let plan = ttl_archiver::Plan::new(layout, &event.records);
+    let text = std::str::from_utf8(event).context("the event is not UTF-8")?;
+    let event = Batch::parse(text).context("not a DynamoDB stream event")?;
+    let plan = ttl_archiver::Plan::from_wire(layout, &event.records);
     for o in &plan.objects {
         let keys_only = plan
             .keys_only
@@ -166,8 +169,9 @@ pub(crate) fn counter_aggregator(
     mut out: impl Write,
     mut err: impl Write,
 ) -> anyhow::Result<counter_aggregator::Plan> {
-    let event: Event = serde_json::from_slice(event).context("not a DynamoDB stream event")?;
-    let plan = counter_aggregator::Plan::new(partition_key, &event.records);
+    let text = std::str::from_utf8(event).context("the event is not UTF-8")?;
+    let event = Batch::parse(text).context("not a DynamoDB stream event")?;
+    let plan = counter_aggregator::Plan::from_wire(partition_key, &event.records);
     for u in &plan.updates {
         let shards: Map<String, Value> = u
             .shards

@@ -52,9 +52,16 @@ fn as_it_was(
             }
             for record in event.records.iter().filter(|r| id_of(r) == "odd") {
                 let failure = io_policy::Failure::record_permanent("an index limit, since raised");
-                let key = stream_runtime::parked::key(&prefix, "multikey-indexer", record);
-                let body =
-                    stream_runtime::parked::body("multikey-indexer", record, &failure, chrono::Utc::now());
+                let wire = stream_runtime::WireRecord::from_event_record(record);
+                let key = stream_runtime::parked::key(&prefix, "multikey-indexer", &wire);
+                let whole = serde_json::to_value(record).ok();
+                let body = stream_runtime::parked::body(
+                    "multikey-indexer",
+                    &wire,
+                    whole,
+                    &failure,
+                    chrono::Utc::now(),
+                );
                 let put = s3()
                     .put_object()
                     .bucket(PARKING_BUCKET)

@@ -255,6 +255,23 @@ async fn ttl_archiver_binary_answers_like_the_library() -> Result<()> {
     let written = objects(&s3, &real).await?;
     ensure!(!written.is_empty(), "the binary archived nothing");
     ensure!(written == objects(&s3, &reference).await?, "the archives differ");
+    // The binary reads the invocation's bytes in place, and parks the record as Lambda delivered
+    // it (over the library's object, under the same key): not as aws_lambda_events writes it.
+    let delivered: Value = serde_json::from_str(&std::fs::read_to_string(root().join(fixtures[2]))?)?;
+    let delivered = delivered["Records"]
+        .as_array()
+        .and_then(|records| records.iter().find(|r| r["eventID"] == "e0041"))
+        .context("the poison fixture has e0041")?;
+    let decoded: stream_kit::EventRecord = serde_json::from_value(delivered.clone())?;
+    ensure!(
+        serde_json::to_value(&decoded)? != *delivered,
+        "the check cannot tell the two apart"
+    );
+    let docs = parked("ttl-archiver", "e0041").await;
+    ensure!(
+        docs.len() == 1 && docs[0]["record"] == *delivered,
+        "the binary parked {docs:#?}, not the record as delivered"
+    );
     Ok(())
 }
 

@@ -210,9 +210,16 @@ async fn delivered<F: StreamFunction>(
 /// The combined function invoked once on the whole batch.
 async fn one_mapping(combined: &Combined, bytes: &[u8]) -> Result<Side, BenchError> {
     let started = Instant::now();
-    let event = decode(bytes)?;
+    // Read in place, as the combined function reads Lambda's invocation.
+    let text =
+        std::str::from_utf8(bytes).map_err(|e| BenchError::Io(format!("the batch is not UTF-8: {e}")))?;
+    let batch = stream_kit::wire::Batch::parse(text).map_err(|e| BenchError::Io(e.to_string()))?;
     let (response, metrics) = combined
-        .handle_counted(event, Deadline::after(Duration::from_secs(900)))
+        .handle_wire(
+            &batch.records,
+            stream_runtime::Whole::text(text),
+            Deadline::after(Duration::from_secs(900)),
+        )
         .await;
     let wall = ms(started.elapsed());
     let response = response.map_err(|e| BenchError::Invocation {

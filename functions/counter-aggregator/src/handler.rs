@@ -30,8 +30,8 @@ use io_policy::{Failure, FailureKind};
 use sharded_counter::layout::{DEFAULT_PARTITION_KEY, total_key};
 use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
 use stream_runtime::{
-    Applied, Aws, Budget, ConfigError, EventRecord, Metric, Planned, RecordFailure, Resource, StreamFunction,
-    Vars,
+    Applied, Aws, Budget, ConfigError, Metric, Planned, RecordFailure, Resource, StreamFunction, Vars,
+    WireRecord,
 };
 
 use crate::delta::DeltaWrite;
@@ -376,8 +376,8 @@ impl StreamFunction for Aggregator {
         Ok(())
     }
 
-    fn plan(&self, records: &[EventRecord]) -> Planned<Vec<CounterUpdate>> {
-        let plan = Plan::new(&self.partition_key, records);
+    fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Vec<CounterUpdate>> {
+        let plan = Plan::from_wire(&self.partition_key, records);
         for s in &plan.skipped {
             tracing::debug!(record = s.record, reason = %s.reason, "not a counter shard");
         }

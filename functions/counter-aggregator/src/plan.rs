@@ -15,9 +15,9 @@ use std::fmt;
 use aws_lambda_events::event::dynamodb::EventRecord;
 use io_policy::FailureKind;
 use key_codec::SequenceNumber;
-use serde_dynamo::AttributeValue;
 use sharded_counter::CounterKey;
 use sharded_counter::layout::COUNT;
+use stream_kit::wire::{Attr, WireRecord};
 use stream_kit::{ChangeKind, Image, PlanFailures, Record, RecordError};
 
 /// A shard's absolute count as of a stream record.
@@ -127,8 +127,15 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Plans a batch from a table whose partition key attribute is `partition_key`.
+    /// Plans a batch of `aws_lambda_events` records: the same plan as [`Plan::from_wire`].
     pub fn new(partition_key: &str, records: &[EventRecord]) -> Plan {
+        let wire: Vec<WireRecord<'_>> = records.iter().map(WireRecord::from_event_record).collect();
+        Plan::from_wire(partition_key, &wire)
+    }
+
+    /// Plans a batch read in place ([`stream_kit::wire`]) from a table whose partition key
+    /// attribute is `partition_key`: the runtime's path.
+    pub fn from_wire(partition_key: &str, records: &[WireRecord<'_>]) -> Plan {
         let mut plan = Plan::default();
         let mut by_name: HashMap<String, usize> = HashMap::new();
         let (updates, skipped) = (&mut plan.updates, &mut plan.skipped);
@@ -181,10 +188,10 @@ enum Read {
     Skip(SkipReason),
 }
 
-fn read(partition_key: &str, raw: &EventRecord) -> Result<Read, PlanError> {
+fn read(partition_key: &str, raw: &WireRecord<'_>) -> Result<Read, PlanError> {
     let record = Record::new(raw)?;
     let key = match record.keys()?.get(partition_key) {
-        Some(AttributeValue::S(key)) => key,
+        Some(Attr::S(key)) => key.as_ref(),
         other => {
             let shown = other.map_or_else(|| format!("(no {partition_key})"), |v| format!("{v:?}"));
             return Ok(Read::Skip(SkipReason::NotACounter(shown)));
@@ -193,12 +200,12 @@ fn read(partition_key: &str, raw: &EventRecord) -> Result<Read, PlanError> {
     let (name, shard) = match CounterKey::parse(key) {
         Some(CounterKey::Shard { name, shard }) => (name, shard),
         Some(CounterKey::Total { name }) => return Ok(Read::Skip(SkipReason::Total(name))),
-        None => return Ok(Read::Skip(SkipReason::NotACounter(key.clone()))),
+        None => return Ok(Read::Skip(SkipReason::NotACounter(key.to_owned()))),
     };
     // Without an old image (a NEW_IMAGE stream) no change can be told to be a touch; counting
     // it is harmless, since a touch carries the count the shard already had.
     if stream_kit::touch::is_touch_only(record.before().ok().flatten(), record.after().ok().flatten()) {
-        return Ok(Read::Skip(SkipReason::Touch(key.clone())));
+        return Ok(Read::Skip(SkipReason::Touch(key.to_owned())));
     }
     let seq = record.sequence_number().unwrap_or_default();
     let sequence_number =
@@ -211,13 +218,13 @@ fn read(partition_key: &str, raw: &EventRecord) -> Result<Read, PlanError> {
             // item an `ADD` creates as a key-only INSERT followed by a MODIFY with the count).
             match image.get(COUNT) {
                 None => 0,
-                Some(AttributeValue::N(n)) => n.parse().map_err(|_| PlanError::Count {
-                    key: key.clone(),
+                Some(Attr::N(n)) => n.parse().map_err(|_| PlanError::Count {
+                    key: key.to_owned(),
                     found: format!("N {n:?}"),
                 })?,
                 Some(other) => {
                     return Err(PlanError::Count {
-                        key: key.clone(),
+                        key: key.to_owned(),
                         found: format!("{other:?}"),
                     });
                 }
@@ -236,14 +243,14 @@ fn read(partition_key: &str, raw: &EventRecord) -> Result<Read, PlanError> {
 }
 
 /// What the shard held before `record`, from its `OldImage`.
-fn before(record: &Record<'_>) -> Before {
+fn before(record: &Record<'_, '_>) -> Before {
     if record.kind() == ChangeKind::Insert {
         return Before::Absent;
     }
     match record.before() {
         Ok(Some(old)) => match old.get(COUNT) {
             None => Before::Value(0),
-            Some(AttributeValue::N(n)) => n.parse().map_or(Before::Unknown, Before::Value),
+            Some(Attr::N(n)) => n.parse().map_or(Before::Unknown, Before::Value),
             Some(_) => Before::Unknown,
         },
         _ => Before::Unknown,

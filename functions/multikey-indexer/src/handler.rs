@@ -15,8 +15,8 @@ use multikey_schema::head::Head;
 use serde_dynamo::{AttributeValue, Item};
 use stream_kit::ItemWrite;
 use stream_runtime::{
-    AnyOrderHint, Applied, Aws, Budget, ConfigError, EventRecord, Metric, Planned, RecordFailure, Resource,
-    StreamFunction, Vars,
+    AnyOrderHint, Applied, Aws, Budget, ConfigError, Metric, Planned, RecordFailure, Resource,
+    StreamFunction, Vars, WireRecord,
 };
 
 use crate::config::Indexes;
@@ -116,9 +116,9 @@ impl StreamFunction for Indexer {
         tables
     }
 
-    fn plan(&self, records: &[EventRecord]) -> Planned<IndexPlan> {
+    fn plan(&self, records: &[WireRecord<'_>]) -> Planned<IndexPlan> {
         if self.order == Order::Any {
-            let mut changes = Changes::new(&self.indexes, records);
+            let mut changes = Changes::from_wire(&self.indexes, records);
             let failures = std::mem::take(&mut changes.failures);
             tracing::debug!(records = records.len(), changes = changes.items.len(), "planned");
             return Planned {
@@ -130,7 +130,7 @@ impl StreamFunction for Indexer {
                 failures: stream_runtime::rejections(failures, PlanError::kind),
             };
         }
-        let plan = Plan::new(&self.indexes, records);
+        let plan = Plan::from_wire(&self.indexes, records);
         log_skipped(&plan);
         let (puts, deletes) = plan.counts();
         tracing::debug!(records = records.len(), puts, deletes, "planned");

@@ -217,7 +217,7 @@ impl<'c> Planner<'c> {
         if !has_source(before) && !has_source(after) {
             self.plan.unindexed_records += 1;
         }
-        let backfill_touch = stream_kit::touch::is_touched_image(before, after);
+        let backfill_touch = stream_kit::touch::is_touched(before, after);
         self.version = record
             .sequence_number()
             .and_then(multikey_schema::entries::version);

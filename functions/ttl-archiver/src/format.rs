@@ -13,7 +13,8 @@ use flate2::read::MultiGzDecoder;
 use key_codec::SequenceNumber;
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
-use serde_dynamo::{AttributeValue, Item};
+use serde_dynamo::Item;
+use stream_kit::wire::{Attr, Image};
 
 /// The format version written, in every metadata line and on every object. Version 2 names an
 /// object by its run's first and last sequence numbers (version 1: by the first alone); the
@@ -103,48 +104,13 @@ pub fn table_of_key(key: &str) -> Option<&str> {
 }
 
 /// An item as DynamoDB JSON, attributes in byte order of their names (so the same item always
-/// encodes to the same bytes), binary as standard base64.
+/// encodes to the same bytes), binary as standard base64: [`ImageJson`] of the same item.
 #[derive(Debug, Clone, Copy)]
 pub struct DynamoJson<'a>(pub &'a Item);
 
 impl Serialize for DynamoJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serialize_map(self.0.iter(), serializer)
-    }
-}
-
-fn serialize_map<'a, S: Serializer>(
-    entries: impl Iterator<Item = (&'a String, &'a AttributeValue)>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    let mut entries: Vec<_> = entries.collect();
-    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut map = serializer.serialize_map(Some(entries.len()))?;
-    for (name, value) in entries {
-        map.serialize_entry(name, &Typed(value))?;
-    }
-    map.end()
-}
-
-/// One attribute value as DynamoDB JSON: `{"S":"…"}`, `{"N":"…"}`, `{"B":"<base64>"}`, and so on.
-struct Typed<'a>(&'a AttributeValue);
-
-impl Serialize for Typed<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(1))?;
-        match self.0 {
-            AttributeValue::S(s) => map.serialize_entry("S", s)?,
-            AttributeValue::N(n) => map.serialize_entry("N", n)?,
-            AttributeValue::B(b) => map.serialize_entry("B", &BASE64.encode(b))?,
-            AttributeValue::Bool(b) => map.serialize_entry("BOOL", b)?,
-            AttributeValue::Null(n) => map.serialize_entry("NULL", n)?,
-            AttributeValue::Ss(v) => map.serialize_entry("SS", v)?,
-            AttributeValue::Ns(v) => map.serialize_entry("NS", v)?,
-            AttributeValue::Bs(v) => map.serialize_entry("BS", &Base64List(v))?,
-            AttributeValue::M(m) => map.serialize_entry("M", &Members(m))?,
-            AttributeValue::L(l) => map.serialize_entry("L", &List(l))?,
-        }
-        map.end()
+        ImageJson(&Image::from_item(self.0)).serialize(serializer)
     }
 }
 
@@ -160,32 +126,62 @@ impl Serialize for Base64List<'_> {
     }
 }
 
-struct Members<'a>(&'a std::collections::HashMap<String, AttributeValue>);
+/// An image read in place ([`stream_kit::wire`]) as DynamoDB JSON: `{"S":"…"}`, `{"N":"…"}`,
+/// `{"B":"<base64>"}`, and so on, attributes in byte order of their names (an image keeps them
+/// so), binary as standard base64.
+#[derive(Debug, Clone, Copy)]
+pub struct ImageJson<'r, 'a>(pub &'r Image<'a>);
 
-impl Serialize for Members<'_> {
+impl Serialize for ImageJson<'_, '_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serialize_map(self.0.iter(), serializer)
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, value) in self.0.iter() {
+            map.serialize_entry(name, &TypedAttr(value))?;
+        }
+        map.end()
     }
 }
 
-struct List<'a>(&'a [AttributeValue]);
+/// One value as DynamoDB JSON.
+struct TypedAttr<'r, 'a>(&'r Attr<'a>);
 
-impl Serialize for List<'_> {
+impl Serialize for TypedAttr<'_, '_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(1))?;
+        match self.0 {
+            Attr::S(s) => map.serialize_entry("S", s)?,
+            Attr::N(n) => map.serialize_entry("N", n)?,
+            Attr::B(b) => map.serialize_entry("B", &BASE64.encode(b))?,
+            Attr::Bool(b) => map.serialize_entry("BOOL", b)?,
+            Attr::Null => map.serialize_entry("NULL", &true)?,
+            Attr::Ss(v) => map.serialize_entry("SS", v)?,
+            Attr::Ns(v) => map.serialize_entry("NS", v)?,
+            Attr::Bs(v) => map.serialize_entry("BS", &Base64List(v))?,
+            Attr::M(m) => map.serialize_entry("M", &ImageJson(m))?,
+            Attr::L(l) => map.serialize_entry("L", &AttrList(l))?,
+        }
+        map.end()
+    }
+}
+
+struct AttrList<'r, 'a>(&'r [Attr<'a>]);
+
+impl Serialize for AttrList<'_, '_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
         for v in self.0 {
-            seq.serialize_element(&Typed(v))?;
+            seq.serialize_element(&TypedAttr(v))?;
         }
         seq.end()
     }
 }
 
-/// An item line as written: `{"Item":…}`.
+/// An item line as written: `{"Item":…}`, the item as [`DynamoJson`] or [`ImageJson`].
 #[derive(Debug, Serialize)]
-pub struct ItemLineRef<'a> {
+pub struct ItemLineRef<T> {
     /// The deleted item.
     #[serde(rename = "Item")]
-    pub item: DynamoJson<'a>,
+    pub item: T,
 }
 
 /// A metadata line as written, with its keys in DynamoDB JSON ([`DynamoJson`]) or, for display,

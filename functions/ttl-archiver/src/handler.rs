@@ -11,8 +11,8 @@ use aws_sdk_s3::types::StorageClass;
 use bytes::Bytes;
 use io_policy::{Failure, FailureKind};
 use stream_runtime::{
-    Applied, Aws, Budget, ConfigError, EventRecord, Metric, Planned, RecordFailure, Resource, StreamFunction,
-    Vars,
+    Applied, Aws, Budget, ConfigError, Metric, Planned, RecordFailure, Resource, StreamFunction, Vars,
+    WireRecord,
 };
 
 use crate::config::{Config, ObjectSettings};
@@ -136,8 +136,8 @@ impl StreamFunction for Archiver {
         Ok(())
     }
 
-    fn plan(&self, records: &[EventRecord]) -> Planned<Vec<Object>> {
-        let plan = Plan::new(&self.layout, records);
+    fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Vec<Object>> {
+        let plan = Plan::from_wire(&self.layout, records);
         for s in &plan.skipped {
             tracing::debug!(record = s.record, reason = %s.reason, "not archived");
         }

@@ -20,11 +20,12 @@ use aws_lambda_events::event::dynamodb::EventRecord;
 use chrono::{DateTime, SecondsFormat, Utc};
 use io_policy::FailureKind;
 use key_codec::SequenceNumber;
+use stream_kit::wire::{Attr, WireRecord};
 use stream_kit::{ChangeKind, Image, PlanFailure, PlanFailures, Record, RecordError};
 
 use crate::config::ObjectSettings;
 use crate::format::{
-    self, DynamoJson, GzLines, ItemLineRef, MetaLineRef, Partition, data_key, meta_key, object_name,
+    self, GzLines, ImageJson, ItemLineRef, MetaLineRef, Partition, data_key, meta_key, object_name,
 };
 
 /// One archive object pair to write: the items and their metadata.
@@ -135,8 +136,14 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Plans a batch.
+    /// Plans a batch of `aws_lambda_events` records: the same plan as [`Plan::from_wire`].
     pub fn new(layout: &ObjectSettings, records: &[EventRecord]) -> Plan {
+        let wire: Vec<WireRecord<'_>> = records.iter().map(WireRecord::from_event_record).collect();
+        Plan::from_wire(layout, &wire)
+    }
+
+    /// Plans a batch read in place ([`stream_kit::wire`]): the runtime's path.
+    pub fn from_wire(layout: &ObjectSettings, records: &[WireRecord<'_>]) -> Plan {
         let mut plan = Plan::default();
         // Runs are finished (compressed to the end) only once planning is done, so that a run
         // that cannot be finished stops the batch at its own first record.
@@ -186,8 +193,8 @@ impl Plan {
 }
 
 /// A TTL delete, read and checked.
-struct TtlDelete<'a> {
-    record: Record<'a>,
+struct TtlDelete<'r, 'a> {
+    record: Record<'r, 'a>,
     partition: Partition,
     sequence_number: SequenceNumber,
     deleted_at: DateTime<Utc>,
@@ -195,7 +202,10 @@ struct TtlDelete<'a> {
 
 /// Reads a record: `None` when it is not a TTL delete (with `layout`'s replicated-TTL attribute,
 /// nor a replicated one: [`replicated_ttl_delete`]).
-fn read<'r>(layout: &ObjectSettings, raw: &'r EventRecord) -> Result<Option<TtlDelete<'r>>, PlanError> {
+fn read<'r, 'a>(
+    layout: &ObjectSettings,
+    raw: &'r WireRecord<'a>,
+) -> Result<Option<TtlDelete<'r, 'a>>, PlanError> {
     let record = Record::new(raw)?;
     let replicated = layout
         .replicated_ttl_attribute
@@ -210,7 +220,7 @@ fn read<'r>(layout: &ObjectSettings, raw: &'r EventRecord) -> Result<Option<TtlD
         SequenceNumber::parse(seq).map_err(|_| PlanError::SequenceNumber(seq.to_owned()))?;
     let arn = raw.event_source_arn.as_deref().unwrap_or_default();
     let table = table_of_arn(arn).ok_or_else(|| PlanError::SourceTable(arn.to_owned()))?;
-    let deleted_at = raw.change.approximate_creation_date_time;
+    let deleted_at = raw.approximate_creation_date_time;
     if deleted_at == DateTime::UNIX_EPOCH {
         return Err(PlanError::DeletionTime);
     }
@@ -233,18 +243,18 @@ const TTL_IGNORED_AFTER_SECONDS: f64 = 5.0 * 365.0 * 24.0 * 3600.0;
 /// old that DynamoDB ignores it: on a global table, a TTL delete replicated from another Region
 /// if replication drops the identity. A user's delete of an item that had expired but was not yet
 /// swept reads the same, and is archived too: the item was due for deletion by TTL.
-pub fn replicated_ttl_delete(record: &Record<'_>, attribute: &str) -> bool {
+pub fn replicated_ttl_delete(record: &Record<'_, '_>, attribute: &str) -> bool {
     if record.kind() != ChangeKind::Remove || record.raw().user_identity.is_some() {
         return false;
     }
     let Ok(Some(old)) = record.before() else {
         return false;
     };
-    let Some(serde_dynamo::AttributeValue::N(value)) = old.get(attribute) else {
+    let Some(Attr::N(value)) = old.get(attribute) else {
         return false;
     };
     #[expect(clippy::cast_precision_loss, reason = "epoch seconds are far below 2^52")]
-    let deleted_at = record.raw().change.approximate_creation_date_time.timestamp() as f64;
+    let deleted_at = record.raw().approximate_creation_date_time.timestamp() as f64;
     value.parse::<f64>().is_ok_and(|expiry| {
         expiry.is_finite() && expiry <= deleted_at && deleted_at - expiry <= TTL_IGNORED_AFTER_SECONDS
     })
@@ -262,7 +272,7 @@ pub fn table_of_arn(arn: &str) -> Option<&str> {
     valid.then_some(name)
 }
 
-fn skip_reason(raw: &EventRecord) -> SkipReason {
+fn skip_reason(raw: &WireRecord<'_>) -> SkipReason {
     match Record::new(raw).map(|r| r.kind()) {
         Ok(kind @ (ChangeKind::Insert | ChangeKind::Modify)) => SkipReason::NotRemove(kind),
         _ => SkipReason::UserDelete {
@@ -288,10 +298,10 @@ struct Run {
 }
 
 impl Run {
-    fn new(layout: &ObjectSettings, i: usize, first: &TtlDelete<'_>) -> Run {
+    fn new(layout: &ObjectSettings, i: usize, first: &TtlDelete<'_, '_>) -> Run {
         Run {
             prefix: layout.prefix.clone(),
-            first_event_id: first.record.raw().event_id.clone(),
+            first_event_id: first.record.raw().event_id.to_string(),
             partition: first.partition.clone(),
             data: GzLines::new(layout.gzip_level),
             meta: GzLines::new(layout.gzip_level),
@@ -303,12 +313,12 @@ impl Run {
     }
 
     /// Appends a record; returns whether it was archived with its keys only.
-    fn push(&mut self, i: usize, ttl: &TtlDelete<'_>) -> std::io::Result<bool> {
+    fn push(&mut self, i: usize, ttl: &TtlDelete<'_, '_>) -> std::io::Result<bool> {
         let raw = ttl.record.raw();
         let old = ttl.record.image(Image::Old).ok();
         if let Some(item) = old {
             self.data.push(&ItemLineRef {
-                item: DynamoJson(item),
+                item: ImageJson(item),
             })?;
         }
         let deleted_at = ttl.deleted_at.to_rfc3339_opts(SecondsFormat::AutoSi, true);
@@ -318,7 +328,7 @@ impl Run {
             sequence_number: ttl.sequence_number.as_str(),
             deleted_at: &deleted_at,
             table: &ttl.partition.table,
-            keys: DynamoJson(&raw.change.keys),
+            keys: ImageJson(&raw.keys),
             keys_only: old.is_none(),
         })?;
         self.last_record = i;

@@ -13,7 +13,7 @@
 //! [`is_head`].
 
 use serde_dynamo::{AttributeValue, Item};
-use stream_kit::wire::Attr;
+use stream_kit::wire::{Attr, Image};
 
 use crate::config::{Index, KeyFormat, VERSION_ATTRIBUTE};
 use crate::entries::{EntryKey, KeyBuf, Unkeyable};
@@ -65,7 +65,7 @@ pub fn key(index: &Index, base_key: &[(&str, &Attr<'_>)]) -> Result<EntryKey, Un
 
 /// The attributes of `image` that `index` reads: its source, scope, tiebreaker and `include`
 /// attributes, those present.
-pub fn projection(index: &Index, image: &Item) -> Item {
+pub fn projection(index: &Index, image: &Image<'_>) -> Item {
     let mut out = Item::default();
     for name in std::iter::once(&index.source)
         .chain(&index.scope)
@@ -73,7 +73,7 @@ pub fn projection(index: &Index, image: &Item) -> Item {
         .chain(&index.include)
     {
         if let Some(value) = image.get(name) {
-            out.insert(name.clone(), value.clone());
+            out.insert(name.clone(), value.to_attribute());
         }
     }
     out

@@ -2,9 +2,9 @@
 
 use std::fmt;
 
-use aws_lambda_events::event::dynamodb::EventRecord;
 use io_policy::FailureKind;
-use serde_dynamo::Item;
+
+use crate::wire::{Image as WireImage, WireRecord};
 
 /// What happened to the item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -102,24 +102,26 @@ impl RecordError {
 /// The principal that performs TTL deletes.
 pub const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
 
-/// A stream record whose change kind has been checked.
+/// A stream record whose change kind has been checked; its keys and images are checked when
+/// asked for, so that a function reads only what it needs (the aggregator, say, takes a record
+/// without an `OldImage`).
 #[derive(Debug, Clone, Copy)]
-pub struct Record<'a> {
-    raw: &'a EventRecord,
+pub struct Record<'r, 'a> {
+    raw: &'r WireRecord<'a>,
     kind: ChangeKind,
 }
 
-impl<'a> Record<'a> {
+impl<'r, 'a> Record<'r, 'a> {
     /// Reads a record's change kind; everything else is checked when it is asked for.
-    pub fn new(raw: &'a EventRecord) -> Result<Record<'a>, RecordError> {
+    pub fn new(raw: &'r WireRecord<'a>) -> Result<Record<'r, 'a>, RecordError> {
         Ok(Record {
             raw,
             kind: ChangeKind::parse(&raw.event_name)?,
         })
     }
 
-    /// The record as Lambda delivered it.
-    pub fn raw(&self) -> &'a EventRecord {
+    /// The record as read.
+    pub fn raw(&self) -> &'r WireRecord<'a> {
         self.raw
     }
 
@@ -129,17 +131,13 @@ impl<'a> Record<'a> {
     }
 
     /// The record's sequence number, when it has a non-empty one.
-    pub fn sequence_number(&self) -> Option<&'a str> {
-        self.raw
-            .change
-            .sequence_number
-            .as_deref()
-            .filter(|s| !s.is_empty())
+    pub fn sequence_number(&self) -> Option<&'r str> {
+        self.raw.sequence_number()
     }
 
     /// The item's primary key. Every view type carries it.
-    pub fn keys(&self) -> Result<&'a Item, RecordError> {
-        let keys = &self.raw.change.keys;
+    pub fn keys(&self) -> Result<&'r WireImage<'a>, RecordError> {
+        let keys = &self.raw.keys;
         if keys.is_empty() {
             Err(RecordError::MissingKeys(self.kind))
         } else {
@@ -148,7 +146,7 @@ impl<'a> Record<'a> {
     }
 
     /// The item as it was before the change: `None` for an INSERT, the old image otherwise.
-    pub fn before(&self) -> Result<Option<&'a Item>, RecordError> {
+    pub fn before(&self) -> Result<Option<&'r WireImage<'a>>, RecordError> {
         match self.kind {
             ChangeKind::Insert => Ok(None),
             ChangeKind::Modify | ChangeKind::Remove => self.image(Image::Old).map(Some),
@@ -156,7 +154,7 @@ impl<'a> Record<'a> {
     }
 
     /// The item as it is after the change: `None` for a REMOVE, the new image otherwise.
-    pub fn after(&self) -> Result<Option<&'a Item>, RecordError> {
+    pub fn after(&self) -> Result<Option<&'r WireImage<'a>>, RecordError> {
         match self.kind {
             ChangeKind::Remove => Ok(None),
             ChangeKind::Insert | ChangeKind::Modify => self.image(Image::New).map(Some),
@@ -165,16 +163,21 @@ impl<'a> Record<'a> {
 
     /// One image, required. An item always has its key attributes, so an empty image means the
     /// stream's view type left it out.
-    pub fn image(&self, image: Image) -> Result<&'a Item, RecordError> {
+    pub fn image(&self, image: Image) -> Result<&'r WireImage<'a>, RecordError> {
         let item = match image {
-            Image::Old => &self.raw.change.old_image,
-            Image::New => &self.raw.change.new_image,
+            Image::Old => &self.raw.old_image,
+            Image::New => &self.raw.new_image,
         };
         if item.is_empty() {
             Err(RecordError::MissingImage {
                 kind: self.kind,
                 image,
-                view: self.view_type(),
+                view: self
+                    .raw
+                    .stream_view_type
+                    .as_deref()
+                    .unwrap_or("unstated")
+                    .to_owned(),
             })
         } else {
             Ok(item)
@@ -183,20 +186,7 @@ impl<'a> Record<'a> {
 
     /// Whether DynamoDB's TTL process deleted the item (rather than a user or application).
     pub fn is_ttl_delete(&self) -> bool {
-        self.kind == ChangeKind::Remove
-            && self
-                .raw
-                .user_identity
-                .as_ref()
-                .is_some_and(|id| id.type_ == "Service" && id.principal_id == TTL_PRINCIPAL)
-    }
-
-    fn view_type(&self) -> String {
-        self.raw
-            .change
-            .stream_view_type
-            .as_ref()
-            .map_or_else(|| "unstated".to_owned(), crate::wire::view_name)
+        self.raw.is_ttl_delete()
     }
 }
 

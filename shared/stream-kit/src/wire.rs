@@ -3,9 +3,11 @@
 //!
 //! [`Batch::parse`] reads the event's JSON once into compact types that point into the input:
 //! a string without escapes is a slice of it, a number stays its text, an image is a vector of
-//! (name, value) pairs sorted by name (no hashing, no owned copies). The batch keeps the event's
-//! text, from which [`Batch::event`] decodes the `aws_lambda_events` records for the edges that
-//! keep a record whole (parking, replay); [`WireRecord::from_event_record`] goes the other way.
+//! (name, value) pairs sorted by name (no hashing, no owned copies). This is how the runtime
+//! reads Lambda's invocation, and every function plans from it; the edges that keep a record
+//! whole (parking) go back to the event's text (`stream_runtime::whole`).
+//! [`WireRecord::from_event_record`] views records decoded already (in process, Kinesis) the
+//! same way.
 //!
 //! The reader is strict where a plan depends on it (a value is one of DynamoDB's ten types,
 //! written as one `{"T": …}` object; a record's `dynamodb` is an object) and lenient elsewhere
@@ -18,11 +20,12 @@ use std::fmt;
 
 use aws_lambda_events::event::dynamodb::StreamViewType;
 use base64::Engine as _;
+use chrono::{DateTime, TimeZone as _, Utc};
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_dynamo::{AttributeValue, Item};
 
+use crate::EventRecord;
 use crate::record::{ChangeKind, Image as RecordImage, RecordError};
-use crate::{Event, EventRecord};
 
 /// A string of the event: borrowed unless it held escapes.
 pub type Str<'a> = Cow<'a, str>;
@@ -185,7 +188,6 @@ impl<'a> Attr<'a> {
 /// Lambda's DynamoDB event, read in place.
 #[derive(Debug)]
 pub struct Batch<'a> {
-    json: &'a str,
     /// Its records, in the event's order.
     pub records: Vec<WireRecord<'a>>,
 }
@@ -205,13 +207,7 @@ impl<'a> Batch<'a> {
         }
         let outer: Outer<'a> = serde_json::from_str(json)?;
         let records = outer.records.into_iter().map(WireRecord::from_fields).collect();
-        Ok(Batch { json, records })
-    }
-
-    /// The event as `aws_lambda_events` reads it, decoded again from its JSON: for the edges
-    /// that keep or show a record whole (parking, logs, replay), which are rare.
-    pub fn event(&self) -> Result<Event, WireError> {
-        Ok(serde_json::from_str(self.json)?)
+        Ok(Batch { records })
     }
 }
 
@@ -243,6 +239,11 @@ pub struct WireRecord<'a> {
     pub sequence_number: Option<Str<'a>>,
     /// `dynamodb.StreamViewType`.
     pub stream_view_type: Option<Str<'a>>,
+    /// `eventSourceARN`: the stream's ARN, which names the table.
+    pub event_source_arn: Option<Str<'a>>,
+    /// `dynamodb.ApproximateCreationDateTime`: when the change was made (the Unix epoch when
+    /// absent), read as `aws_lambda_events` reads it.
+    pub approximate_creation_date_time: DateTime<Utc>,
 }
 
 impl<'a> WireRecord<'a> {
@@ -257,6 +258,10 @@ impl<'a> WireRecord<'a> {
             old_image: change.old_image.unwrap_or_default(),
             sequence_number: change.sequence_number.map(|s| s.0),
             stream_view_type: change.stream_view_type.map(|s| s.0),
+            event_source_arn: fields.event_source_arn.map(|s| s.0),
+            approximate_creation_date_time: change
+                .approximate_creation_date_time
+                .map_or(DateTime::UNIX_EPOCH, |t| t.0),
         }
     }
 
@@ -275,6 +280,8 @@ impl<'a> WireRecord<'a> {
             old_image: Image::from_item(&change.old_image),
             sequence_number: change.sequence_number.as_deref().map(Cow::Borrowed),
             stream_view_type: change.stream_view_type.as_ref().map(|v| Cow::Owned(view_name(v))),
+            event_source_arn: raw.event_source_arn.as_deref().map(Cow::Borrowed),
+            approximate_creation_date_time: change.approximate_creation_date_time,
         }
     }
 
@@ -320,6 +327,15 @@ impl<'a> WireRecord<'a> {
     pub fn sequence_number(&self) -> Option<&str> {
         self.sequence_number.as_deref().filter(|s| !s.is_empty())
     }
+
+    /// Whether DynamoDB's TTL process deleted the item, as [`crate::Record::is_ttl_delete`] says.
+    pub fn is_ttl_delete(&self) -> bool {
+        self.event_name == ChangeKind::Remove.as_str()
+            && self
+                .user_identity
+                .as_ref()
+                .is_some_and(|id| id.type_ == "Service" && id.principal_id == crate::record::TTL_PRINCIPAL)
+    }
 }
 
 /// A record's change, checked ([`WireRecord::change`]).
@@ -353,6 +369,8 @@ struct RecordFields<'a> {
     user_identity: Option<Identity<'a>>,
     #[serde(borrow, default)]
     dynamodb: Option<ChangeFields<'a>>,
+    #[serde(rename = "eventSourceARN", borrow, default)]
+    event_source_arn: Option<S<'a>>,
 }
 
 #[derive(Default, serde::Deserialize)]
@@ -367,6 +385,56 @@ struct ChangeFields<'a> {
     sequence_number: Option<S<'a>>,
     #[serde(rename = "StreamViewType", borrow, default)]
     stream_view_type: Option<S<'a>>,
+    #[serde(rename = "ApproximateCreationDateTime", default)]
+    approximate_creation_date_time: Option<EpochSeconds>,
+}
+
+/// `ApproximateCreationDateTime`: seconds since the epoch, an integer or a float, read as
+/// `aws_lambda_events` reads it (its fraction times 10^6 taken as nanoseconds), so that both
+/// decoders agree on every event.
+struct EpochSeconds(DateTime<Utc>);
+
+impl<'de> Deserialize<'de> for EpochSeconds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_f64(EpochVisitor).map(EpochSeconds)
+    }
+}
+
+struct EpochVisitor;
+
+impl EpochVisitor {
+    fn at<E: de::Error>(seconds: i64, nanos: u32, shown: &dyn fmt::Display) -> Result<DateTime<Utc>, E> {
+        Utc.timestamp_opt(seconds, nanos)
+            .single()
+            .ok_or_else(|| E::custom(format_args!("value is not a legal timestamp: {shown}")))
+    }
+}
+
+impl Visitor<'_> for EpochVisitor {
+    type Value = DateTime<Utc>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a unix timestamp as a float")
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        #[expect(clippy::cast_possible_wrap, reason = "as aws_lambda_events reads it")]
+        EpochVisitor::at(v as i64, 0, &v)
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        EpochVisitor::at(v, 0, &v)
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "as aws_lambda_events reads it"
+        )]
+        let (seconds, nanos) = (v.trunc() as i64, (v.fract() * 1_000_000.).floor() as u32);
+        EpochVisitor::at(seconds, nanos, &v)
+    }
 }
 
 /// A string, borrowed when it has no escapes (serde's `Cow` always copies).

@@ -34,7 +34,7 @@ use serde_json::Value;
 use stream_kit::{ConfigError, Event, EventRecord, Metrics, Vars};
 
 use crate::conclude::NoCheckpoint;
-use crate::{PrimeError, Primed, Runtime, StreamFunction};
+use crate::{PrimeError, Primed, Runtime, StreamFunction, Whole, WireRecord};
 
 /// The variable that holds each function's filter patterns.
 pub const FILTERS_VAR: &str = "COMBINED_FILTERS";
@@ -53,8 +53,13 @@ pub trait Member: Send + Sync {
     fn primes_at_init(&self) -> bool;
     /// Checks and connects its resources ([`Runtime::prime`]).
     fn prime(&self) -> Boxed<'_, Result<Primed, PrimeError>>;
-    /// Handles its records of a batch, without writing its metrics.
-    fn handle(&self, event: Event, deadline: Deadline) -> Boxed<'_, Answer>;
+    /// Handles its records of a batch, read in place, without writing its metrics.
+    fn handle<'r>(
+        &'r self,
+        records: &'r [WireRecord<'r>],
+        whole: Whole<'r>,
+        deadline: Deadline,
+    ) -> Boxed<'r, Answer>;
 }
 
 impl<F: StreamFunction> Member for Runtime<F> {
@@ -70,8 +75,13 @@ impl<F: StreamFunction> Member for Runtime<F> {
         Box::pin(Runtime::prime(self))
     }
 
-    fn handle(&self, event: Event, deadline: Deadline) -> Boxed<'_, Answer> {
-        Box::pin(self.handle_counted(event, deadline))
+    fn handle<'r>(
+        &'r self,
+        records: &'r [WireRecord<'r>],
+        whole: Whole<'r>,
+        deadline: Deadline,
+    ) -> Boxed<'r, Answer> {
+        Box::pin(self.handle_wire(records, whole, deadline))
     }
 }
 
@@ -153,25 +163,45 @@ impl Combined {
         event: Event,
         deadline: Deadline,
     ) -> (Result<DynamoDbEventResponse, NoCheckpoint>, Vec<Metrics>) {
-        let records = event.records;
+        let records: Vec<WireRecord<'_>> = event.records.iter().map(WireRecord::from_event_record).collect();
+        self.handle_wire(&records, Whole::events(&event.records), deadline)
+            .await
+    }
+
+    /// [`Combined::handle_counted`] of a batch read in place: a function whose patterns take
+    /// every record reads the batch's records as they are; another, a copy of its own.
+    pub async fn handle_wire(
+        &self,
+        records: &[WireRecord<'_>],
+        whole: Whole<'_>,
+        deadline: Deadline,
+    ) -> (Result<DynamoDbEventResponse, NoCheckpoint>, Vec<Metrics>) {
         let patterns: Vec<&[Pattern]> = self.members.iter().map(|(_, p)| p.as_slice()).collect();
-        let mut parts = Vec::new();
-        for ((member, _), chosen) in self.members.iter().zip(select_each(&records, &patterns)) {
-            if chosen.is_empty() {
+        let chosen = select_each(records.len(), whole, &patterns);
+        let parts: Vec<Option<Vec<WireRecord<'_>>>> = chosen
+            .iter()
+            .map(|mine| {
+                (mine.len() < records.len()).then(|| mine.iter().map(|&i| records[i].clone()).collect())
+            })
+            .collect();
+        let mut handling = Vec::new();
+        for (((member, _), mine), part) in self.members.iter().zip(&chosen).zip(&parts) {
+            if mine.is_empty() {
                 continue;
             }
-            let mut part = Event::default();
-            part.records = chosen.into_iter().map(|i| records[i].clone()).collect();
-            parts.push(member.handle(part, deadline));
+            handling.push(match part {
+                Some(part) => member.handle(part, whole.part(mine), deadline),
+                None => member.handle(records, whole, deadline),
+            });
         }
-        let answers = futures_util::future::join_all(parts).await;
+        let answers = futures_util::future::join_all(handling).await;
         let mut responses = Vec::with_capacity(answers.len());
         let mut metrics = Vec::with_capacity(answers.len());
         for (response, m) in answers {
             responses.push(response);
             metrics.push(m);
         }
-        (earliest(&records, responses), metrics)
+        (earliest(records, responses), metrics)
     }
 }
 
@@ -194,12 +224,17 @@ where
 }
 
 impl crate::source::Handler for Combined {
-    fn handle(
-        &self,
-        event: Event,
+    async fn handle_batch<'r>(
+        &'r self,
+        records: &'r [WireRecord<'r>],
+        whole: Whole<'r>,
         deadline: Deadline,
-    ) -> impl Future<Output = Result<DynamoDbEventResponse, NoCheckpoint>> + Send {
-        Combined::handle(self, event, deadline)
+    ) -> Result<DynamoDbEventResponse, NoCheckpoint> {
+        let (response, metrics) = self.handle_wire(records, whole, deadline).await;
+        for mut m in metrics {
+            m.flush();
+        }
+        response
     }
 }
 
@@ -212,21 +247,23 @@ impl Default for Combined {
 /// The positions of the records that `patterns` let through (every record when there are
 /// none), matched as Lambda matches them: on the record's JSON as Lambda delivers it.
 pub fn select(records: &[EventRecord], patterns: &[Pattern]) -> Vec<usize> {
-    select_each(records, &[patterns]).swap_remove(0)
+    select_each(records.len(), Whole::events(records), &[patterns]).swap_remove(0)
 }
 
-/// [`select`] for each of several functions' patterns, each record shown as JSON once at most,
-/// however many functions have patterns.
-pub fn select_each(records: &[EventRecord], patterns: &[&[Pattern]]) -> Vec<Vec<usize>> {
+/// [`select`] for each of several functions' patterns, over a batch of `count` records that
+/// `whole` shows whole: each record shown as JSON once at most, however many functions have
+/// patterns, and none when no function has any.
+pub fn select_each(count: usize, whole: Whole<'_>, patterns: &[&[Pattern]]) -> Vec<Vec<usize>> {
     let mut chosen = vec![Vec::new(); patterns.len()];
-    for (i, record) in records.iter().enumerate() {
+    let opened = patterns.iter().any(|set| !set.is_empty()).then(|| whole.open());
+    for i in 0..count {
         let mut json = None;
         for (set, mine) in patterns.iter().zip(&mut chosen) {
             // A record that cannot be shown as JSON goes to the function, whose plan rejects
             // it by name: never dropped silently.
             let passes = set.is_empty()
                 || json
-                    .get_or_insert_with(|| serde_json::to_value(record).ok())
+                    .get_or_insert_with(|| opened.as_ref().and_then(|o| o.json(i)))
                     .as_ref()
                     .is_none_or(|json| set.iter().any(|p| p.matches(json)));
             if passes {
@@ -241,7 +278,7 @@ pub fn select_each(records: &[EventRecord], patterns: &[&[Pattern]]) -> Vec<Vec<
 /// or no checkpoint when none has one. When any function could report no checkpoint, nor can
 /// the batch: the invocation fails and Lambda retries it whole.
 pub fn earliest(
-    records: &[EventRecord],
+    records: &[WireRecord<'_>],
     responses: Vec<Result<DynamoDbEventResponse, NoCheckpoint>>,
 ) -> Result<DynamoDbEventResponse, NoCheckpoint> {
     let mut first: Option<(usize, DynamoDbBatchItemFailure)> = None;
@@ -253,7 +290,7 @@ pub fn earliest(
             // which only replays more.
             let at = records
                 .iter()
-                .position(|r| r.change.sequence_number.as_deref() == Some(id))
+                .position(|r| r.sequence_number.as_deref() == Some(id))
                 .unwrap_or(0);
             if first.as_ref().is_none_or(|(best, _)| at < *best) {
                 first = Some((at, failure));

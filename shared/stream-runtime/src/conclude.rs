@@ -11,9 +11,9 @@
 //! more is safe because writes are idempotent). When no earlier record has one, the caller must
 //! fail the whole invocation ([`NoCheckpoint`]) so Lambda retries the batch from its start.
 
-use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use key_codec::SequenceNumber;
+use stream_kit::wire::WireRecord;
 use stream_kit::{Metric, Metrics};
 
 /// Where a batch resumes: the record and its sequence number.
@@ -40,14 +40,14 @@ pub struct NoCheckpoint {
 impl Checkpoint {
     /// The checkpoint for a batch whose first unfinished record is `stopped_at`: that record, or
     /// the nearest earlier one with a usable sequence number (numeric, non-empty).
-    pub fn at(records: &[EventRecord], stopped_at: usize) -> Result<Checkpoint, NoCheckpoint> {
+    pub fn at(records: &[WireRecord<'_>], stopped_at: usize) -> Result<Checkpoint, NoCheckpoint> {
         let end = stopped_at.saturating_add(1).min(records.len());
         records[..end]
             .iter()
             .enumerate()
             .rev()
             .find_map(|(index, record)| {
-                let seq = record.change.sequence_number.as_deref()?;
+                let seq = record.sequence_number.as_deref()?;
                 SequenceNumber::parse(seq).ok()?;
                 Some(Checkpoint {
                     index,
@@ -59,7 +59,7 @@ impl Checkpoint {
 
     /// The response for a batch that stopped at `stopped_at`, or finished (`None`).
     pub fn response(
-        records: &[EventRecord],
+        records: &[WireRecord<'_>],
         stopped_at: Option<usize>,
     ) -> Result<DynamoDbEventResponse, NoCheckpoint> {
         let mut response = DynamoDbEventResponse::default();
@@ -87,7 +87,7 @@ impl From<NoCheckpoint> for lambda_runtime::Diagnostic {
 /// done, logs the checkpoint (or why there is none) and returns the response. The caller writes
 /// the metrics.
 pub fn conclude(
-    records: &[EventRecord],
+    records: &[WireRecord<'_>],
     stopped_at: Option<usize>,
     metrics: &mut Metrics,
 ) -> Result<DynamoDbEventResponse, NoCheckpoint> {

@@ -22,8 +22,11 @@
 //! mis-keyed one and opening the connection.
 //!
 //! [`run`] runs a function under `lambda_runtime`, on the events of its [`source`] (a DynamoDB
-//! stream, or a Kinesis data stream carrying the table's changes); [`Runtime::handle`] runs one
-//! batch in process (the local stack and the tests).
+//! stream, or a Kinesis data stream carrying the table's changes). A DynamoDB stream's event is
+//! read in place from the invocation's bytes ([`stream_kit::wire`]): the plans and the response
+//! read records that point into them, and a record is decoded whole only to be parked
+//! ([`whole`]). [`Runtime::handle_json`] runs one batch from its JSON as Lambda does, and
+//! [`Runtime::handle`] one already decoded (the local stack and the tests).
 
 pub mod aws;
 pub mod combined;
@@ -34,6 +37,7 @@ pub mod prime;
 mod runtime;
 pub mod settings;
 pub mod source;
+pub mod whole;
 
 use std::future::Future;
 
@@ -47,7 +51,9 @@ pub use prime::{PrimeError, Primed, Resource};
 pub use runtime::{Runtime, run};
 pub use settings::{ParkingPlace, Settings};
 pub use source::Source;
+pub use stream_kit::wire::WireRecord;
 pub use stream_kit::{ConfigError, EventRecord, Metric, Vars};
+pub use whole::Whole;
 
 /// A stream function: its configuration, its pure plan and its I/O.
 pub trait StreamFunction: Send + Sync + Sized + 'static {
@@ -76,8 +82,8 @@ pub trait StreamFunction: Send + Sync + Sized + 'static {
         Vec::new()
     }
 
-    /// Plans a batch: pure, synchronous.
-    fn plan(&self, records: &[EventRecord]) -> Planned<Self::Plan>;
+    /// Plans a batch, its records read in place ([`stream_kit::wire`]): pure, synchronous.
+    fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Self::Plan>;
 
     /// Applies a plan within `budget`; every AWS call goes through it.
     fn apply(&self, plan: Self::Plan, budget: &Budget) -> impl Future<Output = Applied> + Send;

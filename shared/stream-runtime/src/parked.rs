@@ -10,15 +10,14 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use io_policy::Failure;
 use key_codec::SequenceNumber;
 use serde_json::{Value, json};
-use stream_kit::EventRecord;
+use stream_kit::wire::WireRecord;
 
 /// The format version, `v` in every parked record.
 pub const VERSION: u32 = 1;
 
 /// The object key of `record`, parked by `function` under `prefix`.
-pub fn key(prefix: &str, function: &str, record: &EventRecord) -> String {
+pub fn key(prefix: &str, function: &str, record: &WireRecord<'_>) -> String {
     let seq = record
-        .change
         .sequence_number
         .as_deref()
         .and_then(|s| SequenceNumber::parse(s).ok())
@@ -40,8 +39,15 @@ pub fn key(prefix: &str, function: &str, record: &EventRecord) -> String {
     }
 }
 
-/// The parked object's body.
-pub fn body(function: &str, record: &EventRecord, failure: &Failure, parked_at: DateTime<Utc>) -> Vec<u8> {
+/// The parked object's body: `whole` is the record as Lambda delivered it
+/// ([`crate::whole::Opened::json`]), `record` the same record read in place.
+pub fn body(
+    function: &str,
+    record: &WireRecord<'_>,
+    whole: Option<Value>,
+    failure: &Failure,
+    parked_at: DateTime<Utc>,
+) -> Vec<u8> {
     let doc = json!({
         "v": VERSION,
         "function": function,
@@ -49,8 +55,8 @@ pub fn body(function: &str, record: &EventRecord, failure: &Failure, parked_at: 
         "error": failure.message,
         "parkedAt": parked_at.to_rfc3339_opts(SecondsFormat::Secs, true),
         "eventID": record.event_id,
-        "sequenceNumber": record.change.sequence_number,
-        "record": serde_json::to_value(record).unwrap_or(Value::Null),
+        "sequenceNumber": record.sequence_number,
+        "record": whole.unwrap_or(Value::Null),
     });
     let mut bytes = doc.to_string().into_bytes();
     bytes.push(b'\n');

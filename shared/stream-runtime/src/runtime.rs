@@ -1,18 +1,17 @@
 //! The batch's life, the same for every function, and the Lambda entry point.
 
-use std::future::Future;
-
 use aws_config::BehaviorVersion;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 use io_policy::{Budget, Deadline, Failure, FailureKind};
-use stream_kit::{DynamoDbEventResponse, Event, EventRecord, Metric, Metrics, Vars};
+use stream_kit::wire::{Batch, WireError, WireRecord};
+use stream_kit::{DynamoDbEventResponse, Event, Metric, Metrics, Vars};
 
 use crate::conclude::{NoCheckpoint, conclude};
 
 use crate::decide::{Decision, decide};
 use crate::settings::{ParkingPlace, Settings};
-use crate::{Aws, PrimeError, Primed, RecordFailure, Resource, StreamFunction, parked};
+use crate::{Aws, PrimeError, Primed, RecordFailure, Resource, StreamFunction, Whole, parked};
 
 /// A function with its settings and clients, built once, handling batches.
 #[derive(Debug)]
@@ -102,11 +101,36 @@ impl<F: StreamFunction> Runtime<F> {
         event: Event,
         deadline: Deadline,
     ) -> (Result<DynamoDbEventResponse, NoCheckpoint>, Metrics) {
-        let records = event.records;
+        let records: Vec<WireRecord<'_>> = event.records.iter().map(WireRecord::from_event_record).collect();
+        self.handle_wire(&records, Whole::events(&event.records), deadline)
+            .await
+    }
+
+    /// [`Runtime::handle_counted`] of an event's JSON, read in place as under Lambda; an error
+    /// when it is not a DynamoDB stream event.
+    pub async fn handle_json(
+        &self,
+        json: &str,
+        deadline: Deadline,
+    ) -> Result<(Result<DynamoDbEventResponse, NoCheckpoint>, Metrics), WireError> {
+        let batch = Batch::parse(json)?;
+        Ok(self
+            .handle_wire(&batch.records, Whole::text(json), deadline)
+            .await)
+    }
+
+    /// Handles one batch read in place: `records` for the plan and the response, `whole` for
+    /// the records it parks. The metrics are returned beside the response, not written.
+    pub async fn handle_wire(
+        &self,
+        records: &[WireRecord<'_>],
+        whole: Whole<'_>,
+        deadline: Deadline,
+    ) -> (Result<DynamoDbEventResponse, NoCheckpoint>, Metrics) {
         let mut metrics = self.settings.metrics.for_batch(records.len());
         let budget = self.settings.policy.budget(deadline);
 
-        let planned = self.function.plan(&records);
+        let planned = self.function.plan(records);
         for (metric, n) in planned.counts {
             metrics.add(metric, n);
         }
@@ -121,14 +145,14 @@ impl<F: StreamFunction> Runtime<F> {
         let mut failures = planned.failures;
         failures.extend(applied.failures);
         let mut decision = decide(&failures);
-        Box::pin(self.park(&records, &mut decision, &budget)).await;
+        Box::pin(self.park(records, whole, &mut decision, &budget)).await;
         metrics.add(Metric::ParkedRecords, decision.park.len() as u64);
         if let Some(checkpoint) = &decision.checkpoint {
-            report_stop(&records, checkpoint, &mut metrics);
+            report_stop(records, checkpoint, &mut metrics);
         }
         metrics.add(Metric::Requests, budget.tally.requests());
         metrics.add(Metric::Retries, budget.tally.retries());
-        let response = conclude(&records, decision.checkpoint.map(|c| c.record), &mut metrics);
+        let response = conclude(records, decision.checkpoint.map(|c| c.record), &mut metrics);
         (response, metrics)
     }
 
@@ -136,16 +160,32 @@ impl<F: StreamFunction> Runtime<F> {
     /// checkpoint, and nothing after it is parked. Its failure keeps the kind of the `PutObject`
     /// answer: systemic for a missing or denied bucket (an operator must fix it: alarmed),
     /// transient otherwise (a retry parks it).
-    async fn park(&self, records: &[EventRecord], decision: &mut Decision, budget: &Budget) {
+    async fn park(
+        &self,
+        records: &[WireRecord<'_>],
+        whole: Whole<'_>,
+        decision: &mut Decision,
+        budget: &Budget,
+    ) {
+        if decision.park.is_empty() {
+            return;
+        }
         let ParkingPlace { bucket, prefix } = &self.settings.parking;
         let function = F::NAME;
         let s3 = self.aws.s3();
+        let whole = whole.open();
         for RecordFailure { record, failure } in decision.park.clone() {
             let Some(raw) = records.get(record) else {
                 continue;
             };
             let key = parked::key(prefix, function, raw);
-            let body = Bytes::from(parked::body(function, raw, &failure, chrono::Utc::now()));
+            let body = Bytes::from(parked::body(
+                function,
+                raw,
+                whole.json(record),
+                &failure,
+                chrono::Utc::now(),
+            ));
             let put = budget
                 .call(|| {
                     let put = s3
@@ -166,7 +206,7 @@ impl<F: StreamFunction> Runtime<F> {
                 Ok(()) => tracing::error!(
                     record,
                     event_id = %raw.event_id,
-                    sequence_number = raw.change.sequence_number.as_deref().unwrap_or(""),
+                    sequence_number = raw.sequence_number.as_deref().unwrap_or(""),
                     kind = %failure.kind,
                     error = %failure.message,
                     parked = %format!("s3://{bucket}/{key}"),
@@ -192,9 +232,9 @@ impl<F: StreamFunction> Runtime<F> {
 }
 
 /// Logs the failure a batch stopped at, by kind, and counts it.
-fn report_stop(records: &[EventRecord], stop: &RecordFailure, metrics: &mut Metrics) {
+fn report_stop(records: &[WireRecord<'_>], stop: &RecordFailure, metrics: &mut Metrics) {
     let raw = records.get(stop.record);
-    let event_id = raw.map_or("", |r| r.event_id.as_str());
+    let event_id = raw.map_or("", |r| r.event_id.as_ref());
     let (record, error) = (stop.record, &stop.failure.message);
     match stop.failure.kind {
         FailureKind::Systemic => {
@@ -223,11 +263,14 @@ pub async fn run<F: StreamFunction>() -> Result<(), lambda_runtime::Error> {
 }
 
 impl<F: StreamFunction> crate::source::Handler for Runtime<F> {
-    fn handle(
-        &self,
-        event: Event,
+    async fn handle_batch<'r>(
+        &'r self,
+        records: &'r [WireRecord<'r>],
+        whole: Whole<'r>,
         deadline: Deadline,
-    ) -> impl Future<Output = Result<DynamoDbEventResponse, NoCheckpoint>> + Send {
-        Runtime::handle(self, event, deadline)
+    ) -> Result<DynamoDbEventResponse, NoCheckpoint> {
+        let (response, mut metrics) = self.handle_wire(records, whole, deadline).await;
+        metrics.flush();
+        response
     }
 }

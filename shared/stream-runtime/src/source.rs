@@ -4,7 +4,9 @@
 //! [`stream_kit::kinesis`], each record's `SequenceNumber` its version, the change time).
 //!
 //! [`serve`] runs a handler under `lambda_runtime` on the source's events and answers in the
-//! source's terms: a Kinesis checkpoint names the Kinesis sequence number. An event that holds
+//! source's terms: a Kinesis checkpoint names the Kinesis sequence number. A DynamoDB stream's
+//! event is read in place from the invocation's bytes ([`json`]); bytes that are not such an
+//! event fail the invocation (`NotDynamoDbStreamEvent`), named. An event that holds
 //! a record that is no DynamoDB change record (a Kinesis stream that is not a table's change
 //! source) fails the invocation, naming the record, logged as a systemic failure: Lambda retries
 //! the batch up to `MaximumRetryAttempts` and then gives it up to the on-failure destination.
@@ -13,13 +15,18 @@
 //! |---|---|---|
 //! | `CHANGE_SOURCE` | `dynamodb-streams` | `dynamodb-streams` or `kinesis`: the event source mapping's kind |
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use io_policy::Deadline;
-use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
-use stream_kit::{ConfigError, DynamoDbEventResponse, Event, Vars};
+use lambda_runtime::tower::Layer;
+use lambda_runtime::{Diagnostic, LambdaEvent, LambdaInvocation, Runtime, Service, service_fn};
+use stream_kit::wire::{Batch, WireRecord};
+use stream_kit::{ConfigError, DynamoDbEventResponse, Vars};
 
-use crate::NoCheckpoint;
+use crate::{NoCheckpoint, Whole};
 
 /// The variable that names the source.
 pub const SOURCE_VAR: &str = "CHANGE_SOURCE";
@@ -48,25 +55,40 @@ impl Source {
 
 /// What handles a batch of change records: a function's runtime, or several behind one mapping.
 pub trait Handler: Sync {
-    /// Handles one batch; errs only when no checkpoint can be reported.
-    fn handle(
-        &self,
-        event: Event,
+    /// Handles one batch, its records read in place and `whole` the way back to each record as
+    /// delivered ([`Whole`]), and writes its metrics; errs only when no checkpoint can be
+    /// reported.
+    fn handle_batch<'r>(
+        &'r self,
+        records: &'r [WireRecord<'r>],
+        whole: Whole<'r>,
         deadline: Deadline,
-    ) -> impl Future<Output = Result<DynamoDbEventResponse, NoCheckpoint>> + Send;
+    ) -> impl Future<Output = Result<DynamoDbEventResponse, NoCheckpoint>> + Send + 'r;
 }
 
 /// Runs `handler` under `lambda_runtime` on `source`'s events, until the runtime stops.
+///
+/// A DynamoDB stream's event is read in place from the invocation's bytes: the outermost layer
+/// ([`Bodies`]) takes the body before `lambda_runtime` would decode it, hands the inner service
+/// `null`, and the handler reads the bytes it kept ([`json`]). A Kinesis event is decoded, since
+/// its change records are base64 inside it ([`kinesis`]).
 pub async fn serve<H: Handler>(source: Source, handler: &H) -> Result<(), lambda_runtime::Error> {
     match source {
         Source::DynamoDbStreams => {
-            lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
-                let deadline = Deadline::from_epoch_millis(event.context.deadline);
-                Box::pin(handler.handle(event.payload, deadline))
-                    .await
-                    .map_err(Diagnostic::from)
-            }))
-            .await
+            let bodies = Bodies::default();
+            let kept = bodies.clone();
+            let service = service_fn(move |event: LambdaEvent<()>| {
+                let body = kept.take(&event.context.request_id);
+                async move {
+                    let deadline = Deadline::from_epoch_millis(event.context.deadline);
+                    json(handler, &body, deadline).await
+                }
+            });
+            Runtime::new(service)
+                .layer(lambda_runtime::layers::TracingLayer::new())
+                .layer(bodies)
+                .run()
+                .await
         }
         Source::Kinesis => {
             lambda_runtime::run(service_fn(
@@ -77,6 +99,87 @@ pub async fn serve<H: Handler>(source: Source, handler: &H) -> Result<(), lambda
             ))
             .await
         }
+    }
+}
+
+/// One DynamoDB stream event, as the invocation's bytes, handled by `handler`: read in place.
+/// Bytes that are not such an event fail the invocation, named, logged as a systemic failure.
+pub async fn json<H: Handler>(
+    handler: &H,
+    body: &[u8],
+    deadline: Deadline,
+) -> Result<DynamoDbEventResponse, Diagnostic> {
+    let not_an_event = |error: String| {
+        tracing::error!(kind = "systemic", %error, "the invocation is not a DynamoDB stream event");
+        Diagnostic {
+            error_type: NOT_AN_EVENT.to_owned(),
+            error_message: error,
+        }
+    };
+    let text = std::str::from_utf8(body).map_err(|e| not_an_event(format!("the event is not UTF-8: {e}")))?;
+    let batch = Batch::parse(text).map_err(|e| not_an_event(e.to_string()))?;
+    Box::pin(handler.handle_batch(&batch.records, Whole::text(text), deadline))
+        .await
+        .map_err(Diagnostic::from)
+}
+
+/// The `errorType` of an invocation whose payload is not a DynamoDB stream event.
+pub const NOT_AN_EVENT: &str = "NotDynamoDbStreamEvent";
+
+/// The invocations' bodies, kept by request id between the outermost layer, which takes each
+/// body as `lambda_runtime` received it, and the handler, which reads it. The inner layers see
+/// `null` in its place, so `lambda_runtime` never decodes the event. The bytes are shared, not
+/// copied.
+#[derive(Debug, Clone, Default)]
+pub struct Bodies(Arc<Mutex<HashMap<String, Bytes>>>);
+
+impl Bodies {
+    /// The body of invocation `request_id`, once; empty when none was kept.
+    pub fn take(&self, request_id: &str) -> Bytes {
+        self.lock().remove(request_id).unwrap_or_default()
+    }
+
+    fn keep(&self, request_id: String, body: Bytes) {
+        self.lock().insert(request_id, body);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Bytes>> {
+        // A panic while holding the lock leaves the map whole: take it back.
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl<S> Layer<S> for Bodies {
+    type Service = KeepBody<S>;
+
+    fn layer(&self, inner: S) -> KeepBody<S> {
+        KeepBody {
+            bodies: self.clone(),
+            inner,
+        }
+    }
+}
+
+/// The service [`Bodies`] puts around `lambda_runtime`'s own.
+#[derive(Debug)]
+pub struct KeepBody<S> {
+    bodies: Bodies,
+    inner: S,
+}
+
+impl<S: Service<LambdaInvocation>> Service<LambdaInvocation> for KeepBody<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut invocation: LambdaInvocation) -> S::Future {
+        let body = std::mem::replace(&mut invocation.body, Bytes::from_static(b"null"));
+        self.bodies.keep(invocation.context.request_id.clone(), body);
+        self.inner.call(invocation)
     }
 }
 
@@ -94,7 +197,14 @@ pub async fn kinesis<H: Handler>(
             error_message: e.to_string(),
         }
     })?;
-    let response = Box::pin(handler.handle(batch.event, deadline))
+    let records: Vec<WireRecord<'_>> = batch
+        .event
+        .records
+        .iter()
+        .map(WireRecord::from_event_record)
+        .collect();
+    let whole = Whole::events(&batch.event.records);
+    let response = Box::pin(handler.handle_batch(&records, whole, deadline))
         .await
         .map_err(Diagnostic::from)?;
     Ok(batch.places.response(response))

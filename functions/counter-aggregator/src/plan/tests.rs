@@ -118,7 +118,7 @@ fn unreadable_shard_records_stop_the_plan() {
     let cases: Vec<(Vec<EventRecord>, &str)> = vec![
         (with(3, &|v| v["dynamodb"]["NewImage"]["count"] = serde_json::json!({"N": "1.5"})), "shard COUNTER#votes/alice#SHARD#0 has N \"1.5\" where an integer `count` belongs"),
         (with(3, &|v| v["dynamodb"]["NewImage"]["count"] = serde_json::json!({"S": "7"})), "has S(\"7\") where an integer `count` belongs"),
-        (with(3, &|v| v["dynamodb"]["NewImage"]["count"] = serde_json::json!({"NULL": true})), "has Null(true) where an integer `count` belongs"),
+        (with(3, &|v| v["dynamodb"]["NewImage"]["count"] = serde_json::json!({"NULL": true})), "has Null where an integer `count` belongs"),
         (with(3, &|v| { v["dynamodb"].as_object_mut().unwrap().remove("NewImage"); }), "MODIFY record has no NewImage"),
         (with(3, &|v| v["dynamodb"]["SequenceNumber"] = serde_json::json!("x")), "SequenceNumber \"x\" is not a stream sequence number"),
         (with(3, &|v| v["eventName"] = serde_json::json!("UPSERT")), "eventName \"UPSERT\" is not INSERT, MODIFY or REMOVE"),

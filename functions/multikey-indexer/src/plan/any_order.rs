@@ -40,7 +40,7 @@ use std::sync::Arc;
 use multikey_schema::head::{self, Head};
 use serde_dynamo::{AttributeValue, Item};
 use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
-use stream_kit::wire::{Attr, Image};
+use stream_kit::wire::{Attr, Image, WireRecord};
 use stream_kit::{EventRecord, ItemWrite, Op, PlanFailure, PlanFailures, Record};
 
 use super::{Plan, PlanError, Planner, base_key};
@@ -80,8 +80,14 @@ pub struct Change {
 }
 
 impl Changes {
-    /// The batch's changes: for each item and index, the newest record.
+    /// [`Changes::from_wire`] of `aws_lambda_events` records.
     pub fn new(indexes: &Indexes, records: &[EventRecord]) -> Changes {
+        let wire: Vec<WireRecord<'_>> = records.iter().map(WireRecord::from_event_record).collect();
+        Changes::from_wire(indexes, &wire)
+    }
+
+    /// The batch's changes, read in place: for each item and index, the newest record.
+    pub fn from_wire(indexes: &Indexes, records: &[WireRecord<'_>]) -> Changes {
         let mut changes = Changes::default();
         let mut newest: HashMap<String, usize> = HashMap::new();
         let mut indexed_records = 0;
@@ -135,12 +141,11 @@ impl Changes {
 
 impl Change {
     /// The changes one record makes, one per index whose source attribute either image has.
-    fn of_record(indexes: &Indexes, origin: usize, raw: &EventRecord) -> Result<Vec<Change>, PlanError> {
+    fn of_record(indexes: &Indexes, origin: usize, raw: &WireRecord<'_>) -> Result<Vec<Change>, PlanError> {
         let record = Record::new(raw)?;
         let keys = record.keys()?;
         let (before, after) = (record.before()?, record.after()?);
-        let keys = Image::from_item(keys);
-        let base_key = base_key(indexes, &keys)?;
+        let base_key = base_key(indexes, keys)?;
         let version = record
             .sequence_number()
             .and_then(multikey_schema::entries::version)
@@ -148,7 +153,7 @@ impl Change {
         let touched = stream_kit::touch::is_touched(before, after);
         let mut changes = Vec::new();
         for (ix, index) in indexes.indexes.iter().enumerate() {
-            let has = |image: Option<&Item>| image.is_some_and(|i| i.contains_key(&index.source));
+            let has = |image: Option<&Image<'_>>| image.is_some_and(|i| i.contains_key(&index.source));
             if !has(before) && !has(after) {
                 continue;
             }

@@ -4,6 +4,12 @@ use aws_lambda_events::event::dynamodb::EventRecord;
 use serde_json::json;
 
 use super::*;
+use crate::wire::Attr;
+
+/// The record viewed as the plans read it.
+fn wire_of(raw: &EventRecord) -> WireRecord<'_> {
+    WireRecord::from_event_record(raw)
+}
 
 fn record(event_name: &str, view: &str, old: bool, new: bool) -> EventRecord {
     let mut dynamodb = json!({
@@ -39,19 +45,19 @@ fn change_kinds_parse_and_unknown_names_are_errors() {
 #[test]
 fn images_follow_the_change_kind() {
     let raw = record("INSERT", "NEW_AND_OLD_IMAGES", false, true);
-    let r = Record::new(&raw).unwrap();
+    let wire = WireRecord::from_event_record(&raw);
+    let r = Record::new(&wire).unwrap();
     assert_eq!(r.before().unwrap(), None);
-    assert_eq!(
-        r.after().unwrap().unwrap()["num"],
-        serde_dynamo::AttributeValue::N("2".into())
-    );
+    assert_eq!(r.after().unwrap().unwrap().get("num"), Some(&Attr::N("2".into())));
 
     let raw = record("MODIFY", "NEW_AND_OLD_IMAGES", true, true);
-    let r = Record::new(&raw).unwrap();
+    let wire = WireRecord::from_event_record(&raw);
+    let r = Record::new(&wire).unwrap();
     assert!(r.before().unwrap().is_some() && r.after().unwrap().is_some());
 
     let raw = record("REMOVE", "NEW_AND_OLD_IMAGES", true, false);
-    let r = Record::new(&raw).unwrap();
+    let wire = WireRecord::from_event_record(&raw);
+    let r = Record::new(&wire).unwrap();
     assert!(r.before().unwrap().is_some());
     assert_eq!(r.after().unwrap(), None);
     assert_eq!(r.sequence_number(), Some("111"));
@@ -67,7 +73,8 @@ fn a_view_type_without_the_needed_image_is_named_in_the_error() {
     ];
     for (name, view, old, new, image, shown) in cases {
         let raw = record(name, view, old, new);
-        let r = Record::new(&raw).unwrap();
+        let wire = WireRecord::from_event_record(&raw);
+        let r = Record::new(&wire).unwrap();
         let err = match image {
             Image::Old => r.before().unwrap_err(),
             Image::New => r.after().unwrap_err(),
@@ -90,7 +97,8 @@ fn missing_keys_and_sequence_numbers() {
     let mut raw = record("INSERT", "NEW_IMAGE", false, true);
     raw.change.keys = serde_dynamo::Item::default();
     raw.change.sequence_number = Some(String::new());
-    let r = Record::new(&raw).unwrap();
+    let wire = WireRecord::from_event_record(&raw);
+    let r = Record::new(&wire).unwrap();
     assert_eq!(
         r.keys().unwrap_err(),
         RecordError::MissingKeys(ChangeKind::Insert)
@@ -105,17 +113,17 @@ fn only_removes_by_the_dynamodb_service_principal_are_ttl_deletes() {
     };
     let mut ttl = record("REMOVE", "OLD_IMAGE", true, false);
     ttl.user_identity = Some(identity("Service", TTL_PRINCIPAL));
-    assert!(Record::new(&ttl).unwrap().is_ttl_delete());
+    assert!(Record::new(&wire_of(&ttl)).unwrap().is_ttl_delete());
 
     let mut user = ttl.clone();
     user.user_identity = None;
-    assert!(!Record::new(&user).unwrap().is_ttl_delete());
+    assert!(!Record::new(&wire_of(&user)).unwrap().is_ttl_delete());
 
     let mut other_service = ttl.clone();
     other_service.user_identity = Some(identity("Service", "lambda.amazonaws.com"));
-    assert!(!Record::new(&other_service).unwrap().is_ttl_delete());
+    assert!(!Record::new(&wire_of(&other_service)).unwrap().is_ttl_delete());
 
     let mut insert = record("INSERT", "NEW_IMAGE", false, true);
     insert.user_identity = Some(identity("Service", TTL_PRINCIPAL));
-    assert!(!Record::new(&insert).unwrap().is_ttl_delete());
+    assert!(!Record::new(&wire_of(&insert)).unwrap().is_ttl_delete());
 }

@@ -3,6 +3,7 @@
 use serde_dynamo::{AttributeValue, Item};
 
 use super::{TOUCH_ATTRIBUTE, is_touch_only, is_touched};
+use crate::wire::Image;
 
 fn item(pairs: &[(&str, &str)]) -> Item {
     Item::from(
@@ -36,6 +37,8 @@ fn touches_are_told_from_other_changes() {
         (Some(&touched), None, false, false),
     ];
     for (i, (before, after, touched, only)) in cases.into_iter().enumerate() {
+        let (before, after) = (before.map(Image::from_item), after.map(Image::from_item));
+        let (before, after) = (before.as_ref(), after.as_ref());
         assert_eq!(is_touched(before, after), touched, "case {i}: is_touched");
         assert_eq!(is_touch_only(before, after), only, "case {i}: is_touch_only");
     }

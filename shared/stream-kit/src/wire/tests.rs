@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use serde_json::json;
 
 use super::*;
-use crate::Record;
+use crate::{Event, Record};
 
 /// Reads `event` both ways and checks that every record agrees, field by field.
 fn same_both_ways(event: &serde_json::Value) -> usize {
@@ -18,12 +18,12 @@ fn same_both_ways(event: &serde_json::Value) -> usize {
         assert_eq!(wire.keys.to_item(), raw.change.keys);
         assert_eq!(wire.new_image.to_item(), raw.change.new_image);
         assert_eq!(wire.old_image.to_item(), raw.change.old_image);
-        let (checked, record) = (wire.change(), Record::new(raw));
+        let (checked, record) = (wire.change(), Record::new(wire));
         match (checked, record) {
             (Ok(c), Ok(r)) => {
                 assert_eq!(c.kind, r.kind());
-                assert_eq!(c.before.map(Image::to_item).as_ref(), r.before().unwrap());
-                assert_eq!(c.after.map(Image::to_item).as_ref(), r.after().unwrap());
+                assert_eq!(c.before, r.before().unwrap());
+                assert_eq!(c.after, r.after().unwrap());
             }
             (Err(e), Ok(r)) => {
                 let expected = r
@@ -33,11 +33,10 @@ fn same_both_ways(event: &serde_json::Value) -> usize {
                     .unwrap_err();
                 assert_eq!(e, expected);
             }
-            (Ok(_), Err(e)) => panic!("aws_lambda_events rejects what the wire reader takes: {e}"),
+            (Ok(_), Err(e)) => panic!("the lazy view rejects what the whole check takes: {e}"),
             (Err(a), Err(b)) => assert_eq!(a, b),
         }
     }
-    assert_eq!(batch.event().unwrap(), owned);
     batch.records.len()
 }
 
@@ -71,8 +70,51 @@ fn every_type_reads_as_aws_lambda_events_reads_it() {
         "OldImage": {"id": {"S": "a1"}},
         "SequenceNumber": "100",
         "StreamViewType": "NEW_AND_OLD_IMAGES",
+        "ApproximateCreationDateTime": 1_700_000_000.25,
     }))]});
     assert_eq!(same_both_ways(&event), 1);
+}
+
+#[test]
+fn the_change_time_and_source_read_as_aws_lambda_events_reads_them() {
+    let keys = json!({"id": {"S": "1"}});
+    let times = [
+        json!(1_700_000_000),
+        json!(1_700_000_000.5),
+        json!(-1.5),
+        json!(0),
+    ];
+    let records: Vec<_> = times
+        .iter()
+        .map(|t| {
+            record(
+                "REMOVE",
+                json!({"Keys": keys, "OldImage": keys, "ApproximateCreationDateTime": t}),
+            )
+        })
+        .collect();
+    assert_eq!(same_both_ways(&json!({ "Records": records })), 4);
+    let text = json!({ "Records": records }).to_string();
+    let batch = Batch::parse(&text).unwrap();
+    assert_eq!(
+        batch.records[0].approximate_creation_date_time.timestamp(),
+        1_700_000_000
+    );
+    assert_eq!(
+        batch.records[0].event_source_arn.as_deref(),
+        Some("arn:aws:dynamodb:eu-west-1:1:table/t/stream/x")
+    );
+    // Absent, it is the epoch, as aws_lambda_events has it.
+    let bare = r#"{"Records":[{"eventName":"REMOVE","dynamodb":{"Keys":{"id":{"S":"1"}}}}]}"#;
+    assert_eq!(
+        Batch::parse(bare).unwrap().records[0].approximate_creation_date_time,
+        DateTime::UNIX_EPOCH
+    );
+    // Out of chrono's range: both decoders refuse the event.
+    let far =
+        json!({"Records": [record("REMOVE", json!({"Keys": keys, "ApproximateCreationDateTime": 1e300}))]});
+    assert!(Batch::parse(&far.to_string()).is_err());
+    assert!(serde_json::from_str::<Event>(&far.to_string()).is_err());
 }
 
 #[test]

@@ -99,9 +99,13 @@ fn select_keeps_what_any_pattern_matches_and_everything_without_patterns() {
     }
 }
 
-fn batch(n: usize) -> Vec<EventRecord> {
+fn batch(n: usize) -> Vec<WireRecord<'static>> {
     (0..n)
-        .map(|i| record(&json!({"eventName": "INSERT"}), "x", &format!("{}", 100 + i)))
+        .map(|i| WireRecord {
+            event_name: "INSERT".into(),
+            sequence_number: Some(format!("{}", 100 + i).into()),
+            ..WireRecord::default()
+        })
         .collect()
 }
 

@@ -1,24 +1,22 @@
 //! Tests for the fail-fast batch response.
 
-use aws_lambda_events::event::dynamodb::EventRecord;
 use serde_json::json;
 
 use super::*;
 
-fn batch(sequence_numbers: &[Option<&str>]) -> Vec<EventRecord> {
+fn batch(sequence_numbers: &[Option<&str>]) -> Vec<WireRecord<'static>> {
     sequence_numbers
         .iter()
-        .map(|seq| {
-            serde_json::from_value(json!({
-                "awsRegion": "us-east-1", "eventID": "1", "eventName": "INSERT",
-                "dynamodb": {"SequenceNumber": seq, "SizeBytes": 1},
-            }))
-            .unwrap()
+        .map(|seq| WireRecord {
+            event_id: "1".into(),
+            event_name: "INSERT".into(),
+            sequence_number: seq.map(|s| s.to_owned().into()),
+            ..WireRecord::default()
         })
         .collect()
 }
 
-fn reported(records: &[EventRecord], stopped_at: Option<usize>) -> Result<Vec<String>, NoCheckpoint> {
+fn reported(records: &[WireRecord<'_>], stopped_at: Option<usize>) -> Result<Vec<String>, NoCheckpoint> {
     let response = Checkpoint::response(records, stopped_at)?;
     Ok(response
         .batch_item_failures

@@ -4,6 +4,7 @@ use chrono::{TimeZone, Utc};
 use io_policy::Failure;
 use serde_json::{Value, json};
 use stream_kit::EventRecord;
+use stream_kit::wire::WireRecord;
 
 use super::{body, key};
 
@@ -28,6 +29,18 @@ fn record(seq: Option<&str>, event_id: &str) -> EventRecord {
     serde_json::from_value(raw).unwrap()
 }
 
+/// The body of `r` parked by the aggregator, whole as `aws_lambda_events` writes it.
+fn parked(r: &EventRecord, failure: &Failure, at: chrono::DateTime<Utc>) -> Vec<u8> {
+    let whole = serde_json::to_value(r).ok();
+    body(
+        "counter-aggregator",
+        &WireRecord::from_event_record(r),
+        whole,
+        failure,
+        at,
+    )
+}
+
 #[test]
 fn keys_are_the_records_own() {
     let cases = [
@@ -45,7 +58,8 @@ fn keys_are_the_records_own() {
         (Some("not-a-number"), "abc", "parked/f/none-abc.json"),
     ];
     for (seq, id, expected) in cases {
-        assert_eq!(key("parked/", "f", &record(seq, id)), expected);
+        let r = record(seq, id);
+        assert_eq!(key("parked/", "f", &WireRecord::from_event_record(&r)), expected);
     }
 }
 
@@ -55,7 +69,7 @@ fn the_body_is_version_1_with_the_whole_record() {
     let at = Utc.with_ymd_and_hms(2026, 11, 23, 12, 0, 0).unwrap();
     let failure =
         Failure::record_permanent("shard COUNTER#a#SHARD#1 has S \"seven\" where an integer `count` belongs");
-    let text = String::from_utf8(body("counter-aggregator", &r, &failure, at)).unwrap();
+    let text = String::from_utf8(parked(&r, &failure, at)).unwrap();
     assert!(text.ends_with('\n'));
     let doc: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(doc["v"], 1);
@@ -81,7 +95,7 @@ fn the_body_bytes_are_pinned() {
     let failure =
         Failure::record_permanent("shard COUNTER#a#SHARD#1 has S \"seven\" where an integer `count` belongs");
     let r = record(Some("4100000000000001"), "e1");
-    let text = String::from_utf8(body("counter-aggregator", &r, &failure, at)).unwrap();
+    let text = String::from_utf8(parked(&r, &failure, at)).unwrap();
     let (head, _) = text.split_once(r#","record":"#).unwrap();
     assert_eq!(
         head,
@@ -92,7 +106,11 @@ fn the_body_bytes_are_pinned() {
         )
     );
     assert_eq!(
-        key("parked/", "counter-aggregator", &r),
+        key(
+            "parked/",
+            "counter-aggregator",
+            &WireRecord::from_event_record(&r)
+        ),
         "parked/counter-aggregator/0000000000000000000000004100000000000001-e1.json"
     );
 }

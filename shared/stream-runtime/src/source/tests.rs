@@ -2,7 +2,7 @@
 //! records, and its checkpoint answered with the Kinesis sequence number; an event that holds no
 //! change record failing the invocation, named.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_lambda_events::event::streams::DynamoDbBatchItemFailure;
@@ -31,25 +31,50 @@ fn the_source_is_read_from_change_source() {
     }
 }
 
-/// Keeps the events it is handed, and stops at the record whose version is `stop_at`.
+/// A record as a handler was handed it: its version, and its JSON whole.
+type Seen = (Option<String>, Option<Value>);
+
+/// Keeps each batch's records' versions and whole JSON, and stops at the record whose version
+/// is `stop_at`.
 struct Recorder {
-    events: Mutex<Vec<Event>>,
+    events: Mutex<Vec<Vec<Seen>>>,
     stop_at: Option<String>,
 }
 
+impl Recorder {
+    fn new(stop_at: Option<&str>) -> Recorder {
+        Recorder {
+            events: Mutex::new(Vec::new()),
+            stop_at: stop_at.map(str::to_owned),
+        }
+    }
+}
+
 impl Handler for Recorder {
-    fn handle(
-        &self,
-        event: Event,
+    fn handle_batch<'r>(
+        &'r self,
+        records: &'r [WireRecord<'r>],
+        whole: Whole<'r>,
         _deadline: Deadline,
-    ) -> impl Future<Output = Result<DynamoDbEventResponse, NoCheckpoint>> + Send {
+    ) -> impl Future<Output = Result<DynamoDbEventResponse, NoCheckpoint>> + Send + 'r {
         let mut response = DynamoDbEventResponse::default();
         if let Some(version) = &self.stop_at {
             let mut failure = DynamoDbBatchItemFailure::default();
             failure.item_identifier = Some(version.clone());
             response.batch_item_failures.push(failure);
         }
-        self.events.lock().expect("not poisoned").push(event);
+        let opened = whole.open();
+        let seen = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                (
+                    r.sequence_number.as_ref().map(ToString::to_string),
+                    opened.json(i),
+                )
+            })
+            .collect();
+        self.events.lock().expect("not poisoned").push(seen);
         async move { Ok(response) }
     }
 }
@@ -76,17 +101,10 @@ async fn a_kinesis_event_is_handled_as_change_records_and_answered_in_kinesis_te
         kinesis_record("900000000000000000000000000000000000000000000000000001", "a", 1_795_000_000_000_002),
         kinesis_record("900000000000000000000000000000000000000000000000000002", "b", 1_795_000_000_000_001),
     ]});
-    let recorder = Recorder {
-        events: Mutex::new(Vec::new()),
-        stop_at: Some("1795000000000001".to_owned()),
-    };
+    let recorder = Recorder::new(Some("1795000000000001"));
     let response = kinesis(&recorder, &event, deadline()).await.expect("handled");
     let handed = recorder.events.lock().expect("not poisoned");
-    let versions: Vec<Option<&str>> = handed[0]
-        .records
-        .iter()
-        .map(|r| r.change.sequence_number.as_deref())
-        .collect();
+    let versions: Vec<Option<&str>> = handed[0].iter().map(|(v, _)| v.as_deref()).collect();
     assert_eq!(versions, [Some("1795000000000002"), Some("1795000000000001")]);
     assert_eq!(
         response.batch_item_failures[0].item_identifier.as_deref(),
@@ -100,10 +118,7 @@ async fn a_kinesis_event_is_handled_as_change_records_and_answered_in_kinesis_te
 async fn a_kinesis_event_without_change_records_fails_the_invocation_named() {
     let mut foreign = kinesis_record("7", "a", 1_795_000_000_000_001);
     foreign["kinesis"]["data"] = json!(base64::engine::general_purpose::STANDARD.encode("{\"clicks\": 3}"));
-    let recorder = Recorder {
-        events: Mutex::new(Vec::new()),
-        stop_at: None,
-    };
+    let recorder = Recorder::new(None);
     let error = kinesis(&recorder, &json!({"Records": [foreign]}), deadline())
         .await
         .expect_err("not changes");
@@ -117,4 +132,84 @@ async fn a_kinesis_event_without_change_records_fails_the_invocation_named() {
         recorder.events.lock().expect("not poisoned").is_empty(),
         "nothing handled"
     );
+}
+
+#[tokio::test]
+async fn a_dynamodb_event_is_read_in_place_from_the_invocations_bytes() {
+    let delivered = json!({"Records": [
+        {"eventID": "a", "eventName": "INSERT", "somethingNew": 1,
+         "dynamodb": {"Keys": {"pk": {"S": "a"}}, "SequenceNumber": "11", "ApproximateCreationDateTime": 1.5}},
+        {"eventID": "b", "eventName": "INSERT", "dynamodb": {"Keys": {"pk": {"S": "b"}}, "SequenceNumber": "12"}},
+    ]});
+    let recorder = Recorder::new(Some("12"));
+    let response = json(&recorder, delivered.to_string().as_bytes(), deadline())
+        .await
+        .expect("handled");
+    assert_eq!(
+        response.batch_item_failures[0].item_identifier.as_deref(),
+        Some("12")
+    );
+    let handed = recorder.events.lock().expect("not poisoned");
+    let versions: Vec<Option<&str>> = handed[0].iter().map(|(v, _)| v.as_deref()).collect();
+    assert_eq!(versions, [Some("11"), Some("12")]);
+    // Whole, each record is as delivered, fields unknown to any decoder included.
+    let wholes: Vec<&Value> = handed[0].iter().filter_map(|(_, w)| w.as_ref()).collect();
+    assert_eq!(wholes, [&delivered["Records"][0], &delivered["Records"][1]]);
+}
+
+#[tokio::test]
+async fn bytes_that_are_no_dynamodb_event_fail_the_invocation_named() {
+    let recorder = Recorder::new(None);
+    let cases: [(&[u8], &str); 3] = [
+        (b"\xff{}", "not UTF-8"),
+        (br#"{"Records": 3}"#, "not a DynamoDB stream event"),
+        (
+            br#"{"Records": [{"dynamodb": {"Keys": {"pk": {"X": "a"}}}}]}"#,
+            "is not a DynamoDB type",
+        ),
+    ];
+    for (body, part) in cases {
+        let error = json(&recorder, body, deadline()).await.expect_err("not an event");
+        assert_eq!(error.error_type, NOT_AN_EVENT);
+        assert!(error.error_message.contains(part), "{}", error.error_message);
+    }
+    assert!(
+        recorder.events.lock().expect("not poisoned").is_empty(),
+        "nothing handled"
+    );
+}
+
+#[tokio::test]
+async fn the_outer_layer_keeps_the_body_and_hands_lambda_runtime_null() {
+    let bodies = Bodies::default();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let inner = {
+        let seen = Arc::clone(&seen);
+        service_fn(move |invocation: LambdaInvocation| {
+            seen.lock().expect("not poisoned").push(invocation.body);
+            async { Ok::<(), lambda_runtime::Error>(()) }
+        })
+    };
+    let mut service = bodies.layer(inner);
+    let body = Bytes::from_static(br#"{"Records":[]}"#);
+    for id in ["r-1", "r-2"] {
+        let mut context = lambda_runtime::Context::default();
+        context.request_id = id.to_owned();
+        let (parts, ()) = http::Response::new(()).into_parts();
+        service
+            .call(LambdaInvocation {
+                parts,
+                body: body.clone(),
+                context,
+            })
+            .await
+            .expect("called");
+    }
+    assert_eq!(
+        *seen.lock().expect("not poisoned"),
+        [const { Bytes::from_static(b"null") }; 2]
+    );
+    assert_eq!(bodies.take("r-2"), body);
+    assert_eq!(bodies.take("r-1"), body);
+    assert!(bodies.take("r-1").is_empty(), "a body is taken once");
 }

@@ -129,7 +129,7 @@ pub struct Plan {
 impl Plan {
     /// Plans a batch of `aws_lambda_events` records: the same plan as [`Plan::from_wire`].
     pub fn new(partition_key: &str, records: &[EventRecord]) -> Plan {
-        let wire: Vec<WireRecord<'_>> = records.iter().map(WireRecord::from_event_record).collect();
+        let wire = WireRecord::view_all(records);
         Plan::from_wire(partition_key, &wire)
     }
 

@@ -167,7 +167,7 @@ impl Plan {
 
     /// Plans a batch of `aws_lambda_events` records: the same plan as [`Plan::from_wire`].
     pub fn new(indexes: &Indexes, records: &[EventRecord]) -> Plan {
-        let wire: Vec<WireRecord<'_>> = records.iter().map(WireRecord::from_event_record).collect();
+        let wire = WireRecord::view_all(records);
         Plan::from_wire(indexes, &wire)
     }
 

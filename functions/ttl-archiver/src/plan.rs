@@ -138,7 +138,7 @@ pub struct Plan {
 impl Plan {
     /// Plans a batch of `aws_lambda_events` records: the same plan as [`Plan::from_wire`].
     pub fn new(layout: &ObjectSettings, records: &[EventRecord]) -> Plan {
-        let wire: Vec<WireRecord<'_>> = records.iter().map(WireRecord::from_event_record).collect();
+        let wire = WireRecord::view_all(records);
         Plan::from_wire(layout, &wire)
     }
 

@@ -265,6 +265,12 @@ impl<'a> WireRecord<'a> {
         }
     }
 
+    /// Records decoded already (in process, from a Kinesis event), each viewed as
+    /// [`WireRecord::from_event_record`] views it.
+    pub fn view_all(records: &'a [EventRecord]) -> Vec<WireRecord<'a>> {
+        records.iter().map(WireRecord::from_event_record).collect()
+    }
+
     /// The same record, borrowing from one `aws_lambda_events` decoded.
     pub fn from_event_record(raw: &'a EventRecord) -> WireRecord<'a> {
         let change = &raw.change;

@@ -163,7 +163,7 @@ impl Combined {
         event: Event,
         deadline: Deadline,
     ) -> (Result<DynamoDbEventResponse, NoCheckpoint>, Vec<Metrics>) {
-        let records: Vec<WireRecord<'_>> = event.records.iter().map(WireRecord::from_event_record).collect();
+        let records = WireRecord::view_all(&event.records);
         self.handle_wire(&records, Whole::events(&event.records), deadline)
             .await
     }

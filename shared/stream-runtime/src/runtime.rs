@@ -101,7 +101,7 @@ impl<F: StreamFunction> Runtime<F> {
         event: Event,
         deadline: Deadline,
     ) -> (Result<DynamoDbEventResponse, NoCheckpoint>, Metrics) {
-        let records: Vec<WireRecord<'_>> = event.records.iter().map(WireRecord::from_event_record).collect();
+        let records = WireRecord::view_all(&event.records);
         self.handle_wire(&records, Whole::events(&event.records), deadline)
             .await
     }

@@ -197,12 +197,7 @@ pub async fn kinesis<H: Handler>(
             error_message: e.to_string(),
         }
     })?;
-    let records: Vec<WireRecord<'_>> = batch
-        .event
-        .records
-        .iter()
-        .map(WireRecord::from_event_record)
-        .collect();
+    let records = WireRecord::view_all(&batch.event.records);
     let whole = Whole::events(&batch.event.records);
     let response = Box::pin(handler.handle_batch(&records, whole, deadline))
         .await

@@ -82,7 +82,7 @@ pub struct Change {
 impl Changes {
     /// [`Changes::from_wire`] of `aws_lambda_events` records.
     pub fn new(indexes: &Indexes, records: &[EventRecord]) -> Changes {
-        let wire: Vec<WireRecord<'_>> = records.iter().map(WireRecord::from_event_record).collect();
+        let wire = WireRecord::view_all(records);
         Changes::from_wire(indexes, &wire)
     }
 

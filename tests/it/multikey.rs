@@ -240,10 +240,11 @@ async fn a_poison_record_becomes_the_checkpoint_and_the_retry_finishes_the_batch
 }
 
 fn put(table: &str, pk: usize, origin: usize) -> ItemWrite {
-    let item = serde_json::from_value(json!({"pk": {"S": format!("k{pk:03}")}, "sk": {"S": "s"}})).unwrap();
+    let item: serde_dynamo::Item =
+        serde_json::from_value(json!({"pk": {"S": format!("k{pk:03}")}, "sk": {"S": "s"}})).unwrap();
     ItemWrite {
         table: table.into(),
-        op: Op::Put(item),
+        op: Op::Put(item.into()),
         origin,
     }
 }
@@ -319,7 +320,11 @@ async fn a_rejected_request_is_narrowed_down_to_the_write_that_causes_it() {
     create_table(&client, &table, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
     let mut writes: Vec<ItemWrite> = (0..30).map(|i| put(&table, i, i)).collect();
     writes[17].op = Op::Put(
-        serde_json::from_value(json!({"pk": {"S": "k017"}, "sk": {"S": "s"}, "n": {"N": "1E+200"}})).unwrap(),
+        serde_json::from_value::<serde_dynamo::Item>(
+            json!({"pk": {"S": "k017"}, "sk": {"S": "s"}, "n": {"N": "1E+200"}}),
+        )
+        .unwrap()
+        .into(),
     );
     let budget = Policy::default().budget(Deadline::after(Duration::from_secs(60)));
     let report = writer(&sdk).write(writes, &budget).await;

@@ -31,10 +31,11 @@ fn budget(policy: Policy) -> Budget {
 }
 
 fn put(pk: usize) -> ItemWrite {
-    let item = serde_json::from_value(json!({"pk": {"S": format!("k{pk}")}, "sk": {"S": "s"}})).unwrap();
+    let item: serde_dynamo::Item =
+        serde_json::from_value(json!({"pk": {"S": format!("k{pk}")}, "sk": {"S": "s"}})).unwrap();
     ItemWrite {
         table: "index".into(),
-        op: Op::Put(item),
+        op: Op::Put(item.into()),
         origin: pk,
     }
 }

@@ -47,10 +47,10 @@ use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use io_policy::FailureKind;
-use serde_dynamo::{AttributeValue, Item};
-use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
+use serde_dynamo::AttributeValue;
+use stream_kit::limits::MAX_ITEM_BYTES;
 use stream_kit::wire::{Attr, Image, WireRecord};
-use stream_kit::{EventRecord, ItemWrite, Op, PlanFailures, RecordError};
+use stream_kit::{Attributes, EventRecord, ItemWrite, Op, PlanFailures, RecordError};
 
 use crate::config::{Index, Indexes};
 use multikey_schema::entries::{EntryKey, ImageEntries, Member};
@@ -160,6 +160,9 @@ impl Plan {
     /// Plans a batch read in place ([`stream_kit::wire`]): the runtime's path.
     pub fn from_wire(indexes: &Indexes, records: &[WireRecord<'_>]) -> Plan {
         let mut planner = Planner::new(indexes);
+        // About one write a record, so the map rarely grows (each growth hashes every key again).
+        planner.slots.reserve(records.len());
+        planner.plan.writes.reserve(records.len());
         let failures = PlanFailures::plan_each(records, PlanError::kind, |i, raw| planner.record(i, raw));
         planner.plan.failures = failures;
         planner.plan
@@ -178,13 +181,15 @@ impl Plan {
     }
 }
 
-/// Index position, partition key, sort key bytes.
-type SlotKey = (usize, String, Vec<u8>);
+/// The index's position and the entry's key: one write slot.
+type SlotKey = (usize, EntryKey);
 
 struct Planner<'c> {
     indexes: &'c Indexes,
     plan: Plan,
-    slots: HashMap<SlotKey, usize>,
+    /// Each key's position in `plan.writes`. Hashed once per write: foldhash, seeded at random
+    /// per process, rather than `SipHash` (docs/benchmarks.md, the decode path).
+    slots: HashMap<SlotKey, usize, foldhash::fast::RandomState>,
     /// The current record's writes, committed only if the whole record plans.
     staged: Vec<(SlotKey, ItemWrite)>,
     staged_skips: Vec<Skipped>,
@@ -199,7 +204,7 @@ impl<'c> Planner<'c> {
         Planner {
             indexes,
             plan: Plan::default(),
-            slots: HashMap::new(),
+            slots: HashMap::default(),
             staged: Vec::new(),
             staged_skips: Vec::new(),
             staged_too_large: None,
@@ -326,11 +331,10 @@ impl<'c> Planner<'c> {
         member: Option<(&ImageEntries<'_>, &Member<'_>)>,
         origin: usize,
     ) {
-        let slot = (ix, key.pk.clone(), key.sk.as_bytes().to_vec());
         let op = match member {
             Some((image, member)) => {
                 let item = image.item(member, key.clone(), self.version.as_deref());
-                let size = item_size(&item);
+                let size = item.size();
                 if size > MAX_ITEM_BYTES {
                     self.staged_too_large.get_or_insert(PlanError::EntryTooLarge {
                         index: index.name.clone(),
@@ -338,15 +342,15 @@ impl<'c> Planner<'c> {
                         size,
                         limit: MAX_ITEM_BYTES,
                     });
-                    Op::Delete(key_item(index, key))
+                    Op::Delete(key_item(index, key.clone()))
                 } else {
                     Op::Put(item)
                 }
             }
-            None => Op::Delete(key_item(index, key)),
+            None => Op::Delete(key_item(index, key.clone())),
         };
         self.staged.push((
-            slot,
+            (ix, key),
             ItemWrite {
                 table: Arc::clone(&index.table),
                 op,
@@ -384,11 +388,10 @@ fn base_key<'k, 'a>(
 }
 
 /// The key item (partition and sort key only) for a delete.
-fn key_item(index: &Index, key: EntryKey) -> Item {
-    let mut item = Item::default();
-    item.reserve(2);
-    item.insert(index.partition_key.clone(), AttributeValue::S(key.pk));
-    item.insert(index.sort_key.clone(), key.sk.into_attribute());
+fn key_item(index: &Index, key: EntryKey) -> Attributes {
+    let mut item = Attributes::with_capacity(2);
+    item.push(index.partition_key.as_str(), AttributeValue::S(key.pk));
+    item.push(index.sort_key.as_str(), key.sk.into_attribute());
     item
 }
 

@@ -259,7 +259,7 @@ async fn put_all(
         .enumerate()
         .map(|(origin, item)| ItemWrite {
             table: Arc::clone(&table),
-            op: Op::Put(item),
+            op: Op::Put(item.into()),
             origin,
         })
         .collect();

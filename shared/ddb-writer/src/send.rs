@@ -8,7 +8,7 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, PutRequest, WriteRequest};
 use io_policy::{Budget, Failure, FailureKind};
-use stream_kit::{ItemWrite, Op};
+use stream_kit::{Attributes, ItemWrite, Op};
 
 use crate::{MAX_BATCH, Report};
 
@@ -143,17 +143,15 @@ impl Pending {
     fn new(write: ItemWrite) -> Result<Pending, String> {
         let request = match write.op {
             Op::Put(item) => {
-                let item: HashMap<String, AttributeValue> = item.into();
                 let put = PutRequest::builder()
-                    .set_item(Some(item))
+                    .set_item(Some(sdk_item(item)))
                     .build()
                     .map_err(|e| e.to_string())?;
                 WriteRequest::builder().put_request(put).build()
             }
             Op::Delete(key) => {
-                let key: HashMap<String, AttributeValue> = key.into();
                 let delete = DeleteRequest::builder()
-                    .set_key(Some(key))
+                    .set_key(Some(sdk_item(key)))
                     .build()
                     .map_err(|e| e.to_string())?;
                 WriteRequest::builder().delete_request(delete).build()
@@ -165,6 +163,13 @@ impl Pending {
             request,
         })
     }
+}
+
+/// A planned item in the SDK's form: the one conversion between plan and request.
+fn sdk_item(item: Attributes) -> HashMap<String, AttributeValue> {
+    item.into_iter()
+        .map(|(name, value)| (name, value.into()))
+        .collect()
 }
 
 /// The writes DynamoDB left unprocessed. If any unprocessed request cannot be matched to one that

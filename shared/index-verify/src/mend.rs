@@ -185,7 +185,7 @@ impl Mender {
                 self.delete(
                     &budget,
                     index,
-                    key.into(),
+                    key.into_item().into(),
                     Unless::Newer(version.clone()),
                     &mut mended,
                 )

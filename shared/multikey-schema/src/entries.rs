@@ -14,6 +14,7 @@ use std::borrow::Cow;
 
 use key_codec::{BinaryKey, Dir, HierKey, KeyKind, Number, TextKey, truncate_for_binary, truncate_for_text};
 use serde_dynamo::{AttributeValue, Item};
+use stream_kit::Attributes;
 use stream_kit::wire::{Attr, Image};
 
 use crate::config::{ENTRY_ATTRIBUTE, Index, KeyFormat, VALUE_ATTRIBUTE, VERSION_ATTRIBUTE};
@@ -42,7 +43,7 @@ pub enum EntryValue<'a> {
 }
 
 /// A sort key in the index's format.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SortKey {
     /// K1, for an S sort key.
     Text(String),
@@ -69,7 +70,7 @@ impl SortKey {
 }
 
 /// An index entry's key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct EntryKey {
     /// The partition key: scope values, then the member.
     pub pk: String,
@@ -150,29 +151,24 @@ impl<'a> ImageEntries<'a> {
     }
 
     /// The index item for one member under `key`.
-    pub fn item(&self, member: &Member<'_>, key: EntryKey, version: Option<&str>) -> Item {
+    pub fn item(&self, member: &Member<'_>, key: EntryKey, version: Option<&str>) -> Attributes {
         let index = self.index;
-        // Built in place: `Item::from(HashMap)` would hash every attribute a second time.
-        let mut item = Item::default();
-        item.reserve(5 + self.base_key.len() + self.copied.len());
-        item.insert(index.partition_key.clone(), AttributeValue::S(key.pk));
-        item.insert(index.sort_key.clone(), key.sk.into_attribute());
+        let mut item = Attributes::with_capacity(5 + self.base_key.len() + self.copied.len());
+        item.push(index.partition_key.as_str(), AttributeValue::S(key.pk));
+        item.push(index.sort_key.as_str(), key.sk.into_attribute());
         let entry = match member.entry {
             EntryValue::S(s) => AttributeValue::S(s.to_owned()),
             EntryValue::N(n) => AttributeValue::N(n.to_owned()),
         };
-        item.insert(ENTRY_ATTRIBUTE.to_owned(), entry);
+        item.push(ENTRY_ATTRIBUTE, entry);
         if let Some(value) = member.value {
-            item.insert(VALUE_ATTRIBUTE.to_owned(), value.to_attribute());
+            item.push(VALUE_ATTRIBUTE, value.to_attribute());
         }
         for (name, value) in self.base_key.iter().chain(&self.copied) {
-            item.insert((*name).to_owned(), value.to_attribute());
+            item.push(*name, value.to_attribute());
         }
         if let Some(version) = version {
-            item.insert(
-                VERSION_ATTRIBUTE.to_owned(),
-                AttributeValue::S(version.to_owned()),
-            );
+            item.push(VERSION_ATTRIBUTE, AttributeValue::S(version.to_owned()));
         }
         item
     }

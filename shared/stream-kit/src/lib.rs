@@ -41,4 +41,4 @@ pub use io_policy::Deadline;
 pub use metrics::{Metric, Metrics};
 pub use outcome::{PlanFailure, PlanFailures, Skipped};
 pub use record::{ChangeKind, Image, Record, RecordError};
-pub use write::{ItemWrite, Op};
+pub use write::{Attributes, ItemWrite, Op};

@@ -11,7 +11,13 @@ pub const MAX_ITEM_BYTES: usize = 400 * 1024;
 
 /// An item's size as DynamoDB counts it: each attribute's name in UTF-8 bytes plus its value.
 pub fn item_size(item: &Item) -> usize {
-    item.iter()
+    size(item.iter().map(|(name, value)| (name.as_str(), value)))
+}
+
+/// The size of an item given as its (name, value) pairs, as [`item_size`] counts it.
+pub fn size<'i>(attributes: impl IntoIterator<Item = (&'i str, &'i AttributeValue)>) -> usize {
+    attributes
+        .into_iter()
         .map(|(name, value)| name.len() + value_size(value))
         .sum()
 }

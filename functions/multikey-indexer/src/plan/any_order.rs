@@ -266,7 +266,7 @@ pub fn resolve<S: BuildHasher>(
         }
         resolved.heads.push(ItemWrite {
             table: Arc::clone(&index.table),
-            op: Op::Put(item),
+            op: Op::Put(item.into()),
             origin: change.origin,
         });
     }

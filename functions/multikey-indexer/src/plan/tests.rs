@@ -491,7 +491,9 @@ fn binary_sort_keys() {
 /// A model index table: what applying writes leaves.
 pub(super) type Model = BTreeMap<(String, Vec<u8>), Item>;
 
-pub(super) fn key_of(item: &Item) -> (String, Vec<u8>) {
+pub(super) fn key_of(
+    item: &impl for<'k> std::ops::Index<&'k str, Output = AttributeValue>,
+) -> (String, Vec<u8>) {
     let AttributeValue::S(pk) = &item["pk"] else {
         panic!()
     };
@@ -507,7 +509,7 @@ pub(super) fn apply<'a>(model: &mut Model, writes: impl IntoIterator<Item = &'a 
     for w in writes {
         match &w.op {
             Op::Put(item) => {
-                model.insert(key_of(item), item.clone());
+                model.insert(key_of(item), item.clone().into_item());
             }
             Op::Delete(key) => {
                 model.remove(&key_of(key));

@@ -239,3 +239,41 @@ fn owned_items_convert_both_ways() {
     };
     assert_eq!(names, ["a", "b"]);
 }
+
+#[test]
+fn a_name_is_found_in_small_images_by_scan_and_in_large_ones_by_halves() {
+    // Sizes either side of the switch between the two searches, with names of one length (so the
+    // scan compares bytes) and of many (so it skips by length).
+    // (Each size gives an image of twice as many attributes.)
+    for size in [
+        0,
+        1,
+        SCAN_UP_TO / 2 - 1,
+        SCAN_UP_TO / 2,
+        SCAN_UP_TO / 2 + 1,
+        3 * SCAN_UP_TO,
+    ] {
+        let mut item = serde_dynamo::Item::default();
+        for i in 0..size {
+            item.insert(format!("a{i:03}"), serde_dynamo::AttributeValue::N(i.to_string()));
+            item.insert("b".repeat(i + 1), serde_dynamo::AttributeValue::S(i.to_string()));
+        }
+        let image = Image::from_item(&item);
+        assert_eq!(image.len(), 2 * size);
+        for i in 0..size {
+            assert_eq!(
+                image.get(&format!("a{i:03}")),
+                Some(&Attr::N(i.to_string().into())),
+                "size {size}"
+            );
+            assert_eq!(
+                image.get(&"b".repeat(i + 1)),
+                Some(&Attr::S(i.to_string().into())),
+                "size {size}"
+            );
+        }
+        for absent in ["", "a", "a1000", "c", &"b".repeat(size + 1), "a00"] {
+            assert_eq!(image.get(absent), None, "size {size}: {absent:?}");
+        }
+    }
+}

@@ -47,7 +47,7 @@ fn deliver(
     let mut heads = HashMap::new();
     for (_, keys) in changes.heads_by_table(ix) {
         for key in keys {
-            if let Some(item) = model.get(&key_of(&key)) {
+            if let Some(item) = model.get(&key_of(&*key)) {
                 let AttributeValue::S(pk) = &key["pk"] else {
                     panic!()
                 };

@@ -53,7 +53,7 @@ use stream_kit::wire::{Attr, Image, WireRecord};
 use stream_kit::{Attributes, EventRecord, ItemWrite, Op, PlanFailures, RecordError};
 
 use crate::config::{Index, Indexes};
-use multikey_schema::entries::{EntryKey, ImageEntries, Member};
+use multikey_schema::entries::{EntryKey, ImageEntries, IndexView, Member};
 
 /// What a batch of records asks of the index tables.
 #[derive(Debug, Default, PartialEq)]
@@ -216,18 +216,20 @@ impl<'c> Planner<'c> {
         let change = record.change()?;
         let (before, after) = (change.before, change.after);
         let base_key = base_key(self.indexes, change.keys)?;
-        let has_source = |image: Option<&Image<'_>>| {
-            image.is_some_and(|i| self.indexes.indexes.iter().any(|ix| i.contains_key(&ix.source)))
-        };
-        if !has_source(before) && !has_source(after) {
-            self.plan.unindexed_records += 1;
-        }
         let backfill_touch = stream_kit::touch::is_touched(before, after);
         self.version = record
             .sequence_number()
             .and_then(multikey_schema::entries::version);
+        let mut indexed = false;
         for (ix, index) in self.indexes.indexes.iter().enumerate() {
-            self.diff(origin, ix, index, &base_key, (before, after), backfill_touch);
+            // Each attribute the index reads is looked up once per image.
+            let old = before.map(|image| IndexView::new(index, image));
+            let new = after.map(|image| IndexView::new(index, image));
+            indexed |= old.iter().chain(&new).any(|view| view.source().is_some());
+            self.diff(origin, ix, index, &base_key, (old, new), backfill_touch);
+        }
+        if !indexed {
+            self.plan.unindexed_records += 1;
         }
         self.commit()
     }
@@ -250,23 +252,25 @@ impl<'c> Planner<'c> {
         self.staged_too_large.take().map_or(Ok(()), Err)
     }
 
-    fn diff(
+    fn diff<'a>(
         &mut self,
         origin: usize,
         ix: usize,
         index: &Index,
-        base_key: &[(&str, &Attr<'_>)],
-        (before, after): (Option<&Image<'_>>, Option<&Image<'_>>),
+        base_key: &'a [(&'a str, &'a Attr<'a>)],
+        (before, after): (Option<IndexView<'a>>, Option<IndexView<'a>>),
         touched: bool,
     ) {
-        if let (Some(old), Some(new)) = (before, after)
+        // Nothing the index reads changed.
+        if let (Some(old), Some(new)) = (&before, &after)
             && !touched
-            && relevant_unchanged(index, old, new)
+            && old == new
         {
             return;
         }
-        let old = before.map(|image| ImageEntries::new(index, base_key, image));
-        let new = after.map(|image| ImageEntries::new(index, base_key, image));
+        let same_keying = matches!((&before, &after), (Some(o), Some(n)) if o.same_keying(n));
+        let old = before.map(|view| ImageEntries::from_view(base_key, view));
+        let new = after.map(|view| ImageEntries::from_view(base_key, view));
         if let Some(new) = &new {
             for (member, reason) in &new.unkeyable_members {
                 self.skip(origin, index, member, reason.clone());
@@ -276,7 +280,8 @@ impl<'c> Planner<'c> {
         let old_members = old.as_ref().map_or(none, |o| &o.members[..]);
         let new_members = new.as_ref().map_or(none, |n| &n.members[..]);
         // A touch re-puts every entry, as if nothing had been written before.
-        let copied_unchanged = !touched && matches!((&old, &new), (Some(o), Some(n)) if o.copied == n.copied);
+        let copied_unchanged =
+            !touched && matches!((&old, &new), (Some(o), Some(n)) if o.view().same_copied(n.view()));
         // Members are sorted by id: walk both images in step.
         let (mut a, mut b) = (old_members.iter().peekable(), new_members.iter().peekable());
         loop {
@@ -297,8 +302,14 @@ impl<'c> Planner<'c> {
             {
                 continue;
             }
-            // A member with no key in the old image was never written.
-            let old_key = o.zip(old.as_ref()).and_then(|(o, image)| image.key(o).ok());
+            // The old key, to delete when it is not the new one. A member with no key in the old
+            // image was never written. One with the same id and value under the same scope and
+            // tiebreakers has the same key in both images, so its old key is not even encoded.
+            let same_key = same_keying && matches!((o, n), (Some(o), Some(n)) if o.value == n.value);
+            let old_key = o
+                .filter(|_| !same_key)
+                .zip(old.as_ref())
+                .and_then(|(o, image)| image.key(o).ok());
             let new_key = n.zip(new.as_ref()).map(|(n, image)| (n, image, image.key(n)));
             match new_key {
                 Some((n, image, Ok(key))) => {
@@ -393,15 +404,6 @@ fn key_item(index: &Index, key: EntryKey) -> Attributes {
     item.push(index.partition_key.as_str(), AttributeValue::S(key.pk));
     item.push(index.sort_key.as_str(), key.sk.into_attribute());
     item
-}
-
-/// Whether every attribute the index reads is the same in both images.
-fn relevant_unchanged(index: &Index, old: &Image<'_>, new: &Image<'_>) -> bool {
-    std::iter::once(&index.source)
-        .chain(&index.scope)
-        .chain(&index.tiebreakers)
-        .chain(&index.include)
-        .all(|name| old.get(name) == new.get(name))
 }
 
 #[cfg(test)]

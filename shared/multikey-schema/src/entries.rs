@@ -78,12 +78,85 @@ pub struct EntryKey {
     pub sk: SortKey,
 }
 
+/// What one index reads of one image: its source, scope, tiebreaker and include attributes,
+/// each looked up once. Two images whose views are equal have the same entries.
+#[derive(Debug, Clone)]
+pub struct IndexView<'a> {
+    index: &'a Index,
+    source: Option<&'a Attr<'a>>,
+    /// The scope, tiebreaker and include attributes' values, in that order; `None` where absent.
+    copied: Vec<Option<&'a Attr<'a>>>,
+}
+
+impl<'a> IndexView<'a> {
+    /// Looks up what `index` reads of `image`.
+    pub fn new(index: &'a Index, image: &'a Image<'a>) -> IndexView<'a> {
+        let names = index.scope.iter().chain(&index.tiebreakers).chain(&index.include);
+        IndexView {
+            index,
+            source: image.get(&index.source),
+            copied: names.map(|name| image.get(name)).collect(),
+        }
+    }
+
+    /// The source attribute, if the image has it.
+    pub fn source(&self) -> Option<&'a Attr<'a>> {
+        self.source
+    }
+
+    /// Whether the attributes copied into every entry are the same in both views.
+    pub fn same_copied(&self, other: &IndexView<'_>) -> bool {
+        self.copied == other.copied
+    }
+
+    /// Whether the attributes that key every entry (scope and tiebreakers) are the same in both
+    /// views: then a member with the same id and value has the same key in both.
+    pub fn same_keying(&self, other: &IndexView<'_>) -> bool {
+        let keying = self.index.scope.len() + self.index.tiebreakers.len();
+        self.copied[..keying] == other.copied[..keying]
+    }
+
+    fn scope(&self) -> impl Iterator<Item = (&'a str, Option<&'a Attr<'a>>)> + '_ {
+        let index = self.index;
+        index
+            .scope
+            .iter()
+            .map(String::as_str)
+            .zip(self.copied.iter().copied())
+    }
+
+    fn tiebreakers(&self) -> impl Iterator<Item = (&'a str, Option<&'a Attr<'a>>)> + '_ {
+        let index = self.index;
+        let values = &self.copied[index.scope.len()..];
+        index
+            .tiebreakers
+            .iter()
+            .map(String::as_str)
+            .zip(values.iter().copied())
+    }
+
+    /// The copied attributes the image has, with their names.
+    fn present(&self) -> impl Iterator<Item = (&'a str, &'a Attr<'a>)> + '_ {
+        let index = self.index;
+        let names = index.scope.iter().chain(&index.tiebreakers).chain(&index.include);
+        names
+            .zip(&self.copied)
+            .filter_map(|(name, value)| value.map(|v| (name.as_str(), v)))
+    }
+}
+
+/// Equal when the image's source and copied attributes are (both views of one index).
+impl PartialEq for IndexView<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source && self.copied == other.copied
+    }
+}
+
 /// What every entry of one image shares, and its members.
 pub struct ImageEntries<'a> {
     index: &'a Index,
     base_key: &'a [(&'a str, &'a Attr<'a>)],
-    /// Scope, tiebreaker and include attributes present in the image, in that order.
-    pub copied: Vec<(&'a str, &'a Attr<'a>)>,
+    view: IndexView<'a>,
     /// The scope segments of the partition key, or why they cannot be keyed.
     prefix: Result<Option<HierKey>, Unkeyable>,
     /// The encoded tiebreakers and primary key, or why they cannot be keyed.
@@ -101,32 +174,36 @@ impl<'a> ImageEntries<'a> {
         base_key: &'a [(&'a str, &'a Attr<'a>)],
         image: &'a Image<'a>,
     ) -> ImageEntries<'a> {
-        let mut copied =
-            Vec::with_capacity(index.scope.len() + index.tiebreakers.len() + index.include.len());
-        for name in index.scope.iter().chain(&index.tiebreakers).chain(&index.include) {
-            if let Some(v) = image.get(name) {
-                copied.push((name.as_str(), v));
-            }
-        }
+        ImageEntries::from_view(base_key, IndexView::new(index, image))
+    }
+
+    /// The entries of an image whose attributes `view` has looked up already.
+    pub fn from_view(base_key: &'a [(&'a str, &'a Attr<'a>)], view: IndexView<'a>) -> ImageEntries<'a> {
+        let index = view.index;
         let mut unkeyable_members = Vec::new();
-        let members = members(index, image.get(&index.source), &mut unkeyable_members);
+        let members = members(index, view.source, &mut unkeyable_members);
         ImageEntries {
             index,
             base_key,
-            copied,
             prefix: if members.is_empty() {
                 Ok(None)
             } else {
-                prefix(index, image)
+                prefix(&view)
             },
             suffix: if members.is_empty() {
                 Ok(KeyBuf::new(index.key_format))
             } else {
-                suffix(index, base_key, image)
+                suffix(&view, base_key)
             },
+            view,
             members,
             unkeyable_members,
         }
+    }
+
+    /// What the index reads of the image.
+    pub fn view(&self) -> &IndexView<'a> {
+        &self.view
     }
 
     /// The key of one member, or why it has none.
@@ -153,7 +230,7 @@ impl<'a> ImageEntries<'a> {
     /// The index item for one member under `key`.
     pub fn item(&self, member: &Member<'_>, key: EntryKey, version: Option<&str>) -> Attributes {
         let index = self.index;
-        let mut item = Attributes::with_capacity(5 + self.base_key.len() + self.copied.len());
+        let mut item = Attributes::with_capacity(5 + self.base_key.len() + self.view.copied.len());
         item.push(index.partition_key.as_str(), AttributeValue::S(key.pk));
         item.push(index.sort_key.as_str(), key.sk.into_attribute());
         let entry = match member.entry {
@@ -164,8 +241,8 @@ impl<'a> ImageEntries<'a> {
         if let Some(value) = member.value {
             item.push(VALUE_ATTRIBUTE, value.to_attribute());
         }
-        for (name, value) in self.base_key.iter().chain(&self.copied) {
-            item.push(*name, value.to_attribute());
+        for (name, value) in self.base_key.iter().copied().chain(self.view.present()) {
+            item.push(name, value.to_attribute());
         }
         if let Some(version) = version {
             item.push(VERSION_ATTRIBUTE, AttributeValue::S(version.to_owned()));
@@ -270,10 +347,10 @@ fn push_number<'a>(out: &mut Vec<Member<'a>>, n: &'a str, unkeyable: &mut Vec<(S
 }
 
 /// The scope segments that start the partition key; `None` when the index has no scope.
-fn prefix(index: &Index, image: &Image<'_>) -> Result<Option<HierKey>, Unkeyable> {
+fn prefix(view: &IndexView<'_>) -> Result<Option<HierKey>, Unkeyable> {
     let mut key: Option<HierKey> = None;
-    for name in &index.scope {
-        let segment = match image.get(name) {
+    for (name, value) in view.scope() {
+        let segment = match value {
             Some(Attr::S(s) | Attr::N(s)) => s.as_ref(),
             Some(other) => {
                 return Err(format!(
@@ -291,15 +368,11 @@ fn prefix(index: &Index, image: &Image<'_>) -> Result<Option<HierKey>, Unkeyable
     Ok(key)
 }
 
-fn suffix(index: &Index, base_key: &[(&str, &Attr<'_>)], image: &Image<'_>) -> Result<KeyBuf, Unkeyable> {
-    let mut key = KeyBuf::new(index.key_format);
-    for name in &index.tiebreakers {
-        match image.get(name) {
-            Some(v) => key.push(v).map_err(|e| format!("tiebreaker {name:?}: {e}"))?,
-            None => key
-                .push(&Attr::Null)
-                .map_err(|e| format!("tiebreaker {name:?}: {e}"))?,
-        }
+fn suffix(view: &IndexView<'_>, base_key: &[(&str, &Attr<'_>)]) -> Result<KeyBuf, Unkeyable> {
+    let mut key = KeyBuf::new(view.index.key_format);
+    for (name, value) in view.tiebreakers() {
+        key.push(value.unwrap_or(&Attr::Null))
+            .map_err(|e| format!("tiebreaker {name:?}: {e}"))?;
     }
     for (name, v) in base_key {
         key.push(v).map_err(|e| format!("key attribute {name:?}: {e}"))?;

@@ -45,9 +45,13 @@ pub fn value_size(value: &AttributeValue) -> usize {
 }
 
 fn number_size(n: &str) -> usize {
+    // Counted in place: a plan measures every put, and most of them hold numbers.
     let mantissa = n.split(['e', 'E']).next().unwrap_or("");
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let significant = digits.trim_start_matches('0').trim_end_matches('0').len().max(1);
+    let digits = || mantissa.bytes().filter(u8::is_ascii_digit);
+    let total = digits().count();
+    let leading = digits().take_while(|&d| d == b'0').count();
+    let trailing = digits().rev().take_while(|&d| d == b'0').count();
+    let significant = total.saturating_sub(leading + trailing).max(1);
     significant.div_ceil(2) + 1
 }
 

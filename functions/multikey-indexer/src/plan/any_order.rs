@@ -37,6 +37,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
+use multikey_schema::entries::IndexView;
 use multikey_schema::head::{self, Head};
 use serde_dynamo::{AttributeValue, Item};
 use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
@@ -233,7 +234,10 @@ pub fn resolve<S: BuildHasher>(
             change.index,
             index,
             &base_key,
-            (old.as_ref(), new.as_ref()),
+            (
+                old.as_ref().map(|image| IndexView::new(index, image)),
+                new.as_ref().map(|image| IndexView::new(index, image)),
+            ),
             // Without a head, what the index holds is unknown: nothing, if the item's records
             // have only ever come out of order, or its old image, if they came in order until
             // now. Putting every entry is right for both.

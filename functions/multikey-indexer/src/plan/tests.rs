@@ -607,3 +607,65 @@ fn the_event_read_in_place_plans_as_the_decoded_event_does() {
     // The synthetic batch alone plans thousands of writes: the comparison saw real plans.
     assert!(writes > 1_000, "{writes} writes compared");
 }
+
+#[test]
+fn an_entry_is_re_keyed_exactly_when_what_keys_it_changed() {
+    let before = issue("i1", 1, &json!({"f": {"S": "a"}, "g": {"N": "7"}}));
+    let changed = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut after = before.clone();
+        edit(&mut after);
+        after
+    };
+    // (what, after, writes)
+    let cases: [(&str, serde_json::Value, &[&str]); 5] = [
+        (
+            "a copied attribute changed: both entries rewritten under their keys",
+            changed(&|a| a["name"] = json!({"S": "renamed"})),
+            &[r#"put p1#f ("a", 1, "i1") @0"#, r#"put p1#g (7, 1, "i1") @0"#],
+        ),
+        (
+            "a number's text changed, not its value: the same key, rewritten",
+            changed(&|a| a["custom_fields"]["M"]["g"] = json!({"N": "7.0"})),
+            &[r#"put p1#g (7, 1, "i1") @0"#],
+        ),
+        (
+            "the scope changed: every entry moves",
+            changed(&|a| a["project"] = json!({"S": "p2"})),
+            &[
+                r#"delete p1#f ("a", 1, "i1") @0"#,
+                r#"put p2#f ("a", 1, "i1") @0"#,
+                r#"delete p1#g (7, 1, "i1") @0"#,
+                r#"put p2#g (7, 1, "i1") @0"#,
+            ],
+        ),
+        (
+            "a value and a copied attribute changed: that entry moves, the other is rewritten",
+            changed(&|a| {
+                a["custom_fields"]["M"]["f"] = json!({"S": "b"});
+                a["state"] = json!({"S": "closed"});
+            }),
+            &[
+                r#"delete p1#f ("a", 1, "i1") @0"#,
+                r#"put p1#f ("b", 1, "i1") @0"#,
+                r#"put p1#g (7, 1, "i1") @0"#,
+            ],
+        ),
+        (
+            "a tiebreaker removed: it keys as null",
+            changed(&|a| {
+                a.as_object_mut().unwrap().remove("num");
+            }),
+            &[
+                r#"delete p1#f ("a", 1, "i1") @0"#,
+                r#"put p1#f ("a", null, "i1") @0"#,
+                r#"delete p1#g (7, 1, "i1") @0"#,
+                r#"put p1#g (7, null, "i1") @0"#,
+            ],
+        ),
+    ];
+    for (what, after, writes) in cases {
+        println!("{what}");
+        let batch = [record("MODIFY", Some(before.clone()), Some(after), 10)];
+        check(&article(), &batch, writes, &[], None);
+    }
+}

@@ -15,6 +15,16 @@ fn sizes_follow_dynamodbs_rules() {
         (json!({"pk": {"S": "abc"}}), 2 + 3),
         (json!({"n": {"N": "12345"}}), 1 + 4),
         (json!({"n": {"N": "-0.000100"}}), 1 + 2),
+        // Significant digits: leading and trailing zeros of the mantissa do not count.
+        (json!({"n": {"N": "0"}}), 1 + 2),
+        (json!({"n": {"N": "0.000"}}), 1 + 2),
+        (json!({"n": {"N": "100"}}), 1 + 2),
+        (json!({"n": {"N": "1001"}}), 1 + 3),
+        (json!({"n": {"N": "-12.340E-5"}}), 1 + 3),
+        (
+            json!({"n": {"N": "123456789012345678901234567890123456789"}}),
+            1 + 21,
+        ),
         (json!({"b": {"B": "AAEC"}}), 1 + 3),
         (json!({"t": {"BOOL": true}, "z": {"NULL": true}}), 2 + 2),
         (

@@ -277,3 +277,26 @@ fn a_name_is_found_in_small_images_by_scan_and_in_large_ones_by_halves() {
         }
     }
 }
+
+#[test]
+fn names_are_ordered_by_their_bytes_whichever_byte_differs() {
+    let names = [
+        "",
+        "a",
+        "aa",
+        "ab",
+        "b",
+        "id",
+        "name",
+        "num",
+        "Z",
+        "é",
+        "e\u{301}",
+        "\u{10FFFF}",
+    ];
+    for a in names {
+        for b in names {
+            assert_eq!(super::name_order(a, b), a.cmp(b), "{a:?} against {b:?}");
+        }
+    }
+}

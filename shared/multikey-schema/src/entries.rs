@@ -14,8 +14,8 @@ use std::borrow::Cow;
 
 use key_codec::{BinaryKey, Dir, HierKey, KeyKind, Number, TextKey, truncate_for_binary, truncate_for_text};
 use serde_dynamo::{AttributeValue, Item};
-use stream_kit::Attributes;
 use stream_kit::wire::{Attr, Image};
+use stream_kit::{Attributes, limits};
 
 use crate::config::{ENTRY_ATTRIBUTE, Index, KeyFormat, VALUE_ATTRIBUTE, VERSION_ATTRIBUTE};
 
@@ -155,7 +155,6 @@ impl PartialEq for IndexView<'_> {
 /// What every entry of one image shares, and its members.
 pub struct ImageEntries<'a> {
     index: &'a Index,
-    base_key: &'a [(&'a str, &'a Attr<'a>)],
     view: IndexView<'a>,
     /// The scope segments of the partition key, or why they cannot be keyed.
     prefix: Result<Option<HierKey>, Unkeyable>,
@@ -169,22 +168,17 @@ pub struct ImageEntries<'a> {
 
 impl<'a> ImageEntries<'a> {
     /// The entries `image` (an item of the base table, whose key is `base_key`) yields for `index`.
-    pub fn new(
-        index: &'a Index,
-        base_key: &'a [(&'a str, &'a Attr<'a>)],
-        image: &'a Image<'a>,
-    ) -> ImageEntries<'a> {
+    pub fn new(index: &'a Index, base_key: &[(&str, &Attr<'_>)], image: &'a Image<'a>) -> ImageEntries<'a> {
         ImageEntries::from_view(base_key, IndexView::new(index, image))
     }
 
     /// The entries of an image whose attributes `view` has looked up already.
-    pub fn from_view(base_key: &'a [(&'a str, &'a Attr<'a>)], view: IndexView<'a>) -> ImageEntries<'a> {
+    pub fn from_view(base_key: &[(&str, &Attr<'_>)], view: IndexView<'a>) -> ImageEntries<'a> {
         let index = view.index;
         let mut unkeyable_members = Vec::new();
         let members = members(index, view.source, &mut unkeyable_members);
         ImageEntries {
             index,
-            base_key,
             prefix: if members.is_empty() {
                 Ok(None)
             } else {
@@ -226,26 +220,98 @@ impl<'a> ImageEntries<'a> {
         let sk = sk.finish()?;
         Ok(EntryKey { pk, sk })
     }
+}
 
-    /// The index item for one member under `key`.
-    pub fn item(&self, member: &Member<'_>, key: EntryKey, version: Option<&str>) -> Attributes {
-        let index = self.index;
-        let mut item = Attributes::with_capacity(5 + self.base_key.len() + self.view.copied.len());
+/// What every entry put from one image carries besides its key and member: the item's primary
+/// key, the copied attributes and the version. Gathered and measured once per image, not once
+/// per entry.
+#[derive(Debug, Clone)]
+pub struct Carried<'a> {
+    attributes: Vec<(&'a str, &'a Attr<'a>)>,
+    version: Option<String>,
+    /// What they count towards an item's size.
+    size: usize,
+}
+
+impl<'a> Carried<'a> {
+    /// The base key's attributes, the copied attributes `view` found, and the record's version.
+    pub fn new(
+        base_key: &[(&'a str, &'a Attr<'a>)],
+        view: &IndexView<'a>,
+        version: Option<String>,
+    ) -> Carried<'a> {
+        let attributes: Vec<_> = base_key.iter().copied().chain(view.present()).collect();
+        let size = attributes
+            .iter()
+            .map(|(name, value)| name.len() + limits::attr_size(value))
+            .sum::<usize>()
+            + version.as_ref().map_or(0, |v| VERSION_ATTRIBUTE.len() + v.len());
+        Carried {
+            attributes,
+            version,
+            size,
+        }
+    }
+}
+
+/// A member's own part of its entry (the `entry` and `value` attributes), borrowed from its
+/// image: with its key and the image's [`Carried`], all an entry's item is made of. A plan keeps
+/// these, and builds only the items its batch finally writes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EntryParts<'a> {
+    entry: EntryValue<'a>,
+    value: Option<&'a Attr<'a>>,
+}
+
+impl<'a> Member<'a> {
+    /// Its part of its entry.
+    pub fn parts(&self) -> EntryParts<'a> {
+        EntryParts {
+            entry: self.entry,
+            value: self.value,
+        }
+    }
+}
+
+impl EntryParts<'_> {
+    /// The size of the entry's item under `key`, by DynamoDB's rules ([`stream_kit::limits`]),
+    /// without building it: what [`EntryParts::item`]'s item measures.
+    pub fn size(&self, index: &Index, key: &EntryKey, carried: &Carried<'_>) -> usize {
+        let entry = match self.entry {
+            EntryValue::S(s) => s.len(),
+            EntryValue::N(n) => limits::number_size(n),
+        };
+        let value = self
+            .value
+            .map_or(0, |v| VALUE_ATTRIBUTE.len() + limits::attr_size(v));
+        index.partition_key.len()
+            + key.pk.len()
+            + index.sort_key.len()
+            + key.sk.as_bytes().len()
+            + ENTRY_ATTRIBUTE.len()
+            + entry
+            + value
+            + carried.size
+    }
+
+    /// The index item under `key`.
+    pub fn item(&self, index: &Index, key: EntryKey, carried: &Carried<'_>) -> Attributes {
+        let mut item = Attributes::with_capacity(5 + carried.attributes.len());
         item.push(index.partition_key.as_str(), AttributeValue::S(key.pk));
         item.push(index.sort_key.as_str(), key.sk.into_attribute());
-        let entry = match member.entry {
+        let entry = match self.entry {
             EntryValue::S(s) => AttributeValue::S(s.to_owned()),
             EntryValue::N(n) => AttributeValue::N(n.to_owned()),
         };
         item.push(ENTRY_ATTRIBUTE, entry);
-        if let Some(value) = member.value {
+        if let Some(value) = self.value {
             item.push(VALUE_ATTRIBUTE, value.to_attribute());
         }
-        for (name, value) in self.base_key.iter().copied().chain(self.view.present()) {
-            item.push(name, value.to_attribute());
+        for (name, value) in &carried.attributes {
+            item.push(*name, value.to_attribute());
         }
-        if let Some(version) = version {
-            item.push(VERSION_ATTRIBUTE, AttributeValue::S(version.to_owned()));
+        if let Some(version) = &carried.version {
+            item.push(VERSION_ATTRIBUTE, AttributeValue::S(version.clone()));
         }
         item
     }

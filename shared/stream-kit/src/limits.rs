@@ -6,6 +6,8 @@
 
 use serde_dynamo::{AttributeValue, Item};
 
+use crate::wire::Attr;
+
 /// The largest item DynamoDB stores: 400 KB, names and values together.
 pub const MAX_ITEM_BYTES: usize = 400 * 1024;
 
@@ -44,7 +46,24 @@ pub fn value_size(value: &AttributeValue) -> usize {
     }
 }
 
-fn number_size(n: &str) -> usize {
+/// The size of a value read in place ([`crate::wire`]), by the same rules as [`value_size`]: what
+/// the value will count for once it is sent.
+pub fn attr_size(value: &Attr<'_>) -> usize {
+    match value {
+        Attr::S(s) => s.len(),
+        Attr::N(n) => number_size(n),
+        Attr::B(b) => b.len(),
+        Attr::Bool(_) | Attr::Null => 1,
+        Attr::L(list) => 3 + list.iter().map(|v| 1 + attr_size(v)).sum::<usize>(),
+        Attr::M(map) => 3 + map.iter().map(|(k, v)| 1 + k.len() + attr_size(v)).sum::<usize>(),
+        Attr::Ss(set) => set.iter().map(|s| s.len()).sum(),
+        Attr::Ns(set) => set.iter().map(|n| number_size(n)).sum(),
+        Attr::Bs(set) => set.iter().map(Vec::len).sum(),
+    }
+}
+
+/// The size of a number: its significant digits, two to a byte, and one byte more.
+pub fn number_size(n: &str) -> usize {
     // Counted in place: a plan measures every put, and most of them hold numbers.
     let mantissa = n.split(['e', 'E']).next().unwrap_or("");
     let digits = || mantissa.bytes().filter(u8::is_ascii_digit);

@@ -38,10 +38,11 @@ impl<E> PlanFailures<E> {
     /// Plans `records` in order, `step` planning one: a record whose failure `kind` calls
     /// record-permanent is rejected and planning goes on; any other failure stops planning there.
     /// Every plan's loop over its records is this one.
-    pub fn plan_each<R>(
-        records: &[R],
+    /// A step may keep what it borrows of a record for as long as the records live.
+    pub fn plan_each<'r, R>(
+        records: &'r [R],
         kind: impl Fn(&E) -> FailureKind,
-        mut step: impl FnMut(usize, &R) -> Result<(), E>,
+        mut step: impl FnMut(usize, &'r R) -> Result<(), E>,
     ) -> PlanFailures<E> {
         let mut failures = PlanFailures::default();
         for (record, raw) in records.iter().enumerate() {

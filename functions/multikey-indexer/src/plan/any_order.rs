@@ -199,35 +199,48 @@ pub fn resolve<S: BuildHasher>(
     changes: Changes,
     heads: &HashMap<String, Head, S>,
 ) -> Resolved {
-    let mut planner = Planner::new(indexes);
     let mut resolved = Resolved::default();
+    // A change at or below its item's head has been applied already.
+    let fresh: Vec<bool> = changes
+        .items
+        .iter()
+        .map(|c| heads.get(&c.head.pk).is_none_or(|h| h.version < c.version))
+        .collect();
+    resolved.stale = fresh.iter().filter(|f| !**f).count();
+    // Each change's key and images read in place, for the planner to borrow until it finishes.
+    let read: Vec<_> = changes
+        .items
+        .iter()
+        .map(|change| {
+            let old = match heads.get(&change.head.pk) {
+                Some(h) => h.image.as_ref(),
+                None => change.before.as_ref(),
+            };
+            let key_values: Vec<Attr<'_>> = change
+                .base_key
+                .iter()
+                .map(|(_, v)| Attr::from_attribute(v))
+                .collect();
+            let images = (
+                old.map(Image::from_item),
+                change.after.as_ref().map(Image::from_item),
+            );
+            (key_values, images)
+        })
+        .collect();
+    let mut planner = Planner::new(indexes);
     let mut rejected: Vec<PlanFailure<PlanError>> = Vec::new();
-    for change in changes.items {
+    for ((change, (key_values, (old, new))), _) in
+        changes.items.iter().zip(&read).zip(&fresh).filter(|(_, f)| **f)
+    {
         let index = &indexes.indexes[change.index];
         let head = heads.get(&change.head.pk);
-        if head.is_some_and(|h| h.version >= change.version) {
-            resolved.stale += 1;
-            continue;
-        }
-        let old = match head {
-            Some(h) => h.image.as_ref(),
-            None => change.before.as_ref(),
-        };
-        let key_values: Vec<Attr<'_>> = change
-            .base_key
-            .iter()
-            .map(|(_, v)| Attr::from_attribute(v))
-            .collect();
         let base_key: Vec<(&str, &Attr<'_>)> = change
             .base_key
             .iter()
-            .zip(&key_values)
+            .zip(key_values)
             .map(|((n, _), v)| (n.as_str(), v))
             .collect();
-        let (old, new) = (
-            old.map(Image::from_item),
-            change.after.as_ref().map(Image::from_item),
-        );
         planner.version = Some(change.version.clone());
         planner.diff(
             change.origin,
@@ -249,6 +262,11 @@ pub fn resolve<S: BuildHasher>(
                 error,
             });
         }
+    }
+    let mut plan = planner.finish();
+    drop(read);
+    for (change, _) in changes.items.into_iter().zip(fresh).filter(|(_, f)| *f) {
+        let index = &indexes.indexes[change.index];
         let new = Head {
             version: change.version,
             image: change.after,
@@ -274,7 +292,6 @@ pub fn resolve<S: BuildHasher>(
             origin: change.origin,
         });
     }
-    let mut plan = planner.plan;
     plan.unindexed_records = changes.unindexed_records;
     plan.failures = changes.failures;
     plan.failures.rejected.extend(rejected);

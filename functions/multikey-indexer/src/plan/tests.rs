@@ -669,3 +669,67 @@ fn an_entry_is_re_keyed_exactly_when_what_keys_it_changed() {
         check(&article(), &batch, writes, &[], None);
     }
 }
+
+#[test]
+fn an_entry_is_measured_before_it_is_built_to_the_byte_and_even_when_replaced() {
+    let with_name = |name: &str| {
+        let mut image = issue("i1", 1, &json!({"f": {"S": "a"}}));
+        image["name"] = json!({"S": name});
+        image
+    };
+    let put_size = |plan: &Plan| match &plan.writes[..] {
+        [
+            ItemWrite {
+                op: Op::Put(item), ..
+            },
+        ] => item.size(),
+        other => panic!("not one put: {other:?}"),
+    };
+    // `name` is copied into the entry and keys nothing: its length moves the entry's size alone.
+    let small = Plan::new(&article(), &[record("INSERT", None, Some(with_name("n")), 10)]);
+    let at_limit = MAX_ITEM_BYTES - (put_size(&small) - 1);
+    let plan = Plan::new(
+        &article(),
+        &[record("INSERT", None, Some(with_name(&"x".repeat(at_limit))), 10)],
+    );
+    assert_eq!(
+        put_size(&plan),
+        MAX_ITEM_BYTES,
+        "the entry at the limit is written"
+    );
+    assert!(plan.failures.rejected.is_empty());
+
+    let over = with_name(&"x".repeat(at_limit + 1));
+    let plan = Plan::new(&article(), &[record("INSERT", None, Some(over.clone()), 10)]);
+    assert_eq!(
+        plan.failures.rejected[0].error,
+        PlanError::EntryTooLarge {
+            index: "custom-fields".to_owned(),
+            pk: "p1#f".to_owned(),
+            size: MAX_ITEM_BYTES + 1,
+            limit: MAX_ITEM_BYTES,
+        }
+    );
+    assert!(
+        matches!(
+            plan.writes[..],
+            [ItemWrite {
+                op: Op::Delete(_),
+                ..
+            }]
+        ),
+        "its key is deleted instead"
+    );
+
+    // A later record in the batch writes the same entry: the write is its, and the record over
+    // the limit is still rejected.
+    let batch = [
+        record("INSERT", None, Some(over.clone()), 10),
+        record("MODIFY", Some(over), Some(with_name("n")), 20),
+    ];
+    let plan = Plan::new(&article(), &batch);
+    assert_eq!(plan.failures.rejected.len(), 1);
+    assert_eq!(plan.failures.rejected[0].record, 0);
+    assert_eq!(plan.writes.len(), 1);
+    assert_eq!((plan.writes[0].origin, put_size(&plan)), (1, put_size(&small)));
+}

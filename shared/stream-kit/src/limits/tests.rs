@@ -3,7 +3,8 @@
 use serde_dynamo::Item;
 use serde_json::json;
 
-use super::{MAX_ITEM_BYTES, item_size};
+use super::{MAX_ITEM_BYTES, attr_size, item_size};
+use crate::wire::Attr;
 
 fn item(v: serde_json::Value) -> Item {
     serde_json::from_value(v).unwrap()
@@ -33,9 +34,18 @@ fn sizes_follow_dynamodbs_rules() {
         ),
         (json!({"m": {"M": {"k": {"S": "v"}}}}), 1 + 3 + (1 + 1 + 1)),
         (json!({"s": {"SS": ["a", "bc"]}}), 1 + 3),
+        (json!({"ns": {"NS": ["1", "100", "12.5"]}}), 2 + 2 + 2 + 3),
+        (json!({"bs": {"BS": ["AAEC", "AA=="]}}), 2 + 3 + 1),
     ];
     for (v, size) in cases {
-        assert_eq!(item_size(&item(v.clone())), size, "{v}");
+        let item = item(v.clone());
+        assert_eq!(item_size(&item), size, "{v}");
+        // A value read in place counts as its owned form does.
+        let in_place: usize = item
+            .iter()
+            .map(|(name, value)| name.len() + attr_size(&Attr::from_attribute(value)))
+            .sum();
+        assert_eq!(in_place, size, "{v}, read in place");
     }
     assert_eq!(MAX_ITEM_BYTES, 409_600);
 }

@@ -17,7 +17,8 @@
 //! keeps exactly that: one write per index key, tagged with the record it came from. The writes no
 //! longer depend on order, so they can be sent concurrently. A delete for an entry put earlier in
 //! the same batch is kept, not dropped: if an earlier delivery of the batch wrote that entry before
-//! failing, the delete is what removes it.
+//! failing, the delete is what removes it. Each write is kept by reference into the batch until
+//! the whole batch is planned, and only the writes that remain are built into items.
 //!
 //! **Rejecting.** A record that cannot be planned is rejected with a [`PlanError`] of one of two
 //! kinds ([`PlanError::kind`]). A malformed record (an unknown event name, no keys) is
@@ -31,11 +32,12 @@
 //! one entry for whoever else must delete one (a verify's repair, a replay), whose deletes are
 //! conditioned on it so that they can never remove an entry a newer record has put since.
 //!
-//! **Limits.** Every entry put is measured against DynamoDB's 400 KB item limit before anything
-//! is sent. An entry over it (an `include` naming a big attribute, say) cannot be written: its key
-//! is deleted instead, so that no stale entry stays behind, and its record is rejected as
-//! record-permanent, naming the entry's key, the index, the size and the limit. The record's other
-//! entries are written.
+//! **Limits.** Every entry put is measured against DynamoDB's 400 KB item limit as it is planned,
+//! before anything is built or sent (so a record is rejected even when a later record in the
+//! batch replaces its entry). An entry over it (an `include` naming a big attribute, say) cannot
+//! be written: its key is deleted instead, so that no stale entry stays behind, and its record is
+//! rejected as record-permanent, naming the entry's key, the index, the size and the limit. The
+//! record's other entries are written.
 //!
 //! **Skipping.** A member that cannot be keyed (a nested map value, a key over DynamoDB's limits,
 //! a missing scope attribute) gets no entry; it is reported in [`Plan::skipped`] and does not stop
@@ -247,8 +249,9 @@ impl<'a> Planner<'a> {
         plan.writes = keys
             .into_iter()
             .zip(pending)
-            .map(|(((ix, key), at), write)| {
-                debug_assert!(plan.writes.len() <= at, "a slot without its write");
+            .enumerate()
+            .map(|(position, (((ix, key), at), write))| {
+                debug_assert_eq!(position, at, "a slot without its write");
                 let index = &indexes.indexes[ix];
                 let op = match write.put {
                     Some((parts, at)) => Op::Put(parts.item(index, key, &carried[at])),
@@ -374,6 +377,7 @@ impl<'a> Planner<'a> {
                     if let Some(old_key) = old_key.filter(|k| *k != key) {
                         self.stage(ix, index, old_key, None, origin);
                     }
+                    // `carried` is there: the new image has this member.
                     let put = carried.map(|at| (n.parts(), at));
                     self.stage(ix, index, key, put, origin);
                 }

@@ -113,7 +113,7 @@ impl<'a> IndexView<'a> {
     /// views: then a member with the same id and value has the same key in both.
     pub fn same_keying(&self, other: &IndexView<'_>) -> bool {
         let keying = self.index.scope.len() + self.index.tiebreakers.len();
-        self.copied[..keying] == other.copied[..keying]
+        self.copied.get(..keying) == other.copied.get(..keying)
     }
 
     fn scope(&self) -> impl Iterator<Item = (&'a str, Option<&'a Attr<'a>>)> + '_ {

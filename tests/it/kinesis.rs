@@ -37,7 +37,7 @@ fn runtime<F: StreamFunction>(
 }
 
 /// Function `F` as its template environment configures it, with `extra` variables.
-fn runtime_with<F: StreamFunction>(
+pub(crate) fn runtime_with<F: StreamFunction>(
     stack: &local_stack::Stack,
     binary: &str,
     extra: &[(&str, &str)],
@@ -117,7 +117,7 @@ async fn shuffled_and_duplicated_issue_changes_index_exactly_in_any_order() -> R
 }
 
 /// `stack`'s index against what the in-order `changes` leave in the issues table.
-async fn index_check(
+pub(crate) async fn index_check(
     client: &aws_sdk_dynamodb::Client,
     stack: &local_stack::Stack,
     changes: &[EventRecord],

@@ -343,3 +343,53 @@ async fn a_rejected_request_is_narrowed_down_to_the_write_that_causes_it() {
     assert_eq!((budget.tally.requests(), budget.tally.retries()), (12, 0));
     assert_eq!(client.scan().table_name(&table).send().await.unwrap().count(), 29);
 }
+
+/// A batch of more than a step's records (`STEP_RECORDS`) in one invocation, as a DynamoDB stream
+/// delivers it: the indexer plans it in steps cut by item, sending each step's writes while the
+/// next is planned. The index is exactly what the issues' final state calls for (the independent
+/// oracle), and the writes took exactly ⌈writes / 25⌉ requests, as many as the whole batch's plan
+/// makes: no step sent a short request and no entry was written twice.
+#[tokio::test]
+async fn a_batch_planned_in_steps_indexes_exactly_in_as_many_requests_as_planned_whole() -> anyhow::Result<()>
+{
+    use multikey_indexer::plan::{Plan, steps};
+    use stream_kit::Metric;
+    use stream_kit::wire::WireRecord;
+
+    let sdk = sdk();
+    let stack = crate::pipeline::stack(&sdk, &[]).await?;
+    let indexer = crate::kinesis::runtime_with::<Indexer>(&stack, "multikey-indexer", &[])?;
+    let mut changes = multikey_indexer::synthetic::batch(2_600, 300, 21).records;
+    for (n, change) in changes.iter_mut().enumerate() {
+        change.change.sequence_number = Some((10_u128.pow(20) + n as u128).to_string());
+    }
+    let config = multikey_indexer::Indexes::from_json(multikey_indexer::synthetic::INDEXES_JSON)
+        .map_err(anyhow::Error::msg)?;
+    let wire = WireRecord::view_all(&changes);
+    let cut = steps::by_item(&config, &wire, steps::STEP_RECORDS);
+    anyhow::ensure!(cut.len() == 6, "the batch is cut in {} steps", cut.len());
+    let whole_writes = Plan::from_wire(&config, &wire).writes.len();
+
+    let (response, metrics) = indexer
+        .handle_counted(event(&changes), Deadline::after(Duration::from_secs(120)))
+        .await;
+    anyhow::ensure!(
+        response.is_ok_and(|r| r.batch_item_failures.is_empty()),
+        "the batch finished"
+    );
+    let (writes, requests) = (metrics.get(Metric::Writes), metrics.get(Metric::Requests));
+    anyhow::ensure!(
+        writes == whole_writes as u64 && requests == ddb_writer::requests_for(whole_writes) as u64,
+        "{writes} writes in {requests} requests; the whole plan makes {whole_writes} writes"
+    );
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let check = crate::kinesis::index_check(&client, &stack, &changes).await?;
+    anyhow::ensure!(
+        check.is_exact() && check.entries > 500,
+        "{} entries; missing {:?}; extra {:?}",
+        check.entries,
+        check.missing,
+        check.extra
+    );
+    Ok(())
+}

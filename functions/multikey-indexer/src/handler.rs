@@ -21,7 +21,7 @@ use stream_runtime::{
 
 use crate::config::Indexes;
 use crate::plan::any_order::{self, Changes};
-use crate::plan::{Plan, PlanError};
+use crate::plan::{Plan, PlanError, steps};
 
 /// The variable that chooses in-order or order-insensitive indexing.
 pub const ORDER_VAR: &str = "MULTIKEY_ORDER";
@@ -151,21 +151,88 @@ impl StreamFunction for Indexer {
             IndexPlan::Changes(changes) => self.apply_changes(changes, budget).await,
         }
     }
+
+    /// In order, a batch of more than [`steps::STEP_RECORDS`] records is planned in steps cut by
+    /// item, each step's writes sent while the next is planned ([`Indexer::plan_in_steps`]); in
+    /// any order, and for smaller batches, the whole batch is planned first.
+    async fn plan_and_apply<'r>(&'r self, records: &'r [WireRecord<'r>], budget: &'r Budget) -> Applied {
+        if self.order == Order::Stream && records.len() > steps::STEP_RECORDS {
+            return self.plan_in_steps(records, budget).await;
+        }
+        stream_runtime::plan_then_apply(self, records, budget).await
+    }
 }
 
 impl Indexer {
+    /// Plans `records` in steps cut by item ([`steps`]) and sends each step's writes while the
+    /// next is planned, in chunks of 25 across steps: the same writes, in as many requests, as the
+    /// whole batch's plan. When a step's plan stops at a record (a systemic failure), the steps
+    /// after it plan no record past that one; the steps before it may have written some, which
+    /// Lambda delivers again from the checkpoint, each item's in order (docs/functions.md).
+    async fn plan_in_steps(&self, records: &[WireRecord<'_>], budget: &Budget) -> Applied {
+        let steps = steps::by_item(&self.indexes, records, steps::STEP_RECORDS);
+        let (ready, chunks) = tokio::sync::mpsc::unbounded_channel::<Vec<ItemWrite>>();
+        let chunks = futures_util::stream::unfold(chunks, |mut chunks| async move {
+            chunks.recv().await.map(|chunk| (chunk, chunks))
+        });
+        let planning = async move {
+            let mut failures = Vec::new();
+            let (mut skipped, mut unindexed, mut puts, mut deletes) = (0, 0, 0, 0);
+            let mut stop = usize::MAX;
+            let mut pending: Vec<ItemWrite> = Vec::new();
+            let last = steps.len() - 1;
+            for (n, step) in steps.iter().enumerate() {
+                let planned = step.partition_point(|&at| at < stop);
+                let plan = Plan::from_wire_at(&self.indexes, records, &step[..planned]);
+                log_skipped(&plan);
+                let (p, d) = plan.counts();
+                (puts, deletes) = (puts + p, deletes + d);
+                skipped += plan.skipped.len();
+                unindexed += plan.unindexed_records;
+                if let Some(stopped) = &plan.failures.stopped {
+                    stop = stop.min(stopped.record);
+                }
+                failures.extend(stream_runtime::rejections(plan.failures, PlanError::kind));
+                pending.extend(plan.writes);
+                // Whole chunks, but for the last step's remainder: a request is never sent short
+                // while more writes are coming.
+                let sendable = if n == last {
+                    pending.len()
+                } else {
+                    pending.len() - pending.len() % ddb_writer::MAX_BATCH
+                };
+                let mut sending = pending.drain(..sendable);
+                loop {
+                    let chunk: Vec<ItemWrite> = sending.by_ref().take(ddb_writer::MAX_BATCH).collect();
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    // The writer outlives the planning: it is joined with it below.
+                    ready.send(chunk).ok();
+                }
+                drop(sending);
+                // Let the writes made so far go out before the next step is planned.
+                tokio::task::yield_now().await;
+            }
+            tracing::debug!(
+                records = records.len(),
+                steps = steps.len(),
+                puts,
+                deletes,
+                "planned"
+            );
+            let counts = vec![
+                (Metric::SkippedValues, skipped as u64),
+                (Metric::SkippedRecords, unindexed as u64),
+            ];
+            (failures, counts)
+        };
+        let ((failures, counts), report) = tokio::join!(planning, self.writer.write_as_ready(chunks, budget));
+        Applied::after(failures, counts, applied(report))
+    }
+
     async fn write(&self, writes: Vec<ItemWrite>, budget: &Budget) -> Applied {
-        let report = self.writer.write(writes, budget).await;
-        Applied {
-            failures: report
-                .failures
-                .into_iter()
-                .map(|(origin, failure)| RecordFailure::new(origin, failure))
-                .collect(),
-            writes: report.writes,
-            failed_writes: report.failed,
-            counts: Vec::new(),
-        }
+        applied(self.writer.write(writes, budget).await)
     }
 
     /// Reads the changes' heads, resolves, writes the entries, then the heads of the records
@@ -246,6 +313,20 @@ impl Indexer {
             keys = rest;
         }
         Ok(())
+    }
+}
+
+/// What a writer's report says, as the runtime takes it.
+fn applied(report: ddb_writer::Report) -> Applied {
+    Applied {
+        failures: report
+            .failures
+            .into_iter()
+            .map(|(origin, failure)| RecordFailure::new(origin, failure))
+            .collect(),
+        writes: report.writes,
+        failed_writes: report.failed,
+        counts: Vec::new(),
     }
 }
 

@@ -161,11 +161,30 @@ impl PlanError {
 impl Plan {
     /// Plans a batch read in place ([`stream_kit::wire`]): the runtime's path.
     pub fn from_wire(indexes: &Indexes, records: &[WireRecord<'_>]) -> Plan {
+        Plan::of(indexes, records.len(), records.iter().enumerate())
+    }
+
+    /// Plans the records of a batch at `positions` (in the batch's order), each write and
+    /// failure naming its position in the batch: for records that hold every record of their
+    /// items (a step, [`steps`]), exactly what [`Plan::from_wire`] plans for those items.
+    pub fn from_wire_at(indexes: &Indexes, records: &[WireRecord<'_>], positions: &[usize]) -> Plan {
+        Plan::of(
+            indexes,
+            positions.len(),
+            positions.iter().filter_map(|&at| Some((at, records.get(at)?))),
+        )
+    }
+
+    fn of<'r, 'w: 'r>(
+        indexes: &Indexes,
+        count: usize,
+        records: impl IntoIterator<Item = (usize, &'r WireRecord<'w>)>,
+    ) -> Plan {
         let mut planner = Planner::new(indexes);
         // About one write a record, so the map rarely grows (each growth hashes every key again).
-        planner.slots.reserve(records.len());
-        planner.pending.reserve(records.len());
-        let failures = PlanFailures::plan_each(records, PlanError::kind, |i, raw| planner.record(i, raw));
+        planner.slots.reserve(count);
+        planner.pending.reserve(count);
+        let failures = PlanFailures::plan_these(records, PlanError::kind, |i, raw| planner.record(i, raw));
         let mut plan = planner.finish();
         plan.failures = failures;
         plan
@@ -433,7 +452,7 @@ impl<'a> Planner<'a> {
 }
 
 /// The base table's key attributes of a record's `Keys`, in `base_key`'s order.
-fn base_key<'k, 'a>(
+pub(crate) fn base_key<'k, 'a>(
     indexes: &'k Indexes,
     keys: &'k Image<'a>,
 ) -> Result<Vec<(&'k str, &'k Attr<'a>)>, PlanError> {
@@ -462,3 +481,4 @@ fn key_item(index: &Index, key: EntryKey) -> Attributes {
 mod tests;
 
 pub mod any_order;
+pub mod steps;

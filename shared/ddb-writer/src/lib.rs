@@ -1,7 +1,8 @@
 //! A deadline-aware DynamoDB writer for stream processors.
 //!
 //! [`Writer::write`] applies a batch of planned [`ItemWrite`]s with `BatchWriteItem`, under the
-//! one I/O policy ([`io_policy::Budget`]):
+//! one I/O policy ([`io_policy::Budget`]); [`Writer::write_as_ready`] the chunks of a plan still
+//! being made, each sent as soon as it is ready and the window admits it:
 //!
 //! - **Chunks of at most 25 writes**, DynamoDB's limit, several tables per request allowed. The
 //!   caller guarantees that no two writes in one call share a table and key (a plan that

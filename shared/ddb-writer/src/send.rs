@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, PutRequest, WriteRequest};
+use futures_util::{Stream, StreamExt as _};
 use io_policy::{Budget, Failure, FailureKind};
 use stream_kit::{Attributes, ItemWrite, Op};
 
@@ -47,12 +48,20 @@ impl Writer {
             }
             chunks.push(chunk);
         }
+        self.write_as_ready(futures_util::stream::iter(chunks), budget)
+            .await
+    }
+
+    /// Applies chunks of at most 25 writes as they come (a plan's, made while the batch is still
+    /// being planned), each sent once it has come and the window admits it. The table and key
+    /// pairs of all the chunks must be distinct.
+    pub async fn write_as_ready(
+        &self,
+        chunks: impl Stream<Item = Vec<ItemWrite>>,
+        budget: &Budget,
+    ) -> Report {
         let reports = budget
-            .in_window(
-                chunks
-                    .into_iter()
-                    .map(|chunk| self.convert_and_write(chunk, budget)),
-            )
+            .in_window_as_ready(chunks.map(|chunk| self.convert_and_write(chunk, budget)))
             .await;
         let mut report = Report::default();
         for r in reports {

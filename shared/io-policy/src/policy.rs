@@ -16,10 +16,11 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
-use futures_util::stream::FuturesUnordered;
+use futures_util::stream::{FuturesUnordered, Stream};
 
 use crate::deadline::Deadline;
 use crate::failure::{Failure, FailureKind};
@@ -206,21 +207,37 @@ impl Budget {
     /// up their retries waiting, and end the invocation at a checkpoint a smaller window reaches
     /// the end from.
     pub async fn in_window<T, F: Future<Output = T>>(&self, tasks: impl IntoIterator<Item = F>) -> Vec<T> {
-        let mut waiting = tasks.into_iter();
+        self.in_window_as_ready(futures_util::stream::iter(tasks)).await
+    }
+
+    /// [`Budget::in_window`] of tasks that become ready one by one (a plan's writes, made while
+    /// the batch is still being planned): a task starts once it is ready and the window admits
+    /// it; the outputs come once the stream has ended and every task with it.
+    pub async fn in_window_as_ready<T, F: Future<Output = T>>(&self, tasks: impl Stream<Item = F>) -> Vec<T> {
+        let mut waiting = std::pin::pin!(tasks);
+        let mut ended = false;
         let mut running = FuturesUnordered::new();
         let mut done = Vec::new();
-        loop {
-            while running.is_empty() || running.len() < self.window.size() {
-                match waiting.next() {
-                    Some(task) => running.push(task),
-                    None => break,
+        std::future::poll_fn(|cx| {
+            loop {
+                // Start what the window admits of the tasks ready now.
+                while !ended && (running.is_empty() || running.len() < self.window.size()) {
+                    match waiting.as_mut().poll_next(cx) {
+                        Poll::Ready(Some(task)) => running.push(task),
+                        Poll::Ready(None) => ended = true,
+                        Poll::Pending => break,
+                    }
+                }
+                match running.poll_next_unpin(cx) {
+                    Poll::Ready(Some(output)) => done.push(output),
+                    // Nothing runs: done once the stream has ended; else it will wake us.
+                    Poll::Ready(None) if ended => return Poll::Ready(()),
+                    Poll::Ready(None) | Poll::Pending => return Poll::Pending,
                 }
             }
-            match running.next().await {
-                Some(output) => done.push(output),
-                None => return done,
-            }
-        }
+        })
+        .await;
+        done
     }
 
     /// Whether the stop instant has passed.

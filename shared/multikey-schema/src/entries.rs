@@ -557,6 +557,20 @@ impl KeyBuf {
     }
 }
 
+/// An item's key (its base-table key attributes, in `base_key`'s order) as the text key encoding
+/// of those values: the same for every record of one item, whatever spelling of a number a
+/// record carries, and distinct for distinct items. What an index entry's sort key ends with.
+pub fn item_key(base_key: &[(&str, &Attr<'_>)]) -> Result<String, Unkeyable> {
+    let mut key = KeyBuf::new(KeyFormat::Text);
+    for (name, v) in base_key {
+        key.push(v).map_err(|e| format!("key attribute {name:?}: {e}"))?;
+    }
+    match key {
+        KeyBuf::Text(k) => Ok(k.into_string()),
+        KeyBuf::Binary(_) => unreachable!("made as a text key"),
+    }
+}
+
 /// Whether `item`, an item of the base table whose key attributes are `base_key`, has an entry
 /// for `member` (a map key, or an element's text) in `index`: whether the indexer writes one.
 /// An item that lacks the member, or whose value cannot be keyed, has none.

@@ -42,10 +42,20 @@ impl<E> PlanFailures<E> {
     pub fn plan_each<'r, R>(
         records: &'r [R],
         kind: impl Fn(&E) -> FailureKind,
+        step: impl FnMut(usize, &'r R) -> Result<(), E>,
+    ) -> PlanFailures<E> {
+        PlanFailures::plan_these(records.iter().enumerate(), kind, step)
+    }
+
+    /// [`PlanFailures::plan_each`] of some of a batch's records, each with its position in the
+    /// batch, in the batch's order.
+    pub fn plan_these<'r, R: 'r>(
+        records: impl IntoIterator<Item = (usize, &'r R)>,
+        kind: impl Fn(&E) -> FailureKind,
         mut step: impl FnMut(usize, &'r R) -> Result<(), E>,
     ) -> PlanFailures<E> {
         let mut failures = PlanFailures::default();
-        for (record, raw) in records.iter().enumerate() {
+        for (record, raw) in records {
             if let Err(error) = step(record, raw) {
                 if kind(&error) == FailureKind::RecordPermanent {
                     failures.rejected.push(PlanFailure { record, error });

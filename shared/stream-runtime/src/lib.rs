@@ -8,7 +8,9 @@
 //!    the plan cannot handle comes back as a [`RecordFailure`] of one of the three kinds.
 //! 2. **Apply** ([`StreamFunction::apply`]): the writes, under one I/O policy ([`io_policy`]):
 //!    retries with jittered backoff, attempt timeouts, and the invocation's deadline less a
-//!    margin. Writes that fail come back as [`RecordFailure`]s too.
+//!    margin. Writes that fail come back as [`RecordFailure`]s too. A function whose batch falls
+//!    into parts that share no write may plan and apply part by part, writing one part while it
+//!    plans the next ([`StreamFunction::plan_and_apply`]).
 //! 3. **Decide** ([`decide`]): the earliest transient or systemic failure is the checkpoint;
 //!    record-permanent failures before it are parked.
 //! 4. **Park** ([`parked`]): each such record goes, whole, with its error, to the parking place
@@ -87,6 +89,32 @@ pub trait StreamFunction: Send + Sync + Sized + 'static {
 
     /// Applies a plan within `budget`; every AWS call goes through it.
     fn apply(&self, plan: Self::Plan, budget: &Budget) -> impl Future<Output = Applied> + Send;
+
+    /// Plans a batch and applies the plan: what the runtime calls. By default the whole batch is
+    /// planned ([`StreamFunction::plan`]), then applied ([`StreamFunction::apply`]). A function
+    /// whose batch falls into parts that no write shares (the indexer's items) may override it to
+    /// begin writing one part while planning the next; it must leave exactly what the default
+    /// leaves. The plan's failures and counts come back with the writes'.
+    fn plan_and_apply<'r>(
+        &'r self,
+        records: &'r [WireRecord<'r>],
+        budget: &'r Budget,
+    ) -> impl Future<Output = Applied> + Send + 'r {
+        plan_then_apply(self, records, budget)
+    }
+}
+
+/// [`StreamFunction::plan_and_apply`]'s default: the whole batch planned, then applied. For an
+/// override to fall back on.
+pub async fn plan_then_apply<F: StreamFunction>(
+    function: &F,
+    records: &[WireRecord<'_>],
+    budget: &Budget,
+) -> Applied {
+    let planned = function.plan(records);
+    // Boxed: a function's I/O future can be deep, and this keeps the handler's type small.
+    let applied = Box::pin(function.apply(planned.plan, budget)).await;
+    Applied::after(planned.failures, planned.counts, applied)
 }
 
 /// Why a function cannot take records in any order: `Some` names the setting that would let it.
@@ -134,7 +162,7 @@ pub struct Planned<P> {
     pub counts: Vec<(Metric, u64)>,
 }
 
-/// What applying a plan did.
+/// What applying a plan did (and, from [`StreamFunction::plan_and_apply`], planning it).
 #[derive(Debug, Default)]
 pub struct Applied {
     /// Records whose writes failed, and why.
@@ -145,4 +173,19 @@ pub struct Applied {
     pub failed_writes: u64,
     /// Counters the I/O contributes (conflicts, say).
     pub counts: Vec<(Metric, u64)>,
+}
+
+impl Applied {
+    /// `applied` after a plan's `failures` and `counts`: the plan's come first.
+    pub fn after(failures: Vec<RecordFailure>, counts: Vec<(Metric, u64)>, applied: Applied) -> Applied {
+        let mut all = failures;
+        all.extend(applied.failures);
+        let mut all_counts = counts;
+        all_counts.extend(applied.counts);
+        Applied {
+            failures: all,
+            counts: all_counts,
+            ..applied
+        }
+    }
 }

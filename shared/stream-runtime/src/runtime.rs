@@ -130,21 +130,14 @@ impl<F: StreamFunction> Runtime<F> {
         let mut metrics = self.settings.metrics.for_batch(records.len());
         let budget = self.settings.policy.budget(deadline);
 
-        let planned = self.function.plan(records);
-        for (metric, n) in planned.counts {
-            metrics.add(metric, n);
-        }
-        // Boxed: a function's I/O future can be deep, and this keeps the handler's type small.
-        let applied = Box::pin(self.function.apply(planned.plan, &budget)).await;
+        let applied = Box::pin(self.function.plan_and_apply(records, &budget)).await;
         metrics.add(Metric::Writes, applied.writes);
         metrics.add(Metric::FailedWrites, applied.failed_writes);
         for (metric, n) in applied.counts {
             metrics.add(metric, n);
         }
 
-        let mut failures = planned.failures;
-        failures.extend(applied.failures);
-        let mut decision = decide(&failures);
+        let mut decision = decide(&applied.failures);
         Box::pin(self.park(records, whole, &mut decision, &budget)).await;
         metrics.add(Metric::ParkedRecords, decision.park.len() as u64);
         if let Some(checkpoint) = &decision.checkpoint {

@@ -168,3 +168,57 @@ async fn drain_gives_up_when_the_rest_stays_undone() {
     assert!(failure.message.contains("gave up after 4 attempts"), "{failure}");
     assert_eq!(budget.tally.requests(), 4);
 }
+
+/// Tasks that arrive while others run start as soon as the window has room for them, never more
+/// at once than its size, and every output comes back once the stream has ended.
+#[tokio::test]
+async fn tasks_made_while_others_run_start_as_the_window_admits_them() {
+    use std::rc::Rc;
+
+    let policy = Policy {
+        concurrency: 3,
+        max_concurrency: 3,
+        ..quick()
+    };
+    let budget = policy.budget(Deadline::after(Duration::from_secs(10)));
+    let (send, receive) = tokio::sync::mpsc::unbounded_channel::<u32>();
+    let receive =
+        futures_util::stream::unfold(receive, |mut r| async move { r.recv().await.map(|n| (n, r)) });
+    let running = Rc::new(Cell::new(0_usize));
+    let peak = Rc::new(Cell::new(0_usize));
+    // Tasks started while the producer had not yet made the last one.
+    let started_early = Rc::new(Cell::new(0_usize));
+    let produced_all = Rc::new(Cell::new(false));
+    let tasks = futures_util::StreamExt::map(receive, |n| {
+        let (running, peak) = (Rc::clone(&running), Rc::clone(&peak));
+        let (produced_all, started_early) = (Rc::clone(&produced_all), Rc::clone(&started_early));
+        async move {
+            if !produced_all.get() {
+                started_early.set(started_early.get() + 1);
+            }
+            running.set(running.get() + 1);
+            peak.set(peak.get().max(running.get()));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            running.set(running.get() - 1);
+            n * 10
+        }
+    });
+    let producer = async {
+        for n in 0..12 {
+            send.send(n).expect("the receiver lives");
+            // The plan's next step: a pause in which the window is free to start tasks.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        produced_all.set(true);
+        drop(send);
+    };
+    let ((), mut outputs) = tokio::join!(producer, budget.in_window_as_ready(tasks));
+    outputs.sort_unstable();
+    assert_eq!(outputs, (0..12).map(|n| n * 10).collect::<Vec<_>>());
+    assert_eq!(peak.get(), 3, "the window's size at most, and reached");
+    assert!(
+        started_early.get() >= 3,
+        "tasks must start before the stream ends: {} did",
+        started_early.get()
+    );
+}

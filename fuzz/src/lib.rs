@@ -176,11 +176,7 @@ impl Target {
                     let _ = sam_template::Pattern::parse(text);
                 }
             }
-            Target::Plans => {
-                if let Ok(event) = serde_json::from_slice::<stream_kit::Event>(input) {
-                    plans(&event.records);
-                }
-            }
+            Target::Plans => drop(plan_batch(input)),
             Target::Wire => drop(wire(input)),
             Target::Kinesis => {
                 kinesis(input);
@@ -214,18 +210,67 @@ const EVENTS: [&str; 9] = [
     include_str!("../../events/counter-aggregator/foreign.json"),
 ];
 
-fn plans(records: &[stream_kit::EventRecord]) {
+/// The plans target on one input: whether the indexer's steps were compared with its whole plan
+/// on a batch of several records that writes something ([`in_steps_as_whole`]).
+pub fn plan_batch(input: &[u8]) -> bool {
+    serde_json::from_slice::<stream_kit::Event>(input).is_ok_and(|event| plans(&event.records))
+}
+
+/// Every function's plan of `records`; whether the indexer's steps were compared.
+fn plans(records: &[stream_kit::EventRecord]) -> bool {
     thread_local! {
         static INDEXES: multikey_indexer::Indexes =
             multikey_indexer::Indexes::from_json(include_str!("../../functions/multikey-indexer/indexes.example.json"))
                 .unwrap_or_else(|e| panic!("the example configuration: {e}"));
     }
-    INDEXES.with(|indexes| drop(multikey_indexer::Plan::new(indexes, records)));
+    let compared = INDEXES.with(|indexes| in_steps_as_whole(indexes, records));
     drop(ttl_archiver::Plan::new(
         &ttl_archiver::ObjectSettings::default(),
         records,
     ));
     drop(counter_aggregator::Plan::new("pk", records));
+    compared
+}
+
+/// The indexer's plan of `records` cut into steps by item (a step per record at most) against its
+/// plan of the whole batch: the same writes, rejections and skips. A batch whose plan stops (a
+/// systemic failure) is planned, not compared: the steps before the stop may plan past it
+/// (docs/functions.md, the indexer's steps). Returns whether they were compared on several
+/// records that write something.
+fn in_steps_as_whole(indexes: &multikey_indexer::Indexes, records: &[stream_kit::EventRecord]) -> bool {
+    use multikey_indexer::plan::{Plan, steps};
+    let whole = Plan::new(indexes, records);
+    if whole.failures.stopped.is_some() {
+        return false;
+    }
+    let wire = stream_kit::wire::WireRecord::view_all(records);
+    let described = |plan: &Plan| {
+        let mut writes: Vec<String> = plan.writes.iter().map(|w| format!("{w:?}")).collect();
+        writes.sort_unstable();
+        let mut rejected: Vec<usize> = plan.failures.rejected.iter().map(|f| f.record).collect();
+        rejected.sort_unstable();
+        let mut skipped: Vec<String> = plan.skipped.iter().map(|s| format!("{s:?}")).collect();
+        skipped.sort_unstable();
+        (writes, rejected, skipped, plan.unindexed_records)
+    };
+    let mut cut = Plan::default();
+    for step in steps::by_item(indexes, &wire, 1) {
+        let plan = Plan::from_wire_at(indexes, &wire, &step);
+        assert!(
+            plan.failures.stopped.is_none(),
+            "a step stopped where the whole batch's plan did not"
+        );
+        cut.writes.extend(plan.writes);
+        cut.failures.rejected.extend(plan.failures.rejected);
+        cut.skipped.extend(plan.skipped);
+        cut.unindexed_records += plan.unindexed_records;
+    }
+    assert_eq!(
+        described(&cut),
+        described(&whole),
+        "the steps' plans are the whole plan's"
+    );
+    records.len() > 1 && !whole.writes.is_empty()
 }
 
 /// The wire reader against `aws_lambda_events` on one input, and on the input with each
@@ -317,6 +362,7 @@ fn wire_compare(input: &[u8]) -> bool {
             multikey_indexer::Plan::new(indexes, &event.records),
             "the same plan"
         );
+        in_steps_as_whole(indexes, &event.records);
     });
     let layout = ttl_archiver::ObjectSettings::default();
     assert_eq!(
@@ -660,6 +706,30 @@ mod tests {
         // About one in ten: most mutants of a value are no DynamoDB value, which both refuse.
         assert!(
             compared.get() > 200,
+            "only {} of 3,000 inputs compared",
+            compared.get()
+        );
+    }
+
+    /// The plans target compares the indexer's steps with its whole plan only on batches that
+    /// plan without stopping: the mutants must reach that comparison often.
+    #[test]
+    fn the_plans_target_compares_steps_with_the_whole_plan_on_many_mutants() {
+        let compared = std::cell::Cell::new(0_u32);
+        // The wire target's mutants, which keep the JSON whole: most of the plans target's are
+        // no event at all (it also runs the comparison, less often).
+        let report = run_mutating(
+            &Target::Plans.seeds(),
+            Target::Wire.mutator(),
+            |input| compared.set(compared.get() + u32::from(plan_batch(input))),
+            3_000,
+            13,
+            |_| {},
+        );
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        // About one in 70: of the nine seeds, two are indexer events that plan without stopping.
+        assert!(
+            compared.get() > 20,
             "only {} of 3,000 inputs compared",
             compared.get()
         );

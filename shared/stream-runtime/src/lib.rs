@@ -93,8 +93,11 @@ pub trait StreamFunction: Send + Sync + Sized + 'static {
     /// Plans a batch and applies the plan: what the runtime calls. By default the whole batch is
     /// planned ([`StreamFunction::plan`]), then applied ([`StreamFunction::apply`]). A function
     /// whose batch falls into parts that no write shares (the indexer's items) may override it to
-    /// begin writing one part while planning the next; it must leave exactly what the default
-    /// leaves. The plan's failures and counts come back with the writes'.
+    /// begin writing one part while planning the next. It must leave what the default leaves,
+    /// with one freedom: before the checkpoint is known it may write records after it, and
+    /// report their failures, which [`decide`] passes over (Lambda delivers those records again
+    /// from the checkpoint, each item's in order, so idempotent writes end the same). The plan's
+    /// failures and counts come back with the writes'.
     fn plan_and_apply<'r>(
         &'r self,
         records: &'r [WireRecord<'r>],

@@ -170,7 +170,8 @@ async fn drain_gives_up_when_the_rest_stays_undone() {
 }
 
 /// Tasks that arrive while others run start as soon as the window has room for them, never more
-/// at once than its size, and every output comes back once the stream has ended.
+/// at once than its size, and every output comes back once the stream has ended. No timing: the
+/// tasks hold until the test lets them go.
 #[tokio::test]
 async fn tasks_made_while_others_run_start_as_the_window_admits_them() {
     use std::rc::Rc;
@@ -184,41 +185,61 @@ async fn tasks_made_while_others_run_start_as_the_window_admits_them() {
     let (send, receive) = tokio::sync::mpsc::unbounded_channel::<u32>();
     let receive =
         futures_util::stream::unfold(receive, |mut r| async move { r.recv().await.map(|n| (n, r)) });
-    let running = Rc::new(Cell::new(0_usize));
-    let peak = Rc::new(Cell::new(0_usize));
-    // Tasks started while the producer had not yet made the last one.
-    let started_early = Rc::new(Cell::new(0_usize));
-    let produced_all = Rc::new(Cell::new(false));
+    let gate = Rc::new(tokio::sync::Semaphore::new(0));
+    let (started, running, peak) = (
+        Rc::new(Cell::new(0_usize)),
+        Rc::new(Cell::new(0_usize)),
+        Rc::new(Cell::new(0_usize)),
+    );
     let tasks = futures_util::StreamExt::map(receive, |n| {
-        let (running, peak) = (Rc::clone(&running), Rc::clone(&peak));
-        let (produced_all, started_early) = (Rc::clone(&produced_all), Rc::clone(&started_early));
+        let (gate, started, running, peak) = (
+            Rc::clone(&gate),
+            Rc::clone(&started),
+            Rc::clone(&running),
+            Rc::clone(&peak),
+        );
         async move {
-            if !produced_all.get() {
-                started_early.set(started_early.get() + 1);
-            }
+            started.set(started.get() + 1);
             running.set(running.get() + 1);
             peak.set(peak.get().max(running.get()));
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            gate.acquire().await.expect("the gate stays open").forget();
             running.set(running.get() - 1);
             n * 10
         }
     });
-    let producer = async {
-        for n in 0..12 {
-            send.send(n).expect("the receiver lives");
-            // The plan's next step: a pause in which the window is free to start tasks.
-            tokio::time::sleep(Duration::from_millis(1)).await;
+    let yield_a_while = || async {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
         }
-        produced_all.set(true);
+    };
+    let producer = async {
+        // Five ready: the window starts three, and no more while they hold.
+        for n in 0..5 {
+            send.send(n).expect("the receiver lives");
+        }
+        yield_a_while().await;
+        assert_eq!((started.get(), running.get()), (3, 3), "three of five started");
+        // One lets go: the next starts, before the stream has ended.
+        gate.add_permits(1);
+        yield_a_while().await;
+        assert_eq!(
+            (started.get(), running.get()),
+            (4, 3),
+            "one more started as one ended"
+        );
+        // The rest come while those hold, then all may end.
+        for n in 5..12 {
+            send.send(n).expect("the receiver lives");
+        }
         drop(send);
+        gate.add_permits(11);
     };
     let ((), mut outputs) = tokio::join!(producer, budget.in_window_as_ready(tasks));
     outputs.sort_unstable();
     assert_eq!(outputs, (0..12).map(|n| n * 10).collect::<Vec<_>>());
-    assert_eq!(peak.get(), 3, "the window's size at most, and reached");
-    assert!(
-        started_early.get() >= 3,
-        "tasks must start before the stream ends: {} did",
-        started_early.get()
+    assert_eq!(
+        (started.get(), peak.get()),
+        (12, 3),
+        "every task ran, never more than three at once"
     );
 }

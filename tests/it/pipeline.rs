@@ -550,7 +550,9 @@ async fn under_every_injected_fault_nothing_is_lost_and_nothing_doubled() -> Res
     );
     let now = now();
     let mut expired = Vec::new();
-    for round in 0..4 {
+    // Up to 12 rounds: the rarest fault (a stall, 3%) once went unseen in 4 rounds (about 180
+    // faultable requests) when timing changed which requests the seeded draws fell on.
+    for round in 0..12 {
         churn(&sdk, &stack).await?;
         for i in 0..5 {
             let id = format!("expired-{round}-{i}");

@@ -63,6 +63,30 @@ SidestreamControl.TrimStream` and a body `{"TableName": …, "Region": …}` tri
 table's stream holds now, as if 24 hours had passed for them (`local_stack::trim_stream`), and
 answers `{"Trimmed": n}`.
 
+DynamoDB Streams writes one record for each write that changes an item, and none for one that
+changes nothing; moto does not (`streams_write_what_dynamodb_writes`, one parity test each in
+tests/it/emulator.rs, each naming the AWS documentation it follows):
+- an `UpdateItem` that creates its item is one `INSERT` with the whole new image; moto first puts
+  the bare key (an `INSERT` of the keys alone) and then updates it (a second `INSERT`), and an
+  update that fails after that leaves the bare item and its record behind, which this launcher
+  takes back;
+- a `PutItem` or `UpdateItem` that leaves the item as it was writes no record ("If you perform a
+  PutItem or UpdateItem operation that does not change any data in an item, DynamoDB Streams does
+  not write a stream record for that operation"); moto writes a `MODIFY` with equal images;
+- a record's `awsRegion` is its table's Region (moto writes `us-east-1` for every table), and its
+  `ApproximateCreationDateTime` is rounded down to the second, as the Streams API documents it
+  (moto keeps milliseconds);
+- a shard iterator expires 15 minutes after it was handed out: `GetRecords` with it then fails
+  with `ExpiredIteratorException` (moto's never expire). A request with `X-Amz-Target:
+  SidestreamControl.AgeIterators` and a body `{"Seconds": n}` ages every iterator handed out so
+  far by n seconds, so that a test can expire one without waiting.
+`SizeBytes` stays moto's (the length of the record's JSON): AWS documents it only as "the size of
+the stream record, in bytes".
+
+moto's `TransactWriteItems` deep-copies every table it names before it starts, to put them back
+if the transaction is cancelled; the launcher keeps only the items a transaction names and the
+stream's length, and puts those back (`transactions_undo_only_what_they_touched`).
+
 With `SIDESTREAM_MOTO_PROFILE=FILE`, the DynamoDB requests (which run one at a time) are profiled
 with cProfile, and on SIGTERM the launcher writes to FILE each operation's count, seconds answering
 and seconds waiting for the lock, by table, then the functions that took the most time: where the
@@ -118,6 +142,9 @@ class EmptyPages:
         try:
             iterator = json.loads(body)["ShardIterator"]
         except (ValueError, KeyError, TypeError):
+            return None
+        if iterator_expired(iterator):
+            # AWS refuses an expired iterator whatever the page would have been.
             return None
         given = self.given.get(iterator, 0)
         if given >= MAX_EMPTY_IN_A_ROW or self.random.random() >= self.probability:
@@ -412,6 +439,243 @@ class WriteCapacity:
             )
 
 
+AGE_ITERATORS = "SidestreamControl.AgeIterators"
+# How long a shard iterator may be used, as DynamoDB Streams allows: "A shard iterator expires 15
+# minutes after it is returned to the requester" (GetShardIterator, API reference).
+ITERATOR_LIFETIME_SECONDS = 15 * 60
+
+
+def streams_write_what_dynamodb_writes():
+    """One stream record per write that changes an item, none for one that does not, each with
+    its table's Region and a time in whole seconds; iterators that expire (see the module's
+    documentation)."""
+    from moto.core.exceptions import JsonRESTError
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models import table as table_module
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodbstreams import models as streams_module
+
+    original_update = DynamoDBBackend.update_item
+
+    def update_item(self, table_name, key, *args, **kwargs):
+        table = self.get_table(table_name)
+        shard = table.stream_shard
+        before = len(shard.items) if shard is not None else 0
+        hash_value = DynamoType(key[table.hash_key_attr])
+        range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+        existed = table.get_item(hash_value, range_value) is not None
+        try:
+            item = original_update(self, table_name, key, *args, **kwargs)
+        except Exception:
+            # moto may have put the bare key before the update failed: DynamoDB writes nothing.
+            if not existed and table.get_item(hash_value, range_value) is not None:
+                table.delete_item(hash_value, range_value)
+            if shard is not None:
+                del shard.items[before:]
+            raise
+        if shard is not None and not existed and len(shard.items) - before == 2:
+            # The bare key's INSERT, then the updated item's: one INSERT, as DynamoDB writes it.
+            del shard.items[before]
+            renumber(shard, before)
+        return item
+
+    def renumber(shard, start):
+        for at in range(start, len(shard.items)):
+            shard.items[at].record["dynamodb"]["SequenceNumber"] = str(shard.starting_sequence_number + at)
+
+    DynamoDBBackend.update_item = update_item
+
+    original_add = table_module.StreamShard.add
+
+    def add(self, old, new):
+        if old is not None and new is not None and old.to_json() == new.to_json():
+            return
+        original_add(self, old, new)
+
+    table_module.StreamShard.add = add
+
+    original_record = table_module.StreamRecord.__init__
+
+    def record(self, table, *args, **kwargs):
+        original_record(self, table, *args, **kwargs)
+        self.record["awsRegion"] = table.region_name
+        created = self.record["dynamodb"].get("ApproximateCreationDateTime")
+        if created is not None:
+            self.record["dynamodb"]["ApproximateCreationDateTime"] = created.replace(microsecond=0)
+
+    table_module.StreamRecord.__init__ = record
+
+    class ExpiredIterator(JsonRESTError):
+        def __init__(self, age):
+            super().__init__(
+                "ExpiredIteratorException",
+                f"Iterator expired. The iterator was created {age:.0f} s ago, which is further in the "
+                f"past than the tolerated delay of {ITERATOR_LIFETIME_SECONDS * 1000} milliseconds.",
+            )
+
+    original_iterator = streams_module.ShardIterator.__init__
+
+    def iterator(self, *args, **kwargs):
+        original_iterator(self, *args, **kwargs)
+        self.handed_out = time.monotonic()
+
+    streams_module.ShardIterator.__init__ = iterator
+
+    original_get = streams_module.ShardIterator.get
+
+    def get(self, *args, **kwargs):
+        age = time.monotonic() - getattr(self, "handed_out", time.monotonic())
+        if age > ITERATOR_LIFETIME_SECONDS:
+            raise ExpiredIterator(age)
+        return original_get(self, *args, **kwargs)
+
+    streams_module.ShardIterator.get = get
+
+
+def iterator_expired(arn):
+    """Whether the shard iterator `arn` was handed out more than 15 minutes ago."""
+    from moto.dynamodbstreams.models import dynamodbstreams_backends
+
+    parts = arn.split(":", 5)
+    if len(parts) < 6:
+        return False
+    iterator = dynamodbstreams_backends[parts[4]][parts[3]].shard_iterators.get(arn)
+    handed_out = getattr(iterator, "handed_out", None)
+    return handed_out is not None and time.monotonic() - handed_out > ITERATOR_LIFETIME_SECONDS
+
+
+def transactions_undo_only_what_they_touched():
+    """moto's `TransactWriteItems` deep-copies every table it names before it starts, so that it
+    can put them back if the transaction is cancelled: a 50,000-entry index table copied on every
+    request, and a table object swapped under the stream iterators that point at its shard. This
+    keeps the touched items and each touched table's stream length instead, and puts those back:
+    the same answers (conditions checked in order, reasons per action, all or nothing), at the
+    cost of the items a transaction names."""
+    from moto.dynamodb.exceptions import (
+        ConditionalCheckFailed,
+        MockValidationException,
+        MultipleTransactionsException,
+        TooManyTransactionsException,
+        TransactionCanceledException,
+        TransactWriteSingleOpException,
+    )
+    from moto.dynamodb.comparisons import get_filter_expression
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    import copy
+
+    def key_of(table, op_type, op):
+        if op_type == "Put":
+            attrs = op["Item"]
+            key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+            if table.range_key_attr is not None:
+                key[table.range_key_attr] = attrs[table.range_key_attr]
+            return key
+        return op["Key"]
+
+    def typed(table, key):
+        hash_value = DynamoType(key[table.hash_key_attr])
+        range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+        return hash_value, range_value
+
+    def put_back(table, hash_value, range_value, item):
+        if table.range_key_attr:
+            if item is None:
+                table.items.get(hash_value, {}).pop(range_value, None)
+                if hash_value in table.items and not table.items[hash_value]:
+                    del table.items[hash_value]
+            else:
+                table.items.setdefault(hash_value, {})[range_value] = item
+        elif item is None:
+            table.items.pop(hash_value, None)
+        else:
+            table.items[hash_value] = item
+
+    def transact_write_items(self, transact_items):
+        if len(transact_items) > 100:
+            raise TooManyTransactionsException()
+        touched, streams, seen, errors = [], {}, set(), []
+        for entry in transact_items:
+            if len(entry) > 1:
+                raise TransactWriteSingleOpException
+            op_type, op = next(iter(entry.items()))
+            table = self.get_table(op["TableName"])
+            key = key_of(table, op_type, op)
+            unique = (op["TableName"], str(dict(sorted(key.items()))))
+            if unique in seen:
+                raise MultipleTransactionsException()
+            seen.add(unique)
+            hash_value, range_value = typed(table, key)
+            touched.append((table, hash_value, range_value, copy.deepcopy(table.get_item(hash_value, range_value))))
+            if table.stream_shard is not None:
+                streams.setdefault(id(table), (table.stream_shard, len(table.stream_shard.items)))
+
+        def undo():
+            for table, hash_value, range_value, item in reversed(touched):
+                put_back(table, hash_value, range_value, item)
+            for shard, length in streams.values():
+                del shard.items[length:]
+
+        for entry in transact_items:
+            op_type, op = next(iter(entry.items()))
+            name = op["TableName"]
+            condition = op.get("ConditionExpression")
+            names = op.get("ExpressionAttributeNames")
+            values = op.get("ExpressionAttributeValues")
+            table = self.get_table(name)
+            key = key_of(table, op_type, op)
+            old = None
+            try:
+                current = self.get_item(name, key)
+                if condition is not None and not get_filter_expression(condition, names, values).expr(current):
+                    if op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current:
+                        old = current.to_json()["Attributes"]
+                    raise ConditionalCheckFailed(item=old)
+                if op_type == "Put":
+                    self.put_item(name, op["Item"], condition_expression=condition,
+                                  expression_attribute_names=names, expression_attribute_values=values)
+                elif op_type == "Delete":
+                    self.delete_item(name, key, condition_expression=condition,
+                                     expression_attribute_names=names, expression_attribute_values=values)
+                elif op_type == "Update":
+                    self.update_item(name, key, update_expression=op["UpdateExpression"],
+                                     condition_expression=condition, expression_attribute_names=names,
+                                     expression_attribute_values=values)
+                errors.append((None, None, None))
+            except MockValidationException:
+                undo()
+                raise
+            except ConditionalCheckFailed as e:
+                errors.append(("ConditionalCheckFailed", str(e.message), old))
+            except Exception as e:  # noqa: BLE001 - every other reason is reported, as moto does
+                errors.append((type(e).__name__, str(e), old))
+        if any(code is not None for code, _, _ in errors):
+            undo()
+            raise TransactionCanceledException(errors)
+
+    DynamoDBBackend.transact_write_items = transact_write_items
+
+
+def age_iterators(environ, start_response):
+    """Ages every shard iterator handed out so far (see the module's documentation)."""
+    from moto.dynamodbstreams.models import dynamodbstreams_backends
+
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    seconds = float(json.loads(environ["wsgi.input"].read(length) or b"{}").get("Seconds", 0))
+    aged = 0
+    for backends_by_region in dynamodbstreams_backends.values():
+        for backend in backends_by_region.values():
+            for iterator in backend.shard_iterators.values():
+                iterator.handed_out = getattr(iterator, "handed_out", time.monotonic()) - seconds
+                aged += 1
+    body = json.dumps({"Aged": aged}).encode()
+    start_response(
+        "200 OK",
+        [("Content-Type", "application/x-amz-json-1.0"), ("Content-Length", str(len(body)))],
+    )
+    return [body]
+
+
 TRIM_STREAM = "SidestreamControl.TrimStream"
 
 
@@ -686,6 +950,9 @@ def serialized(app, lock, empty_pages, write_capacity, profile=None):
         if target == TRIM_STREAM:
             with lock:
                 return trim_stream(environ, start_response)
+        if target == AGE_ITERATORS:
+            with lock:
+                return age_iterators(environ, start_response)
         if not target.startswith("DynamoDB"):
             if environ.get("PATH_INFO", "").startswith(CBOR_OPERATION) or target.startswith(CLOUDWATCH_TARGET):
                 write_capacity.publish()
@@ -751,6 +1018,8 @@ def main():
     sort_items_by_plain_keys(check)
     ttl_deletes_carry_the_service_identity()
     streams_are_trimmed()
+    streams_write_what_dynamodb_writes()
+    transactions_undo_only_what_they_touched()
     describe_alarms_applies_every_filter()
     pick_plain_dict_members_by_table(check)
     app = DomainDispatcherApplication(create_backend_app)

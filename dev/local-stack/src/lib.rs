@@ -607,32 +607,62 @@ impl Stack {
 /// hours after each record arrived: reading them then fails with `TrimmedDataAccessException`
 /// (the launcher `scripts/moto-server.py` keeps the trim horizon). The records trimmed.
 pub async fn trim_stream(sdk: &SdkConfig, table: &str) -> Result<u64, StackError> {
+    let region = sdk.region().map_or("us-east-1", |r| r.as_ref());
+    control(
+        sdk,
+        "TrimStream",
+        &serde_json::json!({"TableName": table, "Region": region}),
+        "Trimmed",
+    )
+    .await
+}
+
+/// Ages every shard iterator the emulator has handed out by `seconds`, as if that much time had
+/// passed for them: one aged past 15 minutes then fails `GetRecords` with
+/// `ExpiredIteratorException`, as DynamoDB Streams' do. The iterators aged.
+pub async fn age_iterators(sdk: &SdkConfig, seconds: u64) -> Result<u64, StackError> {
+    control(
+        sdk,
+        "AgeIterators",
+        &serde_json::json!({"Seconds": seconds}),
+        "Aged",
+    )
+    .await
+}
+
+/// Sends the launcher's control request `operation` with `body` and reads the count `field` of
+/// its answer.
+async fn control(
+    sdk: &SdkConfig,
+    operation: &str,
+    body: &serde_json::Value,
+    field: &str,
+) -> Result<u64, StackError> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let endpoint = sdk
         .endpoint_url()
-        .ok_or_else(|| StackError::Unusable("no emulator endpoint to trim a stream on".to_owned()))?;
+        .ok_or_else(|| StackError::Unusable(format!("no emulator endpoint to send {operation} to")))?;
     let address = endpoint
         .strip_prefix("http://")
         .unwrap_or(endpoint)
         .trim_end_matches('/');
-    let region = sdk.region().map_or("us-east-1", |r| r.as_ref());
-    let body = serde_json::json!({"TableName": table, "Region": region}).to_string();
+    let body = body.to_string();
     let request = format!(
-        "POST / HTTP/1.1\r\nHost: {address}\r\nX-Amz-Target: SidestreamControl.TrimStream\r\n\
+        "POST / HTTP/1.1\r\nHost: {address}\r\nX-Amz-Target: SidestreamControl.{operation}\r\n\
          Content-Type: application/x-amz-json-1.0\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let failed = |e: std::io::Error| StackError::Unusable(format!("TrimStream {table} at {address}: {e}"));
+    let failed = |e: std::io::Error| StackError::Unusable(format!("{operation} {body} at {address}: {e}"));
     let mut stream = tokio::net::TcpStream::connect(address).await.map_err(failed)?;
     stream.write_all(request.as_bytes()).await.map_err(failed)?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.map_err(failed)?;
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    let trimmed = serde_json::from_str::<serde_json::Value>(body)
+    let (head, answered) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let count = serde_json::from_str::<serde_json::Value>(answered)
         .ok()
-        .and_then(|v| v["Trimmed"].as_u64())
+        .and_then(|v| v[field].as_u64())
         .filter(|_| head.starts_with("HTTP/1.1 200"));
-    trimmed.ok_or_else(|| StackError::Unusable(format!("TrimStream {table} at {address}: {answer}")))
+    count.ok_or_else(|| StackError::Unusable(format!("{operation} {body} at {address}: {answer}")))
 }
 
 /// The I/O policy for a whole-table read from the emulator (`index_verify::scan` and `verify`):

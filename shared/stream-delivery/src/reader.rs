@@ -26,6 +26,8 @@ pub struct StreamReader {
     shards: Vec<Shard>,
     /// Empty pages met so far.
     empty_pages: u64,
+    /// Iterators replaced after they expired.
+    renewed: u64,
 }
 
 #[derive(Debug)]
@@ -33,6 +35,9 @@ struct Shard {
     id: String,
     /// `None` once a closed shard has been read to its end.
     iterator: Option<String>,
+    /// The sequence number of the last record read, where a new iterator starts after when the
+    /// one held has expired (15 minutes after it was handed out).
+    last: Option<String>,
 }
 
 impl StreamReader {
@@ -43,7 +48,13 @@ impl StreamReader {
             arn: arn.into(),
             shards: Vec::new(),
             empty_pages: 0,
+            renewed: 0,
         }
+    }
+
+    /// Iterators that had expired and were replaced by one after the last record read.
+    pub fn renewed_iterators(&self) -> u64 {
+        self.renewed
     }
 
     /// Empty pages the stream has answered so far (read through, up to
@@ -59,26 +70,44 @@ impl StreamReader {
 
     /// The records written since the last poll, at most [`POLL_LIMIT`] a shard, with their shard
     /// ids, in stream order within each shard. Shards that appeared since are read from their
-    /// start. A shard is read through empty pages, up to [`EMPTY_PAGES_IN_A_ROW`] in a row.
+    /// start. A shard is read through empty pages, up to [`EMPTY_PAGES_IN_A_ROW`] in a row. An
+    /// iterator that has expired since the last poll (DynamoDB Streams' last 15 minutes) is
+    /// replaced by one after the last record read, once a poll.
     pub async fn poll(&mut self) -> Result<Vec<(String, EventRecord)>, RequestError> {
         self.discover().await?;
         let mut out = Vec::new();
         for shard in &mut self.shards {
             let start = out.len();
             let mut empty_in_a_row = 0;
+            let mut renewed = false;
             while out.len() - start < POLL_LIMIT
                 && let Some(iterator) = shard.iterator.take()
             {
-                let page = self
-                    .client
-                    .get_records()
-                    .shard_iterator(&iterator)
-                    .send()
-                    .await
-                    .map_err(|e| RequestError::request("GetRecords", &self.arn, &e))?;
+                let page = match self.client.get_records().shard_iterator(&iterator).send().await {
+                    Ok(page) => page,
+                    Err(e)
+                        if !renewed
+                            && e.as_service_error()
+                                .is_some_and(aws_sdk_dynamodbstreams::operation::get_records::GetRecordsError::is_expired_iterator_exception) =>
+                    {
+                        renewed = true;
+                        self.renewed += 1;
+                        shard.iterator = iterator_after(&self.client, &self.arn, &shard.id, shard.last.as_deref()).await?;
+                        continue;
+                    }
+                    Err(e) => return Err(RequestError::request("GetRecords", &self.arn, &e)),
+                };
                 let empty = page.records().is_empty();
                 for record in page.records() {
                     out.push((shard.id.clone(), event_record(record, &self.arn)?));
+                }
+                if let Some(last) = page
+                    .records()
+                    .last()
+                    .and_then(|r| r.dynamodb())
+                    .and_then(|d| d.sequence_number())
+                {
+                    shard.last = Some(last.to_owned());
                 }
                 shard.iterator = page.next_shard_iterator;
                 if empty {
@@ -112,23 +141,36 @@ impl StreamReader {
             if self.shards.iter().any(|s| s.id == id) {
                 continue;
             }
-            let iterator = self
-                .client
-                .get_shard_iterator()
-                .stream_arn(&self.arn)
-                .shard_id(id)
-                .shard_iterator_type(ShardIteratorType::TrimHorizon)
-                .send()
-                .await
-                .map_err(|e| RequestError::request("GetShardIterator", &self.arn, &e))?
-                .shard_iterator;
+            let iterator = iterator_after(&self.client, &self.arn, id, None).await?;
             self.shards.push(Shard {
                 id: id.to_owned(),
                 iterator,
+                last: None,
             });
         }
         Ok(())
     }
+}
+
+/// An iterator of `shard` just after the record `last`, or at its trim horizon.
+async fn iterator_after(
+    client: &Client,
+    arn: &str,
+    shard: &str,
+    last: Option<&str>,
+) -> Result<Option<String>, RequestError> {
+    let request = client.get_shard_iterator().stream_arn(arn).shard_id(shard);
+    let request = match last {
+        Some(last) => request
+            .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
+            .sequence_number(last),
+        None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
+    };
+    Ok(request
+        .send()
+        .await
+        .map_err(|e| RequestError::request("GetShardIterator", arn, &e))?
+        .shard_iterator)
 }
 
 /// A DynamoDB Streams record as Lambda's event source mapping delivers it.

@@ -1,0 +1,336 @@
+//! The local emulator's DynamoDB stream against what AWS documents: one test per behaviour, each
+//! naming the documentation it follows. Every function, test and chaos oracle reads the streams
+//! this emulator writes, so a record AWS never writes (or one it writes that the emulator omits)
+//! would prove nothing about AWS. The launcher's fixes are in `scripts/moto-server.py`
+//! (`streams_write_what_dynamodb_writes`).
+
+use anyhow::{Context as _, Result, ensure};
+use aws_config::Region;
+use aws_lambda_events::event::dynamodb::EventRecord;
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodbstreams::types::ShardIteratorType;
+use stream_delivery::StreamReader;
+
+use crate::moto;
+
+/// A new streamed table (`id` its key, `NEW_AND_OLD_IMAGES`) and a client for it.
+async fn streamed_table(prefix: &str) -> (aws_sdk_dynamodb::Client, String) {
+    let client = aws_sdk_dynamodb::Client::new(&moto::sdk());
+    let table = moto::unique(prefix);
+    moto::create_table(&client, &table, "id", None, true).await;
+    (client, table)
+}
+
+fn event_names(records: &[EventRecord]) -> Vec<&str> {
+    records.iter().map(|r| r.event_name.as_str()).collect()
+}
+
+/// "DynamoDB Streams writes a stream record whenever … A new item is added to the table: the
+/// stream captures an image of the entire item" (DynamoDB developer guide, "Change data capture
+/// for DynamoDB Streams"): an `UpdateItem` that creates its item is one `INSERT` with the whole
+/// image. moto wrote two: the bare key's, then the updated item's.
+#[tokio::test]
+async fn an_update_that_creates_its_item_is_one_insert_with_the_whole_image() -> Result<()> {
+    let (client, table) = streamed_table("parity-upsert").await;
+    client
+        .update_item()
+        .table_name(&table)
+        .key("id", AttributeValue::S("a".into()))
+        .update_expression("SET title = :t ADD n :one")
+        .expression_attribute_values(":t", AttributeValue::S("Girder".into()))
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .send()
+        .await?;
+    let records = moto::stream_records(&moto::sdk(), &client, &table).await;
+    ensure!(
+        event_names(&records) == ["INSERT"],
+        "records: {:?}",
+        event_names(&records)
+    );
+    let image = &records[0].change.new_image;
+    ensure!(
+        image.len() == 3,
+        "the INSERT's image is the whole item: {image:?}"
+    );
+    Ok(())
+}
+
+/// The same rule at the counters' scale: 400 `ADD`s from 8 concurrent writers over 16 items that
+/// do not exist yet make exactly 400 records, 16 of them `INSERT`s (moto made 416: each new item's
+/// bare key was a record of its own).
+#[tokio::test]
+async fn concurrent_adds_to_new_items_make_one_record_per_write() -> Result<()> {
+    let (client, table) = streamed_table("parity-adds").await;
+    let writers = (0..8).map(|w| {
+        let client = client.clone();
+        let table = table.clone();
+        async move {
+            for i in 0..50 {
+                client
+                    .update_item()
+                    .table_name(&table)
+                    .key("id", AttributeValue::S(format!("shard-{}", (w * 50 + i) % 16)))
+                    .update_expression("ADD n :one")
+                    .expression_attribute_values(":one", AttributeValue::N("1".into()))
+                    .send()
+                    .await?;
+            }
+            anyhow::Ok(())
+        }
+    });
+    for result in futures_util::future::join_all(writers).await {
+        result?;
+    }
+    let records = moto::stream_records(&moto::sdk(), &client, &table).await;
+    let inserts = records.iter().filter(|r| r.event_name == "INSERT").count();
+    ensure!(
+        records.len() == 400 && inserts == 16,
+        "{} records, {inserts} INSERTs: DynamoDB writes 400 and 16",
+        records.len()
+    );
+    Ok(())
+}
+
+/// "If you perform a `PutItem` or `UpdateItem` operation that does not change any data in an
+/// item, DynamoDB Streams does not write a stream record for that operation" (DynamoDB developer
+/// guide, "Change data capture for DynamoDB Streams"). moto wrote a `MODIFY` with equal images.
+#[tokio::test]
+async fn a_write_that_changes_nothing_writes_no_record() -> Result<()> {
+    let (client, table) = streamed_table("parity-noop").await;
+    for _ in 0..2 {
+        client
+            .put_item()
+            .table_name(&table)
+            .item("id", AttributeValue::S("a".into()))
+            .item("n", AttributeValue::N("1".into()))
+            .send()
+            .await?;
+    }
+    client
+        .update_item()
+        .table_name(&table)
+        .key("id", AttributeValue::S("a".into()))
+        .update_expression("SET n = :one")
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .send()
+        .await?;
+    // A real change still writes its record.
+    client
+        .update_item()
+        .table_name(&table)
+        .key("id", AttributeValue::S("a".into()))
+        .update_expression("SET n = :two")
+        .expression_attribute_values(":two", AttributeValue::N("2".into()))
+        .send()
+        .await?;
+    let records = moto::stream_records(&moto::sdk(), &client, &table).await;
+    ensure!(
+        event_names(&records) == ["INSERT", "MODIFY"],
+        "records: {:?}",
+        event_names(&records)
+    );
+    Ok(())
+}
+
+/// A request DynamoDB rejects writes nothing ("DynamoDB Streams writes a stream record whenever
+/// … data items in a table are modified"): an `UpdateItem` of a missing item that fails (here,
+/// the item it would create is over 400 KB) leaves neither an item nor a record. moto had put the
+/// bare key, and its record, before the update failed.
+#[tokio::test]
+async fn a_rejected_update_of_a_missing_item_leaves_no_item_and_no_record() -> Result<()> {
+    let (client, table) = streamed_table("parity-rejected").await;
+    let rejected = client
+        .update_item()
+        .table_name(&table)
+        .key("id", AttributeValue::S("a".into()))
+        .update_expression("SET body = :big")
+        .expression_attribute_values(":big", AttributeValue::S("x".repeat(410 * 1024)))
+        .send()
+        .await;
+    let error = rejected.err().context("an item over 400 KB is refused")?;
+    ensure!(
+        error
+            .as_service_error()
+            .and_then(aws_sdk_dynamodb::error::ProvideErrorMetadata::code)
+            == Some("ValidationException"),
+        "{error:?}"
+    );
+    let got = client
+        .get_item()
+        .table_name(&table)
+        .key("id", AttributeValue::S("a".into()))
+        .consistent_read(true)
+        .send()
+        .await?;
+    ensure!(got.item().is_none(), "no item: {:?}", got.item());
+    // The stream holds only the next write's record.
+    client
+        .put_item()
+        .table_name(&table)
+        .item("id", AttributeValue::S("b".into()))
+        .send()
+        .await?;
+    let records = moto::stream_records(&moto::sdk(), &client, &table).await;
+    ensure!(
+        event_names(&records) == ["INSERT"],
+        "records: {:?}",
+        event_names(&records)
+    );
+    ensure!(
+        records[0].change.keys.get("id") == Some(&serde_dynamo::AttributeValue::S("b".into())),
+        "{:?}",
+        records[0].change.keys
+    );
+    Ok(())
+}
+
+/// A record's `awsRegion` is "the region in which the `GetRecords` request was received", its
+/// table's (Streams API reference, `Record`), and `ApproximateCreationDateTime` is "in UNIX epoch
+/// time format and rounded down to the closest second" (`StreamRecord`). moto wrote `us-east-1`
+/// for every table, and milliseconds.
+#[tokio::test]
+async fn records_carry_their_tables_region_and_a_whole_second() -> Result<()> {
+    let sdk = moto::sdk().to_builder().region(Region::new("eu-west-1")).build();
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let table = moto::unique("parity-region");
+    moto::create_table(&client, &table, "id", None, true).await;
+    client
+        .put_item()
+        .table_name(&table)
+        .item("id", AttributeValue::S("a".into()))
+        .send()
+        .await?;
+    let arn = client
+        .describe_table()
+        .table_name(&table)
+        .send()
+        .await?
+        .table()
+        .and_then(|t| t.latest_stream_arn())
+        .context("a stream")?
+        .to_owned();
+    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+    let records = read_all(&streams, &arn).await?;
+    ensure!(records.len() == 1, "{records:?}");
+    ensure!(
+        records[0].aws_region() == Some("eu-west-1"),
+        "{:?}",
+        records[0].aws_region()
+    );
+    let created = records[0]
+        .dynamodb()
+        .and_then(|d| d.approximate_creation_date_time())
+        .context("a creation time")?;
+    ensure!(created.subsec_nanos() == 0, "a whole second: {created:?}");
+    Ok(())
+}
+
+/// Every record of the stream `arn` (one shard), read with the Streams API through empty pages.
+async fn read_all(
+    streams: &aws_sdk_dynamodbstreams::Client,
+    arn: &str,
+) -> Result<Vec<aws_sdk_dynamodbstreams::types::Record>> {
+    let mut iterator = Some(first_iterator(streams, arn).await?);
+    let mut records = Vec::new();
+    let mut empty = 0;
+    while let Some(at) = iterator.take() {
+        let page = streams.get_records().shard_iterator(at).send().await?;
+        if page.records().is_empty() {
+            empty += 1;
+            if empty > 5 {
+                break;
+            }
+        }
+        records.extend(page.records().iter().cloned());
+        iterator = page.next_shard_iterator;
+    }
+    Ok(records)
+}
+
+async fn first_iterator(streams: &aws_sdk_dynamodbstreams::Client, arn: &str) -> Result<String> {
+    let described = streams.describe_stream().stream_arn(arn).send().await?;
+    let shard = described
+        .stream_description()
+        .and_then(|d| d.shards().first())
+        .and_then(|s| s.shard_id())
+        .context("a shard")?
+        .to_owned();
+    streams
+        .get_shard_iterator()
+        .stream_arn(arn)
+        .shard_id(shard)
+        .shard_iterator_type(ShardIteratorType::TrimHorizon)
+        .send()
+        .await?
+        .shard_iterator
+        .context("an iterator")
+}
+
+/// "A shard iterator expires 15 minutes after it is returned to the requester" (Streams API
+/// reference, `GetShardIterator`), and `GetRecords` with it then fails with
+/// `ExpiredIteratorException` (`GetRecords`, Errors). moto's never expired. The project's stream
+/// reader, which keeps an iterator from one poll to the next, takes a new one after the last
+/// record it read, and reads on without a gap or a repeat.
+#[tokio::test]
+async fn an_iterator_expires_fifteen_minutes_after_it_was_handed_out() -> Result<()> {
+    let sdk = moto::sdk();
+    let (client, table) = streamed_table("parity-expiry").await;
+    let put = |id: &'static str| {
+        client
+            .put_item()
+            .table_name(&table)
+            .item("id", AttributeValue::S(id.into()))
+            .send()
+    };
+    put("a").await?;
+    let arn = client
+        .describe_table()
+        .table_name(&table)
+        .send()
+        .await?
+        .table()
+        .and_then(|t| t.latest_stream_arn())
+        .context("a stream")?
+        .to_owned();
+    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+    let mut reader = StreamReader::new(streams.clone(), &arn);
+    let first = reader.poll().await?;
+    ensure!(first.len() == 1, "{first:?}");
+    let unused = first_iterator(&streams, &arn).await?;
+
+    // 14 minutes: still good.
+    local_stack::age_iterators(&sdk, 14 * 60).await?;
+    streams.get_records().shard_iterator(&unused).send().await?;
+    // Past 15: expired.
+    local_stack::age_iterators(&sdk, 2 * 60).await?;
+    let expired = streams.get_records().shard_iterator(&unused).send().await;
+    let error = expired.err().context("an iterator past 15 minutes is refused")?;
+    ensure!(
+        error.as_service_error().is_some_and(
+            aws_sdk_dynamodbstreams::operation::get_records::GetRecordsError::is_expired_iterator_exception
+        ),
+        "{error:?}"
+    );
+
+    // The reader's own iterator expired too: it reads on from after its last record.
+    put("b").await?;
+    put("c").await?;
+    let mut read = Vec::new();
+    for _ in 0..5 {
+        read.extend(reader.poll().await?);
+        if read.len() >= 2 {
+            break;
+        }
+    }
+    let ids: Vec<_> = read
+        .iter()
+        .map(|(_, r)| format!("{:?}", r.change.keys.get("id")))
+        .collect();
+    ensure!(read.len() == 2, "b and c once each: {ids:?}");
+    ensure!(
+        reader.renewed_iterators() == 1,
+        "renewed {}",
+        reader.renewed_iterators()
+    );
+    Ok(())
+}

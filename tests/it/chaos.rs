@@ -15,7 +15,7 @@ use crate::moto::unique;
 
 /// Rates raised over the default so that 5,000 ops meet every kind several times; stalls short
 /// enough for a test, still past the chaos stack's 1 s attempt timeout.
-const SPEC: &str = "throttle=0.05,5xx=0.03,partial=0.3,apply-then-fail=0.03,reset=0.02,stall=0.01,stall-for=1500ms,latency=1ms,kill=0.04,timeout=0.04,duplicate=0.05";
+const SPEC: &str = "throttle=0.05,5xx=0.03,partial=0.3,apply-then-fail=0.03,reset=0.02,stall=0.01,stall-for=1500ms,late=0.01,late-for=2000ms,latency=1ms,kill=0.04,timeout=0.04,duplicate=0.05";
 
 #[tokio::test]
 async fn five_thousand_ops_under_every_fault_lose_nothing_and_double_nothing() -> Result<()> {
@@ -110,6 +110,9 @@ async fn under(parameters: &[(&str, &str)], regions: u8) -> Result<chaos::Report
     for (kind, n) in &report.wire_faults {
         ensure!(*n > 0, "no {kind} injected: {summary}");
     }
+    // Writes sent after their invocation gave up on them, and refused: a fence or a condition
+    // found a newer write of their item (an exact end then means they undid nothing).
+    ensure!(report.late_refused > 0, "no late write refused: {summary}");
     let sum = |f: fn(&chaos::Mapping) -> u64| report.mappings.iter().map(f).sum::<u64>();
     ensure!(sum(|m| m.kills) > 0, "no process killed: {summary}");
     ensure!(sum(|m| m.short_timeouts) > 0, "no timeout: {summary}");

@@ -334,3 +334,60 @@ async fn an_iterator_expires_fifteen_minutes_after_it_was_handed_out() -> Result
     );
     Ok(())
 }
+
+/// "If an item … is refused for its content (it exceeds 400 KB, a number overflows …), the
+/// transaction is cancelled: `TransactionCanceledException`, with the reason `ValidationError` for
+/// that action and `None` for the others", and a cancelled transaction writes nothing (API
+/// reference, `TransactWriteItems`): no item, and no stream record. moto named the reason after
+/// its exception's class (`ValidationException`).
+#[tokio::test]
+async fn a_transaction_refused_for_one_items_content_is_cancelled_whole_with_validation_error() -> Result<()>
+{
+    let (client, table) = streamed_table("parity-transaction").await;
+    let put = |id: &str, n: &str| {
+        aws_sdk_dynamodb::types::TransactWriteItem::builder()
+            .put(
+                aws_sdk_dynamodb::types::Put::builder()
+                    .table_name(&table)
+                    .item("id", AttributeValue::S(id.into()))
+                    .item("n", AttributeValue::N(n.into()))
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+    };
+    let cancelled = client
+        .transact_write_items()
+        .transact_items(put("a", "1"))
+        .transact_items(put("b", "1E+200"))
+        .send()
+        .await;
+    let error = cancelled.err().context("a number out of range is refused")?;
+    let Some(aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(e)) =
+        error.as_service_error()
+    else {
+        anyhow::bail!("{error:?}");
+    };
+    let codes: Vec<Option<&str>> = e.cancellation_reasons().iter().map(|r| r.code()).collect();
+    ensure!(codes == [Some("None"), Some("ValidationError")], "{codes:?}");
+    let scanned = client
+        .scan()
+        .table_name(&table)
+        .consistent_read(true)
+        .send()
+        .await?;
+    ensure!(scanned.count() == 0, "nothing written: {:?}", scanned.items());
+    client
+        .put_item()
+        .table_name(&table)
+        .item("id", AttributeValue::S("c".into()))
+        .send()
+        .await?;
+    let records = moto::stream_records(&moto::sdk(), &client, &table).await;
+    ensure!(
+        event_names(&records) == ["INSERT"],
+        "only the later put's record: {:?}",
+        event_names(&records)
+    );
+    Ok(())
+}

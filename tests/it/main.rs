@@ -21,6 +21,7 @@ mod grid;
 mod key_cli;
 mod kinesis;
 mod lambda;
+mod late;
 mod layout;
 mod mend;
 mod moto;

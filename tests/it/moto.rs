@@ -141,6 +141,11 @@ pub(crate) fn s3() -> aws_sdk_s3::Client {
 /// The function `F` under the stream runtime, configured from `env` on top of what every test
 /// function shares: the parking bucket (created here), path-style S3 and a short deadline margin.
 pub(crate) async fn runtime<F: StreamFunction>(env: &[(&str, &str)]) -> Runtime<F> {
+    runtime_at(&sdk(), env).await
+}
+
+/// [`runtime`], its clients configured by `sdk` (another endpoint: a proxy in front of moto).
+pub(crate) async fn runtime_at<F: StreamFunction>(sdk: &SdkConfig, env: &[(&str, &str)]) -> Runtime<F> {
     parking_bucket().await;
     let mut vars: HashMap<String, String> = [
         ("PARKING_BUCKET", PARKING_BUCKET),
@@ -154,7 +159,7 @@ pub(crate) async fn runtime<F: StreamFunction>(env: &[(&str, &str)]) -> Runtime<
     vars.entry("AWS_LAMBDA_FUNCTION_NAME".to_owned())
         .or_insert_with(|| format!("{}-test", F::NAME));
     let lookup = |name: &str| vars.get(name).cloned();
-    Runtime::from_vars(&Vars::new(&lookup), &sdk()).unwrap()
+    Runtime::from_vars(&Vars::new(&lookup), sdk).unwrap()
 }
 
 /// The parked records of `function` whose key contains `event_id`, as JSON documents.

@@ -510,7 +510,7 @@ async fn records_that_always_fail_go_to_the_failure_log_and_the_rest_goes_on() -
 
 /// Every AWS fault at once between the functions and moto (the fault proxy): throttling, 5xx,
 /// half-applied `BatchWriteItem`s, requests applied and then failed, connections reset, stalls
-/// past the attempt timeout, latency. Issues churn, items expire and counters are incremented
+/// past the attempt timeout, writes landing after their invocation gave up on them, latency. Issues churn, items expire and counters are incremented
 /// (the writers go to moto directly) until every kind of fault has been injected; then the index
 /// equals what the independent oracle computes, the archive holds each expired item once, every
 /// counter total equals its shards, and the replayer gave up on nothing.
@@ -521,7 +521,7 @@ async fn under_every_injected_fault_nothing_is_lost_and_nothing_doubled() -> Res
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
     let spec = fault_proxy::Spec::parse(
-        "throttle=0.08,5xx=0.05,partial=0.3,apply-then-fail=0.05,reset=0.04,stall=0.03,stall-for=1500ms,latency=1ms,seed=11",
+        "throttle=0.08,5xx=0.05,partial=0.3,apply-then-fail=0.05,reset=0.04,stall=0.03,stall-for=1500ms,late=0.03,late-for=2000ms,latency=1ms,seed=11",
     )?;
     let proxy = fault_proxy::start(&std::env::var("SIDESTREAM_MOTO_ENDPOINT")?, spec).await?;
     let through = sdk

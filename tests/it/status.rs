@@ -337,7 +337,7 @@ async fn an_index_that_drifted_needs_an_operator() -> Result<()> {
     // An entry lost behind the stream's back.
     let index = stack.table("IndexTable")?.name.clone();
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let entries = local_stack::scan(&client, &index).await?;
+    let entries = crate::verify::index_entries(&client, &index).await?;
     let first = entries.first().context("an index entry")?;
     let key = |name: &str| first[name]["S"].as_str().map(|s| AttributeValue::S(s.to_owned()));
     client

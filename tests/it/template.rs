@@ -705,13 +705,23 @@ fn own_actions(binary: Option<&str>, uses: &Uses) -> &'static [&'static str] {
         // DescribeTable and HeadBucket (s3:ListBucket): priming at init.
         // DescribeTable and HeadBucket (s3:ListBucket): priming at init; the combined function
         // needs the indexer's and the archiver's (which has none of its own).
-        // In any order, the version heads are read too.
+        // An item's entries and its head go in one transaction (put, delete, condition check);
+        // records without a version in a BatchWriteItem. In any order, the heads are read too.
         Some("multikey-indexer" | COMBINED) if uses.reads_heads => &[
             "dynamodb:BatchGetItem",
             "dynamodb:BatchWriteItem",
+            "dynamodb:ConditionCheckItem",
+            "dynamodb:DeleteItem",
             "dynamodb:DescribeTable",
+            "dynamodb:PutItem",
         ],
-        Some("multikey-indexer" | COMBINED) => &["dynamodb:BatchWriteItem", "dynamodb:DescribeTable"],
+        Some("multikey-indexer" | COMBINED) => &[
+            "dynamodb:BatchWriteItem",
+            "dynamodb:ConditionCheckItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:DescribeTable",
+            "dynamodb:PutItem",
+        ],
         // The archiver's own PutObject and ListBucket are in `common`, with parking's.
         Some("ttl-archiver") => &[],
         Some("counter-aggregator") => &[

@@ -511,6 +511,9 @@ pub struct Report {
     pub stream_records: u64,
     /// Faults the proxy injected, by kind, and the requests it forwarded.
     pub wire_faults: BTreeMap<&'static str, u64>,
+    /// Of the writes the `late` fault sent upstream after their invocation had given up on them,
+    /// those DynamoDB refused: a fence or a condition found a newer write of the item.
+    pub late_refused: u64,
     /// Requests sent to each emulator, by the fault proxy and the router together.
     pub emulator_requests: Vec<u64>,
     /// Each mapping's counts, Lambda-side faults included.
@@ -637,6 +640,7 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
         seed: options.seed,
         stream_records,
         wire_faults: proxy.counts.snapshot().into_iter().collect(),
+        late_refused: proxy.counts.late_refused.load(Ordering::Relaxed),
         emulator_requests: proxy.upstreams.sent(),
         mappings,
         replication,

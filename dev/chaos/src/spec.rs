@@ -8,8 +8,9 @@ use crate::ChaosError;
 
 /// What `--faults default` means for a chaos run: every AWS fault and every Lambda fault, at
 /// rates a run of a few thousand records meets each of many times. Stalls last 3 s, past the
-/// 1 s attempt timeout a chaos stack gives its functions.
-pub const DEFAULT_SPEC: &str = "throttle=0.05,5xx=0.02,partial=0.2,apply-then-fail=0.02,reset=0.01,stall=0.002,stall-for=3000ms,latency=1ms,kill=0.02,timeout=0.02,duplicate=0.03,seed=1";
+/// 1 s attempt timeout a chaos stack gives its functions; a late write is sent 4 s after its
+/// client gave up on it, after its invocation's retry (and often the item's next records) wrote.
+pub const DEFAULT_SPEC: &str = "throttle=0.05,5xx=0.02,partial=0.2,apply-then-fail=0.02,reset=0.01,stall=0.002,stall-for=3000ms,late=0.003,late-for=4000ms,latency=1ms,kill=0.02,timeout=0.02,duplicate=0.03,seed=1";
 
 /// Both halves of a spec.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -6,10 +6,11 @@
 //! |---|---|---|
 //! | `throttle` | DynamoDB: 400 `ThrottlingException`; S3: 503 `SlowDown` | not sent |
 //! | `5xx` | 500 `InternalServerError` | not sent |
-//! | `partial` | `BatchWriteItem` answered with the second half of its writes as `UnprocessedItems` | the first half only |
+//! | `partial` | `BatchWriteItem` answered with the second half of its writes as `UnprocessedItems`; `TransactWriteItems` cancelled for a `TransactionConflict` on one of its actions (its counterpart: part of the request told to try again) | the first half only; nothing |
 //! | `apply-then-fail` | 500 `InternalServerError` | sent and applied |
 //! | `reset` | the connection closed before an answer | not sent |
 //! | `stall` | an answer only after `stall-for` (past the client's attempt timeout) | sent |
+//! | `late` | (DynamoDB writes only) no answer: the client's attempt times out | sent `late-for` later, whatever the client did meanwhile: a write landing after its invocation's retry |
 //! | `latency` | every answer this much later | sent |
 //! | `capacity` | beyond this many requests per second (a token bucket holding a tenth of a second's), a throttling answer as above | not sent |
 //! | `sink` | (`sink=1`) every request that no fault stops answered here, as a success with an empty body (`{}`; S3: 200 and an `ETag`), after the latency: an ideal service whose every call costs exactly the latency | not sent |
@@ -20,6 +21,13 @@
 //! what `--faults default` means.
 //!
 //! Upstream is one emulator, or several with each table on one of them ([`route`]).
+//!
+//! [`Proxy::hold_writes`] makes a write land late, on purpose and step by step: from then on each
+//! DynamoDB write request is kept unsent and never answered (the client's attempt times out, as
+//! when a request is on the wire when its invocation ends), until [`Proxy::release_held`] sends
+//! the kept requests upstream, after whatever the test has written meanwhile. DynamoDB applies a
+//! request it has received whether or not its sender is still waiting, so a superseded
+//! invocation's write can land after its retry's and after newer records' writes.
 //!
 //! [`Proxy::record`] keeps the faultable requests that pass, and [`replay`] sends them again,
 //! byte for byte, as a bare client would: a bench's yardstick for what exactly those requests
@@ -53,7 +61,7 @@ pub const DEFAULT_SPEC: &str = "throttle=0.05,5xx=0.02,partial=0.2,apply-then-fa
 pub enum SpecError {
     /// A part that is not `name=value`, or an unknown name.
     #[error(
-        "{0:?} is not a fault: use throttle, 5xx, partial, apply-then-fail, reset, stall (rates 0-1), stall-for, latency (e.g. 5ms), capacity (requests per second), sink (0 or 1) or seed"
+        "{0:?} is not a fault: use throttle, 5xx, partial, apply-then-fail, reset, stall, late (rates 0-1), stall-for, late-for, latency (e.g. 5ms), capacity (requests per second), sink (0 or 1) or seed"
     )]
     Unknown(String),
     /// A value out of range.
@@ -85,6 +93,10 @@ pub struct Spec {
     pub stall: f64,
     /// How long a stall lasts.
     pub stall_for: Duration,
+    /// DynamoDB writes never answered and sent upstream `late_for` later.
+    pub late: f64,
+    /// How long a late write waits before it is sent.
+    pub late_for: Duration,
     /// Added to every faultable request.
     pub latency: Duration,
     /// Faultable requests per second served; those beyond are throttled (0: no limit).
@@ -106,6 +118,8 @@ impl Spec {
             reset: 0.0,
             stall: 0.0,
             stall_for: Duration::from_secs(12),
+            late: 0.0,
+            late_for: Duration::from_secs(5),
             latency: Duration::ZERO,
             capacity: 0,
             sink: false,
@@ -152,6 +166,8 @@ impl Spec {
                 "reset" => spec.reset = rate()?,
                 "stall" => spec.stall = rate()?,
                 "stall-for" => spec.stall_for = millis()?,
+                "late" => spec.late = rate()?,
+                "late-for" => spec.late_for = millis()?,
                 "latency" => spec.latency = millis()?,
                 "capacity" => {
                     spec.capacity = value
@@ -169,12 +185,13 @@ impl Spec {
                 _ => return Err(SpecError::Unknown(part.to_owned())),
             }
         }
-        let total = spec.throttle + spec.server_error + spec.apply_then_fail + spec.reset + spec.stall;
+        let total =
+            spec.throttle + spec.server_error + spec.apply_then_fail + spec.reset + spec.stall + spec.late;
         if total > 1.0 {
             return Err(SpecError::Value {
                 name: "the rates".to_owned(),
                 value: format!("{total}"),
-                reason: "throttle, 5xx, apply-then-fail, reset and stall add up to more than 1",
+                reason: "throttle, 5xx, apply-then-fail, reset, stall and late add up to more than 1",
             });
         }
         Ok(spec)
@@ -198,6 +215,11 @@ pub struct Counts {
     pub resets: AtomicU64,
     /// Stalled requests.
     pub stalls: AtomicU64,
+    /// Writes sent upstream late: by the `late` fault, or held ([`Proxy::hold_writes`]).
+    pub late: AtomicU64,
+    /// Of those, the ones DynamoDB refused (a condition or a fence found a newer write): the
+    /// late writes that could have undone newer ones, and did not.
+    pub late_refused: AtomicU64,
 }
 
 impl Counts {
@@ -211,13 +233,14 @@ impl Counts {
             ("apply-then-fail", get(&self.applied_then_failed)),
             ("reset", get(&self.resets)),
             ("stall", get(&self.stalls)),
+            ("late", get(&self.late)),
             ("forwarded", get(&self.forwarded)),
         ]
     }
 }
 
 /// A running proxy.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Proxy {
     /// Its address: point the clients' endpoint at `http://{addr}`.
     pub addr: SocketAddr,
@@ -226,7 +249,27 @@ pub struct Proxy {
     /// Where it sends requests, and how many it has sent to each.
     pub upstreams: Upstreams,
     recorder: Arc<Mutex<Option<Vec<Recorded>>>>,
+    state: Arc<State>,
 }
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("addr", &self.addr)
+            .field("counts", &self.counts)
+            .field("upstreams", &self.upstreams)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The DynamoDB operations that write an item.
+const WRITES: &[&str] = &[
+    "BatchWriteItem",
+    "TransactWriteItems",
+    "PutItem",
+    "UpdateItem",
+    "DeleteItem",
+];
 
 /// A request as it came in, to be sent again by [`replay`].
 #[derive(Debug, Clone)]
@@ -238,6 +281,42 @@ pub struct Recorded {
 }
 
 impl Proxy {
+    /// Holds every DynamoDB write request from now on: kept, unsent and unanswered, until
+    /// [`Proxy::release_held`].
+    pub fn hold_writes(&self) {
+        if let Ok(mut held) = self.state.held.lock() {
+            held.get_or_insert_with(Vec::new);
+        }
+    }
+
+    /// Stops holding writes and sends every one held upstream now, in the order they came (each
+    /// counted in [`Counts::late`]); the number whose answer was a success.
+    pub async fn release_held(&self) -> usize {
+        let held = self
+            .state
+            .held
+            .lock()
+            .ok()
+            .and_then(|mut held| held.take())
+            .unwrap_or_default();
+        let mut applied = 0;
+        for (request, target) in held {
+            let mut parts = Request::builder()
+                .method(request.method.clone())
+                .uri(request.path.as_str())
+                .body(())
+                .map(|r| r.into_parts().0)
+                .ok();
+            if let Some(parts) = parts.as_mut() {
+                parts.headers = request.headers.clone();
+                if land(&self.state, parts, &target, request.body.clone()).await {
+                    applied += 1;
+                }
+            }
+        }
+        applied
+    }
+
     /// Starts keeping every faultable request that is forwarded (dropping any kept before).
     pub fn record(&self) {
         if let Ok(mut kept) = self.recorder.lock() {
@@ -306,6 +385,8 @@ struct State {
     counts: Arc<Counts>,
     recorder: Arc<Mutex<Option<Vec<Recorded>>>>,
     client: Client<HttpConnector, Full<Bytes>>,
+    /// While holding writes ([`Proxy::hold_writes`]), the writes held, with their targets.
+    held: Mutex<Option<Vec<(Recorded, String)>>>,
 }
 
 /// The `capacity` token bucket: `capacity` tokens a second, holding at most a tenth of that.
@@ -341,6 +422,7 @@ enum Fault {
     ApplyThenFail,
     Reset,
     Stall,
+    Late,
 }
 
 /// Starts a proxy on a free loopback port in front of `upstream` (`http://127.0.0.1:PORT`); it
@@ -368,9 +450,11 @@ pub async fn start_routed(upstreams: Upstreams, spec: Spec) -> std::io::Result<P
         counts: Arc::clone(&counts),
         recorder: Arc::clone(&recorder),
         client: Client::builder(TokioExecutor::new()).build_http(),
+        held: Mutex::new(None),
     });
+    let serving = Arc::clone(&state);
     serve(listener, move |request| {
-        let state = Arc::clone(&state);
+        let state = Arc::clone(&serving);
         async move { handle(&state, request).await }
     });
     Ok(Proxy {
@@ -378,6 +462,7 @@ pub async fn start_routed(upstreams: Upstreams, spec: Spec) -> std::io::Result<P
         counts,
         upstreams,
         recorder,
+        state,
     })
 }
 
@@ -407,7 +492,7 @@ where
 #[error("connection reset by the fault proxy")]
 struct Reset;
 
-async fn handle(state: &State, request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Reset> {
+async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Reset> {
     let (parts, body) = request.into_parts();
     let body = body
         .collect()
@@ -422,15 +507,11 @@ async fn handle(state: &State, request: Request<Incoming>) -> Result<Response<Fu
         .to_owned();
     let operation = target.rsplit('.').next().unwrap_or_default();
     let dynamodb = target.starts_with("DynamoDB_20120810.");
-    let faultable = if dynamodb {
-        matches!(
-            operation,
-            "BatchWriteItem" | "PutItem" | "UpdateItem" | "DeleteItem" | "GetItem" | "BatchGetItem" | "Query"
-        )
-    } else {
-        // S3 object operations: a path with a bucket and a key.
-        target.is_empty() && parts.uri.path().trim_start_matches('/').contains('/')
-    };
+    if dynamodb && WRITES.contains(&operation) && hold(state, &parts, &target, &body) {
+        // Never answered: the client gives up on it, and it lands when released.
+        return std::future::pending().await;
+    }
+    let faultable = is_faultable(&target, operation, parts.uri.path());
     let fault = if !faultable {
         Fault::None
     } else if over_capacity(state) {
@@ -451,6 +532,15 @@ async fn handle(state: &State, request: Request<Incoming>) -> Result<Response<Fu
         });
     }
     let counts = &state.counts;
+    if fault == Fault::Late {
+        // The client gets no answer; the write lands `late_for` later, whatever it did meanwhile.
+        let (state, target) = (Arc::clone(state), target.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(state.spec.late_for).await;
+            land(&state, &parts, &target, body).await;
+        });
+        return std::future::pending().await;
+    }
     if faultable && !state.spec.latency.is_zero() {
         tokio::time::sleep(state.spec.latency).await;
     }
@@ -479,23 +569,16 @@ async fn handle(state: &State, request: Request<Incoming>) -> Result<Response<Fu
             counts.stalls.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(state.spec.stall_for).await;
         }
-        Fault::None | Fault::Partial | Fault::ApplyThenFail => {}
+        Fault::None | Fault::Partial | Fault::ApplyThenFail | Fault::Late => {}
     }
     if faultable && state.spec.sink {
         return Ok(sunk(dynamodb));
     }
     if fault == Fault::Partial
-        && let Some((first, rest)) = split_batch(&body)
+        && let Some(answer) = partial(state, &parts, &target, &body).await
     {
         counts.partial.fetch_add(1, Ordering::Relaxed);
-        let answer = forward(state, &parts, &target, Bytes::from(first.to_string())).await;
-        if !answer.as_ref().is_ok_and(|r| r.status().is_success()) {
-            return Ok(answer.unwrap_or_else(|()| server_error(true)));
-        }
-        let body = json!({"UnprocessedItems": rest}).to_string();
-        let mut response = Response::new(Full::new(Bytes::from(body)));
-        set_content_type(&mut response, "application/x-amz-json-1.0");
-        return Ok(response);
+        return Ok(answer);
     }
     let answer = forward(state, &parts, &target, body).await;
     if fault == Fault::ApplyThenFail {
@@ -503,6 +586,101 @@ async fn handle(state: &State, request: Request<Incoming>) -> Result<Response<Fu
         return Ok(server_error(dynamodb));
     }
     Ok(answer.unwrap_or_else(|()| server_error(dynamodb)))
+}
+
+/// Whether a request is one faults apply to: DynamoDB's item operations, and S3's object
+/// operations (a path with a bucket and a key).
+fn is_faultable(target: &str, operation: &str, path: &str) -> bool {
+    if target.starts_with("DynamoDB_20120810.") {
+        matches!(
+            operation,
+            "BatchWriteItem"
+                | "TransactWriteItems"
+                | "PutItem"
+                | "UpdateItem"
+                | "DeleteItem"
+                | "GetItem"
+                | "BatchGetItem"
+                | "Query"
+        )
+    } else {
+        target.is_empty() && path.trim_start_matches('/').contains('/')
+    }
+}
+
+/// The `partial` fault's answer: a `BatchWriteItem` with its first half sent and the rest
+/// returned unprocessed, or a `TransactWriteItems` cancelled for a conflict; `None` for a
+/// request it does not apply to (fewer than two writes, no actions).
+async fn partial(
+    state: &State,
+    parts: &hyper::http::request::Parts,
+    target: &str,
+    body: &Bytes,
+) -> Option<Response<Full<Bytes>>> {
+    if target.ends_with(".TransactWriteItems") {
+        let cancelled = conflict(body)?;
+        let mut response = Response::new(Full::new(Bytes::from(cancelled.to_string())));
+        *response.status_mut() = StatusCode::BAD_REQUEST;
+        set_content_type(&mut response, "application/x-amz-json-1.0");
+        return Some(response);
+    }
+    let (first, rest) = split_batch(body)?;
+    let answer = forward(state, parts, target, Bytes::from(first.to_string())).await;
+    if !answer.as_ref().is_ok_and(|r| r.status().is_success()) {
+        return Some(answer.unwrap_or_else(|()| server_error(true)));
+    }
+    let body = json!({"UnprocessedItems": rest}).to_string();
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    set_content_type(&mut response, "application/x-amz-json-1.0");
+    Some(response)
+}
+
+/// Sends a write upstream late and counts it, and whether DynamoDB refused it; whether it was
+/// applied.
+async fn land(state: &State, parts: &hyper::http::request::Parts, target: &str, body: Bytes) -> bool {
+    state.counts.late.fetch_add(1, Ordering::Relaxed);
+    let Ok(answer) = forward(state, parts, target, body).await else {
+        return false;
+    };
+    if answer.status().is_success() {
+        return true;
+    }
+    let refused = answer.status() == StatusCode::BAD_REQUEST && {
+        let body = answer
+            .body()
+            .clone()
+            .collect()
+            .await
+            .map(http_body_util::Collected::to_bytes);
+        body.is_ok_and(|b| {
+            let text = String::from_utf8_lossy(&b);
+            text.contains("TransactionCanceledException") || text.contains("ConditionalCheckFailed")
+        })
+    };
+    if refused {
+        state.counts.late_refused.fetch_add(1, Ordering::Relaxed);
+    }
+    false
+}
+
+/// Keeps the request if writes are being held; whether it was kept.
+fn hold(state: &State, parts: &hyper::http::request::Parts, target: &str, body: &Bytes) -> bool {
+    let Ok(mut held) = state.held.lock() else {
+        return false;
+    };
+    let Some(held) = held.as_mut() else {
+        return false;
+    };
+    held.push((
+        Recorded {
+            method: parts.method.clone(),
+            path: parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_owned(),
+            headers: parts.headers.clone(),
+            body: body.clone(),
+        },
+        target.to_owned(),
+    ));
+    true
 }
 
 /// Whether a request is beyond the `capacity` (never, without one).
@@ -519,17 +697,23 @@ fn choose(state: &State, operation: &str) -> Fault {
     let Ok(mut rng) = state.rng.lock() else {
         return Fault::None;
     };
-    if operation == "BatchWriteItem" && rng.f64() < spec.partial {
+    if matches!(operation, "BatchWriteItem" | "TransactWriteItems") && rng.f64() < spec.partial {
         return Fault::Partial;
     }
     let draw = rng.f64();
     let mut edge = 0.0;
+    let late = if WRITES.contains(&operation) {
+        spec.late
+    } else {
+        0.0
+    };
     for (rate, fault) in [
         (spec.throttle, Fault::Throttle),
         (spec.server_error, Fault::ServerError),
         (spec.apply_then_fail, Fault::ApplyThenFail),
         (spec.reset, Fault::Reset),
         (spec.stall, Fault::Stall),
+        (late, Fault::Late),
     ] {
         edge += rate;
         if draw < edge {
@@ -537,6 +721,32 @@ fn choose(state: &State, operation: &str) -> Fault {
         }
     }
     Fault::None
+}
+
+/// The answer DynamoDB gives a `TransactWriteItems` that conflicts with another write to one of
+/// its items: cancelled, nothing applied, the reason on that action (the middle one here) and
+/// `None` on the others. `None` when the body holds no actions.
+fn conflict(body: &[u8]) -> Option<Value> {
+    let request: Value = serde_json::from_slice(body).ok()?;
+    let actions = request.get("TransactItems")?.as_array()?.len();
+    if actions == 0 {
+        return None;
+    }
+    let reasons: Vec<Value> = (0..actions)
+        .map(|at| {
+            if at == actions / 2 {
+                json!({"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"})
+            } else {
+                json!({"Code": "None"})
+            }
+        })
+        .collect();
+    let codes: Vec<&str> = reasons.iter().filter_map(|r| r["Code"].as_str()).collect();
+    Some(json!({
+        "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+        "Message": format!("Transaction cancelled, please refer cancellation reasons for specific reasons [{}]", codes.join(", ")),
+        "CancellationReasons": reasons,
+    }))
 }
 
 /// A `BatchWriteItem` body cut in two: the request with the first half of its writes, and the

@@ -131,6 +131,11 @@ fn render_wire(report: &chaos::Report, out: &mut impl Write) -> io::Result<()> {
         .map(|(kind, n)| format!("{kind} {n}"))
         .collect();
     writeln!(out, "\nAWS faults injected (fault proxy): {}", faults.join(", "))?;
+    writeln!(
+        out,
+        "Late writes refused by a fence or a condition (a newer write of the item had landed): {}",
+        report.late_refused
+    )?;
     let emulators: Vec<String> = report.emulator_requests.iter().map(u64::to_string).collect();
     writeln!(
         out,

@@ -1,26 +1,34 @@
 //! The indexer as a stream function: its configuration, its plan and its writes. The runtime
 //! (`stream-runtime`) does the rest: the failure model, parking, metrics and the response.
 //!
+//! Every item's entry writes are sent behind a *fence* ([`ddb_writer::Fenced`]): in one
+//! `TransactWriteItems` with a put of the item's version head, conditioned on the head being
+//! older, so that a request that lands late (its invocation timed out, and Lambda's retry and
+//! the item's next record have been applied since) is refused whole instead of undoing newer
+//! writes. In order, the head holds the version only ([`Head::in_order`]).
+//!
 //! With `MULTIKEY_ORDER=any` (order-insensitive indexing, [`crate::plan::any_order`]) a batch is
-//! applied in three steps: the heads of the items it touches are read (`BatchGetItem`,
-//! consistent), the plan is resolved against them, and the entry writes are sent, then the heads
-//! of the records whose entry writes all succeeded.
+//! applied in two steps: the heads of the items it touches are read (`BatchGetItem`,
+//! consistent) and the plan is resolved against them; then each item's entry writes are sent
+//! with its new head, on the same condition, so that the head read must still be the newest.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::KeysAndAttributes;
-use ddb_writer::Writer;
+use ddb_writer::{Fence, Fenced, FencedReport, Writer};
 use io_policy::Failure;
+use multikey_schema::config::VERSION_ATTRIBUTE;
 use multikey_schema::head::Head;
 use serde_dynamo::{AttributeValue, Item};
-use stream_kit::ItemWrite;
+use stream_kit::{Attributes, ItemWrite, Op};
 use stream_runtime::{
     AnyOrderHint, Applied, Aws, Budget, ConfigError, Metric, Planned, RecordFailure, Resource,
     StreamFunction, Vars, WireRecord,
 };
 
 use crate::config::Indexes;
-use crate::plan::any_order::{self, Changes};
+use crate::plan::any_order::{self, Changes, ResolvedHead};
 use crate::plan::{Plan, PlanError, steps};
 
 /// The variable that chooses in-order or order-insensitive indexing.
@@ -70,8 +78,8 @@ impl Indexer {
 /// A batch's plan: the writes, or (in any order) the changes still to resolve against heads.
 #[derive(Debug)]
 pub enum IndexPlan {
-    /// In order: the writes.
-    Writes(Vec<ItemWrite>),
+    /// In order: the writes and their fences.
+    Writes(Plan),
     /// In any order: each item's newest change.
     Changes(Changes),
 }
@@ -134,20 +142,25 @@ impl StreamFunction for Indexer {
         log_skipped(&plan);
         let (puts, deletes) = plan.counts();
         tracing::debug!(records = records.len(), puts, deletes, "planned");
-        let failures = stream_runtime::rejections(plan.failures, PlanError::kind);
+        let mut plan = plan;
+        let failures = stream_runtime::rejections(std::mem::take(&mut plan.failures), PlanError::kind);
+        let counts = vec![
+            (Metric::SkippedValues, plan.skipped.len() as u64),
+            (Metric::SkippedRecords, plan.unindexed_records as u64),
+        ];
         Planned {
-            plan: IndexPlan::Writes(plan.writes),
+            plan: IndexPlan::Writes(plan),
             failures,
-            counts: vec![
-                (Metric::SkippedValues, plan.skipped.len() as u64),
-                (Metric::SkippedRecords, plan.unindexed_records as u64),
-            ],
+            counts,
         }
     }
 
     async fn apply(&self, plan: IndexPlan, budget: &Budget) -> Applied {
         match plan {
-            IndexPlan::Writes(writes) => self.write(writes, budget).await,
+            IndexPlan::Writes(plan) => {
+                let (groups, unfenced) = fenced_in_order(&self.indexes, plan);
+                self.write_fenced(groups, unfenced, budget).await
+            }
             IndexPlan::Changes(changes) => self.apply_changes(changes, budget).await,
         }
     }
@@ -164,26 +177,26 @@ impl StreamFunction for Indexer {
 }
 
 impl Indexer {
-    /// Plans `records` in steps cut by item ([`steps`]) and sends each step's writes while the
-    /// next is planned, in chunks of 25 across steps: the same writes, in as many requests, as the
-    /// whole batch's plan. When a step's plan stops at a record (a systemic failure), the steps
-    /// after it plan no record past that one; the steps before it may have written some, which
-    /// Lambda delivers again from the checkpoint, each item's in order (docs/functions.md).
+    /// Plans `records` in steps cut by item ([`steps`]) and sends each step's fenced writes
+    /// while the next is planned, packed into transactions across steps: the same transactions
+    /// as the whole batch's plan would fill. When a step's plan stops at a record (a systemic
+    /// failure), the steps after it plan no record past that one; the steps before it may have
+    /// written some, which Lambda delivers again from the checkpoint, each item's in order
+    /// (docs/functions.md).
     async fn plan_in_steps(&self, records: &[WireRecord<'_>], budget: &Budget) -> Applied {
         let steps = steps::by_item(&self.indexes, records, steps::STEP_RECORDS);
-        let (ready, chunks) = tokio::sync::mpsc::unbounded_channel::<Vec<ItemWrite>>();
-        let chunks = futures_util::stream::unfold(chunks, |mut chunks| async move {
-            chunks.recv().await.map(|chunk| (chunk, chunks))
+        let (ready, lots) = tokio::sync::mpsc::unbounded_channel::<Vec<Fenced>>();
+        let lots = futures_util::stream::unfold(lots, |mut lots| async move {
+            lots.recv().await.map(|lot| (lot, lots))
         });
         let planning = async move {
             let mut failures = Vec::new();
             let (mut skipped, mut unindexed, mut puts, mut deletes) = (0, 0, 0, 0);
             let mut stop = usize::MAX;
-            let mut pending: Vec<ItemWrite> = Vec::new();
-            let last = steps.len() - 1;
-            for (n, step) in steps.iter().enumerate() {
+            let mut unfenced: Vec<ItemWrite> = Vec::new();
+            for step in &steps {
                 let planned = step.partition_point(|&at| at < stop);
-                let plan = Plan::from_wire_at(&self.indexes, records, &step[..planned]);
+                let mut plan = Plan::from_wire_at(&self.indexes, records, &step[..planned]);
                 log_skipped(&plan);
                 let (p, d) = plan.counts();
                 (puts, deletes) = (puts + p, deletes + d);
@@ -192,28 +205,18 @@ impl Indexer {
                 if let Some(stopped) = &plan.failures.stopped {
                     stop = stop.min(stopped.record);
                 }
-                failures.extend(stream_runtime::rejections(plan.failures, PlanError::kind));
-                pending.extend(plan.writes);
-                // Whole chunks, but for the last step's remainder: a request is never sent short
-                // while more writes are coming.
-                let sendable = if n == last {
-                    pending.len()
-                } else {
-                    pending.len() - pending.len() % ddb_writer::MAX_BATCH
-                };
-                let mut sending = pending.drain(..sendable);
-                loop {
-                    let chunk: Vec<ItemWrite> = sending.by_ref().take(ddb_writer::MAX_BATCH).collect();
-                    if chunk.is_empty() {
-                        break;
-                    }
-                    // The writer outlives the planning: it is joined with it below.
-                    ready.send(chunk).ok();
-                }
-                drop(sending);
+                failures.extend(stream_runtime::rejections(
+                    std::mem::take(&mut plan.failures),
+                    PlanError::kind,
+                ));
+                let (groups, rest) = fenced_in_order(&self.indexes, plan);
+                unfenced.extend(rest);
+                // The writer outlives the planning: it is joined with it below.
+                ready.send(groups).ok();
                 // Let the writes made so far go out before the next step is planned.
                 tokio::task::yield_now().await;
             }
+            drop(ready);
             tracing::debug!(
                 records = records.len(),
                 steps = steps.len(),
@@ -225,18 +228,28 @@ impl Indexer {
                 (Metric::SkippedValues, skipped as u64),
                 (Metric::SkippedRecords, unindexed as u64),
             ];
-            (failures, counts)
+            (failures, counts, unfenced)
         };
-        let ((failures, counts), report) = tokio::join!(planning, self.writer.write_as_ready(chunks, budget));
-        Applied::after(failures, counts, applied(report))
+        let ((failures, counts, unfenced), report) =
+            tokio::join!(planning, self.writer.write_fenced_as_ready(lots, budget));
+        let mut written = applied_fenced(report);
+        if !unfenced.is_empty() {
+            merge(&mut written, applied(self.writer.write(unfenced, budget).await));
+        }
+        Applied::after(failures, counts, written)
     }
 
-    async fn write(&self, writes: Vec<ItemWrite>, budget: &Budget) -> Applied {
-        applied(self.writer.write(writes, budget).await)
+    /// Sends `groups` behind their fences, and `unfenced` (writes of records without a version)
+    /// as they are.
+    async fn write_fenced(&self, groups: Vec<Fenced>, unfenced: Vec<ItemWrite>, budget: &Budget) -> Applied {
+        let mut written = applied_fenced(self.writer.write_fenced(groups, budget).await);
+        if !unfenced.is_empty() {
+            merge(&mut written, applied(self.writer.write(unfenced, budget).await));
+        }
+        written
     }
 
-    /// Reads the changes' heads, resolves, writes the entries, then the heads of the records
-    /// whose entry writes all succeeded.
+    /// Reads the changes' heads, resolves, and writes each item's entries with its new head.
     async fn apply_changes(&self, changes: Changes, budget: &Budget) -> Applied {
         let mut heads = HashMap::new();
         for (table, keys) in changes.heads_by_table(&self.indexes) {
@@ -254,25 +267,17 @@ impl Indexer {
         }
         let resolved = any_order::resolve(&self.indexes, changes, &heads);
         log_skipped(&resolved.plan);
-        let mut applied = self.write(resolved.plan.writes, budget).await;
-        let failed: HashSet<usize> = applied.failures.iter().map(|f| f.record).collect();
-        let heads: Vec<ItemWrite> = resolved
-            .heads
-            .into_iter()
-            .filter(|h| !failed.contains(&h.origin))
-            .collect();
-        let written = self.write(heads, budget).await;
-        applied.writes += written.writes;
-        applied.failed_writes += written.failed_writes;
-        applied.failures.extend(written.failures);
-        applied.failures.extend(stream_runtime::rejections(
-            resolved.plan.failures,
-            PlanError::kind,
-        ));
-        applied.counts = vec![
-            (Metric::SkippedRecords, resolved.stale as u64),
-            (Metric::SkippedValues, resolved.plan.skipped.len() as u64),
-        ];
+        let stale = resolved.stale;
+        let mut plan = resolved.plan;
+        let rejected = stream_runtime::rejections(std::mem::take(&mut plan.failures), PlanError::kind);
+        let skipped = plan.skipped.len();
+        let (groups, unfenced) = fenced_any_order(&self.indexes, plan, resolved.heads);
+        let mut applied = self.write_fenced(groups, unfenced, budget).await;
+        applied.failures.extend(rejected);
+        applied.counts.extend([
+            (Metric::SkippedRecords, stale as u64),
+            (Metric::SkippedValues, skipped as u64),
+        ]);
         applied
     }
 
@@ -316,7 +321,136 @@ impl Indexer {
     }
 }
 
-/// What a writer's report says, as the runtime takes it.
+/// An in-order plan's writes behind their items' fences: each item's version head
+/// ([`Head::in_order`]), put with them on the condition that it is older (a record redelivered
+/// after its item's writes were applied is refused, harmlessly: they were applied whole). An
+/// item whose writes are all coalesced away has no group. Writes without a fence (a record without a version) are
+/// returned apart.
+pub fn fenced_in_order(indexes: &Indexes, plan: Plan) -> (Vec<Fenced>, Vec<ItemWrite>) {
+    let fences = plan
+        .fences
+        .into_iter()
+        .map(|f| {
+            let index = &indexes.indexes[f.index];
+            let head: Attributes = Head::in_order(f.version.clone()).item(index, f.head).into();
+            Some(Fence {
+                table: Arc::clone(&index.table),
+                key: key_of(index, &head),
+                head,
+                version_attribute: VERSION_ATTRIBUTE,
+                version: f.version,
+                origin: f.origin,
+            })
+        })
+        .collect();
+    let (mut groups, unfenced) = group(plan.writes, plan.fenced_by, fences);
+    groups.retain(|g| !g.writes.is_empty());
+    (groups, unfenced)
+}
+
+/// An any-order plan's writes behind the new heads of their changes, each put on the condition
+/// that the head is older than the change (so the head read is still the newest). A change that writes no entry still moves its
+/// head; a change whose head was rejected (too large) has its writes returned apart.
+fn fenced_any_order(
+    indexes: &Indexes,
+    plan: Plan,
+    heads: Vec<ResolvedHead>,
+) -> (Vec<Fenced>, Vec<ItemWrite>) {
+    let mut by_key: HashMap<(usize, String), ResolvedHead> =
+        heads.into_iter().map(|h| ((h.index, h.pk.clone()), h)).collect();
+    let fences = plan
+        .fences
+        .iter()
+        .map(|f| {
+            by_key
+                .remove(&(f.index, f.head.pk.clone()))
+                .and_then(|h| fence_of(indexes, h))
+        })
+        .collect();
+    let (mut groups, unfenced) = group(plan.writes, plan.fenced_by, fences);
+    let mut alone: Vec<ResolvedHead> = by_key.into_values().collect();
+    alone.sort_by_key(|h| h.write.origin);
+    groups.extend(
+        alone
+            .into_iter()
+            .filter_map(|h| fence_of(indexes, h))
+            .map(|fence| Fenced {
+                fence,
+                writes: Vec::new(),
+            }),
+    );
+    (groups, unfenced)
+}
+
+/// A resolved head as the fence of its change's writes.
+fn fence_of(indexes: &Indexes, head: ResolvedHead) -> Option<Fence> {
+    let Op::Put(item) = head.write.op else {
+        return None;
+    };
+    Some(Fence {
+        table: head.write.table,
+        key: key_of(&indexes.indexes[head.index], &item),
+        head: item,
+        version_attribute: VERSION_ATTRIBUTE,
+        version: head.version,
+        origin: head.write.origin,
+    })
+}
+
+/// The key attributes of `item`, an item of `index`'s table.
+fn key_of(index: &crate::config::Index, item: &Attributes) -> Attributes {
+    let mut key = Attributes::with_capacity(2);
+    for name in [&index.partition_key, &index.sort_key] {
+        if let Some(value) = item.get(name) {
+            key.push(name.as_str(), value.clone());
+        }
+    }
+    key
+}
+
+/// Writes grouped by their fence (a position in `fences`); those with none, or whose fence is
+/// `None`, returned apart.
+fn group(
+    writes: Vec<ItemWrite>,
+    fenced_by: Vec<Option<usize>>,
+    fences: Vec<Option<Fence>>,
+) -> (Vec<Fenced>, Vec<ItemWrite>) {
+    let mut groups: Vec<Option<Fenced>> = fences
+        .into_iter()
+        .map(|f| {
+            f.map(|fence| Fenced {
+                fence,
+                writes: Vec::new(),
+            })
+        })
+        .collect();
+    let mut unfenced = Vec::new();
+    for (write, at) in writes.into_iter().zip(fenced_by) {
+        match at.and_then(|at| groups.get_mut(at)).and_then(Option::as_mut) {
+            Some(group) => group.writes.push(write),
+            None => unfenced.push(write),
+        }
+    }
+    (groups.into_iter().flatten().collect(), unfenced)
+}
+
+/// What the fenced writer's report says, as the runtime takes it: superseded writes counted.
+fn applied_fenced(report: FencedReport) -> Applied {
+    let mut written = applied(report.report);
+    written
+        .counts
+        .push((Metric::SupersededWrites, report.superseded_writes));
+    written
+}
+
+/// `more` added to `written`.
+fn merge(written: &mut Applied, more: Applied) {
+    written.writes += more.writes;
+    written.failed_writes += more.failed_writes;
+    written.failures.extend(more.failures);
+    written.counts.extend(more.counts);
+}
+
 fn applied(report: ddb_writer::Report) -> Applied {
     Applied {
         failures: report

@@ -62,12 +62,32 @@ use multikey_schema::entries::{Carried, EntryKey, EntryParts, ImageEntries, Inde
 pub struct Plan {
     /// One write per index key, in the order keys were first touched.
     pub writes: Vec<ItemWrite>,
+    /// For each write, the fence (a position in `fences`) its item's writes are sent behind;
+    /// `None` for a record without a version, or an item whose head cannot be keyed.
+    pub fenced_by: Vec<Option<usize>>,
+    /// Each item's fence: its head, and the version of its newest record the plan applied.
+    pub fences: Vec<PlannedFence>,
     /// Members left out of the index; planning went on.
     pub skipped: Vec<Skipped>,
     /// Records rejected as record-permanent, and the record planning stopped at.
     pub failures: PlanFailures<PlanError>,
     /// Records that touch no index (neither image has any index's source attribute).
     pub unindexed_records: usize,
+}
+
+/// The fence of one item's writes in one index: its version head is put with them, in one
+/// transaction, on the condition that it is not newer than `version` (the handler sends them,
+/// `crate::handler`), so that a write landing late cannot undo a newer record's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedFence {
+    /// The index's position in the configuration.
+    pub index: usize,
+    /// The item's head key.
+    pub head: EntryKey,
+    /// The version of the newest record of the item whose writes the plan holds.
+    pub version: String,
+    /// That record's position in the batch.
+    pub origin: usize,
 }
 
 /// A member that has no index entry, and why.
@@ -213,6 +233,8 @@ struct Pending<'a> {
     /// A put of the entry, or a delete of the slot's key.
     put: Option<(EntryParts<'a>, CarriedAt)>,
     origin: usize,
+    /// The fence of the write's item, a position in `Planner::fences`.
+    fence: Option<usize>,
 }
 
 /// A position in `Planner::carried`.
@@ -235,6 +257,11 @@ struct Planner<'a> {
     staged_too_large: Option<PlanError>,
     /// The current record's version (its sequence number), which every entry it puts carries.
     version: Option<String>,
+    /// Each item's fence, by index and head partition key, and in the order first met.
+    fence_at: HashMap<(usize, String), usize, foldhash::fast::RandomState>,
+    fences: Vec<PlannedFence>,
+    /// The fence of the item being diffed.
+    fence: Option<usize>,
 }
 
 impl<'a> Planner<'a> {
@@ -249,6 +276,41 @@ impl<'a> Planner<'a> {
             staged_skips: Vec::new(),
             staged_too_large: None,
             version: None,
+            fence_at: HashMap::default(),
+            fences: Vec::new(),
+            fence: None,
+        }
+    }
+
+    /// The fence of the item keyed `base_key` in the index at `ix`, moved to the current record
+    /// (`origin`, and its version, which is newer than any before it in order and in any order
+    /// alike: one change per item and index there); `None` without a version or a head key.
+    fn fence_of(
+        &mut self,
+        ix: usize,
+        index: &Index,
+        base_key: &[(&str, &Attr<'_>)],
+        origin: usize,
+    ) -> Option<usize> {
+        let version = self.version.clone()?;
+        let head = multikey_schema::head::key(index, base_key).ok()?;
+        match self.fence_at.entry((ix, head.pk.clone())) {
+            Entry::Occupied(at) => {
+                let fence = &mut self.fences[*at.get()];
+                fence.version = version;
+                fence.origin = origin;
+                Some(*at.get())
+            }
+            Entry::Vacant(at) => {
+                at.insert(self.fences.len());
+                self.fences.push(PlannedFence {
+                    index: ix,
+                    head,
+                    version,
+                    origin,
+                });
+                Some(self.fences.len() - 1)
+            }
         }
     }
 
@@ -260,8 +322,11 @@ impl<'a> Planner<'a> {
             slots,
             pending,
             carried,
+            fences,
             ..
         } = self;
+        plan.fenced_by = pending.iter().map(|p| p.fence).collect();
+        plan.fences = fences;
         // Each position in `pending` has exactly one key in `slots`.
         let mut keys: Vec<(SlotKey, usize)> = slots.into_iter().collect();
         keys.sort_unstable_by_key(|(_, at)| *at);
@@ -342,6 +407,7 @@ impl<'a> Planner<'a> {
         {
             return;
         }
+        self.fence = self.fence_of(ix, index, base_key, origin);
         let same_keying = matches!((&before, &after), (Some(o), Some(n)) if o.same_keying(n));
         let old = before.map(|view| ImageEntries::from_view(base_key, view));
         let new = after.map(|view| ImageEntries::from_view(base_key, view));
@@ -438,7 +504,14 @@ impl<'a> Planner<'a> {
             }
             size <= MAX_ITEM_BYTES
         });
-        self.staged.push(((ix, key), Pending { put, origin }));
+        self.staged.push((
+            (ix, key),
+            Pending {
+                put,
+                origin,
+                fence: self.fence,
+            },
+        ));
     }
 
     fn skip(&mut self, record: usize, index: &Index, member: &str, reason: String) {

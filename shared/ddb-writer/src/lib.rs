@@ -19,11 +19,18 @@
 //!   half sent again, down to single writes, so that only the writes that cause it fail as
 //!   record-permanent; the others are applied.
 //!
+//! [`Writer::write_fenced`] applies each item's writes behind a *fence*: in a `TransactWriteItems`
+//! with a put of the item's version head, conditioned on its version, so that a request landing
+//! after newer writes of the same item (its invocation superseded) is refused whole
+//! ([`fenced`](crate::Fenced)).
+//!
 //! [`Report`] says what happened: writes done, and each failed write's `origin` (the record it
 //! finishes) with its classified failure.
 
+mod fenced;
 mod send;
 
+pub use fenced::{Fence, Fenced, FencedReport, MAX_ACTIONS, MAX_TRANSACTION_BYTES, requests_for_fenced};
 pub use send::Writer;
 pub use stream_kit::{ItemWrite, Op};
 

@@ -16,7 +16,7 @@ use crate::{MAX_BATCH, Report};
 /// Applies planned writes to DynamoDB. Build it once, at cold start, and share it.
 #[derive(Debug, Clone)]
 pub struct Writer {
-    client: Client,
+    pub(crate) client: Client,
 }
 
 /// A write in the SDK's form, with the record it finishes.
@@ -175,7 +175,7 @@ impl Pending {
 }
 
 /// A planned item in the SDK's form: the one conversion between plan and request.
-fn sdk_item(item: Attributes) -> HashMap<String, AttributeValue> {
+pub(crate) fn sdk_item(item: Attributes) -> HashMap<String, AttributeValue> {
     item.into_iter()
         .map(|(name, value)| (name, value.into()))
         .collect()
@@ -200,7 +200,7 @@ fn still_pending(pending: Vec<Pending>, unprocessed: &HashMap<String, Vec<WriteR
     }
 }
 
-fn give_up(report: &mut Report, origins: Vec<usize>, failure: &Failure) {
+pub(crate) fn give_up(report: &mut Report, origins: Vec<usize>, failure: &Failure) {
     if origins.is_empty() {
         return;
     }

@@ -7,6 +7,11 @@
 //! is diffed against the image the index holds instead of the record's own old image, which
 //! may not be what the index holds when records come out of order.
 //!
+//! The in-order indexer keeps a head too, holding only the version ([`Head::in_order`]): it is the
+//! fence of the item's entry writes, put in the same transaction as they are and conditioned on
+//! not being newer, so that a write landing late (its invocation superseded) cannot undo a newer
+//! record's writes.
+//!
 //! A head's partition key starts with `%head#`. An entry's never can: a hierarchical key holds a
 //! `%` only as the escape `%23` or `%25` (`key_codec::HierKey`), so grid queries never meet a
 //! head, and whoever reads the whole table (`index verify`, the oracle) tells them apart with
@@ -25,6 +30,10 @@ pub const HEAD_PREFIX: &str = "%head#";
 /// The head's attribute holding the applied image's indexed attributes (M); absent after a
 /// REMOVE.
 pub const IMAGE_ATTRIBUTE: &str = "sidestream_image";
+
+/// The attribute that marks a head written by the in-order indexer (`stream`): it holds only the
+/// version, the fence of the item's entry writes, and no image.
+pub const ORDER_ATTRIBUTE: &str = "sidestream_order";
 
 /// Whether an index table's partition key value is a head's.
 pub fn is_head(partition_key: &str) -> bool {
@@ -84,8 +93,11 @@ pub fn projection(index: &Index, image: &Image<'_>) -> Item {
 pub struct Head {
     /// The applied record's version (40 digits, `crate::entries::version`).
     pub version: String,
-    /// The indexed attributes of its new image; `None` after a REMOVE.
+    /// The indexed attributes of its new image; `None` after a REMOVE, and in an in-order head.
     pub image: Option<Item>,
+    /// Written by the in-order indexer: the version only, as the fence of the item's writes; the
+    /// image the index holds is not known from it.
+    pub in_order: bool,
 }
 
 impl Head {
@@ -102,7 +114,19 @@ impl Head {
             let map = image.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             item.insert(IMAGE_ATTRIBUTE.to_owned(), AttributeValue::M(map));
         }
+        if self.in_order {
+            item.insert(ORDER_ATTRIBUTE.to_owned(), AttributeValue::S("stream".to_owned()));
+        }
         item
+    }
+
+    /// The in-order head of version `version`: the fence of an item's entry writes.
+    pub fn in_order(version: String) -> Head {
+        Head {
+            version,
+            image: None,
+            in_order: true,
+        }
     }
 
     /// Reads a head item of `index`'s table.
@@ -115,9 +139,19 @@ impl Head {
             Some(AttributeValue::M(map)) => Some(Item::from(map.clone())),
             Some(_) => return Err(format!("a head whose {IMAGE_ATTRIBUTE} is not a map")),
         };
+        let in_order = match item.get(ORDER_ATTRIBUTE) {
+            None => false,
+            Some(AttributeValue::S(order)) if order == "stream" => true,
+            Some(other) => {
+                return Err(format!(
+                    "a head whose {ORDER_ATTRIBUTE} is {other:?}, not \"stream\""
+                ));
+            }
+        };
         Ok(Head {
             version: version.clone(),
             image,
+            in_order,
         })
     }
 }

@@ -49,11 +49,15 @@ pub enum Metric {
     FailedWrites,
     /// Version-conditioned writes that lost to another writer and were merged again.
     Conflicts,
+    /// Fenced writes not applied because their item's head had moved past their version: a newer
+    /// record of the item was applied first, so they were late (a superseded invocation's) or
+    /// repeated, and not needed.
+    SupersededWrites,
 }
 
 impl Metric {
     /// Every metric, in emission order.
-    pub const ALL: [Metric; 13] = [
+    pub const ALL: [Metric; 14] = [
         Metric::RecordsIn,
         Metric::RecordsDone,
         Metric::ParkedRecords,
@@ -67,6 +71,7 @@ impl Metric {
         Metric::Retries,
         Metric::FailedWrites,
         Metric::Conflicts,
+        Metric::SupersededWrites,
     ];
 
     /// The CloudWatch metric name.
@@ -85,6 +90,7 @@ impl Metric {
             Metric::Retries => "Retries",
             Metric::FailedWrites => "FailedWrites",
             Metric::Conflicts => "Conflicts",
+            Metric::SupersededWrites => "SupersededWrites",
         }
     }
 

@@ -13,25 +13,25 @@
 //!    nothing (it is stale: older, or a duplicate). Any other is diffed, by the same rules as in
 //!    order ([`super`]), against the image its head holds, which is what the index holds, rather
 //!    than against its own old image, which records that have not arrived yet may stand between.
-//!    An item with no head yet (none of its records applied out of order yet, or an index kept
-//!    in order until now) puts every entry of the new image, and deletes those of its own old
-//!    image that the new one lacks. Each applied change writes its item's new head.
+//!    An item with no head yet (none of its records applied out of order yet), or with an
+//!    in-order head (an index kept in order until now: it holds a version, not an image), puts
+//!    every entry of the new image, and deletes those of its own old image that the new one
+//!    lacks. Each applied change writes its item's new head, in the transaction of its entry
+//!    writes (the handler's fence).
 //!
 //! **Why it is exact.** An item's entries are a function of its newest applied image, and the
 //! head says which image that is. Applying record `v` over head `h < v` turns the entries of
 //! `h`'s image into those of `v`'s, whatever came between; a record at or below the head is
-//! already reflected. The new head is written only after every entry write of its record has
-//! succeeded, so a failure leaves the old head and the record, redelivered, is applied again.
-//!
-//! **What it assumes.** One item's records are not applied by two invocations at once: Lambda
-//! processes a Kinesis shard (and, with a parallelization factor, a partition key) one batch at
-//! a time, and DynamoDB routes an item's records to one shard. Two invocations racing on one
-//! item could interleave their entry writes; `index verify` would report it.
+//! already reflected. The new head is written in the same transaction as its record's entry
+//! writes, on the condition that the head is still older than the record: they are applied
+//! together or not at all, so a failure leaves the old head and the record, redelivered, is
+//! applied again; and a write landing late, or a second invocation that read the same head,
+//! finds a newer head and is refused.
 //!
 //! **What it costs.** For each item and index the batch touches: a head read (`BatchGetItem`, 100
-//! heads a request) and a head write (`BatchWriteItem`, 25 a request), and one head item in the
-//! index table per item ever indexed, a REMOVE's head included (so that a late older record is
-//! still stale).
+//! heads a request) and the head's put in its item's transaction, and one head item in the index
+//! table per item ever indexed, a REMOVE's head included (so that a late older record is still
+//! stale).
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -186,10 +186,24 @@ pub struct Resolved {
     /// The entry writes, with the skipped members and rejected records; `Plan::failures` holds
     /// `Changes::failures` too.
     pub plan: Plan,
-    /// Each applied change's new head, to be written once its record's entry writes succeeded.
-    pub heads: Vec<ItemWrite>,
+    /// Each applied change's new head, the fence of its entry writes: put in the same
+    /// transaction as they are, on the condition that the head read is still the newest.
+    pub heads: Vec<ResolvedHead>,
     /// Changes at or below their head: nothing to do.
     pub stale: usize,
+}
+
+/// A change's new head.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedHead {
+    /// The index's position in the configuration.
+    pub index: usize,
+    /// The head's partition key (the planner's fence for it has the same).
+    pub pk: String,
+    /// The change's version.
+    pub version: String,
+    /// The put of the head.
+    pub write: ItemWrite,
 }
 
 /// Resolves `changes` against `heads` (the heads read, by partition key; a missing one has
@@ -206,13 +220,15 @@ pub fn resolve<S: BuildHasher>(
         .iter()
         .map(|c| heads.get(&c.head.pk).is_none_or(|h| h.version < c.version))
         .collect();
+    // An in-order head orders records but does not say what the index holds: taken as none.
+    let known = |pk: &str| heads.get(pk).filter(|h| !h.in_order);
     resolved.stale = fresh.iter().filter(|f| !**f).count();
     // Each change's key and images read in place, for the planner to borrow until it finishes.
     let read: Vec<_> = changes
         .items
         .iter()
         .map(|change| {
-            let old = match heads.get(&change.head.pk) {
+            let old = match known(&change.head.pk) {
                 Some(h) => h.image.as_ref(),
                 None => change.before.as_ref(),
             };
@@ -234,7 +250,7 @@ pub fn resolve<S: BuildHasher>(
         changes.items.iter().zip(&read).zip(&fresh).filter(|(_, f)| **f)
     {
         let index = &indexes.indexes[change.index];
-        let head = heads.get(&change.head.pk);
+        let head = known(&change.head.pk);
         let base_key: Vec<(&str, &Attr<'_>)> = change
             .base_key
             .iter()
@@ -266,31 +282,10 @@ pub fn resolve<S: BuildHasher>(
     let mut plan = planner.finish();
     drop(read);
     for (change, _) in changes.items.into_iter().zip(fresh).filter(|(_, f)| *f) {
-        let index = &indexes.indexes[change.index];
-        let new = Head {
-            version: change.version,
-            image: change.after,
-        };
-        let pk = change.head.pk.clone();
-        let item = new.item(index, change.head);
-        let size = item_size(&item);
-        if size > MAX_ITEM_BYTES {
-            rejected.push(PlanFailure {
-                record: change.origin,
-                error: PlanError::HeadTooLarge {
-                    index: index.name.clone(),
-                    pk,
-                    size,
-                    limit: MAX_ITEM_BYTES,
-                },
-            });
-            continue;
+        match new_head(indexes, change) {
+            Ok(head) => resolved.heads.push(head),
+            Err(failure) => rejected.push(failure),
         }
-        resolved.heads.push(ItemWrite {
-            table: Arc::clone(&index.table),
-            op: Op::Put(item.into()),
-            origin: change.origin,
-        });
     }
     plan.unindexed_records = changes.unindexed_records;
     plan.failures = changes.failures;
@@ -298,6 +293,41 @@ pub fn resolve<S: BuildHasher>(
     plan.failures.rejected.sort_by_key(|f| f.record);
     resolved.plan = plan;
     resolved
+}
+
+/// The head an applied change writes: its version and the indexed attributes of its new image;
+/// refused when the head would be over DynamoDB's item limit.
+fn new_head(indexes: &Indexes, change: Change) -> Result<ResolvedHead, PlanFailure<PlanError>> {
+    let index = &indexes.indexes[change.index];
+    let new = Head {
+        version: change.version.clone(),
+        image: change.after,
+        in_order: false,
+    };
+    let pk = change.head.pk.clone();
+    let item = new.item(index, change.head);
+    let size = item_size(&item);
+    if size > MAX_ITEM_BYTES {
+        return Err(PlanFailure {
+            record: change.origin,
+            error: PlanError::HeadTooLarge {
+                index: index.name.clone(),
+                pk,
+                size,
+                limit: MAX_ITEM_BYTES,
+            },
+        });
+    }
+    Ok(ResolvedHead {
+        index: change.index,
+        pk,
+        version: change.version,
+        write: ItemWrite {
+            table: Arc::clone(&index.table),
+            op: Op::Put(item.into()),
+            origin: change.origin,
+        },
+    })
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ fn the_head_item_format_is_pinned() {
     let head = Head {
         version: "0000000000000000000400000000000000001500".to_owned(),
         image: Some(image.clone()),
+        in_order: false,
     };
     let item = head.item(index, key);
     let json = serde_json::to_value(&item).unwrap();
@@ -48,6 +49,7 @@ fn the_head_item_format_is_pinned() {
     let removed = Head {
         version: head.version.clone(),
         image: None,
+        in_order: false,
     };
     let item = removed.item(
         index,
@@ -55,6 +57,22 @@ fn the_head_item_format_is_pinned() {
     );
     assert!(!item.contains_key(IMAGE_ATTRIBUTE));
     assert_eq!(Head::read(&item).unwrap(), removed);
+    // The in-order indexer's head: the version and its mark, no image.
+    let fence = Head::in_order(head.version.clone());
+    let item = fence.item(
+        index,
+        super::key(index, &[("id", &Attr::from_attribute(&id))]).unwrap(),
+    );
+    assert_eq!(
+        serde_json::to_value(&item).unwrap(),
+        serde_json::json!({
+            "pk": {"S": "%head#custom-fields#saf34%23"},
+            "sk": {"S": "saf34#"},
+            "sidestream_seq": {"S": "0000000000000000000400000000000000001500"},
+            "sidestream_order": {"S": "stream"},
+        })
+    );
+    assert_eq!(Head::read(&item).unwrap(), fence);
 }
 
 #[test]

@@ -58,7 +58,14 @@ fn deliver(
     let resolved = resolve(ix, changes, &heads);
     assert_eq!(resolved.plan.failures.stopped, None);
     apply(model, resolved.plan.writes.iter().filter(|w| !fail(w.origin)));
-    apply(model, resolved.heads.iter().filter(|w| !fail(w.origin)));
+    apply(
+        model,
+        resolved
+            .heads
+            .iter()
+            .map(|h| &h.write)
+            .filter(|w| !fail(w.origin)),
+    );
     (resolved.stale, superseded)
 }
 

@@ -1,0 +1,205 @@
+//! Late writes (issue 52): a write request of an invocation that has been superseded lands after
+//! newer writes. DynamoDB applies a request it has received even after its sender's invocation
+//! timed out and Lambda retried the batch, and `BatchWriteItem` cannot be conditioned, so the
+//! old request can land after the retry's writes and after the next record's.
+//!
+//! The interleaving is forced step by step, as in `mend.rs`: invocation A writes through a fault
+//! proxy that holds its write requests ([`fault_proxy::Proxy::hold_writes`]), so A's attempts time
+//! out and it reports its record failed; B (Lambda's retry of the same batch) and C (the item's
+//! next record) write straight to moto; then A's held requests are sent ([`release_held`]).
+//!
+//! Before the indexer's writes were fenced (`ddb_writer::Fenced`), the released put re-created the
+//! entry C deleted, in either order mode. Now A's transaction finds the item's head at C's
+//! version and is refused whole; the tests count that A's write was really sent late.
+//!
+//! [`release_held`]: fault_proxy::Proxy::release_held
+
+use anyhow::{Context as _, Result, ensure};
+use aws_sdk_dynamodb::types::AttributeValue;
+use multikey_indexer::Indexer;
+use stream_kit::{Deadline, Event, EventRecord};
+
+use crate::moto::{create_table, runtime, runtime_at, sdk, stream_records, unique};
+
+/// The example configuration (custom fields by project, ties by `num`), on `index_table`.
+fn indexes(index_table: &str) -> String {
+    include_str!("../../functions/multikey-indexer/indexes.example.json")
+        .replace("issue-attrib-index", index_table)
+}
+
+fn event(records: &[EventRecord]) -> Event {
+    let mut event = Event::default();
+    event.records = records.to_vec();
+    event
+}
+
+/// The `value`s of the index entries of issue `id`, sorted, as text.
+async fn values_of(client: &aws_sdk_dynamodb::Client, table: &str, id: &str) -> Result<Vec<String>> {
+    let scan = client
+        .scan()
+        .table_name(table)
+        .consistent_read(true)
+        .send()
+        .await?;
+    let mut values: Vec<String> = scan
+        .items()
+        .iter()
+        .filter(|e| e.get("id").and_then(|v| v.as_s().ok()).is_some_and(|v| v == id))
+        .filter(|e| {
+            e.get("pk")
+                .and_then(|v| v.as_s().ok())
+                .is_some_and(|pk| !pk.starts_with("%head#"))
+        })
+        .map(|e| match e.get("value") {
+            Some(AttributeValue::N(n)) => n.clone(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    values.sort();
+    Ok(values)
+}
+
+/// Issue `x1`'s field `3fe6` takes `values` in turn (one record each); A is the invocation that
+/// applies record `late` and is superseded, B its retry, C the records after it. Returns the
+/// entries' values after A's held write lands, and how many of A's late requests were applied.
+async fn superseded(order: &str, values: &[u32], late: usize) -> Result<(Vec<String>, usize)> {
+    let client = aws_sdk_dynamodb::Client::new(&sdk());
+    let (base, index) = (unique("late-base"), unique("late-index"));
+    create_table(&client, &base, "id", None, true).await;
+    create_table(
+        &client,
+        &index,
+        "pk",
+        Some(("sk", aws_sdk_dynamodb::types::ScalarAttributeType::S)),
+        false,
+    )
+    .await;
+    let item = serde_json::json!({
+        "id": "x1", "project": "35e9", "num": 1, "name": "Girder", "state": "open",
+        "custom_fields": {"3fe6": values[0]}
+    });
+    local_stack::put_json(&client, &base, &item).await?;
+    for value in &values[1..] {
+        client
+            .update_item()
+            .table_name(&base)
+            .key("id", AttributeValue::S("x1".into()))
+            .update_expression("SET custom_fields.#f = :v")
+            .expression_attribute_names("#f", "3fe6")
+            .expression_attribute_values(":v", AttributeValue::N(value.to_string()))
+            .send()
+            .await?;
+    }
+    let records = stream_records(&sdk(), &client, &base).await;
+    ensure!(
+        records.len() == values.len(),
+        "a record per value: {} records",
+        records.len()
+    );
+
+    let config = indexes(&index);
+    let env = [
+        ("MULTIKEY_INDEXES", config.as_str()),
+        ("MULTIKEY_ORDER", order),
+        ("WRITE_MAX_ATTEMPTS", "1"),
+        ("ATTEMPT_TIMEOUT_MS", "300"),
+    ];
+    let proxy = fault_proxy::start(
+        sdk().endpoint_url().context("moto's endpoint")?,
+        fault_proxy::Spec::none(),
+    )
+    .await?;
+    let through_proxy = sdk()
+        .to_builder()
+        .endpoint_url(format!("http://{}", proxy.addr))
+        .build();
+    let first = runtime_at::<Indexer>(&through_proxy, &env).await;
+    let now = runtime::<Indexer>(&env).await;
+
+    // A: record `late`, after the records before it were applied; its writes are held and its
+    // attempt times out, so it reports the record failed.
+    if late > 0 {
+        let done = now
+            .handle(
+                event(&records[..late]),
+                Deadline::after(std::time::Duration::from_secs(30)),
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        ensure!(done.batch_item_failures.is_empty(), "before A: {done:?}");
+    }
+    proxy.hold_writes();
+    let a = first
+        .handle(
+            event(&records[late..=late]),
+            Deadline::after(std::time::Duration::from_secs(5)),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    ensure!(
+        a.batch_item_failures.len() == 1,
+        "A's write never answered: its record is reported failed ({a:?})"
+    );
+    // B: Lambda's retry of the batch; C: the item's records after it.
+    for (step, batch) in [("B", &records[late..=late]), ("C", &records[late + 1..])] {
+        let done = now
+            .handle(event(batch), Deadline::after(std::time::Duration::from_secs(30)))
+            .await
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        ensure!(done.batch_item_failures.is_empty(), "{step}: {done:?}");
+    }
+    let last = values[values.len() - 1].to_string();
+    ensure!(
+        values_of(&client, &index, "x1").await? == [last.as_str()],
+        "before A lands"
+    );
+
+    // A's held write lands now.
+    let landed = proxy.release_held().await;
+    let late = proxy.counts.late.load(std::sync::atomic::Ordering::Relaxed);
+    ensure!(late >= 1, "A's write was held and sent late: {late} sent");
+    Ok((values_of(&client, &index, "x1").await?, landed))
+}
+
+/// A's put of an entry lands after B put it again and C deleted it (the value changed 1 → 2).
+async fn a_late_put_does_not_restore_a_deleted_entry(order: &str) -> Result<()> {
+    let (values, landed) = superseded(order, &[1, 2], 0).await?;
+    ensure!(
+        values == ["2"],
+        "the index holds {values:?} for x1; the item calls for [\"2\"] only"
+    );
+    // The fence refused it whole: the item's head was at C's version, newer than A's.
+    ensure!(landed == 0, "{landed} of A's late requests were applied");
+    Ok(())
+}
+
+/// A's delete of an entry (the value changed 1 → 2) lands after C put it back (2 → 1).
+async fn a_late_delete_does_not_remove_an_entry_put_back(order: &str) -> Result<()> {
+    let (values, landed) = superseded(order, &[1, 2, 1], 1).await?;
+    ensure!(
+        values == ["1"],
+        "the index holds {values:?} for x1; the item calls for [\"1\"] only"
+    );
+    ensure!(landed == 0, "{landed} of A's late requests were applied");
+    Ok(())
+}
+
+#[tokio::test]
+async fn in_order_a_superseded_invocations_late_put_does_not_restore_a_deleted_entry() -> Result<()> {
+    a_late_put_does_not_restore_a_deleted_entry("stream").await
+}
+
+#[tokio::test]
+async fn in_any_order_a_superseded_invocations_late_put_does_not_restore_a_deleted_entry() -> Result<()> {
+    a_late_put_does_not_restore_a_deleted_entry("any").await
+}
+
+#[tokio::test]
+async fn in_order_a_superseded_invocations_late_delete_does_not_remove_an_entry_put_back() -> Result<()> {
+    a_late_delete_does_not_remove_an_entry_put_back("stream").await
+}
+
+#[tokio::test]
+async fn in_any_order_a_superseded_invocations_late_delete_does_not_remove_an_entry_put_back() -> Result<()> {
+    a_late_delete_does_not_remove_an_entry_put_back("any").await
+}

@@ -185,10 +185,12 @@ pub(crate) fn operations(ops: &crate::Operations) -> Verdict {
         ok,
         detail: if ok {
             format!(
-                "{} verifications with repair ({} persistent drift mended: {} items touched, {} entries deleted, {} deletes refused), \
+                "{} verifications {} ({} persistent drift {}: {} items touched, {} entries deleted, {} deletes refused), \
                  a backfill ({} items touched), {} old indexer records replayed through the stream, {} rerun; no drift at the end",
                 ops.verifications,
+                if ops.repair { "with repair" } else { "without repair" },
                 ops.drift_during_run,
+                if ops.repair { "mended" } else { "seen, none mended" },
                 ops.repair_touches,
                 ops.repair_deletes,
                 ops.repair_deletes_refused,

@@ -136,6 +136,9 @@ pub struct Options {
     /// docs/global-tables.md says (`Consumers=Combined`, the first Region archiving and summing,
     /// the counters' shards per Region).
     pub regions: u8,
+    /// Whether the scheduled verifications during the run repair what they find (the default).
+    /// Without repair, an exact end means the functions' own writes left the index right.
+    pub repair: bool,
 }
 
 /// The Regions of a two-Region run; the first archives and sums.
@@ -159,6 +162,7 @@ impl Options {
             stack,
             parameters: BTreeMap::new(),
             regions: 1,
+            repair: true,
         }
     }
 
@@ -589,6 +593,7 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
         sdk: &through,
         kept,
         rerun: reruns(&stack, &through, &tally)?,
+        repair: options.repair,
     };
     let written_all = AtomicBool::new(false);
     let mut phases = Phases::default();

@@ -51,10 +51,12 @@ const RERUN_TRIES: usize = 20;
 /// What the operations phase did.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Operations {
+    /// Whether the verifications repaired what they found (`--no-repair`: they only looked).
+    pub repair: bool,
     /// Scheduled verifications run (each one or two scans of both tables).
     pub verifications: u64,
     /// Persistent drift seen, summed over the verifications during the run (entries the stream
-    /// had not caught up with twice in a row; each mended).
+    /// had not caught up with twice in a row; each mended when repairing).
     pub drift_during_run: u64,
     /// Base items the repairs touched.
     pub repair_touches: u64,
@@ -145,6 +147,8 @@ pub(crate) struct Operator<'a> {
     pub(crate) kept: Arc<Kept>,
     /// The aggregator and the archiver, as invokers, for reruns.
     pub(crate) rerun: Vec<(String, Invoker)>,
+    /// Whether the verifications repair what they find.
+    pub(crate) repair: bool,
 }
 
 impl Operator<'_> {
@@ -157,8 +161,11 @@ impl Operator<'_> {
         done: &AtomicBool,
         progress: &crate::Progress,
     ) -> Result<Operations, ChaosError> {
-        let mut ops = Operations::default();
-        let config = self.verifier_config(true)?;
+        let mut ops = Operations {
+            repair: self.repair,
+            ..Operations::default()
+        };
+        let config = self.verifier_config(self.repair)?;
         let client = self.client();
         let backfill = async {
             while !done.load(Ordering::Relaxed)

@@ -152,6 +152,10 @@ pub(crate) struct ChaosArgs {
     /// `CounterChangeSource` to `Kinesis` (a `--parameter` naming either wins).
     #[arg(long, value_enum, default_value_t = ChangeSource::DynamodbStreams)]
     pub(crate) source: ChangeSource,
+    /// The scheduled verifications during the run only look, and repair nothing: an exact end then
+    /// means the functions' own writes left the index right.
+    #[arg(long)]
+    pub(crate) no_repair: bool,
     /// `text` (a progress bar, then a report) or `json` (one object).
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub(crate) output: Output,

@@ -30,6 +30,7 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     options.writers = args.writers;
     options.parameters = args.parameters.into_iter().collect();
     options.regions = args.regions;
+    options.repair = !args.no_repair;
     if args.source == ChangeSource::Kinesis {
         for name in ["IssuesChangeSource", "CounterChangeSource"] {
             options
@@ -192,11 +193,12 @@ fn render(report: &chaos::Report, options: &chaos::Options, out: &mut impl Write
     let o = &report.operations;
     writeln!(
         out,
-        "\nOperations while the workload ran: {} verifications with repair ({} persistent drift seen; {} items touched, \
+        "\nOperations while the workload ran: {} verifications {} ({} persistent drift seen; {} items touched, \
          {} entries deleted, {} deletes refused), a backfill ({} of {} items touched), {} old indexer records replayed \
          through the stream ({} items touched, {} entries deleted), {} aggregator and archiver records rerun; \
          persistent drift at the end: {}",
         o.verifications,
+        if o.repair { "with repair" } else { "without repair" },
         o.drift_during_run,
         o.repair_touches,
         o.repair_deletes,

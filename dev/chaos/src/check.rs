@@ -188,7 +188,11 @@ pub(crate) fn operations(ops: &crate::Operations) -> Verdict {
                 "{} verifications {} ({} persistent drift {}: {} items touched, {} entries deleted, {} deletes refused), \
                  a backfill ({} items touched), {} old indexer records replayed through the stream, {} rerun; no drift at the end",
                 ops.verifications,
-                if ops.repair { "with repair" } else { "without repair" },
+                if ops.repair {
+                    "with repair"
+                } else {
+                    "without repair"
+                },
                 ops.drift_during_run,
                 if ops.repair { "mended" } else { "seen, none mended" },
                 ops.repair_touches,

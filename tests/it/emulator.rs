@@ -106,23 +106,18 @@ async fn a_write_that_changes_nothing_writes_no_record() -> Result<()> {
             .send()
             .await?;
     }
-    client
-        .update_item()
-        .table_name(&table)
-        .key("id", AttributeValue::S("a".into()))
-        .update_expression("SET n = :one")
-        .expression_attribute_values(":one", AttributeValue::N("1".into()))
-        .send()
-        .await?;
+    let set_n = |n: &'static str| {
+        client
+            .update_item()
+            .table_name(&table)
+            .key("id", AttributeValue::S("a".into()))
+            .update_expression("SET n = :n")
+            .expression_attribute_values(":n", AttributeValue::N(n.into()))
+            .send()
+    };
+    set_n("1").await?;
     // A real change still writes its record.
-    client
-        .update_item()
-        .table_name(&table)
-        .key("id", AttributeValue::S("a".into()))
-        .update_expression("SET n = :two")
-        .expression_attribute_values(":two", AttributeValue::N("2".into()))
-        .send()
-        .await?;
+    set_n("2").await?;
     let records = moto::stream_records(&moto::sdk(), &client, &table).await;
     ensure!(
         event_names(&records) == ["INSERT", "MODIFY"],

@@ -158,21 +158,30 @@ async fn a_rejected_update_of_a_missing_item_leaves_no_item_and_no_record() -> R
         .send()
         .await?;
     ensure!(got.item().is_none(), "no item: {:?}", got.item());
-    // The stream holds only the next write's record.
+    only_the_next_put_is_recorded(&client, &table, "b").await
+}
+
+/// Puts the item `id` and checks that the stream holds its `INSERT` and nothing else: what was
+/// refused before it left no record.
+async fn only_the_next_put_is_recorded(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    id: &str,
+) -> Result<()> {
     client
         .put_item()
-        .table_name(&table)
-        .item("id", AttributeValue::S("b".into()))
+        .table_name(table)
+        .item("id", AttributeValue::S(id.into()))
         .send()
         .await?;
-    let records = moto::stream_records(&moto::sdk(), &client, &table).await;
+    let records = moto::stream_records(&moto::sdk(), client, table).await;
     ensure!(
         event_names(&records) == ["INSERT"],
-        "records: {:?}",
+        "only the later put's record: {:?}",
         event_names(&records)
     );
     ensure!(
-        records[0].change.keys.get("id") == Some(&serde_dynamo::AttributeValue::S("b".into())),
+        records[0].change.keys.get("id") == Some(&serde_dynamo::AttributeValue::S(id.into())),
         "{:?}",
         records[0].change.keys
     );
@@ -372,17 +381,5 @@ async fn a_transaction_refused_for_one_items_content_is_cancelled_whole_with_val
         .send()
         .await?;
     ensure!(scanned.count() == 0, "nothing written: {:?}", scanned.items());
-    client
-        .put_item()
-        .table_name(&table)
-        .item("id", AttributeValue::S("c".into()))
-        .send()
-        .await?;
-    let records = moto::stream_records(&moto::sdk(), &client, &table).await;
-    ensure!(
-        event_names(&records) == ["INSERT"],
-        "only the later put's record: {:?}",
-        event_names(&records)
-    );
-    Ok(())
+    only_the_next_put_is_recorded(&client, &table, "c").await
 }

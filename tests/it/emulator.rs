@@ -204,15 +204,7 @@ async fn records_carry_their_tables_region_and_a_whole_second() -> Result<()> {
         .item("id", AttributeValue::S("a".into()))
         .send()
         .await?;
-    let arn = client
-        .describe_table()
-        .table_name(&table)
-        .send()
-        .await?
-        .table()
-        .and_then(|t| t.latest_stream_arn())
-        .context("a stream")?
-        .to_owned();
+    let arn = stream_arn(&client, &table).await?;
     let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
     let records = read_all(&streams, &arn).await?;
     ensure!(records.len() == 1, "{records:?}");
@@ -287,15 +279,7 @@ async fn an_iterator_expires_fifteen_minutes_after_it_was_handed_out() -> Result
             .send()
     };
     put("a").await?;
-    let arn = client
-        .describe_table()
-        .table_name(&table)
-        .send()
-        .await?
-        .table()
-        .and_then(|t| t.latest_stream_arn())
-        .context("a stream")?
-        .to_owned();
+    let arn = stream_arn(&client, &table).await?;
     let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
     let mut reader = StreamReader::new(streams.clone(), &arn);
     let first = reader.poll().await?;
@@ -382,4 +366,17 @@ async fn a_transaction_refused_for_one_items_content_is_cancelled_whole_with_val
         .await?;
     ensure!(scanned.count() == 0, "nothing written: {:?}", scanned.items());
     only_the_next_put_is_recorded(&client, &table, "c").await
+}
+
+/// The ARN of `table`'s stream.
+async fn stream_arn(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<String> {
+    Ok(client
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await?
+        .table()
+        .and_then(|t| t.latest_stream_arn())
+        .context("a stream")?
+        .to_owned())
 }

@@ -13,6 +13,7 @@ mod cli;
 mod combined;
 mod counters;
 mod dashboard;
+mod deploy;
 mod emulator;
 mod failures;
 mod fixtures;

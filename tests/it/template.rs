@@ -1074,13 +1074,14 @@ fn every_alarm_reaches_someone_and_says_what_to_do() -> Result<()> {
             let p = resolver
                 .resolve(&template.root()["Resources"][alarm]["Properties"], alarm)?
                 .context("an alarm's properties")?;
-            for actions in ["AlarmActions", "OKActions"] {
-                ensure!(
-                    p[actions] == serde_json::json!([topic]),
-                    "{deployment}: {alarm}'s {actions} are {}, not the alarm topic {topic}",
-                    p[actions]
-                );
-            }
+            // OK too, but for an event waiting in the parking bucket (the_alarms_stay_…).
+            let ok = (!is_event_alarm(&p)).then(|| serde_json::json!([topic]));
+            ensure!(
+                p["AlarmActions"] == serde_json::json!([topic]) && p.get("OKActions") == ok.as_ref(),
+                "{deployment}: {alarm}'s actions are {} and {}, not the alarm topic {topic}",
+                p["AlarmActions"],
+                p["OKActions"]
+            );
             let description = p["AlarmDescription"].as_str().unwrap_or_default();
             let link = description
                 .split("Runbook: docs/operations.md#")
@@ -1145,11 +1146,11 @@ fn every_alarm_reaches_someone_and_says_what_to_do() -> Result<()> {
 fn the_template_holds_what_a_production_review_asks() -> Result<()> {
     let template = template()?;
     let root = template.root();
-    // Lambda takes -1, or 60 to 604,800 seconds.
+    // Lambda takes -1, or 60 to 604,800 seconds; -1 is refused (the stream would drop the records).
     let age = &root["Parameters"]["MaximumRecordAgeInSeconds"];
     let pattern = regex_lite::Regex::new(age["AllowedPattern"].as_str().context("a pattern")?)?;
     for (value, accepted) in [
-        ("-1", true),
+        ("-1", false),
         ("60", true),
         ("86400", true),
         ("604800", true),
@@ -1526,6 +1527,7 @@ fn customer_managed_keys_are_used_through_their_service() -> Result<()> {
         ("VerifierRole", &[1, 2][..]),
         ("IssuesStreamRole", &[1, 2, 4][..]),
         ("BackfillStateMachineRole", &[][..]),
+        ("PreTrafficHookRole", &[][..]),
     ]);
     for (deployment, parameters, keys_given) in [
         ("defaults", set(&[]), false),
@@ -1654,4 +1656,455 @@ fn number_of(value: &Value) -> Result<i64> {
         Value::String(s) => Ok(s.parse()?),
         other => bail!("not a number: {other}"),
     }
+}
+
+/// Whether an alarm watches an event whose consequence waits in the parking bucket (a record
+/// parked, a range given up) or a failed backfill execution: it notifies ALARM only.
+fn is_event_alarm(p: &Value) -> bool {
+    matches!(
+        p["MetricName"].as_str(),
+        Some("ParkedRecords" | "DroppedEventCount" | "ExecutionsFailed")
+    )
+}
+
+/// Every deployment's parameters, with the alarm destination each needs to pass the Rules.
+fn deployable() -> Vec<(&'static str, BTreeMap<String, String>)> {
+    let mut all = deployments();
+    for (_, parameters) in &mut all {
+        parameters.insert("AlarmEmail".to_owned(), "oncall@example.com".to_owned());
+    }
+    all
+}
+
+/// The Rules refuse an alarm destination left out by accident and parameter combinations that
+/// would deploy but cannot work, and pass every deployment the tests make.
+#[test]
+fn the_rules_refuse_what_cannot_work() -> Result<()> {
+    let template = template()?;
+    for (deployment, parameters) in deployable() {
+        let broken = template.resolver(&parameters, names()).broken_rules()?;
+        ensure!(broken.is_empty(), "{deployment}: {broken:?}");
+    }
+    let topic = ("AlarmTopicArn", "arn:aws:sns:us-east-1:123456789012:pager");
+    let key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+    for (parameters, rule) in [
+        (vec![], "AlarmsReachSomeone"),
+        (
+            vec![topic, ("AlarmEmail", "a@example.com")],
+            "OneAlarmDestination",
+        ),
+        (vec![topic, ("IssuesTableKmsKeyArn", key)], "ExistingTableKeys"),
+        (vec![topic, ("IndexTableKmsKeyArn", key)], "ExistingTableKeys"),
+        (
+            vec![
+                topic,
+                ("ArchiveBucketName", "archive"),
+                ("ArchiveObjectLockDays", "30"),
+            ],
+            "NewArchiveBucketOnly",
+        ),
+        (
+            vec![
+                topic,
+                ("IndexTableName", "index"),
+                ("IndexWarmWriteUnitsPerSecond", "12000"),
+            ],
+            "IndexTableSettingsNeedANewTable",
+        ),
+        (
+            vec![topic, ("IndexVerifyRepair", "true")],
+            "VerifierSettingsNeedASchedule",
+        ),
+        (
+            vec![topic, ("BackfillReservedConcurrency", "8")],
+            "BackfillSettingsNeedTheBackfill",
+        ),
+    ] {
+        let broken = template.resolver(&set(&parameters), names()).broken_rules()?;
+        ensure!(
+            broken.len() == 1 && broken[0].starts_with(&format!("{rule}: ")),
+            "{parameters:?}: broke {broken:?}, not only {rule}"
+        );
+    }
+    for (parameters, what) in [
+        (vec![("AlarmOptOut", "true")], "an explicit opt-out"),
+        (vec![("AlarmEmail", "a@example.com")], "an e-mail address"),
+        (vec![topic], "a topic"),
+    ] {
+        let broken = template.resolver(&set(&parameters), names()).broken_rules()?;
+        ensure!(broken.is_empty(), "{what}: {broken:?}");
+    }
+    Ok(())
+}
+
+/// Every stream mapping retries until its record age (never a count that gives ranges up in
+/// minutes), and that age leaves the stream's records to the parking bucket.
+#[test]
+fn every_mapping_retries_until_its_record_age() -> Result<()> {
+    let template = template()?;
+    let mut mappings = 0;
+    for (deployment, parameters) in deployable() {
+        let resolver = template.resolver(&parameters, names());
+        for function in template.functions(&resolver)? {
+            for source in &function.streams {
+                ensure!(
+                    source.maximum_retry_attempts == Some(-1),
+                    "{deployment}: {} retries {:?} times",
+                    function.logical_id,
+                    source.maximum_retry_attempts
+                );
+                let age = source.maximum_record_age.context("a record age")?;
+                ensure!((3_600..86_400).contains(&age), "{deployment}: age {age}");
+                mappings += 1;
+            }
+        }
+    }
+    ensure!(mappings > 40, "mappings checked: {mappings}");
+    let age = &template.root()["Parameters"]["MaximumRecordAgeInSeconds"];
+    let pattern = regex_lite::Regex::new(age["AllowedPattern"].as_str().context("a pattern")?)?;
+    ensure!(
+        !pattern.is_match("-1"),
+        "-1 (the stream drops the records) is refused"
+    );
+    Ok(())
+}
+
+/// The alarms stay in ALARM while their cause does: a recurring failure holds its alarm for 15
+/// minutes after its last datapoint (no flapping between retries); an event waiting in the
+/// parking bucket notifies ALARM only; a state read between datapoints (lag, drift, the parking
+/// bucket's daily count) keeps its state while no data comes. No alarm notifies OK one quiet
+/// minute after it fired.
+#[test]
+fn the_alarms_stay_while_their_cause_does() -> Result<()> {
+    let template = template()?;
+    let parameters = set(&[
+        ("AlarmEmail", "a@example.com"),
+        ("IndexVerifySchedule", "rate(1 day)"),
+        ("EnableBackfill", "true"),
+    ]);
+    let resolver = template.resolver(&parameters, names());
+    let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+    for alarm in template.resources_of_type("AWS::CloudWatch::Alarm") {
+        if !resolver.resource_exists(alarm)? {
+            continue;
+        }
+        let p = resolver
+            .resolve(&template.root()["Resources"][alarm]["Properties"], alarm)?
+            .context("properties")?;
+        let number = |key: &str| number_of(&p[key]);
+        let metric = p["MetricName"].as_str().unwrap_or("metric math");
+        let missing = p["TreatMissingData"].as_str().unwrap_or("missing");
+        match metric {
+            "Errors" | "SystemicFailures" | "ParkedRecords" | "DroppedEventCount" | "ExecutionsFailed" => {
+                ensure!(
+                    number("Period")? * number("EvaluationPeriods")? >= 900
+                        && number("DatapointsToAlarm")? == 1,
+                    "{alarm}: alarms at once and holds 15 minutes: {p}"
+                );
+                ensure!(
+                    p["OKActions"].is_null() == is_event_alarm(&p),
+                    "{alarm}: OK notified only for a recurring failure"
+                );
+            }
+            "IteratorAge" | "NumberOfObjects" => {
+                ensure!(
+                    missing == "ignore",
+                    "{alarm}: keeps its state without data: {missing}"
+                );
+            }
+            "IndexDrift" if p["ComparisonOperator"] == "GreaterThanThreshold" => {
+                ensure!(
+                    missing == "ignore",
+                    "{alarm}: drift stays until a verification reports none"
+                );
+            }
+            _ => {}
+        }
+        if !p["OKActions"].is_null() && missing == "notBreaching" && p["Metrics"].is_null() {
+            ensure!(
+                number("Period")? * number("EvaluationPeriods")? >= 900,
+                "{alarm}: would notify OK a quiet minute after it fired: {p}"
+            );
+        }
+        *kinds
+            .entry(if is_event_alarm(&p) { "event" } else { "state" })
+            .or_default() += 1;
+    }
+    ensure!(
+        kinds.get("event") >= Some(&5) && kinds.get("state") >= Some(&15),
+        "alarms checked: {kinds:?}"
+    );
+    Ok(())
+}
+
+/// A production deployment (samconfig.toml's, with Kinesis, the verifier and the backfill on):
+/// every store under `KmsKeyArn` ([`KEY`]), the index warmed.
+fn production() -> BTreeMap<String, String> {
+    set(&[
+        ("AlarmEmail", "a@example.com"),
+        ("KmsKeyArn", KEY),
+        ("IssuesChangeSource", "Kinesis"),
+        ("CounterChangeSource", "Kinesis"),
+        ("IndexVerifySchedule", "rate(1 day)"),
+        ("EnableBackfill", "true"),
+        ("IndexWarmWriteUnitsPerSecond", "12000"),
+    ])
+}
+
+/// The stack's customer managed key in [`production`].
+const KEY: &str = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+
+/// A resource's properties, resolved.
+fn properties(template: &Template, resolver: &Resolver<'_>, id: &str) -> Result<Value> {
+    resolver
+        .resolve(&template.root()["Resources"][id]["Properties"], id)?
+        .with_context(|| format!("{id}'s properties"))
+}
+
+/// What a production table needs of the stores the stack creates: the dashboard named per
+/// Region, the index table protected and warmed, the archive bucket only where the stack
+/// archives, an Athena workgroup name within its limit whatever the stack's name, and the
+/// free-text parameters checked before they are substituted.
+#[test]
+fn the_stores_hold_at_scale() -> Result<()> {
+    let template = template()?;
+    let resources = &template.root()["Resources"];
+    let resolver = template.resolver(&production(), names());
+    let properties_of = |id: &str| properties(&template, &resolver, id);
+    let dashboard = properties_of("Dashboard")?;
+    ensure!(
+        dashboard["DashboardName"]
+            .as_str()
+            .is_some_and(|n| n.contains(REGION)),
+        "dashboards are global: {}",
+        dashboard["DashboardName"]
+    );
+    let index = properties_of("IndexTable")?;
+    ensure!(
+        resources["IndexTable"]["DeletionPolicy"] == "Retain"
+            && index["DeletionProtectionEnabled"] == true
+            && index["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] == "true"
+            && index["WarmThroughput"]["WriteUnitsPerSecond"] == "12000",
+        "the index table: {index}"
+    );
+    // The archive bucket only where the stack archives.
+    for (region, created) in [("", true), (REGION, true), ("eu-west-1", false)] {
+        let resolver = template.resolver(&set(&[("ArchiveRegion", region)]), names());
+        ensure!(
+            resolver.resource_exists("ArchiveBucket")? == created,
+            "ArchiveRegion {region:?}: archive bucket created {created}"
+        );
+    }
+    // A stack name of 128 characters still names a valid workgroup (at most 128).
+    let long = Names {
+        stack: "s".repeat(128),
+        ..names()
+    };
+    let queries = set(&[("ArchiveQueries", "true")]);
+    let workgroup = template
+        .resolver(&queries, long)
+        .resolve(&resources["ArchiveWorkGroup"]["Properties"]["Name"], "workgroup")?
+        .context("a name")?;
+    ensure!(
+        workgroup.as_str().is_some_and(|n| (1..=128).contains(&n.len())),
+        "{workgroup}"
+    );
+    // Free text is checked before it reaches JSON, filter patterns, Glue types and Athena SQL.
+    for name in [
+        "TtlAttribute",
+        "IndexedAttribute",
+        "MetricsNamespace",
+        "IndexTableName",
+        "ArchiveBucketName",
+        "ArchivePrefix",
+        "IndexVerifySchedule",
+    ] {
+        let pattern = template.root()["Parameters"][name]["AllowedPattern"]
+            .as_str()
+            .with_context(|| format!("{name} has no AllowedPattern"))?;
+        let pattern = regex_lite::Regex::new(pattern)?;
+        for bad in ["a\"b", "a\\b", "a}b", "a b'", "a,b\n"] {
+            ensure!(!pattern.is_match(bad), "{name} admits {bad:?}");
+        }
+    }
+    Ok(())
+}
+
+/// `KmsKeyArn`, one customer managed key, on every store the stack creates (tables, buckets,
+/// Kinesis streams, the alarm topic, log groups), and every function's role may use it through
+/// DynamoDB, S3 and Kinesis only.
+#[test]
+fn one_key_covers_every_store() -> Result<()> {
+    let template = template()?;
+    let resolver = template.resolver(&production(), names());
+    let properties_of = |id: &str| properties(&template, &resolver, id);
+    // Every store the stack creates, under the one key.
+    let mut keyed_stores = 0;
+    for (kind, pointer) in [
+        ("AWS::DynamoDB::Table", "/SSESpecification/KMSMasterKeyId"),
+        (
+            "AWS::S3::Bucket",
+            "/BucketEncryption/ServerSideEncryptionConfiguration/0/ServerSideEncryptionByDefault/KMSMasterKeyID",
+        ),
+        ("AWS::Kinesis::Stream", "/StreamEncryption/KeyId"),
+        ("AWS::SNS::Topic", "/KmsMasterKeyId"),
+        ("AWS::Logs::LogGroup", "/KmsKeyId"),
+    ] {
+        for id in template.resources_of_type(kind) {
+            if !resolver.resource_exists(id)? {
+                continue;
+            }
+            let p = properties_of(id)?;
+            ensure!(
+                p.pointer(pointer) == Some(&Value::from(KEY)),
+                "{id}: not under KmsKeyArn: {p}"
+            );
+            keyed_stores += 1;
+        }
+    }
+    ensure!(keyed_stores >= 15, "stores checked: {keyed_stores}");
+    // Each function's role may use it, through the stores' services only.
+    for (role, statements) in role_statements(&template, &resolver)? {
+        if role == "BackfillStateMachineRole" || role == "PreTrafficHookRole" {
+            continue;
+        }
+        let uses = statements.iter().find(|s| s["Sid"] == "UseStackKey");
+        let via = uses.map(|s| strings(&s["Condition"]["StringEquals"]["kms:ViaService"]));
+        ensure!(
+            via.is_some_and(
+                |v| v.len() == 3 && v.iter().all(|s| s.ends_with(&format!(".{REGION}.amazonaws.com")))
+            ),
+            "{role}: the stack's key through DynamoDB, S3 and Kinesis only: {uses:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Deploys that can be rolled back: every stream mapping invokes its function's `live` alias,
+/// which `CodeDeploy` moves only after the pre-traffic hook passed the new version; the hook is
+/// named so that SAM's `CodeDeploy` role may invoke it, and may itself invoke only the stream
+/// functions' versions.
+#[test]
+fn stream_functions_deploy_through_a_gate() -> Result<()> {
+    let template = template()?;
+    let resources = &template.root()["Resources"];
+    let mut gated = 0;
+    for (deployment, parameters) in deployable() {
+        let resolver = template.resolver(&parameters, names());
+        for function in template.functions(&resolver)? {
+            if function.streams.is_empty() {
+                continue;
+            }
+            let p = &resources[&function.logical_id]["Properties"];
+            ensure!(
+                p["AutoPublishAlias"] == "live"
+                    && p["DeploymentPreference"]["Hooks"]["PreTraffic"]
+                        == serde_json::json!({"Ref": "PreTrafficHook"}),
+                "{deployment}: {} deploys through the gate",
+                function.logical_id
+            );
+            gated += 1;
+        }
+        let hook = resolver
+            .resolve(&resources["PreTrafficHook"]["Properties"], "hook")?
+            .context("the hook")?;
+        let name = hook["FunctionName"].as_str().context("a name")?;
+        ensure!(name.starts_with("CodeDeployHook_") && name.len() <= 64, "{name}");
+        let (_, statements) = role_statements(&template, &resolver)?
+            .into_iter()
+            .find(|(r, _)| *r == "PreTrafficHookRole")
+            .context("the hook's role")?;
+        let invoke = statements
+            .iter()
+            .find(|s| s["Sid"] == "InvokeNewVersions")
+            .context("its invoke statement")?;
+        let streams: BTreeSet<String> = template
+            .functions(&resolver)?
+            .iter()
+            .filter(|f| !f.streams.is_empty())
+            .map(|f| {
+                format!(
+                    "arn:aws:lambda:{REGION}:{ACCOUNT}:function:{}:*",
+                    physical(&f.logical_id)
+                )
+            })
+            .collect();
+        ensure!(
+            strings(&invoke["Resource"]).into_iter().collect::<BTreeSet<_>>() == streams,
+            "{deployment}: the hook invokes {:?}, not the stream functions' versions {streams:?}",
+            invoke["Resource"]
+        );
+    }
+    ensure!(gated > 40, "gated functions checked: {gated}");
+    Ok(())
+}
+
+/// What a reviewer and a deployer read: every parameter in exactly one console group; the
+/// Outputs the runbooks name, each where its resource is; and samconfig.toml's environments,
+/// each naming only parameters that exist, with values they admit, passing the Rules.
+#[test]
+fn the_template_reads_as_its_deployers_need() -> Result<()> {
+    let template = template()?;
+    let root = template.root();
+    let mut grouped: BTreeMap<String, usize> = BTreeMap::new();
+    let groups = root
+        .pointer("/Metadata/AWS::CloudFormation::Interface/ParameterGroups")
+        .and_then(Value::as_array)
+        .context("parameter groups")?;
+    for group in groups {
+        for name in strings(&group["Parameters"]) {
+            *grouped.entry(name).or_default() += 1;
+        }
+    }
+    let declared: BTreeSet<String> = root["Parameters"]
+        .as_object()
+        .context("parameters")?
+        .keys()
+        .cloned()
+        .collect();
+    ensure!(
+        grouped.keys().cloned().collect::<BTreeSet<_>>() == declared && grouped.values().all(|n| *n == 1),
+        "every parameter in exactly one group: {grouped:?}"
+    );
+    for (output, resource) in [
+        ("IndexerFunction", "IndexerFunction"),
+        ("IndexerMapping", "IndexerFunction"),
+        ("ArchiverFunction", "ArchiverFunction"),
+        ("ArchiverMapping", "ArchiverFunction"),
+        ("IssuesStreamFunction", "IssuesStreamFunction"),
+        ("IssuesStreamMapping", "IssuesStreamFunction"),
+        ("AggregatorFunction", "AggregatorFunction"),
+        ("AggregatorMapping", "AggregatorFunction"),
+        ("VerifierFunction", "VerifierFunction"),
+        ("BackfillFunction", "BackfillFunction"),
+    ] {
+        ensure!(
+            root["Outputs"][output]["Condition"] == root["Resources"][resource]["Condition"],
+            "the output {output} exists where {resource} does"
+        );
+    }
+    let samconfig = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../samconfig.toml"))?;
+    let mut environments = 0;
+    for section in samconfig.split("parameter_overrides = [").skip(1) {
+        let list = section.split(']').next().unwrap_or_default();
+        let mut parameters = BTreeMap::new();
+        for pair in list.lines().map(str::trim).filter(|l| l.starts_with('"')) {
+            let pair = pair.trim_end_matches(',').trim_matches('"');
+            let (name, value) = pair.split_once('=').context("NAME=value")?;
+            let declaration = &root["Parameters"][name];
+            ensure!(
+                declaration.is_object(),
+                "samconfig.toml names no parameter {name}"
+            );
+            if let Some(pattern) = declaration["AllowedPattern"].as_str() {
+                ensure!(regex_lite::Regex::new(pattern)?.is_match(value), "{name}={value}");
+            }
+            parameters.insert(name.to_owned(), value.to_owned());
+        }
+        let broken = template.resolver(&parameters, names()).broken_rules()?;
+        ensure!(broken.is_empty(), "samconfig.toml {parameters:?}: {broken:?}");
+        environments += 1;
+    }
+    ensure!(environments == 2, "production and demo: {environments}");
+    Ok(())
 }

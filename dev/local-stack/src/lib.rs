@@ -24,7 +24,7 @@ use aws_config::SdkConfig;
 use function_invoke::{MetricsTo, Tally};
 use index_oracle::IndexCheck;
 use multikey_indexer::Indexes;
-use sam_template::{Bucket, Function, Names, Pattern, Table, Template, TemplateError};
+use sam_template::{Bucket, Function, Names, Pattern, Resolver, Table, Template, TemplateError};
 use stream_delivery::Invoker;
 use stream_kit::{ConfigError, Vars};
 use stream_replayer::invoke::http;
@@ -267,6 +267,47 @@ fn physical_names(template: &Template, stack: &str) -> BTreeMap<String, String> 
     names
 }
 
+/// Each state machine's definition, its substitutions made, by logical id.
+fn state_machines(
+    parsed: &Template,
+    resolver: &Resolver<'_>,
+) -> Result<BTreeMap<String, serde_json::Value>, TemplateError> {
+    let mut machines = BTreeMap::new();
+    for id in parsed.resources_of_type("AWS::Serverless::StateMachine") {
+        if !resolver.resource_exists(id)? {
+            continue;
+        }
+        let at = format!("Resources/{id}/Properties");
+        let properties = resolver
+            .resolve(&parsed.root()["Resources"][id]["Properties"], &at)?
+            .unwrap_or_default();
+        let substitutions = properties["DefinitionSubstitutions"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        machines.insert(
+            id.to_owned(),
+            substitute(&properties["Definition"], &substitutions),
+        );
+    }
+    Ok(machines)
+}
+
+/// `parameters` as the local stack deploys them: it has nobody to page, so unless an alarm
+/// destination is given it opts out of one (`AlarmOptOut`), as a test stack in AWS would.
+fn local_parameters(parameters: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut parameters = parameters.clone();
+    if !["AlarmTopicArn", "AlarmEmail"]
+        .iter()
+        .any(|p| parameters.get(*p).is_some_and(|v| !v.is_empty()))
+    {
+        parameters
+            .entry("AlarmOptOut".to_owned())
+            .or_insert_with(|| "true".to_owned());
+    }
+    parameters
+}
+
 impl Stack {
     /// Reads `template`, resolves it for `parameters` with resources named
     /// `<stack>-<logicalid>` (lowercase; functions and alarms as CloudFormation names them), and
@@ -299,7 +340,15 @@ impl Stack {
             stack: stack.to_owned(),
             resource: &name,
         };
-        let resolver = parsed.resolver(parameters, names);
+        let resolver = parsed.resolver(&local_parameters(parameters), names);
+        // CloudFormation refuses parameters its Rules refuse, before anything is made.
+        let broken = resolver.broken_rules().map_err(in_template)?;
+        if !broken.is_empty() {
+            return Err(StackError::Unusable(format!(
+                "the template's Rules refuse these parameters: {}",
+                broken.join("; ")
+            )));
+        }
         let mut functions = parsed.functions(&resolver).map_err(in_template)?;
         for function in &mut functions {
             // Lambda sets it in every function's environment.
@@ -326,25 +375,7 @@ impl Stack {
         for bucket in &buckets {
             resources::create_bucket(&s3, bucket).await?;
         }
-        let mut state_machines = BTreeMap::new();
-        for id in parsed.resources_of_type("AWS::Serverless::StateMachine") {
-            if !resolver.resource_exists(id).map_err(in_template)? {
-                continue;
-            }
-            let at = format!("Resources/{id}/Properties");
-            let properties = resolver
-                .resolve(&parsed.root()["Resources"][id]["Properties"], &at)
-                .map_err(in_template)?
-                .unwrap_or_default();
-            let substitutions = properties["DefinitionSubstitutions"]
-                .as_object()
-                .cloned()
-                .unwrap_or_default();
-            state_machines.insert(
-                id.to_owned(),
-                substitute(&properties["Definition"], &substitutions),
-            );
-        }
+        let state_machines = state_machines(&parsed, &resolver).map_err(in_template)?;
         let catalog = catalog(&parsed, &resolver).map_err(in_template)?;
         let sqs = aws_sdk_sqs::Client::new(sdk);
         let mut queues = BTreeMap::new();

@@ -22,6 +22,9 @@ pub struct Names<'a> {
     pub resource: &'a dyn Fn(&str) -> String,
 }
 
+/// The `CodeDeploy` application SAM generates for functions with a `DeploymentPreference`.
+const DEPLOYMENT_APPLICATION: &str = "ServerlessDeploymentApplication";
+
 /// Resolves values of one template for one set of parameter values.
 pub struct Resolver<'a> {
     root: &'a Value,
@@ -85,6 +88,34 @@ impl<'a> Resolver<'a> {
                 "not a condition name",
             )),
         }
+    }
+
+    /// The `Rules` these parameters break, as CloudFormation checks them before it changes
+    /// anything: each failed assertion's rule and `AssertDescription`. Empty when every rule
+    /// holds (a rule whose `RuleCondition` is false holds).
+    pub fn broken_rules(&self) -> Result<Vec<String>, TemplateError> {
+        let mut broken = Vec::new();
+        let rules = self.root.get("Rules").and_then(Value::as_object);
+        for (name, rule) in rules.into_iter().flatten() {
+            let at = format!("Rules/{name}");
+            if let Some(condition) = rule.get("RuleCondition")
+                && !self.truth(condition, &format!("{at}/RuleCondition"))?
+            {
+                continue;
+            }
+            let assertions = rule.get("Assertions").and_then(Value::as_array);
+            for (i, assertion) in assertions.into_iter().flatten().enumerate() {
+                let at = format!("{at}/Assertions/{i}");
+                let assert = assertion
+                    .get("Assert")
+                    .ok_or_else(|| TemplateError::invalid(&at, "an assertion without Assert"))?;
+                if !self.truth(assert, &format!("{at}/Assert"))? {
+                    let description = assertion.get("AssertDescription").map(scalar_string);
+                    broken.push(format!("{name}: {}", description.unwrap_or_default().trim()));
+                }
+            }
+        }
+        Ok(broken)
     }
 
     /// `value` with every intrinsic function resolved; `None` for `AWS::NoValue`.
@@ -287,10 +318,25 @@ impl<'a> Resolver<'a> {
         if self.generated_mapping(logical_id).is_some() {
             return Ok("AWS::Lambda::EventSourceMapping");
         }
+        if logical_id == DEPLOYMENT_APPLICATION && self.deploys_through_codedeploy() {
+            return Ok("AWS::CodeDeploy::Application");
+        }
         Err(TemplateError::invalid(
             at,
             format!("{logical_id} is neither a parameter nor a resource"),
         ))
+    }
+
+    /// Whether a function has a `DeploymentPreference`, for which SAM generates the `CodeDeploy`
+    /// application [`DEPLOYMENT_APPLICATION`].
+    fn deploys_through_codedeploy(&self) -> bool {
+        self.root
+            .get("Resources")
+            .and_then(Value::as_object)
+            .is_some_and(|r| {
+                r.values()
+                    .any(|f| f.pointer("/Properties/DeploymentPreference").is_some())
+            })
     }
 
     /// The function whose stream event SAM turns into the event source mapping `logical_id`

@@ -3,7 +3,8 @@
 //! - [`Template::parse`] reads YAML with CloudFormation's short tags into canonical JSON.
 //! - [`Template::resolver`] resolves intrinsics (`Ref`, `Fn::Sub`, `Fn::If`, `Fn::GetAtt`,
 //!   `Fn::Select`, `Fn::Split`, `Fn::Join`) and conditions for one set of parameter values, with
-//!   resource names the caller picks.
+//!   resource names the caller picks; [`Resolver::broken_rules`] checks the template's `Rules`
+//!   for those values, as CloudFormation does before it deploys.
 //! - [`Template::functions`] gives each function's build settings, environment and DynamoDB
 //!   stream sources, with SAM's `Globals` applied.
 //! - [`Template::tables`] and [`Template::buckets`] give the storage it declares, for creating

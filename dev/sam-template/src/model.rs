@@ -8,6 +8,9 @@ use serde_json::{Map, Value};
 use crate::eval::{Names, Resolver};
 use crate::{TemplateError, load};
 
+/// The build method of the functions this workspace builds, with cargo-lambda.
+const RUST_BUILD: &str = "rust-cargolambda";
+
 /// A parsed template, in canonical JSON (long-form intrinsics).
 #[derive(Debug, Clone)]
 pub struct Template {
@@ -112,7 +115,9 @@ impl Template {
             .map(|(id, r)| (id.as_str(), r))
     }
 
-    /// Every serverless function that exists for these parameters, `Globals` applied.
+    /// Every serverless function this workspace builds (`BuildMethod: rust-cargolambda`) that
+    /// exists for these parameters, `Globals` applied. Others (the deployment hook, in Python)
+    /// are not the project's functions to run or configure.
     pub fn functions(&self, resolver: &Resolver<'_>) -> Result<Vec<Function>, TemplateError> {
         let globals = self
             .root
@@ -139,6 +144,9 @@ impl Template {
                 &format!("{at}/Metadata"),
             )?;
             let metadata = metadata.unwrap_or(Value::Null);
+            if metadata.get("BuildMethod").and_then(Value::as_str) != Some(RUST_BUILD) {
+                continue;
+            }
             let text = |v: &Value, path: &str| v.pointer(path).map(scalar);
             let mut streams = Vec::new();
             for (name, event) in properties

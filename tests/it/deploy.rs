@@ -1,0 +1,194 @@
+//! The deployment gate (template.yaml's `PreTrafficHook`, deploy/pre-traffic-hook/hook.py):
+//! the hook passes a new version only when it takes the canary batch, fails it on any other
+//! answer or error, and never leaves `CodeDeploy` waiting; and the canary batch, from either
+//! source, is taken by every stream function's real binary without a write.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use anyhow::{Context, Result, ensure};
+use local_stack::Stack;
+use serde_json::{Value, json};
+
+use crate::lambda::{Function, root};
+use crate::moto::{s3, sdk, unique};
+use crate::pipeline::stack;
+
+/// Runs `script` with deploy/pre-traffic-hook importable as `hook`; its stdout as JSON.
+fn python(script: &str) -> Result<Value> {
+    let output = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .env("PYTHONPATH", root().join("deploy/pre-traffic-hook"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .context("running python3")?;
+    ensure!(
+        output.status.success(),
+        "python3: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout)?;
+    let last = stdout.lines().last().context("no output")?;
+    Ok(serde_json::from_str(last)?)
+}
+
+/// The hook against stub `CodeDeploy` and Lambda clients: for each case, the status it reported,
+/// the versions it invoked, and the events it sent.
+#[test]
+fn the_pre_traffic_hook_passes_only_a_version_that_takes_the_canary() -> Result<()> {
+    let outcome = python(
+        r#"
+import io, json, hook
+
+class CodeDeploy:
+    def __init__(self, targets): self.targets, self.reported = targets, []
+    def list_deployment_targets(self, deploymentId): return {"targetIds": [t for t, _ in self.targets]}
+    def get_deployment_target(self, deploymentId, targetId):
+        name, version = targetId.split(":")
+        return {"deploymentTarget": {"lambdaTarget": {"lambdaFunctionInfo": {"functionName": name, "targetVersion": version}}}}
+    def put_lifecycle_event_hook_execution_status(self, **kw): self.reported.append(kw["status"])
+
+class Lambda:
+    def __init__(self, answers, sources): self.answers, self.sources, self.invoked, self.events = answers, sources, [], []
+    def get_function_configuration(self, FunctionName):
+        source = self.sources.get(FunctionName.split(":")[0])
+        return {"Environment": {"Variables": {"CHANGE_SOURCE": source} if source else {}}}
+    def invoke(self, FunctionName, Payload):
+        self.invoked.append(FunctionName); self.events.append(json.loads(Payload))
+        answer = self.answers[FunctionName]
+        if isinstance(answer, Exception): raise answer
+        error, body = answer
+        response = {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(body).encode())}
+        if error: response["FunctionError"] = error
+        return response
+
+def run(answers, sources={}, targets=None):
+    targets = targets if targets is not None else [(t, None) for t in answers]
+    codedeploy, lam = CodeDeploy(targets), Lambda(answers, sources)
+    status = hook.handler({"DeploymentId": "d-1", "LifecycleEventHookExecutionId": "h-1"}, None, (codedeploy, lam))
+    return {"status": status, "reported": codedeploy.reported, "invoked": lam.invoked, "events": lam.events}
+
+ok = (None, {"batchItemFailures": []})
+cases = {
+    "passes": run({"indexer:7": ok, "aggregator:3": ok}, {"aggregator": "kinesis"}),
+    "function error": run({"indexer:7": ("Unhandled", {"errorMessage": "init failed"})}),
+    "a record failed": run({"indexer:7": (None, {"batchItemFailures": [{"itemIdentifier": "1"}]})}),
+    "not a batch response": run({"indexer:7": (None, None)}),
+    "invoke raised": run({"indexer:7": RuntimeError("throttled")}),
+    "no targets": run({}, targets=[]),
+}
+print(json.dumps(cases))
+"#,
+    )?;
+    let passes = &outcome["passes"];
+    ensure!(
+        passes["status"] == "Succeeded" && passes["reported"] == json!(["Succeeded"]),
+        "{passes}"
+    );
+    ensure!(
+        passes["invoked"] == json!(["indexer:7", "aggregator:3"]),
+        "each target's new version is invoked once: {}",
+        passes["invoked"]
+    );
+    // The canary is a DynamoDB stream batch, or a Kinesis one where the version reads Kinesis.
+    let events = passes["events"].as_array().context("events")?;
+    ensure!(events.len() == 2, "{events:?}");
+    ensure!(
+        events[0]["Records"][0]["eventSource"] == "aws:dynamodb"
+            && events[1]["Records"][0]["eventSource"] == "aws:kinesis",
+        "{events:?}"
+    );
+    for case in [
+        "function error",
+        "a record failed",
+        "not a batch response",
+        "invoke raised",
+        "no targets",
+    ] {
+        let failed = &outcome[case];
+        ensure!(
+            failed["status"] == "Failed" && failed["reported"] == json!(["Failed"]),
+            "{case}: the deployment is failed, and CodeDeploy told: {failed}"
+        );
+    }
+    Ok(())
+}
+
+/// The canary batch the hook sends, from `python3`: a DynamoDB stream's or a Kinesis stream's.
+fn canary(kinesis: bool) -> Result<Value> {
+    python(&format!(
+        "import json, hook; print(json.dumps(hook.canary_event({}, 'us-east-1')))",
+        if kinesis { "True" } else { "False" }
+    ))
+}
+
+/// Every item in a table of the stack.
+async fn items(stack: &Stack, logical_id: &str) -> Result<Vec<Value>> {
+    let client = aws_sdk_dynamodb::Client::new(&sdk());
+    Ok(local_stack::scan(&client, &stack.table(logical_id)?.name).await?)
+}
+
+/// The canary, through each stream function's real binary configured as the template configures
+/// it, from DynamoDB Streams and from Kinesis, separate and combined: each answers an empty
+/// batchItemFailures, and nothing is written: no index entry or head, no total, nothing parked,
+/// nothing archived.
+#[tokio::test]
+async fn every_stream_function_takes_the_canary_and_writes_nothing() -> Result<()> {
+    let sdk = sdk();
+    let mut taken = 0;
+    for parameters in [
+        vec![],
+        vec![("Consumers", "Combined")],
+        vec![
+            ("IssuesChangeSource", "Kinesis"),
+            ("CounterChangeSource", "Kinesis"),
+        ],
+        vec![("Consumers", "Combined"), ("IssuesChangeSource", "Kinesis")],
+    ] {
+        let stack = stack(&sdk, &parameters).await?;
+        let combined = parameters.contains(&("Consumers", "Combined"));
+        let binaries: &[&str] = if combined {
+            &["sidestream-combined", "counter-aggregator"]
+        } else {
+            &["multikey-indexer", "ttl-archiver", "counter-aggregator"]
+        };
+        for binary in binaries {
+            let env: BTreeMap<String, String> = local_stack::environment(stack.function(binary)?);
+            let kinesis = env.get("CHANGE_SOURCE").map(String::as_str) == Some("kinesis");
+            let file = std::env::temp_dir().join(format!("{}.json", unique("canary")));
+            std::fs::write(&file, serde_json::to_vec(&canary(kinesis)?)?)?;
+            let function = Function::start(binary, &env)?;
+            let response = function.invoke(&file.to_string_lossy())?;
+            ensure!(
+                response == json!({"batchItemFailures": []}),
+                "{parameters:?} {binary}: {response}"
+            );
+            taken += 1;
+        }
+        for table in ["IndexTable", "CounterTable"] {
+            let written = items(&stack, table).await?;
+            ensure!(
+                written.is_empty(),
+                "{parameters:?}: the canary wrote to {table}: {written:?}"
+            );
+        }
+        let parking = stack.environment("counter-aggregator")?["PARKING_BUCKET"].clone();
+        let mut buckets = vec![parking];
+        if let Ok((archive, _)) = stack.archive_location() {
+            buckets.push(archive);
+        } else if let Ok(env) = stack.environment("sidestream-combined") {
+            buckets.extend(env.get("ARCHIVE_BUCKET").cloned());
+        }
+        for bucket in buckets {
+            let listed = s3().list_objects_v2().bucket(&bucket).send().await?;
+            ensure!(
+                listed.contents().is_empty(),
+                "{parameters:?}: the canary wrote to {bucket}: {:?}",
+                listed.contents()
+            );
+        }
+    }
+    ensure!(taken == 10, "the canary went through {taken} functions");
+    Ok(())
+}

@@ -22,7 +22,10 @@ const COUNTER_STREAM: &str =
 pub(crate) fn template() -> Result<Template> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(Template::parse(&text)?)
+    let folder = path.parent().context("the template's folder")?.to_owned();
+    Ok(Template::parse_with(&text, &mut |location| {
+        std::fs::read_to_string(folder.join(location)).map_err(|e| e.to_string())
+    })?)
 }
 
 /// Resource names as a stack named `sidestream` might give them: lowercase, valid for S3.
@@ -571,12 +574,7 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
         .pointer("/Properties/Role/Fn::GetAtt/0")
         .and_then(Value::as_str)
         .context("Role: !GetAtt <role>.Arn expected")?;
-    let policies = resolver
-        .resolve(
-            &template.root()["Resources"][role]["Properties"]["Policies"],
-            role,
-        )?
-        .context("the role has policies")?;
+    let policies = role_policies(template, resolver, role)?;
     let log_group = resource
         .pointer("/Properties/LoggingConfig/LogGroup/Ref")
         .and_then(Value::as_str)
@@ -766,16 +764,47 @@ fn role_statements<'t>(
     let mut roles = Vec::new();
     for role in template.resources_of_type("AWS::IAM::Role") {
         if resolver.resource_exists(role)? {
-            let policies = resolver
-                .resolve(
-                    &template.root()["Resources"][role]["Properties"]["Policies"],
-                    role,
-                )?
-                .unwrap_or_default();
-            roles.push((role, statements(&policies)));
+            roles.push((role, statements(&role_policies(template, resolver, role)?)));
         }
     }
     Ok(roles)
+}
+
+/// A role's policies, resolved: its own (`Policies`), and the stack's managed policies it
+/// attaches (`ManagedPolicyArns`), which several roles share.
+fn role_policies(template: &Template, resolver: &Resolver<'_>, role: &str) -> Result<Value> {
+    let resources = &template.root()["Resources"];
+    let properties = &resources[role]["Properties"];
+    let mut policies = resolver
+        .resolve(&properties["Policies"], role)?
+        .and_then(|p| p.as_array().cloned())
+        .unwrap_or_default();
+    // Resolved, `!Ref` of a managed policy is its name; find it by the raw `!Ref`, under `Fn::If`.
+    let mut attached = Vec::new();
+    let mut refs = vec![properties["ManagedPolicyArns"].clone()];
+    while let Some(value) = refs.pop() {
+        match value {
+            Value::Array(items) => refs.extend(items),
+            Value::Object(o) if o.contains_key("Ref") => {
+                attached.extend(o["Ref"].as_str().map(str::to_owned));
+            }
+            Value::Object(o) if o.contains_key("Fn::If") => {
+                let branches = o["Fn::If"].as_array().cloned().unwrap_or_default();
+                let holds = resolver.condition(branches[0].as_str().unwrap_or_default())?;
+                refs.extend(branches.get(if holds { 1 } else { 2 }).cloned());
+            }
+            _ => {}
+        }
+    }
+    for policy in attached {
+        if resources[&policy]["Type"] == "AWS::IAM::ManagedPolicy" && resolver.resource_exists(&policy)? {
+            let document = resolver
+                .resolve(&resources[&policy]["Properties"]["PolicyDocument"], &policy)?
+                .unwrap_or_default();
+            policies.push(serde_json::json!({"PolicyName": policy, "PolicyDocument": document}));
+        }
+    }
+    Ok(Value::Array(policies))
 }
 
 /// The issues table's name: created by the stack, or named by the stream ARN parameter.
@@ -2106,5 +2135,72 @@ fn the_template_reads_as_its_deployers_need() -> Result<()> {
         environments += 1;
     }
     ensure!(environments == 2, "production and demo: {environments}");
+    Ok(())
+}
+
+/// Each stream function's alarms, written once in deploy/stream-consumer-alarms.yaml, exist for
+/// every stream function of every deployment: errors and lag on the function, a stopped mapping
+/// and records given up on its mapping, and parked records and systemic failures for each member
+/// (a combined function's two, the archiver's only where it archives).
+#[test]
+fn every_stream_function_has_its_alarms() -> Result<()> {
+    let template = template()?;
+    let mut checked = 0;
+    for (deployment, parameters) in deployable() {
+        let resolver = template.resolver(&parameters, names());
+        for function in template.functions(&resolver)? {
+            let Some(prefix) = function.logical_id.strip_suffix("Function") else {
+                continue;
+            };
+            if function.streams.is_empty() {
+                continue;
+            }
+            let name = physical(&function.logical_id);
+            let archives = function.environment.contains_key("ARCHIVE_BUCKET");
+            let members: Vec<String> = match function.binary.as_deref() {
+                Some(COMBINED) if archives => {
+                    vec![format!("{name}/multikey-indexer"), format!("{name}/ttl-archiver")]
+                }
+                Some(COMBINED) => vec![format!("{name}/multikey-indexer")],
+                _ => vec![name.clone()],
+            };
+            let mut expected = vec![
+                ("ErrorsAlarm".to_owned(), name.clone()),
+                ("IteratorAgeAlarm".to_owned(), name.clone()),
+            ];
+            for (member, which) in members.iter().zip(["", "Second"]) {
+                expected.push((format!("{which}ParkedRecordsAlarm"), member.clone()));
+                expected.push((format!("{which}SystemicFailuresAlarm"), member.clone()));
+            }
+            for (alarm, dimension) in expected {
+                let id = format!("{prefix}{alarm}");
+                ensure!(resolver.resource_exists(&id)?, "{deployment}: no {id}");
+                let p = properties(&template, &resolver, &id)?;
+                ensure!(
+                    p["Dimensions"][0]["Value"] == dimension.as_str(),
+                    "{deployment}: {id} watches {}, not {dimension}",
+                    p["Dimensions"][0]["Value"]
+                );
+                checked += 1;
+            }
+            let second = format!("{prefix}SecondParkedRecordsAlarm");
+            ensure!(
+                resolver.resource_exists(&second)? == (members.len() == 2),
+                "{deployment}: {second} only for a second member"
+            );
+            // The mapping SAM makes of the function's stream event, as this resolver names it.
+            let mapping = physical(&format!("{}{}", function.logical_id, function.streams[0].name));
+            for alarm in ["MappingStoppedAlarm", "DroppedEventsAlarm"] {
+                let id = format!("{prefix}{alarm}");
+                let p = properties(&template, &resolver, &id)?;
+                ensure!(
+                    p.to_string().contains(&format!("\"{mapping}\"")),
+                    "{deployment}: {id} watches the mapping {mapping}: {p}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    ensure!(checked > 200, "alarms checked: {checked}");
     Ok(())
 }

@@ -325,7 +325,12 @@ impl Stack {
             path: path.clone(),
             source,
         };
-        let parsed = Template::parse(&text).map_err(in_template)?;
+        // Nested stacks (each stream function's alarms) as CloudFormation creates them.
+        let folder = template.parent().unwrap_or_else(|| Path::new("."));
+        let parsed = Template::parse_with(&text, &mut |location| {
+            std::fs::read_to_string(folder.join(location)).map_err(|e| e.to_string())
+        })
+        .map_err(in_template)?;
         let physical = physical_names(&parsed, stack);
         let name = |id: &str| {
             physical

@@ -1,6 +1,8 @@
 //! Reads Sidestream's SAM template (`template.yaml`) the way deployment would see it.
 //!
-//! - [`Template::parse`] reads YAML with CloudFormation's short tags into canonical JSON.
+//! - [`Template::parse`] reads YAML with CloudFormation's short tags into canonical JSON;
+//!   [`Template::parse_with`] also inlines nested stacks whose templates are local files (their
+//!   resources named by the nested stack's id and their own), as CloudFormation creates them.
 //! - [`Template::resolver`] resolves intrinsics (`Ref`, `Fn::Sub`, `Fn::If`, `Fn::GetAtt`,
 //!   `Fn::Select`, `Fn::Split`, `Fn::Join`) and conditions for one set of parameter values, with
 //!   resource names the caller picks; [`Resolver::broken_rules`] checks the template's `Rules`
@@ -19,6 +21,7 @@ mod check;
 mod eval;
 mod load;
 mod model;
+mod nested;
 mod resources;
 
 pub use check::{MAX_FILTERS, MAX_PATTERN_CHARS, Problem, check};

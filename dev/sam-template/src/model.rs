@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::eval::{Names, Resolver};
-use crate::{TemplateError, load};
+use crate::{TemplateError, load, nested};
 
-/// The build method of the functions this workspace builds, with cargo-lambda.
-const RUST_BUILD: &str = "rust-cargolambda";
+/// The runtimes of the functions this workspace builds (`provided.al2023`, …): a bootstrap.
+const CUSTOM_RUNTIME: &str = "provided";
 
 /// A parsed template, in canonical JSON (long-form intrinsics).
 #[derive(Debug, Clone)]
@@ -88,6 +88,36 @@ impl Template {
         Ok(Template { root })
     }
 
+    /// Parses a template and inlines its nested stacks whose templates are local files
+    /// ([`Template::nested`]): `read` gives a location's text (the caller reads the file,
+    /// relative to the parent's folder). One level: a nested template's own nested stacks are
+    /// refused.
+    pub fn parse_with(
+        text: &str,
+        read: &mut dyn FnMut(&str) -> Result<String, String>,
+    ) -> Result<Template, TemplateError> {
+        let mut template = Template::parse(text)?;
+        for (id, location) in nested::locations(&template.root) {
+            let at = format!("Resources/{id}");
+            let child_text = read(&location)
+                .map_err(|e| TemplateError::invalid(&at, format!("cannot read {location}: {e}")))?;
+            let child = Template::parse(&child_text)?;
+            if !nested::locations(&child.root).is_empty() {
+                return Err(TemplateError::invalid(
+                    &at,
+                    format!("{location} nests stacks itself"),
+                ));
+            }
+            nested::inline(&mut template.root, &id, &child.root)?;
+        }
+        Ok(template)
+    }
+
+    /// The nested stacks whose templates are local files: (logical id, location).
+    pub fn nested(&self) -> Vec<(String, String)> {
+        nested::locations(&self.root)
+    }
+
     /// The template as canonical JSON.
     pub fn root(&self) -> &Value {
         &self.root
@@ -115,9 +145,9 @@ impl Template {
             .map(|(id, r)| (id.as_str(), r))
     }
 
-    /// Every serverless function this workspace builds (`BuildMethod: rust-cargolambda`) that
-    /// exists for these parameters, `Globals` applied. Others (the deployment hook, in Python)
-    /// are not the project's functions to run or configure.
+    /// Every serverless function this workspace builds (an OS-only runtime, `provided.*`, which
+    /// runs a bootstrap) that exists for these parameters, `Globals` applied. Others (the
+    /// deployment hook, in Python) are not the project's functions to run or configure.
     pub fn functions(&self, resolver: &Resolver<'_>) -> Result<Vec<Function>, TemplateError> {
         let globals = self
             .root
@@ -144,7 +174,11 @@ impl Template {
                 &format!("{at}/Metadata"),
             )?;
             let metadata = metadata.unwrap_or(Value::Null);
-            if metadata.get("BuildMethod").and_then(Value::as_str) != Some(RUST_BUILD) {
+            if properties
+                .get("Runtime")
+                .and_then(Value::as_str)
+                .is_some_and(|r| !r.starts_with(CUSTOM_RUNTIME))
+            {
                 continue;
             }
             let text = |v: &Value, path: &str| v.pointer(path).map(scalar);

@@ -779,27 +779,16 @@ fn role_policies(template: &Template, resolver: &Resolver<'_>, role: &str) -> Re
         .resolve(&properties["Policies"], role)?
         .and_then(|p| p.as_array().cloned())
         .unwrap_or_default();
-    // Resolved, `!Ref` of a managed policy is its name; find it by the raw `!Ref`, under `Fn::If`.
-    let mut attached = Vec::new();
-    let mut refs = vec![properties["ManagedPolicyArns"].clone()];
-    while let Some(value) = refs.pop() {
-        match value {
-            Value::Array(items) => refs.extend(items),
-            Value::Object(o) if o.contains_key("Ref") => {
-                attached.extend(o["Ref"].as_str().map(str::to_owned));
-            }
-            Value::Object(o) if o.contains_key("Fn::If") => {
-                let branches = o["Fn::If"].as_array().cloned().unwrap_or_default();
-                let holds = resolver.condition(branches[0].as_str().unwrap_or_default())?;
-                refs.extend(branches.get(if holds { 1 } else { 2 }).cloned());
-            }
-            _ => {}
-        }
-    }
-    for policy in attached {
-        if resources[&policy]["Type"] == "AWS::IAM::ManagedPolicy" && resolver.resource_exists(&policy)? {
+    // Resolved (conditions and all), `!Ref` of the stack's managed policy is its physical name.
+    let attached = strings(
+        &resolver
+            .resolve(&properties["ManagedPolicyArns"], role)?
+            .unwrap_or_default(),
+    );
+    for policy in template.resources_of_type("AWS::IAM::ManagedPolicy") {
+        if attached.contains(&physical(policy)) {
             let document = resolver
-                .resolve(&resources[&policy]["Properties"]["PolicyDocument"], &policy)?
+                .resolve(&resources[policy]["Properties"]["PolicyDocument"], policy)?
                 .unwrap_or_default();
             policies.push(serde_json::json!({"PolicyName": policy, "PolicyDocument": document}));
         }
@@ -1279,20 +1268,26 @@ fn every_parameters_default_is_admitted() -> Result<()> {
             Value::Null => continue,
             other => other.to_string(),
         };
-        if let Some(pattern) = parameter["AllowedPattern"].as_str() {
-            ensure!(
-                regex_lite::Regex::new(pattern)?.is_match(&default),
-                "{name}: its default {default:?} does not match its AllowedPattern"
-            );
-        }
-        if let Some(values) = parameter["AllowedValues"].as_array() {
-            ensure!(
-                values
-                    .iter()
-                    .any(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned) == default),
-                "{name}: its default {default:?} is not among its AllowedValues"
-            );
-        }
+        admits(name, parameter, &default).context("its default")?;
+    }
+    Ok(())
+}
+
+/// Whether the parameter `declaration` admits `value`: its `AllowedPattern`, its `AllowedValues`.
+fn admits(name: &str, declaration: &Value, value: &str) -> Result<()> {
+    if let Some(pattern) = declaration["AllowedPattern"].as_str() {
+        ensure!(
+            regex_lite::Regex::new(pattern)?.is_match(value),
+            "{name}: {value:?} does not match its AllowedPattern"
+        );
+    }
+    if let Some(values) = declaration["AllowedValues"].as_array() {
+        ensure!(
+            values
+                .iter()
+                .any(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned) == value),
+            "{name}: {value:?} is not among its AllowedValues"
+        );
     }
     Ok(())
 }
@@ -2125,9 +2120,7 @@ fn the_template_reads_as_its_deployers_need() -> Result<()> {
                 declaration.is_object(),
                 "samconfig.toml names no parameter {name}"
             );
-            if let Some(pattern) = declaration["AllowedPattern"].as_str() {
-                ensure!(regex_lite::Regex::new(pattern)?.is_match(value), "{name}={value}");
-            }
+            admits(name, declaration, value).context("in samconfig.toml")?;
             parameters.insert(name.to_owned(), value.to_owned());
         }
         let broken = template.resolver(&parameters, names()).broken_rules()?;

@@ -3,7 +3,9 @@
 
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValue, PossibleValuesParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use sidestream_combined::{COMBINED_BINARY, FUNCTIONS};
 
 use crate::key::KeyOptions;
 
@@ -30,7 +32,8 @@ pub(crate) enum Command {
     /// and a stop exits with status 1.
     Plan {
         /// The function whose plan to run.
-        function: Function,
+        #[arg(value_parser = stream_functions(false))]
+        function: String,
         /// A DynamoDB stream event (`{"Records":[…]}`), as Lambda delivers it.
         #[arg(long, value_name = "FILE")]
         event: PathBuf,
@@ -322,9 +325,11 @@ pub(crate) enum FailuresCommand {
     Replay {
         #[command(flatten)]
         from: FailureSources,
-        /// The function whose failures to replay.
-        #[arg(long, value_enum)]
-        function: Replayable,
+        /// The function whose failures to replay. `sidestream-combined`: the indexer and the
+        /// archiver behind one mapping (`Consumers=Combined`), whose ranges hold both functions'
+        /// records; their parked records are under their own names.
+        #[arg(long, value_parser = stream_functions(true))]
+        function: String,
         /// The function's name or ARN as deployed (repeatable). Without it, ranges match a
         /// function named as CloudFormation names it (`<stack>-<LogicalId>-<suffix>`) or as the
         /// binary.
@@ -377,69 +382,14 @@ impl FailureSources {
 
 /// A deployed function whose failures `failures replay` takes: a stream function, or the one
 /// that runs several behind one mapping.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub(crate) enum Replayable {
-    /// The multikey index.
-    MultikeyIndexer,
-    /// The TTL archive.
-    TtlArchiver,
-    /// The sharded counters' totals.
-    CounterAggregator,
-    /// The indexer and the archiver behind one mapping (`Consumers=Combined`): its ranges, which
-    /// hold both functions' records. Their parked records are under their own names.
-    SidestreamCombined,
-}
-
-impl Replayable {
-    /// Its cargo binary's name.
-    pub(crate) fn binary(self) -> &'static str {
-        match self {
-            Replayable::MultikeyIndexer => Function::MultikeyIndexer.binary(),
-            Replayable::TtlArchiver => Function::TtlArchiver.binary(),
-            Replayable::CounterAggregator => Function::CounterAggregator.binary(),
-            Replayable::SidestreamCombined => "sidestream-combined",
-        }
-    }
-
-    /// Its logical id in `template.yaml`.
-    pub(crate) fn logical_id(self) -> &'static str {
-        match self {
-            Replayable::MultikeyIndexer => Function::MultikeyIndexer.logical_id(),
-            Replayable::TtlArchiver => Function::TtlArchiver.logical_id(),
-            Replayable::CounterAggregator => Function::CounterAggregator.logical_id(),
-            Replayable::SidestreamCombined => "IssuesStreamFunction",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub(crate) enum Function {
-    /// The multikey index.
-    MultikeyIndexer,
-    /// The TTL archive.
-    TtlArchiver,
-    /// The sharded counters' totals.
-    CounterAggregator,
-}
-
-impl Function {
-    /// Its cargo binary's name, which is also its name in logs and parked records.
-    pub(crate) fn binary(self) -> &'static str {
-        match self {
-            Function::MultikeyIndexer => "multikey-indexer",
-            Function::TtlArchiver => "ttl-archiver",
-            Function::CounterAggregator => "counter-aggregator",
-        }
-    }
-
-    /// Its logical id in `template.yaml`, which CloudFormation puts in its deployed name.
-    pub(crate) fn logical_id(self) -> &'static str {
-        match self {
-            Function::MultikeyIndexer => "IndexerFunction",
-            Function::TtlArchiver => "ArchiverFunction",
-            Function::CounterAggregator => "AggregatorFunction",
-        }
-    }
+/// The stream functions by name ([`sidestream_combined::FUNCTIONS`]), and the combined one's
+/// if `combined`.
+fn stream_functions(combined: bool) -> PossibleValuesParser {
+    let functions = FUNCTIONS.iter().map(|f| PossibleValue::new(f.name).help(f.about));
+    let combined = combined.then(|| {
+        PossibleValue::new(COMBINED_BINARY).help("the functions behind one mapping (COMBINED_FUNCTIONS)")
+    });
+    PossibleValuesParser::new(functions.chain(combined))
 }
 
 #[derive(Debug, Subcommand)]

@@ -31,9 +31,13 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                 output,
             } => {
                 let failures = read(&sdk, &from).await?;
+                let logical_id = match sidestream_combined::Function::named(&function) {
+                    Some(f) => f.logical_id,
+                    None => sidestream_combined::COMBINED_LOGICAL_ID,
+                };
                 let wanted = FunctionMatch {
-                    binary: function.binary().to_owned(),
-                    logical_id: function.logical_id().to_owned(),
+                    binary: function.clone(),
+                    logical_id: logical_id.to_owned(),
                     deployed: function_names,
                 };
                 let mine: Vec<&Failed> = failures.iter().filter(|f| wanted.matches(f)).collect();
@@ -41,7 +45,7 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                     let seen: BTreeSet<&str> = failures.iter().map(|f| f.function.as_str()).collect();
                     anyhow::bail!(
                         "no failure of {} among the {} read from {}: searched for {}; the failures read name {}",
-                        function.binary(),
+                        function,
                         failures.len(),
                         from.describe(),
                         wanted.describe(),
@@ -55,7 +59,7 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                 let lookup = |name: &str| std::env::var(name).ok();
                 let vars = Vars::new(&lookup);
                 let functions_sdk = io_policy::without_sdk_retries(&sdk);
-                let replay_with = Replayer::for_function(function.binary(), &vars, &functions_sdk)?;
+                let replay_with = Replayer::for_function(&function, &vars, &functions_sdk)?;
                 let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
                 let sqs = aws_sdk_sqs::Client::new(&sdk);
                 let s3 = stream_runtime::aws::s3_client(&sdk, &vars)?;

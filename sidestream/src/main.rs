@@ -15,7 +15,7 @@ mod plan;
 mod status;
 mod typed_json;
 
-use crate::args::{ArchiveCommand, Cli, Command, Function, GridArgs, KeyCommand, Output, ServeArgs};
+use crate::args::{ArchiveCommand, Cli, Command, GridArgs, KeyCommand, Output, ServeArgs};
 use crate::key::KeyOptions;
 use anyhow::Context as _;
 use archive_reader as archive;
@@ -42,7 +42,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Key(command) => run_key(command),
-        Command::Plan { function, event, out } => run_plan(function, &event, out.as_deref()),
+        Command::Plan { function, event, out } => run_plan(&function, &event, out.as_deref()),
         Command::Archive(command) => run_archive(command),
         Command::Failures(command) => crate::failures::run(command),
         Command::Index(command) => crate::index::run(command),
@@ -74,32 +74,15 @@ fn run_key(command: KeyCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn run_plan(function: Function, event: &Path, out: Option<&Path>) -> anyhow::Result<ExitCode> {
+fn run_plan(function: &str, event: &Path, out: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let function = sidestream_combined::Function::named(function)
+        .with_context(|| format!("{function} is not a stream function"))?;
     let bytes = std::fs::read(event).with_context(|| format!("cannot read {}", event.display()))?;
-    let (stdout, stderr) = (BufWriter::new(io::stdout().lock()), io::stderr().lock());
-    let stopped = match function {
-        Function::MultikeyIndexer => {
-            anyhow::ensure!(out.is_none(), "--out is for the ttl-archiver's objects");
-            let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&Vars::process_lookup))?;
-            let plan = crate::plan::multikey_indexer(&indexes, &bytes, stdout, stderr)
-                .with_context(|| format!("cannot plan {}", event.display()))?;
-            plan.failures.stopped.is_some() || !plan.failures.rejected.is_empty()
-        }
-        Function::TtlArchiver => {
-            let layout = ttl_archiver::ObjectSettings::from_vars(&Vars::new(&Vars::process_lookup))?;
-            let plan = crate::plan::ttl_archiver(&layout, &bytes, out, stdout, stderr)
-                .with_context(|| format!("cannot plan {}", event.display()))?;
-            plan.failures.stopped.is_some() || !plan.failures.rejected.is_empty()
-        }
-        Function::CounterAggregator => {
-            anyhow::ensure!(out.is_none(), "--out is for the ttl-archiver's objects");
-            let key = counter_aggregator::handler::partition_key(&Vars::new(&Vars::process_lookup));
-            let plan = crate::plan::counter_aggregator(&key, &bytes, stdout, stderr)
-                .with_context(|| format!("cannot plan {}", event.display()))?;
-            plan.failures.stopped.is_some() || !plan.failures.rejected.is_empty()
-        }
-    };
-    Ok(if stopped {
+    let explained = function
+        .explain(&Vars::new(&Vars::process_lookup), &bytes)
+        .with_context(|| format!("cannot plan {}", event.display()))?;
+    crate::plan::print(&explained, out)?;
+    Ok(if explained.failed {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

@@ -426,12 +426,12 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
             }
         };
         let vars = Vars::new(&lookup);
-        let invoker = function_invoke::function(
+        let invoker = sidestream_combined::function(
             "multikey-indexer",
             "multikey-indexer",
             &vars,
             &sdk,
-            function_invoke::MetricsTo::Stdout,
+            sidestream_combined::MetricsTo::Stdout,
         )?;
         *deployed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(invoker);
         Ok(Indexes::from_vars(&vars)?)

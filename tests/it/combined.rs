@@ -280,11 +280,11 @@ async fn the_combined_binary_answers_like_the_library() -> Result<()> {
     .into_iter()
     .filter_map(|name| vars(name).map(|value| (name.to_owned(), value)))
     .chain([(
-        function_invoke::COMBINED_FUNCTIONS.to_owned(),
+        sidestream_combined::COMBINED_FUNCTIONS.to_owned(),
         "multikey-indexer, ttl-archiver".to_owned(),
     )])
     .collect();
-    let function = Function::start(function_invoke::COMBINED_BINARY, &env)?;
+    let function = Function::start(sidestream_combined::COMBINED_BINARY, &env)?;
     let response = function.invoke(&file.to_string_lossy())?;
     ensure!(
         response == expected,

@@ -590,7 +590,7 @@ async fn a_combined_functions_range_is_replayed_by_each_of_its_functions() -> Re
     let (crashes, fixed) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicBool::new(false)));
     let (crashing, fix) = (Arc::clone(&crashes), Arc::clone(&fixed));
     let mut pipeline = pipeline(&sdk, &stack, &log, move |function, inner| {
-        if function != function_invoke::COMBINED_BINARY {
+        if function != sidestream_combined::COMBINED_BINARY {
             return inner;
         }
         crashing_on_the_deletion(inner, Arc::clone(&crashing), Arc::clone(&fix))
@@ -619,7 +619,7 @@ async fn a_combined_functions_range_is_replayed_by_each_of_its_functions() -> Re
     // The range names the combined function as CloudFormation names it.
     let failures = failure_replay::read_log(&log)?;
     let combined = FunctionMatch {
-        binary: function_invoke::COMBINED_BINARY.into(),
+        binary: sidestream_combined::COMBINED_BINARY.into(),
         logical_id: "IssuesStreamFunction".into(),
         deployed: vec![],
     };
@@ -628,7 +628,7 @@ async fn a_combined_functions_range_is_replayed_by_each_of_its_functions() -> Re
         "one range, the combined function's: {failures:?}"
     );
     fixed.store(true, Ordering::SeqCst);
-    let replayer = replayer(&stack, function_invoke::COMBINED_BINARY)?;
+    let replayer = replayer(&stack, sidestream_combined::COMBINED_BINARY)?;
     ensure!(
         replayer.functions() == ["multikey-indexer", "ttl-archiver"],
         "{replayer:?}"

@@ -176,7 +176,7 @@ const BACKFILLER: &str = "index-backfiller";
 /// The scheduled verifier's binary (only when `IndexVerifySchedule` is set).
 pub(crate) const VERIFIER: &str = "index-verifier";
 /// The indexer and the archiver behind one mapping (only when `Consumers` is `Combined`).
-pub(crate) const COMBINED: &str = function_invoke::COMBINED_BINARY;
+pub(crate) const COMBINED: &str = sidestream_combined::COMBINED_BINARY;
 
 #[test]
 fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
@@ -335,8 +335,8 @@ fn combined_uses(vars: &Vars<'_>, function: &Function, resolver: &Resolver<'_>) 
         .behavior_version(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new(REGION))
         .build();
-    function_invoke::combined(vars, &sdk)?;
-    let names = vars.required(function_invoke::COMBINED_FUNCTIONS, "")?;
+    sidestream_combined::combined(vars, &sdk)?;
+    let names = vars.required(sidestream_combined::COMBINED_FUNCTIONS, "")?;
     let own: Value = serde_json::from_str(
         &vars
             .optional(stream_runtime::combined::FILTERS_VAR)
@@ -935,7 +935,7 @@ fn a_global_tables_archiving_region_takes_replicated_ttl_deletes() -> Result<()>
             let archiver = functions.iter().find_map(|f| match f.binary.as_deref() {
                 Some("ttl-archiver") => Some((f.streams[0].filters.clone(), f)),
                 Some(COMBINED)
-                    if f.environment[function_invoke::COMBINED_FUNCTIONS].contains("ttl-archiver") =>
+                    if f.environment[sidestream_combined::COMBINED_FUNCTIONS].contains("ttl-archiver") =>
                 {
                     let own: Value =
                         serde_json::from_str(&f.environment[stream_runtime::combined::FILTERS_VAR]).ok()?;
@@ -2195,5 +2195,45 @@ fn every_stream_function_has_its_alarms() -> Result<()> {
         }
     }
     ensure!(checked > 200, "alarms checked: {checked}");
+    Ok(())
+}
+
+/// The registry of stream functions (`sidestream_combined::FUNCTIONS`), which the CLI, the
+/// status, the replay and the local stack read, names each function as the template deploys it:
+/// its logical id runs its binary, and the combined function's runs `sidestream-combined`.
+#[test]
+fn the_registry_names_each_function_as_the_template_deploys_it() -> Result<()> {
+    let template = template()?;
+    let mut checked = BTreeSet::new();
+    for (deployment, parameters) in deployments() {
+        let functions = template.functions(&template.resolver(&parameters, names()))?;
+        let registry = sidestream_combined::FUNCTIONS
+            .iter()
+            .map(|f| (f.logical_id, f.name))
+            .chain([(sidestream_combined::COMBINED_LOGICAL_ID, sidestream_combined::COMBINED_BINARY)]);
+        for (logical_id, binary) in registry {
+            if let Some(function) = functions.iter().find(|f| f.logical_id == logical_id) {
+                ensure!(
+                    function.binary.as_deref() == Some(binary),
+                    "{deployment}: {logical_id} runs {:?}, the registry says {binary}",
+                    function.binary
+                );
+                checked.insert(logical_id);
+            }
+        }
+        for function in &functions {
+            let Some(binary) = function.binary.as_deref() else { continue };
+            if STREAM_FUNCTIONS.contains(&binary) {
+                ensure!(
+                    sidestream_combined::Function::named(binary)
+                        .is_some_and(|f| f.logical_id == function.logical_id),
+                    "{deployment}: {} runs {binary}, which the registry deploys under another logical id",
+                    function.logical_id
+                );
+            }
+        }
+    }
+    // Every entry was deployed by some deployment: none is checked by its absence.
+    ensure!(checked.len() == sidestream_combined::FUNCTIONS.len() + 1, "{checked:?}");
     Ok(())
 }

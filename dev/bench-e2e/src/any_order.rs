@@ -16,6 +16,7 @@ use stream_runtime::Runtime;
 
 use crate::events::Batch;
 use crate::{Bench, BenchError, Options, Progress, Sample, invoke, ms};
+use stream_runtime::StreamFunction as _;
 
 /// One batch size, both ways.
 #[derive(Debug, Clone, Serialize)]
@@ -62,7 +63,7 @@ pub async fn run(
             let table = format!("{}-order{place}-{order}", options.stack);
             let indexes = multikey_indexer::synthetic::INDEXES_JSON.replace("issue-attrib-index", &table);
             bench.runtime::<Indexer>(
-                "multikey-indexer",
+                Indexer::NAME,
                 &[
                     ("MULTIKEY_INDEXES", indexes),
                     ("MULTIKEY_ORDER", order.to_owned()),
@@ -86,7 +87,7 @@ pub async fn run(
             for sample in [s, a] {
                 if sample.stopped {
                     return Err(BenchError::Invocation {
-                        function: "multikey-indexer",
+                        function: Indexer::NAME,
                         message: "stopped at a checkpoint without faults injected".to_owned(),
                     });
                 }

@@ -18,6 +18,9 @@ use sharded_counter::Sharding;
 use crate::events::{self, Batch, CounterSim};
 use crate::runtime_api::RuntimeApi;
 use crate::{Bench, BenchError, Options, Progress, median, ms};
+use multikey_indexer::Indexer;
+use stream_runtime::StreamFunction as _;
+use ttl_archiver::Archiver;
 
 /// The longest a cold start may take before the bench gives up on it.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -54,13 +57,13 @@ pub async fn run(
     let sharding = Sharding::new(10).map_err(|e| BenchError::Io(e.to_string()))?;
     let mut sim = CounterSim::new("cold", 20, sharding, 3);
     let mut rows = Vec::new();
-    for function in ["multikey-indexer", "ttl-archiver", "counter-aggregator"] {
+    for function in sidestream_combined::FUNCTIONS.map(|f| f.name) {
         for primed in [false, true] {
             let mut samples = Vec::new();
             for repeat in 0..options.repeats.max(1) as u64 {
                 let mut event = |batch: Batch, seed: u64| match function {
-                    "multikey-indexer" => events::issues(batch, seed).1,
-                    "ttl-archiver" => events::ttl_deletes(batch, seed).1,
+                    Indexer::NAME => events::issues(batch, seed).1,
+                    Archiver::NAME => events::ttl_deletes(batch, seed).1,
                     _ => sim.batch(batch, 1_600).1,
                 };
                 // In this order: the counter simulation's batches must reach the process in the

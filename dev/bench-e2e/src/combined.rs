@@ -99,10 +99,10 @@ pub async fn run(
     options: &Options,
     progress: &Progress,
 ) -> Result<Vec<Row>, BenchError> {
-    let indexer = separate.runtime::<Indexer>("multikey-indexer", &[])?;
-    let archiver = separate.runtime::<Archiver>("ttl-archiver", &[])?;
-    let indexer_patterns = mapping_patterns(separate, "multikey-indexer")?;
-    let archiver_patterns = mapping_patterns(separate, "ttl-archiver")?;
+    let indexer = separate.runtime::<Indexer>(Indexer::NAME, &[])?;
+    let archiver = separate.runtime::<Archiver>(Archiver::NAME, &[])?;
+    let indexer_patterns = mapping_patterns(separate, Indexer::NAME)?;
+    let archiver_patterns = mapping_patterns(separate, Archiver::NAME)?;
     let both = combined.combined()?;
 
     let warm = events::issues_stream(Batch::Records(20), 0).1;
@@ -254,12 +254,14 @@ impl Bench<'_> {
     /// The stack's combined function, configured from its template environment, its clients
     /// going through the proxy.
     pub fn combined(&self) -> Result<Combined, BenchError> {
-        let function = self.stack.function(function_invoke::COMBINED_BINARY)?;
+        let function = self.stack.function(sidestream_combined::COMBINED_BINARY)?;
         let env = local_stack::environment(function);
         let lookup = |name: &str| env.get(name).cloned();
-        function_invoke::combined(&Vars::new(&lookup), &self.through).map_err(|source| BenchError::Config {
-            function: function_invoke::COMBINED_BINARY,
-            source,
+        sidestream_combined::combined(&Vars::new(&lookup), &self.through).map_err(|source| {
+            BenchError::Config {
+                function: sidestream_combined::COMBINED_BINARY,
+                source,
+            }
         })
     }
 }

@@ -15,6 +15,7 @@ use sharded_counter::{Counters, Sharding};
 
 use crate::events::{Batch, CounterSim, lane};
 use crate::{Bench, BenchError, Options, Progress, Sample, deliver, invoke, median, ms};
+use stream_runtime::StreamFunction as _;
 
 /// Counters every lane updates.
 pub const COUNTERS: usize = 4;
@@ -80,7 +81,7 @@ async fn case(
 ) -> Result<Row, BenchError> {
     let k = k.max(1);
     let runtimes = (0..k)
-        .map(|_| bench.runtime::<Aggregator>("counter-aggregator", &[]))
+        .map(|_| bench.runtime::<Aggregator>(Aggregator::NAME, &[]))
         .collect::<Result<Vec<_>, _>>()?;
     // Each instance's connections opened on counters of its own.
     let mut warm = CounterSim::new(&format!("warm{k}"), 1, sharding.clone(), 0);

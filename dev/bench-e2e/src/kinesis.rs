@@ -67,7 +67,7 @@ pub async fn run(
     let kinesis = [("CHANGE_SOURCE", "kinesis".to_owned())];
     let mut writer = Writer::new("arn:aws:kinesis:us-east-1:123456789012:stream/bench", "bench");
     let mut rows = Vec::new();
-    let aggregator = bench.runtime::<Aggregator>("counter-aggregator", &kinesis)?;
+    let aggregator = bench.runtime::<Aggregator>(Aggregator::NAME, &kinesis)?;
     let sharding = Sharding::new(10).map_err(|e| BenchError::Io(e.to_string()))?;
     // Two simulations alike but for their counters' names: the same work from each source, and
     // neither finds the other's shard states (a Kinesis version, a change time, would read as
@@ -84,7 +84,7 @@ pub async fn run(
         rows.push(case(&aggregator, &mut writer, upstream, batch, options, make).await?);
         progress.done.fetch_add(1, Ordering::Relaxed);
     }
-    let archiver = bench.runtime::<Archiver>("ttl-archiver", &kinesis)?;
+    let archiver = bench.runtime::<Archiver>(Archiver::NAME, &kinesis)?;
     for &batch in &options.batches {
         // The same deletions from each source: archiving one again costs the same request.
         let make = |seed| {

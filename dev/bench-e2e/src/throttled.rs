@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::events::{self, Batch};
 use crate::{Bench, BenchError, Options, Progress, deliver, invoke, ms};
+use stream_runtime::StreamFunction as _;
 
 /// One window setting.
 #[derive(Debug, Clone, Serialize)]
@@ -68,7 +69,7 @@ pub async fn run(
         let bench = Bench::start(sdk, endpoint, stack, &spec).await?;
         for (setting, start, cap) in SETTINGS {
             let runtime = bench.runtime::<Indexer>(
-                "multikey-indexer",
+                Indexer::NAME,
                 &[
                     ("WRITE_CONCURRENCY", start.to_string()),
                     ("WRITE_MAX_CONCURRENCY", cap.to_string()),

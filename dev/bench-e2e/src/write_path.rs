@@ -63,7 +63,7 @@ pub async fn run(
     ];
     let mut rows = Vec::new();
 
-    let indexer = bench.runtime::<Indexer>("multikey-indexer", &fixed)?;
+    let indexer = bench.runtime::<Indexer>(Indexer::NAME, &fixed)?;
     warm_up(&indexer, &events::issues(Batch::Records(10), 0).1).await?;
     for &batch in &options.batches {
         let make = |seed| events::issues(batch, seed);
@@ -71,7 +71,7 @@ pub async fn run(
         progress.done.fetch_add(1, Ordering::Relaxed);
     }
 
-    let archiver = bench.runtime::<Archiver>("ttl-archiver", &fixed)?;
+    let archiver = bench.runtime::<Archiver>(Archiver::NAME, &fixed)?;
     warm_up(&archiver, &events::ttl_deletes(Batch::Records(10), 0).1).await?;
     for &batch in &options.batches {
         let make = |seed| events::ttl_deletes(batch, seed);
@@ -79,7 +79,7 @@ pub async fn run(
         progress.done.fetch_add(1, Ordering::Relaxed);
     }
 
-    let aggregator = bench.runtime::<Aggregator>("counter-aggregator", &fixed)?;
+    let aggregator = bench.runtime::<Aggregator>(Aggregator::NAME, &fixed)?;
     let sharding = Sharding::new(10).map_err(|e| BenchError::Io(e.to_string()))?;
     let sim = std::cell::RefCell::new(CounterSim::new("write-path", 100, sharding, 7));
     let counters = |batch: Batch| sim.borrow_mut().batch(batch, 1_600);

@@ -44,10 +44,13 @@ use stream_kit::Metric;
 use stream_replayer::global::{Replica, Replication, ReplicationCounts};
 use stream_replayer::{Counts, FailureLog, Pipeline, Topology};
 
-use function_invoke::MetricsTo;
-use function_invoke::Tally;
+use counter_aggregator::Aggregator;
 use local_stack::cloudwatch::Feed;
 use local_stack::{Stack, tallied_invoker};
+use sidestream_combined::MetricsTo;
+use sidestream_combined::Tally;
+use stream_runtime::StreamFunction as _;
+use ttl_archiver::Archiver;
 
 mod check;
 pub mod operations;
@@ -434,7 +437,7 @@ fn reruns(
     through: &SdkConfig,
     tally: &Arc<Tally>,
 ) -> Result<Vec<(String, stream_replayer::Invoker)>, ChaosError> {
-    ["counter-aggregator", "ttl-archiver"]
+    [Aggregator::NAME, Archiver::NAME]
         .into_iter()
         .map(|binary| {
             let invoker = tallied_invoker(stack.function(binary)?, through, Arc::clone(tally))?;

@@ -27,6 +27,8 @@ use stream_kit::{EventRecord, Vars};
 use local_stack::Stack;
 
 use crate::ChaosError;
+use multikey_indexer::Indexer;
+use stream_runtime::StreamFunction as _;
 
 /// The most records kept per function for replays: enough to replay old records of every
 /// kind, few enough to keep in memory.
@@ -226,7 +228,7 @@ impl Operator<'_> {
     }
 
     fn verifier_config(&self, repair: bool) -> Result<index_verify::scheduled::Config, ChaosError> {
-        let function = self.stack.function("multikey-indexer")?;
+        let function = self.stack.function(Indexer::NAME)?;
         let issues = self.stack.table("IssuesTable")?.name.clone();
         let lookup = |name: &str| match name {
             "VERIFY_TABLE" => Some(issues.clone()),
@@ -257,7 +259,7 @@ impl Operator<'_> {
     /// The indexer's kept records as it read them: from a Kinesis data stream, each versioned by
     /// its change time (the replayer keeps them as the table's DynamoDB stream holds them).
     fn as_read(&self, records: Vec<EventRecord>) -> Result<Vec<EventRecord>, ChaosError> {
-        let arn = &self.stack.function("multikey-indexer")?.streams[0].stream;
+        let arn = &self.stack.function(Indexer::NAME)?.streams[0].stream;
         let Some(stream) = stream_replayer::kinesis::delivery::Stream::registered(arn) else {
             return Ok(records);
         };
@@ -277,7 +279,7 @@ impl Operator<'_> {
     /// Replays the records kept since the last replay: the indexer's through the stream, the
     /// others rerun through their functions.
     async fn replay(&self, ops: &mut Operations) -> Result<(), ChaosError> {
-        let records = self.as_read(self.kept.take("multikey-indexer"))?;
+        let records = self.as_read(self.kept.take(Indexer::NAME))?;
         if !records.is_empty() {
             let config = self.verifier_config(false)?;
             let writer = self.client();

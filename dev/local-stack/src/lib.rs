@@ -21,14 +21,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
-use function_invoke::{MetricsTo, Tally};
 use index_oracle::IndexCheck;
+use multikey_indexer::Indexer;
 use multikey_indexer::Indexes;
 use sam_template::{Bucket, Function, Names, Pattern, Resolver, Table, Template, TemplateError};
+use sidestream_combined::{MetricsTo, Tally};
 use stream_delivery::Invoker;
 use stream_kit::{ConfigError, Vars};
 use stream_replayer::invoke::http;
 use stream_replayer::{FailureLog, Pipeline, ReplayError, Settings, Source, Sweeper, resources};
+use stream_runtime::StreamFunction as _;
+use ttl_archiver::Archiver;
 
 /// Why the local stack cannot be set up or run.
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +57,7 @@ pub enum StackError {
     },
     /// A function cannot be run in process.
     #[error(transparent)]
-    Function(#[from] function_invoke::InvokeError),
+    Function(#[from] sidestream_combined::InvokeError),
     /// Creating a table or bucket on the emulator failed.
     #[error(transparent)]
     Emulator(#[from] ReplayError),
@@ -141,11 +144,11 @@ pub struct Stack {
 fn members(functions: &[Function]) -> Vec<Function> {
     functions
         .iter()
-        .filter(|f| f.binary.as_deref() == Some(function_invoke::COMBINED_BINARY))
+        .filter(|f| f.binary.as_deref() == Some(sidestream_combined::COMBINED_BINARY))
         .flat_map(|combined| {
             let names = combined
                 .environment
-                .get(function_invoke::COMBINED_FUNCTIONS)
+                .get(sidestream_combined::COMBINED_FUNCTIONS)
                 .cloned()
                 .unwrap_or_default();
             names
@@ -583,7 +586,7 @@ impl Stack {
 
     /// Where the ttl-archiver writes: its `ARCHIVE_BUCKET` and `ARCHIVE_PREFIX`.
     pub fn archive_location(&self) -> Result<(String, String), StackError> {
-        let env = self.environment("ttl-archiver")?;
+        let env = self.environment(Archiver::NAME)?;
         let get = |name: &str| {
             env.get(name)
                 .cloned()
@@ -605,7 +608,7 @@ impl Stack {
     /// The grid over this stack: the indexer's `MULTIKEY_INDEXES`, the issues table, and its
     /// global index by the index's scope and first tiebreaker (`project-num`).
     pub fn grid_schema(&self) -> Result<grid_view::GridSchema, StackError> {
-        let function = self.function("multikey-indexer")?;
+        let function = self.function(Indexer::NAME)?;
         let lookup = |name: &str| function.environment.get(name).cloned();
         let indexes = Indexes::from_vars(&Vars::new(&lookup)).map_err(|source| StackError::Config {
             function: function.logical_id.clone(),
@@ -735,7 +738,7 @@ pub async fn scan(
 /// Compares `stack`'s index table with what its issues table calls for, under the indexer's
 /// configuration there (see `index_oracle`).
 pub async fn check_index(client: &aws_sdk_dynamodb::Client, stack: &Stack) -> Result<IndexCheck, StackError> {
-    let function = stack.function("multikey-indexer")?;
+    let function = stack.function(Indexer::NAME)?;
     let lookup = |name: &str| function.environment.get(name).cloned();
     let indexes = Indexes::from_vars(&Vars::new(&lookup)).map_err(|source| StackError::Config {
         function: function.logical_id.clone(),
@@ -835,7 +838,7 @@ pub fn invoker(function: &Function, sdk: &SdkConfig, metrics: MetricsTo) -> Resu
     let lookup = |name: &str| env.get(name).cloned();
     let vars = Vars::new(&lookup);
     if env.get(stream_runtime::source::SOURCE_VAR).map(String::as_str) != Some("kinesis") {
-        return Ok(function_invoke::function(
+        return Ok(sidestream_combined::function(
             binary_of(function)?,
             &function.logical_id,
             &vars,
@@ -863,8 +866,13 @@ pub fn invoker(function: &Function, sdk: &SdkConfig, metrics: MetricsTo) -> Resu
         .transpose()
         .map_err(|e| StackError::Unusable(format!("{}: {e}", function.logical_id)))?
         .unwrap_or_default();
-    let function =
-        function_invoke::kinesis_function(binary_of(function)?, &function.logical_id, &vars, sdk, metrics)?;
+    let function = sidestream_combined::kinesis_function(
+        binary_of(function)?,
+        &function.logical_id,
+        &vars,
+        sdk,
+        metrics,
+    )?;
     Ok(stream_replayer::kinesis::delivery::delivering(
         stream, filters, function,
     ))

@@ -30,8 +30,8 @@ use io_policy::{Failure, FailureKind};
 use sharded_counter::layout::{DEFAULT_PARTITION_KEY, total_key};
 use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
 use stream_runtime::{
-    Applied, Aws, Budget, ConfigError, Metric, Planned, RecordFailure, Resource, StreamFunction, Vars,
-    WireRecord,
+    Applied, Aws, Budget, ConfigError, ExplainError, Explained, Metric, Planned, RecordFailure, Replay,
+    Resource, StreamFunction, Vars, WireRecord,
 };
 
 use crate::delta::DeltaWrite;
@@ -348,6 +348,7 @@ pub fn partition_key(vars: &Vars<'_>) -> String {
 
 impl StreamFunction for Aggregator {
     const NAME: &'static str = env!("CARGO_PKG_NAME");
+    const REPLAY: Replay = Replay::Rerun;
     /// Each shard's state is kept with its record's version, and an older one changes nothing:
     /// out of order and twice, the totals end the same.
     type Plan = Vec<CounterUpdate>;
@@ -374,6 +375,10 @@ impl StreamFunction for Aggregator {
     /// or equal record changes nothing.
     fn any_order(&self) -> Result<(), stream_runtime::AnyOrderHint> {
         Ok(())
+    }
+
+    fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Explained, ExplainError> {
+        crate::explain::explain(vars, records)
     }
 
     fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Vec<CounterUpdate>> {

@@ -35,6 +35,7 @@
 //! write per counter per batch, however many increments it holds.
 
 pub mod delta;
+mod explain;
 pub mod handler;
 pub mod plan;
 pub mod state;

@@ -23,8 +23,8 @@ use multikey_schema::head::Head;
 use serde_dynamo::{AttributeValue, Item};
 use stream_kit::{Attributes, ItemWrite, Op};
 use stream_runtime::{
-    AnyOrderHint, Applied, Aws, Budget, ConfigError, Metric, Planned, RecordFailure, Resource,
-    StreamFunction, Vars, WireRecord,
+    AnyOrderHint, Applied, Aws, Budget, ConfigError, ExplainError, Explained, Metric, Planned, RecordFailure,
+    Replay, Resource, StreamFunction, Vars, WireRecord,
 };
 
 use crate::config::Indexes;
@@ -86,6 +86,7 @@ pub enum IndexPlan {
 
 impl StreamFunction for Indexer {
     const NAME: &'static str = env!("CARGO_PKG_NAME");
+    const REPLAY: Replay = Replay::ThroughTheStream;
     type Plan = IndexPlan;
     /// An entry is removed by the old image and put by the new one.
     const STREAM_VIEWS: &'static [&'static str] = &["NEW_AND_OLD_IMAGES"];
@@ -122,6 +123,10 @@ impl StreamFunction for Indexer {
             }
         }
         tables
+    }
+
+    fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Explained, ExplainError> {
+        crate::explain::explain(vars, records)
     }
 
     fn plan(&self, records: &[WireRecord<'_>]) -> Planned<IndexPlan> {

@@ -53,6 +53,7 @@
 //! systemic one becomes the batch's checkpoint. A parked record's item may have stale or missing
 //! entries until the item changes again or the index is repaired.
 
+mod explain;
 pub mod handler;
 pub mod plan;
 pub mod synthetic;

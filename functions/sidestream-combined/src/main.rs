@@ -7,5 +7,5 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    stream_runtime::combined::run(function_invoke::combined).await
+    stream_runtime::combined::run(sidestream_combined::combined).await
 }

@@ -11,8 +11,8 @@ use aws_sdk_s3::types::StorageClass;
 use bytes::Bytes;
 use io_policy::{Failure, FailureKind};
 use stream_runtime::{
-    Applied, Aws, Budget, ConfigError, Metric, Planned, RecordFailure, Resource, StreamFunction, Vars,
-    WireRecord,
+    Applied, Aws, Budget, ConfigError, ExplainError, Explained, Metric, Planned, RecordFailure, Replay,
+    Resource, StreamFunction, Vars, WireRecord,
 };
 
 use crate::config::{Config, ObjectSettings};
@@ -111,6 +111,7 @@ where
 
 impl StreamFunction for Archiver {
     const NAME: &'static str = env!("CARGO_PKG_NAME");
+    const REPLAY: Replay = Replay::Rerun;
     /// Each deletion is archived under its `eventID`, and readers read each `eventID` once: out
     /// of order and twice, the archive reads the same.
     type Plan = Vec<Object>;
@@ -134,6 +135,10 @@ impl StreamFunction for Archiver {
     /// same object, and no archive depends on another's order.
     fn any_order(&self) -> Result<(), stream_runtime::AnyOrderHint> {
         Ok(())
+    }
+
+    fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Explained, ExplainError> {
+        crate::explain::explain(vars, records)
     }
 
     fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Vec<Object>> {

@@ -29,6 +29,7 @@
 //! - [`synthetic`]: generated TTL batches for benchmarks and tests.
 
 pub mod config;
+mod explain;
 pub mod format;
 pub mod handler;
 pub mod plan;

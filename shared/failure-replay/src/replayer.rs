@@ -17,12 +17,14 @@ use index_verify::Mender;
 use multikey_schema::Indexes;
 use stream_delivery::Invoker;
 use stream_kit::Vars;
+use stream_runtime::Replay;
 
 use crate::{FailureError, Replayed, rerun};
 
 /// How one function's records are replayed.
 enum Way {
-    /// Through the stream (the indexer): items touched, deletes conditioned on newer writes.
+    /// Through the stream ([`Replay::ThroughTheStream`], the indexer): items touched, deletes
+    /// conditioned on newer writes.
     ThroughTheStream {
         /// The index definitions (`MULTIKEY_INDEXES`).
         indexes: Indexes,
@@ -31,7 +33,8 @@ enum Way {
         /// Names this replay in the touch marker.
         run_id: String,
     },
-    /// Through the function's code again (the archiver and the aggregator: ordered by version).
+    /// Through the function's code again ([`Replay::Rerun`], the archiver and the aggregator:
+    /// ordered by version).
     Rerun(Invoker),
 }
 
@@ -68,7 +71,7 @@ impl Replayer {
     /// function `COMBINED_FUNCTIONS` names, picking its records by its `COMBINED_FILTERS`
     /// patterns, as the combined function does.
     pub fn for_function(binary: &str, vars: &Vars<'_>, sdk: &SdkConfig) -> Result<Replayer, FailureError> {
-        if binary != function_invoke::COMBINED_BINARY {
+        if binary != sidestream_combined::COMBINED_BINARY {
             return Ok(Replayer {
                 members: vec![member(binary, Vec::new(), vars, sdk)?],
                 combined: false,
@@ -80,10 +83,10 @@ impl Replayer {
         };
         let filters = vars.optional(stream_runtime::combined::FILTERS_VAR);
         let mut members = Vec::new();
-        for name in function_invoke::combined_functions(vars).map_err(config)? {
+        for function in sidestream_combined::combined_functions(vars).map_err(config)? {
             let patterns =
-                stream_runtime::combined::patterns_for(filters.as_deref(), name).map_err(config)?;
-            members.push(member(name, patterns, vars, sdk)?);
+                stream_runtime::combined::patterns_for(filters.as_deref(), function.name).map_err(config)?;
+            members.push(member(function.name, patterns, vars, sdk)?);
         }
         Ok(Replayer {
             members,
@@ -133,7 +136,8 @@ fn member(
     vars: &Vars<'_>,
     sdk: &SdkConfig,
 ) -> Result<Member, FailureError> {
-    let way = if binary == "multikey-indexer" {
+    let replay = sidestream_combined::Function::named(binary).map(|f| f.replay);
+    let way = if replay == Some(Replay::ThroughTheStream) {
         Way::ThroughTheStream {
             indexes: Indexes::from_vars(vars).map_err(|e| FailureError::Config {
                 function: binary.to_owned(),
@@ -144,7 +148,7 @@ fn member(
         }
     } else {
         let invoker =
-            function_invoke::function(binary, binary, vars, sdk, function_invoke::MetricsTo::Stdout)
+            sidestream_combined::function(binary, binary, vars, sdk, sidestream_combined::MetricsTo::Stdout)
                 .map_err(|e| FailureError::Config {
                     function: binary.to_owned(),
                     reason: e.to_string(),

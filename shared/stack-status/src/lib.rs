@@ -187,23 +187,16 @@ pub struct AlarmStatus {
     pub description: String,
 }
 
-/// The template's stream functions by logical id, and the binaries they run.
-const LOGICAL_IDS: [(&str, &str); 3] = [
-    ("IndexerFunction", "multikey-indexer"),
-    ("ArchiverFunction", "ttl-archiver"),
-    ("AggregatorFunction", "counter-aggregator"),
-];
-
 /// The binary a `Function` dimension runs, where its name tells.
 fn binary_of(stack: &str, function: &str) -> Option<String> {
     if let Some((_, member)) = function.split_once('/') {
         return Some(member.to_owned());
     }
     let logical = function.strip_prefix(stack)?.strip_prefix('-')?;
-    LOGICAL_IDS
+    sidestream_combined::FUNCTIONS
         .iter()
-        .find(|(id, _)| logical.starts_with(&format!("{id}-")))
-        .map(|(_, binary)| (*binary).to_owned())
+        .find(|f| logical.starts_with(&format!("{}-", f.logical_id)))
+        .map(|f| f.name.to_owned())
 }
 
 /// Reads `target`'s status with `clients`, at `now`.

@@ -34,6 +34,7 @@ pub mod aws;
 pub mod combined;
 pub mod conclude;
 pub mod decide;
+pub mod explain;
 pub mod parked;
 pub mod prime;
 mod runtime;
@@ -48,6 +49,7 @@ use io_policy::{Failure, FailureKind};
 pub use aws::Aws;
 pub use combined::{Combined, Member};
 pub use conclude::{Checkpoint, NoCheckpoint};
+pub use explain::{ExplainError, Explained};
 pub use io_policy::{Budget, Deadline, Policy};
 pub use prime::{PrimeError, Primed, Resource};
 pub use runtime::{Runtime, run};
@@ -57,10 +59,25 @@ pub use stream_kit::wire::WireRecord;
 pub use stream_kit::{ConfigError, EventRecord, Metric, Vars};
 pub use whole::Whole;
 
+/// How records Lambda gave up on are replayed into a function (`failures replay`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// Run again through the function's own code. For a function whose writes leave the same
+    /// state whatever the order and however often they come (each record's sequence number its
+    /// version): a late rerun can never undo a newer write.
+    Rerun,
+    /// Through the stream: each record's base item is touched, so that its current image comes
+    /// down the stream again, in its order. For derived state written in each item's order (the
+    /// index), where a rerun of an old record could undo a newer write.
+    ThroughTheStream,
+}
+
 /// A stream function: its configuration, its pure plan and its I/O.
 pub trait StreamFunction: Send + Sync + Sized + 'static {
     /// The function's name (its crate and binary): the default for metrics and logs.
     const NAME: &'static str;
+    /// How `failures replay` replays its records, Lambda having given them up.
+    const REPLAY: Replay;
     /// What the plan hands to [`StreamFunction::apply`].
     type Plan: Send;
     /// The DynamoDB stream view types whose records carry what the plan reads: priming fails
@@ -83,6 +100,10 @@ pub trait StreamFunction: Send + Sync + Sized + 'static {
     fn resources(&self) -> Vec<Resource> {
         Vec::new()
     }
+
+    /// Explains its plan of `records` with the configuration `vars` gives, without AWS: what
+    /// `sidestream plan` prints ([`explain`]).
+    fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Explained, ExplainError>;
 
     /// Plans a batch, its records read in place ([`stream_kit::wire`]): pure, synchronous.
     fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Self::Plan>;

@@ -1,0 +1,50 @@
+//! `sidestream plan ttl-archiver`: the plan of a batch as JSON, one object per archive object pair.
+
+use serde_json::json;
+use stream_kit::Vars;
+use stream_kit::wire::WireRecord;
+use stream_runtime::{ExplainError, Explained};
+
+use crate::{ObjectSettings, Plan};
+
+/// One JSON object per object pair the batch would upload, with the layout `ARCHIVE_PREFIX` and
+/// `ARCHIVE_GZIP_LEVEL` give: `{"key":…,"metaKey":…,"records":N,"items":N,"keysOnly":N,
+/// "bytes":N,"rawBytes":N,"metaBytes":N,"firstRecord":N,"lastRecord":N,
+/// "firstSequenceNumber":…,"lastSequenceNumber":…}` (`key` is null for a run of keys-only
+/// records, which has no item object). The objects themselves are its files, at their keys.
+/// Skipped records, keys-only records and what planning rejected or stopped at are notes.
+pub(crate) fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Explained, ExplainError> {
+    let layout = ObjectSettings::from_vars(vars)?;
+    let plan = Plan::from_wire(&layout, records);
+    let mut explained = Explained::default();
+    for o in &plan.objects {
+        let keys_only = plan
+            .keys_only
+            .iter()
+            .filter(|&&i| (o.first_record..=o.last_record).contains(&i))
+            .count();
+        let key = (o.items > 0).then_some(&o.data_key);
+        explained.writes.push(json!({
+            "key": key, "metaKey": o.meta_key, "records": o.records, "items": o.items,
+            "keysOnly": keys_only, "bytes": o.data.len(), "rawBytes": o.raw_bytes, "metaBytes": o.meta.len(),
+            "firstRecord": o.first_record, "lastRecord": o.last_record,
+            "firstSequenceNumber": o.first_sequence_number, "lastSequenceNumber": o.last_sequence_number,
+        }));
+        if o.items > 0 {
+            explained.files.push((o.data_key.clone(), o.data.clone()));
+        }
+        explained.files.push((o.meta_key.clone(), o.meta.clone()));
+    }
+    for s in &plan.skipped {
+        explained
+            .notes
+            .push(format!("record {} not archived: {}", s.record, s.reason));
+    }
+    for i in &plan.keys_only {
+        explained.notes.push(format!(
+            "record {i} has no OldImage: only its keys are archived (keysOnly), in the metadata object"
+        ));
+    }
+    explained.note_failures(records, &plan.failures);
+    Ok(explained)
+}

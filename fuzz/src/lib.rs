@@ -21,19 +21,19 @@ pub enum Target {
     KeyText,
     /// `key_codec::binary::decode`, and re-encoding what decodes.
     KeyBinary,
-    /// `grid_view::Signer::decode` of cursors.
+    /// `formats::cursor::Signer::decode` of cursors.
     Cursor,
-    /// `ttl_archiver::format::read` of archive objects (gzip of JSON lines).
+    /// `formats::archive::read` of archive objects (gzip of JSON lines).
     ArchiveLines,
-    /// `sam_template::Pattern::parse_dynamodb` of event filter patterns.
+    /// `local_stack::template::Pattern::parse_dynamodb` of event filter patterns.
     FilterPattern,
     /// The three plans over stream events, decoded as Lambda's runtime decodes them.
     Plans,
-    /// `stream_kit::wire::Batch::parse` of stream events against `aws_lambda_events`: whatever
+    /// `stream_runtime::wire::Batch::parse` of stream events against `aws_lambda_events`: whatever
     /// that decoder reads, the wire reader reads alike (the same records, images and checks),
     /// and the indexer plans the same writes from either.
     Wire,
-    /// `stream_kit::kinesis::decode` of Kinesis events, and of a Kinesis record's data, then
+    /// `stream_runtime::kinesis::decode` of Kinesis events, and of a Kinesis record's data, then
     /// the plans over what decodes.
     Kinesis,
 }
@@ -113,8 +113,8 @@ impl Target {
             ],
             Target::Cursor => {
                 let signer = signer();
-                let cursor = grid_view::Cursor {
-                    phase: grid_view::Phase::Index,
+                let cursor = formats::cursor::Cursor {
+                    phase: formats::cursor::Phase::Index,
                     key: Some(json!({"pk": {"S": "35e9#3fe6"}, "sk": {"S": "nA42#nA3#saf34#"}})),
                 };
                 vec![signer.encode(&cursor, FINGERPRINT, NOW).into_bytes()]
@@ -167,13 +167,13 @@ impl Target {
                 }
             }
             Target::ArchiveLines => {
-                let _ = ttl_archiver::format::read(input);
-                let _ = ttl_archiver::format::read(&gzip(input));
+                let _ = formats::archive::read(input);
+                let _ = formats::archive::read(&gzip(input));
             }
             Target::FilterPattern => {
                 if let Ok(text) = std::str::from_utf8(input) {
-                    let _ = sam_template::Pattern::parse_dynamodb(text);
-                    let _ = sam_template::Pattern::parse(text);
+                    let _ = local_stack::template::Pattern::parse_dynamodb(text);
+                    let _ = local_stack::template::Pattern::parse(text);
                 }
             }
             Target::Plans => drop(plan_batch(input)),
@@ -193,8 +193,8 @@ impl Target {
 const FINGERPRINT: &str = "2ca137ecc6129738";
 const NOW: u64 = 1_800_000_000;
 
-fn signer() -> grid_view::Signer {
-    grid_view::Signer::new(b"fuzz", 3_600)
+fn signer() -> formats::cursor::Signer {
+    formats::cursor::Signer::new(b"fuzz", 3_600)
 }
 
 /// The fixture events: every kind of record the functions meet.
@@ -213,11 +213,11 @@ const EVENTS: [&str; 9] = [
 /// The plans target on one input: whether the indexer's steps were compared with its whole plan
 /// on a batch of several records that writes something ([`in_steps_as_whole`]).
 pub fn plan_batch(input: &[u8]) -> bool {
-    serde_json::from_slice::<stream_kit::Event>(input).is_ok_and(|event| plans(&event.records))
+    serde_json::from_slice::<stream_runtime::Event>(input).is_ok_and(|event| plans(&event.records))
 }
 
 /// Every function's plan of `records`; whether the indexer's steps were compared.
-fn plans(records: &[stream_kit::EventRecord]) -> bool {
+fn plans(records: &[stream_runtime::EventRecord]) -> bool {
     thread_local! {
         static INDEXES: multikey_indexer::Indexes =
             multikey_indexer::Indexes::from_json(include_str!("../../functions/multikey-indexer/indexes.example.json"))
@@ -237,13 +237,13 @@ fn plans(records: &[stream_kit::EventRecord]) -> bool {
 /// systemic failure) is planned, not compared: the steps before the stop may plan past it
 /// (docs/functions.md, the indexer's steps). Returns whether they were compared on several
 /// records that write something.
-fn in_steps_as_whole(indexes: &multikey_indexer::Indexes, records: &[stream_kit::EventRecord]) -> bool {
+fn in_steps_as_whole(indexes: &multikey_indexer::Indexes, records: &[stream_runtime::EventRecord]) -> bool {
     use multikey_indexer::plan::{Plan, steps};
     let whole = Plan::new(indexes, records);
     if whole.failures.stopped.is_some() {
         return false;
     }
-    let wire = stream_kit::wire::WireRecord::view_all(records);
+    let wire = stream_runtime::wire::WireRecord::view_all(records);
     let described = |plan: &Plan| {
         let mut writes: Vec<String> = plan.writes.iter().map(|w| format!("{w:?}")).collect();
         writes.sort_unstable();
@@ -334,8 +334,8 @@ fn wire_compare(input: &[u8]) -> bool {
     let Ok(text) = std::str::from_utf8(input) else {
         return false;
     };
-    let batch = stream_kit::wire::Batch::parse(text);
-    let Ok(event) = serde_json::from_str::<stream_kit::Event>(text) else {
+    let batch = stream_runtime::wire::Batch::parse(text);
+    let Ok(event) = serde_json::from_str::<stream_runtime::Event>(text) else {
         return false;
     };
     let batch = batch.unwrap_or_else(|e| panic!("aws_lambda_events reads it, the wire reader does not: {e}"));
@@ -343,11 +343,11 @@ fn wire_compare(input: &[u8]) -> bool {
     for (wire, owned) in batch.records.iter().zip(&event.records) {
         assert_eq!(
             wire,
-            &stream_kit::wire::WireRecord::from_event_record(owned),
+            &stream_runtime::wire::WireRecord::from_event_record(owned),
             "the same record"
         );
         // The whole check (the indexer's) and the lazy view (the archiver's and the aggregator's).
-        let record = stream_kit::Record::new(wire);
+        let record = stream_runtime::Record::new(wire);
         let checked = record.and_then(|r| r.keys().and(r.before()).and(r.after()).map(|_| ()));
         assert_eq!(wire.change().map(|_| ()), checked, "the same checks");
     }
@@ -385,10 +385,10 @@ const KINESIS_ARN: &str = "arn:aws:kinesis:us-east-1:123456789012:stream/changes
 fn kinesis_seeds() -> Vec<Vec<u8>> {
     let mut seeds = Vec::new();
     for text in EVENTS {
-        let Ok(event) = serde_json::from_str::<stream_kit::Event>(text) else {
+        let Ok(event) = serde_json::from_str::<stream_runtime::Event>(text) else {
             continue;
         };
-        let mut writer = stream_replayer::kinesis::Writer::new(KINESIS_ARN, "issues");
+        let mut writer = local_stack::replayer::kinesis::Writer::new(KINESIS_ARN, "issues");
         let records: Vec<Value> = event.records.iter().map(|r| writer.write(r)).collect();
         for record in &records {
             let data = record["kinesis"]["data"].as_str().unwrap_or_default();
@@ -401,7 +401,7 @@ fn kinesis_seeds() -> Vec<Vec<u8>> {
 
 /// Decodes a Kinesis event; what decodes must be whole, versioned and plannable.
 fn kinesis(input: &[u8]) {
-    if let Ok(batch) = stream_kit::kinesis::decode(input) {
+    if let Ok(batch) = stream_runtime::kinesis::decode(input) {
         let n = batch.event.records.len();
         assert_eq!(batch.changed_at.len(), n, "a change time per record");
         assert_eq!(batch.places.sequence_numbers().count(), n, "a place per record");

@@ -216,8 +216,8 @@ pub(crate) enum ArchiveCommand {
         /// What to do with each item's TTL attribute: `keep`, `clear` or `extend=DAYS`. Without
         /// it, a restore of items whose TTL has passed (DynamoDB would delete them again) is
         /// refused, with their count, before anything is written.
-        #[arg(long, value_name = "CHOICE", value_parser = archive_reader::TtlChoice::parse)]
-        ttl: Option<archive_reader::TtlChoice>,
+        #[arg(long, value_name = "CHOICE", value_parser = operations::archive::TtlChoice::parse)]
+        ttl: Option<operations::archive::TtlChoice>,
         /// Put an item only where the table has none with its key (a conditional put); items
         /// already there are left as they are, and counted.
         #[arg(long)]

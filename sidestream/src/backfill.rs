@@ -5,8 +5,9 @@
 use std::io::{self, Write as _};
 use std::process::ExitCode;
 
-use index_backfill::{Backfill, Checkpoint, Counts, Settings, Target};
-use stream_kit::Vars;
+use operations::backfill::{Backfill, Checkpoint, Counts, Settings, Target, new_run_id};
+use operations::{progress, verify};
+use stream_runtime::Vars;
 
 use crate::args::{BackfillArgs, Output};
 
@@ -34,7 +35,7 @@ pub(crate) fn run(args: BackfillArgs, rebuild: bool) -> anyhow::Result<ExitCode>
     let target = Target::new(&table, &indexes, index.as_deref())?;
     let to_create = match (rebuild, index.as_deref()) {
         (false, _) => None,
-        (true, Some(name)) => Some(index_verify::choose(&indexes, Some(name))?.clone()),
+        (true, Some(name)) => Some(verify::choose(&indexes, Some(name))?.clone()),
         (true, None) => {
             anyhow::bail!("index rebuild needs --index: the index whose table to create and fill")
         }
@@ -49,7 +50,7 @@ pub(crate) fn run(args: BackfillArgs, rebuild: bool) -> anyhow::Result<ExitCode>
             })?;
             saved
         }
-        _ => Checkpoint::new(&table, &index_backfill::new_run_id(), &target.sources, segments),
+        _ => Checkpoint::new(&table, &new_run_id(), &target.sources, segments),
     };
     let resumed = checkpoint.counts().scanned > 0;
     let settings = Settings {
@@ -64,7 +65,7 @@ pub(crate) fn run(args: BackfillArgs, rebuild: bool) -> anyhow::Result<ExitCode>
         let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
         let mut created = None;
         if let Some(index) = to_create.as_ref().filter(|_| !dry_run) {
-            created = Some(index_backfill::rebuild::create_index_table(&client, index).await?);
+            created = Some(operations::backfill::rebuild::create_index_table(&client, index).await?);
             if output == Output::Text {
                 eprintln!(
                     "{}: table {} {}",
@@ -78,9 +79,9 @@ pub(crate) fn run(args: BackfillArgs, rebuild: bool) -> anyhow::Result<ExitCode>
                 );
             }
         }
-        let total = index_verify::estimated_items(&client, &table).await;
+        let total = verify::estimated_items(&client, &table).await;
         let backfill = Backfill::new(client, target, settings);
-        let mut bar = (output == Output::Text).then(|| term_progress::Bar::new("items"));
+        let mut bar = (output == Output::Text).then(|| progress::Bar::new("items"));
         let mut progress = |counts: &Counts| {
             if let Some(bar) = &mut bar {
                 let extra = format!(" {} touched", counts.touched);

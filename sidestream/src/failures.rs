@@ -8,8 +8,8 @@ use std::time::Duration;
 use std::collections::BTreeSet;
 
 use anyhow::Context as _;
-use failure_replay::{Failed, FunctionMatch, Read, Records, Replayed, Replayer};
-use stream_kit::Vars;
+use operations::failures::{Failed, FunctionMatch, Read, Records, Replayed, Replayer};
+use stream_runtime::Vars;
 
 use crate::args::{FailureSources, FailuresCommand, Output};
 
@@ -66,7 +66,7 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                 let mut all_done = true;
                 let mut out = io::stdout().lock();
                 for failed in mine {
-                    let replayed = match failure_replay::read(failed, &streams).await? {
+                    let replayed = match operations::failures::read(failed, &streams).await? {
                         Read::Unavailable(outcome) => outcome,
                         Read::Records(records) => replay_with.replay(records, Duration::from_secs(timeout)).await?,
                     };
@@ -75,8 +75,8 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                     // The queue's message, or the destination's object, is done with only once its
                     // range is replayed.
                     if done {
-                        failure_replay::acknowledge(&sqs, failed).await?;
-                        failure_replay::acknowledge_object(&s3, failed).await?;
+                        operations::failures::acknowledge(&sqs, failed).await?;
+                        operations::failures::acknowledge_object(&s3, failed).await?;
                     }
                     match output {
                         Output::Json => writeln!(
@@ -100,25 +100,25 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
 async fn read(sdk: &aws_config::SdkConfig, from: &FailureSources) -> anyhow::Result<Vec<Failed>> {
     let mut failures = Vec::new();
     for log in &from.logs {
-        failures.extend(failure_replay::read_log(log)?);
+        failures.extend(operations::failures::read_log(log)?);
     }
     let sqs = aws_sdk_sqs::Client::new(sdk);
     for queue in &from.queues {
-        failures.extend(failure_replay::read_queue(&sqs, queue).await?);
+        failures.extend(operations::failures::read_queue(&sqs, queue).await?);
     }
     let s3 = stream_runtime::aws::s3_client(sdk, &Vars::new(&Vars::process_lookup))?;
     for url in &from.parked {
         let (bucket, prefix) = s3_url("--parked", url)?;
-        failures.extend(failure_replay::read_parked(&s3, bucket, prefix).await?);
+        failures.extend(operations::failures::read_parked(&s3, bucket, prefix).await?);
     }
     for url in &from.destinations {
         let (bucket, prefix) = s3_url("--destination", url)?;
         let prefix = if prefix.is_empty() {
-            failure_replay::DESTINATION_PREFIX
+            operations::failures::DESTINATION_PREFIX
         } else {
             prefix
         };
-        failures.extend(failure_replay::read_destination(&s3, bucket, prefix).await?);
+        failures.extend(operations::failures::read_destination(&s3, bucket, prefix).await?);
     }
     Ok(failures)
 }

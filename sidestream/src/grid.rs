@@ -3,7 +3,8 @@
 
 use std::io::Write;
 
-use grid_view::{GridSchema, Page, Phase, Query};
+use formats::cursor::Phase;
+use operations::grid::{GridSchema, Page, Query};
 use serde_json::Value;
 
 /// A DynamoDB JSON value as plain text: strings and numbers as they are, sets and maps as JSON.
@@ -29,7 +30,7 @@ pub(crate) fn render(
     mut out: impl Write,
 ) -> std::io::Result<()> {
     let columns: Vec<&str> = std::iter::once(schema.key())
-        .chain(grid_view::output::columns(schema, query))
+        .chain(operations::grid::output::columns(schema, query))
         .collect();
     let mut lines = vec![
         std::iter::once(query.field.clone())
@@ -82,14 +83,14 @@ pub(crate) fn render(
     out.flush()
 }
 
-/// Prints `page` as JSON lines (`grid_view::output`).
+/// Prints `page` as JSON lines (`operations::grid::output`).
 pub(crate) fn json_lines(
     page: &Page,
     schema: &GridSchema,
     query: &Query,
     mut out: impl Write,
 ) -> std::io::Result<()> {
-    for line in grid_view::output::json_lines(page, schema, query) {
+    for line in operations::grid::output::json_lines(page, schema, query) {
         writeln!(out, "{line}")?;
     }
     out.flush()

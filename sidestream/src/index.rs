@@ -1,14 +1,14 @@
-//! `sidestream index verify [--repair]`: the index against the base table (`index_verify`),
-//! mended through the stream (`index_verify::mend`), rendered for people or as JSON.
+//! `sidestream index verify [--repair]`: the index against the base table (`operations::verify`),
+//! mended through the stream (`operations::verify::mend`), rendered for people or as JSON.
 //! `index backfill` is in [`crate::backfill`].
 
 use std::io::{self, Write as _};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use index_verify::{Drift, Mended, Mender};
 use io_policy::Policy;
-use stream_kit::Vars;
+use operations::verify::{Drift, Mended, Mender};
+use stream_runtime::Vars;
 
 use crate::args::{IndexCommand, Output};
 
@@ -45,16 +45,16 @@ fn verify(
 ) -> anyhow::Result<ExitCode> {
     let lookup = |name: &str| std::env::var(name).ok();
     let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
-    let index = index_verify::choose(&indexes, index)?;
+    let index = operations::verify::choose(&indexes, index)?;
     let runtime = crate::runtime()?;
     runtime.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         // The I/O policy does the retrying of every call.
         let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-        let mut bar = (output == Output::Text).then(|| term_progress::Bar::new("items scanned"));
+        let mut bar = (output == Output::Text).then(|| operations::progress::Bar::new("items scanned"));
         // The total is DynamoDB's estimate of both tables' items.
-        let total = index_verify::estimated_items(&client, table).await
-            + index_verify::estimated_items(&client, &index.table).await;
+        let total = operations::verify::estimated_items(&client, table).await
+            + operations::verify::estimated_items(&client, &index.table).await;
         let mut scanned = 0_u64;
         let mut show = |n: usize| {
             scanned = n as u64;
@@ -63,7 +63,7 @@ fn verify(
             }
         };
         let drift =
-            index_verify::verify(&client, Policy::default(), &indexes, index, table, &mut show).await?;
+            operations::verify::verify(&client, Policy::default(), &indexes, index, table, &mut show).await?;
         if let Some(bar) = &mut bar {
             bar.show(scanned, scanned, "", true);
         }
@@ -74,15 +74,21 @@ fn verify(
                 client.clone(),
                 indexes.clone(),
                 table,
-                &index_verify::run_id("repair"),
+                &operations::verify::run_id("repair"),
             );
             repaired = Some(mender.drift(index, &drift).await?);
             // The touched items' entries come back through the stream: verify until they have.
             let until = Instant::now() + settle;
             loop {
-                let again =
-                    index_verify::verify(&client, Policy::default(), &indexes, index, table, &mut |_| {})
-                        .await?;
+                let again = operations::verify::verify(
+                    &client,
+                    Policy::default(),
+                    &indexes,
+                    index,
+                    table,
+                    &mut |_| {},
+                )
+                .await?;
                 let done = again.is_exact() || Instant::now() >= until;
                 after = Some(again);
                 if done {

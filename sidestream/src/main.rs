@@ -18,9 +18,9 @@ mod typed_json;
 use crate::args::{ArchiveCommand, Cli, Command, GridArgs, KeyCommand, Output, ServeArgs};
 use crate::key::KeyOptions;
 use anyhow::Context as _;
-use archive_reader as archive;
 use clap::Parser as _;
-use stream_kit::Vars;
+use operations::archive;
+use stream_runtime::Vars;
 
 /// The functions' allocator (see their `main.rs`), so that the functions run in this process
 /// (`plan`, `failures replay`) run as on Lambda.
@@ -103,11 +103,11 @@ fn run_grid(args: GridArgs) -> anyhow::Result<ExitCode> {
         })
     };
     let filter = match (&args.prefix, &args.from, &args.to) {
-        (Some(prefix), _, _) => grid_view::Filter::Prefix(prefix.clone()),
-        (None, None, None) => grid_view::Filter::None,
-        _ => grid_view::Filter::Range(bound(&args.from)?, bound(&args.to)?),
+        (Some(prefix), _, _) => operations::grid::Filter::Prefix(prefix.clone()),
+        (None, None, None) => operations::grid::Filter::None,
+        _ => operations::grid::Filter::Range(bound(&args.from)?, bound(&args.to)?),
     };
-    let query = grid_view::Query {
+    let query = operations::grid::Query {
         scope: args.scope,
         field: args.field,
         descending: args.desc,
@@ -119,7 +119,7 @@ fn run_grid(args: GridArgs) -> anyhow::Result<ExitCode> {
     let signer = grid_signer();
     runtime()?.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let grid = grid_view::Grid::new(
+        let grid = operations::grid::Grid::new(
             aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk)),
             schema,
             signer,
@@ -146,9 +146,9 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-        let grid = grid_view::Grid::new(client.clone(), schema, grid_signer());
-        grid_server::serve_on_loopback(
-            grid_server::App::new(grid, client),
+        let grid = operations::grid::Grid::new(client.clone(), schema, grid_signer());
+        operations::grid_server::serve_on_loopback(
+            operations::grid_server::App::new(grid, client),
             args.port,
             "",
             &mut io::stdout(),
@@ -159,9 +159,9 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The grid over `source`'s tables, as `MULTIKEY_INDEXES` describes the index.
-fn grid_schema(source: crate::args::GridSource) -> anyhow::Result<grid_view::GridSchema> {
+fn grid_schema(source: crate::args::GridSource) -> anyhow::Result<operations::grid::GridSchema> {
     let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&Vars::process_lookup))?;
-    Ok(grid_view::GridSchema::new(
+    Ok(operations::grid::GridSchema::new(
         &indexes,
         source.index.as_deref(),
         source.table,
@@ -170,11 +170,11 @@ fn grid_schema(source: crate::args::GridSource) -> anyhow::Result<grid_view::Gri
 }
 
 /// The grid's cursor signer: `GRID_CURSOR_KEY`, or a development key; cursors last a day.
-fn grid_signer() -> grid_view::Signer {
+fn grid_signer() -> formats::cursor::Signer {
     let key = Vars::new(&Vars::process_lookup)
         .optional("GRID_CURSOR_KEY")
         .unwrap_or_else(|| "sidestream-grid-development-key".to_owned());
-    grid_view::Signer::new(key.as_bytes(), 24 * 3600)
+    formats::cursor::Signer::new(key.as_bytes(), 24 * 3600)
 }
 
 /// The async runtime for the commands that call AWS.
@@ -213,7 +213,7 @@ fn run_archive(command: ArchiveCommand) -> anyhow::Result<ExitCode> {
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
                 };
-                let mut bar = (output == Output::Text).then(|| term_progress::Bar::new("items"));
+                let mut bar = (output == Output::Text).then(|| operations::progress::Bar::new("items"));
                 let mut show = |p: archive::RestoreProgress<'_>| {
                     if let Some(bar) = &mut bar {
                         let last = p.objects.0 == p.objects.1;

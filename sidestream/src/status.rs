@@ -1,12 +1,12 @@
-//! `sidestream status`: the flags resolved into a `stack_status::Target`, the status read, and
+//! `sidestream status`: the flags resolved into a `operations::status::Target`, the status read, and
 //! printed as one screen or one JSON object; exit status 1 when something needs an operator.
 
 use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-use stack_status::{Clients, Target};
-use stream_kit::Vars;
+use operations::status::{Clients, Target};
+use stream_runtime::Vars;
 
 use crate::args::{Output, StatusArgs};
 use crate::failures::s3_url;
@@ -34,7 +34,7 @@ pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
             s3: stream_runtime::aws::s3_client(&sdk, &Vars::new(&Vars::process_lookup))?,
             sqs: aws_sdk_sqs::Client::new(&sdk),
         };
-        anyhow::Ok(stack_status::read(&clients, &target, SystemTime::now()).await?)
+        anyhow::Ok(operations::status::read(&clients, &target, SystemTime::now()).await?)
     })?;
     let mut out = std::io::stdout().lock();
     match args.output {

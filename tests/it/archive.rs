@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::time::Duration;
 
-use archive_reader::{self as archive, Source};
 use aws_sdk_dynamodb::types::ScalarAttributeType;
+use operations::archive::{self as archive, Source};
 use serde_json::{Value, json};
-use stream_kit::{Deadline, Event, EventRecord};
 use stream_runtime::Runtime;
+use stream_runtime::{Deadline, Event, EventRecord};
 use ttl_archiver::{Archiver, synthetic};
 
 use crate::moto::{create_table, parked, runtime, sdk, unique};
@@ -69,7 +69,7 @@ fn deadline() -> Deadline {
     Deadline::after(Duration::from_secs(60))
 }
 
-fn failures(response: &stream_kit::DynamoDbEventResponse) -> Vec<String> {
+fn failures(response: &stream_runtime::DynamoDbEventResponse) -> Vec<String> {
     response
         .batch_item_failures
         .iter()
@@ -195,7 +195,7 @@ async fn scan(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<serde_dynam
                 .map(serde_dynamo::Item::from),
         );
     }
-    items.sort_by_key(|item| serde_json::to_string(&ttl_archiver::format::DynamoJson(item)).unwrap());
+    items.sort_by_key(|item| serde_json::to_string(&formats::archive::DynamoJson(item)).unwrap());
     items
 }
 
@@ -210,7 +210,7 @@ fn keep() -> archive::RestoreOptions {
 }
 
 fn sorted(mut items: Vec<serde_dynamo::Item>) -> Vec<serde_dynamo::Item> {
-    items.sort_by_key(|item| serde_json::to_string(&ttl_archiver::format::DynamoJson(item)).unwrap());
+    items.sort_by_key(|item| serde_json::to_string(&formats::archive::DynamoJson(item)).unwrap());
     items
 }
 

@@ -1,7 +1,7 @@
 //! `index_backfill` on a table the indexer has never seen: 2,000 issues (20,000 at full scale,
 //! [`crate::scale`]) written while the
 //! indexer was detached, then backfilled by touching them while two writers modify, re-scope and
-//! delete a tenth of them and the indexer runs; `index_verify` then finds no drift. Once straight
+//! delete a tenth of them and the indexer runs; `operations::verify` then finds no drift. Once straight
 //! through, and once killed midway and resumed from its checkpoint file.
 
 use std::sync::Arc;
@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
-use index_backfill::{Backfill, Checkpoint, Settings, Target};
+use formats::touch::TOUCH_ATTRIBUTE;
 use local_stack::scan_policy;
 use multikey_indexer::Indexes;
+use operations::backfill::{Backfill, Checkpoint, Settings, Target};
 use serde_json::json;
-use stream_kit::touch::TOUCH_ATTRIBUTE;
-use stream_kit::{ItemWrite, Op, Vars};
+use stream_runtime::{ItemWrite, Op, Vars};
 
 use crate::moto::{sdk, unique};
 use crate::pipeline::{failure_log, issue, pipeline, stack};
@@ -114,7 +114,12 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
     };
     let path = std::env::temp_dir().join(format!("{}.json", unique("backfill-checkpoint")));
     let started = Instant::now();
-    let mut checkpoint = Checkpoint::new(&issues, &index_backfill::new_run_id(), &target.sources, SEGMENTS);
+    let mut checkpoint = Checkpoint::new(
+        &issues,
+        &operations::backfill::new_run_id(),
+        &target.sources,
+        SEGMENTS,
+    );
     let halfway = tokio::sync::Notify::new();
     {
         let backfill = Backfill::new(writer_client.clone(), target.clone(), settings.clone());
@@ -125,7 +130,7 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
             }
             Ok(())
         };
-        let mut progress = |c: &index_backfill::Counts| scanned.store(c.scanned, Ordering::SeqCst);
+        let mut progress = |c: &operations::backfill::Counts| scanned.store(c.scanned, Ordering::SeqCst);
         let run = backfill.run(&mut checkpoint, &mut save, &mut progress);
         tokio::select! {
             result = run => result?,
@@ -147,7 +152,7 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
         checkpoint = saved;
         let backfill = Backfill::new(writer_client.clone(), target.clone(), settings);
         let mut save = |c: &Checkpoint| c.save(&path);
-        let mut progress = |c: &index_backfill::Counts| scanned.store(c.scanned, Ordering::SeqCst);
+        let mut progress = |c: &operations::backfill::Counts| scanned.store(c.scanned, Ordering::SeqCst);
         backfill.run(&mut checkpoint, &mut save, &mut progress).await?;
         eprintln!("killed at {before} items scanned, resumed");
     }
@@ -188,8 +193,9 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
     );
 
     let verifying = Instant::now();
-    let index = index_verify::choose(&indexes, None)?;
-    let drift = index_verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut |_| {}).await?;
+    let index = operations::verify::choose(&indexes, None)?;
+    let drift =
+        operations::verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut |_| {}).await?;
     eprintln!(
         "verify: {} base items and {} entries in {:.1} s; writers' changes after touch {}, before {}",
         remaining,
@@ -219,7 +225,7 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
 fn detachable(
     sdk: &aws_config::SdkConfig,
     stack: &local_stack::Stack,
-) -> Result<(stream_replayer::Pipeline, Arc<AtomicBool>)> {
+) -> Result<(local_stack::replayer::Pipeline, Arc<AtomicBool>)> {
     let attached = Arc::new(AtomicBool::new(false));
     let gate = Arc::clone(&attached);
     let pipeline = pipeline(sdk, stack, &failure_log(), move |name, inner| {
@@ -227,13 +233,13 @@ fn detachable(
             return inner;
         }
         let gate = Arc::clone(&gate);
-        stream_delivery::in_process(move |event, deadline| {
+        stream_runtime::delivery::in_process(move |event, deadline| {
             let (inner, gate) = (Arc::clone(&inner), Arc::clone(&gate));
             async move {
                 let event = if gate.load(Ordering::SeqCst) {
                     event
                 } else {
-                    stream_delivery::event(Vec::new())
+                    stream_runtime::delivery::event(Vec::new())
                 };
                 inner(event, deadline).await
             }
@@ -256,7 +262,7 @@ async fn seed(client: &aws_sdk_dynamodb::Client, issues: &str, items: usize) -> 
             })
         })
         .collect::<Result<_>>()?;
-    let report = ddb_writer::Writer::new(client.clone())
+    let report = stream_runtime::writer::Writer::new(client.clone())
         .write(
             writes,
             &io_policy::Policy::default().within(Duration::from_secs(600)),
@@ -297,7 +303,7 @@ async fn the_templates_state_machine_backfills_through_the_local_stack() -> Resu
         stack.function("index-backfiller")?,
         &sdk,
         &[("BACKFILL_PAGE_SIZE", "25")],
-        index_backfill::task::STOP_BEFORE_DEADLINE + Duration::from_millis(1),
+        operations::backfill::task::STOP_BEFORE_DEADLINE + Duration::from_millis(1),
         Arc::clone(&invocations),
     )?;
     let input = json!({"run_id": "bf-local", "total_segments": 3, "max_concurrency": 2});
@@ -325,8 +331,9 @@ async fn the_templates_state_machine_backfills_through_the_local_stack() -> Resu
     let function = stack.function("multikey-indexer")?;
     let lookup = |name: &str| function.environment.get(name).cloned();
     let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
-    let index = index_verify::choose(&indexes, None)?;
-    let drift = index_verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut |_| {}).await?;
+    let index = operations::verify::choose(&indexes, None)?;
+    let drift =
+        operations::verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut |_| {}).await?;
     ensure!(drift.is_exact() && drift.entries == 2 * SMALL, "{drift:?}");
     Ok(())
 }
@@ -393,7 +400,7 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
     let issues = stack.table("IssuesTable")?.name.clone();
-    let deployed: Arc<std::sync::Mutex<Option<stream_delivery::Invoker>>> = Arc::default();
+    let deployed: Arc<std::sync::Mutex<Option<stream_runtime::delivery::Invoker>>> = Arc::default();
     let slot = Arc::clone(&deployed);
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), move |name, inner| {
         if name != "multikey-indexer" {
@@ -401,7 +408,7 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
         }
         *slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(inner);
         let slot = Arc::clone(&slot);
-        stream_delivery::in_process(move |event, deadline| {
+        stream_runtime::delivery::in_process(move |event, deadline| {
             let current = slot
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -436,9 +443,9 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
         *deployed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(invoker);
         Ok(Indexes::from_vars(&vars)?)
     };
-    let verify = async |indexes: &Indexes, name: &str| -> Result<index_verify::Drift> {
-        let index = index_verify::choose(indexes, Some(name))?;
-        Ok(index_verify::verify(&client, scan_policy(), indexes, index, &issues, &mut |_| {}).await?)
+    let verify = async |indexes: &Indexes, name: &str| -> Result<operations::verify::Drift> {
+        let index = operations::verify::choose(indexes, Some(name))?;
+        Ok(operations::verify::verify(&client, scan_policy(), indexes, index, &issues, &mut |_| {}).await?)
     };
 
     seed(&writer, &issues, N).await?;
@@ -460,13 +467,13 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
     let mut both = original.clone();
     both["indexes"] = json!([original["indexes"][0].clone(), v2.clone()]);
     let indexes = deploy(&both)?;
-    let new_index = index_verify::choose(&indexes, Some("custom-fields-v2"))?;
+    let new_index = operations::verify::choose(&indexes, Some("custom-fields-v2"))?;
     ensure!(
-        index_backfill::rebuild::create_index_table(&writer, new_index).await?,
+        operations::backfill::rebuild::create_index_table(&writer, new_index).await?,
         "created"
     );
     ensure!(
-        !index_backfill::rebuild::create_index_table(&writer, new_index).await?,
+        !operations::backfill::rebuild::create_index_table(&writer, new_index).await?,
         "exists"
     );
     for id in 0..10 {

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use bench_e2e::events::Batch;
-use bench_e2e::{Options, Part, Progress};
+use local_stack::bench::events::Batch;
+use local_stack::bench::{Options, Part, Progress};
 
 use crate::moto::{sdk, unique};
 
@@ -30,7 +30,8 @@ fn options(parts: Vec<Part>) -> Options {
 async fn each_function_is_invoked_whole_and_its_requests_counted() -> Result<()> {
     let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
     let progress = Progress::default();
-    let report = bench_e2e::run(&sdk(), &endpoint, &options(vec![Part::WritePath]), &progress).await?;
+    let report =
+        local_stack::bench::run(&sdk(), &endpoint, &options(vec![Part::WritePath]), &progress).await?;
     let summary = serde_json::to_string_pretty(&report)?;
     let cases: Vec<(&str, &str)> = report
         .write_path
@@ -61,7 +62,7 @@ async fn each_function_is_invoked_whole_and_its_requests_counted() -> Result<()>
         // writes, and a PutObject one object.
         let per_request = match row.case.function {
             "ttl-archiver" => 1,
-            "multikey-indexer" => ddb_writer::MAX_ACTIONS as u64,
+            "multikey-indexer" => stream_runtime::writer::MAX_ACTIONS as u64,
             _ => 25,
         };
         ensure!(
@@ -82,7 +83,8 @@ async fn each_function_is_invoked_whole_and_its_requests_counted() -> Result<()>
 #[tokio::test]
 async fn ten_invocations_on_the_same_totals_are_exact_without_conflicts() -> Result<()> {
     let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
-    let report = bench_e2e::run(&sdk(), &endpoint, &options(vec![Part::Hot]), &Progress::default()).await?;
+    let report =
+        local_stack::bench::run(&sdk(), &endpoint, &options(vec![Part::Hot]), &Progress::default()).await?;
     let summary = serde_json::to_string_pretty(&report)?;
     let [row] = report.hot.as_slice() else {
         anyhow::bail!("one case expected: {summary}");
@@ -97,7 +99,7 @@ async fn ten_invocations_on_the_same_totals_are_exact_without_conflicts() -> Res
     // 4 counters sends 4 requests. In the first round the totals do not exist yet, so each of
     // the 10 invocations may also send a delta that finds none and a creation (one wins).
     // Read-merge-write would send at least 2 per counter per batch: 240 here.
-    let counters = bench_e2e::hot::COUNTERS as u64;
+    let counters = local_stack::bench::hot::COUNTERS as u64;
     let most = row.batches * counters + 2 * counters * 10;
     ensure!(row.requests <= most, "more requests than delta writes: {summary}");
     Ok(())
@@ -107,7 +109,8 @@ async fn ten_invocations_on_the_same_totals_are_exact_without_conflicts() -> Res
 async fn one_mapping_makes_the_writes_two_mappings_make() -> Result<()> {
     let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
     let progress = Progress::default();
-    let report = bench_e2e::run(&sdk(), &endpoint, &options(vec![Part::Combined]), &progress).await?;
+    let report =
+        local_stack::bench::run(&sdk(), &endpoint, &options(vec![Part::Combined]), &progress).await?;
     let summary = serde_json::to_string_pretty(&report)?;
     let upstreams: Vec<&str> = report.combined.iter().map(|r| r.upstream).collect();
     ensure!(
@@ -144,7 +147,7 @@ async fn one_mapping_makes_the_writes_two_mappings_make() -> Result<()> {
 async fn a_kinesis_event_makes_the_requests_its_dynamodb_event_makes() -> Result<()> {
     let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
     let progress = Progress::default();
-    let report = Box::pin(bench_e2e::run(
+    let report = Box::pin(local_stack::bench::run(
         &sdk(),
         &endpoint,
         &options(vec![Part::Kinesis]),
@@ -179,7 +182,7 @@ async fn indexing_in_any_order_leaves_the_index_in_order_leaves() -> Result<()> 
     let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
     let progress = Progress::default();
     let options = options(vec![Part::AnyOrder]);
-    let report = Box::pin(bench_e2e::run(&sdk(), &endpoint, &options, &progress)).await?;
+    let report = Box::pin(local_stack::bench::run(&sdk(), &endpoint, &options, &progress)).await?;
     let summary = serde_json::to_string_pretty(&report)?;
     ensure!(report.any_order.len() == 1, "{summary}");
     let row = &report.any_order[0];
@@ -202,10 +205,10 @@ async fn indexing_in_any_order_leaves_the_index_in_order_leaves() -> Result<()> 
         let items = local_stack::scan(&client, &format!("{}-order0-{order}", options.stack)).await?;
         let (heads, items): (Vec<_>, Vec<_>) = items
             .into_iter()
-            .partition(|i| index_oracle::is_head(&indexes, i));
+            .partition(|i| operations::oracle::is_head(&indexes, i));
         // One head per item in both modes: the fence of its entries.
         ensure!(!heads.is_empty(), "{order}: no heads");
-        entries.push(index_oracle::lines(&items));
+        entries.push(operations::oracle::lines(&items));
     }
     ensure!(
         entries[0].len() > 10 && entries[0] == entries[1],

@@ -1,5 +1,5 @@
 //! The web grid in a real browser: Debian's Chromium, driven through `chromedriver` (the `WebDriver`
-//! protocol), against `grid-server` over the local stack on moto. The test clicks like a person
+//! protocol), against `operations::grid_server` over the local stack on moto. The test clicks like a person
 //! and checks the rows against the index table itself.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail, ensure};
 use aws_sdk_dynamodb::types::AttributeValue;
 use base64::Engine as _;
+use local_stack::replayer::FailureLog;
 use local_stack::{Stack, in_process_invoker, put_json};
 use serde_json::{Value, json};
-use stream_replayer::FailureLog;
 
 use crate::moto::{sdk, unique};
 
@@ -355,15 +355,15 @@ async fn the_web_grid_sorts_and_pages_every_issue_in_a_browser() -> Result<()> {
     }
     pipeline.settle().await?;
 
-    let grid = grid_view::Grid::new(
+    let grid = operations::grid::Grid::new(
         client.clone(),
         stack.grid_schema()?,
-        grid_view::Signer::new(b"web test", 3_600),
+        formats::cursor::Signer::new(b"web test", 3_600),
     );
-    let (listener, addr) = grid_server::bind(([127, 0, 0, 1], 0).into()).await?;
-    let server = tokio::spawn(grid_server::serve(
+    let (listener, addr) = operations::grid_server::bind(([127, 0, 0, 1], 0).into()).await?;
+    let server = tokio::spawn(operations::grid_server::serve(
         listener,
-        grid_server::App::new(grid, client.clone()),
+        operations::grid_server::App::new(grid, client.clone()),
     ));
     let want = expected(&client, &stack).await?;
     ensure!(want.iter().any(|(id, _)| id == "w102") && want.iter().any(|(id, _)| id == "w103"));

@@ -83,22 +83,27 @@ async fn two_regions_of_a_global_table_lose_nothing_and_double_nothing() -> Resu
 
 /// 5,000 ops with the template `parameters` given, every oracle exact, every fault and operation
 /// counted.
-async fn under_every_fault(parameters: &[(&str, &str)]) -> Result<chaos::Report> {
+async fn under_every_fault(parameters: &[(&str, &str)]) -> Result<local_stack::chaos::Report> {
     under(parameters, 1).await
 }
 
 /// [`under_every_fault`], over `regions` Regions of a global table.
-async fn under(parameters: &[(&str, &str)], regions: u8) -> Result<chaos::Report> {
-    let faults = chaos::Faults::parse(SPEC, Some(7))?;
+async fn under(parameters: &[(&str, &str)], regions: u8) -> Result<local_stack::chaos::Report> {
+    let faults = local_stack::chaos::Faults::parse(SPEC, Some(7))?;
     let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
-    let mut options = chaos::Options::new(5_000, 7, faults, template, unique("chaos"));
+    let mut options = local_stack::chaos::Options::new(5_000, 7, faults, template, unique("chaos"));
     options.regions = regions;
     options
         .parameters
         .extend(parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     // Two motos when scripts/moto started them (scripts/test does): the tables split between.
-    let endpoints = chaos::endpoints_from_env()?;
-    let report = Box::pin(chaos::run(&endpoints, &options, &chaos::Progress::default())).await?;
+    let endpoints = local_stack::chaos::endpoints_from_env()?;
+    let report = Box::pin(local_stack::chaos::run(
+        &endpoints,
+        &options,
+        &local_stack::chaos::Progress::default(),
+    ))
+    .await?;
     let summary = serde_json::to_string_pretty(&report)?;
     ensure!(report.ok(), "an oracle found a difference: {summary}");
 
@@ -113,7 +118,7 @@ async fn under(parameters: &[(&str, &str)], regions: u8) -> Result<chaos::Report
     // Writes sent after their invocation gave up on them, and refused: a fence or a condition
     // found a newer write of their item (an exact end then means they undid nothing).
     ensure!(report.late_refused > 0, "no late write refused: {summary}");
-    let sum = |f: fn(&chaos::Mapping) -> u64| report.mappings.iter().map(f).sum::<u64>();
+    let sum = |f: fn(&local_stack::chaos::Mapping) -> u64| report.mappings.iter().map(f).sum::<u64>();
     ensure!(sum(|m| m.kills) > 0, "no process killed: {summary}");
     ensure!(sum(|m| m.short_timeouts) > 0, "no timeout: {summary}");
     ensure!(sum(|m| m.duplicates) > 0, "no batch delivered twice: {summary}");

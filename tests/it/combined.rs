@@ -7,8 +7,8 @@ use anyhow::{Result, ensure};
 use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::ScalarAttributeType;
 use serde_json::{Value, json};
-use stream_kit::{Metric, Vars};
 use stream_runtime::{Combined, Runtime, StreamFunction, combined};
+use stream_runtime::{Metric, Vars};
 
 use crate::lambda::{Function, deadline, fixture, items, objects};
 use crate::moto::{PARKING_BUCKET, create_table, parking_bucket, sdk, unique};
@@ -75,7 +75,7 @@ fn sample_records() -> Result<Vec<Value>> {
 /// The records of the batch the archiver's own mapping would deliver: its filter applied to
 /// each record's JSON as the sample files hold it, as Lambda would apply it.
 fn archivers_part(batch: &Event) -> Result<Event> {
-    let pattern = event_filter::Pattern::parse_dynamodb(TTL_REMOVE)?;
+    let pattern = stream_runtime::filter::Pattern::parse_dynamodb(TTL_REMOVE)?;
     let raw = sample_records()?;
     ensure!(
         raw.len() == batch.records.len(),
@@ -90,7 +90,7 @@ fn archivers_part(batch: &Event) -> Result<Event> {
     Ok(part)
 }
 
-fn answer(response: &stream_kit::DynamoDbEventResponse) -> Value {
+fn answer(response: &stream_runtime::DynamoDbEventResponse) -> Value {
     serde_json::to_value(response).unwrap_or(Value::Null)
 }
 

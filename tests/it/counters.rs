@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use counter_aggregator::Aggregator;
-use sharded_counter::{Counters, Sharding};
-use stream_kit::{Deadline, Event, EventRecord};
+use formats::counter::Sharding;
+use sharded_counter::Counters;
 use stream_runtime::Runtime;
+use stream_runtime::{Deadline, Event, EventRecord};
 
 use crate::moto::{create_table, runtime, sdk, stream_records, unique};
 
@@ -159,7 +160,7 @@ async fn deliver(aggregator: &Runtime<Aggregator>, records: &[EventRecord]) -> u
         .await;
     let response = response.unwrap();
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
-    metrics.get(stream_kit::Metric::Conflicts)
+    metrics.get(stream_runtime::Metric::Conflicts)
 }
 
 /// The shard number of a shard record, from its key `COUNTER#<name>#SHARD#<k>`.
@@ -200,12 +201,12 @@ async fn a_redelivered_batch_costs_one_request_per_counter() {
     let (again, metrics) = one.handle_counted(event, deadline()).await;
     assert!(again.unwrap().batch_item_failures.is_empty());
     assert_eq!(
-        metrics.get(stream_kit::Metric::Requests),
+        metrics.get(stream_runtime::Metric::Requests),
         4,
         "one UpdateItem per counter"
     );
-    assert_eq!(metrics.get(stream_kit::Metric::Writes), 0);
-    assert_eq!(metrics.get(stream_kit::Metric::Conflicts), 0);
+    assert_eq!(metrics.get(stream_runtime::Metric::Writes), 0);
+    assert_eq!(metrics.get(stream_runtime::Metric::Conflicts), 0);
     assert_eq!(totals(counters).await, before);
 }
 

@@ -10,10 +10,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result, bail, ensure};
-use sam_template::{Function, Resolver, Template};
+use local_stack::template::{Function, Resolver, Template};
 use serde_json::{Value, json};
-use stream_kit::Vars;
-use stream_kit::metrics::Metrics;
+use stream_runtime::Vars;
+use stream_runtime::metrics::Metrics;
 
 use crate::template::{
     COMBINED, STREAM_FUNCTIONS, VERIFIER, alarm_metrics, deployments, names, physical, template,
@@ -248,8 +248,8 @@ fn sidestream_series(function: &Function, name: &str) -> Result<Vec<Series>> {
         return Ok(out);
     }
     if binary == VERIFIER {
-        let config = index_verify::scheduled::Config::from_vars(&vars)?;
-        let drift = index_verify::Drift {
+        let config = operations::verify::scheduled::Config::from_vars(&vars)?;
+        let drift = operations::verify::Drift {
             index: config.index.name.clone(),
             table: config.index.table.to_string(),
             entries: 0,
@@ -258,12 +258,12 @@ fn sidestream_series(function: &Function, name: &str) -> Result<Vec<Series>> {
             stale: Vec::new(),
             extra: Vec::new(),
         };
-        let run = index_verify::scheduled::Run {
+        let run = operations::verify::scheduled::Run {
             first: drift.clone(),
             drift,
             mended: None,
         };
-        return emf_series(&index_verify::scheduled::emf(
+        return emf_series(&operations::verify::scheduled::emf(
             &run,
             &config.namespace,
             &config.function,

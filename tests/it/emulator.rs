@@ -9,7 +9,7 @@ use aws_config::Region;
 use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::ShardIteratorType;
-use stream_delivery::StreamReader;
+use stream_runtime::delivery::StreamReader;
 
 use crate::moto;
 

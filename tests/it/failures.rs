@@ -2,7 +2,7 @@
 //! after `MaximumRetryAttempts` (read from the on-failure queue, as Lambda would send it, and
 //! from the failure log alike, with the function named as CloudFormation names it), read again
 //! from the stream, and a parked record, taken as stored, both replayed through the stream
-//! (`index_verify::Mender::records`); the index is then exact, and the queue's message is
+//! (`operations::verify::Mender::records`); the index is then exact, and the queue's message is
 //! deleted.
 
 use std::sync::Arc;
@@ -10,17 +10,17 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
+use local_stack::replayer::{Invocation, Invoker};
 use serde_json::json;
-use stream_delivery::in_process;
-use stream_replayer::{Invocation, Invoker};
+use stream_runtime::delivery::in_process;
 
-use failure_replay::{FunctionMatch, Read, Records, Replayed, Replayer};
 use local_stack::put_json as put;
+use operations::failures::{FunctionMatch, Read, Records, Replayed, Replayer};
 
 use crate::moto::{PARKING_BUCKET, parking_bucket, s3, sdk, unique};
 use crate::pipeline::{assert_index_exact, failure_log, issue, pipeline, stack};
 
-fn id_of(record: &stream_kit::EventRecord) -> String {
+fn id_of(record: &stream_runtime::EventRecord) -> String {
     serde_json::to_value(&record.change.keys)
         .ok()
         .and_then(|k| k["id"]["S"].as_str().map(str::to_owned))
@@ -126,8 +126,8 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
     // Lambda sends the given-up range to the on-failure queue: the same record as the log's line.
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let queue = on_failure_queue(&sqs, &log).await?;
-    let from_log = failure_replay::read_log(&log)?;
-    let mut failures = failure_replay::read_queue(&sqs, &queue).await?;
+    let from_log = operations::failures::read_log(&log)?;
+    let mut failures = operations::failures::read_queue(&sqs, &queue).await?;
     ensure!(
         failures.len() == 1
             && from_log.len() == 1
@@ -135,7 +135,7 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
             && failures[0].message.is_some(),
         "the queue's message is the log's range: {failures:?} {from_log:?}"
     );
-    failures.extend(failure_replay::read_parked(&s3(), PARKING_BUCKET, &prefix).await?);
+    failures.extend(operations::failures::read_parked(&s3(), PARKING_BUCKET, &prefix).await?);
     ensure!(
         failures.len() == 2,
         "one range and one parked record: {failures:?}"
@@ -157,7 +157,7 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
     // The applied range's message is deleted, visible or not, and so is the parked record: the
     // parking bucket holds what is still to replay.
     let left = messages_left(&sqs, &queue).await?;
-    let parked_left = failure_replay::read_parked(&s3(), PARKING_BUCKET, &prefix).await?;
+    let parked_left = operations::failures::read_parked(&s3(), PARKING_BUCKET, &prefix).await?;
     ensure!(
         acknowledged == 2 && left == 0 && parked_left.is_empty(),
         "{acknowledged} acknowledged, {left} left, {} parked left",
@@ -165,7 +165,7 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
     );
     // Replayed again, as any retried replay: still exact.
     for failed in &failures {
-        if let Read::Records(records) = failure_replay::read(failed, &streams).await? {
+        if let Read::Records(records) = operations::failures::read(failed, &streams).await? {
             let again = replayer.replay(records, Duration::from_secs(60)).await?;
             ensure!(again.is_done(), "{again:?}");
         }
@@ -182,7 +182,7 @@ fn replayer(stack: &local_stack::Stack, binary: &str) -> Result<Replayer> {
     let lookup = |name: &str| env.get(name).cloned();
     Ok(Replayer::for_function(
         binary,
-        &stream_kit::Vars::new(&lookup),
+        &stream_runtime::Vars::new(&lookup),
         &io_policy::without_sdk_retries(&sdk()),
     )?)
 }
@@ -190,7 +190,7 @@ fn replayer(stack: &local_stack::Stack, binary: &str) -> Result<Replayer> {
 /// The range names the function as deployed by CloudFormation (`<stack>-IndexerFunction-…`);
 /// the parked record by its runtime name. Both are the indexer's, neither the archiver's, and
 /// both are replayable now.
-fn all_the_indexers(failures: &[failure_replay::Failed], stack: &str) -> Result<()> {
+fn all_the_indexers(failures: &[operations::failures::Failed], stack: &str) -> Result<()> {
     let deployed = &failures[0].function;
     ensure!(
         deployed.starts_with(&format!("{stack}-IndexerFunction-")),
@@ -218,14 +218,14 @@ fn all_the_indexers(failures: &[failure_replay::Failed], stack: &str) -> Result<
 /// message and a parked record's object once replayed, as `failures replay` does; the messages
 /// and objects deleted.
 async fn replay(
-    failures: &[failure_replay::Failed],
+    failures: &[operations::failures::Failed],
     streams: &aws_sdk_dynamodbstreams::Client,
     replayer: &Replayer,
     sqs: &aws_sdk_sqs::Client,
 ) -> Result<usize> {
     let mut acknowledged = 0;
     for failed in failures {
-        let Read::Records(records) = failure_replay::read(failed, streams).await? else {
+        let Read::Records(records) = operations::failures::read(failed, streams).await? else {
             anyhow::bail!("{failed:?}: its records cannot be read back");
         };
         let outcome = replayer.replay(records, Duration::from_secs(60)).await?;
@@ -240,8 +240,8 @@ async fn replay(
             ),
             "{failed:?}: {outcome:?}"
         );
-        acknowledged += usize::from(failure_replay::acknowledge(sqs, failed).await?);
-        acknowledged += usize::from(failure_replay::acknowledge_object(&s3(), failed).await?);
+        acknowledged += usize::from(operations::failures::acknowledge(sqs, failed).await?);
+        acknowledged += usize::from(operations::failures::acknowledge_object(&s3(), failed).await?);
     }
     Ok(acknowledged)
 }
@@ -288,7 +288,7 @@ async fn messages_left(sqs: &aws_sdk_sqs::Client, queue: &str) -> Result<u32> {
 }
 
 /// Every record one function is invoked with, in order.
-fn recording(inner: Invoker, seen: Arc<std::sync::Mutex<Vec<stream_kit::EventRecord>>>) -> Invoker {
+fn recording(inner: Invoker, seen: Arc<std::sync::Mutex<Vec<stream_runtime::EventRecord>>>) -> Invoker {
     in_process(move |event, deadline| {
         let (inner, seen) = (Arc::clone(&inner), Arc::clone(&seen));
         async move {
@@ -299,7 +299,7 @@ fn recording(inner: Invoker, seen: Arc<std::sync::Mutex<Vec<stream_kit::EventRec
 }
 
 /// The aggregator's and the archiver's records are replayed by running them again
-/// (`failure_replay::rerun`): an old record rerun after a newer one of the same shard or item was
+/// (`operations::failures::rerun`): an old record rerun after a newer one of the same shard or item was
 /// applied changes nothing the newer one wrote. The aggregator keeps each shard's state with its
 /// sequence number and ignores an older one; the archiver's readers read each deletion once, by
 /// its `eventID`.
@@ -327,7 +327,7 @@ async fn old_records_rerun_through_the_aggregator_and_the_archiver_undo_nothing_
     let counters = sharded_counter::Counters::new(
         client.clone(),
         &stack.table("CounterTable")?.name,
-        sharded_counter::Sharding::new(1)?,
+        formats::counter::Sharding::new(1)?,
     );
     counters.increment("c", 5).await?;
     pipeline.settle().await?;
@@ -337,9 +337,10 @@ async fn old_records_rerun_through_the_aggregator_and_the_archiver_undo_nothing_
     let records = counted.lock().unwrap().clone();
     ensure!(records.len() == 2, "two shard records: {}", records.len());
     let aggregator = local_stack::in_process_invoker(stack.function("counter-aggregator")?, &sdk)?;
-    let old = failure_replay::rerun(vec![records[0].clone()], &aggregator, timeout).await;
+    let old = operations::failures::rerun(vec![records[0].clone()], &aggregator, timeout).await;
     ensure!(old == Replayed::Applied { records: 1 }, "{old:?}");
-    let both = failure_replay::rerun(records.iter().rev().cloned().collect(), &aggregator, timeout).await;
+    let both =
+        operations::failures::rerun(records.iter().rev().cloned().collect(), &aggregator, timeout).await;
     ensure!(both.is_done(), "{both:?}");
     ensure!(
         counters.total("c").await? == Some(12),
@@ -359,7 +360,7 @@ async fn old_records_rerun_through_the_aggregator_and_the_archiver_undo_nothing_
         .await?;
         pipeline.settle().await?;
     }
-    let removes: Vec<stream_kit::EventRecord> = ttl_records
+    let removes: Vec<stream_runtime::EventRecord> = ttl_records
         .lock()
         .unwrap()
         .iter()
@@ -368,10 +369,10 @@ async fn old_records_rerun_through_the_aggregator_and_the_archiver_undo_nothing_
         .collect();
     ensure!(removes.len() == 2, "two TTL deletes: {}", removes.len());
     let archiver = local_stack::in_process_invoker(stack.function("ttl-archiver")?, &sdk)?;
-    let old = failure_replay::rerun(vec![removes[0].clone()], &archiver, timeout).await;
+    let old = operations::failures::rerun(vec![removes[0].clone()], &archiver, timeout).await;
     ensure!(old == Replayed::Applied { records: 1 }, "{old:?}");
     let (bucket, prefix) = stack.archive_location()?;
-    let names: Vec<String> = archive_reader::items(&local_stack::s3_client(&sdk), &bucket, &prefix)
+    let names: Vec<String> = operations::archive::items(&local_stack::s3_client(&sdk), &bucket, &prefix)
         .await?
         .iter()
         .map(|(_, item)| {
@@ -402,7 +403,7 @@ async fn a_range_is_read_through_empty_pages_and_only_whole() -> Result<()> {
         2 => vec![record(11), record(12)],
         _ => vec![record(13)],
     };
-    let range = |start: &str, batch: u64| failure_replay::Failed {
+    let range = |start: &str, batch: u64| operations::failures::Failed {
         function: "f".into(),
         at: "2026-11-24T00:00:00Z".into(),
         reason: String::new(),
@@ -442,7 +443,7 @@ async fn a_range_is_read_through_empty_pages_and_only_whole() -> Result<()> {
         })
         .await;
         let streams = aws_sdk_dynamodbstreams::Client::new(&endpoint.sdk());
-        let read = failure_replay::read(&failed, &streams).await?;
+        let read = operations::failures::read(&failed, &streams).await?;
         let got = match &read {
             Read::Records(records) => Ok(records.len()),
             Read::Unavailable(Replayed::ShortRead { reason, .. }) => Err(reason.clone()),
@@ -498,7 +499,7 @@ async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it()
                 Arc::clone(&fix),
             ))
         },
-        stream_replayer::FailureLog::new(&log).with_s3_destination(s3.clone(), &bucket),
+        local_stack::replayer::FailureLog::new(&log).with_s3_destination(s3.clone(), &bucket),
     )?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
@@ -509,11 +510,12 @@ async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it()
     )
     .await?;
     pipeline.settle().await?;
-    let logged = failure_replay::read_log(&log)?;
+    let logged = operations::failures::read_log(&log)?;
     ensure!(logged.len() == 1, "one range given up: {logged:?}");
 
     // The object, as Lambda names it, holds the record the log holds and the records themselves.
-    let kept = failure_replay::read_destination(&s3, &bucket, failure_replay::DESTINATION_PREFIX).await?;
+    let kept = operations::failures::read_destination(&s3, &bucket, operations::failures::DESTINATION_PREFIX)
+        .await?;
     ensure!(kept.len() == 1, "{kept:?}");
     all_the_indexers(&kept, &stack.name)?;
     let (Records::Range { shard_id, .. }, Some(object)) = (&kept[0].records, &kept[0].object) else {
@@ -532,7 +534,7 @@ async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it()
         "aws/lambda/<mapping UUID>/<shard>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<UUID>: {object}"
     );
     let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
-    let Read::Records(from_stream) = failure_replay::read(&logged[0], &streams).await? else {
+    let Read::Records(from_stream) = operations::failures::read(&logged[0], &streams).await? else {
         anyhow::bail!("the range is in the stream while it lasts");
     };
     // No stream at all: an endpoint where nothing listens. The log's range is lost with it; the
@@ -543,10 +545,10 @@ async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it()
             .build(),
     );
     ensure!(
-        failure_replay::read(&logged[0], &no_stream).await.is_err(),
+        operations::failures::read(&logged[0], &no_stream).await.is_err(),
         "without the records, the range needs the stream"
     );
-    let Read::Records(replayed) = failure_replay::read(&kept[0], &no_stream).await? else {
+    let Read::Records(replayed) = operations::failures::read(&kept[0], &no_stream).await? else {
         anyhow::bail!("the destination kept the records");
     };
     ensure!(
@@ -557,13 +559,13 @@ async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it()
     fixed.store(true, Ordering::SeqCst);
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
     let through_stream =
-        index_verify::Mender::new(writer, crate::mend::indexes(&stack)?, &issues, "replay-kept");
+        operations::verify::Mender::new(writer, crate::mend::indexes(&stack)?, &issues, "replay-kept");
     ensure!(through_stream.records(&replayed).await?.touched == 1);
     pipeline.settle().await?;
     assert_index_exact(&sdk, &stack).await?;
-    ensure!(failure_replay::acknowledge_object(&s3, &kept[0]).await?);
+    ensure!(operations::failures::acknowledge_object(&s3, &kept[0]).await?);
     ensure!(
-        failure_replay::read_destination(&s3, &bucket, failure_replay::DESTINATION_PREFIX)
+        operations::failures::read_destination(&s3, &bucket, operations::failures::DESTINATION_PREFIX)
             .await?
             .is_empty()
     );
@@ -617,7 +619,7 @@ async fn a_combined_functions_range_is_replayed_by_each_of_its_functions() -> Re
     );
 
     // The range names the combined function as CloudFormation names it.
-    let failures = failure_replay::read_log(&log)?;
+    let failures = operations::failures::read_log(&log)?;
     let combined = FunctionMatch {
         binary: sidestream_combined::COMBINED_BINARY.into(),
         logical_id: "IssuesStreamFunction".into(),
@@ -635,7 +637,7 @@ async fn a_combined_functions_range_is_replayed_by_each_of_its_functions() -> Re
     );
     let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
     for round in ["replayed", "replayed again"] {
-        let Read::Records(records) = failure_replay::read(&failures[0], &streams).await? else {
+        let Read::Records(records) = operations::failures::read(&failures[0], &streams).await? else {
             anyhow::bail!("the range cannot be read back");
         };
         let outcome = replayer.replay(records, Duration::from_secs(60)).await?;
@@ -732,21 +734,23 @@ async fn a_given_up_archiver_range_is_recovered_after_its_records_left_the_strea
         "the deletion crashed its batch and its one retry, and is not archived: {} crashes",
         crashes.load(Ordering::SeqCst)
     );
-    let logged = failure_replay::read_log(&log)?;
+    let logged = operations::failures::read_log(&log)?;
     ensure!(logged.len() == 1, "one range given up: {logged:?}");
 
     // The stream's 24 hours pass: the insert and the deletion are trimmed.
     let trimmed = local_stack::trim_stream(&sdk, &issues).await?;
     ensure!(trimmed == 2, "the insert and the deletion trimmed: {trimmed}");
     let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
-    let gone = failure_replay::read(&logged[0], &streams).await?;
+    let gone = operations::failures::read(&logged[0], &streams).await?;
     ensure!(
         matches!(&gone, Read::Unavailable(Replayed::NotInStream { reason }) if reason.contains("TrimmedDataAccessException")),
         "the place alone is past saving: {gone:?}"
     );
 
     // The destination kept the records: the archiver, fixed, archives them from there.
-    let kept = failure_replay::read_destination(&s3(), &bucket, failure_replay::DESTINATION_PREFIX).await?;
+    let kept =
+        operations::failures::read_destination(&s3(), &bucket, operations::failures::DESTINATION_PREFIX)
+            .await?;
     ensure!(kept.len() == 1, "one range kept: {kept:?}");
     ensure!(
         kept[0]
@@ -756,7 +760,7 @@ async fn a_given_up_archiver_range_is_recovered_after_its_records_left_the_strea
         kept[0].function
     );
     fixed.store(true, Ordering::SeqCst);
-    let Read::Records(records) = failure_replay::read(&kept[0], &streams).await? else {
+    let Read::Records(records) = operations::failures::read(&kept[0], &streams).await? else {
         anyhow::bail!("the destination kept the records");
     };
     let outcome = replayer(&stack, "ttl-archiver")?
@@ -764,9 +768,9 @@ async fn a_given_up_archiver_range_is_recovered_after_its_records_left_the_strea
         .await?;
     ensure!(outcome == Replayed::Applied { records: 1 }, "{outcome:?}");
     ensure!(archived().await? == ["expired"], "archived once");
-    ensure!(failure_replay::acknowledge_object(&s3(), &kept[0]).await?);
+    ensure!(operations::failures::acknowledge_object(&s3(), &kept[0]).await?);
     ensure!(
-        failure_replay::read_destination(&s3(), &bucket, failure_replay::DESTINATION_PREFIX)
+        operations::failures::read_destination(&s3(), &bucket, operations::failures::DESTINATION_PREFIX)
             .await?
             .is_empty(),
         "nothing left to replay"

@@ -1,4 +1,4 @@
-//! A global table's two Regions on the local stack (`stream_replayer::global`: replication with
+//! A global table's two Regions on the local stack (`local_stack::replayer::global`: replication with
 //! a delay, last writer wins, TTL deletes replicated, with or without the TTL service's identity,
 //! which AWS does not document). Each function's safe deployment (docs/global-tables.md) is
 //! exact in both Regions under both answers; the unsafe ones fail as the page says they would,
@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use aws_config::{Region, SdkConfig};
+use formats::counter::Sharding;
 use local_stack::Stack;
+use local_stack::replayer::Pipeline;
+use local_stack::replayer::global::{Replica, Replication, ReplicationCounts};
 use serde_json::json;
-use sharded_counter::{Counters, Sharding};
-use stream_delivery::StreamReader;
-use stream_replayer::Pipeline;
-use stream_replayer::global::{Replica, Replication, ReplicationCounts};
+use sharded_counter::Counters;
+use stream_runtime::delivery::StreamReader;
 
 use crate::moto::{sdk, unique};
 use crate::pipeline::{archived_ids, assert_index_exact, failure_log, issue, now, pipeline};
@@ -58,7 +59,7 @@ impl Global {
                     &aws_sdk_dynamodbstreams::Client::new(&sdk),
                     stack.sources(|f| local_stack::in_process_invoker(f, &sdk))?,
                     Vec::new(),
-                    stream_replayer::FailureLog::new(failure_log()),
+                    local_stack::replayer::FailureLog::new(failure_log()),
                 )
             };
             regions.push(Regional { sdk, stack, pipeline });
@@ -183,7 +184,11 @@ async fn safe(ttl_identity: bool) -> Result<ReplicationCounts> {
     }
     let base = |r: usize| {
         let (client, table) = (global.client(r), global.table(r, "IssuesTable"));
-        async move { Ok::<_, anyhow::Error>(index_oracle::lines(&local_stack::scan(&client, &table?).await?)) }
+        async move {
+            Ok::<_, anyhow::Error>(operations::oracle::lines(
+                &local_stack::scan(&client, &table?).await?,
+            ))
+        }
     };
     ensure!(base(0).await? == base(1).await?, "the replicas converge");
     // Totals summed once, in the aggregating Region, from both Regions' shards; the total item
@@ -318,7 +323,7 @@ async fn a_local_write_after_the_stream_was_read_wins_in_both_regions() -> Resul
     };
     let (a, b) = (base(0).await?, base(1).await?);
     ensure!(
-        index_oracle::lines(&a) == index_oracle::lines(&b),
+        operations::oracle::lines(&a) == operations::oracle::lines(&b),
         "the replicas converge"
     );
     let versions: Vec<(String, String)> = a

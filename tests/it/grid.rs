@@ -7,12 +7,13 @@ use std::ops::Bound;
 
 use anyhow::{Result, ensure};
 use aws_config::SdkConfig;
+use formats::cursor::{Phase, Signer};
 use futures_util::StreamExt as _;
-use grid_view::{Filter, Grid, GridSchema, Phase, Query, Signer};
+use local_stack::replayer::{FailureLog, Pipeline};
 use local_stack::{Stack, in_process_invoker, put_json};
 use multikey_indexer::Indexes;
+use operations::grid::{Filter, Grid, GridSchema, Query};
 use serde_json::{Value, json};
-use stream_replayer::{FailureLog, Pipeline};
 
 use crate::moto::{sdk, unique};
 

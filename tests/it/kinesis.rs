@@ -1,6 +1,6 @@
 //! Kinesis Data Streams for DynamoDB as the change source (`CHANGE_SOURCE=kinesis`): one item's
 //! records out of order and more than once, as AWS documents Kinesis may deliver them
-//! (`stream_replayer::kinesis`), handled by the functions' real runtimes against moto. The
+//! (`local_stack::replayer::kinesis`), handled by the functions' real runtimes against moto. The
 //! aggregator's totals are exact, because each record's version is its change time; the same
 //! disorder read as a DynamoDB stream's order is not, which shows the disorder did cross one
 //! item's records. The archive holds each TTL deletion once. The indexer indexes exactly in any
@@ -9,12 +9,13 @@
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use bench_e2e::events::CounterSim;
+use formats::counter::Sharding;
+use local_stack::bench::events::CounterSim;
+use local_stack::replayer::kinesis::{Disorder, Writer, disorder};
 use serde_json::{Value, json};
-use sharded_counter::{Counters, Sharding};
-use stream_kit::{EventRecord, Vars};
-use stream_replayer::kinesis::{Disorder, Writer, disorder};
+use sharded_counter::Counters;
 use stream_runtime::{Deadline, Runtime, StreamFunction};
+use stream_runtime::{EventRecord, Vars};
 
 use crate::moto::sdk;
 use crate::pipeline::stack;
@@ -121,7 +122,7 @@ pub(crate) async fn index_check(
     client: &aws_sdk_dynamodb::Client,
     stack: &local_stack::Stack,
     changes: &[EventRecord],
-) -> Result<index_oracle::IndexCheck> {
+) -> Result<operations::oracle::IndexCheck> {
     let mut base: std::collections::BTreeMap<String, Value> = std::collections::BTreeMap::new();
     for change in changes {
         let key = serde_json::to_string(&change.change.keys)?;
@@ -140,7 +141,7 @@ pub(crate) async fn index_check(
             .and_then(|f| f.environment.get(name).cloned())
     };
     let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
-    Ok(index_oracle::compare(&indexes, &base, &index)?)
+    Ok(operations::oracle::compare(&indexes, &base, &index)?)
 }
 
 /// A whole run through Kinesis (`IssuesChangeSource=Kinesis`, `CounterChangeSource=Kinesis`): the
@@ -201,12 +202,13 @@ async fn a_whole_run_through_kinesis_keeps_index_archive_and_totals_exact() -> R
         "hot {:?}",
         counters.total("hot").await?
     );
-    let kinesis = |function: &str| -> Result<std::sync::Arc<stream_replayer::kinesis::delivery::Stream>> {
-        let arn = &stack.function(function)?.streams[0].stream;
-        ensure!(arn.contains(":kinesis:"), "{function} reads {arn}");
-        stream_replayer::kinesis::delivery::Stream::registered(arn)
-            .ok_or_else(|| anyhow::anyhow!("no stream {arn}"))
-    };
+    let kinesis =
+        |function: &str| -> Result<std::sync::Arc<local_stack::replayer::kinesis::delivery::Stream>> {
+            let arn = &stack.function(function)?.streams[0].stream;
+            ensure!(arn.contains(":kinesis:"), "{function} reads {arn}");
+            local_stack::replayer::kinesis::delivery::Stream::registered(arn)
+                .ok_or_else(|| anyhow::anyhow!("no stream {arn}"))
+        };
     for function in ["multikey-indexer", "counter-aggregator"] {
         let stream = kinesis(function)?;
         let disorder = stream.disorder();
@@ -260,7 +262,7 @@ async fn deliver_kinesis<F: StreamFunction>(runtime: &Runtime<F>, records: &[Val
 /// versioned by its place in the arrival: out of order, read as if in order.
 async fn in_arrival_order<F: StreamFunction>(runtime: &Runtime<F>, arrived: &[EventRecord]) -> Result<()> {
     for (place, chunk) in arrived.chunks(BATCH).enumerate() {
-        let mut event = stream_kit::Event::default();
+        let mut event = stream_runtime::Event::default();
         event.records = chunk.to_vec();
         for (i, record) in event.records.iter_mut().enumerate() {
             record.change.sequence_number = Some((10_u128.pow(20) + (place * BATCH + i) as u128).to_string());
@@ -341,7 +343,7 @@ async fn shuffled_and_duplicated_ttl_deletions_are_archived_once_each() -> Resul
     ensure!(counts.duplicated > 10, "{counts:?}");
     deliver_kinesis(&archiver, &delivered).await?;
     let (bucket, prefix) = stack.archive_location()?;
-    let read_back = archive_reader::items(&local_stack::s3_client(&sdk), &bucket, &prefix).await?;
+    let read_back = operations::archive::items(&local_stack::s3_client(&sdk), &bucket, &prefix).await?;
     let mut keys: Vec<String> = read_back
         .iter()
         .map(|(_, item)| {

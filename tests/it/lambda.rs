@@ -18,7 +18,7 @@ use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::ScalarAttributeType;
 use local_stack::Emulated;
 use serde_json::{Value, json};
-use stream_kit::{Deadline, Vars};
+use stream_runtime::{Deadline, Vars};
 
 use stream_runtime::{Runtime, StreamFunction};
 
@@ -151,7 +151,7 @@ fn compare(function: &Function, fixtures: &[&str], expected: &[Value]) -> Result
     Ok(())
 }
 
-fn response(r: &stream_kit::DynamoDbEventResponse) -> Value {
+fn response(r: &stream_runtime::DynamoDbEventResponse) -> Value {
     serde_json::to_value(r).unwrap_or(Value::Null)
 }
 
@@ -262,7 +262,7 @@ async fn ttl_archiver_binary_answers_like_the_library() -> Result<()> {
         .as_array()
         .and_then(|records| records.iter().find(|r| r["eventID"] == "e0041"))
         .context("the poison fixture has e0041")?;
-    let decoded: stream_kit::EventRecord = serde_json::from_value(delivered.clone())?;
+    let decoded: stream_runtime::EventRecord = serde_json::from_value(delivered.clone())?;
     ensure!(
         serde_json::to_value(&decoded)? != *delivered,
         "the check cannot tell the two apart"
@@ -344,7 +344,7 @@ async fn counter_aggregator_binary_reads_a_kinesis_event() -> Result<()> {
     let changes = fixture(fixture_path)?;
     aggregator.handle(changes.clone(), deadline()).await?;
 
-    let mut writer = stream_replayer::kinesis::Writer::new(
+    let mut writer = local_stack::replayer::kinesis::Writer::new(
         "arn:aws:kinesis:us-east-1:123456789012:stream/counters-changes",
         &real,
     );
@@ -361,7 +361,7 @@ async fn counter_aggregator_binary_reads_a_kinesis_event() -> Result<()> {
     let response = function.invoke(&event_file.to_string_lossy())?;
     ensure!(response == json!({"batchItemFailures": []}), "{response}");
     // Totals are read from the total item alone: the shard count does not matter here.
-    let sharding = sharded_counter::Sharding::new(1)?;
+    let sharding = formats::counter::Sharding::new(1)?;
     let counters = |table: &str| sharded_counter::Counters::new(client.clone(), table, sharding.clone());
     let names: Vec<String> = changes
         .records

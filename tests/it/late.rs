@@ -4,20 +4,20 @@
 //! old request can land after the retry's writes and after the next record's.
 //!
 //! The interleaving is forced step by step, as in `mend.rs`: invocation A writes through a fault
-//! proxy that holds its write requests ([`fault_proxy::Proxy::hold_writes`]), so A's attempts time
+//! proxy that holds its write requests ([`local_stack::fault_proxy::Proxy::hold_writes`]), so A's attempts time
 //! out and it reports its record failed; B (Lambda's retry of the same batch) and C (the item's
 //! next record) write straight to moto; then A's held requests are sent ([`release_held`]).
 //!
-//! Before the indexer's writes were fenced (`ddb_writer::Fenced`), the released put re-created the
+//! Before the indexer's writes were fenced (`stream_runtime::writer::Fenced`), the released put re-created the
 //! entry C deleted, in either order mode. Now A's transaction finds the item's head at C's
 //! version and is refused whole; the tests count that A's write was really sent late.
 //!
-//! [`release_held`]: fault_proxy::Proxy::release_held
+//! [`release_held`]: local_stack::fault_proxy::Proxy::release_held
 
 use anyhow::{Context as _, Result, ensure};
 use aws_sdk_dynamodb::types::AttributeValue;
 use multikey_indexer::Indexer;
-use stream_kit::{Deadline, Event, EventRecord};
+use stream_runtime::{Deadline, Event, EventRecord};
 
 use crate::moto::{create_table, runtime, runtime_at, sdk, stream_records, unique};
 
@@ -104,9 +104,9 @@ async fn superseded(order: &str, values: &[u32], late: usize) -> Result<(Vec<Str
         ("WRITE_MAX_ATTEMPTS", "1"),
         ("ATTEMPT_TIMEOUT_MS", "300"),
     ];
-    let proxy = fault_proxy::start(
+    let proxy = local_stack::fault_proxy::start(
         sdk().endpoint_url().context("moto's endpoint")?,
-        fault_proxy::Spec::none(),
+        local_stack::fault_proxy::Spec::none(),
     )
     .await?;
     let through_proxy = sdk()

@@ -15,6 +15,7 @@ mod counters;
 mod dashboard;
 mod deploy;
 mod emulator;
+mod errors;
 mod failures;
 mod fixtures;
 mod global;

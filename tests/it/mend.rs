@@ -1,4 +1,4 @@
-//! Repairs and replays under a live stream (`index_verify::mend`), with the interleavings that
+//! Repairs and replays under a live stream (`operations::verify::mend`), with the interleavings that
 //! used to corrupt the index forced: the pipeline moves only when a test settles it, so every
 //! step below happens in exactly the order written.
 //!
@@ -13,12 +13,12 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Result, ensure};
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Value, json};
-use stream_delivery::{Invoker, in_process};
-use stream_kit::{EventRecord, Vars};
+use stream_runtime::delivery::{Invoker, in_process};
+use stream_runtime::{EventRecord, Vars};
 
-use index_verify::{Mended, Mender};
 use local_stack::{Stack, put_json as put};
 use multikey_indexer::{Index, Indexes};
+use operations::verify::{Mended, Mender};
 
 use crate::moto::sdk;
 use crate::pipeline::{assert_index_exact, failure_log, issue, pipeline, stack};
@@ -107,7 +107,7 @@ async fn old_records_replayed_through_the_stream_leave_only_what_each_item_calls
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
     let indexes = indexes(&stack)?;
-    let index = index_verify::choose(&indexes, None)?.clone();
+    let index = operations::verify::choose(&indexes, None)?.clone();
 
     // i000: created (parked), then removed (applied). i001: f 1, 2 (parked), 3.
     put(&client, &issues, &issue(0, &json!({"f": 1}))).await?;
@@ -188,7 +188,7 @@ async fn a_repair_racing_the_stream_neither_deletes_a_fresh_entry_nor_restores_a
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
     let issues = stack.table("IssuesTable")?.name.clone();
     let indexes = indexes(&stack)?;
-    let index = index_verify::choose(&indexes, None)?.clone();
+    let index = operations::verify::choose(&indexes, None)?.clone();
     for id in 0..3 {
         put(&client, &issues, &issue(id, &json!({"f": 1}))).await?;
     }
@@ -200,7 +200,7 @@ async fn a_repair_racing_the_stream_neither_deletes_a_fresh_entry_nor_restores_a
     set_f(&client, &issues, "i000", 2).await?;
     pipeline.settle().await?;
     let actual = local_stack::scan(&client, &index.table).await?;
-    let drift = index_verify::compare(&indexes, &index, &base, actual)?;
+    let drift = operations::verify::compare(&indexes, &index, &base, actual)?;
     ensure!(
         (drift.missing.len(), drift.stale.len(), drift.extra.len()) == (1, 0, 1),
         "the race shows as entry 1 missing and the fresh entry 2 extra: {drift:#?}"
@@ -240,7 +240,7 @@ async fn a_repair_racing_the_stream_neither_deletes_a_fresh_entry_nor_restores_a
     // i001 no longer calls for entry 1, so only the version condition stands between the repair
     // and the entry the indexer wrote after the verify.
     set_f(&client, &issues, "i001", 7).await?;
-    let drift = index_verify::Drift {
+    let drift = operations::verify::Drift {
         index: index.name.clone(),
         table: index.table.to_string(),
         entries: 0,

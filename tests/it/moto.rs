@@ -9,8 +9,8 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, StreamSpecification,
     StreamViewType,
 };
-use stream_delivery::StreamReader;
-use stream_kit::Vars;
+use stream_runtime::Vars;
+use stream_runtime::delivery::StreamReader;
 use stream_runtime::{Runtime, StreamFunction};
 
 /// The SDK configuration for moto. Fails, naming the fix, when the tests run without it.

@@ -5,17 +5,17 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ScalarAttributeType};
-use ddb_writer::Writer;
 use io_policy::Policy;
 use multikey_indexer::Indexer;
 use serde_json::{Value, json};
-use stream_kit::{Deadline, Event, EventRecord, ItemWrite, Op};
 use stream_runtime::Runtime;
+use stream_runtime::writer::Writer;
+use stream_runtime::{Deadline, Event, EventRecord, ItemWrite, Op};
 
 use crate::moto::{create_table, runtime, sdk, stream_records, unique};
 
 /// The smallest origin among a write report's failures.
-fn first_failed_origin(report: &ddb_writer::Report) -> Option<usize> {
+fn first_failed_origin(report: &stream_runtime::writer::Report) -> Option<usize> {
     report.failures.iter().map(|(origin, _)| *origin).min()
 }
 
@@ -45,7 +45,7 @@ async fn index_rows(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<Strin
         .items()
         .iter()
         .map(|i| i["pk"].as_s().unwrap().clone())
-        .filter(|pk| !multikey_schema::head::is_head(pk))
+        .filter(|pk| !formats::head::is_head(pk))
         .collect();
     pks.sort();
     pks.dedup();
@@ -349,14 +349,14 @@ async fn a_rejected_request_is_narrowed_down_to_the_write_that_causes_it() {
 /// delivers it: the indexer plans it in steps cut by item, sending each step's writes while the
 /// next is planned. The index is exactly what the issues' final state calls for (the independent
 /// oracle), and the writes took exactly as many transactions as the whole batch's plan packs
-/// into (`ddb_writer::requests_for_fenced`): no step sent a short request and no entry was
+/// into (`stream_runtime::writer::requests_for_fenced`): no step sent a short request and no entry was
 /// written twice.
 #[tokio::test]
 async fn a_batch_planned_in_steps_indexes_exactly_in_as_many_requests_as_planned_whole() -> anyhow::Result<()>
 {
     use multikey_indexer::plan::{Plan, steps};
-    use stream_kit::Metric;
-    use stream_kit::wire::WireRecord;
+    use stream_runtime::Metric;
+    use stream_runtime::wire::WireRecord;
 
     let sdk = sdk();
     let stack = crate::pipeline::stack(&sdk, &[]).await?;
@@ -375,7 +375,7 @@ async fn a_batch_planned_in_steps_indexes_exactly_in_as_many_requests_as_planned
     anyhow::ensure!(unfenced.is_empty(), "every record has a version");
     // Entries and one head per item written.
     let whole_writes: usize = groups.iter().map(|g| g.writes.len() + 1).sum();
-    let whole_requests = ddb_writer::requests_for_fenced(&groups);
+    let whole_requests = stream_runtime::writer::requests_for_fenced(&groups);
 
     let (response, metrics) = indexer
         .handle_counted(event(&changes), Deadline::after(Duration::from_secs(120)))

@@ -7,7 +7,7 @@ use aws_sdk_dynamodb::types::ScalarAttributeType;
 use counter_aggregator::Aggregator;
 use multikey_indexer::Indexer;
 use serde_json::{Value, json};
-use stream_kit::{Deadline, Event, EventRecord, Metric, Metrics};
+use stream_runtime::{Deadline, Event, EventRecord, Metric, Metrics};
 use stream_runtime::{Runtime, StreamFunction};
 
 use crate::moto::{create_table, parked, runtime, sdk, unique};
@@ -102,7 +102,7 @@ async fn pks(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<String> {
         .items()
         .iter()
         .map(|i| i["pk"].as_s().unwrap().clone())
-        .filter(|pk| !multikey_schema::head::is_head(pk))
+        .filter(|pk| !formats::head::is_head(pk))
         .collect();
     pks.sort();
     pks

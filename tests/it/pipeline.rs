@@ -12,12 +12,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Result, ensure};
 use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
+use formats::counter::Sharding;
 use serde_json::{Value, json};
-use sharded_counter::{Counters, Sharding};
+use sharded_counter::Counters;
 
+use local_stack::replayer::{FailureLog, Invocation, Invoker, Pipeline};
 use local_stack::{Stack, in_process_invoker, put_json as put, s3_client};
-use stream_delivery::in_process;
-use stream_replayer::{FailureLog, Invocation, Invoker, Pipeline};
+use stream_runtime::delivery::in_process;
 
 use crate::moto::{sdk, unique};
 
@@ -80,7 +81,7 @@ pub(crate) fn issue(id: usize, fields: &Value) -> Value {
 /// The `id`s of the items the stack's archive holds, each deletion read once, sorted.
 pub(crate) async fn archived_ids(sdk: &SdkConfig, stack: &Stack) -> Result<Vec<String>> {
     let (bucket, prefix) = stack.archive_location()?;
-    let archived = archive_reader::items(&s3_client(sdk), &bucket, &prefix).await?;
+    let archived = operations::archive::items(&s3_client(sdk), &bucket, &prefix).await?;
     let mut ids: Vec<String> = archived
         .iter()
         .map(|(_, item)| {
@@ -201,7 +202,7 @@ async fn ttl_expiry_is_archived_exactly_and_user_deletes_are_not() -> Result<()>
     pipeline.settle().await?;
 
     let (bucket, prefix) = stack.archive_location()?;
-    let archived = archive_reader::items(&s3_client(&sdk), &bucket, &prefix).await?;
+    let archived = operations::archive::items(&s3_client(&sdk), &bucket, &prefix).await?;
     let ids = archived_ids(&sdk, &stack).await?;
     ensure!(ids == ["gone-1", "gone-2"], "archived {ids:?}");
     // The archived items are the items as they were, every attribute.
@@ -337,7 +338,7 @@ async fn parallel_batches_and_split_shards_keep_each_items_records_in_order() ->
             }
         })
     })?;
-    let mut pipeline = pipeline.with_topology(stream_replayer::Topology {
+    let mut pipeline = pipeline.with_topology(local_stack::replayer::Topology {
         split_every: Some(15),
     });
     churn(&sdk, &stack).await?;
@@ -520,10 +521,10 @@ async fn under_every_injected_fault_nothing_is_lost_and_nothing_doubled() -> Res
     let stack = stack(&sdk, &[("BatchSize", "10")]).await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
-    let spec = fault_proxy::Spec::parse(
+    let spec = local_stack::fault_proxy::Spec::parse(
         "throttle=0.08,5xx=0.05,partial=0.3,apply-then-fail=0.05,reset=0.04,stall=0.03,stall-for=1500ms,late=0.03,late-for=2000ms,latency=1ms,seed=11",
     )?;
-    let proxy = fault_proxy::start(&std::env::var("SIDESTREAM_MOTO_ENDPOINT")?, spec).await?;
+    let proxy = local_stack::fault_proxy::start(&std::env::var("SIDESTREAM_MOTO_ENDPOINT")?, spec).await?;
     let through = sdk
         .to_builder()
         .endpoint_url(format!("http://{}", proxy.addr))
@@ -582,7 +583,7 @@ async fn under_every_injected_fault_nothing_is_lost_and_nothing_doubled() -> Res
 
     assert_index_exact(&sdk, &stack).await?;
     let (bucket, prefix) = stack.archive_location()?;
-    let mut archived: Vec<String> = archive_reader::items(&s3_client(&sdk), &bucket, &prefix)
+    let mut archived: Vec<String> = operations::archive::items(&s3_client(&sdk), &bucket, &prefix)
         .await?
         .iter()
         .map(|(_, item)| {

@@ -84,7 +84,7 @@ fn out_writes_the_objects_that_would_be_uploaded() {
     let meta = dir.join(lines[0]["metaKey"].as_str().unwrap());
     let mut cat = Vec::new();
     assert_eq!(
-        archive_reader::cat(&std::fs::read(&meta).unwrap(), &mut cat, false).unwrap(),
+        operations::archive::cat(&std::fs::read(&meta).unwrap(), &mut cat, false).unwrap(),
         2
     );
     assert!(

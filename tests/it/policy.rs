@@ -6,13 +6,14 @@
 use std::time::{Duration, Instant};
 
 use counter_aggregator::Aggregator;
-use ddb_writer::{Report, Writer};
-use grid_view::{Grid, GridSchema, Phase, Query, Signer};
+use formats::cursor::{Phase, Signer};
 use io_policy::{Budget, Deadline, FailureKind, Policy};
+use operations::grid::{Grid, GridSchema, Query};
 use serde_json::{Value, json};
 use sharded_counter::Counters;
-use stream_kit::{Event, EventRecord, ItemWrite, Metric, Op, Vars};
 use stream_runtime::Runtime;
+use stream_runtime::writer::{Report, Writer};
+use stream_runtime::{Event, EventRecord, ItemWrite, Metric, Op, Vars};
 
 use crate::scripted::{Reply, Scripted};
 
@@ -211,7 +212,7 @@ async fn unprocessed_keys_of_the_grid_are_asked_again_under_the_policy() {
         field: "f".into(),
         descending: false,
         limit: 10,
-        filter: grid_view::Filter::None,
+        filter: operations::grid::Filter::None,
         attributes: vec![],
     };
     let page = grid.page(&query, None).await.unwrap();
@@ -259,7 +260,7 @@ async fn unprocessed_keys_of_an_exact_counter_read_are_asked_again() {
     let counters = Counters::new(
         endpoint.dynamodb(),
         "counters",
-        sharded_counter::Sharding::new(3).unwrap(),
+        formats::counter::Sharding::new(3).unwrap(),
     )
     .with_policy(policy(), Duration::from_secs(30));
     assert_eq!(counters.exact("votes").await.unwrap(), 18);
@@ -273,7 +274,7 @@ async fn unprocessed_keys_of_an_exact_counter_read_are_asked_again() {
 
 /// The records a batch response reports as failed.
 fn failures(
-    response: Result<stream_kit::DynamoDbEventResponse, stream_runtime::NoCheckpoint>,
+    response: Result<stream_runtime::DynamoDbEventResponse, stream_runtime::NoCheckpoint>,
 ) -> Vec<String> {
     response
         .unwrap()

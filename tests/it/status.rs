@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{Context as _, Result, ensure};
 use aws_sdk_dynamodb::types::AttributeValue;
+use local_stack::replayer::{Counts, Invocation, Invoker, Pipeline};
+use operations::status::Status;
 use serde_json::json;
-use stack_status::Status;
-use stream_delivery::in_process;
-use stream_replayer::{Counts, Invocation, Invoker, Pipeline};
+use stream_runtime::delivery::in_process;
 
 use local_stack::cloudwatch::Feed;
 use local_stack::{Stack, put_json as put};
@@ -109,7 +109,7 @@ fn counts_of(pipeline: &Pipeline, binary: &str) -> Counts {
         .fold(Counts::default(), |sum, (_, counts)| sum + counts)
 }
 
-fn row<'a>(status: &'a Status, logical_id: &str) -> Result<&'a stack_status::FunctionStatus> {
+fn row<'a>(status: &'a Status, logical_id: &str) -> Result<&'a operations::status::FunctionStatus> {
     let name = local_stack::function_name(&status.stack, logical_id);
     status
         .functions

@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail, ensure};
-use sam_template::{Function, Names, Resolver, Template, check};
+use local_stack::template::{Function, Names, Resolver, Template, check};
 use serde_json::Value;
-use stream_kit::Vars;
+use stream_runtime::Vars;
 
 const REGION: &str = "us-east-1";
 const ACCOUNT: &str = "123456789012";
@@ -519,7 +519,7 @@ fn indexer_uses(
 /// What the scheduled verifier reads (both tables) and, when repairing, writes (the index).
 fn verifier_uses(vars: &Vars<'_>, parameter: &dyn Fn(&str) -> String) -> Result<Uses> {
     let mut uses = Uses::default();
-    let config = index_verify::scheduled::Config::from_vars(vars)?;
+    let config = operations::verify::scheduled::Config::from_vars(vars)?;
     let issues = issues_table(parameter);
     let index_table = match parameter("IndexTableName") {
         // The stack names it `<stack>-index`.
@@ -545,7 +545,7 @@ fn verifier_uses(vars: &Vars<'_>, parameter: &dyn Fn(&str) -> String) -> Result<
 /// What the backfill function touches: the issues table, the items with the indexed attribute.
 fn backfiller_uses(vars: &Vars<'_>, parameter: &dyn Fn(&str) -> String) -> Result<Uses> {
     let mut uses = Uses::default();
-    let (target, settings) = index_backfill::task::target_from_vars(vars)?;
+    let (target, settings) = operations::backfill::task::target_from_vars(vars)?;
     let expected = issues_table(parameter);
     ensure!(
         target.table == expected,
@@ -1424,7 +1424,7 @@ fn no_role_writes_a_source_table_unconditioned() -> Result<()> {
                     ensure!(
                         strings(&statement["Action"]) == ["dynamodb:UpdateItem"]
                             && strings(&condition["ForAllValues:StringEquals"]["dynamodb:Attributes"])
-                                == ["id", stream_kit::touch::TOUCH_ATTRIBUTE]
+                                == ["id", formats::touch::TOUCH_ATTRIBUTE]
                             && strings(&condition["StringEqualsIfExists"]["dynamodb:ReturnValues"])
                                 == ["NONE"],
                         "{at}: writes the issues table beyond a touch: {statement}"
@@ -2210,7 +2210,10 @@ fn the_registry_names_each_function_as_the_template_deploys_it() -> Result<()> {
         let registry = sidestream_combined::FUNCTIONS
             .iter()
             .map(|f| (f.logical_id, f.name))
-            .chain([(sidestream_combined::COMBINED_LOGICAL_ID, sidestream_combined::COMBINED_BINARY)]);
+            .chain([(
+                sidestream_combined::COMBINED_LOGICAL_ID,
+                sidestream_combined::COMBINED_BINARY,
+            )]);
         for (logical_id, binary) in registry {
             if let Some(function) = functions.iter().find(|f| f.logical_id == logical_id) {
                 ensure!(
@@ -2222,7 +2225,9 @@ fn the_registry_names_each_function_as_the_template_deploys_it() -> Result<()> {
             }
         }
         for function in &functions {
-            let Some(binary) = function.binary.as_deref() else { continue };
+            let Some(binary) = function.binary.as_deref() else {
+                continue;
+            };
             if STREAM_FUNCTIONS.contains(&binary) {
                 ensure!(
                     sidestream_combined::Function::named(binary)
@@ -2234,6 +2239,9 @@ fn the_registry_names_each_function_as_the_template_deploys_it() -> Result<()> {
         }
     }
     // Every entry was deployed by some deployment: none is checked by its absence.
-    ensure!(checked.len() == sidestream_combined::FUNCTIONS.len() + 1, "{checked:?}");
+    ensure!(
+        checked.len() == sidestream_combined::FUNCTIONS.len() + 1,
+        "{checked:?}"
+    );
     Ok(())
 }

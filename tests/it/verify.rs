@@ -1,4 +1,4 @@
-//! `index_verify`: drift injected into an index the indexer built (an entry deleted, an entry
+//! `operations::verify`: drift injected into an index the indexer built (an entry deleted, an entry
 //! added, a stale value, a stale included attribute) is found, each difference as its kind; the
 //! scheduled verifier confirms it with a second verification; and the mend touches exactly the
 //! items of the missing and stale entries and deletes the extra one, so that once the stream has
@@ -6,8 +6,9 @@
 
 use anyhow::{Result, ensure};
 use aws_sdk_dynamodb::types::AttributeValue;
+use operations::verify;
 use serde_json::{Value, json};
-use stream_kit::Vars;
+use stream_runtime::Vars;
 
 use local_stack::{put_json as put, scan_policy};
 
@@ -35,10 +36,10 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
     let function = stack.function("multikey-indexer")?;
     let lookup = |name: &str| function.environment.get(name).cloned();
     let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
-    let index = index_verify::choose(&indexes, None)?;
+    let index = verify::choose(&indexes, None)?;
     let mut scanned = Vec::new();
     let mut progress = |n| scanned.push(n);
-    let exact = index_verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut progress).await?;
+    let exact = verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut progress).await?;
     ensure!(exact.is_exact() && exact.entries == entries, "{exact:?}");
     // Both tables' items: the base's, and the index's entries and heads (one per issue).
     ensure!(
@@ -79,14 +80,14 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
             .await?;
     }
 
-    let drift = index_verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut |_| {}).await?;
+    let drift = verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut |_| {}).await?;
     ensure!(
         (drift.missing.len(), drift.stale.len(), drift.extra.len()) == (1, 2, 1),
         "one missing, two stale, one extra: {drift:#?}"
     );
     // Missing and stale entries are what the base calls for (content, no version); extra ones
     // as the index has them, version included.
-    let content = index_oracle::content;
+    let content = operations::oracle::content;
     ensure!(
         drift.missing[0] == content(deleted) && drift.extra[0] == extra,
         "{drift:#?}"
@@ -99,7 +100,7 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
 
     scheduled_sees(&writer, &issues, function).await?;
 
-    let through_stream = index_verify::Mender::new(writer.clone(), indexes.clone(), &issues, "repair-test");
+    let through_stream = verify::Mender::new(writer.clone(), indexes.clone(), &issues, "repair-test");
     let mended = through_stream.drift(index, &drift).await?;
     let items: std::collections::BTreeSet<String> = [deleted, stale_value, stale_include]
         .iter()
@@ -107,10 +108,10 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
         .collect();
     ensure!(
         mended
-            == index_verify::Mended {
+            == verify::Mended {
                 touched: items.len(),
                 deleted: 1,
-                ..index_verify::Mended::default()
+                ..verify::Mended::default()
             },
         "the items of the missing and stale entries touched, the extra entry deleted: {mended:?}"
     );
@@ -120,10 +121,10 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
     );
     pipeline.settle().await?;
     assert_index_exact(&sdk, &stack).await?;
-    let again = index_verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut |_| {}).await?;
+    let again = verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut |_| {}).await?;
     ensure!(again.is_exact(), "{again:#?}");
     let nothing = through_stream.drift(index, &again).await?;
-    ensure!(nothing == index_verify::Mended::default());
+    ensure!(nothing == verify::Mended::default());
     Ok(())
 }
 
@@ -132,16 +133,16 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
 async fn scheduled_sees(
     writer: &aws_sdk_dynamodb::Client,
     issues: &str,
-    function: &sam_template::Function,
+    function: &local_stack::template::Function,
 ) -> Result<()> {
     let lookup = |name: &str| match name {
         "VERIFY_TABLE" => Some(issues.to_owned()),
         "VERIFY_CONFIRM_SECONDS" => Some("0".to_owned()),
         other => function.environment.get(other).cloned(),
     };
-    let config = index_verify::scheduled::Config::from_vars(&Vars::new(&lookup))?;
-    let run = index_verify::scheduled::run(writer, &config, "verify-test").await?;
-    let emf = index_verify::scheduled::emf(&run, "Sidestream", "index-verifier", 0);
+    let config = verify::scheduled::Config::from_vars(&Vars::new(&lookup))?;
+    let run = verify::scheduled::run(writer, &config, "verify-test").await?;
+    let emf = verify::scheduled::emf(&run, "Sidestream", "index-verifier", 0);
     ensure!(
         (
             emf["IndexDrift"].as_u64(),
@@ -159,10 +160,6 @@ pub(crate) async fn index_entries(client: &aws_sdk_dynamodb::Client, table: &str
     Ok(local_stack::scan(client, table)
         .await?
         .into_iter()
-        .filter(|item| {
-            !item["pk"]["S"]
-                .as_str()
-                .is_some_and(multikey_schema::head::is_head)
-        })
+        .filter(|item| !item["pk"]["S"].as_str().is_some_and(formats::head::is_head))
         .collect())
 }

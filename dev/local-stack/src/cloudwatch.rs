@@ -4,7 +4,7 @@
 //! - [`Feed`]: the functions' EMF log lines become metric data, as CloudWatch Logs makes them
 //!   from a Lambda function's log group: lines of the in-process functions as they are written,
 //!   and lines of the real binaries' log files as they grow ([`Feed::follow`]). The replayer's
-//!   `AWS/Lambda` data (`stream_replayer::lambda_metrics`) go the same way, and so do the buckets'
+//!   `AWS/Lambda` data (`crate::replayer::lambda_metrics`) go the same way, and so do the buckets'
 //!   `AWS/S3` object counts ([`Feed::bucket_sizes`]), which S3 publishes daily. DynamoDB's
 //!   `ConsumedWriteCapacityUnits` are put by the moto launcher itself (`scripts/moto-server.py`),
 //!   which sees every write.
@@ -22,12 +22,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::replayer::lambda_metrics::{Datum, MetricSink};
 use aws_config::SdkConfig;
 use aws_sdk_cloudwatch::primitives::DateTime;
 use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit};
 use serde_json::Value;
-use stream_kit::Metrics;
-use stream_replayer::lambda_metrics::{Datum, MetricSink};
+use stream_runtime::Metrics;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{Stack, StackError};
@@ -302,7 +302,7 @@ fn lambda_datum(datum: &Datum) -> Point {
         .unit(StandardUnit::from(datum.unit))
         .timestamp(DateTime::from(datum.at))
         .build();
-    (stream_replayer::lambda_metrics::NAMESPACE.to_owned(), built)
+    (crate::replayer::lambda_metrics::NAMESPACE.to_owned(), built)
 }
 
 /// Puts `data`, namespace by namespace, in requests of at most [`PUT_BATCH`] points.

@@ -2,12 +2,17 @@
 //! integration tests run it. Its tables and buckets are created from the template, and its
 //! functions run (as their real binaries behind `cargo lambda watch`, or in process under the
 //! stream runtime) with the environment the template gives them, fed by the event-source-mapping
-//! replayer (`stream-replayer`).
+//! replayer (`local_stack::replayer`).
 
+pub mod bench;
+pub mod chaos;
 pub mod cloudwatch;
+pub mod fault_proxy;
 pub mod metric_math;
+pub mod replayer;
 pub mod states;
 mod status;
+pub mod template;
 
 pub use status::{status, verify};
 
@@ -20,40 +25,40 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::replayer::invoke::http;
+use crate::replayer::{FailureLog, Pipeline, ReplayError, Settings, Source, Sweeper, resources};
+use crate::template::{Bucket, Function, Names, Pattern, Resolver, Table, Template, TemplateError};
 use aws_config::SdkConfig;
-use index_oracle::IndexCheck;
 use multikey_indexer::Indexer;
 use multikey_indexer::Indexes;
-use sam_template::{Bucket, Function, Names, Pattern, Resolver, Table, Template, TemplateError};
+use operations::oracle::IndexCheck;
 use sidestream_combined::{MetricsTo, Tally};
-use stream_delivery::Invoker;
-use stream_kit::{ConfigError, Vars};
-use stream_replayer::invoke::http;
-use stream_replayer::{FailureLog, Pipeline, ReplayError, Settings, Source, Sweeper, resources};
 use stream_runtime::StreamFunction as _;
+use stream_runtime::delivery::Invoker;
+use stream_runtime::{ConfigError, Vars};
 use ttl_archiver::Archiver;
 
 /// Why the local stack cannot be set up or run.
 #[derive(Debug, thiserror::Error)]
 pub enum StackError {
     /// The template cannot be read, parsed or resolved.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Template {
         /// The template file.
         path: String,
         /// Why.
-        source: TemplateError,
+        cause: TemplateError,
     },
     /// The template lacks something the stack needs, or holds something it cannot use.
     #[error("{0}")]
     Unusable(String),
     /// A function's configuration, from its template environment, is refused.
-    #[error("{function}: {source}")]
+    #[error("{function}: {cause}")]
     Config {
         /// The function's logical id.
         function: String,
         /// Why.
-        source: ConfigError,
+        cause: ConfigError,
     },
     /// A function cannot be run in process.
     #[error(transparent)]
@@ -72,18 +77,18 @@ pub enum StackError {
         message: String,
     },
     /// A file or process could not be read, written or started.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// Why it failed.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> StackError {
     let what = what.into();
-    move |source| StackError::Io { what, source }
+    move |source| StackError::Io { what, cause: source }
 }
 
 /// Where a stack's mappings give records up.
@@ -166,7 +171,7 @@ fn members(functions: &[Function]) -> Vec<Function> {
 
 /// A mapping's filter patterns, as patterns of change records: on a Kinesis stream each one
 /// matches the change record in a record's `data` (`{"data": …}`), and is that pattern.
-fn change_patterns(source: &sam_template::StreamSource) -> Result<Vec<Pattern>, String> {
+fn change_patterns(source: &crate::template::StreamSource) -> Result<Vec<Pattern>, String> {
     let kinesis = source.stream.contains(":kinesis:");
     source
         .filters
@@ -189,8 +194,8 @@ fn change_patterns(source: &sam_template::StreamSource) -> Result<Vec<Pattern>, 
 /// Glue catalog entries and Athena named queries), by logical id.
 fn catalog(
     template: &Template,
-    resolver: &sam_template::Resolver<'_>,
-) -> Result<BTreeMap<String, serde_json::Value>, sam_template::TemplateError> {
+    resolver: &crate::template::Resolver<'_>,
+) -> Result<BTreeMap<String, serde_json::Value>, crate::template::TemplateError> {
     let mut catalog = BTreeMap::new();
     for kind in [
         "AWS::Glue::Database",
@@ -205,9 +210,9 @@ fn catalog(
 /// The resolved properties of each resource of type `kind` that exists, by logical id.
 fn resolved_of_type(
     template: &Template,
-    resolver: &sam_template::Resolver<'_>,
+    resolver: &crate::template::Resolver<'_>,
     kind: &str,
-) -> Result<Vec<(String, serde_json::Value)>, sam_template::TemplateError> {
+) -> Result<Vec<(String, serde_json::Value)>, crate::template::TemplateError> {
     let mut found = Vec::new();
     for id in template.resources_of_type(kind) {
         if resolver.resource_exists(id)? {
@@ -234,7 +239,7 @@ pub fn generated_name(stack: &str, logical_id: &str) -> String {
     let suffix: String = (0..13)
         .map(|i| {
             let at = format!("{stack}/{logical_id}/{i}");
-            let draw = stream_replayer::faults::hash(at.as_bytes()) % ALPHABET.len() as u64;
+            let draw = crate::replayer::faults::hash(at.as_bytes()) % ALPHABET.len() as u64;
             char::from(ALPHABET[usize::try_from(draw).unwrap_or(0)])
         })
         .collect();
@@ -251,7 +256,7 @@ pub fn function_name(stack: &str, logical_id: &str) -> String {
 /// The UUID of the event source mapping SAM generates for a function's stream event (logical id
 /// `<Function><Event>`), as the template's `Ref`s to it and the mapping's metrics name it.
 pub fn mapping_uuid(stack: &str, mapping_logical_id: &str) -> String {
-    stream_replayer::failures::uuid(&[stack, mapping_logical_id])
+    crate::replayer::failures::uuid(&[stack, mapping_logical_id])
 }
 
 /// The names the stack's resources are created under, where CloudFormation's differ from
@@ -326,7 +331,7 @@ impl Stack {
             std::fs::read_to_string(template).map_err(io(format!("cannot read the template {path}")))?;
         let in_template = |source| StackError::Template {
             path: path.clone(),
-            source,
+            cause: source,
         };
         // Nested stacks (each stream function's alarms) as CloudFormation creates them.
         let folder = template.parent().unwrap_or_else(|| Path::new("."));
@@ -377,7 +382,7 @@ impl Stack {
             }
             // Its changes go to a Kinesis data stream too: emulated over its DynamoDB stream.
             if let Some(kinesis) = &table.kinesis_stream {
-                stream_replayer::kinesis::delivery::Stream::register(kinesis, &table.name);
+                crate::replayer::kinesis::delivery::Stream::register(kinesis, &table.name);
             }
         }
         for bucket in &buckets {
@@ -438,7 +443,7 @@ impl Stack {
     /// The table a template stream ARN belongs to: a DynamoDB stream's (`…:table/<name>/stream/…`),
     /// or a Kinesis data stream's that a table writes its changes to (`KinesisStreamSpecification`;
     /// the local stack reads that table's DynamoDB stream and delivers it through the emulated
-    /// Kinesis stream, [`stream_replayer::kinesis::delivery`]).
+    /// Kinesis stream, [`crate::replayer::kinesis::delivery`]).
     fn table_of_stream(&self, arn: &str) -> Result<&str, StackError> {
         let table = if arn.contains(":kinesis:") {
             self.tables
@@ -478,7 +483,7 @@ impl Stack {
                     .table_of_stream(&stream.stream)
                     .map_err(|e| StackError::Unusable(format!("{at}: {e}")))?;
                 // A Kinesis mapping gets every record, and filters where it writes them to the
-                // emulated stream (`stream_replayer::kinesis::delivery`).
+                // emulated stream (`crate::replayer::kinesis::delivery`).
                 let filters = if stream.stream.contains(":kinesis:") {
                     Vec::new()
                 } else {
@@ -607,12 +612,12 @@ impl Stack {
 impl Stack {
     /// The grid over this stack: the indexer's `MULTIKEY_INDEXES`, the issues table, and its
     /// global index by the index's scope and first tiebreaker (`project-num`).
-    pub fn grid_schema(&self) -> Result<grid_view::GridSchema, StackError> {
+    pub fn grid_schema(&self) -> Result<operations::grid::GridSchema, StackError> {
         let function = self.function(Indexer::NAME)?;
         let lookup = |name: &str| function.environment.get(name).cloned();
         let indexes = Indexes::from_vars(&Vars::new(&lookup)).map_err(|source| StackError::Config {
             function: function.logical_id.clone(),
-            source,
+            cause: source,
         })?;
         let table = self.table("IssuesTable")?;
         let index = indexes
@@ -632,7 +637,7 @@ impl Stack {
                 index.tiebreakers.first()
             )));
         };
-        grid_view::GridSchema::new(
+        operations::grid::GridSchema::new(
             &indexes,
             Some(&index.name),
             table.name.clone(),
@@ -704,7 +709,7 @@ async fn control(
     count.ok_or_else(|| StackError::Unusable(format!("{operation} {body} at {address}: {answer}")))
 }
 
-/// The I/O policy for a whole-table read from the emulator (`index_verify::scan` and `verify`):
+/// The I/O policy for a whole-table read from the emulator (`operations::verify::scan` and `verify`):
 /// the default's, with a 300 s attempt timeout instead of 10 s. moto answers one DynamoDB request
 /// at a time, and a Scan page costs it seconds (it copies and serializes a megabyte of items in
 /// Python), so under a suite's load a page can wait behind other tests' pages for longer than
@@ -717,16 +722,16 @@ pub fn scan_policy() -> io_policy::Policy {
     }
 }
 
-/// Every item of `table` (all pages of a consistent Scan, by `index_verify::scan` under
+/// Every item of `table` (all pages of a consistent Scan, by `operations::verify::scan` under
 /// [`scan_policy`]), as DynamoDB JSON.
 pub async fn scan(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
 ) -> Result<Vec<serde_json::Value>, StackError> {
-    index_verify::scan(client, scan_policy(), table, &mut |_| {})
+    operations::verify::scan(client, scan_policy(), table, &mut |_| {})
         .await
         .map_err(|e| match e {
-            index_verify::VerifyError::Scan { table, failure } => StackError::Request {
+            operations::verify::VerifyError::Scan { table, failure } => StackError::Request {
                 operation: "Scan",
                 table,
                 message: failure.to_string(),
@@ -736,17 +741,17 @@ pub async fn scan(
 }
 
 /// Compares `stack`'s index table with what its issues table calls for, under the indexer's
-/// configuration there (see `index_oracle`).
+/// configuration there (see `operations::oracle`).
 pub async fn check_index(client: &aws_sdk_dynamodb::Client, stack: &Stack) -> Result<IndexCheck, StackError> {
     let function = stack.function(Indexer::NAME)?;
     let lookup = |name: &str| function.environment.get(name).cloned();
     let indexes = Indexes::from_vars(&Vars::new(&lookup)).map_err(|source| StackError::Config {
         function: function.logical_id.clone(),
-        source,
+        cause: source,
     })?;
     let base = scan(client, &stack.table("IssuesTable")?.name).await?;
     let index = scan(client, &stack.table("IndexTable")?.name).await?;
-    index_oracle::compare(&indexes, &base, &index).map_err(|e| StackError::Unusable(e.to_string()))
+    operations::oracle::compare(&indexes, &base, &index).map_err(|e| StackError::Unusable(e.to_string()))
 }
 
 /// Puts one item given as plain JSON (numbers become N, strings S, objects M, arrays L).
@@ -853,7 +858,7 @@ pub fn invoker(function: &Function, sdk: &SdkConfig, metrics: MetricsTo) -> Resu
         .first()
         .map(|s| s.stream.as_str())
         .unwrap_or_default();
-    let stream = stream_replayer::kinesis::delivery::Stream::registered(arn).ok_or_else(|| {
+    let stream = crate::replayer::kinesis::delivery::Stream::registered(arn).ok_or_else(|| {
         StackError::Unusable(format!(
             "{}: CHANGE_SOURCE is kinesis, but no table of the stack writes to its stream {arn:?}",
             function.logical_id
@@ -873,7 +878,7 @@ pub fn invoker(function: &Function, sdk: &SdkConfig, metrics: MetricsTo) -> Resu
         sdk,
         metrics,
     )?;
-    Ok(stream_replayer::kinesis::delivery::delivering(
+    Ok(crate::replayer::kinesis::delivery::delivering(
         stream, filters, function,
     ))
 }
@@ -893,17 +898,19 @@ pub fn backfill_invoker(
     env.extend(overrides.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     let lookup = |name: &str| env.get(name).cloned();
     let (target, settings) =
-        index_backfill::task::target_from_vars(&Vars::new(&lookup)).map_err(|source| StackError::Config {
-            function: function.logical_id.clone(),
-            source,
+        operations::backfill::task::target_from_vars(&Vars::new(&lookup)).map_err(|source| {
+            StackError::Config {
+                function: function.logical_id.clone(),
+                cause: source,
+            }
         })?;
     let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
-    let backfill = Arc::new(index_backfill::Backfill::new(client, target, settings));
+    let backfill = Arc::new(operations::backfill::Backfill::new(client, target, settings));
     Ok(Arc::new(move |_function: String, payload: serde_json::Value| {
         let backfill = Arc::clone(&backfill);
         invocations.fetch_add(1, Ordering::Relaxed);
         Box::pin(async move {
-            let task: index_backfill::Task = serde_json::from_value(payload)
+            let task: operations::backfill::Task = serde_json::from_value(payload)
                 .map_err(|e| ("Runtime.UnmarshalError".to_owned(), e.to_string()))?;
             let answer = backfill
                 .task(task, Instant::now() + timeout)

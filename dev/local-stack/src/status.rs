@@ -6,8 +6,8 @@
 use std::time::{Duration, SystemTime};
 
 use aws_config::SdkConfig;
-use stack_status::{Clients, Status, Target};
-use stream_kit::Vars;
+use operations::status::{Clients, Status, Target};
+use stream_runtime::Vars;
 
 use crate::cloudwatch::{self, Feed};
 use crate::{Stack, StackError, environment, s3_client};
@@ -31,7 +31,7 @@ impl Stack {
             namespace: env
                 .get("METRICS_NAMESPACE")
                 .cloned()
-                .unwrap_or_else(|| stream_kit::metrics::DEFAULT_NAMESPACE.to_owned()),
+                .unwrap_or_else(|| stream_runtime::metrics::DEFAULT_NAMESPACE.to_owned()),
             queue_url: match self.failure_destination() {
                 Some(crate::Destination::Queue(url)) => Some(url),
                 _ => None,
@@ -49,7 +49,7 @@ impl Stack {
     pub fn status_command(&self) -> Result<String, StackError> {
         let target = self.status_target()?;
         let mut words = vec!["sidestream status --stack".to_owned(), target.stack.clone()];
-        if target.namespace != stream_kit::metrics::DEFAULT_NAMESPACE {
+        if target.namespace != stream_runtime::metrics::DEFAULT_NAMESPACE {
             words.extend(["--namespace".to_owned(), target.namespace.clone()]);
         }
         if let Some(url) = &target.queue_url {
@@ -77,7 +77,7 @@ pub async fn status(sdk: &SdkConfig, stack: &Stack, feed: &Feed) -> Result<Statu
         s3: s3_client(sdk),
         sqs: aws_sdk_sqs::Client::new(sdk),
     };
-    stack_status::read(&clients, &stack.status_target()?, SystemTime::now())
+    operations::status::read(&clients, &stack.status_target()?, SystemTime::now())
         .await
         .map_err(|e| StackError::Unusable(e.to_string()))
 }
@@ -90,24 +90,24 @@ pub async fn verify(
     stack: &Stack,
     feed: &Feed,
     overrides: &[(&str, &str)],
-) -> Result<index_verify::scheduled::Run, StackError> {
+) -> Result<operations::verify::scheduled::Run, StackError> {
     let function = stack.function("index-verifier")?;
     let mut env = environment(function);
     env.extend(overrides.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     let lookup = |name: &str| env.get(name).cloned();
-    let config = index_verify::scheduled::Config::from_vars(&Vars::new(&lookup)).map_err(|source| {
+    let config = operations::verify::scheduled::Config::from_vars(&Vars::new(&lookup)).map_err(|source| {
         StackError::Config {
             function: function.logical_id.clone(),
-            source,
+            cause: source,
         }
     })?;
     let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
-    let run = index_verify::scheduled::run(&client, &config, &index_verify::run_id("verify"))
+    let run = operations::verify::scheduled::run(&client, &config, &operations::verify::run_id("verify"))
         .await
         .map_err(|e| StackError::Unusable(format!("{}: {e}", function.logical_id)))?;
     let now = SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    feed.emf(&index_verify::scheduled::emf(&run, &config.namespace, &config.function, now).to_string());
+    feed.emf(&operations::verify::scheduled::emf(&run, &config.namespace, &config.function, now).to_string());
     Ok(run)
 }

@@ -1,5 +1,5 @@
-//! `sidestream-local bench`: resolves the flags into [`bench_e2e::Options`], shows a progress
-//! bar while the cases run, and renders the [`bench_e2e::Report`] as tables or as JSON.
+//! `sidestream-local bench`: resolves the flags into [`local_stack::bench::Options`], shows a progress
+//! bar while the cases run, and renders the [`local_stack::bench::Report`] as tables or as JSON.
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use crate::args::{BenchArgs, BenchPart, Output};
 use crate::table::Align::{Left, Right};
 use crate::table::Table;
-use term_progress::Bar;
+use operations::progress::Bar;
 
 /// How often the progress bar is redrawn.
 const REDRAW: Duration = Duration::from_millis(500);
@@ -23,7 +23,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis())
     );
-    let mut options = bench_e2e::Options::full(args.template, stack);
+    let mut options = local_stack::bench::Options::full(args.template, stack);
     options.latency = Duration::from_millis(args.latency_ms);
     options.repeats = args.repeats;
     options.hot_rounds = args.hot_rounds;
@@ -34,20 +34,20 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .only
             .iter()
             .map(|p| match p {
-                BenchPart::WritePath => bench_e2e::Part::WritePath,
-                BenchPart::Hot => bench_e2e::Part::Hot,
-                BenchPart::Throttled => bench_e2e::Part::Throttled,
-                BenchPart::Cold => bench_e2e::Part::Cold,
-                BenchPart::Combined => bench_e2e::Part::Combined,
-                BenchPart::Kinesis => bench_e2e::Part::Kinesis,
-                BenchPart::AnyOrder => bench_e2e::Part::AnyOrder,
+                BenchPart::WritePath => local_stack::bench::Part::WritePath,
+                BenchPart::Hot => local_stack::bench::Part::Hot,
+                BenchPart::Throttled => local_stack::bench::Part::Throttled,
+                BenchPart::Cold => local_stack::bench::Part::Cold,
+                BenchPart::Combined => local_stack::bench::Part::Combined,
+                BenchPart::Kinesis => local_stack::bench::Part::Kinesis,
+                BenchPart::AnyOrder => local_stack::bench::Part::AnyOrder,
             })
             .collect();
     }
     if args.quick {
         options
             .batches
-            .retain(|b| matches!(b, bench_e2e::events::Batch::Records(_)));
+            .retain(|b| matches!(b, local_stack::bench::events::Batch::Records(_)));
         options.repeats = 1;
     }
     let endpoint = std::env::var("AWS_ENDPOINT_URL")
@@ -55,8 +55,8 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 
     let report = crate::runtime()?.block_on(async {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let progress = bench_e2e::Progress::default();
-        let run = bench_e2e::run(&sdk, &endpoint, &options, &progress);
+        let progress = local_stack::bench::Progress::default();
+        let run = local_stack::bench::run(&sdk, &endpoint, &options, &progress);
         tokio::pin!(run);
         let mut bar = (args.output == Output::Text).then(|| Bar::new("cases"));
         loop {
@@ -90,7 +90,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn render(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
+fn render(report: &local_stack::bench::Report, out: &mut impl Write) -> io::Result<()> {
     if !report.write_path.is_empty() {
         write_path(report, out)?;
     }
@@ -115,7 +115,7 @@ fn render(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
     Ok(())
 }
 
-fn write_path(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
+fn write_path(report: &local_stack::bench::Report, out: &mut impl Write) -> io::Result<()> {
     writeln!(
         out,
         "Write path: each invocation from its event's bytes to its response, {} ms added to every call; \
@@ -154,11 +154,11 @@ fn write_path(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()
     t.write(out)
 }
 
-fn hot(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
+fn hot(report: &local_stack::bench::Report, out: &mut impl Write) -> io::Result<()> {
     writeln!(
         out,
         "\nHot counters: concurrent invocations folding shard records of the same {} counters",
-        bench_e2e::hot::COUNTERS
+        local_stack::bench::hot::COUNTERS
     )?;
     let mut t = Table::new(&[
         ("invocations", Right),
@@ -193,7 +193,7 @@ fn hot(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
     Ok(())
 }
 
-fn throttled(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
+fn throttled(report: &local_stack::bench::Report, out: &mut impl Write) -> io::Result<()> {
     let Some(first) = report.throttled.first() else {
         return Ok(());
     };
@@ -231,7 +231,7 @@ fn throttled(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()>
     t.write(out)
 }
 
-fn cold(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
+fn cold(report: &local_stack::bench::Report, out: &mut impl Write) -> io::Result<()> {
     writeln!(
         out,
         "\nCold start: each binary started against a local Runtime API, its calls {} ms away (medians)",
@@ -262,7 +262,7 @@ fn cold(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
     t.write(out)
 }
 
-fn combined(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
+fn combined(report: &local_stack::bench::Report, out: &mut impl Write) -> io::Result<()> {
     writeln!(
         out,
         "\nOne reader or two: the issues stream (9 issue changes to 1 TTL deletion) read by the indexer's and the \
@@ -304,7 +304,7 @@ fn combined(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> 
     t.write(out)
 }
 
-fn kinesis(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
+fn kinesis(report: &local_stack::bench::Report, out: &mut impl Write) -> io::Result<()> {
     writeln!(
         out,
         "\nA DynamoDB stream or a Kinesis data stream: the same changes as Lambda's DynamoDB event and as its Kinesis \
@@ -334,7 +334,7 @@ fn kinesis(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
     t.write(out)
 }
 
-fn any_order(report: &bench_e2e::Report, out: &mut impl Write) -> io::Result<()> {
+fn any_order(report: &local_stack::bench::Report, out: &mut impl Write) -> io::Result<()> {
     writeln!(
         out,
         "\nThe indexer in order (MULTIKEY_ORDER=stream) and in any order (any), on the same batches in stream order, \
@@ -380,7 +380,7 @@ fn case_table(rest: &[(&'static str, crate::table::Align)]) -> Table {
 }
 
 /// A row of a [`case_table`]: the case's cells, then `rest`.
-fn case_row(case: &bench_e2e::Case, rest: impl IntoIterator<Item = String>) -> Vec<String> {
+fn case_row(case: &local_stack::bench::Case, rest: impl IntoIterator<Item = String>) -> Vec<String> {
     [
         case.upstream.to_owned(),
         case.function.to_owned(),

@@ -1,5 +1,5 @@
-//! `sidestream-local chaos`: resolves the flags into [`chaos::Options`], shows a progress bar
-//! while the run goes, and renders its [`chaos::Report`] for people or as JSON.
+//! `sidestream-local chaos`: resolves the flags into [`local_stack::chaos::Options`], shows a progress bar
+//! while the run goes, and renders its [`local_stack::chaos::Report`] for people or as JSON.
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::args::{ChangeSource, ChaosArgs, Output};
-use term_progress::Bar;
+use operations::progress::Bar;
 
 /// How often the progress bar is redrawn.
 const REDRAW: Duration = Duration::from_millis(500);
@@ -18,14 +18,14 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     } else {
         args.faults.as_str()
     };
-    let faults = chaos::Faults::parse(spec, Some(args.seed))?;
+    let faults = local_stack::chaos::Faults::parse(spec, Some(args.seed))?;
     let stack = format!(
         "sidestream-chaos-{}",
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis())
     );
-    let mut options = chaos::Options::new(args.records, args.seed, faults, args.template, stack);
+    let mut options = local_stack::chaos::Options::new(args.records, args.seed, faults, args.template, stack);
     options.parallelization = args.parallelization;
     options.writers = args.writers;
     options.parameters = args.parameters.into_iter().collect();
@@ -39,12 +39,12 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
                 .or_insert_with(|| "Kinesis".to_owned());
         }
     }
-    let endpoints = chaos::endpoints_from_env()?;
+    let endpoints = local_stack::chaos::endpoints_from_env()?;
 
     let runtime = crate::runtime()?;
     let report = runtime.block_on(async {
-        let progress = chaos::Progress::default();
-        let run = chaos::run(&endpoints, &options, &progress);
+        let progress = local_stack::chaos::Progress::default();
+        let run = local_stack::chaos::run(&endpoints, &options, &progress);
         tokio::pin!(run);
         let mut bar = (args.output == Output::Text).then(|| Bar::new("ops"));
         loop {
@@ -77,7 +77,7 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Lambda's side, per function; with two Regions the replication, and with Kinesis the disorder.
-fn render_lambda(report: &chaos::Report, out: &mut impl Write) -> io::Result<()> {
+fn render_lambda(report: &local_stack::chaos::Report, out: &mut impl Write) -> io::Result<()> {
     writeln!(out, "\nLambda, per function:")?;
     for m in &report.mappings {
         writeln!(
@@ -103,13 +103,13 @@ fn render_lambda(report: &chaos::Report, out: &mut impl Write) -> io::Result<()>
             out,
             "  {} replicated between {}: {} writes, {} of them TTL deletes ({} removed an item in {}, {} in {}), {} lost to last writer wins ({} caught by a write's condition)",
             r.table,
-            chaos::REGIONS.join(" and "),
+            local_stack::chaos::REGIONS.join(" and "),
             c.replicated,
             c.ttl_deletes,
             c.ttl_deletes_into[0],
-            chaos::REGIONS[0],
+            local_stack::chaos::REGIONS[0],
             c.ttl_deletes_into[1],
-            chaos::REGIONS[1],
+            local_stack::chaos::REGIONS[1],
             c.lost,
             c.raced
         )?;
@@ -125,7 +125,7 @@ fn render_lambda(report: &chaos::Report, out: &mut impl Write) -> io::Result<()>
 }
 
 /// The faults injected on the wire, and the requests each emulator served.
-fn render_wire(report: &chaos::Report, out: &mut impl Write) -> io::Result<()> {
+fn render_wire(report: &local_stack::chaos::Report, out: &mut impl Write) -> io::Result<()> {
     let faults: Vec<String> = report
         .wire_faults
         .iter()
@@ -151,7 +151,7 @@ fn render_wire(report: &chaos::Report, out: &mut impl Write) -> io::Result<()> {
 }
 
 /// The progress bar: ops written, then the replay catching up.
-fn draw(bar: &mut Bar, progress: &chaos::Progress, last: bool) {
+fn draw(bar: &mut Bar, progress: &local_stack::chaos::Progress, last: bool) {
     let (ops, written) = (
         progress.ops.load(Ordering::Relaxed),
         progress.written.load(Ordering::Relaxed),
@@ -171,7 +171,11 @@ fn draw(bar: &mut Bar, progress: &chaos::Progress, last: bool) {
     bar.show(written, ops, &format!("{settling}{replay}"), last);
 }
 
-fn render(report: &chaos::Report, options: &chaos::Options, out: &mut impl Write) -> io::Result<()> {
+fn render(
+    report: &local_stack::chaos::Report,
+    options: &local_stack::chaos::Options,
+    out: &mut impl Write,
+) -> io::Result<()> {
     writeln!(
         out,
         "Chaos run: {} ops, seed {}, ParallelizationFactor {}, shards split every {} records",

@@ -12,9 +12,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Context as _;
 use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
+use formats::counter::Sharding;
+use local_stack::replayer::{Pipeline, Progress, Running};
 use serde_json::{Value, json};
-use sharded_counter::{Counters, Sharding};
-use stream_replayer::{Pipeline, Progress, Running};
+use sharded_counter::Counters;
 
 use local_stack::{Stack, put_json as put, s3_client};
 
@@ -353,7 +354,7 @@ async fn print_archive(
 ) -> anyhow::Result<bool> {
     let (bucket, prefix) = stack.archive_location()?;
     writeln!(out, "\nArchived by TTL, read back from s3://{bucket}/{prefix}")?;
-    let read_back = archive_reader::items(&s3_client(sdk), &bucket, &prefix).await?;
+    let read_back = operations::archive::items(&s3_client(sdk), &bucket, &prefix).await?;
     let mut ids = Vec::new();
     for (key, item) in &read_back {
         let item = serde_json::to_value(item)?;

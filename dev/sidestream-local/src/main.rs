@@ -2,7 +2,7 @@
 //! [`args`] parses the flags; this file resolves them into the local stack, the chaos run or the
 //! bench, runs it, and renders its output.
 
-use std::io::{self, Write as _};
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 mod args;
@@ -13,6 +13,7 @@ mod table;
 
 use crate::args::{Cli, Command};
 use anyhow::Context as _;
+use aws_config::SdkConfig;
 use clap::Parser as _;
 use local_stack::{Emulated, Stack};
 
@@ -31,6 +32,18 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Serves the demo stack's grid on a loopback port until interrupted.
+async fn serve_grid(sdk: &SdkConfig, stack: &Stack, port: u16, out: &mut impl Write) -> anyhow::Result<()> {
+    let schema = stack.grid_schema()?;
+    let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
+    // The demo's own key: its cursors are for this loopback page only.
+    let signer = formats::cursor::Signer::new(b"sidestream-grid-development-key", 24 * 3600);
+    let grid = operations::grid::Grid::new(client.clone(), schema, signer);
+    let app = operations::grid_server::App::new(grid, client);
+    operations::grid_server::serve_on_loopback(app, port, "35e9", out).await?;
+    Ok(())
 }
 
 fn run(command: Command) -> anyhow::Result<ExitCode> {
@@ -115,13 +128,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             let ok = crate::demo::run(&sdk, &stack, pipeline, &feed, &mut out).await?;
             report_faults(proxy.as_ref(), &mut out)?;
             if let Some(port) = serve {
-                let schema = stack.grid_schema()?;
-                let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-                // The demo's own key: its cursors are for this loopback page only.
-                let signer = grid_view::Signer::new(b"sidestream-grid-development-key", 24 * 3600);
-                let grid = grid_view::Grid::new(client.clone(), schema, signer);
-                grid_server::serve_on_loopback(grid_server::App::new(grid, client), port, "35e9", &mut out)
-                    .await?;
+                serve_grid(&sdk, &stack, port, &mut out).await?;
             }
             return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
         }
@@ -187,7 +194,10 @@ fn announce(
 }
 
 /// The faults the proxy injected, on `out`.
-fn report_faults(proxy: Option<&fault_proxy::Proxy>, out: &mut impl io::Write) -> io::Result<()> {
+fn report_faults(
+    proxy: Option<&local_stack::fault_proxy::Proxy>,
+    out: &mut impl io::Write,
+) -> io::Result<()> {
     if let Some(proxy) = proxy {
         let counts: Vec<String> = proxy
             .counts
@@ -210,15 +220,15 @@ async fn start_faults(
     spec: Option<&str>,
     sdk: &aws_config::SdkConfig,
     out: &mut impl io::Write,
-) -> anyhow::Result<Option<fault_proxy::Proxy>> {
+) -> anyhow::Result<Option<local_stack::fault_proxy::Proxy>> {
     let Some(spec) = spec else {
         return Ok(None);
     };
-    let spec = fault_proxy::Spec::parse(spec)?;
+    let spec = local_stack::fault_proxy::Spec::parse(spec)?;
     let upstream = sdk
         .endpoint_url()
         .context("--faults needs AWS_ENDPOINT_URL (the emulator)")?;
-    let proxy = fault_proxy::start(upstream, spec).await?;
+    let proxy = local_stack::fault_proxy::start(upstream, spec).await?;
     writeln!(out, "  faults {spec:?} through http://{}", proxy.addr)?;
     Ok(Some(proxy))
 }

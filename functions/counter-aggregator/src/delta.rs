@@ -26,8 +26,8 @@
 
 use std::collections::HashMap;
 
+use formats::counter::TOTAL_ATTRIBUTE;
 use serde_dynamo::AttributeValue;
-use sharded_counter::layout::TOTAL_ATTRIBUTE;
 
 use crate::plan::{Before, CounterUpdate, ShardState};
 use crate::state::{SHARDS, VERSION};

@@ -1,8 +1,8 @@
 //! `sidestream plan counter-aggregator`: the plan of a batch as JSON, one object per total.
 
 use serde_json::{Map, Value, json};
-use stream_kit::Vars;
-use stream_kit::wire::WireRecord;
+use stream_runtime::Vars;
+use stream_runtime::wire::WireRecord;
 use stream_runtime::{ExplainError, Explained};
 
 use crate::Plan;
@@ -27,7 +27,7 @@ pub(crate) fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Exp
             })
             .collect();
         let total_key =
-            sharded_counter::layout::total_key(&u.name).map_err(|e| ExplainError::Write(e.to_string()))?;
+            formats::counter::total_key(&u.name).map_err(|e| ExplainError::Write(e.to_string()))?;
         explained.writes.push(json!({
             "counter": u.name, "totalKey": total_key, "shards": shards, "firstRecord": u.first_record,
         }));

@@ -13,12 +13,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use aws_lambda_events::event::dynamodb::EventRecord;
+use formats::counter::COUNT;
+use formats::counter::CounterKey;
 use io_policy::FailureKind;
 use key_codec::SequenceNumber;
-use sharded_counter::CounterKey;
-use sharded_counter::layout::COUNT;
-use stream_kit::wire::{Attr, WireRecord};
-use stream_kit::{ChangeKind, Image, PlanFailures, Record, RecordError};
+use stream_runtime::wire::{Attr, WireRecord};
+use stream_runtime::{ChangeKind, Image, PlanFailures, Record, RecordError};
 
 /// A shard's absolute count as of a stream record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +65,7 @@ pub enum SkipReason {
     NotACounter(String),
     /// It is a counter's total item (this function's own write).
     Total(String),
-    /// A backfill's touch (`stream_kit::touch`): only the marker changed, not the count.
+    /// A backfill's touch (`formats::touch`): only the marker changed, not the count.
     Touch(String),
 }
 
@@ -82,7 +82,7 @@ impl fmt::Display for SkipReason {
 }
 
 /// A record not aggregated.
-pub type Skipped = stream_kit::Skipped<SkipReason>;
+pub type Skipped = stream_runtime::Skipped<SkipReason>;
 
 /// Why a counter shard's record cannot be aggregated. None of these go away on retry; see
 /// [`PlanError::kind`] for which are the record's fault and which the stream's.
@@ -133,7 +133,7 @@ impl Plan {
         Plan::from_wire(partition_key, &wire)
     }
 
-    /// Plans a batch read in place ([`stream_kit::wire`]) from a table whose partition key
+    /// Plans a batch read in place ([`stream_runtime::wire`]) from a table whose partition key
     /// attribute is `partition_key`: the runtime's path.
     pub fn from_wire(partition_key: &str, records: &[WireRecord<'_>]) -> Plan {
         let mut plan = Plan::default();
@@ -204,7 +204,7 @@ fn read(partition_key: &str, raw: &WireRecord<'_>) -> Result<Read, PlanError> {
     };
     // Without an old image (a NEW_IMAGE stream) no change can be told to be a touch; counting
     // it is harmless, since a touch carries the count the shard already had.
-    if stream_kit::touch::is_touch_only(record.before().ok().flatten(), record.after().ok().flatten()) {
+    if formats::touch::is_touch_only(record.before().ok().flatten(), record.after().ok().flatten()) {
         return Ok(Read::Skip(SkipReason::Touch(key.to_owned())));
     }
     let seq = record.sequence_number().unwrap_or_default();

@@ -10,9 +10,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use formats::counter::TOTAL_ATTRIBUTE;
 use key_codec::SequenceNumber;
 use serde_dynamo::{AttributeValue, Item};
-use sharded_counter::layout::TOTAL_ATTRIBUTE;
 
 use crate::plan::{CounterUpdate, ShardState};
 

@@ -1,5 +1,5 @@
 //! Decode plus plan of a 10,000-record (8.4 MB) stream event, and of its first 6 MB (Lambda's
-//! payload limit), the event read in place (`stream_kit::wire`) as the runtime reads it, against
+//! payload limit), the event read in place (`stream_runtime::wire`) as the runtime reads it, against
 //! a bare `serde_json` decode of the same bytes into `aws_lambda_events` types; and the read and
 //! the plan alone.
 //!
@@ -13,7 +13,7 @@ use std::hint::black_box;
 use aws_lambda_events::event::dynamodb::Event;
 use criterion::{Criterion, criterion_group, criterion_main};
 use multikey_indexer::{Indexes, Plan, synthetic};
-use stream_kit::wire::Batch;
+use stream_runtime::wire::Batch;
 
 /// The functions' allocator (their `main.rs`), so that the figures are the deployed ones.
 #[global_allocator]
@@ -52,7 +52,7 @@ fn group(c: &mut Criterion, indexes: &Indexes, name: &str, bytes: &[u8]) {
         event.records.len(),
         bytes.len() / 1000,
         plan.writes.len(),
-        ddb_writer::requests_for(plan.writes.len()),
+        stream_runtime::writer::requests_for(plan.writes.len()),
         plan.skipped.len(),
     );
 
@@ -70,7 +70,7 @@ fn group(c: &mut Criterion, indexes: &Indexes, name: &str, bytes: &[u8]) {
     group.bench_function("decode", |b| {
         b.iter(|| black_box(serde_json::from_slice::<Event>(black_box(bytes)).expect("decodes")));
     });
-    // What the runtime does: the event read in place (`stream_kit::wire`), then planned.
+    // What the runtime does: the event read in place (`stream_runtime::wire`), then planned.
     group.bench_function("wire-decode", |b| {
         b.iter(|| black_box(read(black_box(bytes)).records.len()));
     });

@@ -1,9 +1,9 @@
 //! `sidestream plan multikey-indexer`: the plan of a batch as JSON, one object per planned write.
 
 use serde_json::{Map, Value, json};
-use stream_kit::wire::WireRecord;
-use stream_kit::{Op, Vars};
+use stream_runtime::wire::WireRecord;
 use stream_runtime::{ExplainError, Explained};
+use stream_runtime::{Op, Vars};
 
 use crate::{Indexes, Plan};
 

@@ -1,7 +1,7 @@
 //! The indexer as a stream function: its configuration, its plan and its writes. The runtime
 //! (`stream-runtime`) does the rest: the failure model, parking, metrics and the response.
 //!
-//! Every item's entry writes are sent behind a *fence* ([`ddb_writer::Fenced`]): in one
+//! Every item's entry writes are sent behind a *fence* ([`stream_runtime::writer::Fenced`]): in one
 //! `TransactWriteItems` with a put of the item's version head, conditioned on the head being
 //! older, so that a request that lands late (its invocation timed out, and Lambda's retry and
 //! the item's next record have been applied since) is refused whole instead of undoing newer
@@ -16,16 +16,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::KeysAndAttributes;
-use ddb_writer::{Fence, Fenced, FencedReport, Writer};
+use formats::config::VERSION_ATTRIBUTE;
+use formats::head::Head;
 use io_policy::Failure;
-use multikey_schema::config::VERSION_ATTRIBUTE;
-use multikey_schema::head::Head;
 use serde_dynamo::{AttributeValue, Item};
-use stream_kit::{Attributes, ItemWrite, Op};
+use stream_runtime::writer::{Fence, Fenced, FencedReport, Writer};
 use stream_runtime::{
     AnyOrderHint, Applied, Aws, Budget, ConfigError, ExplainError, Explained, Metric, Planned, RecordFailure,
     Replay, Resource, StreamFunction, Vars, WireRecord,
 };
+use stream_runtime::{Attributes, ItemWrite, Op};
 
 use crate::config::Indexes;
 use crate::plan::any_order::{self, Changes, ResolvedHead};
@@ -456,7 +456,7 @@ fn merge(written: &mut Applied, more: Applied) {
     written.counts.extend(more.counts);
 }
 
-fn applied(report: ddb_writer::Report) -> Applied {
+fn applied(report: stream_runtime::writer::Report) -> Applied {
     Applied {
         failures: report
             .failures

@@ -58,8 +58,8 @@ pub mod handler;
 pub mod plan;
 pub mod synthetic;
 
+pub use formats::config;
+pub use formats::entries::version;
+pub use formats::{Index, Indexes, KeyFormat, VERSION_ATTRIBUTE};
 pub use handler::Indexer;
-pub use multikey_schema::config;
-pub use multikey_schema::entries::version;
-pub use multikey_schema::{Index, Indexes, KeyFormat, VERSION_ATTRIBUTE};
 pub use plan::{Plan, PlanError, Skipped};

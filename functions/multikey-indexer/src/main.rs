@@ -6,6 +6,6 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    stream_runtime::run::<multikey_indexer::Indexer>().await
+async fn main() -> std::process::ExitCode {
+    stream_runtime::main::<multikey_indexer::Indexer>().await
 }

@@ -9,7 +9,7 @@
 //!   tiebreaker or a scope attribute changed: a re-key).
 //!
 //! An INSERT has no old image and a REMOVE no new one, so they put and delete every entry. A
-//! backfill's touch (`stream_kit::touch`) puts every entry of the new image too, changed or not:
+//! backfill's touch (`formats::touch`) puts every entry of the new image too, changed or not:
 //! the item was written before the indexer existed, so its old image's entries may never have been.
 //!
 //! **Coalescing.** Every write is a whole-item put or a delete by key, so applying a batch's writes
@@ -50,12 +50,12 @@ use std::sync::Arc;
 
 use io_policy::FailureKind;
 use serde_dynamo::AttributeValue;
-use stream_kit::limits::MAX_ITEM_BYTES;
-use stream_kit::wire::{Attr, Image, WireRecord};
-use stream_kit::{Attributes, EventRecord, ItemWrite, Op, PlanFailures, RecordError};
+use stream_runtime::limits::MAX_ITEM_BYTES;
+use stream_runtime::wire::{Attr, Image, WireRecord};
+use stream_runtime::{Attributes, EventRecord, ItemWrite, Op, PlanFailures, RecordError};
 
 use crate::config::{Index, Indexes};
-use multikey_schema::entries::{Carried, EntryKey, EntryParts, ImageEntries, IndexView, Member};
+use formats::entries::{Carried, EntryKey, EntryParts, ImageEntries, IndexView, Member};
 
 /// What a batch of records asks of the index tables.
 #[derive(Debug, Default, PartialEq)]
@@ -179,7 +179,7 @@ impl PlanError {
 }
 
 impl Plan {
-    /// Plans a batch read in place ([`stream_kit::wire`]): the runtime's path.
+    /// Plans a batch read in place ([`stream_runtime::wire`]): the runtime's path.
     pub fn from_wire(indexes: &Indexes, records: &[WireRecord<'_>]) -> Plan {
         Plan::of(indexes, records.len(), records.iter().enumerate())
     }
@@ -293,7 +293,7 @@ impl<'a> Planner<'a> {
         origin: usize,
     ) -> Option<usize> {
         let version = self.version.clone()?;
-        let head = multikey_schema::head::key(index, base_key).ok()?;
+        let head = formats::head::key(index, base_key).ok()?;
         match self.fence_at.entry((ix, head.pk.clone())) {
             Entry::Occupied(at) => {
                 let fence = &mut self.fences[*at.get()];
@@ -355,10 +355,8 @@ impl<'a> Planner<'a> {
         let change = record.change()?;
         let (before, after) = (change.before, change.after);
         let base_key = base_key(self.indexes, change.keys)?;
-        let backfill_touch = stream_kit::touch::is_touched(before, after);
-        self.version = record
-            .sequence_number()
-            .and_then(multikey_schema::entries::version);
+        let backfill_touch = formats::touch::is_touched(before, after);
+        self.version = record.sequence_number().and_then(formats::entries::version);
         let mut indexed = false;
         for (ix, index) in self.indexes.indexes.iter().enumerate() {
             // Each attribute the index reads is looked up once per image.

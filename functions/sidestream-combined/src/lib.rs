@@ -7,7 +7,7 @@
 //! reads at cold start. The CLI, the stack's status, the replay, the local stack and the benches
 //! read it; adding a function is one entry here and its resources in `template.yaml`.
 //!
-//! [`function`] and [`kinesis_function`] run a function in process behind `stream-delivery`'s
+//! [`function`] and [`kinesis_function`] run a function in process behind `stream_runtime::delivery`'s
 //! [`Invoker`]: what `failures replay` reruns records through, and what the local stack runs.
 //! [`combined`] builds the functions `COMBINED_FUNCTIONS` names behind one mapping
 //! ([`stream_runtime::Combined`]): the `sidestream-combined` binary, and the same in process.
@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use aws_types::SdkConfig;
-use stream_delivery::{Invocation, Invoker, KinesisInvoker, in_process};
-use stream_kit::{ConfigError, Deadline, DynamoDbEventResponse, Event, Metric, Metrics, Vars};
+use stream_runtime::delivery::{Invocation, Invoker, KinesisInvoker, in_process};
 use stream_runtime::{Combined, ExplainError, Explained, NoCheckpoint, Replay, Runtime, StreamFunction};
+use stream_runtime::{ConfigError, Deadline, DynamoDbEventResponse, Event, Metric, Metrics, Vars};
 
 /// One stream function, as every tool knows it.
 #[derive(Clone, Copy)]
@@ -120,12 +120,12 @@ pub enum InvokeError {
         binary: String,
     },
     /// The function's configuration is invalid; the error names the variable.
-    #[error("{function}: {source}")]
+    #[error("{function}: {cause}")]
     Config {
         /// The function's name, as the caller knows it.
         function: String,
         /// What is wrong with which variable.
-        source: ConfigError,
+        cause: ConfigError,
     },
 }
 
@@ -166,7 +166,7 @@ pub fn function(
 }
 
 /// [`function`], invoked with Kinesis events: each record's data decoded into a change record
-/// (`stream_kit::kinesis`), and the checkpoint named by its Kinesis sequence number, as the
+/// (`stream_runtime::kinesis`), and the checkpoint named by its Kinesis sequence number, as the
 /// function's binary does with `CHANGE_SOURCE=kinesis`.
 pub fn kinesis_function(
     binary: &str,
@@ -187,7 +187,7 @@ fn built(
 ) -> Result<Arc<dyn Counted>, InvokeError> {
     let config = |source| InvokeError::Config {
         function: name.to_owned(),
-        source,
+        cause: source,
     };
     if binary == COMBINED_BINARY {
         return Ok(Arc::new(combined(vars, sdk).map_err(config)?));
@@ -304,7 +304,7 @@ fn kinesis_invoker(handler: Handler, to: MetricsTo) -> KinesisInvoker {
     Arc::new(move |event: serde_json::Value, deadline| {
         let (handler, to) = (Arc::clone(&handler), to.clone());
         Box::pin(async move {
-            let batch = match stream_kit::kinesis::from_value(&event) {
+            let batch = match stream_runtime::kinesis::from_value(&event) {
                 Ok(batch) => batch,
                 Err(e) => {
                     return Invocation::Failed {

@@ -6,6 +6,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    stream_runtime::combined::run(sidestream_combined::combined).await
+async fn main() -> std::process::ExitCode {
+    let result = stream_runtime::combined::run(sidestream_combined::combined).await;
+    stream_runtime::exit::report(sidestream_combined::COMBINED_BINARY, result)
 }

@@ -11,8 +11,8 @@
 //! The runtime's own settings (parking, the I/O policy, `S3_FORCE_PATH_STYLE`, metrics) are read
 //! by `stream-runtime`.
 
-use stream_kit::{ConfigError, Vars};
 use stream_runtime::settings::{bucket, normalize_prefix};
+use stream_runtime::{ConfigError, Vars};
 
 /// The storage classes `ARCHIVE_STORAGE_CLASS` accepts (S3's `PutObject` names).
 pub const STORAGE_CLASSES: [&str; 8] = [

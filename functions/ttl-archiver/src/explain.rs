@@ -1,8 +1,8 @@
 //! `sidestream plan ttl-archiver`: the plan of a batch as JSON, one object per archive object pair.
 
 use serde_json::json;
-use stream_kit::Vars;
-use stream_kit::wire::WireRecord;
+use stream_runtime::Vars;
+use stream_runtime::wire::WireRecord;
 use stream_runtime::{ExplainError, Explained};
 
 use crate::{ObjectSettings, Plan};

@@ -16,8 +16,8 @@ use stream_runtime::{
 };
 
 use crate::config::{Config, ObjectSettings};
-use crate::format;
 use crate::plan::{Object, Plan, PlanError};
+use formats::archive;
 
 /// The function, with its configuration and client built once.
 #[derive(Debug, Clone)]
@@ -47,7 +47,7 @@ impl Archiver {
     /// importable tree.
     async fn put(&self, object: Object, budget: &Budget) -> Result<u64, Failure> {
         let tags = [
-            ("sidestream-archive", format::VERSION.to_string()),
+            ("sidestream-archive", archive::VERSION.to_string()),
             ("first-sequence-number", object.first_sequence_number),
             ("last-sequence-number", object.last_sequence_number),
             ("records", object.records.to_string()),

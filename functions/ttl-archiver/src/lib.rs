@@ -30,12 +30,10 @@
 
 pub mod config;
 mod explain;
-pub mod format;
 pub mod handler;
 pub mod plan;
 pub mod synthetic;
 
 pub use config::{ArchiveConfig, Config, ObjectSettings};
-pub use format::{FormatError, Line, MetaLine, Partition};
 pub use handler::Archiver;
 pub use plan::{Object, Plan, PlanError, SkipReason, Skipped};

@@ -20,11 +20,11 @@ use aws_lambda_events::event::dynamodb::EventRecord;
 use chrono::{DateTime, SecondsFormat, Utc};
 use io_policy::FailureKind;
 use key_codec::SequenceNumber;
-use stream_kit::wire::{Attr, WireRecord};
-use stream_kit::{ChangeKind, Image, PlanFailure, PlanFailures, Record, RecordError};
+use stream_runtime::wire::{Attr, WireRecord};
+use stream_runtime::{ChangeKind, Image, PlanFailure, PlanFailures, Record, RecordError};
 
 use crate::config::ObjectSettings;
-use crate::format::{
+use formats::archive::{
     self, GzLines, ImageJson, ItemLineRef, MetaLineRef, Partition, data_key, meta_key, object_name,
 };
 
@@ -82,7 +82,7 @@ impl fmt::Display for SkipReason {
 }
 
 /// A record deliberately not archived.
-pub type Skipped = stream_kit::Skipped<SkipReason>;
+pub type Skipped = stream_runtime::Skipped<SkipReason>;
 
 /// Why a TTL delete cannot be archived. None of these go away on retry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -142,7 +142,7 @@ impl Plan {
         Plan::from_wire(layout, &wire)
     }
 
-    /// Plans a batch read in place ([`stream_kit::wire`]): the runtime's path.
+    /// Plans a batch read in place ([`stream_runtime::wire`]): the runtime's path.
     pub fn from_wire(layout: &ObjectSettings, records: &[WireRecord<'_>]) -> Plan {
         let mut plan = Plan::default();
         // Runs are finished (compressed to the end) only once planning is done, so that a run
@@ -323,7 +323,7 @@ impl Run {
         }
         let deleted_at = ttl.deleted_at.to_rfc3339_opts(SecondsFormat::AutoSi, true);
         self.meta.push(&MetaLineRef {
-            v: format::VERSION,
+            v: archive::VERSION,
             event_id: &raw.event_id,
             sequence_number: ttl.sequence_number.as_str(),
             deleted_at: &deleted_at,

@@ -42,34 +42,9 @@ pub struct BinaryKey {
     buf: Vec<u8>,
 }
 
+crate::tuple_encoding!(BinaryKey);
+
 impl BinaryKey {
-    /// An empty key.
-    pub fn new() -> BinaryKey {
-        BinaryKey::default()
-    }
-
-    /// Encodes a whole tuple.
-    pub fn from_tuple<'a>(components: impl IntoIterator<Item = (&'a Value, Dir)>) -> BinaryKey {
-        let mut key = BinaryKey::new();
-        for (value, dir) in components {
-            key.push(value, dir);
-        }
-        key
-    }
-
-    /// Appends any typed value.
-    pub fn push(&mut self, value: &Value, dir: Dir) -> &mut BinaryKey {
-        match value {
-            Value::Null => self.push_null(dir),
-            Value::Bool(b) => self.push_bool(*b, dir),
-            Value::Number(n) => self.push_number(n, dir),
-            Value::String(s) => self.push_str(s, dir),
-            Value::Binary(b) => self.push_bytes(b, dir),
-            Value::Date(d) => self.push_date(*d, dir),
-            Value::DateTime(t) => self.push_datetime(*t, dir),
-        }
-    }
-
     /// Appends NULL: `01`.
     pub fn push_null(&mut self, dir: Dir) -> &mut BinaryKey {
         self.component(dir, |buf| buf.push(tag::NULL))
@@ -208,12 +183,7 @@ fn days(buf: &mut Vec<u8>, date: Date) {
 /// gives the same bytes back. Any other input is an [`Error::Malformed`] naming the byte offset;
 /// decoding never panics.
 pub fn decode(key: &[u8]) -> Result<Vec<(Value, Dir)>, Error> {
-    let mut cursor = Cursor { key, at: 0, mask: 0 };
-    let mut out = Vec::with_capacity(4);
-    while cursor.at < key.len() {
-        out.push(cursor.component()?);
-    }
-    Ok(out)
+    Decoder::new(key).collect()
 }
 
 /// Decodes a binary-form key one component at a time, without collecting them: the iterator
@@ -234,17 +204,7 @@ impl<'a> Decoder<'a> {
     }
 }
 
-impl Iterator for Decoder<'_> {
-    type Item = Result<(Value, Dir), Error>;
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.failed || self.cursor.at >= self.cursor.key.len() {
-            return None;
-        }
-        let item = self.cursor.component();
-        self.failed = item.is_err();
-        Some(item)
-    }
-}
+crate::component_iterator!();
 
 #[derive(Debug, Clone)]
 struct Cursor<'a> {

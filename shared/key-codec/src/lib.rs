@@ -42,6 +42,61 @@
 //! - [`SequenceNumber`]: stream sequence numbers (up to 40 digits) as fixed-width strings that
 //!   sort numerically, for watermarks.
 
+/// A key form's constructors over its `push_*` methods, the same for both forms: an empty key,
+/// a whole tuple, and any typed value appended.
+macro_rules! tuple_encoding {
+    ($key:ident) => {
+        impl $key {
+            /// An empty key.
+            pub fn new() -> $key {
+                $key::default()
+            }
+
+            /// Encodes a whole tuple.
+            pub fn from_tuple<'a>(components: impl IntoIterator<Item = (&'a Value, Dir)>) -> $key {
+                let mut key = $key::new();
+                for (value, dir) in components {
+                    key.push(value, dir);
+                }
+                key
+            }
+
+            /// Appends any typed value.
+            pub fn push(&mut self, value: &Value, dir: Dir) -> &mut $key {
+                match value {
+                    Value::Null => self.push_null(dir),
+                    Value::Bool(b) => self.push_bool(*b, dir),
+                    Value::Number(n) => self.push_number(n, dir),
+                    Value::String(s) => self.push_str(s, dir),
+                    Value::Binary(b) => self.push_bytes(b, dir),
+                    Value::Date(d) => self.push_date(*d, dir),
+                    Value::DateTime(t) => self.push_datetime(*t, dir),
+                }
+            }
+        }
+    };
+}
+pub(crate) use tuple_encoding;
+
+/// A form's `Decoder` as an iterator over its `Cursor`'s components, the same for both forms:
+/// each component in turn, and nothing after the first error.
+macro_rules! component_iterator {
+    () => {
+        impl Iterator for Decoder<'_> {
+            type Item = Result<(Value, Dir), Error>;
+            fn next(&mut self) -> Option<Self::Item> {
+                if self.failed || self.cursor.at >= self.cursor.key.len() {
+                    return None;
+                }
+                let item = self.cursor.component();
+                self.failed = item.is_err();
+                Some(item)
+            }
+        }
+    };
+}
+pub(crate) use component_iterator;
+
 pub mod binary;
 mod error;
 pub mod hier;

@@ -50,34 +50,9 @@ pub struct TextKey {
     buf: String,
 }
 
+crate::tuple_encoding!(TextKey);
+
 impl TextKey {
-    /// An empty key.
-    pub fn new() -> TextKey {
-        TextKey::default()
-    }
-
-    /// Encodes a whole tuple.
-    pub fn from_tuple<'a>(components: impl IntoIterator<Item = (&'a Value, Dir)>) -> TextKey {
-        let mut key = TextKey::new();
-        for (value, dir) in components {
-            key.push(value, dir);
-        }
-        key
-    }
-
-    /// Appends any typed value.
-    pub fn push(&mut self, value: &Value, dir: Dir) -> &mut TextKey {
-        match value {
-            Value::Null => self.push_null(dir),
-            Value::Bool(b) => self.push_bool(*b, dir),
-            Value::Number(n) => self.push_number(n, dir),
-            Value::String(s) => self.push_str(s, dir),
-            Value::Binary(b) => self.push_bytes(b, dir),
-            Value::Date(d) => self.push_date(*d, dir),
-            Value::DateTime(t) => self.push_datetime(*t, dir),
-        }
-    }
-
     /// Appends NULL: `%#`, descending `~#`.
     pub fn push_null(&mut self, dir: Dir) -> &mut TextKey {
         self.tag(tag::NULL, dir).end()
@@ -287,12 +262,7 @@ fn nines(c: u8) -> u8 {
 /// gives the same string back. Any other input is an [`Error::Malformed`] naming the byte offset;
 /// decoding never panics.
 pub fn decode(key: &str) -> Result<Vec<(Value, Dir)>, Error> {
-    let mut cursor = Cursor { key, at: 0 };
-    let mut out = Vec::with_capacity(4);
-    while cursor.at < key.len() {
-        out.push(cursor.component()?);
-    }
-    Ok(out)
+    Decoder::new(key).collect()
 }
 
 /// Decodes a text-form key one component at a time, without collecting them: the iterator
@@ -395,17 +365,7 @@ fn unreachable_component<T>(cursor: &Cursor<'_>) -> Result<T, Error> {
     cursor.fail("component decoded to another type than its tag")
 }
 
-impl Iterator for Decoder<'_> {
-    type Item = Result<(Value, Dir), Error>;
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.failed || self.cursor.at >= self.cursor.key.len() {
-            return None;
-        }
-        let item = self.cursor.component();
-        self.failed = item.is_err();
-        Some(item)
-    }
-}
+crate::component_iterator!();
 
 #[derive(Debug, Clone)]
 struct Cursor<'a> {

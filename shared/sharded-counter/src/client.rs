@@ -6,7 +6,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use io_policy::{Budget, Failure, FailureKind, Policy};
 
-use crate::layout::{COUNT, Sharding, ShardingError, TOTAL_ATTRIBUTE};
+use formats::counter::{COUNT, Sharding, ShardingError, TOTAL_ATTRIBUTE};
 
 /// `BatchGetItem` reads at most this many keys per request.
 const BATCH_GET_MAX: usize = 100;

@@ -23,7 +23,5 @@
 //! - [`client`]: increment, fast read and exact read through the AWS SDK.
 
 pub mod client;
-pub mod layout;
 
 pub use client::{CounterError, Counters, OPERATION_TIME};
-pub use layout::{CounterKey, Sharding, ShardingError};

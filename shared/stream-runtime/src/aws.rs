@@ -1,8 +1,8 @@
 //! The AWS clients a function builds at cold start, all under the one I/O policy; the S3 client
 //! and the listing operator tools use.
 
+use crate::{ConfigError, Vars};
 use aws_types::SdkConfig;
-use stream_kit::{ConfigError, Vars};
 
 /// The clients every function and the runtime share, built once from the SDK configuration with
 /// the SDK's own retries off ([`io_policy::Budget`] retries). Clients are cheap handles: a clone

@@ -27,11 +27,11 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use crate::filter::Pattern;
+use crate::{ConfigError, Event, EventRecord, Metrics, Vars};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
-use event_filter::Pattern;
 use io_policy::Deadline;
 use serde_json::Value;
-use stream_kit::{ConfigError, Event, EventRecord, Metrics, Vars};
 
 use crate::conclude::NoCheckpoint;
 use crate::{PrimeError, Primed, Runtime, StreamFunction, Whole, WireRecord};

@@ -11,10 +11,10 @@
 //! more is safe because writes are idempotent). When no earlier record has one, the caller must
 //! fail the whole invocation ([`NoCheckpoint`]) so Lambda retries the batch from its start.
 
+use crate::wire::WireRecord;
+use crate::{Metric, Metrics};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use key_codec::SequenceNumber;
-use stream_kit::wire::WireRecord;
-use stream_kit::{Metric, Metrics};
 
 /// Where a batch resumes: the record and its sequence number.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,13 +2,13 @@
 //! planning left out, and the files it would write.
 //!
 //! Each function says how its plan reads ([`StreamFunction::explain`]); [`explain`] reads the
-//! event as the runtime does (in place, [`stream_kit::wire`]) and hands it the records.
+//! event as the runtime does (in place, [`crate::wire`]) and hands it the records.
 
 use std::fmt::Display;
 
-use stream_kit::outcome::PlanFailures;
-use stream_kit::wire::{Batch, WireRecord};
-use stream_kit::{ConfigError, Vars};
+use crate::outcome::PlanFailures;
+use crate::wire::{Batch, WireRecord};
+use crate::{ConfigError, Vars};
 
 use crate::StreamFunction;
 
@@ -33,7 +33,7 @@ pub enum ExplainError {
     NotUtf8,
     /// The event is not Lambda's DynamoDB stream event.
     #[error(transparent)]
-    NotAnEvent(#[from] stream_kit::wire::WireError),
+    NotAnEvent(#[from] crate::wire::WireError),
     /// The function's configuration is invalid; the error names the variable.
     #[error(transparent)]
     Config(#[from] ConfigError),

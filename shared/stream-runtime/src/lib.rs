@@ -25,7 +25,7 @@
 //!
 //! [`run`] runs a function under `lambda_runtime`, on the events of its [`source`] (a DynamoDB
 //! stream, or a Kinesis data stream carrying the table's changes). A DynamoDB stream's event is
-//! read in place from the invocation's bytes ([`stream_kit::wire`]): the plans and the response
+//! read in place from the invocation's bytes ([`crate::wire`]): the plans and the response
 //! read records that point into them, and a record is decoded whole only to be parked
 //! ([`whole`]). [`Runtime::handle_json`] runs one batch from its JSON as Lambda does, and
 //! [`Runtime::handle`] one already decoded (the local stack and the tests).
@@ -34,30 +34,48 @@ pub mod aws;
 pub mod combined;
 pub mod conclude;
 pub mod decide;
+pub mod delivery;
+pub mod env;
+pub mod exit;
 pub mod explain;
+pub mod filter;
+pub mod kinesis;
+pub mod limits;
+pub mod metrics;
+pub mod outcome;
 pub mod parked;
 pub mod prime;
+pub mod record;
 mod runtime;
 pub mod settings;
 pub mod source;
 pub mod whole;
+pub mod wire;
+pub mod write;
+pub mod writer;
 
 use std::future::Future;
 
 use io_policy::{Failure, FailureKind};
 
 pub use aws::Aws;
+pub use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+pub use aws_lambda_events::event::streams::DynamoDbEventResponse;
 pub use combined::{Combined, Member};
 pub use conclude::{Checkpoint, NoCheckpoint};
+pub use env::{ConfigError, Vars};
 pub use explain::{ExplainError, Explained};
 pub use io_policy::{Budget, Deadline, Policy};
+pub use metrics::{Metric, Metrics};
+pub use outcome::{PlanFailure, PlanFailures, Skipped};
 pub use prime::{PrimeError, Primed, Resource};
-pub use runtime::{Runtime, run};
+pub use record::{ChangeKind, Image, Record, RecordError};
+pub use runtime::{Runtime, main, run};
 pub use settings::{ParkingPlace, Settings};
 pub use source::Source;
-pub use stream_kit::wire::WireRecord;
-pub use stream_kit::{ConfigError, EventRecord, Metric, Vars};
 pub use whole::Whole;
+pub use wire::WireRecord;
+pub use write::{Attributes, ItemWrite, Op};
 
 /// How records Lambda gave up on are replayed into a function (`failures replay`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +123,7 @@ pub trait StreamFunction: Send + Sync + Sized + 'static {
     /// `sidestream plan` prints ([`explain`]).
     fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Explained, ExplainError>;
 
-    /// Plans a batch, its records read in place ([`stream_kit::wire`]): pure, synchronous.
+    /// Plans a batch, its records read in place ([`crate::wire`]): pure, synchronous.
     fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Self::Plan>;
 
     /// Applies a plan within `budget`; every AWS call goes through it.
@@ -164,7 +182,7 @@ impl RecordFailure {
 /// The failures of a plan's rejected records and of the record it stopped at, each of the kind
 /// `kind` gives its error.
 pub fn rejections<E: std::fmt::Display>(
-    failures: stream_kit::PlanFailures<E>,
+    failures: crate::PlanFailures<E>,
     kind: impl Fn(&E) -> FailureKind,
 ) -> Vec<RecordFailure> {
     failures

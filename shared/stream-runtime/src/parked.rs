@@ -6,11 +6,11 @@
 //! function, the error and its kind, and the time. The format is specified, with a vector, in
 //! `docs/formats.md` at the repository's root (with why S3 and not SQS); the tests pin it.
 
+use crate::wire::WireRecord;
 use chrono::{DateTime, SecondsFormat, Utc};
 use io_policy::Failure;
 use key_codec::SequenceNumber;
 use serde_json::{Value, json};
-use stream_kit::wire::WireRecord;
 
 /// The format version, `v` in every parked record.
 pub const VERSION: u32 = 1;

@@ -1,11 +1,11 @@
 //! The batch's life, the same for every function, and the Lambda entry point.
 
+use crate::wire::{Batch, WireError, WireRecord};
+use crate::{DynamoDbEventResponse, Event, Metric, Metrics, Vars};
 use aws_config::BehaviorVersion;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 use io_policy::{Budget, Deadline, Failure, FailureKind};
-use stream_kit::wire::{Batch, WireError, WireRecord};
-use stream_kit::{DynamoDbEventResponse, Event, Metric, Metrics, Vars};
 
 use crate::conclude::{NoCheckpoint, conclude};
 
@@ -24,10 +24,7 @@ pub struct Runtime<F> {
 impl<F: StreamFunction> Runtime<F> {
     /// Reads the runtime's settings and the function's configuration from `vars`, and builds
     /// the clients from `sdk` (the SDK's own retries are turned off).
-    pub fn from_vars(
-        vars: &Vars<'_>,
-        sdk: &aws_types::SdkConfig,
-    ) -> Result<Runtime<F>, stream_kit::ConfigError> {
+    pub fn from_vars(vars: &Vars<'_>, sdk: &aws_types::SdkConfig) -> Result<Runtime<F>, crate::ConfigError> {
         let settings = Settings::from_vars(vars, F::NAME)?;
         let aws = Aws::new(sdk, settings.force_path_style);
         let function = F::init(vars, &aws)?;
@@ -38,7 +35,7 @@ impl<F: StreamFunction> Runtime<F> {
                 || "read the table's DynamoDB stream".to_owned(),
                 |s| format!("set {s}, or read the table's DynamoDB stream"),
             );
-            return Err(stream_kit::ConfigError::Invalid {
+            return Err(crate::ConfigError::Invalid {
                 var: crate::source::SOURCE_VAR,
                 reason: format!(
                     "kinesis: {} as configured needs each item's records in order, which a Kinesis data stream does not keep; {remedy}",
@@ -242,8 +239,14 @@ fn report_stop(records: &[WireRecord<'_>], stop: &RecordFailure, metrics: &mut M
     }
 }
 
+/// A function binary's `main`: [`run`], and an error (a cold start's) printed as one line and
+/// exit status 1 ([`crate::exit::report`]). A function's `main` is this one call.
+pub async fn main<F: StreamFunction>() -> std::process::ExitCode {
+    crate::exit::report(F::NAME, run::<F>().await)
+}
+
 /// Runs the function `F` under Lambda: logging, configuration and clients once at cold start,
-/// then every batch through [`Runtime::handle`]. A function's `main` is this one call.
+/// then every batch through [`Runtime::handle`].
 pub async fn run<F: StreamFunction>() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;

@@ -17,8 +17,8 @@
 
 use std::time::Duration;
 
+use crate::{ConfigError, Metrics, Vars};
 use io_policy::Policy;
-use stream_kit::{ConfigError, Metrics, Vars};
 
 /// The runtime's settings.
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! Where a function's records come from, chosen at cold start by `CHANGE_SOURCE`: a table's
 //! DynamoDB stream (Lambda's DynamoDB event, the default), or its Kinesis data stream (Kinesis
 //! Data Streams for DynamoDB: Lambda's Kinesis event, turned into change records by
-//! [`stream_kit::kinesis`], each record's `SequenceNumber` its version, the change time).
+//! [`crate::kinesis`], each record's `SequenceNumber` its version, the change time).
 //!
 //! [`serve`] runs a handler under `lambda_runtime` on the source's events and answers in the
 //! source's terms: a Kinesis checkpoint names the Kinesis sequence number. A DynamoDB stream's
@@ -19,12 +19,12 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+use crate::wire::{Batch, WireRecord};
+use crate::{ConfigError, DynamoDbEventResponse, Vars};
 use bytes::Bytes;
 use io_policy::Deadline;
 use lambda_runtime::tower::Layer;
 use lambda_runtime::{Diagnostic, LambdaEvent, LambdaInvocation, Runtime, Service, service_fn};
-use stream_kit::wire::{Batch, WireRecord};
-use stream_kit::{ConfigError, DynamoDbEventResponse, Vars};
 
 use crate::{NoCheckpoint, Whole};
 
@@ -190,7 +190,7 @@ pub async fn kinesis<H: Handler>(
     event: &serde_json::Value,
     deadline: Deadline,
 ) -> Result<DynamoDbEventResponse, Diagnostic> {
-    let batch = stream_kit::kinesis::from_value(event).map_err(|e| {
+    let batch = crate::kinesis::from_value(event).map_err(|e| {
         tracing::error!(kind = "systemic", error = %e, "the Kinesis event holds no DynamoDB change records");
         Diagnostic {
             error_type: NOT_CHANGES.to_owned(),

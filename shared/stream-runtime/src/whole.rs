@@ -1,10 +1,10 @@
-//! The way back from a batch's records, read in place ([`stream_kit::wire`]), to each record
+//! The way back from a batch's records, read in place ([`crate::wire`]), to each record
 //! whole, as Lambda delivered it: for the edges that keep or match a record whole (parking, a
 //! combined function's filters), which are rare or optional. The plans never need it.
 
+use crate::EventRecord;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use stream_kit::EventRecord;
 
 /// Where the records a function handles come whole from.
 #[derive(Debug, Clone, Copy)]
@@ -32,7 +32,7 @@ impl<'r> Whole<'r> {
         }
     }
 
-    /// Records in an event's JSON text, which [`stream_kit::wire::Batch::parse`] has read.
+    /// Records in an event's JSON text, which [`crate::wire::Batch::parse`] has read.
     pub fn text(json: &'r str) -> Whole<'r> {
         Whole {
             from: Origin::Text(json),

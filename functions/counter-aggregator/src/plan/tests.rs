@@ -1,6 +1,6 @@
 //! Table-driven tests of the aggregation plan on the fixture events.
 
-use stream_kit::{Event, EventRecord};
+use stream_runtime::{Event, EventRecord};
 
 use super::*;
 
@@ -87,7 +87,7 @@ fn a_backfill_touch_is_skipped_but_a_count_change_with_it_is_not() {
             old["count"] = serde_json::json!({"N": "0"});
         }
         v["dynamodb"]["OldImage"] = old;
-        v["dynamodb"]["NewImage"][stream_kit::touch::TOUCH_ATTRIBUTE] = serde_json::json!({"S": "run-1"});
+        v["dynamodb"]["NewImage"][formats::touch::TOUCH_ATTRIBUTE] = serde_json::json!({"S": "run-1"});
         v["eventName"] = serde_json::json!("MODIFY");
         serde_json::from_value::<EventRecord>(v).unwrap()
     };

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use stream_kit::{Event, EventRecord};
+use stream_runtime::{Event, EventRecord};
 
 use super::*;
 use crate::plan::Plan;
@@ -54,7 +54,7 @@ fn truth(records: &[EventRecord]) -> BTreeMap<String, i128> {
         let Some(AttributeValue::S(pk)) = r.change.keys.get("pk") else {
             continue;
         };
-        let Some(sharded_counter::CounterKey::Shard { name, .. }) = sharded_counter::CounterKey::parse(pk)
+        let Some(formats::counter::CounterKey::Shard { name, .. }) = formats::counter::CounterKey::parse(pk)
         else {
             continue;
         };

@@ -1,6 +1,6 @@
 //! Tests of the indexer's own configuration: `MULTIKEY_ORDER`.
 
-use stream_kit::Vars;
+use stream_runtime::Vars;
 
 use super::*;
 

@@ -2,7 +2,7 @@
 //! and more than once (as from a Kinesis data stream) and the index ends as if they had come in
 //! order.
 //!
-//! Each item has a *version head* per index (`multikey_schema::head`): the version of the newest
+//! Each item has a *version head* per index (`formats::head`): the version of the newest
 //! record applied to it and the indexed attributes of that record's new image. Planning is pure
 //! and has two steps, with the heads read in between:
 //!
@@ -37,16 +37,16 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use multikey_schema::entries::IndexView;
-use multikey_schema::head::{self, Head};
+use formats::entries::IndexView;
+use formats::head::{self, Head};
 use serde_dynamo::{AttributeValue, Item};
-use stream_kit::limits::{MAX_ITEM_BYTES, item_size};
-use stream_kit::wire::{Attr, Image, WireRecord};
-use stream_kit::{EventRecord, ItemWrite, Op, PlanFailure, PlanFailures, Record};
+use stream_runtime::limits::{MAX_ITEM_BYTES, item_size};
+use stream_runtime::wire::{Attr, Image, WireRecord};
+use stream_runtime::{EventRecord, ItemWrite, Op, PlanFailure, PlanFailures, Record};
 
 use super::{Plan, PlanError, Planner, base_key};
 use crate::config::Indexes;
-use multikey_schema::EntryKey;
+use formats::EntryKey;
 
 /// A batch's changes, one per item and index: the newest record of each.
 #[derive(Debug, Default)]
@@ -149,9 +149,9 @@ impl Change {
         let base_key = base_key(indexes, keys)?;
         let version = record
             .sequence_number()
-            .and_then(multikey_schema::entries::version)
+            .and_then(formats::entries::version)
             .ok_or(PlanError::NoVersion)?;
-        let touched = stream_kit::touch::is_touched(before, after);
+        let touched = formats::touch::is_touched(before, after);
         let mut changes = Vec::new();
         for (ix, index) in indexes.indexes.iter().enumerate() {
             let has = |image: Option<&Image<'_>>| image.is_some_and(|i| i.contains_key(&index.source));

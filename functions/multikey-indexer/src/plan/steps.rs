@@ -1,7 +1,7 @@
 //! A batch cut into steps by item, so that its writes can begin before the whole batch is
 //! planned, and no write is made twice.
 //!
-//! An index entry's sort key ends with its item's key (`multikey_schema::entries::item_key`), so
+//! An index entry's sort key ends with its item's key (`formats::entries::item_key`), so
 //! two items never write the same entry. A step that holds every record of a set of items
 //! therefore plans exactly the writes that the whole batch's plan makes for those items,
 //! coalescing included ([`crate::plan::Plan::from_wire_at`]), and steps need no order between
@@ -11,7 +11,7 @@
 
 use std::hash::BuildHasher;
 
-use stream_kit::wire::WireRecord;
+use stream_runtime::wire::WireRecord;
 
 use crate::config::Indexes;
 use crate::plan::base_key;
@@ -48,7 +48,7 @@ pub fn by_item(indexes: &Indexes, records: &[WireRecord<'_>], per_step: usize) -
 fn item_of(indexes: &Indexes, record: &WireRecord<'_>) -> Option<String> {
     let change = record.change().ok()?;
     let key = base_key(indexes, change.keys).ok()?;
-    multikey_schema::entries::item_key(&key).ok()
+    formats::entries::item_key(&key).ok()
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use key_codec::Value;
 use serde_dynamo::{AttributeValue, Item};
 use serde_json::json;
-use stream_kit::{EventRecord, ItemWrite, Op, RecordError};
+use stream_runtime::{EventRecord, ItemWrite, Op, RecordError};
 
 use super::*;
 use crate::config::Indexes;
@@ -21,7 +21,9 @@ fn article() -> Indexes {
 }
 
 fn records(json: &str) -> Vec<EventRecord> {
-    serde_json::from_str::<stream_kit::Event>(json).unwrap().records
+    serde_json::from_str::<stream_runtime::Event>(json)
+        .unwrap()
+        .records
 }
 
 fn component(v: &Value) -> String {
@@ -173,7 +175,7 @@ fn an_entry_carries_its_keys_member_value_base_key_and_copied_attributes() {
 
 #[test]
 fn versions_are_sequence_numbers_that_compare_as_strings() {
-    use multikey_schema::entries::version;
+    use formats::entries::version;
     let cases = [
         ("1", Some("0000000000000000000000000000000000000001")),
         (
@@ -271,7 +273,7 @@ fn a_touch_puts_every_entry_of_the_item_and_a_untouched_no_op_puts_none() {
     let fields = json!({"f": {"S": "a"}, "g": {"N": "7"}});
     let untouched = issue("i1", 1, &fields);
     let mut touched = untouched.clone();
-    touched[stream_kit::touch::TOUCH_ATTRIBUTE] = json!({"S": "run-1"});
+    touched[formats::touch::TOUCH_ATTRIBUTE] = json!({"S": "run-1"});
     let mut renamed_after = touched.clone();
     renamed_after["custom_fields"]["M"]["f"] = json!({"S": "b"});
     let both = [r#"put p1#f ("a", 1, "i1") @0"#, r#"put p1#g (7, 1, "i1") @0"#];
@@ -298,7 +300,7 @@ fn a_touch_puts_every_entry_of_the_item_and_a_untouched_no_op_puts_none() {
             &renamed_after,
             &{
                 let mut again = renamed_after.clone();
-                again[stream_kit::touch::TOUCH_ATTRIBUTE] = json!({"S": "run-2"});
+                again[formats::touch::TOUCH_ATTRIBUTE] = json!({"S": "run-2"});
                 again
             },
             &[r#"put p1#f ("b", 1, "i1") @0"#, r#"put p1#g (7, 1, "i1") @0"#],
@@ -358,7 +360,7 @@ fn a_malformed_record_is_rejected_and_planning_goes_on_but_a_misconfiguration_st
     let plan = Plan::new(&ix, &[]);
     assert_eq!(plan, Plan::default());
     assert!(matches!(
-        PlanError::from(RecordError::MissingKeys(stream_kit::ChangeKind::Insert)),
+        PlanError::from(RecordError::MissingKeys(stream_runtime::ChangeKind::Insert)),
         PlanError::Record(_)
     ));
 }
@@ -598,7 +600,7 @@ fn the_event_read_in_place_plans_as_the_decoded_event_does() {
     let mut writes = 0;
     for json in &fixtures {
         for indexes in [&indexes, &article()] {
-            let batch = stream_kit::wire::Batch::parse(json).unwrap();
+            let batch = stream_runtime::wire::Batch::parse(json).unwrap();
             let wire = Plan::from_wire(indexes, &batch.records);
             assert_eq!(wire, Plan::new(indexes, &records(json)));
             writes += wire.writes.len();

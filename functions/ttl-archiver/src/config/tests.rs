@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use stream_kit::Vars;
+use stream_runtime::Vars;
 
 use super::*;
 

@@ -1,11 +1,11 @@
 //! Table-driven tests of the archive plan, on the fixture events and on synthetic batches.
 
 use serde_json::{Value, json};
-use stream_kit::{Event, EventRecord};
+use stream_runtime::{Event, EventRecord};
 
 use super::*;
-use crate::format::{Line, read};
 use crate::synthetic;
+use formats::archive::{Line, read};
 
 macro_rules! fixture {
     ($name:literal) => {
@@ -160,7 +160,7 @@ fn skips_say_why() {
 fn a_backfill_touch_is_not_archived() {
     let mut v = serde_json::to_value(&records(fixture!("ttl-remove.json"))[0]).unwrap();
     let mut new = v["dynamodb"]["OldImage"].clone();
-    new[stream_kit::touch::TOUCH_ATTRIBUTE] = serde_json::json!({"S": "run-1"});
+    new[formats::touch::TOUCH_ATTRIBUTE] = serde_json::json!({"S": "run-1"});
     v["dynamodb"]["NewImage"] = new;
     v["eventName"] = serde_json::json!("MODIFY");
     v.as_object_mut().unwrap().remove("userIdentity");

@@ -1,10 +1,10 @@
 //! Tests of parked records: their keys and their pinned version-1 body.
 
+use crate::EventRecord;
+use crate::wire::WireRecord;
 use chrono::{TimeZone, Utc};
 use io_policy::Failure;
 use serde_json::{Value, json};
-use stream_kit::EventRecord;
-use stream_kit::wire::WireRecord;
 
 use super::{body, key};
 

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use stream_kit::Vars;
+use crate::Vars;
 
 use super::Settings;
 

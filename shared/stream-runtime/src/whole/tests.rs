@@ -1,8 +1,8 @@
 //! A record whole: as delivered from the invocation's text, as written from decoded records,
 //! and through a combined function's part.
 
+use crate::Event;
 use serde_json::{Value, json};
-use stream_kit::Event;
 
 use super::*;
 

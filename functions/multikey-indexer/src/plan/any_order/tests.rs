@@ -3,10 +3,10 @@
 
 use std::collections::HashMap;
 
-use multikey_schema::head::{Head, is_head};
+use formats::head::{Head, is_head};
 use serde_dynamo::AttributeValue;
 use serde_json::json;
-use stream_kit::EventRecord;
+use stream_runtime::EventRecord;
 
 use super::*;
 use crate::plan::tests::{Model, apply, key_of};
@@ -18,7 +18,7 @@ fn entries(model: &Model) -> Model {
         .filter(|((pk, _), _)| !is_head(pk))
         .map(|(k, item)| {
             let mut item = item.clone();
-            item.remove(multikey_schema::VERSION_ATTRIBUTE);
+            item.remove(formats::VERSION_ATTRIBUTE);
             (k.clone(), item)
         })
         .collect()

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
-use stream_kit::EventRecord;
+use stream_runtime::EventRecord;
 
 use super::*;
 use crate::plan::tests::{issue, record};

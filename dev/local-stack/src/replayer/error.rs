@@ -1,0 +1,36 @@
+//! The replayer's errors: each names the request or file and what it was for.
+
+use std::path::PathBuf;
+
+use stream_runtime::delivery::RequestError;
+
+/// Why the replayer stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// An emulator request failed, or the emulator answered something a real service never
+    /// would.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The failure log could not be written.
+    #[error("writing the failure log {path}: {cause}")]
+    FailureLog {
+        /// The log file.
+        path: PathBuf,
+        /// The I/O error.
+        cause: std::io::Error,
+    },
+}
+
+impl ReplayError {
+    pub(crate) fn request(
+        operation: &'static str,
+        target: &str,
+        error: &(impl std::error::Error + 'static),
+    ) -> ReplayError {
+        ReplayError::Request(RequestError::request(operation, target, error))
+    }
+
+    pub(crate) fn unexpected(target: &str, message: impl Into<String>) -> ReplayError {
+        ReplayError::Request(RequestError::unexpected(target, message))
+    }
+}

@@ -1,0 +1,56 @@
+//! Reads Sidestream's SAM template (`template.yaml`) the way deployment would see it.
+//!
+//! - [`Template::parse`] reads YAML with CloudFormation's short tags into canonical JSON;
+//!   [`Template::parse_with`] also inlines nested stacks whose templates are local files (their
+//!   resources named by the nested stack's id and their own), as CloudFormation creates them.
+//! - [`Template::resolver`] resolves intrinsics (`Ref`, `Fn::Sub`, `Fn::If`, `Fn::GetAtt`,
+//!   `Fn::Select`, `Fn::Split`, `Fn::Join`) and conditions for one set of parameter values, with
+//!   resource names the caller picks; [`Resolver::broken_rules`] checks the template's `Rules`
+//!   for those values, as CloudFormation does before it deploys.
+//! - [`Template::functions`] gives each function's build settings, environment and DynamoDB
+//!   stream sources, with SAM's `Globals` applied.
+//! - [`Template::tables`] and [`Template::buckets`] give the storage it declares, for creating
+//!   the same tables and buckets on an emulator.
+//! - [`check`] reports what cfn-lint accepts but Lambda gets wrong: `FunctionResponseTypes`,
+//!   `StartingPosition`, and filter patterns ([`Pattern`]) that are not JSON, use unknown
+//!   operators, or match a DynamoDB attribute above its type (which never matches).
+//!
+//! The crate does no I/O; callers read the file.
+
+mod check;
+mod eval;
+mod load;
+mod model;
+mod nested;
+mod resources;
+
+pub use check::{MAX_FILTERS, MAX_PATTERN_CHARS, Problem, check};
+pub use eval::{Names, Resolver};
+pub use model::{Function, StreamSource, Template};
+pub use resources::{Bucket, GlobalIndex, KeyAttribute, Table};
+pub use stream_runtime::filter::{Comparison, Matcher, Node, Pattern, PatternError};
+
+/// A template that cannot be read or resolved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    /// Not YAML.
+    #[error("template is not valid YAML: {0}")]
+    Yaml(String),
+    /// A part of the template has the wrong shape or cannot be resolved.
+    #[error("template {at}: {reason}")]
+    Invalid {
+        /// Where, as a path like `Resources/IndexerFunction/Properties`.
+        at: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl TemplateError {
+    pub(crate) fn invalid(at: &str, reason: impl Into<String>) -> TemplateError {
+        TemplateError::Invalid {
+            at: at.trim_start_matches('/').to_owned(),
+            reason: reason.into(),
+        }
+    }
+}

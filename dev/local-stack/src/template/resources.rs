@@ -1,0 +1,194 @@
+//! The storage a template declares: DynamoDB tables (keys, streams, TTL, global secondary
+//! indexes) and S3 buckets, resolved for one set of parameters, so that a local emulator can be
+//! given the same tables the stack would create.
+
+use serde_json::Value;
+
+use crate::template::eval::Resolver;
+use crate::template::{Template, TemplateError};
+
+/// One `AWS::DynamoDB::Table` that exists for the parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    /// The logical id.
+    pub logical_id: String,
+    /// The physical name: `TableName`, or the resolver's name for the resource.
+    pub name: String,
+    /// `KeySchema`, partition key first.
+    pub key: Vec<KeyAttribute>,
+    /// `StreamSpecification.StreamViewType`, when the table has a stream.
+    pub stream_view_type: Option<String>,
+    /// `TimeToLiveSpecification.AttributeName`, when TTL is enabled.
+    pub ttl_attribute: Option<String>,
+    /// `KinesisStreamSpecification.StreamArn`: the Kinesis data stream the table's changes are
+    /// written to, when it has one.
+    pub kinesis_stream: Option<String>,
+    /// `GlobalSecondaryIndexes`.
+    pub global_indexes: Vec<GlobalIndex>,
+}
+
+/// One attribute of a key schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyAttribute {
+    /// The attribute name.
+    pub name: String,
+    /// `HASH` or `RANGE`.
+    pub key_type: String,
+    /// Its `AttributeDefinitions` type: `S`, `N` or `B`.
+    pub attribute_type: String,
+}
+
+/// One global secondary index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalIndex {
+    /// `IndexName`.
+    pub name: String,
+    /// Its key schema.
+    pub key: Vec<KeyAttribute>,
+    /// `Projection.ProjectionType`: `ALL`, `KEYS_ONLY` or `INCLUDE`.
+    pub projection: String,
+    /// `Projection.NonKeyAttributes`.
+    pub non_key_attributes: Vec<String>,
+}
+
+/// One `AWS::S3::Bucket` that exists for the parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bucket {
+    /// The logical id.
+    pub logical_id: String,
+    /// The physical name: `BucketName`, or the resolver's name for the resource.
+    pub name: String,
+}
+
+impl Template {
+    /// The tables that exist for the resolver's parameters, in template order.
+    pub fn tables(&self, resolver: &Resolver<'_>) -> Result<Vec<Table>, TemplateError> {
+        let mut tables = Vec::new();
+        for id in self.existing(resolver, "AWS::DynamoDB::Table")? {
+            let at = format!("Resources/{id}/Properties");
+            let properties = self.properties(resolver, id)?;
+            let definitions = properties.get("AttributeDefinitions").unwrap_or(&Value::Null);
+            let key = key_schema(
+                properties.get("KeySchema"),
+                definitions,
+                &format!("{at}/KeySchema"),
+            )?;
+            let mut global_indexes = Vec::new();
+            for (i, index) in array(properties.get("GlobalSecondaryIndexes")).iter().enumerate() {
+                let here = format!("{at}/GlobalSecondaryIndexes/{i}");
+                global_indexes.push(GlobalIndex {
+                    name: text(index, "/IndexName", &here)?,
+                    key: key_schema(index.get("KeySchema"), definitions, &format!("{here}/KeySchema"))?,
+                    projection: text(index, "/Projection/ProjectionType", &here)?,
+                    non_key_attributes: array(index.pointer("/Projection/NonKeyAttributes"))
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect(),
+                });
+            }
+            let ttl_enabled = properties
+                .pointer("/TimeToLiveSpecification/Enabled")
+                .is_some_and(|v| v == &Value::Bool(true) || v == "true");
+            tables.push(Table {
+                logical_id: id.to_owned(),
+                name: resolver.string(&serde_json::json!({"Ref": id}), &at)?,
+                key,
+                stream_view_type: properties
+                    .pointer("/StreamSpecification/StreamViewType")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                kinesis_stream: properties
+                    .pointer("/KinesisStreamSpecification/StreamArn")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                ttl_attribute: properties
+                    .pointer("/TimeToLiveSpecification/AttributeName")
+                    .and_then(Value::as_str)
+                    .filter(|_| ttl_enabled)
+                    .map(str::to_owned),
+                global_indexes,
+            });
+        }
+        Ok(tables)
+    }
+
+    /// The buckets that exist for the resolver's parameters, in template order.
+    pub fn buckets(&self, resolver: &Resolver<'_>) -> Result<Vec<Bucket>, TemplateError> {
+        self.existing(resolver, "AWS::S3::Bucket")?
+            .into_iter()
+            .map(|id| {
+                Ok(Bucket {
+                    logical_id: id.to_owned(),
+                    name: resolver.string(&serde_json::json!({"Ref": id}), &format!("Resources/{id}"))?,
+                })
+            })
+            .collect()
+    }
+
+    fn existing(&self, resolver: &Resolver<'_>, kind: &str) -> Result<Vec<&str>, TemplateError> {
+        let mut ids = Vec::new();
+        for id in self.resources_of_type(kind) {
+            if resolver.resource_exists(id)? {
+                ids.push(id);
+            }
+        }
+        Ok(ids)
+    }
+
+    fn properties(&self, resolver: &Resolver<'_>, id: &str) -> Result<Value, TemplateError> {
+        let at = format!("Resources/{id}/Properties");
+        let raw = self.root().pointer(&format!("/{at}")).unwrap_or(&Value::Null);
+        Ok(resolver.resolve(raw, &at)?.unwrap_or(Value::Null))
+    }
+}
+
+fn key_schema(
+    schema: Option<&Value>,
+    definitions: &Value,
+    at: &str,
+) -> Result<Vec<KeyAttribute>, TemplateError> {
+    let schema = array(schema);
+    if schema.is_empty() {
+        return Err(TemplateError::invalid(at, "a key schema needs a HASH attribute"));
+    }
+    schema
+        .iter()
+        .enumerate()
+        .map(|(i, element)| {
+            let here = format!("{at}/{i}");
+            let name = text(element, "/AttributeName", &here)?;
+            let attribute_type = array(Some(definitions))
+                .iter()
+                .find(|d| d.get("AttributeName").and_then(Value::as_str) == Some(name.as_str()))
+                .and_then(|d| d.get("AttributeType").and_then(Value::as_str))
+                .ok_or_else(|| {
+                    TemplateError::invalid(
+                        &here,
+                        format!("key attribute {name} is not in AttributeDefinitions"),
+                    )
+                })?
+                .to_owned();
+            Ok(KeyAttribute {
+                name,
+                key_type: text(element, "/KeyType", &here)?,
+                attribute_type,
+            })
+        })
+        .collect()
+}
+
+fn text(value: &Value, pointer: &str, at: &str) -> Result<String, TemplateError> {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| TemplateError::invalid(&format!("{at}{pointer}"), "a string is needed here"))
+}
+
+fn array(value: Option<&Value>) -> &[Value] {
+    value.and_then(Value::as_array).map_or(&[], Vec::as_slice)
+}
+
+#[cfg(test)]
+mod tests;

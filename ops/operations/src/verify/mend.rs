@@ -1,0 +1,375 @@
+//! Mending the index under a live stream: every entry put goes through the stream, and every
+//! delete is conditioned so that it cannot undo a newer write.
+//!
+//! The indexer is the one writer that sees an item's changes in order. Anything else that writes
+//! index entries from what it read earlier (a scan, a failure record) races it: a verify's repair
+//! can put back an entry a later change removed, and a replayed record can put back an entry of
+//! an image that is no longer current. So a mend writes entries in two ways only:
+//!
+//! - **puts by touching**: to make the index hold what an item calls for now, the item is touched
+//!   (`crate::backfill::touch_item`: one marker attribute set, conditioned on the item existing).
+//!   DynamoDB Streams carries the touch in the item's own order, and the indexer re-puts every
+//!   entry of the item's image at that point. A change made before the touch is in its image; a
+//!   change made after it is a later record the indexer applies after it. A mend never puts an
+//!   entry itself.
+//! - **conditioned deletes**: an entry can be stale because a record that should have deleted it
+//!   never ran (given up, parked, or drift), and a touch cannot remove it (a touch only puts what
+//!   the current image calls for). Every entry the indexer puts carries its record's sequence
+//!   number (`sidestream_seq`, `docs/formats.md`), and a mend deletes an entry only on a
+//!   condition that any newer put breaks:
+//!   - a replayed record `R` deletes the entries `R` deleted, each only if its version is older
+//!     than `R` (`attribute_not_exists(v) OR v < R`): an entry put by a record after `R` stays;
+//!   - a verify's extra entry is deleted only if a consistent read of its base item shows the
+//!     item no longer calls for it, and only if its version is still the one the verify saw
+//!     (`v = seen`): if the indexer has put it again since, the delete does nothing.
+//!
+//! Entries written before versions existed have no `sidestream_seq`; their deletes are
+//! conditioned on it still being absent, which any put by a versioned indexer breaks.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use formats::{Index, Indexes, VERSION_ATTRIBUTE};
+use futures_util::StreamExt as _;
+use io_policy::{Budget, Failure, Policy};
+use multikey_indexer::Plan;
+use serde::Serialize;
+use serde_json::Value;
+use stream_runtime::{EventRecord, Op};
+
+use crate::verify::{Drift, VerifyError};
+
+/// How long a mend may take, retries included.
+const MEND_TIME: Duration = Duration::from_secs(3600);
+
+/// What a mend wrote and what it left, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Mended {
+    /// Base items touched: the indexer re-puts their entries from the stream.
+    pub touched: usize,
+    /// Base items not touched because they no longer exist (their REMOVE record deletes their
+    /// entries) or this run touched them already.
+    pub gone: usize,
+    /// Entries deleted (a delete that found nothing is not counted).
+    pub deleted: usize,
+    /// Deletes not made because the base item calls for the entry again (a consistent read).
+    pub called_for: usize,
+    /// Deletes not made because the entry has been put again since (its version moved on).
+    pub newer: usize,
+}
+
+impl Mended {
+    /// Adds `other`'s counts to these.
+    fn add(&mut self, other: Mended) {
+        self.touched += other.touched;
+        self.gone += other.gone;
+        self.deleted += other.deleted;
+        self.called_for += other.called_for;
+        self.newer += other.newer;
+    }
+}
+
+/// A mender of one base table's index entries.
+#[derive(Debug, Clone)]
+pub struct Mender {
+    client: aws_sdk_dynamodb::Client,
+    indexes: Indexes,
+    base_table: String,
+    run_id: String,
+    policy: Policy,
+}
+
+/// An entry's version condition for a delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Unless {
+    /// Delete only if the entry's version is still `Some(v)` (or still absent, for `None`).
+    Moved(Option<String>),
+    /// Delete only if the entry's version is absent or older than this one.
+    Newer(String),
+}
+
+impl Mender {
+    /// A mender of `base_table`'s entries under `indexes`, whose touches carry `run_id`.
+    /// `client` must have the SDK's retries off (`io_policy::without_sdk_retries`).
+    pub fn new(client: aws_sdk_dynamodb::Client, indexes: Indexes, base_table: &str, run_id: &str) -> Mender {
+        Mender {
+            client,
+            indexes,
+            base_table: base_table.to_owned(),
+            run_id: run_id.to_owned(),
+            policy: Policy::default(),
+        }
+    }
+
+    /// Mends `drift` (found by [`crate::verify::verify`] for `index`): the base items of missing and
+    /// stale entries are touched; each extra entry is deleted if its base item no longer calls
+    /// for it, on the version the verify saw. Items and entries are independent of one another:
+    /// the policy's `concurrency` calls are in flight at once.
+    pub async fn drift(&self, index: &Index, drift: &Drift) -> Result<Mended, VerifyError> {
+        let budget = self.policy.within(MEND_TIME);
+        let mut mended = Mended::default();
+        let mut keys = BTreeMap::new();
+        for entry in drift.missing.iter().chain(&drift.stale) {
+            let key = self.base_key(entry)?;
+            keys.insert(key_text(&key), key);
+        }
+        self.touch_all(&budget, keys.values(), &mut mended).await?;
+        let mut extras = futures_util::stream::iter(&drift.extra)
+            .map(|entry| self.extra(&budget, index, entry))
+            .buffer_unordered(self.policy.concurrency.max(1));
+        while let Some(one) = extras.next().await {
+            mended.add(one?);
+        }
+        Ok(mended)
+    }
+
+    /// Deletes one extra entry unless its base item calls for it again or it has been put again
+    /// since the verification saw it.
+    async fn extra(&self, budget: &Budget, index: &Index, entry: &Value) -> Result<Mended, VerifyError> {
+        let mut mended = Mended::default();
+        let base_key = self.base_key(entry)?;
+        if self.calls_for(budget, index, &base_key, entry).await? {
+            mended.called_for += 1;
+            return Ok(mended);
+        }
+        let seen = match entry.get(VERSION_ATTRIBUTE) {
+            Some(v) => Some(
+                v.get("S")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| VerifyError::Format(format!("{VERSION_ATTRIBUTE} is not S in {entry}")))?
+                    .to_owned(),
+            ),
+            None => None,
+        };
+        let key = entry_key(index, entry)?;
+        self.delete(budget, index, key, Unless::Moved(seen), &mut mended)
+            .await?;
+        Ok(mended)
+    }
+
+    /// Replays the indexer's `records` (given up or parked) through the stream: each record's
+    /// deletes are made only on entries older than the record, and every base item the records
+    /// name that still exists is touched, once. No entry of an old image is ever put.
+    pub async fn records(&self, records: &[EventRecord]) -> Result<Mended, VerifyError> {
+        let budget = self.policy.within(MEND_TIME);
+        let mut mended = Mended::default();
+        let mut keys = BTreeMap::new();
+        for record in records {
+            let version = record
+                .change
+                .sequence_number
+                .as_deref()
+                .and_then(formats::entries::version)
+                .ok_or_else(|| {
+                    VerifyError::Format(format!(
+                        "record {} has no sequence number to order its deletes by",
+                        record.event_id
+                    ))
+                })?;
+            let plan = Plan::new(&self.indexes, std::slice::from_ref(record));
+            if let Some(stopped) = plan.failures.stopped {
+                return Err(VerifyError::Format(format!(
+                    "record {} cannot be planned: {}",
+                    record.event_id, stopped.error
+                )));
+            }
+            for write in plan.writes {
+                let Op::Delete(key) = write.op else { continue };
+                let index = self
+                    .indexes
+                    .indexes
+                    .iter()
+                    .find(|i| i.table == write.table)
+                    .ok_or_else(|| VerifyError::Index(format!("no index writes to {}", write.table)))?;
+                self.delete(
+                    &budget,
+                    index,
+                    key.into_item().into(),
+                    Unless::Newer(version.clone()),
+                    &mut mended,
+                )
+                .await?;
+            }
+            let keys_json =
+                serde_json::to_value(&record.change.keys).map_err(|e| VerifyError::Format(e.to_string()))?;
+            let key = self.base_key(&keys_json)?;
+            keys.insert(key_text(&key), key);
+        }
+        self.touch_all(&budget, keys.values(), &mut mended).await?;
+        Ok(mended)
+    }
+
+    /// The base item's key, from an index entry or a record's `Keys` (both carry the base key's
+    /// attributes as they are).
+    fn base_key(&self, item: &Value) -> Result<HashMap<String, AttributeValue>, VerifyError> {
+        let mut key = HashMap::new();
+        for name in &self.indexes.base_key {
+            let value = item.get(name).ok_or_else(|| {
+                VerifyError::Format(format!("{item} lacks the base key attribute {name:?}"))
+            })?;
+            key.insert(name.clone(), attribute(value)?);
+        }
+        Ok(key)
+    }
+
+    /// Touches the base items keyed `keys`, the policy's `concurrency` at a time (each item's
+    /// touch is independent of the others').
+    async fn touch_all(
+        &self,
+        budget: &Budget,
+        keys: impl Iterator<Item = &HashMap<String, AttributeValue>>,
+        mended: &mut Mended,
+    ) -> Result<(), VerifyError> {
+        let mut touches = futures_util::stream::iter(keys)
+            .map(|key| crate::backfill::touch_item(&self.client, budget, &self.base_table, key, &self.run_id))
+            .buffer_unordered(self.policy.concurrency.max(1));
+        while let Some(touched) = touches.next().await {
+            if touched.map_err(|failure| failed("UpdateItem", &self.base_table, failure))? {
+                mended.touched += 1;
+            } else {
+                mended.gone += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the base item keyed `base_key`, read consistently now, calls for `entry` (the
+    /// same index key), by the independent oracle.
+    async fn calls_for(
+        &self,
+        budget: &Budget,
+        index: &Index,
+        base_key: &HashMap<String, AttributeValue>,
+        entry: &Value,
+    ) -> Result<bool, VerifyError> {
+        let got = budget
+            .call(|| {
+                let request = self
+                    .client
+                    .get_item()
+                    .table_name(&self.base_table)
+                    .set_key(Some(base_key.clone()))
+                    .consistent_read(true);
+                async move {
+                    request
+                        .send()
+                        .await
+                        .map_err(|e| io_policy::classify("GetItem", &e))
+                }
+            })
+            .await
+            .map_err(|failure| failed("GetItem", &self.base_table, failure))?;
+        let Some(item) = got.item else {
+            return Ok(false);
+        };
+        let item = serde_json::to_value(serde_dynamo::Item::from(item))
+            .map_err(|e| VerifyError::Format(e.to_string()))?;
+        let one = Indexes {
+            base_key: self.indexes.base_key.clone(),
+            indexes: vec![index.clone()],
+        };
+        let wanted = (entry.get(&index.partition_key), entry.get(&index.sort_key));
+        for line in crate::oracle::expected_index(&one, &[item])? {
+            let expected: Value =
+                serde_json::from_str(&line).map_err(|e| VerifyError::Format(e.to_string()))?;
+            if (expected.get(&index.partition_key), expected.get(&index.sort_key)) == wanted {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    async fn delete(
+        &self,
+        budget: &Budget,
+        index: &Index,
+        key: HashMap<String, AttributeValue>,
+        unless: Unless,
+        mended: &mut Mended,
+    ) -> Result<(), VerifyError> {
+        let deleted = budget
+            .call(|| {
+                let mut request = self
+                    .client
+                    .delete_item()
+                    .table_name(index.table.as_ref())
+                    .set_key(Some(key.clone()))
+                    .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+                    .expression_attribute_names("#v", VERSION_ATTRIBUTE);
+                request = match &unless {
+                    Unless::Moved(None) => request.condition_expression("attribute_not_exists(#v)"),
+                    Unless::Moved(Some(seen)) => request
+                        .condition_expression("#v = :v")
+                        .expression_attribute_values(":v", AttributeValue::S(seen.clone())),
+                    Unless::Newer(version) => request
+                        .condition_expression("attribute_not_exists(#v) OR #v < :v")
+                        .expression_attribute_values(":v", AttributeValue::S(version.clone())),
+                };
+                async move {
+                    match request.send().await {
+                        Ok(answer) => Ok(Some(answer.attributes.is_some_and(|a| !a.is_empty()))),
+                        Err(e)
+                            if e.as_service_error().is_some_and(
+                                aws_sdk_dynamodb::operation::delete_item::DeleteItemError::is_conditional_check_failed_exception,
+                            ) =>
+                        {
+                            Ok(None)
+                        }
+                        Err(e) => Err(io_policy::classify("DeleteItem", &e)),
+                    }
+                }
+            })
+            .await
+            .map_err(|failure| failed("DeleteItem", &index.table, failure))?;
+        match deleted {
+            Some(true) => mended.deleted += 1,
+            Some(false) => {} // nothing was there
+            None => mended.newer += 1,
+        }
+        Ok(())
+    }
+}
+
+fn failed(operation: &'static str, table: &str, failure: Failure) -> VerifyError {
+    VerifyError::Mend {
+        operation,
+        table: table.to_owned(),
+        failure,
+    }
+}
+
+/// The table a stream record comes from, by its `eventSourceARN`
+/// (`arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>`).
+pub fn table_of(record: &EventRecord) -> Option<&str> {
+    record
+        .event_source_arn
+        .as_deref()?
+        .split_once(":table/")
+        .and_then(|(_, rest)| rest.split('/').next())
+        .filter(|name| !name.is_empty())
+}
+
+/// An index entry's key (partition and sort key), from the entry as scanned.
+fn entry_key(index: &Index, entry: &Value) -> Result<HashMap<String, AttributeValue>, VerifyError> {
+    let mut key = HashMap::new();
+    for name in [&index.partition_key, &index.sort_key] {
+        let value = entry.get(name).ok_or_else(|| {
+            VerifyError::Format(format!("an index item without its key attribute {name}: {entry}"))
+        })?;
+        key.insert(name.clone(), attribute(value)?);
+    }
+    Ok(key)
+}
+
+fn attribute(value: &Value) -> Result<AttributeValue, VerifyError> {
+    serde_json::from_value::<serde_dynamo::AttributeValue>(value.clone())
+        .map(Into::into)
+        .map_err(|e| VerifyError::Format(format!("{value} is not a DynamoDB JSON value: {e}")))
+}
+
+/// A key as text, to touch each item once.
+fn key_text(key: &HashMap<String, AttributeValue>) -> String {
+    let sorted: BTreeMap<_, _> = key.iter().map(|(k, v)| (k, format!("{v:?}"))).collect();
+    format!("{sorted:?}")
+}

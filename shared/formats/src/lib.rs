@@ -1,0 +1,31 @@
+//! Sidestream's persisted formats, each in one place: a module per section of
+//! `docs/formats.md`, and each pinned by its golden tests. The keys themselves (K1, B1) are the
+//! `key-codec` crate's.
+//!
+//! - [`config`]: the index's definition, `MULTIKEY_INDEXES`, parsed and checked once.
+//! - [`entries`]: the entries an item image yields for one index, their keys and items ("Index
+//!   items"), and [`has_entry`], whether an item has an entry for a member.
+//! - [`head`]: an item's version head, for indexing records that come out of order ("Version
+//!   heads").
+//! - [`archive`]: the TTL archive's objects ("TTL archive, version 2").
+//! - [`counter`]: sharded counters' keys and total items ("Counter total items").
+//! - [`cursor`]: the grid's signed cursor ("Grid cursor, g1").
+//! - [`touch`]: the marker a backfill or a replay sets to send an item down the stream ("Touch
+//!   marker").
+//!
+//! The parked record is the runtime's own (`stream_runtime::parked`, "Parked records"): every
+//! function's runtime writes it, below this crate. The backfill's checkpoint is the backfill's
+//! (`operations::backfill::checkpoint`): only a backfill reads or writes it.
+
+pub mod archive;
+pub mod config;
+pub mod counter;
+pub mod cursor;
+pub mod entries;
+pub mod head;
+pub mod touch;
+
+pub use config::{
+    ENTRY_ATTRIBUTE, INDEXES_VAR, Index, Indexes, KeyFormat, VALUE_ATTRIBUTE, VERSION_ATTRIBUTE,
+};
+pub use entries::{EntryKey, has_entry};

@@ -1,0 +1,64 @@
+//! A deadline-aware DynamoDB writer for stream processors.
+//!
+//! [`Writer::write`] applies a batch of planned [`ItemWrite`]s with `BatchWriteItem`, under the
+//! one I/O policy ([`io_policy::Budget`]); [`Writer::write_as_ready`] the chunks of a plan still
+//! being made, each sent as soon as it is ready and the window admits it:
+//!
+//! - **Chunks of at most 25 writes**, DynamoDB's limit, several tables per request allowed. The
+//!   caller guarantees that no two writes in one call share a table and key (a plan that
+//!   coalesces by key does); DynamoDB rejects a request that repeats a key.
+//! - **Adaptive concurrency**: at most the budget's window ([`io_policy::Window`]) of requests
+//!   in flight; it starts at `policy.concurrency`, grows while answers are clean up to
+//!   `policy.max_concurrency`, and halves on throttling and on `UnprocessedItems`. Because each
+//!   key gets one write, their order does not matter.
+//! - **Retries** of `UnprocessedItems`, throttling and server errors, with jittered exponential
+//!   backoff, a per-attempt timeout and the invocation's deadline, all from the budget. Only the
+//!   unprocessed writes are sent again.
+//! - **Narrowing.** A `ValidationException` says nothing about which of a request's 25 writes
+//!   caused it. A chunk that fails with a record-permanent failure is split in halves and each
+//!   half sent again, down to single writes, so that only the writes that cause it fail as
+//!   record-permanent; the others are applied.
+//!
+//! [`Writer::write_fenced`] applies each item's writes behind a *fence*: in a `TransactWriteItems`
+//! with a put of the item's version head, conditioned on its version, so that a request landing
+//! after newer writes of the same item (its invocation superseded) is refused whole
+//! ([`fenced`](crate::writer::Fenced)).
+//!
+//! [`Report`] says what happened: writes done, and each failed write's `origin` (the record it
+//! finishes) with its classified failure.
+
+mod fenced;
+mod send;
+
+pub use crate::{ItemWrite, Op};
+pub use fenced::{Fence, Fenced, FencedReport, MAX_ACTIONS, MAX_TRANSACTION_BYTES, requests_for_fenced};
+pub use send::Writer;
+
+use io_policy::Failure;
+
+/// What one call to [`Writer::write`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Item writes DynamoDB applied.
+    pub writes: u64,
+    /// Item writes that were given up on.
+    pub failed: u64,
+    /// For each write given up on, its origin and why, in no particular order.
+    pub failures: Vec<(usize, Failure)>,
+}
+
+impl Report {
+    fn merge(&mut self, other: Report) {
+        self.writes += other.writes;
+        self.failed += other.failed;
+        self.failures.extend(other.failures);
+    }
+}
+
+/// DynamoDB's limit on writes per `BatchWriteItem` request.
+pub const MAX_BATCH: usize = 25;
+
+/// The number of requests a call with `writes` writes makes when nothing is retried.
+pub const fn requests_for(writes: usize) -> usize {
+    writes.div_ceil(MAX_BATCH)
+}

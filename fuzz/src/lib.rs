@@ -224,11 +224,14 @@ fn plans(records: &[stream_runtime::EventRecord]) -> bool {
                 .unwrap_or_else(|e| panic!("the example configuration: {e}"));
     }
     let compared = INDEXES.with(|indexes| in_steps_as_whole(indexes, records));
-    drop(ttl_archiver::Plan::new(
+    drop(ttl_archiver::Plan::from_wire(
         &ttl_archiver::ObjectSettings::default(),
-        records,
+        &stream_runtime::WireRecord::view_all(records),
     ));
-    drop(counter_aggregator::Plan::new("pk", records));
+    drop(counter_aggregator::Plan::from_wire(
+        "pk",
+        &stream_runtime::WireRecord::view_all(records),
+    ));
     compared
 }
 
@@ -239,7 +242,7 @@ fn plans(records: &[stream_runtime::EventRecord]) -> bool {
 /// records that write something.
 fn in_steps_as_whole(indexes: &multikey_indexer::Indexes, records: &[stream_runtime::EventRecord]) -> bool {
     use multikey_indexer::plan::{Plan, steps};
-    let whole = Plan::new(indexes, records);
+    let whole = Plan::from_wire(indexes, &stream_runtime::WireRecord::view_all(records));
     if whole.failures.stopped.is_some() {
         return false;
     }
@@ -359,7 +362,7 @@ fn wire_compare(input: &[u8]) -> bool {
     INDEXES.with(|indexes| {
         assert_eq!(
             multikey_indexer::Plan::from_wire(indexes, &batch.records),
-            multikey_indexer::Plan::new(indexes, &event.records),
+            multikey_indexer::Plan::from_wire(indexes, &stream_runtime::WireRecord::view_all(&event.records)),
             "the same plan"
         );
         in_steps_as_whole(indexes, &event.records);
@@ -367,12 +370,12 @@ fn wire_compare(input: &[u8]) -> bool {
     let layout = ttl_archiver::ObjectSettings::default();
     assert_eq!(
         ttl_archiver::Plan::from_wire(&layout, &batch.records),
-        ttl_archiver::Plan::new(&layout, &event.records),
+        ttl_archiver::Plan::from_wire(&layout, &stream_runtime::WireRecord::view_all(&event.records)),
         "the same archive"
     );
     assert_eq!(
         counter_aggregator::Plan::from_wire("pk", &batch.records),
-        counter_aggregator::Plan::new("pk", &event.records),
+        counter_aggregator::Plan::from_wire("pk", &stream_runtime::WireRecord::view_all(&event.records)),
         "the same counts"
     );
     true

@@ -159,8 +159,9 @@ async fn world(sdk: &SdkConfig, generated: usize) -> Result<World> {
     // moto, one request at a time, is slower than DynamoDB: give a page the time its
     // nulls rounds take here (the page that ends the index phase of a field every issue has
     // reads the whole scope, 100 items a round).
-    let grid = Grid::new(client.clone(), schema, Signer::new(b"grid test", 3_600))
-        .with_policy(io_policy::Policy::default(), std::time::Duration::from_secs(120));
+    let grid = Grid::new(client.clone(), schema, Signer::new(b"grid test", 3_600)).with_policy(
+        io_policy::Bounded::new(io_policy::Policy::default(), std::time::Duration::from_secs(120)),
+    );
     Ok(World {
         stack,
         pipeline,

@@ -206,7 +206,7 @@ async fn unprocessed_keys_of_the_grid_are_asked_again_under_the_policy() {
     .unwrap();
     let layout = GridSchema::new(&indexes, None, "issues", "project-num").unwrap();
     let grid = Grid::new(endpoint.dynamodb(), layout, Signer::new(b"scripted", 60))
-        .with_policy(policy(), Duration::from_secs(30));
+        .with_policy(io_policy::Bounded::new(policy(), Duration::from_secs(30)));
     let query = Query {
         scope: "p1".into(),
         field: "f".into(),
@@ -262,7 +262,7 @@ async fn unprocessed_keys_of_an_exact_counter_read_are_asked_again() {
         "counters",
         formats::counter::Sharding::new(3).unwrap(),
     )
-    .with_policy(policy(), Duration::from_secs(30));
+    .with_policy(io_policy::Bounded::new(policy(), Duration::from_secs(30)));
     assert_eq!(counters.exact("votes").await.unwrap(), 18);
     let seen = endpoint.seen();
     assert_eq!(seen.len(), 2);

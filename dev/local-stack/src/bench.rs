@@ -104,8 +104,8 @@ pub struct Options {
     pub binaries: PathBuf,
 }
 
-/// A part of the bench.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// A part of the bench (`sidestream-local bench --only`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Part {
     /// Each function's invocations against the request bound and the replayed floor.
@@ -120,7 +120,7 @@ pub enum Part {
     Combined,
     /// The same changes from a DynamoDB stream and from a Kinesis data stream.
     Kinesis,
-    /// The indexer in order and in any order, on the same batches.
+    /// The indexer in order and in any order (`MULTIKEY_ORDER`), on the same batches.
     AnyOrder,
 }
 

@@ -429,7 +429,7 @@ fn counters_of(
         &stack.table("CounterTable")?.name,
         options.sharding(region)?,
     )
-    .with_policy(patient, WRITER_ATTEMPT_TIMEOUT * 2))
+    .with_policy(io_policy::Bounded::new(patient, WRITER_ATTEMPT_TIMEOUT * 2)))
 }
 
 /// The aggregator and the archiver as invokers, for the operations' reruns of old records.

@@ -91,32 +91,13 @@ pub(crate) struct BenchArgs {
     pub(crate) binaries: PathBuf,
     /// Run only these parts (comma-separated; all by default).
     #[arg(long, value_enum, value_delimiter = ',', value_name = "PART")]
-    pub(crate) only: Vec<BenchPart>,
+    pub(crate) only: Vec<local_stack::bench::Part>,
     /// The SAM template.
     #[arg(long, default_value = "template.yaml", value_name = "FILE")]
     pub(crate) template: PathBuf,
     /// `text` (a progress bar, then tables) or `json` (one object).
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub(crate) output: Output,
-}
-
-/// A part of `sidestream-local bench`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum BenchPart {
-    /// Each function's invocations against the request bound.
-    WritePath,
-    /// Concurrent invocations updating the same counter totals.
-    Hot,
-    /// Fixed and adaptive write windows against a write capacity.
-    Throttled,
-    /// Each function's binary started cold against a local Runtime API, primed and not.
-    Cold,
-    /// The issues stream read by two mappings and by one.
-    Combined,
-    /// The same changes from a DynamoDB stream and from a Kinesis data stream.
-    Kinesis,
-    /// The indexer in order and in any order (`MULTIKEY_ORDER`), on the same batches.
-    AnyOrder,
 }
 
 #[derive(Debug, Args)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use crate::args::{BenchArgs, BenchPart, Output};
+use crate::args::{BenchArgs, Output};
 use crate::table::Align::{Left, Right};
 use crate::table::Table;
 use operations::progress::Bar;
@@ -30,19 +30,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     options.capacities = args.capacity;
     options.binaries = args.binaries;
     if !args.only.is_empty() {
-        options.parts = args
-            .only
-            .iter()
-            .map(|p| match p {
-                BenchPart::WritePath => local_stack::bench::Part::WritePath,
-                BenchPart::Hot => local_stack::bench::Part::Hot,
-                BenchPart::Throttled => local_stack::bench::Part::Throttled,
-                BenchPart::Cold => local_stack::bench::Part::Cold,
-                BenchPart::Combined => local_stack::bench::Part::Combined,
-                BenchPart::Kinesis => local_stack::bench::Part::Kinesis,
-                BenchPart::AnyOrder => local_stack::bench::Part::AnyOrder,
-            })
-            .collect();
+        options.parts = args.only;
     }
     if args.quick {
         options

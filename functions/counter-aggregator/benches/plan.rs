@@ -17,7 +17,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn bench(c: &mut Criterion) {
     let event = synthetic::increments(10_000, 100, 10, 7);
     let bytes = serde_json::to_vec(&event).expect("events serialise");
-    let plan = Plan::new("pk", &event.records);
+    let plan = Plan::from_wire("pk", &stream_runtime::WireRecord::view_all(&event.records));
     eprintln!(
         "event: {} records, {} KB; plan: {} counter updates (one write each), {} shard states, {} skipped",
         event.records.len(),
@@ -33,7 +33,12 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(serde_json::from_slice::<Event>(black_box(&bytes)).expect("decodes")));
     });
     group.bench_function("plan", |b| {
-        b.iter(|| black_box(Plan::new("pk", black_box(&event.records))));
+        b.iter(|| {
+            black_box(Plan::from_wire(
+                "pk",
+                &stream_runtime::WireRecord::view_all(black_box(&event.records)),
+            ))
+        });
     });
     group.finish();
 }

@@ -12,7 +12,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use aws_lambda_events::event::dynamodb::EventRecord;
 use formats::counter::COUNT;
 use formats::counter::CounterKey;
 use io_policy::FailureKind;
@@ -127,12 +126,6 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Plans a batch of `aws_lambda_events` records: the same plan as [`Plan::from_wire`].
-    pub fn new(partition_key: &str, records: &[EventRecord]) -> Plan {
-        let wire = WireRecord::view_all(records);
-        Plan::from_wire(partition_key, &wire)
-    }
-
     /// Plans a batch read in place ([`stream_runtime::wire`]) from a table whose partition key
     /// attribute is `partition_key`: the runtime's path.
     pub fn from_wire(partition_key: &str, records: &[WireRecord<'_>]) -> Plan {

@@ -45,7 +45,7 @@ fn bench(c: &mut Criterion) {
 
 fn group(c: &mut Criterion, indexes: &Indexes, name: &str, bytes: &[u8]) {
     let event: Event = serde_json::from_slice(bytes).expect("the event decodes");
-    let plan = Plan::new(indexes, &event.records);
+    let plan = Plan::from_wire(indexes, &stream_runtime::WireRecord::view_all(&event.records));
     let (puts, deletes) = plan.counts();
     eprintln!(
         "{name}: {} records, {} KB; plan: {} writes ({puts} puts, {deletes} deletes), {} BatchWriteItem requests, {} skipped",

@@ -52,7 +52,7 @@ use io_policy::FailureKind;
 use serde_dynamo::AttributeValue;
 use stream_runtime::limits::MAX_ITEM_BYTES;
 use stream_runtime::wire::{Attr, Image, WireRecord};
-use stream_runtime::{Attributes, EventRecord, ItemWrite, Op, PlanFailures, RecordError};
+use stream_runtime::{Attributes, ItemWrite, Op, PlanFailures, RecordError};
 
 use crate::config::{Index, Indexes};
 use formats::entries::{Carried, EntryKey, EntryParts, ImageEntries, IndexView, Member};
@@ -208,12 +208,6 @@ impl Plan {
         let mut plan = planner.finish();
         plan.failures = failures;
         plan
-    }
-
-    /// Plans a batch of `aws_lambda_events` records: the same plan as [`Plan::from_wire`].
-    pub fn new(indexes: &Indexes, records: &[EventRecord]) -> Plan {
-        let wire = WireRecord::view_all(records);
-        Plan::from_wire(indexes, &wire)
     }
 
     /// How many writes are puts and deletes.

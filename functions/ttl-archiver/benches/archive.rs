@@ -40,7 +40,7 @@ fn bench(c: &mut Criterion) {
         gzip_level,
         replicated_ttl_attribute: None,
     };
-    let plan = Plan::new(&layout(6), &event.records);
+    let plan = Plan::from_wire(&layout(6), &stream_runtime::WireRecord::view_all(&event.records));
     let (raw, data, meta): (usize, usize, usize) = plan.objects.iter().fold((0, 0, 0), |(r, d, m), o| {
         (r + o.raw_bytes, d + o.data.len(), m + o.meta.len())
     });
@@ -63,7 +63,12 @@ fn bench(c: &mut Criterion) {
     for level in [1, 6, 9] {
         let layout = layout(level);
         group.bench_function(format!("encode+gzip-{level}"), |b| {
-            b.iter(|| black_box(Plan::new(&layout, black_box(&event.records))));
+            b.iter(|| {
+                black_box(Plan::from_wire(
+                    &layout,
+                    &stream_runtime::WireRecord::view_all(black_box(&event.records)),
+                ))
+            });
         });
     }
     group.finish();

@@ -16,7 +16,6 @@
 
 use std::fmt;
 
-use aws_lambda_events::event::dynamodb::EventRecord;
 use chrono::{DateTime, SecondsFormat, Utc};
 use io_policy::FailureKind;
 use key_codec::SequenceNumber;
@@ -136,12 +135,6 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Plans a batch of `aws_lambda_events` records: the same plan as [`Plan::from_wire`].
-    pub fn new(layout: &ObjectSettings, records: &[EventRecord]) -> Plan {
-        let wire = WireRecord::view_all(records);
-        Plan::from_wire(layout, &wire)
-    }
-
     /// Plans a batch read in place ([`stream_runtime::wire`]): the runtime's path.
     pub fn from_wire(layout: &ObjectSettings, records: &[WireRecord<'_>]) -> Plan {
         let mut plan = Plan::default();

@@ -446,7 +446,8 @@ mod tests {
                 .unwrap()
             })
             .collect();
-        let plan = multikey_indexer::Plan::new(indexes, &records);
+        let plan =
+            multikey_indexer::Plan::from_wire(indexes, &stream_runtime::WireRecord::view_all(&records));
         let mut lines: Vec<String> = plan
             .writes
             .into_iter()

@@ -22,7 +22,7 @@ pub mod window;
 pub use deadline::Deadline;
 pub use dynamodb::batch_get_item;
 pub use failure::{Failure, FailureKind, classify, kind_of};
-pub use policy::{Attempts, Budget, Policy, Tally};
+pub use policy::{Attempts, Bounded, Budget, Policy, Tally};
 pub use window::Window;
 
 use aws_smithy_types::retry::RetryConfig;

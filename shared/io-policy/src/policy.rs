@@ -335,3 +335,23 @@ impl Attempts<'_> {
 
 #[cfg(test)]
 mod tests;
+
+/// A policy and how long one operation may take under it: what a client whose every call is an
+/// operation of its own holds (a grid's page, a counter's read), each call's budget made from it.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounded {
+    policy: Policy,
+    time: Duration,
+}
+
+impl Bounded {
+    /// Each operation under `policy`, bounded by `time`.
+    pub fn new(policy: Policy, time: Duration) -> Bounded {
+        Bounded { policy, time }
+    }
+
+    /// The budget of one operation, starting now ([`Policy::within`]).
+    pub fn budget(self) -> Budget {
+        self.policy.within(self.time)
+    }
+}

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
-use io_policy::{Budget, Failure, FailureKind, Policy};
+use io_policy::{Bounded, Budget, Failure, FailureKind, Policy};
 
 use formats::counter::{COUNT, Sharding, ShardingError, TOTAL_ATTRIBUTE};
 
@@ -51,8 +51,8 @@ pub struct Counters {
     client: aws_sdk_dynamodb::Client,
     table: String,
     layout: Sharding,
-    policy: Policy,
-    operation_time: Duration,
+    /// The policy of its calls, and how long each operation may take.
+    io: Bounded,
 }
 
 impl Counters {
@@ -64,21 +64,19 @@ impl Counters {
             client,
             table: table.into(),
             layout,
-            policy: Policy::default(),
-            operation_time: OPERATION_TIME,
+            io: Bounded::new(Policy::default(), OPERATION_TIME),
         }
     }
 
-    /// The same counters under `policy`, each operation bounded by `operation_time`.
+    /// The same counters under `io`: its policy, each operation bounded by its time.
     #[must_use]
-    pub fn with_policy(mut self, policy: Policy, operation_time: Duration) -> Counters {
-        self.policy = policy;
-        self.operation_time = operation_time;
+    pub fn with_policy(mut self, io: Bounded) -> Counters {
+        self.io = io;
         self
     }
 
     fn budget(&self) -> Budget {
-        self.policy.within(self.operation_time)
+        self.io.budget()
     }
 
     /// The layout.

@@ -226,11 +226,9 @@ where
 impl crate::source::Handler for Combined {
     async fn handle_batch<'r>(
         &'r self,
-        records: &'r [WireRecord<'r>],
-        whole: Whole<'r>,
-        deadline: Deadline,
+        batch: crate::source::Delivered<'r>,
     ) -> Result<DynamoDbEventResponse, NoCheckpoint> {
-        let (response, metrics) = self.handle_wire(records, whole, deadline).await;
+        let (response, metrics) = self.handle_wire(batch.records, batch.whole, batch.deadline).await;
         for mut m in metrics {
             m.flush();
         }

@@ -261,11 +261,9 @@ pub async fn run<F: StreamFunction>() -> Result<(), lambda_runtime::Error> {
 impl<F: StreamFunction> crate::source::Handler for Runtime<F> {
     async fn handle_batch<'r>(
         &'r self,
-        records: &'r [WireRecord<'r>],
-        whole: Whole<'r>,
-        deadline: Deadline,
+        batch: crate::source::Delivered<'r>,
     ) -> Result<DynamoDbEventResponse, NoCheckpoint> {
-        let (response, mut metrics) = self.handle_wire(records, whole, deadline).await;
+        let (response, mut metrics) = self.handle_wire(batch.records, batch.whole, batch.deadline).await;
         metrics.flush();
         response
     }

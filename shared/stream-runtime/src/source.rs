@@ -55,15 +55,22 @@ impl Source {
 
 /// What handles a batch of change records: a function's runtime, or several behind one mapping.
 pub trait Handler: Sync {
-    /// Handles one batch, its records read in place and `whole` the way back to each record as
-    /// delivered ([`Whole`]), and writes its metrics; errs only when no checkpoint can be
-    /// reported.
+    /// Handles one batch and writes its metrics; errs only when no checkpoint can be reported.
     fn handle_batch<'r>(
         &'r self,
-        records: &'r [WireRecord<'r>],
-        whole: Whole<'r>,
-        deadline: Deadline,
+        batch: Delivered<'r>,
     ) -> impl Future<Output = Result<DynamoDbEventResponse, NoCheckpoint>> + Send + 'r;
+}
+
+/// One invocation's batch as the runtime hands it to a [`Handler`].
+#[derive(Debug)]
+pub struct Delivered<'r> {
+    /// The records, read in place.
+    pub records: &'r [WireRecord<'r>],
+    /// The way back to each record as delivered ([`Whole`]).
+    pub whole: Whole<'r>,
+    /// When the invocation ends.
+    pub deadline: Deadline,
 }
 
 /// Runs `handler` under `lambda_runtime` on `source`'s events, until the runtime stops.
@@ -118,9 +125,13 @@ pub async fn json<H: Handler>(
     };
     let text = std::str::from_utf8(body).map_err(|e| not_an_event(format!("the event is not UTF-8: {e}")))?;
     let batch = Batch::parse(text).map_err(|e| not_an_event(e.to_string()))?;
-    Box::pin(handler.handle_batch(&batch.records, Whole::text(text), deadline))
-        .await
-        .map_err(Diagnostic::from)
+    Box::pin(handler.handle_batch(Delivered {
+        records: &batch.records,
+        whole: Whole::text(text),
+        deadline,
+    }))
+    .await
+    .map_err(Diagnostic::from)
 }
 
 /// The `errorType` of an invocation whose payload is not a DynamoDB stream event.
@@ -199,7 +210,12 @@ pub async fn kinesis<H: Handler>(
     })?;
     let records = WireRecord::view_all(&batch.event.records);
     let whole = Whole::events(&batch.event.records);
-    let response = Box::pin(handler.handle_batch(&records, whole, deadline))
+    let delivered = Delivered {
+        records: &records,
+        whole,
+        deadline,
+    };
+    let response = Box::pin(handler.handle_batch(delivered))
         .await
         .map_err(Diagnostic::from)?;
     Ok(batch.places.response(response))

@@ -47,7 +47,7 @@ fn fixtures_collapse_to_one_update_per_counter() {
         (fixture!("foreign.json"), &["votes/carol (from record 2): 0=2@18"], &[0, 1]),
     ];
     for (json, updates, skipped) in cases {
-        let plan = Plan::new("pk", &records(json));
+        let plan = Plan::from_wire("pk", &stream_runtime::WireRecord::view_all(&records(json)));
         assert_eq!(describe(&plan), updates, "{}", &json[..200]);
         let got: Vec<usize> = plan.skipped.iter().map(|s| s.record).collect();
         assert_eq!((got.as_slice(), &plan.failures.stopped), (skipped, &None));
@@ -60,13 +60,16 @@ fn a_shard_without_a_count_holds_zero() {
     let mut v = serde_json::to_value(&batch[0]).unwrap();
     v["dynamodb"]["NewImage"].as_object_mut().unwrap().remove("count");
     batch[0] = serde_json::from_value(v).unwrap();
-    let plan = Plan::new("pk", &batch[..1]);
+    let plan = Plan::from_wire("pk", &stream_runtime::WireRecord::view_all(&batch[..1]));
     assert_eq!(describe(&plan), ["votes/alice (from record 0): 0=0@01"]);
 }
 
 #[test]
 fn skips_say_why() {
-    let plan = Plan::new("pk", &records(fixture!("foreign.json")));
+    let plan = Plan::from_wire(
+        "pk",
+        &stream_runtime::WireRecord::view_all(&records(fixture!("foreign.json"))),
+    );
     let reasons: Vec<String> = plan.skipped.iter().map(|s| s.reason.to_string()).collect();
     assert_eq!(
         reasons,
@@ -91,7 +94,7 @@ fn a_backfill_touch_is_skipped_but_a_count_change_with_it_is_not() {
         v["eventName"] = serde_json::json!("MODIFY");
         serde_json::from_value::<EventRecord>(v).unwrap()
     };
-    let plan = Plan::new("pk", &[touch(false)]);
+    let plan = Plan::from_wire("pk", &stream_runtime::WireRecord::view_all(&[touch(false)]));
     let reasons: Vec<String> = plan.skipped.iter().map(|s| s.reason.to_string()).collect();
     assert_eq!(
         (reasons.as_slice(), plan.updates.len()),
@@ -100,7 +103,7 @@ fn a_backfill_touch_is_skipped_but_a_count_change_with_it_is_not() {
             0
         )
     );
-    let plan = Plan::new("pk", &[touch(true)]);
+    let plan = Plan::from_wire("pk", &stream_runtime::WireRecord::view_all(&[touch(true)]));
     assert_eq!((plan.skipped.len(), plan.updates.len()), (0, 1));
 }
 
@@ -124,7 +127,7 @@ fn unreadable_shard_records_stop_the_plan() {
         (with(3, &|v| v["eventName"] = serde_json::json!("UPSERT")), "eventName \"UPSERT\" is not INSERT, MODIFY or REMOVE"),
     ];
     for (batch, expected) in cases {
-        let plan = Plan::new("pk", &batch);
+        let plan = Plan::from_wire("pk", &stream_runtime::WireRecord::view_all(&batch));
         let (rejected, kind) = match (&plan.failures.stopped, plan.failures.rejected.as_slice()) {
             (Some(stopped), []) => (stopped.clone(), FailureKind::Systemic),
             (None, [rejected]) => (rejected.clone(), FailureKind::RecordPermanent),
@@ -150,7 +153,7 @@ fn unreadable_shard_records_stop_the_plan() {
             // Planning went on: everything but record 3, as if it had not been delivered.
             let mut without = batch.clone();
             without.remove(3);
-            let expected = Plan::new("pk", &without);
+            let expected = Plan::from_wire("pk", &stream_runtime::WireRecord::view_all(&without));
             assert_eq!(
                 plan.updates.iter().map(|u| &u.shards).collect::<Vec<_>>(),
                 expected.updates.iter().map(|u| &u.shards).collect::<Vec<_>>()
@@ -166,7 +169,7 @@ type BeforeCase = (Vec<EventRecord>, Vec<Vec<(u32, Before)>>);
 fn before_is_what_the_first_record_of_each_shard_says_it_held() {
     let batch = records(fixture!("increments.json"));
     let befores = |batch: &[EventRecord]| -> Vec<Vec<(u32, Before)>> {
-        Plan::new("pk", batch)
+        Plan::from_wire("pk", &stream_runtime::WireRecord::view_all(batch))
             .updates
             .iter()
             .map(|u| u.before.iter().map(|(k, b)| (*k, *b)).collect())

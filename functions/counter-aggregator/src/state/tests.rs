@@ -25,7 +25,7 @@ type Store = HashMap<String, Total>;
 /// Applies a batch as the handler does (plan, then merge each update, writing only changes),
 /// storing through the item form. Returns the number of writes.
 fn apply(store: &mut Store, records: &[EventRecord]) -> usize {
-    let plan = Plan::new("pk", records);
+    let plan = Plan::from_wire("pk", &stream_runtime::WireRecord::view_all(records));
     let mut writes = 0;
     for update in &plan.updates {
         let stored = store.get(&update.name).cloned().unwrap_or_default();

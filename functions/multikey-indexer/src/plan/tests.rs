@@ -65,7 +65,7 @@ fn check(
     skipped: &[&str],
     stopped: Option<(usize, &str)>,
 ) {
-    let plan = Plan::new(indexes, records);
+    let plan = Plan::from_wire(indexes, &stream_runtime::WireRecord::view_all(records));
     let got: Vec<String> = plan.writes.iter().map(describe).collect();
     assert_eq!(got, writes, "writes");
     let got: Vec<String> = plan
@@ -148,7 +148,10 @@ fn the_fixture_events() {
 
 #[test]
 fn an_entry_carries_its_keys_member_value_base_key_and_copied_attributes() {
-    let plan = Plan::new(&article(), &records(fixture!("insert.json")));
+    let plan = Plan::from_wire(
+        &article(),
+        &stream_runtime::WireRecord::view_all(&records(fixture!("insert.json"))),
+    );
     let Op::Put(item) = &plan.writes[4].op else {
         panic!("not a put")
     };
@@ -308,7 +311,7 @@ fn a_touch_puts_every_entry_of_the_item_and_a_untouched_no_op_puts_none() {
     ];
     for (what, before, after, writes) in cases {
         let batch = [record("MODIFY", Some(before.clone()), Some(after.clone()), 10)];
-        let plan = Plan::new(&article(), &batch);
+        let plan = Plan::from_wire(&article(), &stream_runtime::WireRecord::view_all(&batch));
         let mut got: Vec<String> = plan.writes.iter().map(describe).collect();
         got.sort();
         assert_eq!(got, *writes, "{what}");
@@ -357,7 +360,7 @@ fn a_malformed_record_is_rejected_and_planning_goes_on_but_a_misconfiguration_st
             r#"the record's Keys has no "id", which base_key names; is MULTIKEY_INDEXES set for this table?"#,
         )),
     );
-    let plan = Plan::new(&ix, &[]);
+    let plan = Plan::from_wire(&ix, &stream_runtime::WireRecord::view_all(&[]));
     assert_eq!(plan, Plan::default());
     assert!(matches!(
         PlanError::from(RecordError::MissingKeys(stream_runtime::ChangeKind::Insert)),
@@ -377,7 +380,10 @@ fn values_that_cannot_be_keyed_are_skipped_and_long_strings_truncated() {
             long_key.clone(): {"S": "v"}, "bin": {"B": "AAEC"},
         }),
     );
-    let plan = Plan::new(&article(), &[record("INSERT", None, Some(new), 1)]);
+    let plan = Plan::from_wire(
+        &article(),
+        &stream_runtime::WireRecord::view_all(&[record("INSERT", None, Some(new), 1)]),
+    );
     let got: Vec<String> = plan.writes.iter().map(describe).collect();
     assert_eq!(
         got[..2],
@@ -471,14 +477,14 @@ fn lists_and_sets_index_each_distinct_element() {
 #[test]
 fn binary_sort_keys() {
     let ix = Indexes::from_json(r#"{"base_key":["id"],"indexes":[{"name":"b","table":"t","source":"custom_fields","key_format":"binary","tiebreakers":["num"]}]}"#).unwrap();
-    let plan = Plan::new(
+    let plan = Plan::from_wire(
         &ix,
-        &[record(
+        &stream_runtime::WireRecord::view_all(&[record(
             "INSERT",
             None,
             Some(issue("i1", 7, &json!({"f": {"N": "-2.5"}}))),
             1,
-        )],
+        )]),
     );
     assert_eq!(
         plan.writes.iter().map(describe).collect::<Vec<_>>(),
@@ -524,7 +530,10 @@ pub(super) fn apply<'a>(model: &mut Model, writes: impl IntoIterator<Item = &'a 
 fn sequential(ix: &Indexes, records: &[EventRecord]) -> Model {
     let mut model = Model::new();
     for r in records {
-        apply(&mut model, &Plan::new(ix, std::slice::from_ref(r)).writes);
+        apply(
+            &mut model,
+            &Plan::from_wire(ix, &stream_runtime::WireRecord::view_all(std::slice::from_ref(r))).writes,
+        );
     }
     model
 }
@@ -538,7 +547,7 @@ fn coalesced_plans_equal_record_by_record_application() {
     let ix = Indexes::from_json(crate::synthetic::INDEXES_JSON).unwrap();
     for seed in 0..8 {
         let batch = synthetic(300, 40, seed);
-        let plan = Plan::new(&ix, &batch);
+        let plan = Plan::from_wire(&ix, &stream_runtime::WireRecord::view_all(&batch));
         assert_eq!(plan.failures.stopped, None);
         let mut model = Model::new();
         apply(&mut model, &plan.writes);
@@ -560,7 +569,7 @@ fn replayed_and_partly_retried_batches_leave_the_same_index() {
     let ix = Indexes::from_json(crate::synthetic::INDEXES_JSON).unwrap();
     let batch = synthetic(400, 30, 42);
     let expected = sequential(&ix, &batch);
-    let plan = Plan::new(&ix, &batch);
+    let plan = Plan::from_wire(&ix, &stream_runtime::WireRecord::view_all(&batch));
 
     // Duplicate delivery: the whole batch, twice.
     let mut model = Model::new();
@@ -580,7 +589,10 @@ fn replayed_and_partly_retried_batches_leave_the_same_index() {
                 .filter(|(i, w)| w.origin < k || i % 3 != 0)
                 .map(|(_, w)| w),
         );
-        apply(&mut model, &Plan::new(&ix, &batch[k..]).writes);
+        apply(
+            &mut model,
+            &Plan::from_wire(&ix, &stream_runtime::WireRecord::view_all(&batch[k..])).writes,
+        );
         assert_eq!(model, expected, "retried from {k}");
     }
 }
@@ -602,7 +614,10 @@ fn the_event_read_in_place_plans_as_the_decoded_event_does() {
         for indexes in [&indexes, &article()] {
             let batch = stream_runtime::wire::Batch::parse(json).unwrap();
             let wire = Plan::from_wire(indexes, &batch.records);
-            assert_eq!(wire, Plan::new(indexes, &records(json)));
+            assert_eq!(
+                wire,
+                Plan::from_wire(indexes, &stream_runtime::WireRecord::view_all(&records(json)))
+            );
             writes += wire.writes.len();
         }
     }
@@ -688,11 +703,19 @@ fn an_entry_is_measured_before_it_is_built_to_the_byte_and_even_when_replaced() 
         other => panic!("not one put: {other:?}"),
     };
     // `name` is copied into the entry and keys nothing: its length moves the entry's size alone.
-    let small = Plan::new(&article(), &[record("INSERT", None, Some(with_name("n")), 10)]);
-    let at_limit = MAX_ITEM_BYTES - (put_size(&small) - 1);
-    let plan = Plan::new(
+    let small = Plan::from_wire(
         &article(),
-        &[record("INSERT", None, Some(with_name(&"x".repeat(at_limit))), 10)],
+        &stream_runtime::WireRecord::view_all(&[record("INSERT", None, Some(with_name("n")), 10)]),
+    );
+    let at_limit = MAX_ITEM_BYTES - (put_size(&small) - 1);
+    let plan = Plan::from_wire(
+        &article(),
+        &stream_runtime::WireRecord::view_all(&[record(
+            "INSERT",
+            None,
+            Some(with_name(&"x".repeat(at_limit))),
+            10,
+        )]),
     );
     assert_eq!(
         put_size(&plan),
@@ -702,7 +725,10 @@ fn an_entry_is_measured_before_it_is_built_to_the_byte_and_even_when_replaced() 
     assert!(plan.failures.rejected.is_empty());
 
     let over = with_name(&"x".repeat(at_limit + 1));
-    let plan = Plan::new(&article(), &[record("INSERT", None, Some(over.clone()), 10)]);
+    let plan = Plan::from_wire(
+        &article(),
+        &stream_runtime::WireRecord::view_all(&[record("INSERT", None, Some(over.clone()), 10)]),
+    );
     assert_eq!(
         plan.failures.rejected[0].error,
         PlanError::EntryTooLarge {
@@ -729,7 +755,7 @@ fn an_entry_is_measured_before_it_is_built_to_the_byte_and_even_when_replaced() 
         record("INSERT", None, Some(over.clone()), 10),
         record("MODIFY", Some(over), Some(with_name("n")), 20),
     ];
-    let plan = Plan::new(&article(), &batch);
+    let plan = Plan::from_wire(&article(), &stream_runtime::WireRecord::view_all(&batch));
     assert_eq!(plan.failures.rejected.len(), 1);
     assert_eq!(plan.failures.rejected[0].record, 0);
     assert_eq!(plan.writes.len(), 1);

@@ -108,7 +108,7 @@ fn fixtures_archive_exactly_the_ttl_deletes() {
     ];
     for case in cases {
         let records = records(case.fixture);
-        let plan = Plan::new(&layout(), &records);
+        let plan = Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&records));
         let want: Vec<Seen> = case
             .objects
             .iter()
@@ -142,7 +142,10 @@ fn fixtures_archive_exactly_the_ttl_deletes() {
 
 #[test]
 fn skips_say_why() {
-    let plan = Plan::new(&layout(), &records(fixture!("mixed.json")));
+    let plan = Plan::from_wire(
+        &layout(),
+        &stream_runtime::WireRecord::view_all(&records(fixture!("mixed.json"))),
+    );
     let reasons: Vec<String> = plan.skipped.iter().map(|s| s.reason.to_string()).collect();
     assert_eq!(
         reasons,
@@ -164,7 +167,10 @@ fn a_backfill_touch_is_not_archived() {
     v["dynamodb"]["NewImage"] = new;
     v["eventName"] = serde_json::json!("MODIFY");
     v.as_object_mut().unwrap().remove("userIdentity");
-    let plan = Plan::new(&layout(), &[serde_json::from_value(v).unwrap()]);
+    let plan = Plan::from_wire(
+        &layout(),
+        &stream_runtime::WireRecord::view_all(&[serde_json::from_value(v).unwrap()]),
+    );
     let reasons: Vec<String> = plan.skipped.iter().map(|s| s.reason.to_string()).collect();
     assert_eq!(
         (reasons.as_slice(), plan.objects.len()),
@@ -176,7 +182,7 @@ fn a_backfill_touch_is_not_archived() {
 #[test]
 fn golden_every_type_lines() {
     let records = records(fixture!("every-type.json"));
-    let plan = Plan::new(&layout(), &records);
+    let plan = Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&records));
     let object = &plan.objects[0];
     assert_eq!(
         object.data_key,
@@ -221,7 +227,7 @@ fn golden_every_type_lines() {
 #[test]
 fn a_malformed_record_is_rejected_and_the_run_goes_on_around_it() {
     let records = records(fixture!("poison.json"));
-    let plan = Plan::new(&layout(), &records);
+    let plan = Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&records));
     assert_eq!(seen(&plan).iter().map(|s| s.range).collect::<Vec<_>>(), [(0, 2)]);
     assert_eq!(plan.objects[0].records, 2);
     assert_eq!(plan.failures.stopped, None);
@@ -252,7 +258,10 @@ fn unreadable_ttl_deletes_are_rejected_with_a_reason() {
         (with(&|v| { v["dynamodb"].as_object_mut().unwrap().remove("ApproximateCreationDateTime"); }), "no ApproximateCreationDateTime"),
     ];
     for (record, expected) in cases {
-        let plan = Plan::new(&layout(), std::slice::from_ref(&record));
+        let plan = Plan::from_wire(
+            &layout(),
+            &stream_runtime::WireRecord::view_all(std::slice::from_ref(&record)),
+        );
         let stopped = plan.failures.rejected.first().expect("rejected");
         assert_eq!(stopped.record, 0);
         assert_eq!(stopped.error.kind(), io_policy::FailureKind::RecordPermanent);
@@ -287,7 +296,7 @@ fn runs_are_contiguous_ranges_of_the_batch() {
     let mut records = synthetic::ttl_batch(6, 7, 1_795_168_800, 60.0).records;
     records[2].change.approximate_creation_date_time += chrono::Duration::days(1);
     records[3].change.approximate_creation_date_time += chrono::Duration::days(1);
-    let plan = Plan::new(&layout(), &records);
+    let plan = Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&records));
     let runs: Vec<_> = plan
         .objects
         .iter()
@@ -318,11 +327,14 @@ fn runs_are_contiguous_ranges_of_the_batch() {
 #[test]
 fn redelivery_reuses_names() {
     let records = synthetic::ttl_batch(50, 3, 1_795_168_800, 1.0).records;
-    let whole = Plan::new(&layout(), &records);
-    assert_eq!(whole, Plan::new(&layout(), &records));
+    let whole = Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&records));
+    assert_eq!(
+        whole,
+        Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&records))
+    );
     let (head, tail) = (
-        Plan::new(&layout(), &records[..25]),
-        Plan::new(&layout(), &records[25..]),
+        Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&records[..25])),
+        Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&records[25..])),
     );
     assert_ne!(head.objects[0].data_key, whole.objects[0].data_key);
     let seq = |i: usize| records[i].change.sequence_number.as_deref().unwrap();
@@ -347,7 +359,7 @@ fn redelivery_reuses_names() {
 #[test]
 fn synthetic_batches_archive_every_record() {
     let event = synthetic::ttl_batch(2_000, 11, 1_795_168_800, 0.5);
-    let plan = Plan::new(&layout(), &event.records);
+    let plan = Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&event.records));
     assert_eq!(plan.objects.len(), 1);
     let o = &plan.objects[0];
     assert_eq!(
@@ -428,7 +440,10 @@ fn replicated_ttl_deletes_are_archived_by_their_expired_ttl_when_asked() {
     };
     for (i, (record, by_default, with_attribute)) in cases.into_iter().enumerate() {
         for (settings, expected) in [(layout(), by_default), (global.clone(), with_attribute)] {
-            let plan = Plan::new(&settings, std::slice::from_ref(&record));
+            let plan = Plan::from_wire(
+                &settings,
+                &stream_runtime::WireRecord::view_all(std::slice::from_ref(&record)),
+            );
             let archived: usize = plan.objects.iter().map(|o| lines(&o.data).len()).sum();
             assert_eq!(
                 archived,

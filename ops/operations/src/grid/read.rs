@@ -7,7 +7,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::query::QueryOutput;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
-use io_policy::{Budget, Failure, FailureKind, Policy};
+use io_policy::{Bounded, Budget, Failure, FailureKind, Policy};
 use serde_json::Value;
 
 use crate::grid::query::{MAX_LIMIT, Query, QueryError};
@@ -88,8 +88,8 @@ pub struct Grid {
     client: Client,
     schema: GridSchema,
     signer: Signer,
-    policy: Policy,
-    page_time: Duration,
+    /// The policy of its calls, and how long each operation may take.
+    io: Bounded,
 }
 
 /// Where a phase stopped: `None` when it is exhausted, else the key to resume after (`None`
@@ -105,16 +105,14 @@ impl Grid {
             client,
             schema,
             signer,
-            policy: Policy::default(),
-            page_time: PAGE_TIME,
+            io: Bounded::new(Policy::default(), PAGE_TIME),
         }
     }
 
-    /// The same reader under `policy`, each page bounded by `page_time`.
+    /// The same reader under `io`: its policy, each page bounded by its time.
     #[must_use]
-    pub fn with_policy(mut self, policy: Policy, page_time: Duration) -> Grid {
-        self.policy = policy;
-        self.page_time = page_time;
+    pub fn with_policy(mut self, io: Bounded) -> Grid {
+        self.io = io;
         self
     }
 
@@ -155,7 +153,7 @@ impl Grid {
                 key: None,
             },
         };
-        let budget = self.policy.within(self.page_time);
+        let budget = self.io.budget();
         let mut requests = Requests::default();
         let mut rows = Vec::with_capacity(query.limit);
         let mut start = at.key;

@@ -167,7 +167,10 @@ impl Mender {
                         record.event_id
                     ))
                 })?;
-            let plan = Plan::new(&self.indexes, std::slice::from_ref(record));
+            let plan = Plan::from_wire(
+                &self.indexes,
+                &stream_runtime::WireRecord::view_all(std::slice::from_ref(record)),
+            );
             if let Some(stopped) = plan.failures.stopped {
                 return Err(VerifyError::Format(format!(
                     "record {} cannot be planned: {}",

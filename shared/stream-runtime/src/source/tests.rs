@@ -53,10 +53,9 @@ impl Recorder {
 impl Handler for Recorder {
     fn handle_batch<'r>(
         &'r self,
-        records: &'r [WireRecord<'r>],
-        whole: Whole<'r>,
-        _deadline: Deadline,
+        batch: Delivered<'r>,
     ) -> impl Future<Output = Result<DynamoDbEventResponse, NoCheckpoint>> + Send + 'r {
+        let (records, whole) = (batch.records, batch.whole);
         let mut response = DynamoDbEventResponse::default();
         if let Some(version) = &self.stop_at {
             let mut failure = DynamoDbBatchItemFailure::default();

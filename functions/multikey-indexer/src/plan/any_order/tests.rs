@@ -28,7 +28,10 @@ fn entries(model: &Model) -> Model {
 fn in_order(ix: &Indexes, records: &[EventRecord]) -> Model {
     let mut model = Model::new();
     for r in records {
-        apply(&mut model, &Plan::new(ix, std::slice::from_ref(r)).writes);
+        apply(
+            &mut model,
+            &Plan::from_wire(ix, &stream_runtime::WireRecord::view_all(std::slice::from_ref(r))).writes,
+        );
     }
     entries(&model)
 }

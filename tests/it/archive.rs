@@ -15,7 +15,7 @@ use stream_runtime::Runtime;
 use stream_runtime::{Deadline, Event, EventRecord};
 use ttl_archiver::{Archiver, synthetic};
 
-use crate::moto::{create_table, parked, runtime, sdk, unique};
+use crate::support::moto::{create_table, parked, runtime, sdk, unique};
 
 macro_rules! fixture {
     ($name:literal) => {

@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, ensure};
 use serde_json::{Value, json};
 
-use crate::moto::{sdk, unique};
-use crate::pipeline::{failure_log, now, pipeline, stack};
+use crate::support::moto::{sdk, unique};
+use crate::support::pipeline::{failure_log, now, pipeline, stack};
 
 /// DuckDB's Python, as `scripts/setup query` installs it.
 fn duckdb_python() -> Result<PathBuf> {

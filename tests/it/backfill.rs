@@ -1,5 +1,5 @@
 //! `index_backfill` on a table the indexer has never seen: 2,000 issues (20,000 at full scale,
-//! [`crate::scale`]) written while the
+//! [`crate::support::scale`]) written while the
 //! indexer was detached, then backfilled by touching them while two writers modify, re-scope and
 //! delete a tenth of them and the indexer runs; `operations::verify` then finds no drift. Once straight
 //! through, and once killed midway and resumed from its checkpoint file.
@@ -17,12 +17,12 @@ use operations::backfill::{Backfill, Checkpoint, Settings, Target};
 use serde_json::json;
 use stream_runtime::{ItemWrite, Op, Vars};
 
-use crate::moto::{sdk, unique};
-use crate::pipeline::{failure_log, issue, pipeline, stack};
+use crate::support::moto::{sdk, unique};
+use crate::support::pipeline::{failure_log, issue, pipeline, stack};
 
 /// The issues written before the backfill: 2,000, or 20,000 at full scale.
 fn items() -> usize {
-    crate::scale::size(2_000, 20_000)
+    crate::support::scale::size(2_000, 20_000)
 }
 /// Every tenth item is changed by a writer during the backfill.
 const CHANGED_EVERY: usize = 10;
@@ -540,7 +540,7 @@ async fn the_cli_backfills_dry_and_for_real_and_resumes_its_checkpoint() -> Resu
             "json",
         ];
         args.extend_from_slice(extra);
-        crate::cli::sidestream(&args, "", &env)
+        crate::support::process::sidestream(&args, "", &env)
     };
     let touched = async || -> Result<usize> {
         let items = local_stack::scan(&client, &issues).await?;
@@ -576,7 +576,7 @@ async fn the_cli_backfills_dry_and_for_real_and_resumes_its_checkpoint() -> Resu
     );
     std::fs::remove_file(&checkpoint)?;
 
-    let rebuild = crate::cli::sidestream(&["index", "rebuild", "--table", &issues], "", &env);
+    let rebuild = crate::support::process::sidestream(&["index", "rebuild", "--table", &issues], "", &env);
     ensure!(
         !rebuild.ok && rebuild.err.contains("index rebuild needs --index"),
         "{}",

@@ -12,7 +12,7 @@ use anyhow::{Result, ensure};
 use local_stack::bench::events::Batch;
 use local_stack::bench::{Options, Part, Progress};
 
-use crate::moto::{sdk, unique};
+use crate::support::moto::{sdk, unique};
 
 fn options(parts: Vec<Part>) -> Options {
     let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");

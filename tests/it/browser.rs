@@ -16,7 +16,7 @@ use local_stack::replayer::FailureLog;
 use local_stack::{Stack, in_process_invoker, put_json};
 use serde_json::{Value, json};
 
-use crate::moto::{sdk, unique};
+use crate::support::moto::{sdk, unique};
 
 /// A minimal `WebDriver` client over plain HTTP/1.1 (one request per connection).
 struct Driver {
@@ -271,7 +271,7 @@ fn click_through(addr: std::net::SocketAddr) -> Result<Vec<Vec<(String, String)>
         .script(r#"return document.querySelector('th[data-field="3fe6"]').getAttribute('aria-sort');"#)?;
     ensure!(sort == "ascending", "aria-sort is {sort}");
     let mut pages = vec![driver.rows()?];
-    driver.screenshot(&crate::lambda::root().join("target/grid-screenshot.png"))?;
+    driver.screenshot(&crate::support::process::root().join("target/grid-screenshot.png"))?;
     loop {
         let more = driver.script("return !document.getElementById('next').disabled;")?;
         if more != true {
@@ -333,7 +333,7 @@ async fn the_web_grid_sorts_and_pages_every_issue_in_a_browser() -> Result<()> {
     let sdk = sdk();
     let stack = Stack::create(
         &sdk,
-        &crate::lambda::root().join("template.yaml"),
+        &crate::support::process::root().join("template.yaml"),
         &unique("web"),
         &BTreeMap::new(),
     )

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use anyhow::{Result, ensure};
 
-use crate::moto::unique;
+use crate::support::moto::unique;
 
 /// Rates raised over the default so that 5,000 ops meet every kind several times; stalls short
 /// enough for a test, still past the chaos stack's 1 s attempt timeout.

@@ -11,7 +11,7 @@ use stream_runtime::{Combined, Runtime, StreamFunction, combined};
 use stream_runtime::{Metric, Vars};
 
 use crate::lambda::{Function, deadline, fixture, items, objects};
-use crate::moto::{PARKING_BUCKET, create_table, parking_bucket, sdk, unique};
+use crate::support::moto::{PARKING_BUCKET, create_table, parking_bucket, sdk, unique};
 
 /// The archiver's pattern in template.yaml; the indexer's mapping has none (a map attribute).
 const TTL_REMOVE: &str = r#"{"eventName":["REMOVE"],"userIdentity":{"type":["Service"],"principalId":["dynamodb.amazonaws.com"]}}"#;
@@ -66,7 +66,9 @@ fn combined(lookup: &impl Fn(&str) -> Option<String>) -> Result<Combined> {
 fn sample_records() -> Result<Vec<Value>> {
     let mut raw = Vec::new();
     for path in FIXTURES {
-        let event: Value = serde_json::from_str(&std::fs::read_to_string(crate::lambda::root().join(path))?)?;
+        let event: Value = serde_json::from_str(&std::fs::read_to_string(
+            crate::support::process::root().join(path),
+        )?)?;
         raw.extend(event["Records"].as_array().cloned().unwrap_or_default());
     }
     Ok(raw)

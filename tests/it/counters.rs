@@ -10,7 +10,7 @@ use sharded_counter::Counters;
 use stream_runtime::Runtime;
 use stream_runtime::{Deadline, Event, EventRecord};
 
-use crate::moto::{create_table, runtime, sdk, stream_records, unique};
+use crate::support::moto::{create_table, runtime, sdk, stream_records, unique};
 
 /// The emulator is as atomic as DynamoDB for a single item: 32 concurrent writers make 100
 /// `ADD`s each over 4 items, and every one of the 3,200 is counted. Plain moto loses some

@@ -10,9 +10,10 @@ use anyhow::{Context, Result, ensure};
 use local_stack::Stack;
 use serde_json::{Value, json};
 
-use crate::lambda::{Function, root};
-use crate::moto::{s3, sdk, unique};
-use crate::pipeline::stack;
+use crate::lambda::Function;
+use crate::support::moto::{s3, sdk, unique};
+use crate::support::pipeline::stack;
+use crate::support::process::root;
 
 /// Runs `script` with deploy/pre-traffic-hook importable as `hook`; its stdout as JSON.
 fn python(script: &str) -> Result<Value> {

@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::ShardIteratorType;
 use stream_runtime::delivery::StreamReader;
 
-use crate::moto;
+use crate::support::moto;
 
 /// A new streamed table (`id` its key, `NEW_AND_OLD_IMAGES`) and a client for it.
 async fn streamed_table(prefix: &str) -> (aws_sdk_dynamodb::Client, String) {

@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Result, ensure};
 
-use crate::cli::sidestream;
+use crate::support::process::sidestream;
 
 /// An environment variable: its name and value.
 type Var<'a> = (&'a str, &'a str);
@@ -164,7 +164,7 @@ fn every_init_failure_is_one_readable_line_naming_the_variable() -> Result<()> {
     ];
     let mut problems = Vec::new();
     for (binary, env, var) in cases {
-        let output = Command::new(crate::lambda::binary(binary)?)
+        let output = Command::new(crate::support::process::binary(binary)?)
             .env_clear()
             .env("AWS_REGION", "us-east-1")
             .env("AWS_EC2_METADATA_DISABLED", "true")

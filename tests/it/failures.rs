@@ -17,8 +17,8 @@ use stream_runtime::delivery::in_process;
 use local_stack::put_json as put;
 use operations::failures::{FunctionMatch, Read, Records, Replayed, Replayer};
 
-use crate::moto::{PARKING_BUCKET, parking_bucket, s3, sdk, unique};
-use crate::pipeline::{assert_index_exact, failure_log, issue, pipeline, stack};
+use crate::support::moto::{PARKING_BUCKET, parking_bucket, s3, sdk, unique};
+use crate::support::pipeline::{assert_index_exact, failure_log, issue, pipeline, stack};
 
 fn id_of(record: &stream_runtime::EventRecord) -> String {
     serde_json::to_value(&record.change.keys)
@@ -426,19 +426,19 @@ async fn a_range_is_read_through_empty_pages_and_only_whole() -> Result<()> {
         // Fewer records than the batch held.
         (range("11", 3), Err("2 records read, the range held 3"), 3),
     ] {
-        let endpoint = crate::scripted::Scripted::start(move |request| {
+        let endpoint = crate::support::scripted::Scripted::start(move |request| {
             let page = |n: usize| {
-                crate::scripted::Reply::ok(
+                crate::support::scripted::Reply::ok(
                     json!({"Records": pages(n), "NextShardIterator": format!("it-{}", n + 1)}),
                 )
             };
             match request.operation.as_str() {
-                "GetShardIterator" => crate::scripted::Reply::ok(json!({"ShardIterator": "it-0"})),
+                "GetShardIterator" => crate::support::scripted::Reply::ok(json!({"ShardIterator": "it-0"})),
                 "GetRecords" => {
                     let at = request.body["ShardIterator"].as_str().unwrap_or_default();
                     page(at.trim_start_matches("it-").parse().unwrap_or(0))
                 }
-                other => crate::scripted::Reply::error(400, "ValidationException", other),
+                other => crate::support::scripted::Reply::error(400, "ValidationException", other),
             }
         })
         .await;
@@ -607,7 +607,7 @@ async fn a_combined_functions_range_is_replayed_by_each_of_its_functions() -> Re
                       "custom_fields": {"f": 7, "g": "x"}, "expires_at": expired});
     put(&client, &issues, &item).await?;
     pipeline.settle().await?;
-    let archived = || crate::pipeline::archived_ids(&sdk, &stack);
+    let archived = || crate::support::pipeline::archived_ids(&sdk, &stack);
     let crash_count = crashes.load(Ordering::SeqCst);
     ensure!(
         crash_count >= 2 && archived().await?.is_empty(),
@@ -728,7 +728,7 @@ async fn a_given_up_archiver_range_is_recovered_after_its_records_left_the_strea
                       "custom_fields": {"f": 7}, "expires_at": expired});
     put(&client, &issues, &item).await?;
     pipeline.settle().await?;
-    let archived = || crate::pipeline::archived_ids(&sdk, &stack);
+    let archived = || crate::support::pipeline::archived_ids(&sdk, &stack);
     ensure!(
         crashes.load(Ordering::SeqCst) == 2 && archived().await?.is_empty(),
         "the deletion crashed its batch and its one retry, and is not archived: {} crashes",

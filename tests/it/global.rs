@@ -16,8 +16,8 @@ use serde_json::json;
 use sharded_counter::Counters;
 use stream_runtime::delivery::StreamReader;
 
-use crate::moto::{sdk, unique};
-use crate::pipeline::{archived_ids, assert_index_exact, failure_log, issue, now, pipeline};
+use crate::support::moto::{sdk, unique};
+use crate::support::pipeline::{archived_ids, assert_index_exact, failure_log, issue, now, pipeline};
 
 /// The replication delay.
 const DELAY: Duration = Duration::from_millis(200);

@@ -15,11 +15,11 @@ use multikey_indexer::Indexes;
 use operations::grid::{Filter, Grid, GridSchema, Query};
 use serde_json::{Value, json};
 
-use crate::moto::{sdk, unique};
+use crate::support::moto::{sdk, unique};
 
-/// Generated issues: 1,000, or 2,500 at full scale ([`crate::scale`]).
+/// Generated issues: 1,000, or 2,500 at full scale ([`crate::support::scale`]).
 fn generated() -> usize {
-    crate::scale::size(1_000, 2_500)
+    crate::support::scale::size(1_000, 2_500)
 }
 
 struct World {
@@ -137,7 +137,7 @@ async fn put_all(client: &aws_sdk_dynamodb::Client, table: &str, items: Vec<Valu
 async fn world(sdk: &SdkConfig, generated: usize) -> Result<World> {
     let stack = Stack::create(
         sdk,
-        &crate::lambda::root().join("template.yaml"),
+        &crate::support::process::root().join("template.yaml"),
         &unique("grid"),
         &BTreeMap::new(),
     )

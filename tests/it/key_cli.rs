@@ -1,6 +1,6 @@
 //! `sidestream key encode`/`decode` end to end, as a process.
 
-use crate::cli::sidestream;
+use crate::support::process::sidestream;
 
 /// The flags of one run.
 #[derive(Debug, Clone, Default)]

@@ -17,8 +17,8 @@ use sharded_counter::Counters;
 use stream_runtime::{Deadline, Runtime, StreamFunction};
 use stream_runtime::{EventRecord, Vars};
 
-use crate::moto::sdk;
-use crate::pipeline::stack;
+use crate::support::moto::sdk;
+use crate::support::pipeline::stack;
 
 const STREAM: &str = "arn:aws:kinesis:us-east-1:123456789012:stream/changes";
 
@@ -103,7 +103,7 @@ async fn shuffled_and_duplicated_issue_changes_index_exactly_in_any_order() -> R
     );
 
     // The same disorder through the indexer in order, on a fresh stack.
-    let naive_stack = crate::pipeline::stack(&sdk, &[]).await?;
+    let naive_stack = crate::support::pipeline::stack(&sdk, &[]).await?;
     let naive = runtime_with::<multikey_indexer::Indexer>(&naive_stack, "multikey-indexer", &[])?;
     let (arrived, _) = disorder(&changes, 16, 0.1, 3, |r| {
         serde_json::to_string(&r.change.keys).unwrap_or_default()
@@ -167,8 +167,9 @@ async fn a_whole_run_through_kinesis_keeps_index_archive_and_totals_exact() -> R
         &stack.table("CounterTable")?.name,
         Sharding::new(4)?,
     );
-    let mut pipeline = crate::pipeline::pipeline(&sdk, &stack, &crate::pipeline::failure_log(), |_, i| i)?;
-    let now = crate::pipeline::now();
+    let mut pipeline =
+        crate::support::pipeline::pipeline(&sdk, &stack, &crate::support::pipeline::failure_log(), |_, i| i)?;
+    let now = crate::support::pipeline::now();
     for (id, expires_at) in [
         ("gone-1", now - 10),
         ("gone-2", now - 60),
@@ -177,24 +178,24 @@ async fn a_whole_run_through_kinesis_keeps_index_archive_and_totals_exact() -> R
         let item = json!({"id": id, "project": "p", "num": 1, "expires_at": expires_at});
         local_stack::put_json(&client, &issues, &item).await?;
     }
-    crate::pipeline::churn(&sdk, &stack).await?;
+    crate::support::pipeline::churn(&sdk, &stack).await?;
     // Items changed several times in a row: their records share batches, where they cross.
     for id in 0..20 {
         for round in 0..4 {
             let fields = json!({"f1": round, "f2": format!("r{round}")});
-            local_stack::put_json(&client, &issues, &crate::pipeline::issue(id, &fields)).await?;
+            local_stack::put_json(&client, &issues, &crate::support::pipeline::issue(id, &fields)).await?;
         }
     }
     for i in 0..200 {
         counters.increment("hot", i).await?;
     }
     pipeline.step().await?;
-    crate::pipeline::churn(&sdk, &stack).await?;
+    crate::support::pipeline::churn(&sdk, &stack).await?;
     pipeline.settle().await?;
 
-    let entries = crate::pipeline::assert_index_exact(&sdk, &stack).await?;
+    let entries = crate::support::pipeline::assert_index_exact(&sdk, &stack).await?;
     ensure!(entries > 50, "{entries} entries");
-    let archived = crate::pipeline::archived_ids(&sdk, &stack).await?;
+    let archived = crate::support::pipeline::archived_ids(&sdk, &stack).await?;
     ensure!(archived == ["gone-1", "gone-2"], "archived {archived:?}");
     let hot: i128 = (0..200).sum();
     ensure!(

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -22,31 +22,12 @@ use stream_runtime::{Deadline, Vars};
 
 use stream_runtime::{Runtime, StreamFunction};
 
-use crate::moto::{PARKING_BUCKET, create_table, parked, parking_bucket, sdk, unique};
-
-pub(crate) fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use crate::support::moto::{PARKING_BUCKET, create_table, parked, parking_bucket, sdk, unique};
+use crate::support::process::{binary, root};
 
 fn cargo_lambda() -> Result<PathBuf> {
     let path = root().join(".tools/bin/cargo-lambda");
     ensure!(path.exists(), "{} is missing: run scripts/setup", path.display());
-    Ok(path)
-}
-
-/// A function binary from this build: `target/<profile>/<name>`, beside the test binary's `deps`.
-pub(crate) fn binary(name: &str) -> Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .context("the test binary is not in target/<profile>/deps")?;
-    let path = dir.join(name);
-    ensure!(
-        path.exists(),
-        "{} is missing: build it first (cargo build --workspace --bins; scripts/test does)",
-        path.display()
-    );
     Ok(path)
 }
 

@@ -19,7 +19,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use multikey_indexer::Indexer;
 use stream_runtime::{Deadline, Event, EventRecord};
 
-use crate::moto::{create_table, runtime, runtime_at, sdk, stream_records, unique};
+use crate::support::moto::{create_table, runtime, runtime_at, sdk, stream_records, unique};
 
 /// The example configuration (custom fields by project, ties by `num`), on `index_table`.
 fn indexes(index_table: &str) -> String {

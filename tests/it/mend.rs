@@ -20,8 +20,8 @@ use local_stack::{Stack, put_json as put};
 use multikey_indexer::{Index, Indexes};
 use operations::verify::{Mended, Mender};
 
-use crate::moto::sdk;
-use crate::pipeline::{assert_index_exact, failure_log, issue, pipeline, stack};
+use crate::support::moto::sdk;
+use crate::support::pipeline::{assert_index_exact, failure_log, issue, pipeline, stack};
 
 /// The stack's index definitions, as the indexer is configured.
 pub(crate) fn indexes(stack: &Stack) -> Result<Indexes> {

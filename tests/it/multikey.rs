@@ -12,7 +12,7 @@ use stream_runtime::Runtime;
 use stream_runtime::writer::Writer;
 use stream_runtime::{Deadline, Event, EventRecord, ItemWrite, Op};
 
-use crate::moto::{create_table, runtime, sdk, stream_records, unique};
+use crate::support::moto::{create_table, runtime, sdk, stream_records, unique};
 
 /// The smallest origin among a write report's failures.
 fn first_failed_origin(report: &stream_runtime::writer::Report) -> Option<usize> {
@@ -359,7 +359,7 @@ async fn a_batch_planned_in_steps_indexes_exactly_in_as_many_requests_as_planned
     use stream_runtime::wire::WireRecord;
 
     let sdk = sdk();
-    let stack = crate::pipeline::stack(&sdk, &[]).await?;
+    let stack = crate::support::pipeline::stack(&sdk, &[]).await?;
     let indexer = crate::kinesis::runtime_with::<Indexer>(&stack, "multikey-indexer", &[])?;
     let mut changes = multikey_indexer::synthetic::batch(2_600, 300, 21).records;
     for (n, change) in changes.iter_mut().enumerate() {

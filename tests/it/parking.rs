@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use stream_runtime::{Deadline, Event, EventRecord, Metric, Metrics};
 use stream_runtime::{Runtime, StreamFunction};
 
-use crate::moto::{create_table, parked, runtime, sdk, unique};
+use crate::support::moto::{create_table, parked, runtime, sdk, unique};
 
 /// A stream record of the issues table (key `id`), with sequence number `seq`.
 fn issue(seq: u64, event_id: &str, name: &str, new: &Value) -> EventRecord {

@@ -4,139 +4,20 @@
 //! the same pipeline with the functions' real binaries.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Result, ensure};
-use aws_config::SdkConfig;
-use aws_sdk_dynamodb::types::AttributeValue;
 use formats::counter::Sharding;
 use serde_json::{Value, json};
 use sharded_counter::Counters;
 
-use local_stack::replayer::{FailureLog, Invocation, Invoker, Pipeline};
-use local_stack::{Stack, in_process_invoker, put_json as put, s3_client};
+use local_stack::replayer::{FailureLog, Invocation, Invoker};
+use local_stack::{in_process_invoker, put_json as put, s3_client};
 use stream_runtime::delivery::in_process;
 
-use crate::moto::{sdk, unique};
-
-fn template() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml")
-}
-
-pub(crate) fn now() -> i64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
-}
-
-/// A fresh stack (its own tables and bucket) with these template parameters.
-pub(crate) async fn stack(sdk: &SdkConfig, parameters: &[(&str, &str)]) -> Result<Stack> {
-    let parameters: BTreeMap<String, String> = parameters
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    Ok(Stack::create(sdk, &template(), &unique("e2e"), &parameters).await?)
-}
-
-/// The pipeline with every function in process; `wrap` may replace a function's invoker.
-pub(crate) fn pipeline(
-    sdk: &SdkConfig,
-    stack: &Stack,
-    failures: &Path,
-    wrap: impl Fn(&str, Invoker) -> Invoker,
-) -> Result<Pipeline> {
-    Ok(stack.pipeline(
-        sdk,
-        |function| {
-            let invoker = in_process_invoker(function, sdk)?;
-            Ok(wrap(function.binary.as_deref().unwrap_or_default(), invoker))
-        },
-        FailureLog::new(failures),
-    )?)
-}
-
-pub(crate) fn failure_log() -> PathBuf {
-    std::env::temp_dir().join(format!("{}.jsonl", unique("sidestream-failures")))
-}
-
-async fn delete(client: &aws_sdk_dynamodb::Client, table: &str, id: &str) -> Result<()> {
-    client
-        .delete_item()
-        .table_name(table)
-        .key("id", AttributeValue::S(id.into()))
-        .send()
-        .await?;
-    Ok(())
-}
-
-pub(crate) fn issue(id: usize, fields: &Value) -> Value {
-    json!({
-        "id": format!("i{id:03}"), "name": format!("Issue {id}"), "project": format!("p{}", id % 3),
-        "num": id, "state": if id.is_multiple_of(2) { "open" } else { "closed" }, "custom_fields": fields
-    })
-}
-
-/// The `id`s of the items the stack's archive holds, each deletion read once, sorted.
-pub(crate) async fn archived_ids(sdk: &SdkConfig, stack: &Stack) -> Result<Vec<String>> {
-    let (bucket, prefix) = stack.archive_location()?;
-    let archived = operations::archive::items(&s3_client(sdk), &bucket, &prefix).await?;
-    let mut ids: Vec<String> = archived
-        .iter()
-        .map(|(_, item)| {
-            serde_json::to_value(item).map(|v| v["id"]["S"].as_str().unwrap_or_default().to_owned())
-        })
-        .collect::<Result<_, _>>()?;
-    ids.sort();
-    Ok(ids)
-}
-
-/// The index table against what the issues table calls for.
-pub(crate) async fn assert_index_exact(sdk: &SdkConfig, stack: &Stack) -> Result<usize> {
-    let index = local_stack::check_index(&aws_sdk_dynamodb::Client::new(sdk), stack).await?;
-    ensure!(
-        index.is_exact(),
-        "index not exact: missing {:#?}, extra {:#?}",
-        index.missing,
-        index.extra
-    );
-    Ok(index.entries)
-}
-
-/// Issues created, modified (values changed, fields added and removed, a tiebreaker and a
-/// projected attribute changed) and deleted, in several rounds while the replayer runs.
-pub(crate) async fn churn(sdk: &SdkConfig, stack: &Stack) -> Result<()> {
-    let client = aws_sdk_dynamodb::Client::new(sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
-    for id in 0..60 {
-        put(
-            &client,
-            &issues,
-            &issue(id, &json!({"f1": id, "f2": format!("v{}", id % 7)})),
-        )
-        .await?;
-    }
-    for id in (0..60).step_by(3) {
-        put(&client, &issues, &issue(id, &json!({"f1": id * 10, "f3": "new"}))).await?;
-    }
-    for id in (1..60).step_by(5) {
-        let mut moved = issue(id, &json!({"f1": id, "f2": "same"}));
-        moved["num"] = json!(1000 + id);
-        moved["name"] = json!("Renamed");
-        put(&client, &issues, &moved).await?;
-    }
-    for id in (2..60).step_by(4) {
-        delete(&client, &issues, &format!("i{id:03}")).await?;
-    }
-    put(
-        &client,
-        &issues,
-        &json!({"id": "no-fields", "project": "p0", "num": 5000}),
-    )
-    .await?;
-    Ok(())
-}
+use crate::support::moto::sdk;
+use crate::support::pipeline::*;
 
 #[tokio::test]
 async fn the_index_is_exact_after_creates_modifies_and_deletes() -> Result<()> {

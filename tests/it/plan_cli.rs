@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::cli::sidestream;
+use crate::support::process::sidestream;
 
 /// The summary lines, stderr, and whether some record was rejected or stopped planning (the
 /// exit status says so).

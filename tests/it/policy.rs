@@ -15,7 +15,7 @@ use stream_runtime::Runtime;
 use stream_runtime::writer::{Report, Writer};
 use stream_runtime::{Event, EventRecord, ItemWrite, Metric, Op, Vars};
 
-use crate::scripted::{Reply, Scripted};
+use crate::support::scripted::{Reply, Scripted};
 
 /// Fast retries, so that the tests spend their time on what they test.
 fn policy() -> Policy {

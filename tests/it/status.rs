@@ -17,8 +17,8 @@ use stream_runtime::delivery::in_process;
 use local_stack::cloudwatch::Feed;
 use local_stack::{Stack, put_json as put};
 
-use crate::moto::sdk;
-use crate::pipeline::{failure_log, issue, stack};
+use crate::support::moto::sdk;
+use crate::support::pipeline::{failure_log, issue, stack};
 
 /// The stack's functions in process, their metrics fed to `feed`, the replayer's `AWS/Lambda`
 /// data too, and ranges given up written to the stack's on-failure destination, the parking
@@ -124,7 +124,7 @@ fn command(stack: &Stack) -> Result<(bool, serde_json::Value)> {
     let line = stack.status_command()?;
     let mut args: Vec<&str> = line.split(' ').skip(1).collect();
     args.extend(["--output", "json"]);
-    let ran = crate::cli::sidestream(&args, "", &[]);
+    let ran = crate::support::process::sidestream(&args, "", &[]);
     let json: serde_json::Value = serde_json::from_str(&ran.out).with_context(|| format!("{ran:?}"))?;
     let attention = json["attention"].as_array().map_or(0, Vec::len);
     ensure!(
@@ -427,8 +427,8 @@ async fn the_emulator_publishes_each_tables_write_units() -> Result<()> {
     use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat};
     let sdk = sdk();
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let table = crate::moto::unique("write-units");
-    crate::moto::create_table(&client, &table, "pk", None, false).await;
+    let table = crate::support::moto::unique("write-units");
+    crate::support::moto::create_table(&client, &table, "pk", None, false).await;
     let start = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
     put(&client, &table, &json!({"pk": "small"})).await?; // 1
     put(&client, &table, &json!({"pk": "big", "v": "a".repeat(3000)})).await?; // 3

@@ -12,8 +12,8 @@ use stream_runtime::Vars;
 
 use local_stack::{put_json as put, scan_policy};
 
-use crate::moto::sdk;
-use crate::pipeline::{assert_index_exact, failure_log, issue, pipeline, stack};
+use crate::support::moto::sdk;
+use crate::support::pipeline::{assert_index_exact, failure_log, issue, pipeline, stack};
 
 #[tokio::test]
 async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Result<()> {

@@ -39,6 +39,7 @@ mod explain;
 pub mod handler;
 pub mod plan;
 pub mod state;
+#[cfg(any(test, feature = "synthetic"))]
 pub mod synthetic;
 
 pub use handler::Aggregator;

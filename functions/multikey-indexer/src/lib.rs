@@ -56,6 +56,7 @@
 mod explain;
 pub mod handler;
 pub mod plan;
+#[cfg(any(test, feature = "synthetic"))]
 pub mod synthetic;
 
 pub use formats::config;

@@ -32,6 +32,7 @@ pub mod config;
 mod explain;
 pub mod handler;
 pub mod plan;
+#[cfg(any(test, feature = "synthetic"))]
 pub mod synthetic;
 
 pub use config::{ArchiveConfig, Config, ObjectSettings};

@@ -68,11 +68,6 @@ impl Function {
         FUNCTIONS.iter().find(|f| f.name == name)
     }
 
-    /// The function whose deployed name CloudFormation made from `logical_id`, if there is one.
-    pub fn deployed_as(logical_id: &str) -> Option<&'static Function> {
-        FUNCTIONS.iter().find(|f| f.logical_id == logical_id)
-    }
-
     /// Every function's name, comma-separated: for messages that list them.
     pub fn names() -> String {
         FUNCTIONS.map(|f| f.name).join(", ")

@@ -797,6 +797,16 @@ CBOR_OPERATION = "/service/GraniteServiceVersion20100801/operation/"
 CLOUDWATCH_TARGET = "GraniteServiceVersion20100801."
 
 
+def drained(response):
+    """A WSGI response's body, whole, with the response closed as WSGI requires."""
+    try:
+        return b"".join(response)
+    finally:
+        close = getattr(response, "close", None)
+        if close is not None:
+            close()
+
+
 def cloudwatch_over_cbor(app):
     """A WSGI application that answers CloudWatch's RPC v2 CBOR requests through moto's JSON
     protocol (see the module's documentation); other requests go to `app` as they are."""
@@ -844,13 +854,7 @@ def cloudwatch_over_cbor(app):
         def keep(status, headers, exc_info=None):
             answered["status"], answered["headers"] = status, headers
 
-        response = app(forwarded, keep)
-        try:
-            raw = b"".join(response)
-        finally:
-            close = getattr(response, "close", None)
-            if close is not None:
-                close()
+        raw = drained(app(forwarded, keep))
         status = answered.get("status", "500 Internal Server Error")
         if status.startswith("2"):
             shape = operation.output_shape
@@ -991,13 +995,7 @@ def serialized(app, lock, empty_pages, write_capacity, profile=None):
             answered["status"] = status
             return start_response(status, headers, exc_info)
 
-        response = app(environ, keep)
-        try:
-            raw = b"".join(response)
-        finally:
-            close = getattr(response, "close", None)
-            if close is not None:
-                close()
+        raw = drained(app(environ, keep))
         if body:
             write_capacity.count(target, environ, body, answered.get("status", "500"), raw)
         return [raw]

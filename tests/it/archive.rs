@@ -209,6 +209,23 @@ fn keep() -> archive::RestoreOptions {
     }
 }
 
+/// `table` holds exactly the old images of `batch`'s records.
+async fn assert_holds_old_images(client: &aws_sdk_dynamodb::Client, table: &str, batch: &Event) {
+    let want = batch.records.iter().map(|r| r.change.old_image.clone()).collect();
+    assert_eq!(scan(client, table).await, sorted(want));
+}
+
+/// Restores the objects under `(bucket, prefix)` into `table` as they were archived.
+async fn restore_kept(
+    s3: &aws_sdk_s3::Client,
+    config: &aws_sdk_dynamodb::Client,
+    at: (&str, &str, &str),
+) -> archive::Restored {
+    archive::restore(s3, config, at, &keep(), &mut |_| {})
+        .await
+        .unwrap()
+}
+
 fn sorted(mut items: Vec<serde_dynamo::Item>) -> Vec<serde_dynamo::Item> {
     items.sort_by_key(|item| serde_json::to_string(&formats::archive::DynamoJson(item)).unwrap());
     items
@@ -281,18 +298,9 @@ async fn archive_then_restore_gives_back_the_same_items() {
     );
     assert_eq!((*objects, *items), ((3, 3), (4, 4)));
 
-    let restored = archive::restore(
-        &s3,
-        &config,
-        (&bucket, "archive/table=sessions/", &sessions),
-        &keep(),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    let restored = restore_kept(&s3, &config, (&bucket, "archive/table=sessions/", &sessions)).await;
     assert_eq!((restored.objects, restored.items), (2, 1_000));
-    let want: Vec<serde_dynamo::Item> = batch.records.iter().map(|r| r.change.old_image.clone()).collect();
-    assert_eq!(scan(&dynamodb, &sessions).await, sorted(want));
+    assert_holds_old_images(&dynamodb, &sessions, &batch).await;
 }
 
 /// A redelivery that starts inside a run already uploaded writes an overlapping object: its
@@ -329,18 +337,9 @@ async fn overlapping_objects_are_read_and_restored_once() {
     assert_eq!(read.len(), 6);
     let sessions = sessions_table(&dynamodb, "overlap-sessions").await;
     let config = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-    let restored = archive::restore(
-        &s3,
-        &config,
-        (&bucket, "archive/", &sessions),
-        &keep(),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    let restored = restore_kept(&s3, &config, (&bucket, "archive/", &sessions)).await;
     assert_eq!((restored.objects, restored.items, restored.duplicates), (2, 6, 3));
-    let want: Vec<serde_dynamo::Item> = batch.records.iter().map(|r| r.change.old_image.clone()).collect();
-    assert_eq!(scan(&dynamodb, &sessions).await, sorted(want));
+    assert_holds_old_images(&dynamodb, &sessions, &batch).await;
 }
 
 /// `archive cat` reads an object from S3 as plain JSON lines; restore refuses what it cannot do.

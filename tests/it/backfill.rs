@@ -433,13 +433,8 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
             }
         };
         let vars = Vars::new(&lookup);
-        let invoker = sidestream_combined::function(
-            "multikey-indexer",
-            "multikey-indexer",
-            &vars,
-            &sdk,
-            sidestream_combined::MetricsTo::Stdout,
-        )?;
+        let invoker = sidestream_combined::Built::new("multikey-indexer", "multikey-indexer", &vars, &sdk)?
+            .invoker(sidestream_combined::MetricsTo::Stdout);
         *deployed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(invoker);
         Ok(Indexes::from_vars(&vars)?)
     };

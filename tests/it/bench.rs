@@ -75,8 +75,7 @@ async fn each_function_is_invoked_whole_and_its_requests_counted() -> Result<()>
         );
     }
     // One case per function and upstream.
-    let done = progress.done.load(std::sync::atomic::Ordering::Relaxed);
-    ensure!(done == 6, "{done} cases done: {summary}");
+    ensure_cases(&progress, 6, &summary)?;
     Ok(())
 }
 
@@ -138,8 +137,7 @@ async fn one_mapping_makes_the_writes_two_mappings_make() -> Result<()> {
             "requests: {summary}"
         );
     }
-    let done = progress.done.load(std::sync::atomic::Ordering::Relaxed);
-    ensure!(done == 2, "{done} cases done: {summary}");
+    ensure_cases(&progress, 2, &summary)?;
     Ok(())
 }
 
@@ -216,5 +214,12 @@ async fn indexing_in_any_order_leaves_the_index_in_order_leaves() -> Result<()> 
         entries[0].len(),
         entries[1].len()
     );
+    Ok(())
+}
+
+/// The run measured `cases` cases, by its progress.
+fn ensure_cases(progress: &Progress, cases: u64, summary: &str) -> Result<()> {
+    let done = progress.done.load(std::sync::atomic::Ordering::Relaxed);
+    ensure!(done == cases, "{done} cases done: {summary}");
     Ok(())
 }

@@ -17,9 +17,7 @@ use crate::support::moto::{create_table, runtime, sdk, stream_records, unique};
 /// (`scripts/moto-atomicity`); `scripts/moto` serializes DynamoDB requests so that it cannot.
 #[tokio::test]
 async fn the_emulator_counts_every_concurrent_add() {
-    let client = aws_sdk_dynamodb::Client::new(&sdk());
-    let table = unique("atomic");
-    create_table(&client, &table, "pk", None, false).await;
+    let (client, table) = counter_table("atomic").await;
     let writers: Vec<_> = (0..32)
         .map(|_| {
             let (client, table) = (client.clone(), table.clone());
@@ -60,9 +58,7 @@ async fn the_emulator_counts_every_concurrent_add() {
 /// sums the shards to the true totals, and the shards really are spread.
 #[tokio::test]
 async fn concurrent_increments_sum_exactly() {
-    let client = aws_sdk_dynamodb::Client::new(&sdk());
-    let table = unique("counters");
-    create_table(&client, &table, "pk", None, false).await;
+    let (client, table) = counter_table("counters").await;
     let counters = Counters::new(client.clone(), &table, Sharding::new(10).unwrap());
 
     let writers: Vec<_> = (0..4_u64)
@@ -114,9 +110,7 @@ async fn concurrent_increments_sum_exactly() {
 /// More shards than one `BatchGetItem` reads, and a shard holding something that is not a count.
 #[tokio::test]
 async fn exact_reads_chunk_by_100_and_reject_non_counts() {
-    let client = aws_sdk_dynamodb::Client::new(&sdk());
-    let table = unique("counters");
-    create_table(&client, &table, "pk", None, false).await;
+    let (client, table) = counter_table("counters").await;
     let counters = Counters::new(client.clone(), &table, Sharding::new(250).unwrap());
     for shard in [0, 99, 100, 199, 249] {
         counters
@@ -178,9 +172,7 @@ fn shard_of(record: &EventRecord) -> usize {
 /// the batch, so nothing more is sent: one request per counter, and the totals do not move.
 #[tokio::test]
 async fn a_redelivered_batch_costs_one_request_per_counter() {
-    let client = aws_sdk_dynamodb::Client::new(&sdk());
-    let table = unique("redelivered");
-    create_table(&client, &table, "pk", None, false).await;
+    let (client, table) = counter_table("redelivered").await;
     let event = counter_aggregator::synthetic::increments(300, 4, 5, 11);
     let one = aggregator(&table).await;
     let deadline = || Deadline::after(Duration::from_secs(60));
@@ -313,4 +305,12 @@ async fn the_aggregator_keeps_totals_exact_under_redelivery_and_races() {
         assert!(exact > 0, "{name}");
         assert_eq!(counters.total(name).await.unwrap(), Some(exact), "{name}");
     }
+}
+
+/// A fresh table named `prefix…` keyed by `pk`, as counters use, and a client of it.
+async fn counter_table(prefix: &str) -> (aws_sdk_dynamodb::Client, String) {
+    let client = aws_sdk_dynamodb::Client::new(&sdk());
+    let table = unique(prefix);
+    create_table(&client, &table, "pk", None, false).await;
+    (client, table)
 }

@@ -18,7 +18,9 @@ use local_stack::put_json as put;
 use operations::failures::{FunctionMatch, Read, Records, Replayed, Replayer};
 
 use crate::support::moto::{PARKING_BUCKET, parking_bucket, s3, sdk, unique};
-use crate::support::pipeline::{assert_index_exact, failure_log, issue, pipeline, stack};
+use crate::support::pipeline::{
+    assert_index_exact, failure_log, issue, pipeline, pipeline_to, put_issues, stack,
+};
 
 fn id_of(record: &stream_runtime::EventRecord) -> String {
     serde_json::to_value(&record.change.keys)
@@ -485,22 +487,11 @@ async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it()
     let fixed = Arc::new(AtomicBool::new(false));
     let fix = Arc::clone(&fixed);
     let prefix = format!("{}/", unique("parked"));
-    let mut pipeline = stack.pipeline(
-        &sdk,
-        |function| {
-            let invoker = local_stack::in_process_invoker(function, &sdk)?;
-            if function.binary.as_deref() != Some("multikey-indexer") {
-                return Ok(invoker);
-            }
-            Ok(as_it_was(
-                invoker,
-                prefix.clone(),
-                counts.clone(),
-                Arc::clone(&fix),
-            ))
-        },
-        local_stack::replayer::FailureLog::new(&log).with_s3_destination(s3.clone(), &bucket),
-    )?;
+    let failures = local_stack::replayer::FailureLog::new(&log).with_s3_destination(s3.clone(), &bucket);
+    let mut pipeline = pipeline_to(&sdk, &stack, failures, |function, invoker| match function {
+        "multikey-indexer" => as_it_was(invoker, prefix.clone(), counts.clone(), Arc::clone(&fix)),
+        _ => invoker,
+    })?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
     put(
@@ -599,9 +590,7 @@ async fn a_combined_functions_range_is_replayed_by_each_of_its_functions() -> Re
     })?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
-    for id in 0..3 {
-        put(&client, &issues, &issue(id, &json!({"f": id}))).await?;
-    }
+    put_issues(&client, &issues, 0..3, |id| json!({"f": id})).await?;
     let expired = chrono::Utc::now().timestamp() - 60;
     let item = json!({"id": "expired", "project": "p0", "num": 7, "name": "Expired",
                       "custom_fields": {"f": 7, "g": "x"}, "expires_at": expired});
@@ -668,23 +657,12 @@ async fn a_combined_functions_range_is_replayed_by_each_of_its_functions() -> Re
 /// The combined function as it was until `fixed`: it crashes on any batch holding the deletion
 /// of the issue "expired" (counted in `crashes`).
 fn crashing_on_the_deletion(inner: Invoker, crashes: Arc<AtomicU32>, fixed: Arc<AtomicBool>) -> Invoker {
-    in_process(move |event, deadline| {
-        let (inner, crashes) = (Arc::clone(&inner), Arc::clone(&crashes));
-        let crash = !fixed.load(Ordering::SeqCst)
+    crate::support::pipeline::crashing(inner, crashes, "Crash", move |event| {
+        !fixed.load(Ordering::SeqCst)
             && event
                 .records
                 .iter()
-                .any(|r| r.event_name == "REMOVE" && id_of(r) == "expired");
-        async move {
-            if crash {
-                crashes.fetch_add(1, Ordering::SeqCst);
-                return Invocation::Failed {
-                    error_type: "Crash".into(),
-                    message: "cannot take this deletion yet".into(),
-                };
-            }
-            inner(event, deadline).await
-        }
+                .any(|r| r.event_name == "REMOVE" && id_of(r) == "expired")
     })
 }
 
@@ -706,21 +684,11 @@ async fn a_given_up_archiver_range_is_recovered_after_its_records_left_the_strea
     let log = failure_log();
     let (crashes, fixed) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicBool::new(false)));
     let (crashing, fix) = (Arc::clone(&crashes), Arc::clone(&fixed));
-    let mut pipeline = stack.pipeline(
-        &sdk,
-        |function| {
-            let invoker = local_stack::in_process_invoker(function, &sdk)?;
-            if function.binary.as_deref() != Some("ttl-archiver") {
-                return Ok(invoker);
-            }
-            Ok(crashing_on_the_deletion(
-                invoker,
-                Arc::clone(&crashing),
-                Arc::clone(&fix),
-            ))
-        },
-        stack.failure_log(&sdk, &log),
-    )?;
+    let failures = stack.failure_log(&sdk, &log);
+    let mut pipeline = pipeline_to(&sdk, &stack, failures, |function, invoker| match function {
+        "ttl-archiver" => crashing_on_the_deletion(invoker, Arc::clone(&crashing), Arc::clone(&fix)),
+        _ => invoker,
+    })?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
     let expired = chrono::Utc::now().timestamp() - 60;

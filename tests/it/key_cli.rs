@@ -62,45 +62,36 @@ fn desc(positions: &[usize]) -> KeyOptions {
 /// The worked example of docs/keys.md, verbatim.
 #[test]
 fn readme_example() {
-    let input = concat!(
-        r#"[{"S":"Open"},{"N":"42"},{"S":"SRC-1"}]"#,
-        "\n",
-        r#"[{"S":"Open b"},{"N":"-1.50"},{"DATE":"2024-05-01"}]"#,
-        "\n",
-        r#"[{"S":"Open#1"},{"N":"7"},{"NULL":true}]"#,
-        "\n",
-        r#"[{"N":"1E126"}]"#,
-        "\n",
-    );
-    let (out, summary) = run(true, input, &desc(&[1]));
-    assert_eq!(
-        out,
-        concat!(
+    // (tuple, key, the tuple decoded back), one line each.
+    let rows = [
+        (
+            r#"[{"S":"Open"},{"N":"42"},{"S":"SRC-1"}]"#,
             r#"{"S":"sOpen#M-Y57~#sSRC-1#"}"#,
-            "\n",
+            r#"[{"S":"Open"},{"N":"42"},{"S":"SRC-1"}]"#,
+        ),
+        (
+            r#"[{"S":"Open b"},{"N":"-1.50"},{"DATE":"2024-05-01"}]"#,
             r#"{"S":"sOpen$_b#MA1.5#d2024-05-01#"}"#,
-            "\n",
+            r#"[{"S":"Open b"},{"N":"-1.5"},{"DATE":"2024-05-01"}]"#,
+        ),
+        (
+            r#"[{"S":"Open#1"},{"N":"7"},{"NULL":true}]"#,
             r#"{"S":"sOpen$b1#M-Z2~#%#"}"#,
-            "\n",
-            r#"{"error":"component 0: invalid number \"1E126\": magnitude above 9.9999999999999999999999999999999999999E+125, the largest DynamoDB number"}"#,
-            "\n",
-        )
-    );
+            r#"[{"S":"Open#1"},{"N":"7"},{"NULL":true}]"#,
+        ),
+    ];
+    let too_large = r#"[{"N":"1E126"}]"#;
+    let refused = r#"{"error":"component 0: invalid number \"1E126\": magnitude above 9.9999999999999999999999999999999999999E+125, the largest DynamoDB number"}"#;
+    let lines = |column: &dyn Fn(&(&str, &str, &str)) -> String| rows.iter().map(column).collect::<String>();
+
+    let input = lines(&|r| format!("{}\n", r.0)) + too_large + "\n";
+    let (out, summary) = run(true, &input, &desc(&[1]));
+    assert_eq!(out, lines(&|r| format!("{}\n", r.1)) + refused + "\n");
     assert_eq!(summary, Summary { lines: 4, errors: 1 });
 
     let keys: String = out.lines().take(3).flat_map(|l| [l, "\n"]).collect();
     let (decoded, summary) = run(false, &keys, &desc(&[1]));
-    assert_eq!(
-        decoded,
-        concat!(
-            r#"[{"S":"Open"},{"N":"42"},{"S":"SRC-1"}]"#,
-            "\n",
-            r#"[{"S":"Open b"},{"N":"-1.5"},{"DATE":"2024-05-01"}]"#,
-            "\n",
-            r#"[{"S":"Open#1"},{"N":"7"},{"NULL":true}]"#,
-            "\n",
-        )
-    );
+    assert_eq!(decoded, lines(&|r| format!("{}\n", r.2)));
     assert_eq!(summary.errors, 0);
 }
 

@@ -21,7 +21,7 @@ use multikey_indexer::{Index, Indexes};
 use operations::verify::{Mended, Mender};
 
 use crate::support::moto::sdk;
-use crate::support::pipeline::{assert_index_exact, failure_log, issue, pipeline, stack};
+use crate::support::pipeline::{assert_index_exact, failure_log, issue, pipeline, put_issues, stack};
 
 /// The stack's index definitions, as the indexer is configured.
 pub(crate) fn indexes(stack: &Stack) -> Result<Indexes> {
@@ -189,9 +189,7 @@ async fn a_repair_racing_the_stream_neither_deletes_a_fresh_entry_nor_restores_a
     let issues = stack.table("IssuesTable")?.name.clone();
     let indexes = indexes(&stack)?;
     let index = operations::verify::choose(&indexes, None)?.clone();
-    for id in 0..3 {
-        put(&client, &issues, &issue(id, &json!({"f": 1}))).await?;
-    }
+    put_issues(&client, &issues, 0..3, |_| json!({"f": 1})).await?;
     pipeline.settle().await?;
 
     // The verify's base scan reads i000 with f=1; then the app sets f=2 and the indexer

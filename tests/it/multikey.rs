@@ -40,14 +40,7 @@ fn sdk_item(v: &Value) -> HashMap<String, AttributeValue> {
 /// The index table's entries (its version heads left out), partition by partition in `Query`
 /// (sort key) order, as `pk | value | id | num` rows.
 async fn index_rows(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<String> {
-    let scan = client.scan().table_name(table).send().await.unwrap();
-    let mut pks: Vec<String> = scan
-        .items()
-        .iter()
-        .map(|i| i["pk"].as_s().unwrap().clone())
-        .filter(|pk| !formats::head::is_head(pk))
-        .collect();
-    pks.sort();
+    let mut pks = crate::support::moto::index_partitions(client, table).await;
     pks.dedup();
     let mut rows = Vec::new();
     for pk in pks {

@@ -95,19 +95,6 @@ async fn indexer(table: &str, env: &[(&str, &str)]) -> Runtime<Indexer> {
     runtime(&vars).await
 }
 
-/// The index's partition keys, sorted.
-async fn pks(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<String> {
-    let scan = client.scan().table_name(table).send().await.unwrap();
-    let mut pks: Vec<String> = scan
-        .items()
-        .iter()
-        .map(|i| i["pk"].as_s().unwrap().clone())
-        .filter(|pk| !formats::head::is_head(pk))
-        .collect();
-    pks.sort();
-    pks
-}
-
 /// An index entry over 400 KB (the bulk is one map value): caught before anything is
 /// sent, its record parked whole, and every other entry, the same issue's included, written.
 #[tokio::test]
@@ -129,7 +116,10 @@ async fn an_oversize_index_entry_parks_its_record_and_the_batch_goes_on() {
     let (failures, metrics) = handle(&indexer, records).await;
     assert!(failures.is_empty(), "{failures:?}");
     assert_eq!(counts(&metrics, &OUTCOME), [3, 1, 0, 0]);
-    assert_eq!(pks(&client, &table).await, ["p1#f1", "p1#f1", "p1#f1"]);
+    assert_eq!(
+        crate::support::moto::index_partitions(&client, &table).await,
+        ["p1#f1", "p1#f1", "p1#f1"]
+    );
     let parked = parked("multikey-indexer", &id).await;
     assert_eq!(parked.len(), 1);
     let error = parked[0]["error"].as_str().unwrap();
@@ -165,7 +155,12 @@ async fn a_validation_exception_parks_exactly_the_record_that_causes_it() {
     let (failures, metrics) = handle(&indexer, records).await;
     assert!(failures.is_empty(), "{failures:?}");
     assert_eq!(counts(&metrics, &OUTCOME), [3, 1, 0, 0]);
-    assert_eq!(pks(&client, &table).await.len(), 2);
+    assert_eq!(
+        crate::support::moto::index_partitions(&client, &table)
+            .await
+            .len(),
+        2
+    );
     let parked = parked("multikey-indexer", &id).await;
     assert_eq!(parked.len(), 1);
     assert!(
@@ -190,7 +185,10 @@ async fn a_configuration_that_does_not_match_the_table_checkpoints_without_parki
     let (failures, metrics) = handle(&indexer, records).await;
     assert_eq!(failures, ["000000000000000000002"]);
     assert_eq!(counts(&metrics, &OUTCOME), [1, 0, 1, 0]);
-    assert_eq!(pks(&client, &table).await, ["p1#f1"]);
+    assert_eq!(
+        crate::support::moto::index_partitions(&client, &table).await,
+        ["p1#f1"]
+    );
     assert!(parked("multikey-indexer", "b2").await.is_empty());
 }
 
@@ -229,7 +227,12 @@ async fn a_record_that_cannot_be_parked_becomes_the_checkpoint() {
     assert_eq!(failures, ["000000000000000000002"]);
     assert_eq!(counts(&metrics, &OUTCOME), [1, 0, 1, 0]);
     // Record 3's entry was written too (writes are idempotent; it is redelivered and rewritten).
-    assert_eq!(pks(&client, &table).await.len(), 2);
+    assert_eq!(
+        crate::support::moto::index_partitions(&client, &table)
+            .await
+            .len(),
+        2
+    );
 }
 
 /// A counter shard whose `count` is not an integer is parked; the other shards' increments, of

@@ -326,28 +326,17 @@ async fn records_that_always_fail_go_to_the_failure_log_and_the_rest_goes_on() -
         if function != "multikey-indexer" {
             return inner;
         }
-        in_process(move |event, deadline| {
-            let inner = Arc::clone(&inner);
-            async move {
-                let poisoned = event
-                    .records
-                    .iter()
-                    .any(|r| serde_json::to_value(&r.change.keys).is_ok_and(|k| k["id"]["S"] == "poison"));
-                if poisoned {
-                    return Invocation::Failed {
-                        error_type: "Poison".into(),
-                        message: "cannot index".into(),
-                    };
-                }
-                inner(event, deadline).await
-            }
+        let crashes = Arc::new(AtomicU32::new(0));
+        crate::support::pipeline::crashing(inner, crashes, "Poison", |event| {
+            event
+                .records
+                .iter()
+                .any(|r| crate::support::pipeline::of_issue(r, "poison"))
         })
     })?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
-    for id in 0..6 {
-        put(&client, &issues, &issue(id, &json!({"f": id}))).await?;
-    }
+    put_issues(&client, &issues, 0..6, |id| json!({"f": id})).await?;
     put(
         &client,
         &issues,

@@ -9,16 +9,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{Context as _, Result, ensure};
 use aws_sdk_dynamodb::types::AttributeValue;
-use local_stack::replayer::{Counts, Invocation, Invoker, Pipeline};
+use local_stack::replayer::{Counts, Invoker, Pipeline};
 use operations::status::Status;
 use serde_json::json;
-use stream_runtime::delivery::in_process;
 
 use local_stack::cloudwatch::Feed;
 use local_stack::{Stack, put_json as put};
 
 use crate::support::moto::sdk;
-use crate::support::pipeline::{failure_log, issue, stack};
+use crate::support::pipeline::{failure_log, put_issues, stack};
 
 /// The stack's functions in process, their metrics fed to `feed`, the replayer's `AWS/Lambda`
 /// data too, and ranges given up written to the stack's on-failure destination, the parking
@@ -76,14 +75,13 @@ async fn delivered(
     let mut pipeline = fed_pipeline(&stack, &feed, wrap)?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
-    for id in 0..6 {
-        put(
-            &client,
-            &issues,
-            &issue(id, &json!({"f": id, "g": format!("v{id}")})),
-        )
-        .await?;
-    }
+    put_issues(
+        &client,
+        &issues,
+        0..6,
+        |id| json!({"f": id, "g": format!("v{id}")}),
+    )
+    .await?;
     pipeline.settle().await?;
     Ok((stack, feed, pipeline))
 }
@@ -253,22 +251,11 @@ async fn a_parked_record_needs_an_operator() -> Result<()> {
 /// The indexer as a crashing build: every invocation with the issue "poison" fails (Lambda counts
 /// each as an error). Counts the crashes.
 fn crashing_on_poison(inner: Invoker, crashes: Arc<AtomicU32>) -> Invoker {
-    in_process(move |event, deadline| {
-        let (inner, crashes) = (Arc::clone(&inner), Arc::clone(&crashes));
-        async move {
-            let poison = event
-                .records
-                .iter()
-                .any(|r| serde_json::to_value(&r.change.keys).is_ok_and(|k| k["id"]["S"] == "poison"));
-            if poison {
-                crashes.fetch_add(1, Ordering::SeqCst);
-                return Invocation::Failed {
-                    error_type: "Poison".into(),
-                    message: "cannot index".into(),
-                };
-            }
-            inner(event, deadline).await
-        }
+    crate::support::pipeline::crashing(inner, crashes, "Poison", |event| {
+        event
+            .records
+            .iter()
+            .any(|r| crate::support::pipeline::of_issue(r, "poison"))
     })
 }
 

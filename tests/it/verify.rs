@@ -10,10 +10,10 @@ use operations::verify;
 use serde_json::{Value, json};
 use stream_runtime::Vars;
 
-use local_stack::{put_json as put, scan_policy};
+use local_stack::scan_policy;
 
 use crate::support::moto::sdk;
-use crate::support::pipeline::{assert_index_exact, failure_log, issue, pipeline, stack};
+use crate::support::pipeline::{assert_index_exact, failure_log, pipeline, put_issues, stack};
 
 #[tokio::test]
 async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Result<()> {
@@ -22,14 +22,13 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
-    for id in 0..20 {
-        put(
-            &client,
-            &issues,
-            &issue(id, &json!({"f1": id, "f2": format!("v{id}")})),
-        )
-        .await?;
-    }
+    put_issues(
+        &client,
+        &issues,
+        0..20,
+        |id| json!({"f1": id, "f2": format!("v{id}")}),
+    )
+    .await?;
     pipeline.settle().await?;
     let entries = assert_index_exact(&sdk, &stack).await?;
 

@@ -199,12 +199,19 @@ pub async fn run(
     progress.cases.store(planned as u64, Ordering::Relaxed);
     let stack = Stack::create(sdk, &options.template, &options.stack, &BTreeMap::new()).await?;
     let spec = format!("latency={}ms", options.latency.as_millis());
-    let bench = Bench::start(sdk, endpoint, &stack, &spec).await?;
+    let ground = Ground {
+        sdk,
+        endpoint,
+        stack: &stack,
+        spec: &spec,
+        options,
+        progress,
+    };
+    let bench = ground.bench(&spec).await?;
     let write_path = if part(Part::WritePath) {
         let mut rows = Vec::new();
         for (upstream, spec) in upstreams(&spec) {
-            let bench = Bench::start(sdk, endpoint, &stack, &spec).await?;
-            rows.extend(write_path::run(&bench, upstream, options, progress).await?);
+            rows.extend(write_path::run(&ground.bench(&spec).await?, upstream, ground).await?);
         }
         rows
     } else {
@@ -221,28 +228,22 @@ pub async fn run(
         Vec::new()
     };
     let throttled = if throttling {
-        throttled::run(sdk, endpoint, &stack, options, progress).await?
+        throttled::run(ground).await?
     } else {
         Vec::new()
     };
     let kinesis = if part(Part::Kinesis) {
-        Box::pin(kinesis::both_upstreams(
-            sdk, endpoint, &stack, &spec, options, progress,
-        ))
-        .await?
+        Box::pin(kinesis::both_upstreams(ground)).await?
     } else {
         Vec::new()
     };
     let combined = if part(Part::Combined) {
-        Box::pin(combined::both_upstreams(
-            sdk, endpoint, &stack, &spec, options, progress,
-        ))
-        .await?
+        Box::pin(combined::both_upstreams(ground)).await?
     } else {
         Vec::new()
     };
     let any_order = if part(Part::AnyOrder) {
-        Box::pin(any_order::run(sdk, endpoint, &stack, &spec, options, progress)).await?
+        Box::pin(any_order::run(ground)).await?
     } else {
         Vec::new()
     };
@@ -276,6 +277,43 @@ pub struct Case {
     pub batch: String,
     /// Records in the batch.
     pub records: usize,
+}
+
+impl Case {
+    /// Function `F` on `records` records of `batch`, against `upstream`.
+    pub fn of<F: StreamFunction>(upstream: &'static str, batch: events::Batch, records: usize) -> Case {
+        Case {
+            upstream,
+            function: F::NAME,
+            batch: batch.label(),
+            records,
+        }
+    }
+}
+
+/// What every part of the bench runs on: the emulator, the stack on it, the proxy's spec, and
+/// the run's options and progress.
+#[derive(Clone, Copy)]
+pub struct Ground<'a> {
+    /// Reaches the emulator directly.
+    pub sdk: &'a SdkConfig,
+    /// The emulator's endpoint.
+    pub endpoint: &'a str,
+    /// The stack on it.
+    pub stack: &'a Stack,
+    /// The fault proxy's spec (the latency).
+    pub spec: &'a str,
+    /// The run's options.
+    pub options: &'a Options,
+    /// Where the run reports how far it has got.
+    pub progress: &'a Progress,
+}
+
+impl<'a> Ground<'a> {
+    /// A proxy with `spec` in front of the emulator, for the ground's stack.
+    pub async fn bench(&self, spec: &str) -> Result<Bench<'a>, BenchError> {
+        Bench::start(self.sdk, self.endpoint, self.stack, spec).await
+    }
 }
 
 /// The stack, and the proxy in front of the emulator with clients through it.

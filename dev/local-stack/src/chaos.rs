@@ -560,24 +560,20 @@ impl Report {
 /// through the run's own router or its fault proxy, with the credentials and region of the
 /// environment.
 pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -> Result<Report, ChaosError> {
+    let setup = set_up(endpoints, options).await?;
     let Setup {
-        proxy,
         direct,
         through,
         stack,
-        feed,
-        tally,
         pipeline,
-        failure_log,
-        kept,
-        second,
-    } = set_up(endpoints, options).await?;
+        ..
+    } = setup;
     let sdk = &direct;
     let _ = progress.replay.set(pipeline.progress());
 
     let started = Instant::now();
     let replay = pipeline.spawn(Duration::from_millis(100));
-    let second = second.map(SecondRegion::spawn);
+    let second = setup.second.map(SecondRegion::spawn);
 
     let counters = counters_of(options, sdk, &stack, 0)?;
     // The application writes in both Regions: each item in one, each Region its own shards.
@@ -595,8 +591,8 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
     let operator = operations::Operator {
         stack: &stack,
         sdk: &through,
-        kept,
-        rerun: reruns(&stack, &through, &tally)?,
+        kept: setup.kept,
+        rerun: reruns(&stack, &through, &setup.tally)?,
         repair: options.repair,
     };
     let written_all = AtomicBool::new(false);
@@ -637,20 +633,20 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
         mappings.extend(second.mappings());
         replication = second.replication.clone();
     }
-    let runtime = RuntimeTotals::from(&*tally);
-    verdicts.push(nothing_lost(&mappings, &runtime, &failure_log));
+    let runtime = RuntimeTotals::from(&*setup.tally);
+    verdicts.push(nothing_lost(&mappings, &runtime, &setup.failure_log));
     phases.checking = checking.elapsed().as_secs_f64();
     // What an operator would see now: shown, not judged.
-    let status = crate::status(sdk, &stack, &feed).await?;
+    let status = crate::status(sdk, &stack, &setup.feed).await?;
     let seconds = started.elapsed().as_secs_f64();
     let stream_records = pipeline.progress().read.load(Ordering::Relaxed);
     Ok(Report {
         ops: options.records,
         seed: options.seed,
         stream_records,
-        wire_faults: proxy.counts.snapshot().into_iter().collect(),
-        late_refused: proxy.counts.late_refused.load(Ordering::Relaxed),
-        emulator_requests: proxy.upstreams.sent(),
+        wire_faults: setup.proxy.counts.snapshot().into_iter().collect(),
+        late_refused: setup.proxy.counts.late_refused.load(Ordering::Relaxed),
+        emulator_requests: setup.proxy.upstreams.sent(),
         mappings,
         replication,
         kinesis: KinesisStream::of(&stack),

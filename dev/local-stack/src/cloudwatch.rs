@@ -333,14 +333,13 @@ async fn put(client: &aws_sdk_cloudwatch::Client, data: Vec<Point>) -> Result<()
     Ok(())
 }
 
-pub(crate) fn request(
+pub(crate) fn request<E>(
     operation: &'static str,
     target: &str,
-    error: &(impl std::error::Error + 'static),
-) -> StackError {
-    StackError::Request {
-        operation,
-        table: target.to_owned(),
-        message: aws_smithy_types::error::display::DisplayErrorContext(error).to_string(),
-    }
+    error: &aws_sdk_cloudwatch::error::SdkError<E>,
+) -> StackError
+where
+    E: aws_smithy_types::error::metadata::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    io_policy::RequestFailed::sdk(operation, target, error).into()
 }

@@ -32,7 +32,7 @@ use aws_config::SdkConfig;
 use multikey_indexer::Indexer;
 use multikey_indexer::Indexes;
 use operations::oracle::IndexCheck;
-use sidestream_combined::{MetricsTo, Tally};
+use sidestream_combined::{Built, MetricsTo, Tally};
 use stream_runtime::StreamFunction as _;
 use stream_runtime::delivery::Invoker;
 use stream_runtime::{ConfigError, Vars};
@@ -66,16 +66,9 @@ pub enum StackError {
     /// Creating a table or bucket on the emulator failed.
     #[error(transparent)]
     Emulator(#[from] ReplayError),
-    /// A DynamoDB request failed.
-    #[error("{operation} {table}: {message}")]
-    Request {
-        /// The operation.
-        operation: &'static str,
-        /// The table.
-        table: String,
-        /// The SDK's error, with its causes.
-        message: String,
-    },
+    /// A request to the emulator failed.
+    #[error(transparent)]
+    Request(#[from] io_policy::RequestFailed),
     /// A file or process could not be read, written or started.
     #[error("{what}: {cause}")]
     Io {
@@ -731,11 +724,7 @@ pub async fn scan(
     operations::verify::scan(client, scan_policy(), table, &mut |_| {})
         .await
         .map_err(|e| match e {
-            operations::verify::VerifyError::Scan { table, failure } => StackError::Request {
-                operation: "Scan",
-                table,
-                message: failure.to_string(),
-            },
+            operations::verify::VerifyError::Request(failed) => StackError::Request(failed),
             other => StackError::Unusable(other.to_string()),
         })
 }
@@ -760,19 +749,15 @@ pub async fn put_json(
     table: &str,
     item: &serde_json::Value,
 ) -> Result<(), StackError> {
-    let failed = |message: String| StackError::Request {
-        operation: "PutItem",
-        table: table.to_owned(),
-        message,
-    };
-    let item: serde_dynamo::Item = serde_dynamo::to_item(item).map_err(|e| failed(e.to_string()))?;
+    let item: serde_dynamo::Item = serde_dynamo::to_item(item)
+        .map_err(|e| StackError::Unusable(format!("an item for {table} is not DynamoDB JSON: {e}")))?;
     client
         .put_item()
         .table_name(table)
         .set_item(Some(item.into()))
         .send()
         .await
-        .map_err(|e| failed(aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string()))?;
+        .map_err(|e| io_policy::RequestFailed::sdk("PutItem", table, &e))?;
     Ok(())
 }
 
@@ -843,13 +828,8 @@ pub fn invoker(function: &Function, sdk: &SdkConfig, metrics: MetricsTo) -> Resu
     let lookup = |name: &str| env.get(name).cloned();
     let vars = Vars::new(&lookup);
     if env.get(stream_runtime::source::SOURCE_VAR).map(String::as_str) != Some("kinesis") {
-        return Ok(sidestream_combined::function(
-            binary_of(function)?,
-            &function.logical_id,
-            &vars,
-            sdk,
-            metrics,
-        )?);
+        let built = Built::new(binary_of(function)?, &function.logical_id, &vars, sdk)?;
+        return Ok(built.invoker(metrics));
     }
     // From a Kinesis data stream: the table's changes written to it once, delivered as Kinesis
     // may deliver them.
@@ -871,13 +851,8 @@ pub fn invoker(function: &Function, sdk: &SdkConfig, metrics: MetricsTo) -> Resu
         .transpose()
         .map_err(|e| StackError::Unusable(format!("{}: {e}", function.logical_id)))?
         .unwrap_or_default();
-    let function = sidestream_combined::kinesis_function(
-        binary_of(function)?,
-        &function.logical_id,
-        &vars,
-        sdk,
-        metrics,
-    )?;
+    let function =
+        Built::new(binary_of(function)?, &function.logical_id, &vars, sdk)?.kinesis_invoker(metrics);
     Ok(crate::replayer::kinesis::delivery::delivering(
         stream, filters, function,
     ))

@@ -259,19 +259,23 @@ impl Parser {
     }
 
     fn sum(&mut self) -> Result<Expr, String> {
-        let mut left = self.product()?;
-        while let Some(op) = self.eat(&["+", "-"], None) {
-            let op = if op == "+" { Op::Add } else { Op::Sub };
-            left = Expr::Binary(op, Box::new(left), Box::new(self.product()?));
-        }
-        Ok(left)
+        self.left_associative([("+", Op::Add), ("-", Op::Sub)], Parser::product)
     }
 
     fn product(&mut self) -> Result<Expr, String> {
-        let mut left = self.unary()?;
-        while let Some(op) = self.eat(&["*", "/"], None) {
-            let op = if op == "*" { Op::Mul } else { Op::Div };
-            left = Expr::Binary(op, Box::new(left), Box::new(self.unary()?));
+        self.left_associative([("*", Op::Mul), ("/", Op::Div)], Parser::unary)
+    }
+
+    /// Operands read by `operand`, joined from the left by the two operators of one precedence.
+    fn left_associative(
+        &mut self,
+        ops: [(&str, Op); 2],
+        operand: fn(&mut Self) -> Result<Expr, String>,
+    ) -> Result<Expr, String> {
+        let mut left = operand(self)?;
+        while let Some(symbol) = self.eat(&[ops[0].0, ops[1].0], None) {
+            let op = if symbol == ops[0].0 { ops[0].1 } else { ops[1].1 };
+            left = Expr::Binary(op, Box::new(left), Box::new(operand(self)?));
         }
         Ok(left)
     }

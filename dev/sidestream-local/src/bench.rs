@@ -78,27 +78,23 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn render(report: &local_stack::bench::Report, out: &mut impl Write) -> io::Result<()> {
-    if !report.write_path.is_empty() {
-        write_path(report, out)?;
-    }
-    if !report.hot.is_empty() {
-        hot(report, out)?;
-    }
-    if !report.throttled.is_empty() {
-        throttled(report, out)?;
-    }
-    if !report.cold.is_empty() {
-        cold(report, out)?;
-    }
-    if !report.combined.is_empty() {
-        combined(report, out)?;
-    }
-    if !report.kinesis.is_empty() {
-        kinesis(report, out)?;
-    }
-    if !report.any_order.is_empty() {
-        any_order(report, out)?;
+/// A section of the report, written when its part ran.
+type Section<W> = fn(&local_stack::bench::Report, &mut W) -> io::Result<()>;
+
+fn render<W: Write>(report: &local_stack::bench::Report, out: &mut W) -> io::Result<()> {
+    let sections: [(bool, Section<W>); 7] = [
+        (report.write_path.is_empty(), write_path),
+        (report.hot.is_empty(), hot),
+        (report.throttled.is_empty(), throttled),
+        (report.cold.is_empty(), cold),
+        (report.combined.is_empty(), combined),
+        (report.kinesis.is_empty(), kinesis),
+        (report.any_order.is_empty(), any_order),
+    ];
+    for (empty, section) in sections {
+        if !empty {
+            section(report, out)?;
+        }
     }
     Ok(())
 }

@@ -90,9 +90,6 @@ pub enum PlanError {
     /// The record is malformed, or the stream lacks the `NewImage` an INSERT or MODIFY needs.
     #[error(transparent)]
     Record(#[from] RecordError),
-    /// No usable sequence number to order the shard's states by.
-    #[error("SequenceNumber {0:?} is not a stream sequence number (1-40 decimal digits)")]
-    SequenceNumber(String),
     /// The shard's `count` is not an integer.
     #[error("shard {key} has {found} where an integer `count` belongs")]
     Count {
@@ -109,7 +106,7 @@ impl PlanError {
     pub fn kind(&self) -> FailureKind {
         match self {
             PlanError::Record(e) => e.kind(),
-            PlanError::SequenceNumber(_) | PlanError::Count { .. } => FailureKind::RecordPermanent,
+            PlanError::Count { .. } => FailureKind::RecordPermanent,
         }
     }
 }
@@ -200,9 +197,7 @@ fn read(partition_key: &str, raw: &WireRecord<'_>) -> Result<Read, PlanError> {
     if formats::touch::is_touch_only(record.before().ok().flatten(), record.after().ok().flatten()) {
         return Ok(Read::Skip(SkipReason::Touch(key.to_owned())));
     }
-    let seq = record.sequence_number().unwrap_or_default();
-    let sequence_number =
-        SequenceNumber::parse(seq).map_err(|_| PlanError::SequenceNumber(seq.to_owned()))?;
+    let sequence_number = record.sequence()?;
     let value = match record.kind() {
         ChangeKind::Remove => 0,
         ChangeKind::Insert | ChangeKind::Modify => {

@@ -147,51 +147,39 @@ impl std::fmt::Debug for MetricsTo {
     }
 }
 
-/// An invoker of the function built from the cargo binary `binary`, called `name` in errors,
-/// configured from `vars` as it reads its environment at cold start. Its metrics go to
-/// `metrics`.
-pub fn function(
-    binary: &str,
-    name: &str,
-    vars: &Vars<'_>,
-    sdk: &SdkConfig,
-    metrics: MetricsTo,
-) -> Result<Invoker, InvokeError> {
-    Ok(invoker(built(binary, name, vars, sdk)?, metrics))
-}
+/// A function built in process, as its binary builds it at cold start.
+#[derive(Clone)]
+pub struct Built(Handler);
 
-/// [`function`], invoked with Kinesis events: each record's data decoded into a change record
-/// (`stream_runtime::kinesis`), and the checkpoint named by its Kinesis sequence number, as the
-/// function's binary does with `CHANGE_SOURCE=kinesis`.
-pub fn kinesis_function(
-    binary: &str,
-    name: &str,
-    vars: &Vars<'_>,
-    sdk: &SdkConfig,
-    metrics: MetricsTo,
-) -> Result<KinesisInvoker, InvokeError> {
-    Ok(kinesis_invoker(built(binary, name, vars, sdk)?, metrics))
-}
-
-/// The function built from the cargo binary `binary`, or the functions a combined binary names.
-fn built(
-    binary: &str,
-    name: &str,
-    vars: &Vars<'_>,
-    sdk: &SdkConfig,
-) -> Result<Arc<dyn Counted>, InvokeError> {
-    let config = |source| InvokeError::Config {
-        function: name.to_owned(),
-        cause: source,
-    };
-    if binary == COMBINED_BINARY {
-        return Ok(Arc::new(combined(vars, sdk).map_err(config)?));
+impl Built {
+    /// The function built from the cargo binary `binary` (or the functions a combined binary
+    /// names), called `name` in errors, configured from `vars` as it reads its environment.
+    pub fn new(binary: &str, name: &str, vars: &Vars<'_>, sdk: &SdkConfig) -> Result<Built, InvokeError> {
+        let config = |source| InvokeError::Config {
+            function: name.to_owned(),
+            cause: source,
+        };
+        if binary == COMBINED_BINARY {
+            return Ok(Built(Arc::new(combined(vars, sdk).map_err(config)?)));
+        }
+        let function = Function::named(binary).ok_or_else(|| InvokeError::UnknownBinary {
+            name: name.to_owned(),
+            binary: binary.to_owned(),
+        })?;
+        Ok(Built((function.build)(vars, sdk).map_err(config)?))
     }
-    let function = Function::named(binary).ok_or_else(|| InvokeError::UnknownBinary {
-        name: name.to_owned(),
-        binary: binary.to_owned(),
-    })?;
-    (function.build)(vars, sdk).map_err(config)
+
+    /// Its invoker, with DynamoDB stream events; its metrics go to `metrics`.
+    pub fn invoker(self, metrics: MetricsTo) -> Invoker {
+        invoker(self.0, metrics)
+    }
+
+    /// Its invoker with Kinesis events: each record's data decoded into a change record
+    /// (`stream_runtime::kinesis`), and the checkpoint named by its Kinesis sequence number, as
+    /// the function's binary does with `CHANGE_SOURCE=kinesis`.
+    pub fn kinesis_invoker(self, metrics: MetricsTo) -> KinesisInvoker {
+        kinesis_invoker(self.0, metrics)
+    }
 }
 
 /// The variable naming the functions a `sidestream-combined` binary runs.

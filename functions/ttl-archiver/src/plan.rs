@@ -89,9 +89,6 @@ pub enum PlanError {
     /// The record itself is malformed (unknown eventName, no Keys).
     #[error(transparent)]
     Record(#[from] RecordError),
-    /// No usable sequence number, so the record can neither name an object nor be a checkpoint.
-    #[error("SequenceNumber {0:?} is not a stream sequence number (1-40 decimal digits)")]
-    SequenceNumber(String),
     /// The source table cannot be read from `eventSourceARN`.
     #[error(
         "eventSourceARN {0:?} does not name a DynamoDB table (arn:aws:dynamodb:…:table/NAME/stream/…); \
@@ -112,9 +109,7 @@ impl PlanError {
     pub fn kind(&self) -> FailureKind {
         match self {
             PlanError::Record(e) => e.kind(),
-            PlanError::SequenceNumber(_) | PlanError::SourceTable(_) | PlanError::DeletionTime => {
-                FailureKind::RecordPermanent
-            }
+            PlanError::SourceTable(_) | PlanError::DeletionTime => FailureKind::RecordPermanent,
             PlanError::Encode(_) => FailureKind::Transient,
         }
     }
@@ -208,9 +203,7 @@ fn read<'r, 'a>(
         return Ok(None);
     }
     record.keys()?;
-    let seq = record.sequence_number().unwrap_or_default();
-    let sequence_number =
-        SequenceNumber::parse(seq).map_err(|_| PlanError::SequenceNumber(seq.to_owned()))?;
+    let sequence_number = record.sequence()?;
     let arn = raw.event_source_arn.as_deref().unwrap_or_default();
     let table = table_of_arn(arn).ok_or_else(|| PlanError::SourceTable(arn.to_owned()))?;
     let deleted_at = raw.approximate_creation_date_time;

@@ -30,15 +30,8 @@ pub enum ArchiveError {
     #[error("{0:?} is not s3://BUCKET/KEY")]
     Source(String),
     /// An S3 or DynamoDB request failed.
-    #[error("{operation} {target}: {message}")]
-    Request {
-        /// The operation.
-        operation: &'static str,
-        /// What it was asked of (`s3://bucket/key`, a table).
-        target: String,
-        /// The SDK's error, with its causes.
-        message: String,
-    },
+    #[error(transparent)]
+    Request(#[from] io_policy::RequestFailed),
     /// An object is not a valid archive object.
     #[error("{object}: {cause}")]
     Format {
@@ -126,38 +119,20 @@ impl Source {
                 what: format!("cannot read {}", path.display()),
                 cause: source,
             }),
-            Source::S3 { bucket, key } => get(s3, bucket, key).await?.ok_or_else(|| not_found(bucket, key)),
+            Source::S3 { bucket, key } => stream_runtime::aws::get_object(s3, bucket, key)
+                .await?
+                .ok_or_else(|| not_found(bucket, key)),
         }
     }
 }
 
 fn not_found(bucket: &str, key: &str) -> ArchiveError {
-    ArchiveError::Request {
-        operation: "GetObject",
-        target: format!("s3://{bucket}/{key}"),
-        message: "no such key".to_owned(),
-    }
-}
-
-/// An object's bytes; `None` when there is no such key.
-async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
-    let failed = |message: String| ArchiveError::Request {
-        operation: "GetObject",
-        target: format!("s3://{bucket}/{key}"),
-        message,
-    };
-    let object = match s3.get_object().bucket(bucket).key(key).send().await {
-        Ok(object) => object,
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(aws_sdk_s3::operation::get_object::GetObjectError::is_no_such_key) =>
-        {
-            return Ok(None);
-        }
-        Err(e) => return Err(failed(aws_sdk_s3::error::DisplayErrorContext(&e).to_string())),
-    };
-    let body = object.body.collect().await.map_err(|e| failed(e.to_string()))?;
-    Ok(Some(body.into_bytes().to_vec()))
+    io_policy::RequestFailed::new(
+        "GetObject",
+        format!("s3://{bucket}/{key}"),
+        io_policy::Failure::systemic("no such key"),
+    )
+    .into()
 }
 
 /// An archived item with the object it was read from.

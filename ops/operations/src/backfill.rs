@@ -406,19 +406,7 @@ pub async fn touch_item<S: std::hash::BuildHasher + Clone>(
                 .expression_attribute_names("#t", TOUCH_ATTRIBUTE)
                 .expression_attribute_names("#k", key_attribute)
                 .expression_attribute_values(":run", AttributeValue::S(run_id.to_owned()));
-            async move {
-                match request.send().await {
-                    Ok(_) => Ok(true),
-                    Err(e)
-                        if e.as_service_error().is_some_and(
-                            aws_sdk_dynamodb::operation::update_item::UpdateItemError::is_conditional_check_failed_exception,
-                        ) =>
-                    {
-                        Ok(false)
-                    }
-                    Err(e) => Err(io_policy::classify("UpdateItem", &e)),
-                }
-            }
+            async move { Ok(io_policy::conditional("UpdateItem", request.send().await)?.is_some()) }
         })
         .await
 }

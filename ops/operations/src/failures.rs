@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_sdk_dynamodbstreams::types::ShardIteratorType;
 use chrono::{DateTime, Utc};
+use io_policy::RequestFailed;
 use key_codec::SequenceNumber;
 use serde::Serialize;
 use serde_json::Value;
@@ -68,16 +69,12 @@ pub enum FailureError {
         /// What is wrong, naming the variable.
         reason: String,
     },
-    /// An S3 or DynamoDB Streams request failed.
-    #[error("{operation} {target}: {message}")]
-    Request {
-        /// The operation.
-        operation: &'static str,
-        /// Its target.
-        target: String,
-        /// The SDK's error, with its causes.
-        message: String,
-    },
+    /// An S3, SQS or DynamoDB Streams request failed.
+    #[error(transparent)]
+    Request(#[from] io_policy::RequestFailed),
+    /// Replaying records through the stream (touching their items) failed.
+    #[error("cannot replay through the stream: {0}")]
+    Mend(#[from] crate::verify::VerifyError),
 }
 
 /// One thing a function gave up on.
@@ -364,11 +361,7 @@ pub async fn acknowledge_object(s3: &aws_sdk_s3::Client, failed: &Failed) -> Res
         .key(key)
         .send()
         .await
-        .map_err(|e| FailureError::Request {
-            operation: "DeleteObject",
-            target: format!("s3://{bucket}/{key}"),
-            message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
-        })?;
+        .map_err(|e| RequestFailed::sdk("DeleteObject", format!("s3://{bucket}/{key}"), &e))?;
     Ok(true)
 }
 
@@ -390,11 +383,7 @@ pub async fn read_queue(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<Ve
             .wait_time_seconds(0)
             .send()
             .await
-            .map_err(|e| FailureError::Request {
-                operation: "ReceiveMessage",
-                target: queue_url.to_owned(),
-                message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
-            })?;
+            .map_err(|e| RequestFailed::sdk("ReceiveMessage", queue_url, &e))?;
         let messages = answer.messages.unwrap_or_default();
         if messages.is_empty() {
             return Ok(failed);
@@ -431,11 +420,7 @@ pub async fn acknowledge(sqs: &aws_sdk_sqs::Client, failed: &Failed) -> Result<b
         .receipt_handle(&message.receipt_handle)
         .send()
         .await
-        .map_err(|e| FailureError::Request {
-            operation: "DeleteMessage",
-            target: message.queue_url.clone(),
-            message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
-        })?;
+        .map_err(|e| RequestFailed::sdk("DeleteMessage", &message.queue_url, &e))?;
     Ok(true)
 }
 
@@ -460,35 +445,21 @@ async fn list(
     prefix: &str,
     keep: impl Fn(&str) -> bool,
 ) -> Result<Vec<String>, FailureError> {
-    stream_runtime::aws::list_keys(s3, bucket, prefix, keep)
-        .await
-        .map_err(|e| FailureError::Request {
-            operation: "ListObjectsV2",
-            target: e.target,
-            message: e.message,
-        })
+    Ok(stream_runtime::aws::list_keys(s3, bucket, prefix, keep).await?)
 }
 
 /// One object's bytes.
 async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Vec<u8>, FailureError> {
-    let failed = |message: String| FailureError::Request {
-        operation: "GetObject",
-        target: format!("s3://{bucket}/{key}"),
-        message,
-    };
-    let got = s3
-        .get_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .map_err(|e| failed(aws_sdk_s3::error::DisplayErrorContext(&e).to_string()))?;
-    Ok(got
-        .body
-        .collect()
-        .await
-        .map_err(|e| failed(e.to_string()))?
-        .to_vec())
+    stream_runtime::aws::get_object(s3, bucket, key)
+        .await?
+        .ok_or_else(|| {
+            RequestFailed::new(
+                "GetObject",
+                format!("s3://{bucket}/{key}"),
+                io_policy::Failure::systemic("no such key"),
+            )
+            .into()
+        })
 }
 
 /// A parked record's body (format v1, `docs/formats.md`).
@@ -727,15 +698,12 @@ async fn read_range(
             let gone = e
                 .as_service_error()
                 .is_some_and(|s| s.is_trimmed_data_access_exception() || s.is_resource_not_found_exception());
-            let message = aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e).to_string();
             if gone {
-                return Ok(Err(message));
+                return Ok(Err(
+                    aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e).to_string()
+                ));
             }
-            return Err(FailureError::Request {
-                operation: "GetShardIterator",
-                target,
-                message,
-            });
+            return Err(RequestFailed::sdk("GetShardIterator", target, &e).into());
         }
     };
     let mut out = Vec::new();
@@ -746,11 +714,7 @@ async fn read_range(
             .shard_iterator(at)
             .send()
             .await
-            .map_err(|e| FailureError::Request {
-                operation: "GetRecords",
-                target: target.clone(),
-                message: aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e).to_string(),
-            })?;
+            .map_err(|e| RequestFailed::sdk("GetRecords", &target, &e))?;
         if page.records().is_empty() {
             empty += 1;
             if empty > MAX_EMPTY_PAGES {

@@ -34,24 +34,9 @@ pub use archive::ArchiveStatus;
 /// Why a status could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
-    /// A request failed (a transient or an access failure; the message says which).
-    #[error("{operation} {target}: {message}")]
-    Request {
-        /// The operation.
-        operation: &'static str,
-        /// What it was asked about.
-        target: String,
-        /// The SDK's error, with its causes.
-        message: String,
-    },
-}
-
-fn request(operation: &'static str, target: &str, error: &(impl std::error::Error + 'static)) -> StatusError {
-    StatusError::Request {
-        operation,
-        target: target.to_owned(),
-        message: aws_smithy_types::error::display::DisplayErrorContext(error).to_string(),
-    }
+    /// A request failed (a transient or an access failure; the kind says which).
+    #[error(transparent)]
+    Request(#[from] io_policy::RequestFailed),
 }
 
 /// The stack to read, and how.
@@ -322,16 +307,16 @@ async fn list_dimension(
     dimension: &str,
 ) -> Result<Vec<String>, StatusError> {
     let mut values = Vec::new();
-    let mut token = None;
-    loop {
-        let page = client
-            .list_metrics()
-            .namespace(namespace)
-            .metric_name(metric)
-            .set_next_token(token)
-            .send()
-            .await
-            .map_err(|e| request("ListMetrics", &format!("{namespace}/{metric}"), &e))?;
+    let mut pages = client
+        .list_metrics()
+        .namespace(namespace)
+        .metric_name(metric)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| {
+            io_policy::RequestFailed::sdk("ListMetrics", &format!("{namespace}/{metric}"), &e)
+        })?;
         for m in page.metrics() {
             for d in m.dimensions() {
                 if d.name() == Some(dimension)
@@ -340,10 +325,6 @@ async fn list_dimension(
                     values.push(value.to_owned());
                 }
             }
-        }
-        token = page.next_token().map(str::to_owned);
-        if token.is_none() {
-            break;
         }
     }
     values.sort();
@@ -403,17 +384,16 @@ async fn metric_data(
             .enumerate()
             .map(|(i, q)| q.build(format!("q{}", chunk_at * 500 + i), period))
             .collect();
-        let mut token = None;
-        loop {
-            let page = client
-                .get_metric_data()
-                .set_metric_data_queries(Some(built.clone()))
-                .start_time(DateTime::from(start))
-                .end_time(DateTime::from(end))
-                .set_next_token(token)
-                .send()
-                .await
-                .map_err(|e| request("GetMetricData", "the stack's metrics", &e))?;
+        let mut pages = client
+            .get_metric_data()
+            .set_metric_data_queries(Some(built.clone()))
+            .start_time(DateTime::from(start))
+            .end_time(DateTime::from(end))
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page =
+                page.map_err(|e| io_policy::RequestFailed::sdk("GetMetricData", "the stack's metrics", &e))?;
             for result in page.metric_data_results() {
                 let Some(i) = result
                     .id()
@@ -430,10 +410,6 @@ async fn metric_data(
                 if let Some(answer) = answers.get_mut(i) {
                     answer.extend(points);
                 }
-            }
-            token = page.next_token().map(str::to_owned);
-            if token.is_none() {
-                break;
             }
         }
     }
@@ -553,16 +529,14 @@ async fn alarms_in_alarm(
     prefix: &str,
 ) -> Result<Vec<AlarmStatus>, StatusError> {
     let mut alarms = Vec::new();
-    let mut token = None;
-    loop {
-        let page = client
-            .describe_alarms()
-            .alarm_name_prefix(prefix)
-            .state_value(StateValue::Alarm)
-            .set_next_token(token)
-            .send()
-            .await
-            .map_err(|e| request("DescribeAlarms", prefix, &e))?;
+    let mut pages = client
+        .describe_alarms()
+        .alarm_name_prefix(prefix)
+        .state_value(StateValue::Alarm)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| io_policy::RequestFailed::sdk("DescribeAlarms", prefix, &e))?;
         for a in page.metric_alarms() {
             // An alarm on metric math: its returning expression, over its queries' metrics.
             let expression = a
@@ -595,10 +569,6 @@ async fn alarms_in_alarm(
                 description: a.alarm_description().unwrap_or_default().to_owned(),
             });
         }
-        token = page.next_token().map(str::to_owned);
-        if token.is_none() {
-            break;
-        }
     }
     alarms.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(alarms)
@@ -616,7 +586,7 @@ async fn queue(client: &aws_sdk_sqs::Client, url: &str) -> Result<GivenUp, Statu
         .attribute_names(Name::ApproximateNumberOfMessagesNotVisible)
         .send()
         .await
-        .map_err(|e| request("GetQueueAttributes", url, &e))?;
+        .map_err(|e| io_policy::RequestFailed::sdk("GetQueueAttributes", url, &e))?;
     let count = |name: &Name| {
         attributes
             .attributes()
@@ -640,7 +610,7 @@ async fn queue(client: &aws_sdk_sqs::Client, url: &str) -> Result<GivenUp, Statu
             .visibility_timeout(0)
             .send()
             .await
-            .map_err(|e| request("ReceiveMessage", url, &e))?;
+            .map_err(|e| io_policy::RequestFailed::sdk("ReceiveMessage", url, &e))?;
         if received.messages().is_empty() {
             break;
         }
@@ -683,19 +653,10 @@ async fn destination(client: &aws_sdk_s3::Client, bucket: &str) -> Result<GivenU
     let keys = list_keys(client, bucket, DESTINATION_PREFIX).await?;
     let mut by_function: BTreeMap<String, u64> = BTreeMap::new();
     for key in keys.iter().take(ATTRIBUTED) {
-        let object = client
-            .get_object()
-            .bucket(bucket)
-            .key(key)
-            .send()
-            .await
-            .map_err(|e| request("GetObject", &format!("s3://{bucket}/{key}"), &e))?;
-        let bytes = object
-            .body
-            .collect()
-            .await
-            .map_err(|e| request("GetObject", &format!("s3://{bucket}/{key}"), &e))?
-            .into_bytes();
+        // Listed a moment ago: a key gone since reads as nothing to attribute.
+        let bytes = stream_runtime::aws::get_object(client, bucket, key)
+            .await?
+            .unwrap_or_default();
         let record: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
         let arn = record["requestContext"]["functionArn"]
             .as_str()
@@ -718,23 +679,7 @@ async fn list_keys(
     bucket: &str,
     prefix: &str,
 ) -> Result<Vec<String>, StatusError> {
-    let mut keys = Vec::new();
-    let mut token = None;
-    loop {
-        let page = client
-            .list_objects_v2()
-            .bucket(bucket)
-            .prefix(prefix)
-            .set_continuation_token(token)
-            .send()
-            .await
-            .map_err(|e| request("ListObjectsV2", &format!("s3://{bucket}/{prefix}"), &e))?;
-        keys.extend(page.contents().iter().filter_map(|o| o.key().map(str::to_owned)));
-        token = page.next_continuation_token().map(str::to_owned);
-        if token.is_none() {
-            return Ok(keys);
-        }
-    }
+    Ok(stream_runtime::aws::list_keys(client, bucket, prefix, |_| true).await?)
 }
 
 /// The parked records' count by function: objects under `parked/<function>/`.

@@ -44,30 +44,15 @@ pub enum VerifyError {
     /// The configuration names no such index, or several and none was chosen.
     #[error("{0}")]
     Index(String),
-    /// A scan failed after the I/O policy's retries.
-    #[error("Scan {table}: {failure}")]
-    Scan {
-        /// The table.
-        table: String,
-        /// The last failure, classified.
-        failure: io_policy::Failure,
-    },
+    /// A scan, or a mend's request, failed after the I/O policy's retries.
+    #[error(transparent)]
+    Request(#[from] io_policy::RequestFailed),
     /// The expected entries cannot be computed from the base items.
     #[error(transparent)]
     Oracle(#[from] crate::oracle::OracleError),
     /// An item is not what the index's format says.
     #[error("{0}")]
     Format(String),
-    /// A mend's request failed after its retries.
-    #[error("{operation} {table}: {failure}")]
-    Mend {
-        /// The operation.
-        operation: &'static str,
-        /// The table.
-        table: String,
-        /// The last failure.
-        failure: io_policy::Failure,
-    },
 }
 
 /// How an index table differs from what the base table calls for.
@@ -270,10 +255,7 @@ pub async fn scan(
                 async move { request.send().await.map_err(|e| io_policy::classify("Scan", &e)) }
             })
             .await
-            .map_err(|failure| VerifyError::Scan {
-                table: table.to_owned(),
-                failure,
-            })?;
+            .map_err(|failure| io_policy::RequestFailed::new("Scan", table, failure))?;
         for item in page.items() {
             items.push(
                 serde_json::to_value(serde_dynamo::Item::from(item.clone()))

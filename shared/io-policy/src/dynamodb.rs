@@ -1,8 +1,13 @@
-//! DynamoDB's batched read under the policy: `BatchGetItem` drained of its unprocessed keys.
+//! DynamoDB under the policy: `BatchGetItem` drained of its unprocessed keys, and the answer to
+//! a conditional write told apart from its condition failing.
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+
+use aws_smithy_runtime_api::client::result::SdkError;
+use aws_smithy_runtime_api::http::Response;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
 use crate::{Budget, Failure, classify};
 
@@ -35,4 +40,23 @@ pub async fn batch_get_item(
         })
         .await?;
     Ok(answers.into_iter().flatten().collect())
+}
+
+/// A conditional write's answer: `Some` when it was applied, `None` when its condition failed
+/// (`ConditionalCheckFailedException`, an expected outcome rather than an error), and any other
+/// error of `operation` classified.
+pub fn conditional<T, E>(
+    operation: &str,
+    sent: Result<T, SdkError<E, Response>>,
+) -> Result<Option<T>, Failure>
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match sent {
+        Ok(answer) => Ok(Some(answer)),
+        Err(SdkError::ServiceError(ctx)) if ctx.err().code() == Some("ConditionalCheckFailedException") => {
+            Ok(None)
+        }
+        Err(e) => Err(classify(operation, &e)),
+    }
 }

@@ -181,5 +181,54 @@ where
     }
 }
 
+/// A request that failed for good: the operation, what it was asked of, the kind of failure,
+/// and why (the SDK's error with its causes). The one request error of every library that calls
+/// AWS, so that each says a failed call the same way.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{operation} on {target} ({kind}): {message}")]
+pub struct RequestFailed {
+    /// The API operation, e.g. `Query`.
+    pub operation: &'static str,
+    /// What it was asked of: a table, `s3://bucket/key`, a queue, a stream.
+    pub target: String,
+    /// What kind of failure: transient (try again later) or systemic (fix the setup).
+    pub kind: FailureKind,
+    /// What failed.
+    pub message: String,
+}
+
+impl RequestFailed {
+    /// `failure`, as `operation` on `target` met it. A message that [`classify`] began with the
+    /// operation's name says it once.
+    pub fn new(operation: &'static str, target: impl Into<String>, failure: Failure) -> RequestFailed {
+        let message = match failure
+            .message
+            .strip_prefix(operation)
+            .and_then(|m| m.strip_prefix(": "))
+        {
+            Some(rest) => rest.to_owned(),
+            None => failure.message,
+        };
+        RequestFailed {
+            operation,
+            target: target.into(),
+            kind: failure.kind,
+            message,
+        }
+    }
+
+    /// An AWS SDK error from `operation` on `target`, classified.
+    pub fn sdk<E>(
+        operation: &'static str,
+        target: impl Into<String>,
+        err: &SdkError<E, Response>,
+    ) -> RequestFailed
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        RequestFailed::new(operation, target, classify(operation, err))
+    }
+}
+
 #[cfg(test)]
 mod tests;

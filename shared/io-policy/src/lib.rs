@@ -20,8 +20,8 @@ pub mod policy;
 pub mod window;
 
 pub use deadline::Deadline;
-pub use dynamodb::batch_get_item;
-pub use failure::{Failure, FailureKind, classify, kind_of};
+pub use dynamodb::{batch_get_item, conditional};
+pub use failure::{Failure, FailureKind, RequestFailed, classify, kind_of};
 pub use policy::{Attempts, Bounded, Budget, Policy, Tally};
 pub use window::Window;
 

@@ -186,25 +186,11 @@ pub fn decode(key: &[u8]) -> Result<Vec<(Value, Dir)>, Error> {
     Decoder::new(key).collect()
 }
 
-/// Decodes a binary-form key one component at a time, without collecting them: the iterator
-/// behind [`decode`]. After the first error it yields nothing more.
-#[derive(Debug, Clone)]
-pub struct Decoder<'a> {
-    cursor: Cursor<'a>,
-    failed: bool,
+crate::component_iterator! {
+    /// Decodes a binary-form key one component at a time, without collecting them: the iterator
+    /// behind [`decode`]. After the first error it yields nothing more.
+    &'a [u8] => |key| Cursor { key, at: 0, mask: 0 }
 }
-
-impl<'a> Decoder<'a> {
-    /// A decoder positioned at the first component of `key`.
-    pub fn new(key: &'a [u8]) -> Decoder<'a> {
-        Decoder {
-            cursor: Cursor { key, at: 0, mask: 0 },
-            failed: false,
-        }
-    }
-}
-
-crate::component_iterator!();
 
 #[derive(Debug, Clone)]
 struct Cursor<'a> {
@@ -215,14 +201,6 @@ struct Cursor<'a> {
 }
 
 impl Cursor<'_> {
-    fn fail<T>(&self, reason: &'static str) -> Result<T, Error> {
-        Err(Error::Malformed {
-            format: FORMAT,
-            offset: self.at,
-            reason,
-        })
-    }
-
     /// The next byte, through the mask; errors are built by callers only when it is missing.
     #[inline]
     fn byte(&mut self) -> Option<u8> {

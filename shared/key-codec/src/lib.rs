@@ -78,10 +78,39 @@ macro_rules! tuple_encoding {
 }
 pub(crate) use tuple_encoding;
 
-/// A form's `Decoder` as an iterator over its `Cursor`'s components, the same for both forms:
-/// each component in turn, and nothing after the first error.
+/// A form's `Decoder`, the same for both forms: a `Cursor` over the key, and an iterator over its
+/// components, each in turn and nothing after the first error; and the cursor's errors, naming
+/// the form's `FORMAT` and the offset. `$cursor` starts the cursor at `key`, the first byte.
 macro_rules! component_iterator {
-    () => {
+    ($(#[$doc:meta])* $key:ty => $cursor:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone)]
+        pub struct Decoder<'a> {
+            cursor: Cursor<'a>,
+            failed: bool,
+        }
+
+        impl<'a> Decoder<'a> {
+            /// A decoder positioned at the first component of `key`.
+            pub fn new(key: $key) -> Decoder<'a> {
+                Decoder {
+                    cursor: $cursor(key),
+                    failed: false,
+                }
+            }
+        }
+
+        impl Cursor<'_> {
+            /// A malformed key, at the cursor.
+            fn fail<T>(&self, reason: &'static str) -> Result<T, Error> {
+                Err(Error::Malformed {
+                    format: FORMAT,
+                    offset: self.at,
+                    reason,
+                })
+            }
+        }
+
         impl Iterator for Decoder<'_> {
             type Item = Result<(Value, Dir), Error>;
             fn next(&mut self) -> Option<Self::Item> {

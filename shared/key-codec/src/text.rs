@@ -265,37 +265,25 @@ pub fn decode(key: &str) -> Result<Vec<(Value, Dir)>, Error> {
     Decoder::new(key).collect()
 }
 
-/// Decodes a text-form key one component at a time, without collecting them: the iterator
-/// behind [`decode`], or, where the caller knows the key's layout, typed reads
-/// ([`Decoder::string`], [`Decoder::integer`]) that build no [`Value`]. After the first error it
-/// yields nothing more.
-///
-/// ```
-/// use key_codec::{Dir, Value, text::Decoder};
-/// let mut components = Decoder::new("sOpen#nB42#");
-/// assert_eq!(components.next().unwrap()?, (Value::from("Open"), Dir::Asc));
-/// assert_eq!(components.next().unwrap()?, (Value::from(42), Dir::Asc));
-/// assert!(components.next().is_none());
-///
-/// let mut typed = Decoder::new("sOpen#nB42#");
-/// assert_eq!(typed.string()?, ("Open".to_owned(), Dir::Asc));
-/// assert_eq!(typed.integer()?, (42, Dir::Asc));
-/// # Ok::<(), key_codec::Error>(())
-/// ```
-#[derive(Debug, Clone)]
-pub struct Decoder<'a> {
-    cursor: Cursor<'a>,
-    failed: bool,
-}
-
-impl<'a> Decoder<'a> {
-    /// A decoder positioned at the first component of `key`.
-    pub fn new(key: &'a str) -> Decoder<'a> {
-        Decoder {
-            cursor: Cursor { key, at: 0 },
-            failed: false,
-        }
-    }
+crate::component_iterator! {
+    /// Decodes a text-form key one component at a time, without collecting them: the iterator
+    /// behind [`decode`], or, where the caller knows the key's layout, typed reads
+    /// ([`Decoder::string`], [`Decoder::integer`]) that build no [`Value`]. After the first error it
+    /// yields nothing more.
+    ///
+    /// ```
+    /// use key_codec::{Dir, Value, text::Decoder};
+    /// let mut components = Decoder::new("sOpen#nB42#");
+    /// assert_eq!(components.next().unwrap()?, (Value::from("Open"), Dir::Asc));
+    /// assert_eq!(components.next().unwrap()?, (Value::from(42), Dir::Asc));
+    /// assert!(components.next().is_none());
+    ///
+    /// let mut typed = Decoder::new("sOpen#nB42#");
+    /// assert_eq!(typed.string()?, ("Open".to_owned(), Dir::Asc));
+    /// assert_eq!(typed.integer()?, (42, Dir::Asc));
+    /// # Ok::<(), key_codec::Error>(())
+    /// ```
+    &'a str => |key| Cursor { key, at: 0 }
 }
 
 impl Decoder<'_> {
@@ -365,8 +353,6 @@ fn unreachable_component<T>(cursor: &Cursor<'_>) -> Result<T, Error> {
     cursor.fail("component decoded to another type than its tag")
 }
 
-crate::component_iterator!();
-
 #[derive(Debug, Clone)]
 struct Cursor<'a> {
     key: &'a str,
@@ -374,14 +360,6 @@ struct Cursor<'a> {
 }
 
 impl Cursor<'_> {
-    fn fail<T>(&self, reason: &'static str) -> Result<T, Error> {
-        Err(Error::Malformed {
-            format: FORMAT,
-            offset: self.at,
-            reason,
-        })
-    }
-
     fn peek(&self) -> Option<u8> {
         self.key.as_bytes().get(self.at).copied()
     }

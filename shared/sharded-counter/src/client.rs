@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
-use io_policy::{Bounded, Budget, Failure, FailureKind, Policy};
+use io_policy::{Bounded, Budget, Failure, Policy};
 
 use formats::counter::{COUNT, Sharding, ShardingError, TOTAL_ATTRIBUTE};
 
@@ -22,17 +22,8 @@ pub enum CounterError {
     Sharding(#[from] ShardingError),
     /// A DynamoDB call failed for good, or the operation's time ran out, under the I/O policy
     /// (keys that DynamoDB kept leaving unprocessed included).
-    #[error("{operation} on {table} ({kind}): {message}")]
-    Request {
-        /// The DynamoDB operation.
-        operation: &'static str,
-        /// The table.
-        table: String,
-        /// What kind of failure: transient (try again later) or systemic (fix the setup).
-        kind: FailureKind,
-        /// What failed, with the SDK's error and its causes.
-        message: String,
-    },
+    #[error(transparent)]
+    Request(#[from] io_policy::RequestFailed),
     /// An item holds something other than an integer where a count belongs.
     #[error("item {key:?} has {attribute} = {value}, not an integer count")]
     NotACount {
@@ -187,12 +178,7 @@ impl Counters {
     }
 
     fn request(&self, operation: &'static str, failure: Failure) -> CounterError {
-        CounterError::Request {
-            operation,
-            table: self.table.clone(),
-            kind: failure.kind,
-            message: failure.message,
-        }
+        io_policy::RequestFailed::new(operation, &self.table, failure).into()
     }
 }
 

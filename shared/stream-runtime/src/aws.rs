@@ -50,14 +50,31 @@ pub fn s3(sdk: &SdkConfig, force_path_style: bool) -> aws_sdk_s3::Client {
     )
 }
 
-/// A listing that failed: the SDK's error in full, and what was listed.
-#[derive(Debug, thiserror::Error)]
-#[error("ListObjectsV2 on {target}: {message}")]
-pub struct ListError {
-    /// `s3://bucket/prefix`.
-    pub target: String,
-    /// The SDK's error, with its causes.
-    pub message: String,
+/// The bytes of `s3://bucket/key`; `None` when there is no such key.
+pub async fn get_object(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+) -> Result<Option<Vec<u8>>, io_policy::RequestFailed> {
+    let target = || format!("s3://{bucket}/{key}");
+    let object = match s3.get_object().bucket(bucket).key(key).send().await {
+        Ok(object) => object,
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(aws_sdk_s3::operation::get_object::GetObjectError::is_no_such_key) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(io_policy::RequestFailed::sdk("GetObject", target(), &e)),
+    };
+    let body = object.body.collect().await.map_err(|e| {
+        io_policy::RequestFailed::new(
+            "GetObject",
+            target(),
+            io_policy::Failure::transient(e.to_string()),
+        )
+    })?;
+    Ok(Some(body.into_bytes().to_vec()))
 }
 
 /// The keys under `s3://bucket/prefix` that `keep` keeps, sorted, read page by page.
@@ -66,7 +83,7 @@ pub async fn list_keys(
     bucket: &str,
     prefix: &str,
     keep: impl Fn(&str) -> bool,
-) -> Result<Vec<String>, ListError> {
+) -> Result<Vec<String>, io_policy::RequestFailed> {
     let mut keys = Vec::new();
     let mut pages = s3
         .list_objects_v2()
@@ -75,9 +92,8 @@ pub async fn list_keys(
         .into_paginator()
         .send();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| ListError {
-            target: format!("s3://{bucket}/{prefix}"),
-            message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+        let page = page.map_err(|e| {
+            io_policy::RequestFailed::sdk("ListObjectsV2", format!("s3://{bucket}/{prefix}"), &e)
         })?;
         keys.extend(
             page.contents()

@@ -85,6 +85,9 @@ pub enum RecordError {
         /// The stream's view type as the record states it, or "unstated".
         view: String,
     },
+    /// No usable sequence number: the record can neither be ordered nor be a checkpoint.
+    #[error("SequenceNumber {0:?} is not a stream sequence number (1-40 decimal digits)")]
+    SequenceNumber(String),
 }
 
 impl RecordError {
@@ -94,7 +97,9 @@ impl RecordError {
     pub fn kind(&self) -> FailureKind {
         match self {
             RecordError::MissingImage { .. } => FailureKind::Systemic,
-            RecordError::UnknownEventName(_) | RecordError::MissingKeys(_) => FailureKind::RecordPermanent,
+            RecordError::UnknownEventName(_)
+            | RecordError::MissingKeys(_)
+            | RecordError::SequenceNumber(_) => FailureKind::RecordPermanent,
         }
     }
 }
@@ -133,6 +138,12 @@ impl<'r, 'a> Record<'r, 'a> {
     /// The record's sequence number, when it has a non-empty one.
     pub fn sequence_number(&self) -> Option<&'r str> {
         self.raw.sequence_number()
+    }
+
+    /// The record's sequence number, read: its order in the item's history.
+    pub fn sequence(&self) -> Result<key_codec::SequenceNumber, RecordError> {
+        let seq = self.sequence_number().unwrap_or_default();
+        key_codec::SequenceNumber::parse(seq).map_err(|_| RecordError::SequenceNumber(seq.to_owned()))
     }
 
     /// The item's primary key. Every view type carries it.

@@ -190,3 +190,17 @@ pub(crate) async fn parked(function: &str, event_id: &str) -> Vec<serde_json::Va
     }
     docs
 }
+
+/// The partition key of every entry in the index table `table` (version heads left out), one per
+/// item, sorted.
+pub(crate) async fn index_partitions(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<String> {
+    let scan = client.scan().table_name(table).send().await.unwrap();
+    let mut pks: Vec<String> = scan
+        .items()
+        .iter()
+        .map(|i| i["pk"].as_s().unwrap().clone())
+        .filter(|pk| !formats::head::is_head(pk))
+        .collect();
+    pks.sort();
+    pks
+}

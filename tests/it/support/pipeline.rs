@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Result, ensure};
@@ -41,13 +43,23 @@ pub(crate) fn pipeline(
     failures: &Path,
     wrap: impl Fn(&str, Invoker) -> Invoker,
 ) -> Result<Pipeline> {
+    pipeline_to(sdk, stack, FailureLog::new(failures), wrap)
+}
+
+/// [`pipeline`], giving up to `failures`.
+pub(crate) fn pipeline_to(
+    sdk: &SdkConfig,
+    stack: &Stack,
+    failures: FailureLog,
+    wrap: impl Fn(&str, Invoker) -> Invoker,
+) -> Result<Pipeline> {
     Ok(stack.pipeline(
         sdk,
         |function| {
             let invoker = in_process_invoker(function, sdk)?;
             Ok(wrap(function.binary.as_deref().unwrap_or_default(), invoker))
         },
-        FailureLog::new(failures),
+        failures,
     )?)
 }
 
@@ -129,5 +141,47 @@ pub(crate) async fn churn(sdk: &SdkConfig, stack: &Stack) -> Result<()> {
         &json!({"id": "no-fields", "project": "p0", "num": 5000}),
     )
     .await?;
+    Ok(())
+}
+
+/// `inner` as a crashing build: every invocation whose event `crashes_on` picks fails with
+/// `error_type` (Lambda counts each as an error), counted in `crashes`.
+pub(crate) fn crashing(
+    inner: Invoker,
+    crashes: Arc<AtomicU32>,
+    error_type: &'static str,
+    crashes_on: impl Fn(&stream_runtime::Event) -> bool + Send + Sync + 'static,
+) -> Invoker {
+    stream_runtime::delivery::in_process(move |event, deadline| {
+        let (inner, crashes) = (Arc::clone(&inner), Arc::clone(&crashes));
+        let crash = crashes_on(&event);
+        async move {
+            if crash {
+                crashes.fetch_add(1, Ordering::SeqCst);
+                return stream_runtime::delivery::Invocation::Failed {
+                    error_type: error_type.into(),
+                    message: format!("{error_type}: a crash injected by the test"),
+                };
+            }
+            inner(event, deadline).await
+        }
+    })
+}
+
+/// Whether a record is of the issue `id`.
+pub(crate) fn of_issue(record: &stream_runtime::EventRecord, id: &str) -> bool {
+    serde_json::to_value(&record.change.keys).is_ok_and(|k| k["id"]["S"] == id)
+}
+
+/// Puts the issues `ids` into `table`, each with the custom fields `fields(id)`.
+pub(crate) async fn put_issues(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    ids: std::ops::Range<usize>,
+    fields: impl Fn(usize) -> Value,
+) -> Result<()> {
+    for id in ids {
+        put(client, table, &issue(id, &fields(id))).await?;
+    }
     Ok(())
 }

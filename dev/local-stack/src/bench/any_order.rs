@@ -15,7 +15,7 @@ use serde::Serialize;
 use stream_runtime::Runtime;
 
 use crate::bench::events::Batch;
-use crate::bench::{Bench, BenchError, Options, Progress, Sample, invoke, ms};
+use crate::bench::{BenchError, Ground, Sample, invoke, ms};
 use stream_runtime::StreamFunction as _;
 
 /// One batch size, both ways.
@@ -47,15 +47,16 @@ pub struct Side {
 }
 
 /// Measures both ways on `options.batches` against moto, behind a proxy made from `spec`.
-pub async fn run(
-    sdk: &aws_config::SdkConfig,
-    endpoint: &str,
-    stack: &crate::Stack,
-    spec: &str,
-    options: &Options,
-    progress: &Progress,
-) -> Result<Vec<Row>, BenchError> {
-    let bench = Bench::start(sdk, endpoint, stack, spec).await?;
+pub async fn run(ground: Ground<'_>) -> Result<Vec<Row>, BenchError> {
+    let Ground {
+        sdk,
+        stack,
+        spec,
+        options,
+        progress,
+        ..
+    } = ground;
+    let bench = ground.bench(spec).await?;
     let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
     let mut rows = Vec::new();
     for (place, &batch) in options.batches.iter().enumerate() {

@@ -13,7 +13,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::Stack;
-use aws_config::SdkConfig;
 use multikey_indexer::Indexer;
 use serde::Serialize;
 use stream_runtime::combined::{Combined, select};
@@ -23,7 +22,7 @@ use stream_runtime::{Event, EventRecord, Metric, Vars};
 use ttl_archiver::Archiver;
 
 use crate::bench::events::{self, Batch};
-use crate::bench::{Bench, BenchError, Options, Progress, Sample, invoke, ms};
+use crate::bench::{Bench, BenchError, Ground, Options, Progress, Sample, invoke, ms};
 
 /// The parameters that make the template's combined stack.
 pub const PARAMETERS: [(&str, &str); 1] = [("Consumers", "Combined")];
@@ -66,16 +65,16 @@ pub struct Side {
     pub writes: u64,
 }
 
-/// Creates the combined stack beside `separate` and measures both ways against moto and the
+/// Creates the combined stack beside the ground's and measures both ways against moto and the
 /// sink, behind proxies made from `spec`.
-pub async fn both_upstreams(
-    sdk: &SdkConfig,
-    endpoint: &str,
-    separate: &Stack,
-    spec: &str,
-    options: &Options,
-    progress: &Progress,
-) -> Result<Vec<Row>, BenchError> {
+pub async fn both_upstreams(ground: Ground<'_>) -> Result<Vec<Row>, BenchError> {
+    let Ground {
+        sdk,
+        endpoint,
+        options,
+        progress,
+        ..
+    } = ground;
     let parameters = PARAMETERS
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -83,8 +82,8 @@ pub async fn both_upstreams(
     let name = format!("{}-combined", options.stack);
     let combined = Stack::create(sdk, &options.template, &name, &parameters).await?;
     let mut rows = Vec::new();
-    for (upstream, spec) in crate::bench::upstreams(spec) {
-        let two = Bench::start(sdk, endpoint, separate, &spec).await?;
+    for (upstream, spec) in crate::bench::upstreams(ground.spec) {
+        let two = ground.bench(&spec).await?;
         let one = Bench::start(sdk, endpoint, &combined, &spec).await?;
         rows.extend(run(&two, &one, upstream, options, progress).await?);
     }

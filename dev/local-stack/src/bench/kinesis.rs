@@ -18,7 +18,7 @@ use stream_runtime::{Event, Metric};
 use ttl_archiver::Archiver;
 
 use crate::bench::events::{Batch, CounterSim};
-use crate::bench::{Bench, BenchError, Case, Options, Progress, invoke, ms};
+use crate::bench::{Bench, BenchError, Case, Ground, Options, invoke, ms};
 
 /// One function on one batch, from both sources.
 #[derive(Debug, Clone, Serialize)]
@@ -41,18 +41,10 @@ pub struct Row {
 }
 
 /// Measures both sources against moto and against the sink, behind proxies made from `spec`.
-pub async fn both_upstreams(
-    sdk: &aws_config::SdkConfig,
-    endpoint: &str,
-    stack: &crate::Stack,
-    spec: &str,
-    options: &Options,
-    progress: &Progress,
-) -> Result<Vec<Row>, BenchError> {
+pub async fn both_upstreams(ground: Ground<'_>) -> Result<Vec<Row>, BenchError> {
     let mut rows = Vec::new();
-    for (upstream, spec) in crate::bench::upstreams(spec) {
-        let bench = Bench::start(sdk, endpoint, stack, &spec).await?;
-        rows.extend(run(&bench, upstream, options, progress).await?);
+    for (upstream, spec) in crate::bench::upstreams(ground.spec) {
+        rows.extend(run(&ground.bench(&spec).await?, upstream, ground).await?);
     }
     Ok(rows)
 }
@@ -61,10 +53,12 @@ pub async fn both_upstreams(
 pub async fn run(
     bench: &Bench<'_>,
     upstream: &'static str,
-    options: &Options,
-    progress: &Progress,
+    ground: Ground<'_>,
 ) -> Result<Vec<Row>, BenchError> {
     let kinesis = [("CHANGE_SOURCE", "kinesis".to_owned())];
+    let Ground {
+        options, progress, ..
+    } = ground;
     let mut writer = Writer::new("arn:aws:kinesis:us-east-1:123456789012:stream/bench", "bench");
     let mut rows = Vec::new();
     let aggregator = bench.runtime::<Aggregator>(Aggregator::NAME, &kinesis)?;
@@ -125,12 +119,7 @@ async fn case<F: StreamFunction>(
     };
     let (streams, kinesis) = (median(&mut from_streams), median(&mut from_kinesis));
     Ok(Row {
-        case: Case {
-            upstream,
-            function: F::NAME,
-            batch: batch.label(),
-            records,
-        },
+        case: Case::of::<F>(upstream, batch, records),
         dynamodb_bytes: bytes.0,
         kinesis_bytes: bytes.1,
         dynamodb_ms: ms(streams.0),

@@ -8,12 +8,11 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::Stack;
 use multikey_indexer::Indexer;
 use serde::Serialize;
 
 use crate::bench::events::{self, Batch};
-use crate::bench::{Bench, BenchError, Options, Progress, deliver, invoke, ms};
+use crate::bench::{Bench, BenchError, Ground, deliver, invoke, ms};
 use stream_runtime::StreamFunction as _;
 
 /// One window setting.
@@ -49,13 +48,15 @@ pub const SETTINGS: [(&str, usize, usize); 3] =
     [("fixed 4", 4, 4), ("fixed 16", 16, 16), ("adaptive 4-16", 4, 16)];
 
 /// Measures each of [`SETTINGS`] behind the sink at each of `options.capacities` (0: no limit).
-pub async fn run(
-    sdk: &aws_config::SdkConfig,
-    endpoint: &str,
-    stack: &Stack,
-    options: &Options,
-    progress: &Progress,
-) -> Result<Vec<Row>, BenchError> {
+pub async fn run(ground: Ground<'_>) -> Result<Vec<Row>, BenchError> {
+    let Ground {
+        sdk,
+        endpoint,
+        stack,
+        options,
+        progress,
+        ..
+    } = ground;
     let (n, event) = events::issues(Batch::Bytes(6_000_000), 11);
     let records = serde_json::from_slice::<aws_lambda_events::event::dynamodb::Event>(&event)
         .map_err(|e| BenchError::Io(e.to_string()))?

@@ -13,7 +13,7 @@ use stream_runtime::{Runtime, StreamFunction};
 use ttl_archiver::Archiver;
 
 use crate::bench::events::{self, Batch, CounterSim};
-use crate::bench::{Bench, BenchError, Case, Options, Progress, invoke, ms, request_bound};
+use crate::bench::{Bench, BenchError, Case, Ground, Options, invoke, ms, request_bound};
 
 /// One function on one batch size.
 #[derive(Debug, Clone, Serialize)]
@@ -52,8 +52,7 @@ pub struct Row {
 pub async fn run(
     bench: &Bench<'_>,
     upstream: &'static str,
-    options: &Options,
-    progress: &Progress,
+    ground: Ground<'_>,
 ) -> Result<Vec<Row>, BenchError> {
     // A fixed window, so that the request bound and the floor know the concurrency.
     let concurrency = stream_runtime::Policy::default().concurrency;
@@ -61,35 +60,64 @@ pub async fn run(
         ("WRITE_CONCURRENCY", concurrency.to_string()),
         ("WRITE_MAX_CONCURRENCY", concurrency.to_string()),
     ];
+    let on = Fixed {
+        bench,
+        upstream,
+        concurrency,
+        ground,
+    };
     let mut rows = Vec::new();
-
     let indexer = bench.runtime::<Indexer>(Indexer::NAME, &fixed)?;
-    warm_up(&indexer, &events::issues(Batch::Records(10), 0).1).await?;
-    for &batch in &options.batches {
-        let make = |seed| events::issues(batch, seed);
-        rows.push(case(bench, upstream, &indexer, batch, options, concurrency, make).await?);
-        progress.done.fetch_add(1, Ordering::Relaxed);
-    }
-
+    rows.extend(on.each_batch(&indexer, events::issues).await?);
     let archiver = bench.runtime::<Archiver>(Archiver::NAME, &fixed)?;
-    warm_up(&archiver, &events::ttl_deletes(Batch::Records(10), 0).1).await?;
-    for &batch in &options.batches {
-        let make = |seed| events::ttl_deletes(batch, seed);
-        rows.push(case(bench, upstream, &archiver, batch, options, concurrency, make).await?);
-        progress.done.fetch_add(1, Ordering::Relaxed);
-    }
-
+    rows.extend(on.each_batch(&archiver, events::ttl_deletes).await?);
     let aggregator = bench.runtime::<Aggregator>(Aggregator::NAME, &fixed)?;
     let sharding = Sharding::new(10).map_err(|e| BenchError::Io(e.to_string()))?;
     let sim = std::cell::RefCell::new(CounterSim::new("write-path", 100, sharding, 7));
-    let counters = |batch: Batch| sim.borrow_mut().batch(batch, 1_600);
-    warm_up(&aggregator, &counters(Batch::Records(10)).1).await?;
-    for &batch in &options.batches {
-        let make = |_seed| counters(batch);
-        rows.push(case(bench, upstream, &aggregator, batch, options, concurrency, make).await?);
-        progress.done.fetch_add(1, Ordering::Relaxed);
-    }
+    rows.extend(
+        on.each_batch(&aggregator, |batch, _seed| sim.borrow_mut().batch(batch, 1_600))
+            .await?,
+    );
     Ok(rows)
+}
+
+/// A proxy, an upstream and a fixed write window.
+struct Fixed<'a> {
+    bench: &'a Bench<'a>,
+    upstream: &'static str,
+    concurrency: usize,
+    ground: Ground<'a>,
+}
+
+impl Fixed<'_> {
+    /// One warm-up invocation, then a row for each of the options' batches, made by `make`
+    /// (given the batch and the repeat's number).
+    async fn each_batch<F: StreamFunction>(
+        &self,
+        runtime: &Runtime<F>,
+        mut make: impl FnMut(Batch, u64) -> (usize, Vec<u8>),
+    ) -> Result<Vec<Row>, BenchError> {
+        warm_up(runtime, &make(Batch::Records(10), 0).1).await?;
+        let mut rows = Vec::new();
+        for &batch in &self.ground.options.batches {
+            let (bench, options) = (self.bench, self.ground.options);
+            let make = |seed| make(batch, seed);
+            rows.push(
+                case(
+                    bench,
+                    self.upstream,
+                    runtime,
+                    batch,
+                    options,
+                    self.concurrency,
+                    make,
+                )
+                .await?,
+            );
+            self.ground.progress.done.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(rows)
+    }
 }
 
 /// One invocation, not measured: a cold function's first requests open its connections.
@@ -138,12 +166,7 @@ async fn case<F: StreamFunction>(
     #[expect(clippy::cast_precision_loss, reason = "rates for people")]
     let records_per_second = records as f64 / sample.wall.as_secs_f64().max(f64::EPSILON);
     Ok(Row {
-        case: Case {
-            upstream,
-            function: F::NAME,
-            batch: batch.label(),
-            records,
-        },
+        case: Case::of::<F>(upstream, batch, records),
         event_bytes: bytes,
         concurrency,
         wall_ms: wall,

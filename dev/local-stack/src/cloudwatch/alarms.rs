@@ -316,25 +316,20 @@ async fn states(
     prefix: &str,
 ) -> Result<BTreeMap<String, StateValue>, StackError> {
     let mut states = BTreeMap::new();
-    let mut token = None;
-    loop {
-        let page = client
-            .describe_alarms()
-            .alarm_name_prefix(prefix)
-            .set_next_token(token)
-            .send()
-            .await
-            .map_err(|e| request("DescribeAlarms", prefix, &e))?;
+    let mut pages = client
+        .describe_alarms()
+        .alarm_name_prefix(prefix)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| request("DescribeAlarms", prefix, &e))?;
         for alarm in page.metric_alarms() {
             if let (Some(name), Some(state)) = (alarm.alarm_name(), alarm.state_value()) {
                 states.insert(name.to_owned(), state.clone());
             }
         }
-        token = page.next_token().map(str::to_owned);
-        if token.is_none() {
-            return Ok(states);
-        }
     }
+    Ok(states)
 }
 
 /// Each query's value in each of `periods` periods of `period` seconds from `start` (whole

@@ -95,20 +95,13 @@ impl std::ops::Add for Counts {
     type Output = Counts;
 
     fn add(self, other: Counts) -> Counts {
-        Counts {
-            read: self.read + other.read,
-            filtered_out: self.filtered_out + other.filtered_out,
-            delivered: self.delivered + other.delivered,
-            invocations: self.invocations + other.invocations,
-            retries: self.retries + other.retries,
-            bisections: self.bisections + other.bisections,
-            given_up: self.given_up + other.given_up,
-            ignored_failures: self.ignored_failures + other.ignored_failures,
-            lanes: self.lanes + other.lanes,
-            timed_out: self.timed_out + other.timed_out,
-            kills: self.kills + other.kills,
-            short_timeouts: self.short_timeouts + other.short_timeouts,
-            duplicates: self.duplicates + other.duplicates,
+        /// Each field of the two, summed.
+        macro_rules! summed {
+            ($($field:ident),*) => { Counts { $($field: self.$field + other.$field),* } };
+        }
+        summed! {
+            read, filtered_out, delivered, invocations, retries, bisections, given_up, ignored_failures,
+            lanes, timed_out, kills, short_timeouts, duplicates
         }
     }
 }

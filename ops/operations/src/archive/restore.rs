@@ -6,16 +6,16 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use formats::archive::{self, DynamoJson, Line};
 use futures_util::StreamExt as _;
-use io_policy::{Budget, Policy};
+use io_policy::{Budget, Policy, RequestFailed};
 use serde_dynamo::Item;
 use stream_runtime::writer::Writer;
 use stream_runtime::{ItemWrite, Op};
 
 use crate::archive::ttl::{self, TtlChoice};
-use crate::archive::{ArchiveError, Archived, get, not_found};
+use crate::archive::{ArchiveError, Archived, not_found};
+use stream_runtime::aws::get_object as get;
 
 /// How long one object's items may take to write, retries included.
 const OBJECT_TIME: Duration = Duration::from_secs(3600);
@@ -291,18 +291,7 @@ async fn put_absent(
                     .condition_expression("attribute_not_exists(#k)")
                     .expression_attribute_names("#k", partition_key)
                     .send();
-                async move {
-                    match put.await {
-                        Ok(_) => Ok(true),
-                        Err(e)
-                            if e.as_service_error()
-                                .is_some_and(PutItemError::is_conditional_check_failed_exception) =>
-                        {
-                            Ok(false)
-                        }
-                        Err(e) => Err(io_policy::classify("PutItem", &e)),
-                    }
-                }
+                async move { Ok(io_policy::conditional("PutItem", put.await)?.is_some()) }
             })
         })
         .buffer_unordered(budget.policy.concurrency)
@@ -401,11 +390,7 @@ async fn list(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> Result<Vec
         k.ends_with(archive::SUFFIX) && !archive::is_meta_key(k)
     })
     .await
-    .map_err(|e| ArchiveError::Request {
-        operation: "ListObjectsV2",
-        target: e.target,
-        message: e.message,
-    })
+    .map_err(ArchiveError::from)
 }
 
 /// The table's key attribute names. Fails, saying what to do, when the table does not exist.
@@ -415,14 +400,13 @@ async fn key_schema(dynamodb: &aws_sdk_dynamodb::Client, table: &str) -> Result<
         .table_name(table)
         .send()
         .await
-        .map_err(|e| ArchiveError::Request {
-            operation: "DescribeTable",
-            target: table.to_owned(),
-            message: format!(
-                "{}; restore puts items into an existing table (DynamoDB's Import from S3 can create \
-                 a new one from the same objects)",
-                aws_sdk_dynamodb::error::DisplayErrorContext(&e)
-            ),
+        .map_err(|e| {
+            let mut failed = RequestFailed::sdk("DescribeTable", table, &e);
+            failed.message.push_str(
+                "; restore puts items into an existing table (DynamoDB's Import from S3 can create a \
+                 new one from the same objects)",
+            );
+            failed
         })?;
     let schema = described
         .table()

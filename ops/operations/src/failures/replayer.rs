@@ -147,12 +147,12 @@ fn member(
             run_id: crate::verify::run_id("replay"),
         }
     } else {
-        let invoker =
-            sidestream_combined::function(binary, binary, vars, sdk, sidestream_combined::MetricsTo::Stdout)
-                .map_err(|e| FailureError::Config {
-                    function: binary.to_owned(),
-                    reason: e.to_string(),
-                })?;
+        let invoker = sidestream_combined::Built::new(binary, binary, vars, sdk)
+            .map_err(|e| FailureError::Config {
+                function: binary.to_owned(),
+                reason: e.to_string(),
+            })?
+            .invoker(sidestream_combined::MetricsTo::Stdout);
         Way::Rerun(invoker)
     };
     Ok(Member {
@@ -180,14 +180,7 @@ impl Way {
                     })?
                     .to_owned();
                 let through_stream = Mender::new(client.clone(), indexes.clone(), &table, run_id);
-                let mended = through_stream
-                    .records(&records)
-                    .await
-                    .map_err(|e| FailureError::Request {
-                        operation: "replay through the stream",
-                        target: table,
-                        message: e.to_string(),
-                    })?;
+                let mended = through_stream.records(&records).await?;
                 Ok(Replayed::Mended {
                     records: records.len(),
                     touched: mended.touched,

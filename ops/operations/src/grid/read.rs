@@ -7,7 +7,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::query::QueryOutput;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
-use io_policy::{Bounded, Budget, Failure, FailureKind, Policy};
+use io_policy::{Bounded, Budget, Failure, Policy};
 use serde_json::Value;
 
 use crate::grid::query::{MAX_LIMIT, Query, QueryError};
@@ -29,17 +29,8 @@ pub enum GridError {
     #[error("an item that cannot be read as DynamoDB JSON: {0}")]
     Item(String),
     /// A DynamoDB request failed for good, or the page's time ran out, under the I/O policy.
-    #[error("{operation} on {table} ({kind}): {message}")]
-    Request {
-        /// `Query` or `BatchGetItem`.
-        operation: &'static str,
-        /// The table.
-        table: String,
-        /// What kind of failure: transient (try again later) or systemic (fix the setup).
-        kind: FailureKind,
-        /// What failed, with the SDK's error and its causes.
-        message: String,
-    },
+    #[error(transparent)]
+    Request(#[from] io_policy::RequestFailed),
 }
 
 /// One page.
@@ -153,45 +144,30 @@ impl Grid {
                 key: None,
             },
         };
-        let budget = self.io.budget();
-        let mut requests = Requests::default();
-        let mut rows = Vec::with_capacity(query.limit);
+        let mut filling = Filling {
+            rows: Vec::with_capacity(query.limit),
+            budget: self.io.budget(),
+            requests: Requests::default(),
+        };
         let mut start = at.key;
-        if at.phase == Phase::Index {
-            let more = self
-                .index_rows(query, start.take(), &mut rows, &budget, &mut requests)
-                .await?;
-            if more.is_some() || !query.has_nulls_phase() {
-                return Ok(self.finish(rows, more, Phase::Index, &fingerprint, now, requests, &budget));
+        let mut phase = at.phase;
+        let mut more = None;
+        if phase == Phase::Index {
+            more = self.index_rows(query, start.take(), &mut filling).await?;
+            if more.is_none() && query.has_nulls_phase() {
+                phase = Phase::Nulls;
             }
         }
-        let more = self
-            .nulls_rows(query, start, &mut rows, &budget, &mut requests)
-            .await?;
-        Ok(self.finish(rows, more, Phase::Nulls, &fingerprint, now, requests, &budget))
-    }
-
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the parts of one page, assembled in one place"
-    )]
-    fn finish(
-        &self,
-        rows: Vec<Row>,
-        more: More,
-        phase: Phase,
-        fingerprint: &str,
-        now: u64,
-        requests: Requests,
-        budget: &Budget,
-    ) -> Page {
-        let next = more.map(|key| self.signer.encode(&Cursor { phase, key }, fingerprint, now));
-        Page {
-            rows,
+        if phase == Phase::Nulls {
+            more = self.nulls_rows(query, start, &mut filling).await?;
+        }
+        let next = more.map(|key| self.signer.encode(&Cursor { phase, key }, &fingerprint, now));
+        Ok(Page {
+            rows: filling.rows,
             next,
             phase,
-            requests: requests.with_retries(budget),
-        }
+            requests: filling.requests.with_retries(&filling.budget),
+        })
     }
 
     /// Index rows after `start`, up to the page's limit; whether more follow.
@@ -199,9 +175,7 @@ impl Grid {
         &self,
         query: &Query,
         start: Option<Value>,
-        rows: &mut Vec<Row>,
-        budget: &Budget,
-        requests: &mut Requests,
+        filling: &mut Filling,
     ) -> Result<More, GridError> {
         let schema = &self.schema;
         let condition = match query.key_condition() {
@@ -225,7 +199,7 @@ impl Grid {
                 .scan_index_forward(!query.descending)
                 .limit(count(want + 1 - entries.len()))
                 .set_exclusive_start_key(start.take());
-            let page = query_under(ask, schema.index_table(), budget, requests).await?;
+            let page = query_under(ask, schema.index_table(), filling).await?;
             entries.extend(page.items.unwrap_or_default());
             match page.last_evaluated_key {
                 Some(key) if !key.is_empty() && entries.len() <= want => start = Some(key),
@@ -249,7 +223,7 @@ impl Grid {
                 .iter()
                 .filter_map(|e| e.get(schema.key()).cloned())
                 .collect();
-            self.base_items(keys, &projection(query, schema, false), budget, requests)
+            self.base_items(keys, &projection(query, schema, false), filling)
                 .await?
         } else {
             HashMap::new()
@@ -261,7 +235,7 @@ impl Grid {
                 // The issue was deleted since the index was read; show the index entry.
                 None => entry,
             };
-            rows.push(Row {
+            filling.rows.push(Row {
                 item: json_item(item)?,
                 value,
                 phase: Phase::Index,
@@ -276,12 +250,10 @@ impl Grid {
         &self,
         query: &Query,
         start: Option<Value>,
-        rows: &mut Vec<Row>,
-        budget: &Budget,
-        requests: &mut Requests,
+        filling: &mut Filling,
     ) -> Result<More, GridError> {
+        let base_key = self.schema.base_key();
         let schema = &self.schema;
-        let base_key = schema.base_key();
         let projection = projection(query, schema, true);
         let mut resume = start.clone();
         let mut start = start.map(|k| item(&k)).transpose()?;
@@ -298,7 +270,7 @@ impl Grid {
                 .expression_attribute_values(":scope", AttributeValue::S(query.scope.clone()))
                 .limit(count(MAX_LIMIT))
                 .set_exclusive_start_key(start.take());
-            let page = query_under(ask, schema.table(), budget, requests).await?;
+            let page = query_under(ask, schema.table(), filling).await?;
             let listed = page.items.unwrap_or_default();
             let keys: Vec<AttributeValue> = listed
                 .iter()
@@ -307,7 +279,7 @@ impl Grid {
             let base = if keys.is_empty() {
                 HashMap::new()
             } else {
-                self.base_items(keys, &projection, budget, requests).await?
+                self.base_items(keys, &projection, filling).await?
             };
             for listed in &listed {
                 let Some(found) = listed.get(schema.key()).and_then(|k| base.get(&key_text(k))) else {
@@ -317,14 +289,14 @@ impl Grid {
                 if formats::has_entry(schema.index(), base_key, &dynamo, &query.field) {
                     continue; // listed in the index phase
                 }
-                if rows.len() == query.limit {
+                if filling.rows.len() == query.limit {
                     return Ok(Some(resume));
                 }
                 let mut found = found.clone();
                 if !query.attributes.iter().any(|a| a == schema.source()) {
                     found.remove(schema.source());
                 }
-                rows.push(Row {
+                filling.rows.push(Row {
                     item: json_item(found)?,
                     value: None,
                     phase: Phase::Nulls,
@@ -344,8 +316,7 @@ impl Grid {
         &self,
         keys: Vec<AttributeValue>,
         projection: &(String, HashMap<String, String>),
-        budget: &Budget,
-        requests: &mut Requests,
+        filling: &mut Filling,
     ) -> Result<HashMap<String, Item>, GridError> {
         let schema = &self.schema;
         let table = schema.table();
@@ -359,15 +330,23 @@ impl Grid {
             .set_expression_attribute_names(Some(projection.1.clone()))
             .build()
             .map_err(|e| request("BatchGetItem", table, Failure::systemic(e.to_string())))?;
-        let answers =
-            io_policy::batch_get_item(budget, &self.client, table, wanted, || requests.batch_gets += 1)
-                .await
-                .map_err(|f| request("BatchGetItem", table, f))?;
+        let answers = io_policy::batch_get_item(&filling.budget, &self.client, table, wanted, || {
+            filling.requests.batch_gets += 1;
+        })
+        .await
+        .map_err(|f| request("BatchGetItem", table, f))?;
         Ok(answers
             .into_iter()
             .filter_map(|item| Some((key_text(item.get(schema.key())?), item)))
             .collect())
     }
+}
+
+/// A page as it fills: its rows, and the requests made under its budget.
+struct Filling {
+    rows: Vec<Row>,
+    budget: Budget,
+    requests: Requests,
 }
 
 /// The key of a `nulls_index` item, as DynamoDB's `ExclusiveStartKey` for that index wants it:
@@ -383,9 +362,9 @@ fn nulls_key(listed: &Item, schema: &GridSchema) -> Item {
 async fn query_under(
     ask: QueryFluentBuilder,
     table: &str,
-    budget: &Budget,
-    requests: &mut Requests,
+    filling: &mut Filling,
 ) -> Result<QueryOutput, GridError> {
+    let Filling { budget, requests, .. } = filling;
     budget
         .call(|| {
             requests.queries += 1;
@@ -465,12 +444,7 @@ fn item(key: &Value) -> Result<Item, GridError> {
 }
 
 fn request(operation: &'static str, table: &str, failure: Failure) -> GridError {
-    GridError::Request {
-        operation,
-        table: table.to_owned(),
-        kind: failure.kind,
-        message: failure.message,
-    }
+    io_policy::RequestFailed::new(operation, table, failure).into()
 }
 
 impl Requests {

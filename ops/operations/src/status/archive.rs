@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::status::{StatusError, request, rfc3339};
+use crate::status::{StatusError, rfc3339};
 
 /// The archive's newest object.
 #[derive(Debug, Clone, Serialize)]
@@ -81,17 +81,17 @@ async fn list(
     folder: &str,
 ) -> Result<(Vec<String>, Vec<(i64, String)>), StatusError> {
     let (mut folders, mut objects) = (Vec::new(), Vec::new());
-    let mut token = None;
-    loop {
-        let page = client
-            .list_objects_v2()
-            .bucket(bucket)
-            .prefix(folder)
-            .delimiter("/")
-            .set_continuation_token(token)
-            .send()
-            .await
-            .map_err(|e| request("ListObjectsV2", &format!("s3://{bucket}/{folder}"), &e))?;
+    let mut pages = client
+        .list_objects_v2()
+        .bucket(bucket)
+        .prefix(folder)
+        .delimiter("/")
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| {
+            io_policy::RequestFailed::sdk("ListObjectsV2", &format!("s3://{bucket}/{folder}"), &e)
+        })?;
         folders.extend(
             page.common_prefixes()
                 .iter()
@@ -102,10 +102,6 @@ async fn list(
                 .iter()
                 .filter_map(|o| Some((o.last_modified()?.secs(), o.key()?.to_owned()))),
         );
-        token = page.next_continuation_token().map(str::to_owned);
-        if token.is_none() {
-            break;
-        }
     }
     Ok((folders, objects))
 }

@@ -310,17 +310,8 @@ impl Mender {
                         .expression_attribute_values(":v", AttributeValue::S(version.clone())),
                 };
                 async move {
-                    match request.send().await {
-                        Ok(answer) => Ok(Some(answer.attributes.is_some_and(|a| !a.is_empty()))),
-                        Err(e)
-                            if e.as_service_error().is_some_and(
-                                aws_sdk_dynamodb::operation::delete_item::DeleteItemError::is_conditional_check_failed_exception,
-                            ) =>
-                        {
-                            Ok(None)
-                        }
-                        Err(e) => Err(io_policy::classify("DeleteItem", &e)),
-                    }
+                    let answer = io_policy::conditional("DeleteItem", request.send().await)?;
+                    Ok(answer.map(|a| a.attributes.is_some_and(|a| !a.is_empty())))
                 }
             })
             .await
@@ -335,11 +326,7 @@ impl Mender {
 }
 
 fn failed(operation: &'static str, table: &str, failure: Failure) -> VerifyError {
-    VerifyError::Mend {
-        operation,
-        table: table.to_owned(),
-        failure,
-    }
+    io_policy::RequestFailed::new(operation, table, failure).into()
 }
 
 /// The table a stream record comes from, by its `eventSourceARN`

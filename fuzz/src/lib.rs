@@ -54,14 +54,7 @@ impl Target {
     /// How the target's inputs are mutated: for the wire target, mostly one node inside a
     /// record's change, since its comparison needs events `aws_lambda_events` still reads.
     pub fn mutator(self) -> Mutator {
-        if self == Target::Wire {
-            Mutator {
-                json_in_4: 3,
-                in_change: true,
-            }
-        } else {
-            Mutator::ANYWHERE
-        }
+        if self == Target::Wire { Mutator { json_in_4: 3, in_change: true } } else { Mutator::ANYWHERE }
     }
 
     /// The target's name on the command line.
@@ -228,10 +221,7 @@ fn plans(records: &[stream_runtime::EventRecord]) -> bool {
         &ttl_archiver::ObjectSettings::default(),
         &stream_runtime::WireRecord::view_all(records),
     ));
-    drop(counter_aggregator::Plan::from_wire(
-        "pk",
-        &stream_runtime::WireRecord::view_all(records),
-    ));
+    drop(counter_aggregator::Plan::from_wire("pk", &stream_runtime::WireRecord::view_all(records)));
     compared
 }
 
@@ -259,20 +249,13 @@ fn in_steps_as_whole(indexes: &multikey_indexer::Indexes, records: &[stream_runt
     let mut cut = Plan::default();
     for step in steps::by_item(indexes, &wire, 1) {
         let plan = Plan::from_wire_at(indexes, &wire, &step);
-        assert!(
-            plan.failures.stopped.is_none(),
-            "a step stopped where the whole batch's plan did not"
-        );
+        assert!(plan.failures.stopped.is_none(), "a step stopped where the whole batch's plan did not");
         cut.writes.extend(plan.writes);
         cut.failures.rejected.extend(plan.failures.rejected);
         cut.skipped.extend(plan.skipped);
         cut.unindexed_records += plan.unindexed_records;
     }
-    assert_eq!(
-        described(&cut),
-        described(&whole),
-        "the steps' plans are the whole plan's"
-    );
+    assert_eq!(described(&cut), described(&whole), "the steps' plans are the whole plan's");
     records.len() > 1 && !whole.writes.is_empty()
 }
 
@@ -299,11 +282,9 @@ fn lambda_shaped(value: &mut Value) -> bool {
     };
     let mut changed = false;
     for record in records.iter_mut().filter_map(Value::as_object_mut) {
-        for (field, default) in [
-            ("eventID", json!("1")),
-            ("awsRegion", json!("us-east-1")),
-            ("eventName", json!("INSERT")),
-        ] {
+        for (field, default) in
+            [("eventID", json!("1")), ("awsRegion", json!("us-east-1")), ("eventName", json!("INSERT"))]
+        {
             if !record.get(field).is_some_and(Value::is_string) {
                 record.insert(field.to_owned(), default);
                 changed = true;
@@ -321,10 +302,7 @@ fn lambda_shaped(value: &mut Value) -> bool {
             changed = true;
         }
         let views = ["KEYS_ONLY", "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES"];
-        if change
-            .get("StreamViewType")
-            .is_some_and(|v| !v.as_str().is_some_and(|v| views.contains(&v)))
-        {
+        if change.get("StreamViewType").is_some_and(|v| !v.as_str().is_some_and(|v| views.contains(&v))) {
             change.remove("StreamViewType");
             changed = true;
         }
@@ -344,11 +322,7 @@ fn wire_compare(input: &[u8]) -> bool {
     let batch = batch.unwrap_or_else(|e| panic!("aws_lambda_events reads it, the wire reader does not: {e}"));
     assert_eq!(batch.records.len(), event.records.len());
     for (wire, owned) in batch.records.iter().zip(&event.records) {
-        assert_eq!(
-            wire,
-            &stream_runtime::wire::WireRecord::from_event_record(owned),
-            "the same record"
-        );
+        assert_eq!(wire, &stream_runtime::wire::WireRecord::from_event_record(owned), "the same record");
         // The whole check (the indexer's) and the lazy view (the archiver's and the aggregator's).
         let record = stream_runtime::Record::new(wire);
         let checked = record.and_then(|r| r.keys().and(r.before()).and(r.after()).map(|_| ()));
@@ -433,21 +407,14 @@ pub fn mutate(rng: &mut fastrand::Rng, input: &[u8]) -> Vec<u8> {
 
 impl Mutator {
     /// One mutant in 4 changes a JSON node anywhere; the rest change bytes.
-    pub const ANYWHERE: Mutator = Mutator {
-        json_in_4: 1,
-        in_change: false,
-    };
+    pub const ANYWHERE: Mutator = Mutator { json_in_4: 1, in_change: false };
 }
 
 fn mutate_as(rng: &mut fastrand::Rng, input: &[u8], mutator: Mutator) -> Vec<u8> {
     if rng.u8(..4) < mutator.json_in_4
         && let Ok(mut value) = serde_json::from_slice::<Value>(input)
     {
-        let pointer = if mutator.in_change {
-            a_change(rng, &value)
-        } else {
-            None
-        };
+        let pointer = if mutator.in_change { a_change(rng, &value) } else { None };
         match pointer {
             Some(pointer) => mutate_json(rng, value.pointer_mut(&pointer).unwrap_or(&mut Value::Null), 0),
             None => mutate_json(rng, &mut value, 0),
@@ -482,9 +449,8 @@ fn mutate_as(rng: &mut fastrand::Rng, input: &[u8], mutator: Mutator) -> Vec<u8>
     out
 }
 
-const INTERESTING: [u8; 14] = [
-    0, 0xff, 0x7f, 0x80, b'#', b'$', b'%', b'~', b'"', b'{', b'}', b'[', b'-', b'.',
-];
+const INTERESTING: [u8; 14] =
+    [0, 0xff, 0x7f, 0x80, b'#', b'$', b'%', b'~', b'"', b'{', b'}', b'[', b'-', b'.'];
 
 /// The JSON pointer of one record's `dynamodb` in an event, picked at random: its keys, an
 /// image, or all of it.
@@ -509,11 +475,7 @@ fn mutate_json(rng: &mut fastrand::Rng, value: &mut Value, depth: usize) {
     let descend = depth < 12 && rng.u8(..3) != 0;
     match value {
         Value::Object(map) if descend && !map.is_empty() => {
-            let key = map
-                .keys()
-                .nth(rng.usize(..map.len()))
-                .cloned()
-                .unwrap_or_default();
+            let key = map.keys().nth(rng.usize(..map.len())).cloned().unwrap_or_default();
             if rng.u8(..8) == 0 {
                 map.remove(&key);
             } else if let Some(child) = map.get_mut(&key) {
@@ -534,13 +496,7 @@ fn mutate_json(rng: &mut fastrand::Rng, value: &mut Value, depth: usize) {
         2 => json!("x".repeat(rng.usize(..70_000))),
         3 => json!(""),
         4 => json!(
-            [
-                "1E126",
-                "-0",
-                "1e-131",
-                "NaN",
-                "99999999999999999999999999999999999999999"
-            ][rng.usize(..5)]
+            ["1E126", "-0", "1e-131", "NaN", "99999999999999999999999999999999999999999"][rng.usize(..5)]
         ),
         5 => json!(rng.i64(..)),
         6 => (0..rng.usize(..64)).fold(json!({"S": "deep"}), |inner, _| json!({"M": {"x": inner}})),
@@ -565,14 +521,7 @@ pub struct Report {
 /// Runs `execs` mutated inputs of `target` from `seed`, calling `progress` every 10,000.
 pub fn run(target: Target, execs: u64, seed: u64, progress: impl FnMut(u64)) -> Report {
     let mutator = target.mutator();
-    run_mutating(
-        &target.seeds(),
-        mutator,
-        |input| target.exec(input),
-        execs,
-        seed,
-        progress,
-    )
+    run_mutating(&target.seeds(), mutator, |input| target.exec(input), execs, seed, progress)
 }
 
 /// How inputs are mutated: in how many of 4 mutants of a JSON input one node of the document
@@ -615,11 +564,8 @@ pub fn run_mutating(
     std::panic::set_hook(Box::new(|_| {}));
     for n in 0..execs {
         let parent = &corpus[rng.usize(..corpus.len())];
-        let input = if n < seeds.len() as u64 {
-            parent.clone()
-        } else {
-            mutate_as(&mut rng, parent, mutator)
-        };
+        let input =
+            if n < seeds.len() as u64 { parent.clone() } else { mutate_as(&mut rng, parent, mutator) };
         let started = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| exec(&input)));
         report.slowest = report.slowest.max(started.elapsed());
@@ -682,12 +628,7 @@ mod tests {
         for target in Target::ALL {
             let report = run(target, 3_000, 7, |_| {});
             assert_eq!(report.execs, 3_000);
-            assert!(
-                report.failures.is_empty(),
-                "{}: {:?}",
-                target.name(),
-                report.failures
-            );
+            assert!(report.failures.is_empty(), "{}: {:?}", target.name(), report.failures);
         }
     }
 
@@ -707,11 +648,7 @@ mod tests {
         );
         assert!(report.failures.is_empty(), "{:?}", report.failures);
         // About one in ten: most mutants of a value are no DynamoDB value, which both refuse.
-        assert!(
-            compared.get() > 200,
-            "only {} of 3,000 inputs compared",
-            compared.get()
-        );
+        assert!(compared.get() > 200, "only {} of 3,000 inputs compared", compared.get());
     }
 
     /// The plans target compares the indexer's steps with its whole plan only on batches that
@@ -731,28 +668,16 @@ mod tests {
         );
         assert!(report.failures.is_empty(), "{:?}", report.failures);
         // About one in 70: of the nine seeds, two are indexer events that plan without stopping.
-        assert!(
-            compared.get() > 20,
-            "only {} of 3,000 inputs compared",
-            compared.get()
-        );
+        assert!(compared.get() > 20, "only {} of 3,000 inputs compared", compared.get());
     }
 
     #[test]
     fn a_panic_is_caught_counted_and_kept_with_its_input() {
         let seeds = vec![b"sOpen#".to_vec()];
-        let report = run_with(
-            &seeds,
-            |input| assert!(!input.contains(&b'%'), "a percent sign"),
-            20_000,
-            3,
-            |_| {},
-        );
+        let report =
+            run_with(&seeds, |input| assert!(!input.contains(&b'%'), "a percent sign"), 20_000, 3, |_| {});
         assert_eq!(report.execs, 20_000);
-        assert!(
-            report.failed > 0,
-            "mutation inserts '%' among its interesting bytes"
-        );
+        assert!(report.failed > 0, "mutation inserts '%' among its interesting bytes");
         assert!(report.failures.len() <= 10);
         let (input, message) = &report.failures[0];
         assert!(input.contains(&b'%'));

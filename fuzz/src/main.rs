@@ -49,11 +49,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             })
             .collect();
         for handle in handles {
-            results.push(
-                handle
-                    .join()
-                    .map_err(|_| anyhow::anyhow!("a fuzz thread panicked"))?,
-            );
+            results.push(handle.join().map_err(|_| anyhow::anyhow!("a fuzz thread panicked"))?);
         }
     }
     let mut out = std::io::stdout().lock();
@@ -78,15 +74,6 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             failed = true;
         }
     }
-    writeln!(
-        out,
-        "fuzz: {} targets in {:.0?}",
-        results.len(),
-        started.elapsed()
-    )?;
-    Ok(if failed {
-        std::process::ExitCode::FAILURE
-    } else {
-        std::process::ExitCode::SUCCESS
-    })
+    writeln!(out, "fuzz: {} targets in {:.0?}", results.len(), started.elapsed())?;
+    Ok(if failed { std::process::ExitCode::FAILURE } else { std::process::ExitCode::SUCCESS })
 }

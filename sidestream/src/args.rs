@@ -428,10 +428,7 @@ impl Form {
     pub(crate) fn options(&self) -> KeyOptions {
         KeyOptions {
             binary: self.binary,
-            desc: self
-                .desc
-                .as_ref()
-                .map(|positions| positions.iter().copied().collect()),
+            desc: self.desc.as_ref().map(|positions| positions.iter().copied().collect()),
             partition: false,
         }
     }

@@ -71,11 +71,7 @@ pub(crate) fn run(args: BackfillArgs, rebuild: bool) -> anyhow::Result<ExitCode>
                     "{}: table {} {}",
                     index.name,
                     index.table,
-                    if created == Some(true) {
-                        "created"
-                    } else {
-                        "exists; filling it"
-                    }
+                    if created == Some(true) { "created" } else { "exists; filling it" }
                 );
             }
         }
@@ -128,11 +124,7 @@ struct Summary<'a> {
 impl Summary<'_> {
     /// 1 when items were left out of the index (they need an operator), else 0.
     fn exit_code(&self) -> ExitCode {
-        if self.untouchable.is_empty() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        }
+        if self.untouchable.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
     }
 
     fn print(&self, output: Output) -> io::Result<()> {

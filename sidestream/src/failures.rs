@@ -113,11 +113,7 @@ async fn read(sdk: &aws_config::SdkConfig, from: &FailureSources) -> anyhow::Res
     }
     for url in &from.destinations {
         let (bucket, prefix) = s3_url("--destination", url)?;
-        let prefix = if prefix.is_empty() {
-            operations::failures::DESTINATION_PREFIX
-        } else {
-            prefix
-        };
+        let prefix = if prefix.is_empty() { operations::failures::DESTINATION_PREFIX } else { prefix };
         failures.extend(operations::failures::read_destination(&s3, bucket, prefix).await?);
     }
     Ok(failures)
@@ -137,11 +133,9 @@ fn list(failures: &[Failed], output: Output) -> anyhow::Result<()> {
     for failed in failures {
         let replayable = failed.replayable(now);
         match output {
-            Output::Json => writeln!(
-                out,
-                "{}",
-                serde_json::json!({"failure": failed, "replayable": replayable})
-            )?,
+            Output::Json => {
+                writeln!(out, "{}", serde_json::json!({"failure": failed, "replayable": replayable}))?;
+            }
             Output::Text => writeln!(
                 out,
                 "{}  {}  {}  {}  ({})",
@@ -163,13 +157,9 @@ fn list(failures: &[Failed], output: Output) -> anyhow::Result<()> {
 
 fn place(failed: &Failed) -> String {
     match &failed.records {
-        Records::Range {
-            shard_id,
-            start_sequence_number,
-            end_sequence_number,
-            batch_size,
-            ..
-        } => format!("{batch_size} records {start_sequence_number}..{end_sequence_number} of {shard_id}"),
+        Records::Range { shard_id, start_sequence_number, end_sequence_number, batch_size, .. } => {
+            format!("{batch_size} records {start_sequence_number}..{end_sequence_number} of {shard_id}")
+        }
         Records::Parked { object, .. } => format!("parked {object}"),
     }
 }
@@ -182,13 +172,7 @@ fn outcome(replayed: &Replayed) -> String {
             .map(|part| format!("{}: {}", part.function, outcome(&part.replayed)))
             .collect::<Vec<_>>()
             .join("; "),
-        Replayed::Mended {
-            records,
-            touched,
-            gone,
-            deleted,
-            newer,
-        } => format!(
+        Replayed::Mended { records, touched, gone, deleted, newer } => format!(
             "replayed through the stream: {records} records; {touched} items touched, {gone} gone since; \
              {deleted} entries deleted, {newer} kept as written since"
         ),

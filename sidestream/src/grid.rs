@@ -29,9 +29,8 @@ pub(crate) fn render(
     query: &Query,
     mut out: impl Write,
 ) -> std::io::Result<()> {
-    let columns: Vec<&str> = std::iter::once(schema.key())
-        .chain(operations::grid::output::columns(schema, query))
-        .collect();
+    let columns: Vec<&str> =
+        std::iter::once(schema.key()).chain(operations::grid::output::columns(schema, query)).collect();
     let mut lines = vec![
         std::iter::once(query.field.clone())
             .chain(columns.iter().map(|c| (*c).to_owned()))
@@ -46,28 +45,14 @@ pub(crate) fn render(
                 "-".to_owned()
             }
         };
-        lines.push(
-            std::iter::once(value)
-                .chain(columns.iter().map(|c| plain(row.item.get(*c))))
-                .collect(),
-        );
+        lines.push(std::iter::once(value).chain(columns.iter().map(|c| plain(row.item.get(*c)))).collect());
     }
     let widths: Vec<usize> = (0..=columns.len())
-        .map(|i| {
-            lines
-                .iter()
-                .map(|l| l[i].chars().count())
-                .max()
-                .unwrap_or(0)
-                .min(40)
-        })
+        .map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0).min(40))
         .collect();
     for line in &lines {
-        let cells: Vec<String> = line
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
+        let cells: Vec<String> =
+            line.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
         writeln!(out, "{}", cells.join("  ").trim_end())?;
     }
     writeln!(

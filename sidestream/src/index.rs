@@ -17,18 +17,9 @@ const EXAMPLES: usize = 5;
 
 pub(crate) fn run(command: IndexCommand) -> anyhow::Result<ExitCode> {
     match command {
-        IndexCommand::Verify {
-            table,
-            index,
-            repair,
-            settle,
-            output,
-        } => verify(
-            &table,
-            index.as_deref(),
-            repair.then_some(Duration::from_secs(settle)),
-            output,
-        ),
+        IndexCommand::Verify { table, index, repair, settle, output } => {
+            verify(&table, index.as_deref(), repair.then_some(Duration::from_secs(settle)), output)
+        }
         IndexCommand::Backfill(args) => crate::backfill::run(args, false),
         IndexCommand::Rebuild(args) => crate::backfill::run(args, true),
     }
@@ -70,12 +61,8 @@ fn verify(
         let mut repaired = None;
         let mut after = None;
         if let Some(settle) = repair.filter(|_| !drift.is_exact()) {
-            let mender = Mender::new(
-                client.clone(),
-                indexes.clone(),
-                table,
-                &operations::verify::run_id("repair"),
-            );
+            let mender =
+                Mender::new(client.clone(), indexes.clone(), table, &operations::verify::run_id("repair"));
             repaired = Some(mender.drift(index, &drift).await?);
             // The touched items' entries come back through the stream: verify until they have.
             let until = Instant::now() + settle;
@@ -103,11 +90,7 @@ fn verify(
             Output::Json => writeln!(out, "{}", json(&drift, repaired, after.as_ref()))?,
             Output::Text => text(&drift, repaired, after.as_ref(), &mut out)?,
         }
-        Ok(if exact {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        })
+        Ok(if exact { ExitCode::SUCCESS } else { ExitCode::FAILURE })
     })
 }
 
@@ -151,11 +134,9 @@ fn text(
         drift.stale.len(),
         drift.extra.len()
     )?;
-    for (kind, items) in [
-        ("missing", &drift.missing),
-        ("stale (as it should be)", &drift.stale),
-        ("extra", &drift.extra),
-    ] {
+    for (kind, items) in
+        [("missing", &drift.missing), ("stale (as it should be)", &drift.stale), ("extra", &drift.extra)]
+    {
         for item in items.iter().take(EXAMPLES) {
             writeln!(out, "  {kind}: {item}")?;
         }
@@ -180,10 +161,6 @@ fn text(
     writeln!(
         out,
         "{}",
-        if after.unwrap_or(drift).is_exact() {
-            "The index is exact."
-        } else {
-            "THE INDEX HAS DRIFTED."
-        }
+        if after.unwrap_or(drift).is_exact() { "The index is exact." } else { "THE INDEX HAS DRIFTED." }
     )
 }

@@ -78,7 +78,7 @@ fn encode_line(line: &str, options: &KeyOptions) -> Result<Json, String> {
     let json: Json = serde_json::from_str(line).map_err(|e| format!("line is not JSON: {e}"))?;
     let Json::Array(items) = json else {
         return Err(
-            "expected a JSON array of typed values, like [{\"S\":\"Open\"},{\"N\":\"42\"}]".to_owned(),
+            "expected a JSON array of typed values, like [{\"S\":\"Open\"},{\"N\":\"42\"}]".to_owned()
         );
     };
     let mut tuple = Vec::with_capacity(items.len());
@@ -91,16 +91,10 @@ fn encode_line(line: &str, options: &KeyOptions) -> Result<Json, String> {
         };
         tuple.push((value, dir));
     }
-    let kind = if options.partition {
-        KeyKind::Partition
-    } else {
-        KeyKind::Sort
-    };
+    let kind = if options.partition { KeyKind::Partition } else { KeyKind::Sort };
     let components = tuple.iter().map(|(v, d)| (v, *d));
     Ok(if options.binary {
-        let key = BinaryKey::from_tuple(components)
-            .finish(kind)
-            .map_err(|e| e.to_string())?;
+        let key = BinaryKey::from_tuple(components).finish(kind).map_err(|e| e.to_string())?;
         json!({ "B": BASE64.encode(key) })
     } else {
         json!({ "S": TextKey::from_tuple(components).finish(kind).map_err(|e| e.to_string())? })
@@ -108,11 +102,7 @@ fn encode_line(line: &str, options: &KeyOptions) -> Result<Json, String> {
 }
 
 fn decode_line(line: &str, options: &KeyOptions) -> Result<Json, String> {
-    let (field, name) = if options.binary {
-        ("B", "base64 B value")
-    } else {
-        ("S", "S value")
-    };
+    let (field, name) = if options.binary { ("B", "base64 B value") } else { ("S", "S value") };
     let key = if line.trim_start().starts_with('{') {
         let json: Json = serde_json::from_str(line).map_err(|e| format!("line is not JSON: {e}"))?;
         json.get(field)
@@ -123,9 +113,7 @@ fn decode_line(line: &str, options: &KeyOptions) -> Result<Json, String> {
         line.to_owned()
     };
     let tuple = if options.binary {
-        let bytes = BASE64
-            .decode(key.trim())
-            .map_err(|e| format!("key is not valid base64: {e}"))?;
+        let bytes = BASE64.decode(key.trim()).map_err(|e| format!("key is not valid base64: {e}"))?;
         binary::decode(&bytes)
     } else {
         text::decode(&key)
@@ -141,9 +129,7 @@ fn check_directions(tuple: &[(Value, Dir)], desc: &BTreeSet<usize>) -> Result<()
     for (position, (_, dir)) in tuple.iter().enumerate() {
         match (dir, desc.contains(&position)) {
             (Dir::Desc, false) => {
-                return Err(format!(
-                    "component {position} is descending but --desc does not list it"
-                ));
+                return Err(format!("component {position} is descending but --desc does not list it"));
             }
             (Dir::Asc, true) => return Err(format!("component {position} is ascending but --desc lists it")),
             _ => {}

@@ -56,19 +56,13 @@ fn run_key(command: KeyCommand) -> anyhow::Result<ExitCode> {
     let (stdin, stdout) = (io::stdin().lock(), BufWriter::new(io::stdout().lock()));
     let summary = match command {
         KeyCommand::Encode { form, partition } => {
-            let options = KeyOptions {
-                partition,
-                ..form.options()
-            };
+            let options = KeyOptions { partition, ..form.options() };
             key::encode(stdin, stdout, &options)?
         }
         KeyCommand::Decode { form } => key::decode(stdin, stdout, &form.options())?,
     };
     if summary.errors > 0 {
-        eprintln!(
-            "sidestream: {} of {} lines could not be converted",
-            summary.errors, summary.lines
-        );
+        eprintln!("sidestream: {} of {} lines could not be converted", summary.errors, summary.lines);
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
@@ -82,11 +76,7 @@ fn run_plan(function: &str, event: &Path, out: Option<&Path>) -> anyhow::Result<
         .explain(&Vars::new(&Vars::process_lookup), &bytes)
         .with_context(|| format!("cannot plan {}", event.display()))?;
     crate::plan::print(&explained, out)?;
-    Ok(if explained.failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if explained.failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 fn run_grid(args: GridArgs) -> anyhow::Result<ExitCode> {
@@ -179,10 +169,7 @@ fn grid_signer() -> formats::cursor::Signer {
 
 /// The async runtime for the commands that call AWS.
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")
 }
 
 fn run_archive(command: ArchiveCommand) -> anyhow::Result<ExitCode> {

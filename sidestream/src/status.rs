@@ -41,9 +41,5 @@ pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
         Output::Json => writeln!(out, "{}", serde_json::to_string(&status)?)?,
         Output::Text => writeln!(out, "{status}")?,
     }
-    Ok(if status.needs_operator() {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if status.needs_operator() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

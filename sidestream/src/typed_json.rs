@@ -9,42 +9,22 @@ use serde_json::{Map, Value as Json, json};
 
 /// Reads one typed component. The error says what was expected.
 pub(crate) fn value_from_json(json: &Json) -> Result<Value, String> {
-    let Some((kind, inner)) = json
-        .as_object()
-        .filter(|o| o.len() == 1)
-        .and_then(|o| o.iter().next())
-    else {
-        return Err(format!(
-            "expected an object with one type key like {{\"S\":\"text\"}}, got {json}"
-        ));
+    let Some((kind, inner)) = json.as_object().filter(|o| o.len() == 1).and_then(|o| o.iter().next()) else {
+        return Err(format!("expected an object with one type key like {{\"S\":\"text\"}}, got {json}"));
     };
-    let text = || {
-        inner
-            .as_str()
-            .ok_or_else(|| format!("{kind} takes a JSON string, got {inner}"))
-    };
+    let text = || inner.as_str().ok_or_else(|| format!("{kind} takes a JSON string, got {inner}"));
     match kind.as_str() {
         "S" => Ok(Value::String(text()?.to_owned())),
-        "N" => Number::parse(text()?)
-            .map(Value::Number)
-            .map_err(|e| e.to_string()),
-        "B" => BASE64
-            .decode(text()?)
-            .map(Value::Binary)
-            .map_err(|e| format!("B is not valid base64: {e}")),
-        "BOOL" => inner
-            .as_bool()
-            .map(Value::Bool)
-            .ok_or_else(|| format!("BOOL takes true or false, got {inner}")),
+        "N" => Number::parse(text()?).map(Value::Number).map_err(|e| e.to_string()),
+        "B" => BASE64.decode(text()?).map(Value::Binary).map_err(|e| format!("B is not valid base64: {e}")),
+        "BOOL" => {
+            inner.as_bool().map(Value::Bool).ok_or_else(|| format!("BOOL takes true or false, got {inner}"))
+        }
         "NULL" if inner == &Json::Bool(true) => Ok(Value::Null),
         "NULL" => Err(format!("NULL takes true, got {inner}")),
         "DATE" => Date::parse(text()?).map(Value::Date).map_err(|e| e.to_string()),
-        "DATETIME" => DateTime::parse(text()?)
-            .map(Value::DateTime)
-            .map_err(|e| e.to_string()),
-        other => Err(format!(
-            "unknown type {other:?}: use S, N, B, BOOL, NULL, DATE or DATETIME"
-        )),
+        "DATETIME" => DateTime::parse(text()?).map(Value::DateTime).map_err(|e| e.to_string()),
+        other => Err(format!("unknown type {other:?}: use S, N, B, BOOL, NULL, DATE or DATETIME")),
     }
 }
 

@@ -24,11 +24,7 @@ macro_rules! fixture {
 }
 
 fn s3_client() -> aws_sdk_s3::Client {
-    aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&sdk())
-            .force_path_style(true)
-            .build(),
-    )
+    aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk()).force_path_style(true).build())
 }
 
 async fn archiver(bucket: &str) -> Runtime<Archiver> {
@@ -56,9 +52,7 @@ async fn objects(s3: &aws_sdk_s3::Client, bucket: &str) -> BTreeMap<String, Vec<
         let got = s3.get_object().bucket(bucket).key(key).send().await.unwrap();
         let gz = got.body.collect().await.unwrap().into_bytes();
         let mut text = String::new();
-        flate2::read::MultiGzDecoder::new(&gz[..])
-            .read_to_string(&mut text)
-            .unwrap();
+        flate2::read::MultiGzDecoder::new(&gz[..]).read_to_string(&mut text).unwrap();
         let lines = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         out.insert(key.to_owned(), lines);
     }
@@ -70,11 +64,7 @@ fn deadline() -> Deadline {
 }
 
 fn failures(response: &stream_runtime::DynamoDbEventResponse) -> Vec<String> {
-    response
-        .batch_item_failures
-        .iter()
-        .filter_map(|f| f.item_identifier.clone())
-        .collect()
+    response.batch_item_failures.iter().filter_map(|f| f.item_identifier.clone()).collect()
 }
 
 /// The mixed fixture uploads exactly its three TTL deletes, as two runs (two deletion days), and
@@ -106,20 +96,11 @@ async fn a_batch_uploads_exactly_its_ttl_deletes() {
             format!("archive/_meta/{day20}"),
             vec![meta(1, "2026-11-20T10:00:00Z"), meta(6, "2026-11-20T10:05:00Z")],
         ),
-        (
-            format!("archive/_meta/{day21}"),
-            vec![meta(7, "2026-11-21T01:40:00Z")],
-        ),
+        (format!("archive/_meta/{day21}"), vec![meta(7, "2026-11-21T01:40:00Z")]),
     ]);
     assert_eq!(objects(&s3, &bucket).await, expected);
 
-    let head = s3
-        .head_object()
-        .bucket(&bucket)
-        .key(format!("archive/{day20}"))
-        .send()
-        .await
-        .unwrap();
+    let head = s3.head_object().bucket(&bucket).key(format!("archive/{day20}")).send().await.unwrap();
     let metadata = head.metadata().unwrap();
     assert_eq!(
         (
@@ -132,11 +113,7 @@ async fn a_batch_uploads_exactly_its_ttl_deletes() {
 
     let again = archiver.handle(event, deadline()).await.unwrap();
     assert_eq!(failures(&again), Vec::<String>::new());
-    assert_eq!(
-        objects(&s3, &bucket).await,
-        expected,
-        "a redelivery overwrites its own objects"
-    );
+    assert_eq!(objects(&s3, &bucket).await, expected, "a redelivery overwrites its own objects");
 }
 
 /// When S3 rejects the upload (here: the bucket does not exist), the batch reports the first
@@ -154,11 +131,7 @@ async fn a_rejected_upload_reports_its_first_record() {
 async fn a_malformed_record_is_parked_and_the_records_around_it_are_archived() {
     let s3 = s3_client();
     let bucket = bucket(&s3).await;
-    let response = archiver(&bucket)
-        .await
-        .handle(fixture!("poison.json"), deadline())
-        .await
-        .unwrap();
+    let response = archiver(&bucket).await.handle(fixture!("poison.json"), deadline()).await.unwrap();
     assert!(failures(&response).is_empty(), "{response:?}");
     let objects = objects(&s3, &bucket).await;
     let keys: Vec<&String> = objects.keys().collect();
@@ -172,28 +145,15 @@ async fn a_malformed_record_is_parked_and_the_records_around_it_are_archived() {
     let parked = parked("ttl-archiver", "e0041").await;
     assert_eq!(parked.len(), 1, "{parked:?}");
     assert_eq!(parked[0]["kind"], "record-permanent");
-    assert!(
-        parked[0]["error"].as_str().unwrap().contains("eventSourceARN"),
-        "{}",
-        parked[0]
-    );
-    assert_eq!(
-        parked[0]["record"]["dynamodb"]["SequenceNumber"],
-        "400000000000000000041"
-    );
+    assert!(parked[0]["error"].as_str().unwrap().contains("eventSourceARN"), "{}", parked[0]);
+    assert_eq!(parked[0]["record"]["dynamodb"]["SequenceNumber"], "400000000000000000041");
 }
 
 async fn scan(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<serde_dynamo::Item> {
     let mut items: Vec<serde_dynamo::Item> = Vec::new();
     let mut pages = client.scan().table_name(table).into_paginator().send();
     while let Some(page) = pages.next().await {
-        items.extend(
-            page.unwrap()
-                .items()
-                .iter()
-                .cloned()
-                .map(serde_dynamo::Item::from),
-        );
+        items.extend(page.unwrap().items().iter().cloned().map(serde_dynamo::Item::from));
     }
     items.sort_by_key(|item| serde_json::to_string(&formats::archive::DynamoJson(item)).unwrap());
     items
@@ -221,9 +181,7 @@ async fn restore_kept(
     config: &aws_sdk_dynamodb::Client,
     at: (&str, &str, &str),
 ) -> archive::Restored {
-    archive::restore(s3, config, at, &keep(), &mut |_| {})
-        .await
-        .unwrap()
+    archive::restore(s3, config, at, &keep(), &mut |_| {}).await.unwrap()
 }
 
 fn sorted(mut items: Vec<serde_dynamo::Item>) -> Vec<serde_dynamo::Item> {
@@ -268,15 +226,12 @@ async fn archive_then_restore_gives_back_the_same_items() {
 
     let config = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
     let mut progress = Vec::new();
-    let restored = archive::restore(
-        &s3,
-        &config,
-        (&bucket, "archive/table=issues/", &issues),
-        &keep(),
-        &mut |p| progress.push((p.object.to_owned(), p.objects, p.items)),
-    )
-    .await
-    .unwrap();
+    let restored =
+        archive::restore(&s3, &config, (&bucket, "archive/table=issues/", &issues), &keep(), &mut |p| {
+            progress.push((p.object.to_owned(), p.objects, p.items));
+        })
+        .await
+        .unwrap();
     assert_eq!((restored.objects, restored.items, restored.superseded), (3, 4, 0));
     let want: Vec<serde_dynamo::Item> = ttl_deletes
         .iter()
@@ -292,10 +247,7 @@ async fn archive_then_restore_gives_back_the_same_items() {
     assert_eq!(scan(&dynamodb, &issues).await, sorted(want));
     assert_eq!(progress.len(), 3, "{progress:?}");
     let (object, objects, items) = &progress[2];
-    assert!(
-        object.starts_with("archive/table=issues/year=2026/month=11/day=21/"),
-        "{object}"
-    );
+    assert!(object.starts_with("archive/table=issues/year=2026/month=11/day=21/"), "{object}");
     assert_eq!((*objects, *items), ((3, 3), (4, 4)));
 
     let restored = restore_kept(&s3, &config, (&bucket, "archive/table=sessions/", &sessions)).await;
@@ -327,11 +279,7 @@ async fn overlapping_objects_are_read_and_restored_once() {
         .filter(|(k, _)| !k.contains("/_meta/"))
         .map(|(_, lines)| lines.len())
         .collect::<Vec<_>>();
-    assert_eq!(
-        data_objects,
-        [6, 3],
-        "two objects, the second overlapping the first"
-    );
+    assert_eq!(data_objects, [6, 3], "two objects, the second overlapping the first");
 
     let read = archive::items(&s3, &bucket, "archive/").await.unwrap();
     assert_eq!(read.len(), 6);
@@ -349,33 +297,17 @@ async fn cat_and_restore_errors() {
     let s3 = s3_client();
     let bucket = bucket(&s3).await;
     let archiver = archiver(&bucket).await;
-    archiver
-        .handle(fixture!("every-type.json"), deadline())
-        .await
-        .unwrap();
-    archiver
-        .handle(synthetic::ttl_batch(3, 1, 1_795_168_800, 1.0), deadline())
-        .await
-        .unwrap();
+    archiver.handle(fixture!("every-type.json"), deadline()).await.unwrap();
+    archiver.handle(synthetic::ttl_batch(3, 1, 1_795_168_800, 1.0), deadline()).await.unwrap();
 
     let key = "archive/table=issues/year=2026/month=11/day=20/0000000000000000000400000000000000000030-\
                0000000000000000000400000000000000000030-e0030.json.gz";
-    let bytes = Source::parse(&format!("s3://{bucket}/{key}"))
-        .unwrap()
-        .fetch(&s3)
-        .await
-        .unwrap();
+    let bytes = Source::parse(&format!("s3://{bucket}/{key}")).unwrap().fetch(&s3).await.unwrap();
     let mut out = Vec::new();
     assert_eq!(archive::cat(&bytes, &mut out, false).unwrap(), 1);
     let line: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(
-        (
-            &line["n38"],
-            &line["bs"],
-            &line["ns"],
-            &line["nothing"],
-            &line["m"]["nested"]["deep"]
-        ),
+        (&line["n38"], &line["bs"], &line["ns"], &line["nothing"], &line["m"]["nested"]["deep"]),
         (
             &serde_json::from_str::<Value>("12345678901234567890123456789012345678").unwrap(),
             &json!(["AQ==", "Ag=="]),
@@ -385,9 +317,7 @@ async fn cat_and_restore_errors() {
         )
     );
     assert!(
-        String::from_utf8(out)
-            .unwrap()
-            .contains(r#""n38":12345678901234567890123456789012345678,"#),
+        String::from_utf8(out).unwrap().contains(r#""n38":12345678901234567890123456789012345678,"#),
         "all 38 digits, as a number"
     );
 
@@ -398,15 +328,10 @@ async fn cat_and_restore_errors() {
         async move { archive::restore(&s3, &config, (&bucket, prefix, table), &keep(), &mut |_| {}).await }
     };
     let mixed = err(restore("archive/", "anything").await);
-    assert!(
-        mixed.contains("holds archives of 2 source tables (issues, sessions)"),
-        "{mixed}"
-    );
+    assert!(mixed.contains("holds archives of 2 source tables (issues, sessions)"), "{mixed}");
     let empty = err(restore("nothing/", "anything").await);
     assert!(
-        empty.contains(&format!(
-            "no archive objects (*.json.gz) under s3://{bucket}/nothing/"
-        )),
+        empty.contains(&format!("no archive objects (*.json.gz) under s3://{bucket}/nothing/")),
         "{empty}"
     );
     let missing = err(restore("archive/table=issues/", "no-such-table").await);
@@ -453,12 +378,8 @@ impl Archived {
         ttl: Option<archive::TtlChoice>,
         if_absent: bool,
     ) -> Result<archive::Restored, archive::ArchiveError> {
-        let options = archive::RestoreOptions {
-            ttl_attribute: "expires_at".into(),
-            ttl,
-            if_absent,
-            now: NOW,
-        };
+        let options =
+            archive::RestoreOptions { ttl_attribute: "expires_at".into(), ttl, if_absent, now: NOW };
         let target = (self.bucket.as_str(), "archive/", table);
         archive::restore(&self.s3, &self.config, target, &options, &mut |_| {}).await
     }
@@ -472,66 +393,40 @@ async fn restore_refuses_expired_ttl_and_each_choice_does_what_it_says() {
     let archived = Archived::new().await;
     let dynamodb = &archived.dynamodb;
     let refused = sessions_table(dynamodb, "refused").await;
-    let error = archived
-        .restore(&refused, None, false)
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = archived.restore(&refused, None, false).await.unwrap_err().to_string();
     assert!(
         error.starts_with("refused: 20 of the 20 items have expires_at in the past")
             && error.contains("--ttl clear"),
         "{error}"
     );
-    let misnamed = archive::RestoreOptions {
-        ttl_attribute: "ttl".into(),
-        ttl: None,
-        if_absent: false,
-        now: NOW,
-    };
+    let misnamed =
+        archive::RestoreOptions { ttl_attribute: "ttl".into(), ttl: None, if_absent: false, now: NOW };
     let target = (archived.bucket.as_str(), "archive/", refused.as_str());
     let error = archive::restore(&archived.s3, &archived.config, target, &misnamed, &mut |_| {})
         .await
         .unwrap_err()
         .to_string();
-    assert!(
-        error.contains("none of the 20 items has the attribute ttl"),
-        "{error}"
-    );
-    assert_eq!(
-        scan(dynamodb, &refused).await.len(),
-        0,
-        "a refusal writes nothing"
-    );
+    assert!(error.contains("none of the 20 items has the attribute ttl"), "{error}");
+    assert_eq!(scan(dynamodb, &refused).await.len(), 0, "a refusal writes nothing");
 
     let ttl_of = |item: &serde_dynamo::Item| match item.get("expires_at") {
         Some(serde_dynamo::AttributeValue::N(n)) => Some(n.parse::<i64>().unwrap()),
         _ => None,
     };
     let cleared = sessions_table(dynamodb, "cleared").await;
-    let done = archived
-        .restore(&cleared, Some(archive::TtlChoice::Clear), false)
-        .await
-        .unwrap();
+    let done = archived.restore(&cleared, Some(archive::TtlChoice::Clear), false).await.unwrap();
     assert_eq!((done.items, done.expired, done.ttl_changed), (20, 20, 20));
     assert!(scan(dynamodb, &cleared).await.iter().all(|i| ttl_of(i).is_none()));
 
     let extended = sessions_table(dynamodb, "extended").await;
-    let done = archived
-        .restore(&extended, Some(archive::TtlChoice::Extend { days: 7 }), false)
-        .await
-        .unwrap();
+    let done =
+        archived.restore(&extended, Some(archive::TtlChoice::Extend { days: 7 }), false).await.unwrap();
     assert_eq!((done.items, done.ttl_changed), (20, 20));
     let items = scan(dynamodb, &extended).await;
-    assert!(
-        items.iter().all(|i| ttl_of(i) == Some(NOW + 7 * 86_400)),
-        "{items:?}"
-    );
+    assert!(items.iter().all(|i| ttl_of(i) == Some(NOW + 7 * 86_400)), "{items:?}");
 
     let kept = sessions_table(dynamodb, "kept").await;
-    let done = archived
-        .restore(&kept, Some(archive::TtlChoice::Keep), false)
-        .await
-        .unwrap();
+    let done = archived.restore(&kept, Some(archive::TtlChoice::Keep), false).await.unwrap();
     assert_eq!((done.items, done.expired, done.ttl_changed), (20, 20, 0));
     assert_eq!(scan(dynamodb, &kept).await, sorted(archived.items.clone()));
 }
@@ -545,17 +440,8 @@ async fn restore_if_absent_never_overwrites_a_recreated_item() {
     let want = archived.items.clone();
     let recreated = sessions_table(dynamodb, "recreated").await;
     let mut newer = want[4].clone();
-    newer.insert(
-        "page".to_owned(),
-        serde_dynamo::AttributeValue::S("recreated".into()),
-    );
-    dynamodb
-        .put_item()
-        .table_name(&recreated)
-        .set_item(Some(newer.clone().into()))
-        .send()
-        .await
-        .unwrap();
+    newer.insert("page".to_owned(), serde_dynamo::AttributeValue::S("recreated".into()));
+    dynamodb.put_item().table_name(&recreated).set_item(Some(newer.clone().into())).send().await.unwrap();
     let keep = Some(archive::TtlChoice::Keep);
     let done = archived.restore(&recreated, keep, true).await.unwrap();
     assert_eq!((done.items, done.existing), (19, 1));

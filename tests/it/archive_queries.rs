@@ -30,15 +30,11 @@ fn run_queries(
     queries: &[(String, Value)],
 ) -> Result<Vec<Vec<Vec<Value>>>> {
     let input = &table["TableInput"];
-    let location = input["StorageDescriptor"]["Location"]
-        .as_str()
-        .context("a location")?;
-    let template = input["Parameters"]["storage.location.template"]
-        .as_str()
-        .context("a location template")?;
-    let relative = template
-        .strip_prefix(location)
-        .context("the location template is under the table's location")?;
+    let location = input["StorageDescriptor"]["Location"].as_str().context("a location")?;
+    let template =
+        input["Parameters"]["storage.location.template"].as_str().context("a location template")?;
+    let relative =
+        template.strip_prefix(location).context("the location template is under the table's location")?;
     // Each projected partition (`${name}`) matches any value; then any object in it.
     let mut glob = String::new();
     let mut rest = relative;
@@ -63,17 +59,9 @@ fn run_queries(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
-    child
-        .stdin
-        .take()
-        .context("stdin")?
-        .write_all(spec.to_string().as_bytes())?;
+    child.stdin.take().context("stdin")?.write_all(spec.to_string().as_bytes())?;
     let out = child.wait_with_output()?;
-    ensure!(
-        out.status.success(),
-        "archive_query.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ensure!(out.status.success(), "archive_query.py: {}", String::from_utf8_lossy(&out.stderr));
     let rows: Value = serde_json::from_slice(&out.stdout)?;
     Ok(serde_json::from_value(rows["rows"].clone())?)
 }
@@ -107,12 +95,7 @@ fn days(keys: &[String], prefix: &str) -> Result<Vec<(String, i64, i64, i64)>> {
             let at = key.find(&format!("{name}=")).context("a partition")? + name.len() + 1;
             Ok(key[at..].split('/').next().unwrap_or_default().to_owned())
         };
-        let day = (
-            part("table")?,
-            part("year")?.parse()?,
-            part("month")?.parse()?,
-            part("day")?.parse()?,
-        );
+        let day = (part("table")?, part("year")?.parse()?, part("month")?.parse()?, part("day")?.parse()?);
         if !days.contains(&day) {
             days.push(day);
         }
@@ -142,14 +125,7 @@ async fn the_named_queries_return_exactly_the_archived_deletions() -> Result<()>
     for i in 0..8 {
         let (id, name) = (format!("q{i}"), format!("Issue {i}"));
         local_stack::put_json(&client, &table, &item(&id, i, &name, t - 100 - i)).await?;
-        expected.push(vec![
-            s(&id),
-            s(&"p1"),
-            s(&i),
-            s(&name),
-            s(&"open"),
-            s(&(t - 100 - i)),
-        ]);
+        expected.push(vec![s(&id), s(&"p1"), s(&i), s(&name), s(&"open"), s(&(t - 100 - i))]);
     }
     for (id, expires) in [("live", t + 3600), ("unset", 0)] {
         let mut live = item(id, 99, "Kept", expires);
@@ -161,14 +137,7 @@ async fn the_named_queries_return_exactly_the_archived_deletions() -> Result<()>
     pipeline.settle().await?;
     // q0 comes back and expires again: its history has two deletions.
     local_stack::put_json(&client, &table, &item("q0", 0, "Issue 0, again", t - 50)).await?;
-    expected.push(vec![
-        s(&"q0"),
-        s(&"p1"),
-        s(&0),
-        s(&"Issue 0, again"),
-        s(&"open"),
-        s(&(t - 50)),
-    ]);
+    expected.push(vec![s(&"q0"), s(&"p1"), s(&0), s(&"Issue 0, again"), s(&"open"), s(&(t - 50))]);
     pipeline.settle().await?;
 
     let (bucket, prefix) = stack.archive_location()?;
@@ -190,14 +159,10 @@ async fn the_named_queries_return_exactly_the_archived_deletions() -> Result<()>
             && glue["TableInput"]["Parameters"]["projection.table.values"] == json!(table),
         "the projection's table is the archive's: {days:?}"
     );
-    let database = stack.catalog["ArchiveDatabase"]["DatabaseInput"]["Name"]
-        .as_str()
-        .context("a database name")?;
+    let database =
+        stack.catalog["ArchiveDatabase"]["DatabaseInput"]["Name"].as_str().context("a database name")?;
     let query = |id: &str| -> Result<String> {
-        Ok(stack.catalog[id]["QueryString"]
-            .as_str()
-            .context("a query")?
-            .to_owned())
+        Ok(stack.catalog[id]["QueryString"].as_str().context("a query")?.to_owned())
     };
     let mut queries: Vec<(String, Value)> = days
         .iter()
@@ -216,10 +181,7 @@ async fn the_named_queries_return_exactly_the_archived_deletions() -> Result<()>
     expected.sort_by_key(|row| row.iter().map(ToString::to_string).collect::<Vec<_>>());
     ensure!(deletions == expected, "the days' deletions: {deletions:#?}");
     let repeated = lines[0][0].as_str().unwrap_or_default().parse::<usize>()? - expected.len();
-    ensure!(
-        repeated > 0,
-        "the repeated object's lines were there to be read once"
-    );
+    ensure!(repeated > 0, "the repeated object's lines were there to be read once");
     let names: Vec<&Value> = history.iter().map(|row| &row[4]).collect();
     ensure!(
         names == [&s(&"Issue 0"), &s(&"Issue 0, again")] && history.iter().all(|row| row[0] == s(&table)),

@@ -61,16 +61,9 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
     let (mut pipeline, attached) = detachable(&sdk, &stack)?;
     let seeding = Instant::now();
     seed(&writer_client, &issues, items).await?;
-    eprintln!(
-        "written {} items in {:.1} s",
-        items,
-        seeding.elapsed().as_secs_f64()
-    );
+    eprintln!("written {} items in {:.1} s", items, seeding.elapsed().as_secs_f64());
     pipeline.settle().await?;
-    ensure!(
-        local_stack::scan(&client, &index_table).await?.is_empty(),
-        "the detached indexer wrote nothing"
-    );
+    ensure!(local_stack::scan(&client, &index_table).await?.is_empty(), "the detached indexer wrote nothing");
     eprintln!("seeded {items} items in {:.1} s", seeding.elapsed().as_secs_f64());
     attached.store(true, Ordering::SeqCst);
     let running = pipeline.spawn(Duration::from_millis(50));
@@ -108,18 +101,11 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
     let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
     let target = Target::new(&issues, &indexes, None)?;
     // Twenty pages in all, so that the writers meet the backfill both ahead of and behind it.
-    let settings = Settings {
-        page_size: i32::try_from(items / 20)?,
-        ..Settings::default()
-    };
+    let settings = Settings { page_size: i32::try_from(items / 20)?, ..Settings::default() };
     let path = std::env::temp_dir().join(format!("{}.json", unique("backfill-checkpoint")));
     let started = Instant::now();
-    let mut checkpoint = Checkpoint::new(
-        &issues,
-        &operations::backfill::new_run_id(),
-        &target.sources,
-        SEGMENTS,
-    );
+    let mut checkpoint =
+        Checkpoint::new(&issues, &operations::backfill::new_run_id(), &target.sources, SEGMENTS);
     let halfway = tokio::sync::Notify::new();
     {
         let backfill = Backfill::new(writer_client.clone(), target.clone(), settings.clone());
@@ -146,9 +132,7 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
             "killed midway: {:?}",
             saved.counts()
         );
-        saved
-            .matches(&issues, &target.sources, SEGMENTS)
-            .map_err(anyhow::Error::msg)?;
+        saved.matches(&issues, &target.sources, SEGMENTS).map_err(anyhow::Error::msg)?;
         checkpoint = saved;
         let backfill = Backfill::new(writer_client.clone(), target.clone(), settings);
         let mut save = |c: &Checkpoint| c.save(&path);
@@ -162,10 +146,7 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
     for writer in writers {
         changed += writer.await??;
     }
-    eprintln!(
-        "backfill and writers done in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    eprintln!("backfill and writers done in {:.1} s", started.elapsed().as_secs_f64());
     running.finish().await?;
     eprintln!("stream settled in {:.1} s", started.elapsed().as_secs_f64());
     let counts = checkpoint.counts();
@@ -176,21 +157,12 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
         f64::from(u32::try_from(counts.scanned)?) / took.as_secs_f64()
     );
     ensure!(changed == items / CHANGED_EVERY, "{changed} changes");
-    let race = (
-        race.after_touch.load(Ordering::Relaxed),
-        race.before_touch.load(Ordering::Relaxed),
-    );
-    ensure!(
-        race.0 > 0 && race.1 > 0,
-        "writers changed items both after and before their touch: {race:?}"
-    );
+    let race = (race.after_touch.load(Ordering::Relaxed), race.before_touch.load(Ordering::Relaxed));
+    ensure!(race.0 > 0 && race.1 > 0, "writers changed items both after and before their touch: {race:?}");
     // Every item still there was touched (or found touched on resuming); deleted ones may have
     // been scanned first.
     let remaining = items - items / CHANGED_EVERY / 3;
-    ensure!(
-        counts.touched + counts.already >= remaining as u64 && counts.unindexed == 0,
-        "{counts:?}"
-    );
+    ensure!(counts.touched + counts.already >= remaining as u64 && counts.unindexed == 0, "{counts:?}");
 
     let verifying = Instant::now();
     let index = operations::verify::choose(&indexes, None)?;
@@ -263,16 +235,9 @@ async fn seed(client: &aws_sdk_dynamodb::Client, issues: &str, items: usize) -> 
         })
         .collect::<Result<_>>()?;
     let report = stream_runtime::writer::Writer::new(client.clone())
-        .write(
-            writes,
-            &io_policy::Policy::default().within(Duration::from_secs(600)),
-        )
+        .write(writes, &io_policy::Policy::default().within(Duration::from_secs(600)))
         .await;
-    ensure!(
-        report.failures.is_empty(),
-        "seeding: {:?}",
-        report.failures.first()
-    );
+    ensure!(report.failures.is_empty(), "seeding: {:?}", report.failures.first());
     Ok(())
 }
 
@@ -287,12 +252,7 @@ async fn the_templates_state_machine_backfills_through_the_local_stack() -> Resu
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
     let (mut pipeline, attached) = detachable(&sdk, &stack)?;
-    seed(
-        &aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk)),
-        &issues,
-        SMALL,
-    )
-    .await?;
+    seed(&aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk)), &issues, SMALL).await?;
     pipeline.settle().await?;
     attached.store(true, Ordering::SeqCst);
 
@@ -322,10 +282,7 @@ async fn the_templates_state_machine_backfills_through_the_local_stack() -> Resu
             "{total_segments} segments: {refused:?}"
         );
     }
-    ensure!(
-        invocations >= (SMALL / 25) as u64,
-        "one page of 25 per invocation: {invocations} invocations"
-    );
+    ensure!(invocations >= (SMALL / 25) as u64, "one page of 25 per invocation: {invocations} invocations");
     pipeline.settle().await?;
 
     let function = stack.function("multikey-indexer")?;
@@ -392,7 +349,6 @@ async fn change(
 /// both exact; the configuration then drops the old index, its table is deleted, and the new
 /// index stays exact as items keep changing.
 #[tokio::test]
-#[expect(clippy::too_many_lines, reason = "the procedure, step by step")]
 async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_switched() -> Result<()> {
     const N: usize = 200;
     let sdk = sdk();
@@ -409,10 +365,7 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
         *slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(inner);
         let slot = Arc::clone(&slot);
         stream_runtime::delivery::in_process(move |event, deadline| {
-            let current = slot
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone();
+            let current = slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
             async move {
                 match current {
                     Some(invoke) => invoke(event, deadline).await,
@@ -426,11 +379,7 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
     let deploy = |indexes: &serde_json::Value| -> Result<Indexes> {
         let text = indexes.to_string();
         let lookup = |name: &str| {
-            if name == "MULTIKEY_INDEXES" {
-                Some(text.clone())
-            } else {
-                environment.get(name).cloned()
-            }
+            if name == "MULTIKEY_INDEXES" { Some(text.clone()) } else { environment.get(name).cloned() }
         };
         let vars = Vars::new(&lookup);
         let invoker = sidestream_combined::Built::new("multikey-indexer", "multikey-indexer", &vars, &sdk)?
@@ -447,10 +396,7 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
     pipeline.settle().await?;
     let original: serde_json::Value =
         serde_json::from_str(&stack.environment("multikey-indexer")?["MULTIKEY_INDEXES"])?;
-    let old_name = original["indexes"][0]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let old_name = original["indexes"][0]["name"].as_str().unwrap_or_default().to_owned();
 
     // The new definition: no tiebreaker, a smaller include list, its own table; deployed beside
     // the old one.
@@ -463,14 +409,8 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
     both["indexes"] = json!([original["indexes"][0].clone(), v2.clone()]);
     let indexes = deploy(&both)?;
     let new_index = operations::verify::choose(&indexes, Some("custom-fields-v2"))?;
-    ensure!(
-        operations::backfill::rebuild::create_index_table(&writer, new_index).await?,
-        "created"
-    );
-    ensure!(
-        !operations::backfill::rebuild::create_index_table(&writer, new_index).await?,
-        "exists"
-    );
+    ensure!(operations::backfill::rebuild::create_index_table(&writer, new_index).await?, "created");
+    ensure!(!operations::backfill::rebuild::create_index_table(&writer, new_index).await?, "exists");
     for id in 0..10 {
         change(&client, &issues, id * 3).await?; // live modifications, before the rebuild
     }
@@ -479,11 +419,7 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
     Backfill::new(writer.clone(), target, Settings::default())
         .run(&mut checkpoint, &mut |_| Ok(()), &mut |_| {})
         .await?;
-    ensure!(
-        checkpoint.counts().touched == N as u64,
-        "{:?}",
-        checkpoint.counts()
-    );
+    ensure!(checkpoint.counts().touched == N as u64, "{:?}", checkpoint.counts());
     pipeline.settle().await?;
     let new = verify(&indexes, "custom-fields-v2").await?;
     let old = verify(&indexes, &old_name).await?;
@@ -524,16 +460,8 @@ async fn the_cli_backfills_dry_and_for_real_and_resumes_its_checkpoint() -> Resu
     let checkpoint = checkpoint.display().to_string();
     let env = [("MULTIKEY_INDEXES", indexes.as_str())];
     let run = |extra: &[&str]| {
-        let mut args = vec![
-            "index",
-            "backfill",
-            "--table",
-            &issues,
-            "--checkpoint",
-            &checkpoint,
-            "--output",
-            "json",
-        ];
+        let mut args =
+            vec!["index", "backfill", "--table", &issues, "--checkpoint", &checkpoint, "--output", "json"];
         args.extend_from_slice(extra);
         crate::support::process::sidestream(&args, "", &env)
     };
@@ -546,10 +474,7 @@ async fn the_cli_backfills_dry_and_for_real_and_resumes_its_checkpoint() -> Resu
     ensure!(dry.ok, "{}", dry.err);
     let doc: serde_json::Value = serde_json::from_str(&dry.out)?;
     ensure!(doc["dry_run"] == true && doc["counts"]["touched"] == N, "{doc}");
-    ensure!(
-        touched().await? == 0 && !std::path::Path::new(&checkpoint).exists(),
-        "a dry run writes nothing"
-    );
+    ensure!(touched().await? == 0 && !std::path::Path::new(&checkpoint).exists(), "a dry run writes nothing");
 
     let real = run(&["--segments", "2"]);
     ensure!(real.ok, "{}", real.err);
@@ -564,19 +489,11 @@ async fn the_cli_backfills_dry_and_for_real_and_resumes_its_checkpoint() -> Resu
         "{doc}"
     );
     let other = run(&["--segments", "3"]);
-    ensure!(
-        !other.ok && other.err.contains("pass --segments 2"),
-        "{}",
-        other.err
-    );
+    ensure!(!other.ok && other.err.contains("pass --segments 2"), "{}", other.err);
     std::fs::remove_file(&checkpoint)?;
 
     let rebuild = crate::support::process::sidestream(&["index", "rebuild", "--table", &issues], "", &env);
-    ensure!(
-        !rebuild.ok && rebuild.err.contains("index rebuild needs --index"),
-        "{}",
-        rebuild.err
-    );
+    ensure!(!rebuild.ok && rebuild.err.contains("index rebuild needs --index"), "{}", rebuild.err);
     Ok(())
 }
 
@@ -606,14 +523,7 @@ async fn an_item_that_cannot_take_the_marker_is_listed_and_the_backfill_goes_on(
         .run(&mut checkpoint, &mut |_| Ok(()), &mut |_| {})
         .await?;
     let counts = checkpoint.counts();
-    ensure!(
-        (counts.scanned, counts.touched, counts.untouchable) == (5, 4, 1),
-        "{counts:?}"
-    );
-    ensure!(
-        checkpoint.untouchable() == [json!({"id": {"S": "big"}})],
-        "{:?}",
-        checkpoint.untouchable()
-    );
+    ensure!((counts.scanned, counts.touched, counts.untouchable) == (5, 4, 1), "{counts:?}");
+    ensure!(checkpoint.untouchable() == [json!({"id": {"S": "big"}})], "{:?}", checkpoint.untouchable());
     Ok(())
 }

@@ -33,16 +33,11 @@ async fn each_function_is_invoked_whole_and_its_requests_counted() -> Result<()>
     let report =
         local_stack::bench::run(&sdk(), &endpoint, &options(vec![Part::WritePath]), &progress).await?;
     let summary = serde_json::to_string_pretty(&report)?;
-    let cases: Vec<(&str, &str)> = report
-        .write_path
-        .iter()
-        .map(|r| (r.case.upstream, r.case.function))
-        .collect();
+    let cases: Vec<(&str, &str)> =
+        report.write_path.iter().map(|r| (r.case.upstream, r.case.function)).collect();
     let functions = ["multikey-indexer", "ttl-archiver", "counter-aggregator"];
-    let expected: Vec<(&str, &str)> = ["moto", "sink"]
-        .into_iter()
-        .flat_map(|u| functions.map(|f| (u, f)))
-        .collect();
+    let expected: Vec<(&str, &str)> =
+        ["moto", "sink"].into_iter().flat_map(|u| functions.map(|f| (u, f))).collect();
     ensure!(cases == expected, "cases {cases:?}: {summary}");
     for row in &report.write_path {
         ensure!(
@@ -90,10 +85,7 @@ async fn ten_invocations_on_the_same_totals_are_exact_without_conflicts() -> Res
     };
     ensure!(row.invocations == 10 && row.batches == 30, "{summary}");
     ensure!(row.exact, "a total differs from its shards' sum: {}", row.detail);
-    ensure!(
-        row.conflicts == 0 && row.conflict_free == row.batches,
-        "{summary}"
-    );
+    ensure!(row.conflicts == 0 && row.conflict_free == row.batches, "{summary}");
     // Conflict-free because each total is updated by one delta write per batch: a batch of the
     // 4 counters sends 4 requests. In the first round the totals do not exist yet, so each of
     // the 10 invocations may also send a delta that finds none and a creation (one wins).
@@ -112,10 +104,7 @@ async fn one_mapping_makes_the_writes_two_mappings_make() -> Result<()> {
         local_stack::bench::run(&sdk(), &endpoint, &options(vec![Part::Combined]), &progress).await?;
     let summary = serde_json::to_string_pretty(&report)?;
     let upstreams: Vec<&str> = report.combined.iter().map(|r| r.upstream).collect();
-    ensure!(
-        upstreams == ["moto", "sink"],
-        "upstreams {upstreams:?}: {summary}"
-    );
+    ensure!(upstreams == ["moto", "sink"], "upstreams {upstreams:?}: {summary}");
     for row in &report.combined {
         // The indexer's mapping has no filter for a map attribute: every record. The archiver's
         // passes the TTL deletions: one in ten, at positions 8, 18, … of the first hundred.
@@ -123,19 +112,10 @@ async fn one_mapping_makes_the_writes_two_mappings_make() -> Result<()> {
             row.records == 100 && row.indexer_records == 100 && row.archiver_records == 10,
             "filtered: {summary}"
         );
-        ensure!(
-            row.separate.invocations == 2 && row.combined.invocations == 1,
-            "invocations: {summary}"
-        );
+        ensure!(row.separate.invocations == 2 && row.combined.invocations == 1, "invocations: {summary}");
         // The same batch both ways: the same writes, each counted once.
-        ensure!(
-            row.separate.writes > 10 && row.separate.writes == row.combined.writes,
-            "writes: {summary}"
-        );
-        ensure!(
-            row.separate.requests > 0 && row.combined.requests > 0,
-            "requests: {summary}"
-        );
+        ensure!(row.separate.writes > 10 && row.separate.writes == row.combined.writes, "writes: {summary}");
+        ensure!(row.separate.requests > 0 && row.combined.requests > 0, "requests: {summary}");
     }
     ensure_cases(&progress, 2, &summary)?;
     Ok(())
@@ -145,19 +125,12 @@ async fn one_mapping_makes_the_writes_two_mappings_make() -> Result<()> {
 async fn a_kinesis_event_makes_the_requests_its_dynamodb_event_makes() -> Result<()> {
     let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
     let progress = Progress::default();
-    let report = Box::pin(local_stack::bench::run(
-        &sdk(),
-        &endpoint,
-        &options(vec![Part::Kinesis]),
-        &progress,
-    ))
-    .await?;
+    let report =
+        Box::pin(local_stack::bench::run(&sdk(), &endpoint, &options(vec![Part::Kinesis]), &progress))
+            .await?;
     let summary = serde_json::to_string_pretty(&report)?;
-    let cases: Vec<(&str, &str)> = report
-        .kinesis
-        .iter()
-        .map(|r| (r.case.upstream, r.case.function))
-        .collect();
+    let cases: Vec<(&str, &str)> =
+        report.kinesis.iter().map(|r| (r.case.upstream, r.case.function)).collect();
     let expected: Vec<(&str, &str)> = ["moto", "sink"]
         .into_iter()
         .flat_map(|u| ["counter-aggregator", "ttl-archiver"].map(|f| (u, f)))
@@ -201,9 +174,8 @@ async fn indexing_in_any_order_leaves_the_index_in_order_leaves() -> Result<()> 
     let mut entries = Vec::new();
     for order in ["stream", "any"] {
         let items = local_stack::scan(&client, &format!("{}-order0-{order}", options.stack)).await?;
-        let (heads, items): (Vec<_>, Vec<_>) = items
-            .into_iter()
-            .partition(|i| operations::oracle::is_head(&indexes, i));
+        let (heads, items): (Vec<_>, Vec<_>) =
+            items.into_iter().partition(|i| operations::oracle::is_head(&indexes, i));
         // One head per item in both modes: the fence of its entries.
         ensure!(!heads.is_empty(), "{order}: no heads");
         entries.push(operations::oracle::lines(&items));

@@ -40,17 +40,10 @@ impl Driver {
             .stderr(Stdio::null())
             .spawn()
             .context("cannot start chromedriver")?;
-        let mut driver = Driver {
-            process,
-            port,
-            session: String::new(),
-        };
+        let mut driver = Driver { process, port, session: String::new() };
         let started = Instant::now();
         while driver.call("GET", "/status", None).is_err() {
-            ensure!(
-                started.elapsed() < Duration::from_secs(30),
-                "chromedriver did not start"
-            );
+            ensure!(started.elapsed() < Duration::from_secs(30), "chromedriver did not start");
             std::thread::sleep(Duration::from_millis(100));
         }
         let created = driver.call(
@@ -65,10 +58,7 @@ impl Driver {
                 }
             }}})),
         )?;
-        created["sessionId"]
-            .as_str()
-            .context("no session id")?
-            .clone_into(&mut driver.session);
+        created["sessionId"].as_str().context("no session id")?.clone_into(&mut driver.session);
         Ok(driver)
     }
 
@@ -119,19 +109,12 @@ impl Driver {
     }
 
     fn script(&self, script: &str) -> Result<Value> {
-        self.session(
-            "POST",
-            "/execute/sync",
-            Some(&json!({"script": script, "args": []})),
-        )
+        self.session("POST", "/execute/sync", Some(&json!({"script": script, "args": []})))
     }
 
     fn click(&self, css: &str) -> Result<()> {
-        let found = self.session(
-            "POST",
-            "/element",
-            Some(&json!({"using": "css selector", "value": css})),
-        )?;
+        let found =
+            self.session("POST", "/element", Some(&json!({"using": "css selector", "value": css})))?;
         let id = found
             .as_object()
             .and_then(|o| o.values().next())
@@ -152,14 +135,8 @@ impl Driver {
                 return Ok(ready);
             }
             let error = self.script("return document.getElementById('error').textContent;")?;
-            ensure!(
-                error.as_str().unwrap_or_default().is_empty(),
-                "the page says: {error}"
-            );
-            ensure!(
-                started.elapsed() < Duration::from_secs(60),
-                "the grid did not render"
-            );
+            ensure!(error.as_str().unwrap_or_default().is_empty(), "the page says: {error}");
+            ensure!(started.elapsed() < Duration::from_secs(60), "the grid did not render");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -286,10 +263,7 @@ fn click_through(addr: std::net::SocketAddr) -> Result<Vec<Vec<(String, String)>
     driver.rendered(&stamp)?;
     let again = driver.rows()?;
     ensure!(pages.len() >= 2, "the grid has several pages");
-    ensure!(
-        again == pages[pages.len() - 2],
-        "Previous shows the page before: {again:?}"
-    );
+    ensure!(again == pages[pages.len() - 2], "Previous shows the page before: {again:?}");
     // A range on the sorted column: Cost from 0 to 5, index rows only.
     let stamp = driver.script("return document.getElementById('grid').dataset.ready;")?;
     driver
@@ -304,10 +278,7 @@ fn click_through(addr: std::net::SocketAddr) -> Result<Vec<Vec<(String, String)>
         !costs.is_empty() && costs.iter().all(|c| (0.0..=5.0).contains(c)) && costs.is_sorted(),
         "filtered costs: {costs:?}"
     );
-    ensure!(
-        driver.rows()?.iter().all(|(_, p)| p == "index"),
-        "a filtered grid has no nulls"
-    );
+    ensure!(driver.rows()?.iter().all(|(_, p)| p == "index"), "a filtered grid has no nulls");
     // Clear the filter, then a second click on Cost: descending, the largest first.
     let stamp = driver.script("return document.getElementById('grid').dataset.ready;")?;
     driver.click("#clear")?;
@@ -321,10 +292,7 @@ fn click_through(addr: std::net::SocketAddr) -> Result<Vec<Vec<(String, String)>
         r#"return [...document.querySelectorAll('#rows tr[data-phase="index"] td.sorted')].map(td => Number(td.textContent));"#,
     )?;
     let costs: Vec<f64> = serde_json::from_value(costs)?;
-    ensure!(
-        costs.len() == 10 && costs.windows(2).all(|w| w[0] >= w[1]),
-        "descending costs: {costs:?}"
-    );
+    ensure!(costs.len() == 10 && costs.windows(2).all(|w| w[0] >= w[1]), "descending costs: {costs:?}");
     Ok(pages)
 }
 
@@ -379,18 +347,9 @@ async fn the_web_grid_sorts_and_pages_every_issue_in_a_browser() -> Result<()> {
         );
     }
     let shown: Vec<(String, String)> = driver.into_iter().flatten().collect();
-    ensure!(
-        shown == want,
-        "the rows follow the index, then the rest by num:\n{shown:?}\n{want:?}"
-    );
-    let first_null = shown
-        .iter()
-        .position(|(_, p)| p == "nulls")
-        .context("no nulls phase")?;
-    ensure!(
-        shown[first_null..].iter().all(|(_, p)| p == "nulls"),
-        "items without a Cost come last"
-    );
+    ensure!(shown == want, "the rows follow the index, then the rest by num:\n{shown:?}\n{want:?}");
+    let first_null = shown.iter().position(|(_, p)| p == "nulls").context("no nulls phase")?;
+    ensure!(shown[first_null..].iter().all(|(_, p)| p == "nulls"), "items without a Cost come last");
     for unindexable in ["w102", "w103"] {
         ensure!(
             shown.iter().any(|(id, p)| id == unindexable && p == "nulls"),

@@ -39,11 +39,8 @@ async fn one_mapping_for_the_indexer_and_the_archiver_loses_nothing_and_doubles_
 
 #[tokio::test]
 async fn both_tables_read_through_kinesis_lose_nothing_and_double_nothing() -> Result<()> {
-    let report = under_every_fault(&[
-        ("IssuesChangeSource", "Kinesis"),
-        ("CounterChangeSource", "Kinesis"),
-    ])
-    .await?;
+    let report =
+        under_every_fault(&[("IssuesChangeSource", "Kinesis"), ("CounterChangeSource", "Kinesis")]).await?;
     let summary = serde_json::to_string_pretty(&report.kinesis)?;
     ensure!(report.kinesis.len() == 2, "two Kinesis streams: {summary}");
     for stream in &report.kinesis {
@@ -59,22 +56,14 @@ async fn both_tables_read_through_kinesis_lose_nothing_and_double_nothing() -> R
 async fn two_regions_of_a_global_table_lose_nothing_and_double_nothing() -> Result<()> {
     let report = under(&[], 2).await?;
     let summary = serde_json::to_string_pretty(&report.replication)?;
-    ensure!(
-        report.replication.len() == 2,
-        "issues and counters replicated: {summary}"
-    );
+    ensure!(report.replication.len() == 2, "issues and counters replicated: {summary}");
     let issues = &report.replication[0];
     ensure!(
         issues.counts.replicated > 1_000 && issues.counts.ttl_deletes > 0,
         "every write replicated, TTL deletes among them: {summary}"
     );
     ensure!(
-        report
-            .verdicts
-            .iter()
-            .filter(|v| v.oracle.contains("eu-west-1"))
-            .count()
-            == 2
+        report.verdicts.iter().filter(|v| v.oracle.contains("eu-west-1")).count() == 2
             && report.verdicts.iter().any(|v| v.oracle == "replicas"),
         "the second Region's index and totals checked, and the replicas against each other"
     );
@@ -93,17 +82,12 @@ async fn under(parameters: &[(&str, &str)], regions: u8) -> Result<local_stack::
     let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
     let mut options = local_stack::chaos::Options::new(5_000, 7, faults, template, unique("chaos"));
     options.regions = regions;
-    options
-        .parameters
-        .extend(parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    options.parameters.extend(parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     // Two motos when scripts/moto started them (scripts/test does): the tables split between.
     let endpoints = local_stack::chaos::endpoints_from_env()?;
-    let report = Box::pin(local_stack::chaos::run(
-        &endpoints,
-        &options,
-        &local_stack::chaos::Progress::default(),
-    ))
-    .await?;
+    let report =
+        Box::pin(local_stack::chaos::run(&endpoints, &options, &local_stack::chaos::Progress::default()))
+            .await?;
     let summary = serde_json::to_string_pretty(&report)?;
     ensure!(report.ok(), "an oracle found a difference: {summary}");
 

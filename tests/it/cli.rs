@@ -20,32 +20,19 @@ fn a_replay_that_matches_no_failure_fails_and_says_what_it_searched() {
     let log = std::env::temp_dir().join(format!("{}.jsonl", crate::support::moto::unique("cli-failures")));
     std::fs::write(&log, line("prod-ArchiverFunction-1A2B3C4D5E6F7")).unwrap();
     let log = log.display().to_string();
-    let args = [
-        "failures",
-        "replay",
-        "--log",
-        &log,
-        "--function",
-        "multikey-indexer",
-    ];
+    let args = ["failures", "replay", "--log", &log, "--function", "multikey-indexer"];
     let ran = sidestream(&args, "", &[("MULTIKEY_INDEXES", "{}")]);
     assert!(!ran.ok, "{ran:?}");
     assert!(
-        ran.err
-            .contains("no failure of multikey-indexer among the 1 read from")
+        ran.err.contains("no failure of multikey-indexer among the 1 read from")
             && ran.err.contains("<stack>-IndexerFunction-<suffix>")
-            && ran
-                .err
-                .contains("the failures read name prod-ArchiverFunction-1A2B3C4D5E6F7"),
+            && ran.err.contains("the failures read name prod-ArchiverFunction-1A2B3C4D5E6F7"),
         "{}",
         ran.err
     );
     let listed = sidestream(&["failures", "list", "--log", &log, "--output", "json"], "", &[]);
     assert!(
-        listed.ok
-            && listed
-                .out
-                .contains(r#""function":"prod-ArchiverFunction-1A2B3C4D5E6F7""#),
+        listed.ok && listed.out.contains(r#""function":"prod-ArchiverFunction-1A2B3C4D5E6F7""#),
         "{listed:?}"
     );
 }

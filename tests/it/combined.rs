@@ -66,9 +66,8 @@ fn combined(lookup: &impl Fn(&str) -> Option<String>) -> Result<Combined> {
 fn sample_records() -> Result<Vec<Value>> {
     let mut raw = Vec::new();
     for path in FIXTURES {
-        let event: Value = serde_json::from_str(&std::fs::read_to_string(
-            crate::support::process::root().join(path),
-        )?)?;
+        let event: Value =
+            serde_json::from_str(&std::fs::read_to_string(crate::support::process::root().join(path))?)?;
         raw.extend(event["Records"].as_array().cloned().unwrap_or_default());
     }
     Ok(raw)
@@ -79,10 +78,7 @@ fn sample_records() -> Result<Vec<Value>> {
 fn archivers_part(batch: &Event) -> Result<Event> {
     let pattern = stream_runtime::filter::Pattern::parse_dynamodb(TTL_REMOVE)?;
     let raw = sample_records()?;
-    ensure!(
-        raw.len() == batch.records.len(),
-        "the batch is the sample files' records"
-    );
+    ensure!(raw.len() == batch.records.len(), "the batch is the sample files' records");
     let mut part = Event::default();
     for (record, json) in batch.records.iter().zip(&raw) {
         if pattern.matches(json) {
@@ -114,40 +110,18 @@ async fn stores(prefix: &str) -> Result<Stores> {
     parking_bucket().await;
     let sdk = sdk();
     let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
-    let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&sdk)
-            .force_path_style(true)
-            .build(),
-    );
-    let (index, index_ref) = (
-        unique(&format!("{prefix}-index")),
-        unique(&format!("{prefix}-index-ref")),
-    );
+    let s3 =
+        aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build());
+    let (index, index_ref) = (unique(&format!("{prefix}-index")), unique(&format!("{prefix}-index-ref")));
     for table in [&index, &index_ref] {
-        create_table(
-            &dynamodb,
-            table,
-            "pk",
-            Some(("sk", ScalarAttributeType::S)),
-            false,
-        )
-        .await;
+        create_table(&dynamodb, table, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
     }
-    let (bucket, bucket_ref) = (
-        unique(&format!("{prefix}-archive")),
-        unique(&format!("{prefix}-archive-ref")),
-    );
+    let (bucket, bucket_ref) =
+        (unique(&format!("{prefix}-archive")), unique(&format!("{prefix}-archive-ref")));
     for b in [&bucket, &bucket_ref] {
         s3.create_bucket().bucket(b).send().await?;
     }
-    Ok(Stores {
-        dynamodb,
-        s3,
-        index,
-        index_ref,
-        bucket,
-        bucket_ref,
-    })
+    Ok(Stores { dynamodb, s3, index, index_ref, bucket, bucket_ref })
 }
 
 impl Stores {
@@ -159,10 +133,7 @@ impl Stores {
         );
         let written = objects(&self.s3, &self.bucket).await?;
         ensure!(!written.is_empty(), "nothing archived");
-        ensure!(
-            written == objects(&self.s3, &self.bucket_ref).await?,
-            "the archives differ"
-        );
+        ensure!(written == objects(&self.s3, &self.bucket_ref).await?, "the archives differ");
         Ok(())
     }
 }
@@ -185,39 +156,22 @@ async fn a_combined_mapping_leaves_what_two_mappings_leave() -> Result<()> {
     let archiver = separate::<ttl_archiver::Archiver>(&reference)?;
     let indexers_answer = answer(&indexer.handle(batch.clone(), deadline()).await?);
     let archivers_answer = answer(&archiver.handle(ttl_deletes.clone(), deadline()).await?);
-    ensure!(
-        indexers_answer == stops_at("400000000000000002200"),
-        "{indexers_answer}"
-    );
-    ensure!(
-        archivers_answer == json!({"batchItemFailures": []}),
-        "{archivers_answer}"
-    );
+    ensure!(indexers_answer == stops_at("400000000000000002200"), "{indexers_answer}");
+    ensure!(archivers_answer == json!({"batchItemFailures": []}), "{archivers_answer}");
 
     // One mapping.
     let both = combined(&lookup(&stores.index, &stores.bucket))?;
     let (response, metrics) = both.handle_counted(batch.clone(), deadline()).await;
     let response = answer(&response?);
-    ensure!(
-        response == indexers_answer,
-        "combined {response}, the indexer alone {indexers_answer}"
-    );
+    ensure!(response == indexers_answer, "combined {response}, the indexer alone {indexers_answer}");
     stores.alike().await?;
 
     // Each function's metrics on their own line, under its own name.
-    let seen: Vec<(String, u64)> = metrics
-        .iter()
-        .map(|m| (m.function().to_owned(), m.get(Metric::RecordsIn)))
-        .collect();
+    let seen: Vec<(String, u64)> =
+        metrics.iter().map(|m| (m.function().to_owned(), m.get(Metric::RecordsIn))).collect();
     let expected = vec![
-        (
-            "sidestream-issues/multikey-indexer".to_owned(),
-            batch.records.len() as u64,
-        ),
-        (
-            "sidestream-issues/ttl-archiver".to_owned(),
-            ttl_deletes.records.len() as u64,
-        ),
+        ("sidestream-issues/multikey-indexer".to_owned(), batch.records.len() as u64),
+        ("sidestream-issues/ttl-archiver".to_owned(), ttl_deletes.records.len() as u64),
     ];
     ensure!(seen == expected, "{seen:?}");
     Ok(())
@@ -228,23 +182,13 @@ async fn a_combined_batch_resumes_at_the_earliest_record_either_function_stopped
     parking_bucket().await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&sdk());
     let index = unique("combined-stop-index");
-    create_table(
-        &dynamodb,
-        &index,
-        "pk",
-        Some(("sk", ScalarAttributeType::S)),
-        false,
-    )
-    .await;
+    create_table(&dynamodb, &index, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
     // The archive bucket does not exist: the archiver stops, systemic, at its first record,
     // long before the indexer's KEYS_ONLY record.
     let both = combined(&lookup(&index, &unique("combined-no-such-bucket")))?;
     let batch = issues_batch()?;
-    let first_ttl_delete = archivers_part(&batch)?.records[0]
-        .change
-        .sequence_number
-        .clone()
-        .unwrap_or_default();
+    let first_ttl_delete =
+        archivers_part(&batch)?.records[0].change.sequence_number.clone().unwrap_or_default();
     let (response, metrics) = both.handle_counted(batch, deadline()).await;
     let response = answer(&response?);
     ensure!(response == stops_at(&first_ttl_delete), "{response}");
@@ -252,10 +196,7 @@ async fn a_combined_batch_resumes_at_the_earliest_record_either_function_stopped
     let transient: Vec<u64> = metrics.iter().map(|m| m.get(Metric::TransientFailures)).collect();
     // The indexer stopped at its own record (whatever the kind), the archiver systemic.
     ensure!(systemic[1] == 1, "the archiver's stop is systemic: {systemic:?}");
-    ensure!(
-        systemic[0] + transient[0] == 1,
-        "the indexer stopped once: {systemic:?} {transient:?}"
-    );
+    ensure!(systemic[0] + transient[0] == 1, "the indexer stopped once: {systemic:?} {transient:?}");
     Ok(())
 }
 
@@ -272,26 +213,18 @@ async fn the_combined_binary_answers_like_the_library() -> Result<()> {
 
     // The binary's whole environment, as the template would set it: both functions' variables.
     let vars = lookup(&stores.index, &stores.bucket);
-    let env = [
-        "MULTIKEY_INDEXES",
-        "ARCHIVE_BUCKET",
-        "ARCHIVE_PREFIX",
-        "PARKING_BUCKET",
-        combined::FILTERS_VAR,
-    ]
-    .into_iter()
-    .filter_map(|name| vars(name).map(|value| (name.to_owned(), value)))
-    .chain([(
-        sidestream_combined::COMBINED_FUNCTIONS.to_owned(),
-        "multikey-indexer, ttl-archiver".to_owned(),
-    )])
-    .collect();
+    let env =
+        ["MULTIKEY_INDEXES", "ARCHIVE_BUCKET", "ARCHIVE_PREFIX", "PARKING_BUCKET", combined::FILTERS_VAR]
+            .into_iter()
+            .filter_map(|name| vars(name).map(|value| (name.to_owned(), value)))
+            .chain([(
+                sidestream_combined::COMBINED_FUNCTIONS.to_owned(),
+                "multikey-indexer, ttl-archiver".to_owned(),
+            )])
+            .collect();
     let function = Function::start(sidestream_combined::COMBINED_BINARY, &env)?;
     let response = function.invoke(&file.to_string_lossy())?;
-    ensure!(
-        response == expected,
-        "the binary answered {response}, the library {expected}"
-    );
+    ensure!(response == expected, "the binary answered {response}, the library {expected}");
     stores.alike().await?;
     // One EMF line per function that had records, each under its own name.
     let functions: Vec<String> = function

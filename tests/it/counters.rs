@@ -84,27 +84,15 @@ async fn concurrent_increments_sum_exactly() {
     assert_eq!(counters.exact("votes#alice").await.unwrap(), truth);
     assert_eq!(counters.exact("votes#bob").await.unwrap(), -8);
     assert_eq!(counters.exact("nobody").await.unwrap(), 0);
-    assert_eq!(
-        counters.total("votes#alice").await.unwrap(),
-        None,
-        "no aggregator has run"
-    );
+    assert_eq!(counters.total("votes#alice").await.unwrap(), None, "no aggregator has run");
 
     let scanned = client.scan().table_name(&table).send().await.unwrap();
     let shards = scanned
         .items()
         .iter()
-        .filter(|i| {
-            i["pk"]
-                .as_s()
-                .unwrap()
-                .starts_with("COUNTER#votes%23alice#SHARD#")
-        })
+        .filter(|i| i["pk"].as_s().unwrap().starts_with("COUNTER#votes%23alice#SHARD#"))
         .count();
-    assert!(
-        shards >= 8,
-        "1,000 random increments touch (nearly) all 10 shards, got {shards}"
-    );
+    assert!(shards >= 8, "1,000 random increments touch (nearly) all 10 shards, got {shards}");
 }
 
 /// More shards than one `BatchGetItem` reads, and a shard holding something that is not a count.
@@ -113,24 +101,15 @@ async fn exact_reads_chunk_by_100_and_reject_non_counts() {
     let (client, table) = counter_table("counters").await;
     let counters = Counters::new(client.clone(), &table, Sharding::new(250).unwrap());
     for shard in [0, 99, 100, 199, 249] {
-        counters
-            .increment_shard("wide", shard, i64::from(shard) + 1)
-            .await
-            .unwrap();
+        counters.increment_shard("wide", shard, i64::from(shard) + 1).await.unwrap();
     }
     assert_eq!(counters.exact("wide").await.unwrap(), 1 + 100 + 101 + 200 + 250);
 
     client
         .put_item()
         .table_name(&table)
-        .item(
-            "pk",
-            aws_sdk_dynamodb::types::AttributeValue::S("COUNTER#odd#SHARD#3".to_owned()),
-        )
-        .item(
-            "count",
-            aws_sdk_dynamodb::types::AttributeValue::S("many".to_owned()),
-        )
+        .item("pk", aws_sdk_dynamodb::types::AttributeValue::S("COUNTER#odd#SHARD#3".to_owned()))
+        .item("count", aws_sdk_dynamodb::types::AttributeValue::S("many".to_owned()))
         .send()
         .await
         .unwrap();
@@ -149,9 +128,8 @@ async fn aggregator(table: &str) -> Runtime<Aggregator> {
 async fn deliver(aggregator: &Runtime<Aggregator>, records: &[EventRecord]) -> u64 {
     let mut event = Event::default();
     event.records = records.to_vec();
-    let (response, metrics) = aggregator
-        .handle_counted(event, Deadline::after(Duration::from_secs(60)))
-        .await;
+    let (response, metrics) =
+        aggregator.handle_counted(event, Deadline::after(Duration::from_secs(60))).await;
     let response = response.unwrap();
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     metrics.get(stream_runtime::Metric::Conflicts)
@@ -160,11 +138,7 @@ async fn deliver(aggregator: &Runtime<Aggregator>, records: &[EventRecord]) -> u
 /// The shard number of a shard record, from its key `COUNTER#<name>#SHARD#<k>`.
 fn shard_of(record: &EventRecord) -> usize {
     let key = serde_json::to_value(&record.change.keys).unwrap();
-    key["pk"]["S"]
-        .as_str()
-        .and_then(|k| k.rsplit('#').next())
-        .and_then(|k| k.parse().ok())
-        .unwrap_or(0)
+    key["pk"]["S"].as_str().and_then(|k| k.rsplit('#').next()).and_then(|k| k.parse().ok()).unwrap_or(0)
 }
 
 /// A batch delivered again (Lambda's at-least-once) finds its deltas already applied: each
@@ -192,11 +166,7 @@ async fn a_redelivered_batch_costs_one_request_per_counter() {
 
     let (again, metrics) = one.handle_counted(event, deadline()).await;
     assert!(again.unwrap().batch_item_failures.is_empty());
-    assert_eq!(
-        metrics.get(stream_runtime::Metric::Requests),
-        4,
-        "one UpdateItem per counter"
-    );
+    assert_eq!(metrics.get(stream_runtime::Metric::Requests), 4, "one UpdateItem per counter");
     assert_eq!(metrics.get(stream_runtime::Metric::Writes), 0);
     assert_eq!(metrics.get(stream_runtime::Metric::Conflicts), 0);
     assert_eq!(totals(counters).await, before);
@@ -278,10 +248,7 @@ async fn the_aggregator_keeps_totals_exact_under_redelivery_and_races() {
             invocations.push(aggregator(&table).await);
         }
         let met = futures_util::future::join_all(
-            invocations
-                .iter()
-                .zip(&by_shard)
-                .map(|(runtime, batch)| deliver(runtime, batch)),
+            invocations.iter().zip(&by_shard).map(|(runtime, batch)| deliver(runtime, batch)),
         )
         .await;
         conflicts += met.iter().sum::<u64>();
@@ -289,10 +256,7 @@ async fn the_aggregator_keeps_totals_exact_under_redelivery_and_races() {
             break;
         }
         for (i, name) in names.iter().enumerate() {
-            counters
-                .increment_shard(name, u32::try_from(i + round).unwrap() % 8, 1)
-                .await
-                .unwrap();
+            counters.increment_shard(name, u32::try_from(i + round).unwrap() % 8, 1).await.unwrap();
         }
         let all = stream_records(&sdk(), &client, &table).await;
         rest = all[delivered..].to_vec();

@@ -41,20 +41,13 @@ const MAPPING_METRICS: [&str; 4] = [
     "OnFailureDestinationDeliveredEventCount",
 ];
 /// Sidestream's counters each stream function's dashboard row must show.
-const SHOWN: [&str; 5] = [
-    "ParkedRecords",
-    "TransientFailures",
-    "SystemicFailures",
-    "Conflicts",
-    "Retries",
-];
+const SHOWN: [&str; 5] = ["ParkedRecords", "TransientFailures", "SystemicFailures", "Conflicts", "Retries"];
 
 /// The series an EMF document makes: one per metric and dimension set (each set of one name here).
 fn emf_series(doc: &Value) -> Result<Vec<Series>> {
     let mut out = Vec::new();
-    let directives = doc["_aws"]["CloudWatchMetrics"]
-        .as_array()
-        .context("an EMF document has CloudWatchMetrics")?;
+    let directives =
+        doc["_aws"]["CloudWatchMetrics"].as_array().context("an EMF document has CloudWatchMetrics")?;
     for directive in directives {
         let namespace = directive["Namespace"].as_str().context("a namespace")?;
         for dimensions in directive["Dimensions"].as_array().context("dimensions")? {
@@ -62,9 +55,7 @@ fn emf_series(doc: &Value) -> Result<Vec<Series>> {
             else {
                 bail!("one dimension per set: {dimensions}");
             };
-            let value = doc[dimension.as_str()]
-                .as_str()
-                .context("the dimension's value")?;
+            let value = doc[dimension.as_str()].as_str().context("the dimension's value")?;
             for metric in directive["Metrics"].as_array().context("metrics")? {
                 let name = metric["Name"].as_str().context("a metric name")?;
                 ensure!(doc.get(name).is_some(), "EMF names {name} without a value");
@@ -84,18 +75,13 @@ struct Emitted {
 }
 
 fn emitted(template: &Template, resolver: &Resolver<'_>) -> Result<Emitted> {
-    let mut out = Emitted {
-        series: BTreeSet::new(),
-        timeouts: BTreeMap::new(),
-        required: BTreeSet::new(),
-    };
+    let mut out = Emitted { series: BTreeSet::new(), timeouts: BTreeMap::new(), required: BTreeSet::new() };
     let lambda = |name: &str, dimension: &str, value: &str| -> Series {
         ("AWS/Lambda".into(), name.into(), dimension.into(), value.into())
     };
     for function in template.functions(resolver)? {
         let name = physical(&function.logical_id);
-        out.timeouts
-            .insert(name.clone(), function.timeout.unwrap_or(3) * 1000);
+        out.timeouts.insert(name.clone(), function.timeout.unwrap_or(3) * 1000);
         for metric in FUNCTION_METRICS {
             out.series.insert(lambda(metric, "FunctionName", &name));
         }
@@ -118,8 +104,7 @@ fn emitted(template: &Template, resolver: &Resolver<'_>) -> Result<Emitted> {
                 }
             }
             for metric in MAPPING_METRICS {
-                out.required
-                    .insert(lambda(metric, "EventSourceMappingUUID", &uuid));
+                out.required.insert(lambda(metric, "EventSourceMappingUUID", &uuid));
             }
         }
         for series in sidestream_series(&function, &name)? {
@@ -144,18 +129,10 @@ fn services_series(template: &Template, resolver: &Resolver<'_>) -> Result<BTree
     for machine in template.resources_of_type("AWS::Serverless::StateMachine") {
         if resolver.resource_exists(machine)? {
             let arn = resolver.string(&json!({"Ref": machine}), machine)?;
-            for metric in [
-                "ExecutionsStarted",
-                "ExecutionsSucceeded",
-                "ExecutionsFailed",
-                "ExecutionsTimedOut",
-            ] {
-                out.insert((
-                    "AWS/States".into(),
-                    metric.into(),
-                    "StateMachineArn".into(),
-                    arn.clone(),
-                ));
+            for metric in
+                ["ExecutionsStarted", "ExecutionsSucceeded", "ExecutionsFailed", "ExecutionsTimedOut"]
+            {
+                out.insert(("AWS/States".into(), metric.into(), "StateMachineArn".into(), arn.clone()));
             }
         }
     }
@@ -163,12 +140,7 @@ fn services_series(template: &Template, resolver: &Resolver<'_>) -> Result<BTree
     for bucket in template.resources_of_type("AWS::S3::Bucket") {
         if resolver.resource_exists(bucket)? {
             let name = resolver.string(&json!({"Ref": bucket}), bucket)?;
-            out.insert((
-                "AWS/S3".into(),
-                "NumberOfObjects".into(),
-                "BucketName".into(),
-                name,
-            ));
+            out.insert(("AWS/S3".into(), "NumberOfObjects".into(), "BucketName".into(), name));
         }
     }
     // DynamoDB publishes each table's consumed write units (AWS/DynamoDB, by `TableName`): the
@@ -188,12 +160,7 @@ fn services_series(template: &Template, resolver: &Resolver<'_>) -> Result<BTree
     for stream in template.resources_of_type("AWS::Kinesis::Stream") {
         if resolver.resource_exists(stream)? {
             let name = resolver.string(&json!({"Ref": stream}), stream)?;
-            out.insert((
-                "AWS/Kinesis".into(),
-                "IncomingRecords".into(),
-                "StreamName".into(),
-                name,
-            ));
+            out.insert(("AWS/Kinesis".into(), "IncomingRecords".into(), "StreamName".into(), name));
         }
     }
     for queue in template.resources_of_type("AWS::SQS::Queue") {
@@ -212,12 +179,7 @@ fn services_series(template: &Template, resolver: &Resolver<'_>) -> Result<BTree
 }
 
 fn dynamodb_writes(table: String) -> Series {
-    (
-        "AWS/DynamoDB".into(),
-        "ConsumedWriteCapacityUnits".into(),
-        "TableName".into(),
-        table,
-    )
+    ("AWS/DynamoDB".into(), "ConsumedWriteCapacityUnits".into(), "TableName".into(), table)
 }
 
 /// The series a function's own code emits, as its configuration code reads its environment
@@ -236,10 +198,7 @@ fn sidestream_series(function: &Function, name: &str) -> Result<Vec<Series>> {
     }
     if binary == COMBINED {
         let metrics = Metrics::from_vars(&vars, binary)?;
-        let members = function
-            .environment
-            .get("COMBINED_FUNCTIONS")
-            .context("COMBINED_FUNCTIONS")?;
+        let members = function.environment.get("COMBINED_FUNCTIONS").context("COMBINED_FUNCTIONS")?;
         let mut out = Vec::new();
         for member in members.split(',') {
             let dimension = stream_runtime::combined::member_dimension(metrics.function(), member);
@@ -258,27 +217,16 @@ fn sidestream_series(function: &Function, name: &str) -> Result<Vec<Series>> {
             stale: Vec::new(),
             extra: Vec::new(),
         };
-        let run = operations::verify::scheduled::Run {
-            first: drift.clone(),
-            drift,
-            mended: None,
-        };
-        return emf_series(&operations::verify::scheduled::emf(
-            &run,
-            &config.namespace,
-            &config.function,
-            0,
-        ));
+        let run = operations::verify::scheduled::Run { first: drift.clone(), drift, mended: None };
+        return emf_series(&operations::verify::scheduled::emf(&run, &config.namespace, &config.function, 0));
     }
     Ok(Vec::new())
 }
 
 /// The dashboard's series, each with its widget's title, and its timeout annotations by function.
 fn dashboard(template: &Template, resolver: &Resolver<'_>) -> Result<(Shown, TimeoutLines)> {
-    let body = template
-        .root()
-        .pointer("/Resources/Dashboard/Properties/DashboardBody")
-        .context("a dashboard")?;
+    let body =
+        template.root().pointer("/Resources/Dashboard/Properties/DashboardBody").context("a dashboard")?;
     let body: Value =
         serde_json::from_str(&resolver.string(body, "Dashboard")?).context("the dashboard's body is JSON")?;
     let mut series = Vec::new();
@@ -287,18 +235,11 @@ fn dashboard(template: &Template, resolver: &Resolver<'_>) -> Result<(Shown, Tim
         if widget["type"] != "metric" {
             continue;
         }
-        let title = widget["properties"]["title"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
+        let title = widget["properties"]["title"].as_str().unwrap_or_default().to_owned();
         let mut functions = BTreeSet::new();
         for row in widget["properties"]["metrics"].as_array().context("metrics")? {
-            let fields: Vec<&str> = row
-                .as_array()
-                .context("a metric row")?
-                .iter()
-                .filter_map(Value::as_str)
-                .collect();
+            let fields: Vec<&str> =
+                row.as_array().context("a metric row")?.iter().filter_map(Value::as_str).collect();
             let [namespace, name, dimension, value] = fields.as_slice() else {
                 bail!("{title}: a metric row of one dimension, in full: {row}");
             };
@@ -307,27 +248,15 @@ fn dashboard(template: &Template, resolver: &Resolver<'_>) -> Result<(Shown, Tim
             }
             series.push((
                 title.clone(),
-                (
-                    (*namespace).into(),
-                    (*name).into(),
-                    (*dimension).into(),
-                    (*value).into(),
-                ),
+                ((*namespace).into(), (*name).into(), (*dimension).into(), (*value).into()),
             ));
         }
-        for line in widget["properties"]["annotations"]["horizontal"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
+        for line in widget["properties"]["annotations"]["horizontal"].as_array().into_iter().flatten() {
             if line["label"] == "timeout" {
                 let [function] = functions.iter().collect::<Vec<_>>()[..] else {
                     bail!("{title}: a timeout line over one function");
                 };
-                timeouts.push((
-                    function.clone(),
-                    line["value"].as_i64().context("a timeout value")?,
-                ));
+                timeouts.push((function.clone(), line["value"].as_i64().context("a timeout value")?));
             }
         }
     }
@@ -342,13 +271,9 @@ fn alarms(template: &Template, resolver: &Resolver<'_>) -> Result<Shown> {
         if !resolver.resource_exists(alarm)? {
             continue;
         }
-        let properties = template
-            .root()
-            .pointer(&format!("/Resources/{alarm}/Properties"))
-            .context("properties")?;
-        let p = resolver
-            .resolve(properties, alarm)?
-            .context("an alarm's properties")?;
+        let properties =
+            template.root().pointer(&format!("/Resources/{alarm}/Properties")).context("properties")?;
+        let p = resolver.resolve(properties, alarm)?.context("an alarm's properties")?;
         let metrics = alarm_metrics(&p);
         ensure!(!metrics.is_empty(), "{alarm}: no metric");
         for m in metrics {
@@ -375,12 +300,7 @@ fn series_of(alarm: &str, m: &Value) -> Result<Series> {
         _ => bail!("{alarm}: one dimension (S3's storage metrics: a bucket and AllStorageTypes)"),
     };
     let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-    Ok((
-        text(&m["Namespace"]),
-        text(&m["MetricName"]),
-        text(&d["Name"]),
-        text(&d["Value"]),
-    ))
+    Ok((text(&m["Namespace"]), text(&m["MetricName"]), text(&d["Name"]), text(&d["Value"])))
 }
 
 #[test]
@@ -399,10 +319,7 @@ fn every_widget_and_alarm_watches_a_metric_the_code_or_lambda_emits() -> Result<
         }
         let shown: BTreeSet<&Series> = shown.iter().map(|(_, s)| s).collect();
         let missing: Vec<_> = emitted.required.iter().filter(|s| !shown.contains(s)).collect();
-        ensure!(
-            missing.is_empty(),
-            "{deployment}: the dashboard does not show {missing:#?}"
-        );
+        ensure!(missing.is_empty(), "{deployment}: the dashboard does not show {missing:#?}");
         for (function, timeout) in &timeouts {
             ensure!(
                 emitted.timeouts.get(function) == Some(timeout),
@@ -432,23 +349,11 @@ fn a_renamed_metric_or_a_wrong_dimension_is_caught() -> Result<()> {
     let resolver = template.resolver(parameters, names());
     let emitted = emitted(&template, &resolver)?;
     let (shown, _) = dashboard(&template, &resolver)?;
-    let (_, parked) = shown
-        .iter()
-        .find(|(_, s)| s.1 == "ParkedRecords")
-        .context("a parked-records series")?;
+    let (_, parked) =
+        shown.iter().find(|(_, s)| s.1 == "ParkedRecords").context("a parked-records series")?;
     ensure!(emitted.series.contains(parked));
-    let renamed = (
-        parked.0.clone(),
-        "RecordsParked".to_owned(),
-        parked.2.clone(),
-        parked.3.clone(),
-    );
-    let elsewhere = (
-        parked.0.clone(),
-        parked.1.clone(),
-        parked.2.clone(),
-        format!("{}-x", parked.3),
-    );
+    let renamed = (parked.0.clone(), "RecordsParked".to_owned(), parked.2.clone(), parked.3.clone());
+    let elsewhere = (parked.0.clone(), parked.1.clone(), parked.2.clone(), format!("{}-x", parked.3));
     ensure!(!emitted.series.contains(&renamed) && !emitted.series.contains(&elsewhere));
     Ok(())
 }

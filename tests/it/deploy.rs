@@ -24,11 +24,7 @@ fn python(script: &str) -> Result<Value> {
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .context("running python3")?;
-    ensure!(
-        output.status.success(),
-        "python3: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    ensure!(output.status.success(), "python3: {}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8(output.stdout)?;
     let last = stdout.lines().last().context("no output")?;
     Ok(serde_json::from_str(last)?)
@@ -83,10 +79,7 @@ print(json.dumps(cases))
 "#,
     )?;
     let passes = &outcome["passes"];
-    ensure!(
-        passes["status"] == "Succeeded" && passes["reported"] == json!(["Succeeded"]),
-        "{passes}"
-    );
+    ensure!(passes["status"] == "Succeeded" && passes["reported"] == json!(["Succeeded"]), "{passes}");
     ensure!(
         passes["invoked"] == json!(["indexer:7", "aggregator:3"]),
         "each target's new version is invoked once: {}",
@@ -100,13 +93,7 @@ print(json.dumps(cases))
             && events[1]["Records"][0]["eventSource"] == "aws:kinesis",
         "{events:?}"
     );
-    for case in [
-        "function error",
-        "a record failed",
-        "not a batch response",
-        "invoke raised",
-        "no targets",
-    ] {
+    for case in ["function error", "a record failed", "not a batch response", "invoke raised", "no targets"] {
         let failed = &outcome[case];
         ensure!(
             failed["status"] == "Failed" && failed["reported"] == json!(["Failed"]),
@@ -141,10 +128,7 @@ async fn every_stream_function_takes_the_canary_and_writes_nothing() -> Result<(
     for parameters in [
         vec![],
         vec![("Consumers", "Combined")],
-        vec![
-            ("IssuesChangeSource", "Kinesis"),
-            ("CounterChangeSource", "Kinesis"),
-        ],
+        vec![("IssuesChangeSource", "Kinesis"), ("CounterChangeSource", "Kinesis")],
         vec![("Consumers", "Combined"), ("IssuesChangeSource", "Kinesis")],
     ] {
         let stack = stack(&sdk, &parameters).await?;
@@ -161,18 +145,12 @@ async fn every_stream_function_takes_the_canary_and_writes_nothing() -> Result<(
             std::fs::write(&file, serde_json::to_vec(&canary(kinesis)?)?)?;
             let function = Function::start(binary, &env)?;
             let response = function.invoke(&file.to_string_lossy())?;
-            ensure!(
-                response == json!({"batchItemFailures": []}),
-                "{parameters:?} {binary}: {response}"
-            );
+            ensure!(response == json!({"batchItemFailures": []}), "{parameters:?} {binary}: {response}");
             taken += 1;
         }
         for table in ["IndexTable", "CounterTable"] {
             let written = items(&stack, table).await?;
-            ensure!(
-                written.is_empty(),
-                "{parameters:?}: the canary wrote to {table}: {written:?}"
-            );
+            ensure!(written.is_empty(), "{parameters:?}: the canary wrote to {table}: {written:?}");
         }
         let parking = stack.environment("counter-aggregator")?["PARKING_BUCKET"].clone();
         let mut buckets = vec![parking];

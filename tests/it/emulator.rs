@@ -42,16 +42,9 @@ async fn an_update_that_creates_its_item_is_one_insert_with_the_whole_image() ->
         .send()
         .await?;
     let records = moto::stream_records(&moto::sdk(), &client, &table).await;
-    ensure!(
-        event_names(&records) == ["INSERT"],
-        "records: {:?}",
-        event_names(&records)
-    );
+    ensure!(event_names(&records) == ["INSERT"], "records: {:?}", event_names(&records));
     let image = &records[0].change.new_image;
-    ensure!(
-        image.len() == 3,
-        "the INSERT's image is the whole item: {image:?}"
-    );
+    ensure!(image.len() == 3, "the INSERT's image is the whole item: {image:?}");
     Ok(())
 }
 
@@ -119,11 +112,7 @@ async fn a_write_that_changes_nothing_writes_no_record() -> Result<()> {
     // A real change still writes its record.
     set_n("2").await?;
     let records = moto::stream_records(&moto::sdk(), &client, &table).await;
-    ensure!(
-        event_names(&records) == ["INSERT", "MODIFY"],
-        "records: {:?}",
-        event_names(&records)
-    );
+    ensure!(event_names(&records) == ["INSERT", "MODIFY"], "records: {:?}", event_names(&records));
     Ok(())
 }
 
@@ -144,9 +133,7 @@ async fn a_rejected_update_of_a_missing_item_leaves_no_item_and_no_record() -> R
         .await;
     let error = rejected.err().context("an item over 400 KB is refused")?;
     ensure!(
-        error
-            .as_service_error()
-            .and_then(aws_sdk_dynamodb::error::ProvideErrorMetadata::code)
+        error.as_service_error().and_then(aws_sdk_dynamodb::error::ProvideErrorMetadata::code)
             == Some("ValidationException"),
         "{error:?}"
     );
@@ -168,18 +155,9 @@ async fn only_the_next_put_is_recorded(
     table: &str,
     id: &str,
 ) -> Result<()> {
-    client
-        .put_item()
-        .table_name(table)
-        .item("id", AttributeValue::S(id.into()))
-        .send()
-        .await?;
+    client.put_item().table_name(table).item("id", AttributeValue::S(id.into())).send().await?;
     let records = moto::stream_records(&moto::sdk(), client, table).await;
-    ensure!(
-        event_names(&records) == ["INSERT"],
-        "only the later put's record: {:?}",
-        event_names(&records)
-    );
+    ensure!(event_names(&records) == ["INSERT"], "only the later put's record: {:?}", event_names(&records));
     ensure!(
         records[0].change.keys.get("id") == Some(&serde_dynamo::AttributeValue::S(id.into())),
         "{:?}",
@@ -198,25 +176,14 @@ async fn records_carry_their_tables_region_and_a_whole_second() -> Result<()> {
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let table = moto::unique("parity-region");
     moto::create_table(&client, &table, "id", None, true).await;
-    client
-        .put_item()
-        .table_name(&table)
-        .item("id", AttributeValue::S("a".into()))
-        .send()
-        .await?;
+    client.put_item().table_name(&table).item("id", AttributeValue::S("a".into())).send().await?;
     let arn = stream_arn(&client, &table).await?;
     let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
     let records = read_all(&streams, &arn).await?;
     ensure!(records.len() == 1, "{records:?}");
-    ensure!(
-        records[0].aws_region() == Some("eu-west-1"),
-        "{:?}",
-        records[0].aws_region()
-    );
-    let created = records[0]
-        .dynamodb()
-        .and_then(|d| d.approximate_creation_date_time())
-        .context("a creation time")?;
+    ensure!(records[0].aws_region() == Some("eu-west-1"), "{:?}", records[0].aws_region());
+    let created =
+        records[0].dynamodb().and_then(|d| d.approximate_creation_date_time()).context("a creation time")?;
     ensure!(created.subsec_nanos() == 0, "a whole second: {created:?}");
     Ok(())
 }
@@ -272,11 +239,7 @@ async fn an_iterator_expires_fifteen_minutes_after_it_was_handed_out() -> Result
     let sdk = moto::sdk();
     let (client, table) = streamed_table("parity-expiry").await;
     let put = |id: &'static str| {
-        client
-            .put_item()
-            .table_name(&table)
-            .item("id", AttributeValue::S(id.into()))
-            .send()
+        client.put_item().table_name(&table).item("id", AttributeValue::S(id.into())).send()
     };
     put("a").await?;
     let arn = stream_arn(&client, &table).await?;
@@ -310,16 +273,9 @@ async fn an_iterator_expires_fifteen_minutes_after_it_was_handed_out() -> Result
             break;
         }
     }
-    let ids: Vec<_> = read
-        .iter()
-        .map(|(_, r)| format!("{:?}", r.change.keys.get("id")))
-        .collect();
+    let ids: Vec<_> = read.iter().map(|(_, r)| format!("{:?}", r.change.keys.get("id"))).collect();
     ensure!(read.len() == 2, "b and c once each: {ids:?}");
-    ensure!(
-        reader.renewed_iterators() == 1,
-        "renewed {}",
-        reader.renewed_iterators()
-    );
+    ensure!(reader.renewed_iterators() == 1, "renewed {}", reader.renewed_iterators());
     Ok(())
 }
 
@@ -358,12 +314,7 @@ async fn a_transaction_refused_for_one_items_content_is_cancelled_whole_with_val
     };
     let codes: Vec<Option<&str>> = e.cancellation_reasons().iter().map(|r| r.code()).collect();
     ensure!(codes == [Some("None"), Some("ValidationError")], "{codes:?}");
-    let scanned = client
-        .scan()
-        .table_name(&table)
-        .consistent_read(true)
-        .send()
-        .await?;
+    let scanned = client.scan().table_name(&table).consistent_read(true).send().await?;
     ensure!(scanned.count() == 0, "nothing written: {:?}", scanned.items());
     only_the_next_put_is_recorded(&client, &table, "c").await
 }

@@ -59,20 +59,11 @@ fn every_cli_error_is_one_readable_line() -> Result<()> {
         env!("CARGO_MANIFEST_DIR")
     ))?;
     let cases: Vec<(Vec<&str>, Env<'_>)> = vec![
-        (
-            vec!["plan", "multikey-indexer", "--event", &not_an_event],
-            vec![("MULTIKEY_INDEXES", &indexes)],
-        ),
-        (
-            vec!["plan", "multikey-indexer", "--event", &event],
-            vec![("MULTIKEY_INDEXES", "{")],
-        ),
+        (vec!["plan", "multikey-indexer", "--event", &not_an_event], vec![("MULTIKEY_INDEXES", &indexes)]),
+        (vec!["plan", "multikey-indexer", "--event", &event], vec![("MULTIKEY_INDEXES", "{")]),
         (vec!["plan", "multikey-indexer", "--event", &event], vec![]),
         (vec!["plan", "ttl-archiver", "--event", &missing], vec![]),
-        (
-            vec!["plan", "ttl-archiver", "--event", &event],
-            vec![("ARCHIVE_GZIP_LEVEL", "12")],
-        ),
+        (vec!["plan", "ttl-archiver", "--event", &event], vec![("ARCHIVE_GZIP_LEVEL", "12")]),
         (vec!["plan", "counter-aggregator", "--event", &not_utf8], vec![]),
         (vec!["archive", "cat", &not_gzip], vec![]),
         (vec!["archive", "cat", "s3://"], vec![]),
@@ -80,14 +71,8 @@ fn every_cli_error_is_one_readable_line() -> Result<()> {
         (vec!["key", "encode"], vec![]),
         (vec!["failures", "list", "--log", &missing], vec![]),
         (vec!["index", "verify", "--table", "issues"], vec![]),
-        (
-            vec!["index", "verify", "--table", "issues"],
-            vec![("MULTIKEY_INDEXES", "[]")],
-        ),
-        (
-            vec!["grid", "--table", "issues", "--scope", "35e9", "--field", "Cost"],
-            vec![],
-        ),
+        (vec!["index", "verify", "--table", "issues"], vec![("MULTIKEY_INDEXES", "[]")]),
+        (vec!["grid", "--table", "issues", "--scope", "35e9", "--field", "Cost"], vec![]),
     ];
     let mut problems = Vec::new();
     for (args, env) in &cases {
@@ -140,11 +125,7 @@ fn every_init_failure_is_one_readable_line_naming_the_variable() -> Result<()> {
     const PARKED: Var<'static> = ("PARKING_BUCKET", "parked");
     let cases: [(&str, &[Var<'_>], &str); 10] = [
         ("multikey-indexer", &[], "PARKING_BUCKET"),
-        (
-            "multikey-indexer",
-            &[PARKED, ("MULTIKEY_INDEXES", "{")],
-            "MULTIKEY_INDEXES",
-        ),
+        ("multikey-indexer", &[PARKED, ("MULTIKEY_INDEXES", "{")], "MULTIKEY_INDEXES"),
         ("ttl-archiver", &[PARKED], "ARCHIVE_BUCKET"),
         (
             "ttl-archiver",
@@ -154,11 +135,7 @@ fn every_init_failure_is_one_readable_line_naming_the_variable() -> Result<()> {
         ("counter-aggregator", &[("PARKING_BUCKET", "p")], "PARKING_BUCKET"),
         ("counter-aggregator", &[PARKED], "COUNTER_TABLE"),
         ("sidestream-combined", &[], "COMBINED_FUNCTIONS"),
-        (
-            "sidestream-combined",
-            &[PARKED, ("COMBINED_FUNCTIONS", "ttl-archiver,nope")],
-            "COMBINED_FUNCTIONS",
-        ),
+        ("sidestream-combined", &[PARKED, ("COMBINED_FUNCTIONS", "ttl-archiver,nope")], "COMBINED_FUNCTIONS"),
         ("index-verifier", &[], "MULTIKEY_INDEXES"),
         ("index-backfiller", &[], "MULTIKEY_INDEXES"),
     ];

@@ -47,10 +47,7 @@ fn as_it_was(
             }
             if event.records.iter().any(|r| id_of(r) == "poison") {
                 crashes.fetch_add(1, Ordering::SeqCst);
-                return Invocation::Failed {
-                    error_type: "Poison".into(),
-                    message: "cannot index".into(),
-                };
+                return Invocation::Failed { error_type: "Poison".into(), message: "cannot index".into() };
             }
             for record in event.records.iter().filter(|r| id_of(r) == "odd") {
                 let failure = io_policy::Failure::record_permanent("an index limit, since raised");
@@ -64,12 +61,7 @@ fn as_it_was(
                     &failure,
                     chrono::Utc::now(),
                 );
-                let put = s3()
-                    .put_object()
-                    .bucket(PARKING_BUCKET)
-                    .key(key)
-                    .body(body.into())
-                    .send();
+                let put = s3().put_object().bucket(PARKING_BUCKET).key(key).body(body.into()).send();
                 if put.await.is_ok() {
                     parked.fetch_add(1, Ordering::SeqCst);
                 }
@@ -138,14 +130,8 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
         "the queue's message is the log's range: {failures:?} {from_log:?}"
     );
     failures.extend(operations::failures::read_parked(&s3(), PARKING_BUCKET, &prefix).await?);
-    ensure!(
-        failures.len() == 2,
-        "one range and one parked record: {failures:?}"
-    );
-    ensure!(matches!(
-        failures[0].records,
-        Records::Range { batch_size: 1, .. }
-    ));
+    ensure!(failures.len() == 2, "one range and one parked record: {failures:?}");
+    ensure!(matches!(failures[0].records, Records::Range { batch_size: 1, .. }));
     ensure!(matches!(failures[1].records, Records::Parked { .. }));
     all_the_indexers(&failures, &stack.name)?;
 
@@ -203,16 +189,10 @@ fn all_the_indexers(failures: &[operations::failures::Failed], stack: &str) -> R
         logical_id: logical_id.into(),
         deployed: vec![],
     };
-    let (the_indexer, the_archiver) = (
-        of("multikey-indexer", "IndexerFunction"),
-        of("ttl-archiver", "ArchiverFunction"),
-    );
+    let (the_indexer, the_archiver) =
+        (of("multikey-indexer", "IndexerFunction"), of("ttl-archiver", "ArchiverFunction"));
     let now = chrono::Utc::now();
-    ensure!(
-        failures
-            .iter()
-            .all(|f| the_indexer.matches(f) && !the_archiver.matches(f) && f.replayable(now))
-    );
+    ensure!(failures.iter().all(|f| the_indexer.matches(f) && !the_archiver.matches(f) && f.replayable(now)));
     Ok(())
 }
 
@@ -232,14 +212,7 @@ async fn replay(
         };
         let outcome = replayer.replay(records, Duration::from_secs(60)).await?;
         ensure!(
-            matches!(
-                outcome,
-                Replayed::Mended {
-                    records: 1,
-                    touched: 1,
-                    ..
-                }
-            ),
+            matches!(outcome, Replayed::Mended { records: 1, touched: 1, .. }),
             "{failed:?}: {outcome:?}"
         );
         acknowledged += usize::from(operations::failures::acknowledge(sqs, failed).await?);
@@ -251,19 +224,10 @@ async fn replay(
 /// A queue holding each line of the failure log as a message, as Lambda's on-failure
 /// destination would.
 async fn on_failure_queue(sqs: &aws_sdk_sqs::Client, log: &std::path::Path) -> Result<String> {
-    let queue = sqs
-        .create_queue()
-        .queue_name(unique("on-failure"))
-        .send()
-        .await?
-        .queue_url
-        .unwrap_or_default();
+    let queue =
+        sqs.create_queue().queue_name(unique("on-failure")).send().await?.queue_url.unwrap_or_default();
     for line in std::fs::read_to_string(log)?.lines() {
-        sqs.send_message()
-            .queue_url(&queue)
-            .message_body(line)
-            .send()
-            .await?;
+        sqs.send_message().queue_url(&queue).message_body(line).send().await?;
     }
     Ok(queue)
 }
@@ -280,11 +244,7 @@ async fn messages_left(sqs: &aws_sdk_sqs::Client, queue: &str) -> Result<u32> {
         .attributes
         .unwrap_or_default();
     let count = |name: Name| -> Result<u32> {
-        Ok(attributes
-            .get(&name)
-            .map(|v| v.parse::<u32>())
-            .transpose()?
-            .unwrap_or(0))
+        Ok(attributes.get(&name).map(|v| v.parse::<u32>()).transpose()?.unwrap_or(0))
     };
     Ok(count(Name::ApproximateNumberOfMessages)? + count(Name::ApproximateNumberOfMessagesNotVisible)?)
 }
@@ -312,16 +272,11 @@ async fn old_records_rerun_through_the_aggregator_and_the_archiver_undo_nothing_
     let stack = stack(&sdk, &[]).await?;
     let (counted, ttl_records) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
     let (counting, archiving) = (Arc::clone(&counted), Arc::clone(&ttl_records));
-    let mut pipeline = pipeline(
-        &sdk,
-        &stack,
-        &failure_log(),
-        move |function, inner| match function {
-            "counter-aggregator" => recording(inner, Arc::clone(&counting)),
-            "ttl-archiver" => recording(inner, Arc::clone(&archiving)),
-            _ => inner,
-        },
-    )?;
+    let mut pipeline = pipeline(&sdk, &stack, &failure_log(), move |function, inner| match function {
+        "counter-aggregator" => recording(inner, Arc::clone(&counting)),
+        "ttl-archiver" => recording(inner, Arc::clone(&archiving)),
+        _ => inner,
+    })?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let timeout = std::time::Duration::from_secs(60);
 
@@ -362,13 +317,8 @@ async fn old_records_rerun_through_the_aggregator_and_the_archiver_undo_nothing_
         .await?;
         pipeline.settle().await?;
     }
-    let removes: Vec<stream_runtime::EventRecord> = ttl_records
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|r| r.event_name == "REMOVE")
-        .cloned()
-        .collect();
+    let removes: Vec<stream_runtime::EventRecord> =
+        ttl_records.lock().unwrap().iter().filter(|r| r.event_name == "REMOVE").cloned().collect();
     ensure!(removes.len() == 2, "two TTL deletes: {}", removes.len());
     let archiver = local_stack::in_process_invoker(stack.function("ttl-archiver")?, &sdk)?;
     let old = operations::failures::rerun(vec![removes[0].clone()], &archiver, timeout).await;
@@ -381,10 +331,7 @@ async fn old_records_rerun_through_the_aggregator_and_the_archiver_undo_nothing_
             serde_json::to_value(item).map(|v| v["name"]["S"].as_str().unwrap_or_default().to_owned())
         })
         .collect::<Result<_, _>>()?;
-    ensure!(
-        names == ["first life", "second life"],
-        "each deletion read once, in order: {names:?}"
-    );
+    ensure!(names == ["first life", "second life"], "each deletion read once, in order: {names:?}");
     Ok(())
 }
 
@@ -456,11 +403,7 @@ async fn a_range_is_read_through_empty_pages_and_only_whole() -> Result<()> {
             (Err(reason), Err(m)) => ensure!(reason.contains(m), "{reason}"),
             _ => anyhow::bail!("{got:?}, expected {want:?}"),
         }
-        let empty_then_records = endpoint
-            .operations()
-            .iter()
-            .filter(|o| *o == "GetRecords")
-            .count();
+        let empty_then_records = endpoint.operations().iter().filter(|o| *o == "GetRecords").count();
         ensure!(
             empty_then_records == get_records,
             "two empty pages read through, then the page with the range's end: {:?}",
@@ -494,12 +437,8 @@ async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it()
     })?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
-    put(
-        &client,
-        &issues,
-        &json!({"id": "poison", "project": "p0", "num": 9, "custom_fields": {"f": 9}}),
-    )
-    .await?;
+    put(&client, &issues, &json!({"id": "poison", "project": "p0", "num": 9, "custom_fields": {"f": 9}}))
+        .await?;
     pipeline.settle().await?;
     let logged = operations::failures::read_log(&log)?;
     ensure!(logged.len() == 1, "one range given up: {logged:?}");
@@ -512,9 +451,7 @@ async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it()
     let (Records::Range { shard_id, .. }, Some(object)) = (&kept[0].records, &kept[0].object) else {
         anyhow::bail!("a range, read from an object: {:?}", kept[0]);
     };
-    let key = object
-        .strip_prefix(&format!("s3://{bucket}/"))
-        .unwrap_or_default();
+    let key = object.strip_prefix(&format!("s3://{bucket}/")).unwrap_or_default();
     let name: Vec<&str> = key.split('/').collect();
     ensure!(
         name.len() == 8
@@ -620,10 +557,7 @@ async fn a_combined_functions_range_is_replayed_by_each_of_its_functions() -> Re
     );
     fixed.store(true, Ordering::SeqCst);
     let replayer = replayer(&stack, sidestream_combined::COMBINED_BINARY)?;
-    ensure!(
-        replayer.functions() == ["multikey-indexer", "ttl-archiver"],
-        "{replayer:?}"
-    );
+    ensure!(replayer.functions() == ["multikey-indexer", "ttl-archiver"], "{replayer:?}");
     let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
     for round in ["replayed", "replayed again"] {
         let Read::Records(records) = operations::failures::read(&failures[0], &streams).await? else {
@@ -635,14 +569,7 @@ async fn a_combined_functions_range_is_replayed_by_each_of_its_functions() -> Re
         };
         ensure!(
             outcome.is_done()
-                && matches!(
-                    functions[0].replayed,
-                    Replayed::Mended {
-                        records: 1,
-                        gone: 1,
-                        ..
-                    }
-                )
+                && matches!(functions[0].replayed, Replayed::Mended { records: 1, gone: 1, .. })
                 && functions[1].replayed == Replayed::Applied { records: 1 },
             "{round}: the indexer's part through the stream, the archiver's rerun: {outcome:?}"
         );
@@ -659,10 +586,7 @@ async fn a_combined_functions_range_is_replayed_by_each_of_its_functions() -> Re
 fn crashing_on_the_deletion(inner: Invoker, crashes: Arc<AtomicU32>, fixed: Arc<AtomicBool>) -> Invoker {
     crate::support::pipeline::crashing(inner, crashes, "Crash", move |event| {
         !fixed.load(Ordering::SeqCst)
-            && event
-                .records
-                .iter()
-                .any(|r| r.event_name == "REMOVE" && id_of(r) == "expired")
+            && event.records.iter().any(|r| r.event_name == "REMOVE" && id_of(r) == "expired")
     })
 }
 
@@ -676,10 +600,7 @@ async fn a_given_up_archiver_range_is_recovered_after_its_records_left_the_strea
     let parameters = [("BatchSize", "4"), ("ArchiverMaximumRetryAttempts", "1")];
     let stack = stack(&sdk, &parameters).await?;
     let Some(local_stack::Destination::Bucket(bucket)) = stack.failure_destination() else {
-        anyhow::bail!(
-            "the template gives ranges up to a bucket: {:?}",
-            stack.failure_destination()
-        );
+        anyhow::bail!("the template gives ranges up to a bucket: {:?}", stack.failure_destination());
     };
     let log = failure_log();
     let (crashes, fixed) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicBool::new(false)));
@@ -721,9 +642,7 @@ async fn a_given_up_archiver_range_is_recovered_after_its_records_left_the_strea
             .await?;
     ensure!(kept.len() == 1, "one range kept: {kept:?}");
     ensure!(
-        kept[0]
-            .function
-            .starts_with(&format!("{}-ArchiverFunction-", stack.name)),
+        kept[0].function.starts_with(&format!("{}-ArchiverFunction-", stack.name)),
         "the archiver's: {}",
         kept[0].function
     );
@@ -731,9 +650,7 @@ async fn a_given_up_archiver_range_is_recovered_after_its_records_left_the_strea
     let Read::Records(records) = operations::failures::read(&kept[0], &streams).await? else {
         anyhow::bail!("the destination kept the records");
     };
-    let outcome = replayer(&stack, "ttl-archiver")?
-        .replay(records, Duration::from_secs(60))
-        .await?;
+    let outcome = replayer(&stack, "ttl-archiver")?.replay(records, Duration::from_secs(60)).await?;
     ensure!(outcome == Replayed::Applied { records: 1 }, "{outcome:?}");
     ensure!(archived().await? == ["expired"], "archived once");
     ensure!(operations::failures::acknowledge_object(&s3(), &kept[0]).await?);

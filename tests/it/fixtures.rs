@@ -50,9 +50,8 @@ fn every_fixture_is_a_valid_event_used_by_a_test() -> Result<()> {
         }
 
         // Used: named by a test of its function (`fixture!("x.json")`) or here by its path.
-        let (function, file) = name
-            .split_once('/')
-            .with_context(|| format!("{name}: fixtures live in events/<function>/"))?;
+        let (function, file) =
+            name.split_once('/').with_context(|| format!("{name}: fixtures live in events/<function>/"))?;
         let mut tests = files(&root().join("functions").join(function).join("src"), "rs")?;
         tests.retain(|p| p.ends_with("tests.rs"));
         tests.extend(files(&root().join("tests/it"), "rs")?);

@@ -5,10 +5,7 @@ use anyhow::{Context, Result, bail, ensure};
 use key_codec::{BinaryKey, Date, Dir, Number, TextKey, Value};
 
 fn formats_md() -> Result<String> {
-    Ok(std::fs::read_to_string(format!(
-        "{}/../docs/formats.md",
-        env!("CARGO_MANIFEST_DIR")
-    ))?)
+    Ok(std::fs::read_to_string(format!("{}/../docs/formats.md", env!("CARGO_MANIFEST_DIR")))?)
 }
 
 /// One component of a vector's tuple as the doc writes it: `42.5`, `-42 desc`, `"a b"`,
@@ -58,10 +55,7 @@ fn tuple(text: &str) -> Result<Vec<(Value, Dir)>> {
 #[test]
 fn the_key_vectors_are_what_key_codec_writes_and_reads() -> Result<()> {
     let doc = formats_md()?;
-    let table = doc
-        .split("### Key vectors")
-        .nth(1)
-        .context("docs/formats.md has no Key vectors section")?;
+    let table = doc.split("### Key vectors").nth(1).context("docs/formats.md has no Key vectors section")?;
     let mut checked = 0;
     for line in table.lines().skip_while(|l| !l.starts_with("| (")) {
         if !line.starts_with("| (") {
@@ -74,21 +68,12 @@ fn the_key_vectors_are_what_key_codec_writes_and_reads() -> Result<()> {
         let components = tuple(tuple_text)?;
         let text = text.trim_matches('`');
         let encoded = TextKey::from_tuple(components.iter().map(|(v, d)| (v, *d)));
-        ensure!(
-            encoded.as_str() == text,
-            "{tuple_text}: K1 {:?}, the doc says {text:?}",
-            encoded.as_str()
-        );
-        ensure!(
-            key_codec::text::decode(text)? == components,
-            "{tuple_text}: {text} decodes otherwise"
-        );
+        ensure!(encoded.as_str() == text, "{tuple_text}: K1 {:?}, the doc says {text:?}", encoded.as_str());
+        ensure!(key_codec::text::decode(text)? == components, "{tuple_text}: {text} decodes otherwise");
         let binary = binary.trim_matches('`');
         if !binary.is_empty() {
-            let bytes: Vec<u8> = binary
-                .split_whitespace()
-                .map(|b| u8::from_str_radix(b, 16))
-                .collect::<Result<_, _>>()?;
+            let bytes: Vec<u8> =
+                binary.split_whitespace().map(|b| u8::from_str_radix(b, 16)).collect::<Result<_, _>>()?;
             let encoded = BinaryKey::from_tuple(components.iter().map(|(v, d)| (v, *d)));
             ensure!(
                 encoded.as_bytes() == bytes,
@@ -102,9 +87,6 @@ fn the_key_vectors_are_what_key_codec_writes_and_reads() -> Result<()> {
         }
         checked += 1;
     }
-    ensure!(
-        checked >= 16,
-        "only {checked} key vectors read from docs/formats.md"
-    );
+    ensure!(checked >= 16, "only {checked} key vectors read from docs/formats.md");
     Ok(())
 }

@@ -42,10 +42,8 @@ impl Global {
     /// the Regions `sweeps` names: where it does not, items leave by replicated deletes only.
     async fn deploy(parameters: &[(&str, &str)], ttl_identity: bool, sweeps: [bool; 2]) -> Result<Global> {
         let name = unique("global");
-        let parameters: std::collections::BTreeMap<String, String> = parameters
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
+        let parameters: std::collections::BTreeMap<String, String> =
+            parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         let template = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
         let mut regions = Vec::new();
         for (region, sweeps) in ["us-east-1", "eu-west-1"].into_iter().zip(sweeps) {
@@ -72,12 +70,7 @@ impl Global {
                     r.stack.streams[&table].clone(),
                 );
                 let region = r.sdk.region().map_or("", |x| x.as_ref()).to_owned();
-                Ok(Replica::new(
-                    &region,
-                    aws_sdk_dynamodb::Client::new(&r.sdk),
-                    &table,
-                    reader,
-                ))
+                Ok(Replica::new(&region, aws_sdk_dynamodb::Client::new(&r.sdk), &table, reader))
             };
             Ok([one(&regions[0])?, one(&regions[1])?])
         };
@@ -121,12 +114,8 @@ impl Global {
             let (client, table) = (self.client(region), self.table(region, "IssuesTable")?);
             for i in 0..15 {
                 let id = region * 100 + i;
-                local_stack::put_json(
-                    &client,
-                    &table,
-                    &issue(id, &json!({"f1": id, "f2": format!("v{i}")})),
-                )
-                .await?;
+                local_stack::put_json(&client, &table, &issue(id, &json!({"f1": id, "f2": format!("v{i}")})))
+                    .await?;
             }
             for i in 0..5 {
                 let id = format!("gone-{region}-{i}");
@@ -143,11 +132,7 @@ impl Global {
 
     /// Each Region's counters client, with `sharding(region)`.
     fn counters(&self, region: usize, sharding: Sharding) -> Result<Counters> {
-        Ok(Counters::new(
-            self.client(region),
-            &self.table(region, "CounterTable")?,
-            sharding,
-        ))
+        Ok(Counters::new(self.client(region), &self.table(region, "CounterTable")?, sharding))
     }
 }
 
@@ -156,11 +141,7 @@ impl Global {
 /// only, so that every TTL deletion reaches the archiving Region as a replicated delete.
 async fn safe(ttl_identity: bool) -> Result<ReplicationCounts> {
     let region = "us-east-1";
-    let parameters = [
-        ("Consumers", "Combined"),
-        ("ArchiveRegion", region),
-        ("AggregatorRegion", region),
-    ];
+    let parameters = [("Consumers", "Combined"), ("ArchiveRegion", region), ("AggregatorRegion", region)];
     let mut global = Global::deploy(&parameters, ttl_identity, [false, true]).await?;
     let expired = global.write_issues().await?;
     for (r, from) in [(0_u32, 1_i64), (1, 101)] {
@@ -173,10 +154,7 @@ async fn safe(ttl_identity: bool) -> Result<ReplicationCounts> {
 
     // Each TTL deletion archived once, by the one archiving Region.
     let archived = archived_ids(&global.regions[0].sdk, &global.regions[0].stack).await?;
-    ensure!(
-        archived == expired,
-        "identity kept {ttl_identity}: archived {archived:?}"
-    );
+    ensure!(archived == expired, "identity kept {ttl_identity}: archived {archived:?}");
     // Each Region's own index exact against its own replica, and the replicas alike.
     for region in &global.regions {
         let entries = assert_index_exact(&region.sdk, &region.stack).await?;
@@ -185,9 +163,7 @@ async fn safe(ttl_identity: bool) -> Result<ReplicationCounts> {
     let base = |r: usize| {
         let (client, table) = (global.client(r), global.table(r, "IssuesTable"));
         async move {
-            Ok::<_, anyhow::Error>(operations::oracle::lines(
-                &local_stack::scan(&client, &table?).await?,
-            ))
+            Ok::<_, anyhow::Error>(operations::oracle::lines(&local_stack::scan(&client, &table?).await?))
         }
     };
     ensure!(base(0).await? == base(1).await?, "the replicas converge");
@@ -196,29 +172,16 @@ async fn safe(ttl_identity: bool) -> Result<ReplicationCounts> {
     let sum: i128 = (1..31).chain(101..131).sum();
     for r in 0..2 {
         let counters = global.counters(r, Sharding::new(4)?.in_region(0, 2)?)?;
-        ensure!(
-            counters.total("hot").await? == Some(sum),
-            "Region {r}: {:?}",
-            counters.total("hot").await?
-        );
+        ensure!(counters.total("hot").await? == Some(sum), "Region {r}: {:?}", counters.total("hot").await?);
     }
-    ensure!(
-        global
-            .counters(0, Sharding::new(4)?.in_region(0, 2)?)?
-            .exact("hot")
-            .await?
-            == sum
-    );
+    ensure!(global.counters(0, Sharding::new(4)?.in_region(0, 2)?)?.exact("hot").await? == sum);
     Ok(global.issues.counts())
 }
 
 /// Every TTL deletion reached the archiving Region replicated (10 items expired), so its
 /// archive was exact with them alone.
 fn replicated_into_the_archiving_region(counts: ReplicationCounts) -> Result<()> {
-    ensure!(
-        counts.ttl_deletes_into == [10, 0] && counts.replicated > 30 && counts.echoes > 30,
-        "{counts:?}"
-    );
+    ensure!(counts.ttl_deletes_into == [10, 0] && counts.replicated > 30 && counts.echoes > 30, "{counts:?}");
     Ok(())
 }
 
@@ -250,11 +213,7 @@ async fn unsafe_modes_double_archive_and_lose_increments() -> Result<()> {
     global.settle().await?;
     for region in &global.regions {
         let archived = archived_ids(&region.sdk, &region.stack).await?;
-        ensure!(
-            archived == expired,
-            "each deletion archived in {}: {archived:?}",
-            region.stack.region
-        );
+        ensure!(archived == expired, "each deletion archived in {}: {archived:?}", region.stack.region);
     }
     let counters = global.counters(0, Sharding::new(1)?)?;
     let (total, exact) = (counters.total("hot").await?, counters.exact("hot").await?);
@@ -275,11 +234,8 @@ async fn unsafe_modes_double_archive_and_lose_increments() -> Result<()> {
 /// fails without the conditions).
 #[tokio::test]
 async fn a_local_write_after_the_stream_was_read_wins_in_both_regions() -> Result<()> {
-    let parameters = [
-        ("Consumers", "Combined"),
-        ("ArchiveRegion", "us-east-1"),
-        ("AggregatorRegion", "us-east-1"),
-    ];
+    let parameters =
+        [("Consumers", "Combined"), ("ArchiveRegion", "us-east-1"), ("AggregatorRegion", "us-east-1")];
     let mut global = Global::deploy(&parameters, false, [false, false]).await?;
     let clients = [global.client(0), global.client(1)];
     let tables = [global.table(0, "IssuesTable")?, global.table(1, "IssuesTable")?];
@@ -322,28 +278,18 @@ async fn a_local_write_after_the_stream_was_read_wins_in_both_regions() -> Resul
         async move { Ok::<_, anyhow::Error>(local_stack::scan(&client, &table).await?) }
     };
     let (a, b) = (base(0).await?, base(1).await?);
-    ensure!(
-        operations::oracle::lines(&a) == operations::oracle::lines(&b),
-        "the replicas converge"
-    );
+    ensure!(operations::oracle::lines(&a) == operations::oracle::lines(&b), "the replicas converge");
     let versions: Vec<(String, String)> = a
         .iter()
         .map(|item| {
             let f1 = item["custom_fields"]["M"]["f1"]["S"].as_str().unwrap_or_default();
-            (
-                item["id"]["S"].as_str().unwrap_or_default().to_owned(),
-                f1.to_owned(),
-            )
+            (item["id"]["S"].as_str().unwrap_or_default().to_owned(), f1.to_owned())
         })
         .collect();
     let mut versions = versions;
     versions.sort();
     ensure!(
-        versions
-            == [
-                ("i001".to_owned(), "new".to_owned()),
-                ("i003".to_owned(), "new".to_owned())
-            ],
+        versions == [("i001".to_owned(), "new".to_owned()), ("i003".to_owned(), "new".to_owned())],
         "the later writes won: {versions:?}"
     );
     // The index of each Region is exact against its own replica.

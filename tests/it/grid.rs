@@ -111,12 +111,7 @@ fn indexed(num: usize, field: &str) -> bool {
 async fn put_typed(client: &aws_sdk_dynamodb::Client, table: &str, items: Vec<Value>) -> Result<()> {
     let puts = futures_util::stream::iter(items.into_iter().map(|item| async move {
         let item: serde_dynamo::Item = serde_json::from_value(item)?;
-        client
-            .put_item()
-            .table_name(table)
-            .set_item(Some(item.into()))
-            .send()
-            .await?;
+        client.put_item().table_name(table).set_item(Some(item.into())).send().await?;
         anyhow::Ok(())
     }))
     .buffer_unordered(8)
@@ -162,12 +157,7 @@ async fn world(sdk: &SdkConfig, generated: usize) -> Result<World> {
     let grid = Grid::new(client.clone(), schema, Signer::new(b"grid test", 3_600)).with_policy(
         io_policy::Bounded::new(io_policy::Policy::default(), std::time::Duration::from_secs(120)),
     );
-    Ok(World {
-        stack,
-        pipeline,
-        client,
-        grid,
-    })
+    Ok(World { stack, pipeline, client, grid })
 }
 
 fn text<'a>(item: &'a Value, attribute: &str) -> &'a str {
@@ -228,26 +218,11 @@ async fn all_pages(
 
 /// Index rows strictly in sort-key order (either way), then nulls rows in increasing num.
 fn assert_ordered(rows: &[(Phase, String, String)], descending: bool) -> Result<()> {
-    let first_null = rows
-        .iter()
-        .position(|(p, _, _)| *p == Phase::Nulls)
-        .unwrap_or(rows.len());
-    ensure!(
-        rows[first_null..].iter().all(|(p, _, _)| *p == Phase::Nulls),
-        "nulls come last, all together"
-    );
+    let first_null = rows.iter().position(|(p, _, _)| *p == Phase::Nulls).unwrap_or(rows.len());
+    ensure!(rows[first_null..].iter().all(|(p, _, _)| *p == Phase::Nulls), "nulls come last, all together");
     for pair in rows[..first_null].windows(2) {
-        let ordered = if descending {
-            pair[0].2 > pair[1].2
-        } else {
-            pair[0].2 < pair[1].2
-        };
-        ensure!(
-            ordered,
-            "index rows out of order: {:?} then {:?}",
-            pair[0],
-            pair[1]
-        );
+        let ordered = if descending { pair[0].2 > pair[1].2 } else { pair[0].2 < pair[1].2 };
+        ensure!(ordered, "index rows out of order: {:?} then {:?}", pair[0], pair[1]);
     }
     for pair in rows[first_null..].windows(2) {
         let (a, b): (f64, f64) = (pair[0].2.parse()?, pair[1].2.parse()?);
@@ -257,14 +232,7 @@ fn assert_ordered(rows: &[(Phase, String, String)], descending: bool) -> Result<
 }
 
 fn query(limit: usize, descending: bool, filter: Filter) -> Query {
-    Query {
-        scope: "gen".into(),
-        field: "f".into(),
-        descending,
-        limit,
-        filter,
-        attributes: vec![],
-    }
+    Query { scope: "gen".into(), field: "f".into(), descending, limit, filter, attributes: vec![] }
 }
 
 /// 1,000 generated issues (2,500 at full scale), a tenth of them with a value for `f` the indexer cannot key, one in
@@ -277,29 +245,18 @@ async fn pages_cover_every_issue_once_in_order_with_nulls_last() -> Result<()> {
     let mut world = world(&sdk, generated).await?;
     let long = long_field();
     for field in ["f", "other", long.as_str()] {
-        let with_entry: BTreeSet<String> = (1..=generated)
-            .filter(|n| indexed(*n, field))
-            .map(|n| format!("g{n:05}"))
-            .collect();
-        let without: Vec<String> = (1..=generated)
-            .filter(|n| !indexed(*n, field))
-            .map(|n| format!("g{n:05}"))
-            .collect();
+        let with_entry: BTreeSet<String> =
+            (1..=generated).filter(|n| indexed(*n, field)).map(|n| format!("g{n:05}")).collect();
+        let without: Vec<String> =
+            (1..=generated).filter(|n| !indexed(*n, field)).map(|n| format!("g{n:05}")).collect();
         for (limit, descending) in [(97, false), (100, true)] {
             let mut q = query(limit, descending, Filter::None);
             q.field = field.to_owned();
             let rows = all_pages(&mut world, &q, |_| vec![]).await?;
             assert_ordered(&rows, descending)?;
-            let indexed: Vec<&String> = rows
-                .iter()
-                .filter(|r| r.0 == Phase::Index)
-                .map(|r| &r.1)
-                .collect();
-            let nulls: Vec<String> = rows
-                .iter()
-                .filter(|r| r.0 == Phase::Nulls)
-                .map(|r| r.1.clone())
-                .collect();
+            let indexed: Vec<&String> = rows.iter().filter(|r| r.0 == Phase::Index).map(|r| &r.1).collect();
+            let nulls: Vec<String> =
+                rows.iter().filter(|r| r.0 == Phase::Nulls).map(|r| r.1.clone()).collect();
             let name = &field[..field.len().min(8)];
             ensure!(
                 indexed.len() == with_entry.len(),
@@ -340,17 +297,9 @@ async fn pages_cover_every_issue_once_in_order_with_nulls_last() -> Result<()> {
         rows.len()
     );
     assert_ordered(&rows, false)?;
-    let rows = all_pages(
-        &mut world,
-        &query(50, true, Filter::Prefix("s3".into())),
-        |_| vec![],
-    )
-    .await?;
+    let rows = all_pages(&mut world, &query(50, true, Filter::Prefix("s3".into())), |_| vec![]).await?;
     ensure!(
-        rows.len()
-            == (1..=generated)
-                .filter(|n| f_of(*n) == F::Text && n % 7 == 3)
-                .count(),
+        rows.len() == (1..=generated).filter(|n| f_of(*n) == F::Text && n % 7 == 3).count(),
         "prefix rows: {}",
         rows.len()
     );
@@ -369,10 +318,7 @@ async fn the_article_project_pages_through_the_index_then_the_gsi() -> Result<()
     let mut cursor: Option<String> = None;
     loop {
         let page = world.grid.page(&q, cursor.as_deref()).await?;
-        ensure!(
-            page.requests.batch_gets >= 1,
-            "custom_fields is not projected: a BatchGetItem per page"
-        );
+        ensure!(page.requests.batch_gets >= 1, "custom_fields is not projected: a BatchGetItem per page");
         ids.extend(page.rows.iter().map(|r| text(&r.item, "id").to_owned()));
         match page.next {
             Some(next) => cursor = Some(next),
@@ -391,13 +337,7 @@ async fn the_article_project_pages_through_the_index_then_the_gsi() -> Result<()
     let next = first.next.unwrap_or_default();
     let mut other = q.clone();
     other.field = "47e5".into();
-    let error = world
-        .grid
-        .page(&other, Some(&next))
-        .await
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let error = world.grid.page(&other, Some(&next)).await.err().map(|e| e.to_string()).unwrap_or_default();
     ensure!(error.contains("another query"), "{error}");
     // One character of the signature changed (not the last: it carries only two bits, so
     // several characters decode alike there).
@@ -405,17 +345,8 @@ async fn the_article_project_pages_through_the_index_then_the_gsi() -> Result<()
     let swapped = if next.as_bytes()[at] == b'A' { "B" } else { "A" };
     let altered = format!("{}{swapped}{}", &next[..at], &next[at + 1..]);
     ensure!(altered != next);
-    let error = world
-        .grid
-        .page(&q, Some(&altered))
-        .await
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
-    ensure!(
-        error.contains("altered") || error.contains("malformed"),
-        "{error}"
-    );
+    let error = world.grid.page(&q, Some(&altered)).await.err().map(|e| e.to_string()).unwrap_or_default();
+    ensure!(error.contains("altered") || error.contains("malformed"), "{error}");
     Ok(())
 }
 
@@ -435,13 +366,7 @@ async fn pages_stay_correct_while_issues_are_inserted() -> Result<()> {
     let unique: BTreeSet<&String> = ids.iter().copied().collect();
     ensure!(unique.len() == ids.len(), "no issue twice");
     let missing: Vec<&String> = before.iter().filter(|id| !unique.contains(id)).collect();
-    ensure!(
-        missing.is_empty(),
-        "issues there before paging began are all listed: {missing:?}"
-    );
-    ensure!(
-        ids.len() > before.len(),
-        "some inserts land ahead of the cursor and show up"
-    );
+    ensure!(missing.is_empty(), "issues there before paging began are all listed: {missing:?}");
+    ensure!(ids.len() > before.len(), "some inserts land ahead of the cursor and show up");
     Ok(())
 }

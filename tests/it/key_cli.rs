@@ -17,10 +17,7 @@ struct Summary {
 }
 
 fn run(encode: bool, input: &str, options: &KeyOptions) -> (String, Summary) {
-    let desc = options
-        .desc
-        .as_ref()
-        .map(|d| d.iter().map(ToString::to_string).collect::<Vec<_>>().join(","));
+    let desc = options.desc.as_ref().map(|d| d.iter().map(ToString::to_string).collect::<Vec<_>>().join(","));
     let mut args = vec!["key", if encode { "encode" } else { "decode" }];
     if options.binary {
         args.push("--binary");
@@ -31,32 +28,18 @@ fn run(encode: bool, input: &str, options: &KeyOptions) -> (String, Summary) {
     let ran = sidestream(&args, input, &[]);
     let summary = if ran.ok {
         assert_eq!(ran.err, "");
-        Summary {
-            lines: ran.out.lines().count(),
-            errors: 0,
-        }
+        Summary { lines: ran.out.lines().count(), errors: 0 }
     } else {
         // "sidestream: E of L lines could not be converted"
         let words: Vec<&str> = ran.err.split_whitespace().collect();
-        assert_eq!(
-            words[4..],
-            ["lines", "could", "not", "be", "converted"],
-            "{}",
-            ran.err
-        );
-        Summary {
-            lines: words[3].parse().unwrap(),
-            errors: words[1].parse().unwrap(),
-        }
+        assert_eq!(words[4..], ["lines", "could", "not", "be", "converted"], "{}", ran.err);
+        Summary { lines: words[3].parse().unwrap(), errors: words[1].parse().unwrap() }
     };
     (ran.out, summary)
 }
 
 fn desc(positions: &[usize]) -> KeyOptions {
-    KeyOptions {
-        desc: Some(positions.to_vec()),
-        ..KeyOptions::default()
-    }
+    KeyOptions { desc: Some(positions.to_vec()), ..KeyOptions::default() }
 }
 
 /// The worked example of docs/keys.md, verbatim.
@@ -108,37 +91,22 @@ fn encoded_keys_sort_like_the_tuples() {
         r#"[{"S":"Opened"},{"N":"1"}]"#,
     ];
     for binary in [false, true] {
-        let options = KeyOptions {
-            binary,
-            ..KeyOptions::default()
-        };
+        let options = KeyOptions { binary, ..KeyOptions::default() };
         let (out, _) = run(true, &(tuples.join("\n") + "\n"), &options);
         let keys: Vec<String> = out
             .lines()
             .map(|l| {
                 let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                v.as_object()
-                    .unwrap()
-                    .values()
-                    .next()
-                    .unwrap()
-                    .as_str()
-                    .unwrap()
-                    .to_owned()
+                v.as_object().unwrap().values().next().unwrap().as_str().unwrap().to_owned()
             })
             .collect();
         let as_bytes: Vec<Vec<u8>> = if binary {
             use base64::Engine as _;
-            keys.iter()
-                .map(|k| base64::engine::general_purpose::STANDARD.decode(k).unwrap())
-                .collect()
+            keys.iter().map(|k| base64::engine::general_purpose::STANDARD.decode(k).unwrap()).collect()
         } else {
             keys.iter().map(|k| k.as_bytes().to_vec()).collect()
         };
-        assert!(
-            as_bytes.windows(2).all(|w| w[0] < w[1]),
-            "binary={binary}: {keys:?}"
-        );
+        assert!(as_bytes.windows(2).all(|w| w[0] < w[1]), "binary={binary}: {keys:?}");
     }
 }
 
@@ -156,10 +124,7 @@ fn every_line_gets_exactly_one_answer() {
 
     let (out, summary) = run(false, "sOpen\nsOpen#\n\u{1}\n", &KeyOptions::default());
     assert_eq!(summary, Summary { lines: 3, errors: 2 });
-    assert!(
-        out.starts_with(r#"{"error":"malformed K1 text key at byte 5"#),
-        "{out}"
-    );
+    assert!(out.starts_with(r#"{"error":"malformed K1 text key at byte 5"#), "{out}");
 }
 
 #[test]
@@ -168,18 +133,12 @@ fn decode_checks_directions_only_when_asked() {
     assert_eq!(out, "[{\"S\":\"Open\"},{\"N\":\"-42\"}]\n");
     let (out, summary) = run(false, "sOpen#MB42#\n", &desc(&[0]));
     assert_eq!(summary.errors, 1);
-    assert!(
-        out.contains("component 0 is ascending but --desc lists it"),
-        "{out}"
-    );
+    assert!(out.contains("component 0 is ascending but --desc lists it"), "{out}");
 }
 
 #[test]
 fn binary_keys_round_trip_through_base64() {
-    let options = KeyOptions {
-        binary: true,
-        ..desc(&[0])
-    };
+    let options = KeyOptions { binary: true, ..desc(&[0]) };
     let input = "[{\"S\":\"a\\u0000b\"},{\"B\":\"AP8=\"},{\"DATETIME\":\"2024-05-01T14:34:56.5+02:00\"}]\n";
     let (keys, _) = run(true, input, &options);
     let (decoded, summary) = run(false, &keys, &options);

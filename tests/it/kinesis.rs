@@ -96,24 +96,16 @@ async fn shuffled_and_duplicated_issue_changes_index_exactly_in_any_order() -> R
         check.missing,
         check.extra
     );
-    ensure!(
-        check.entries > 50,
-        "the issues call for entries: {}",
-        check.entries
-    );
+    ensure!(check.entries > 50, "the issues call for entries: {}", check.entries);
 
     // The same disorder through the indexer in order, on a fresh stack.
     let naive_stack = crate::support::pipeline::stack(&sdk, &[]).await?;
     let naive = runtime_with::<multikey_indexer::Indexer>(&naive_stack, "multikey-indexer", &[])?;
-    let (arrived, _) = disorder(&changes, 16, 0.1, 3, |r| {
-        serde_json::to_string(&r.change.keys).unwrap_or_default()
-    });
+    let (arrived, _) =
+        disorder(&changes, 16, 0.1, 3, |r| serde_json::to_string(&r.change.keys).unwrap_or_default());
     in_arrival_order(&naive, &arrived).await?;
     let naive_check = index_check(&client, &naive_stack, &changes).await?;
-    ensure!(
-        !naive_check.is_exact(),
-        "in arrival order, the index misses what the disorder reordered"
-    );
+    ensure!(!naive_check.is_exact(), "in arrival order, the index misses what the disorder reordered");
     Ok(())
 }
 
@@ -134,12 +126,8 @@ pub(crate) async fn index_check(
     }
     let base: Vec<Value> = base.into_values().collect();
     let index = local_stack::scan(client, &stack.table("IndexTable")?.name).await?;
-    let lookup = |name: &str| {
-        stack
-            .function("multikey-indexer")
-            .ok()
-            .and_then(|f| f.environment.get(name).cloned())
-    };
+    let lookup =
+        |name: &str| stack.function("multikey-indexer").ok().and_then(|f| f.environment.get(name).cloned());
     let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
     Ok(operations::oracle::compare(&indexes, &base, &index)?)
 }
@@ -153,28 +141,16 @@ async fn a_whole_run_through_kinesis_keeps_index_archive_and_totals_exact() -> R
     let sdk = sdk();
     let stack = stack(
         &sdk,
-        &[
-            ("IssuesChangeSource", "Kinesis"),
-            ("CounterChangeSource", "Kinesis"),
-            ("BatchSize", "7"),
-        ],
+        &[("IssuesChangeSource", "Kinesis"), ("CounterChangeSource", "Kinesis"), ("BatchSize", "7")],
     )
     .await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
-    let counters = Counters::new(
-        client.clone(),
-        &stack.table("CounterTable")?.name,
-        Sharding::new(4)?,
-    );
+    let counters = Counters::new(client.clone(), &stack.table("CounterTable")?.name, Sharding::new(4)?);
     let mut pipeline =
         crate::support::pipeline::pipeline(&sdk, &stack, &crate::support::pipeline::failure_log(), |_, i| i)?;
     let now = crate::support::pipeline::now();
-    for (id, expires_at) in [
-        ("gone-1", now - 10),
-        ("gone-2", now - 60),
-        ("future", now + 3_600),
-    ] {
+    for (id, expires_at) in [("gone-1", now - 10), ("gone-2", now - 60), ("future", now + 3_600)] {
         let item = json!({"id": id, "project": "p", "num": 1, "expires_at": expires_at});
         local_stack::put_json(&client, &issues, &item).await?;
     }
@@ -198,11 +174,7 @@ async fn a_whole_run_through_kinesis_keeps_index_archive_and_totals_exact() -> R
     let archived = crate::support::pipeline::archived_ids(&sdk, &stack).await?;
     ensure!(archived == ["gone-1", "gone-2"], "archived {archived:?}");
     let hot: i128 = (0..200).sum();
-    ensure!(
-        counters.total("hot").await? == Some(hot),
-        "hot {:?}",
-        counters.total("hot").await?
-    );
+    ensure!(counters.total("hot").await? == Some(hot), "hot {:?}", counters.total("hot").await?);
     let kinesis =
         |function: &str| -> Result<std::sync::Arc<local_stack::replayer::kinesis::delivery::Stream>> {
             let arn = &stack.function(function)?.streams[0].stream;
@@ -268,9 +240,7 @@ async fn in_arrival_order<F: StreamFunction>(runtime: &Runtime<F>, arrived: &[Ev
         for (i, record) in event.records.iter_mut().enumerate() {
             record.change.sequence_number = Some((10_u128.pow(20) + (place * BATCH + i) as u128).to_string());
         }
-        runtime
-            .handle(event, Deadline::after(Duration::from_secs(60)))
-            .await?;
+        runtime.handle(event, Deadline::after(Duration::from_secs(60))).await?;
     }
     Ok(())
 }
@@ -308,18 +278,14 @@ async fn shuffled_and_duplicated_kinesis_records_total_exactly() -> Result<()> {
     );
     let deliveries = deliver_kinesis(&aggregator, &delivered).await?;
     let wrong = wrong_totals(&counters, &sim).await?;
-    ensure!(
-        wrong.is_empty(),
-        "after {deliveries} deliveries, {counts:?}: {wrong:?}"
-    );
+    ensure!(wrong.is_empty(), "after {deliveries} deliveries, {counts:?}: {wrong:?}");
 
     // The same disorder read as a DynamoDB stream's order (each record versioned by its place in
     // the delivery): the totals are not exact, so the disorder mattered.
     let mut naive = CounterSim::new("in-arrival-order", 5, sharding, 3);
     let changes: Vec<EventRecord> = naive.changes(400).into_iter().map(|c| c.record).collect();
-    let (arrived, again): (Vec<EventRecord>, Disorder) = disorder(&changes, 16, 0.1, 11, |r| {
-        serde_json::to_string(&r.change.keys).unwrap_or_default()
-    });
+    let (arrived, again): (Vec<EventRecord>, Disorder) =
+        disorder(&changes, 16, 0.1, 11, |r| serde_json::to_string(&r.change.keys).unwrap_or_default());
     ensure!(again == counts, "the same disorder: {again:?} {counts:?}");
     in_arrival_order(&aggregator, &arrived).await?;
     let naive_wrong = wrong_totals(&counters, &naive).await?;
@@ -338,9 +304,7 @@ async fn shuffled_and_duplicated_ttl_deletions_are_archived_once_each() -> Resul
     let deletions = ttl_archiver::synthetic::ttl_batch(120, 5, 1_795_168_800, 0.5).records;
     let mut writer = Writer::new(STREAM, "sessions");
     let written: Vec<Value> = deletions.iter().map(|d| writer.write(d)).collect();
-    let (delivered, counts) = disorder(&written, 16, 0.2, 5, |r| {
-        r["kinesis"]["sequenceNumber"].to_string()
-    });
+    let (delivered, counts) = disorder(&written, 16, 0.2, 5, |r| r["kinesis"]["sequenceNumber"].to_string());
     ensure!(counts.duplicated > 10, "{counts:?}");
     deliver_kinesis(&archiver, &delivered).await?;
     let (bucket, prefix) = stack.archive_location()?;

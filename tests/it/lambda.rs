@@ -38,38 +38,19 @@ pub(crate) struct Function(Emulated);
 impl Function {
     pub(crate) fn start(name: &str, env: &BTreeMap<String, String>) -> Result<Function> {
         let log = std::env::temp_dir().join(format!("{}.log", unique(&format!("sidestream-{name}"))));
-        let emulated = Emulated::start(
-            &cargo_lambda()?,
-            &binary(name)?,
-            env,
-            &log,
-            Duration::from_secs(60),
-        )?;
+        let emulated = Emulated::start(&cargo_lambda()?, &binary(name)?, env, &log, Duration::from_secs(60))?;
         Ok(Function(emulated))
     }
 
     /// `cargo lambda invoke` with a fixture; the function's response.
     pub(crate) fn invoke(&self, fixture: &str) -> Result<Value> {
         let output = Command::new(cargo_lambda()?)
-            .args([
-                "lambda",
-                "invoke",
-                "_",
-                "--output-format",
-                "json",
-                "-A",
-                "127.0.0.1",
-                "-P",
-            ])
+            .args(["lambda", "invoke", "_", "--output-format", "json", "-A", "127.0.0.1", "-P"])
             .arg(self.0.port.to_string())
             .arg("--data-file")
             .arg(root().join(fixture))
             .output()?;
-        ensure!(
-            output.status.success(),
-            "invoke {fixture}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        ensure!(output.status.success(), "invoke {fixture}: {}", String::from_utf8_lossy(&output.stderr));
         serde_json::from_slice(&output.stdout)
             .with_context(|| format!("invoke {fixture}: {}", String::from_utf8_lossy(&output.stdout)))
     }
@@ -118,17 +99,11 @@ pub(crate) fn deadline() -> Deadline {
 fn compare(function: &Function, fixtures: &[&str], expected: &[Value]) -> Result<()> {
     for (fixture, expected) in fixtures.iter().zip(expected) {
         let response = function.invoke(fixture)?;
-        ensure!(
-            response == *expected,
-            "{fixture}: the binary answered {response}, the library {expected}"
-        );
+        ensure!(response == *expected, "{fixture}: the binary answered {response}, the library {expected}");
     }
     let lines = function.log_lines()?;
     let metrics = lines.iter().filter(|l| l.get("_aws").is_some()).count();
-    ensure!(
-        metrics == fixtures.len(),
-        "one EMF line per invocation, found {metrics} in {lines:#?}"
-    );
+    ensure!(metrics == fixtures.len(), "one EMF line per invocation, found {metrics} in {lines:#?}");
     Ok(())
 }
 
@@ -159,12 +134,7 @@ async fn multikey_indexer_binary_answers_like_the_library() -> Result<()> {
         "events/multikey-indexer/keys-only.json",
     ];
     let definitions = include_str!("../../functions/multikey-indexer/indexes.example.json");
-    let config = |table: &str| {
-        env(&[(
-            "MULTIKEY_INDEXES",
-            definitions.replace("issue-attrib-index", table),
-        )])
-    };
+    let config = |table: &str| env(&[("MULTIKEY_INDEXES", definitions.replace("issue-attrib-index", table))]);
     let (real, reference) = (unique("watch-index"), unique("watch-index-ref"));
     for table in [&real, &reference] {
         create_table(&client, table, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
@@ -183,31 +153,22 @@ async fn multikey_indexer_binary_answers_like_the_library() -> Result<()> {
     let written = items(&client, &real).await?;
     ensure!(!written.is_empty(), "the binary wrote no index entries");
     let expected = items(&client, &reference).await?;
-    ensure!(
-        written == expected,
-        "the index tables differ:\n{written:#?}\n{expected:#?}"
-    );
+    ensure!(written == expected, "the index tables differ:\n{written:#?}\n{expected:#?}");
     Ok(())
 }
 
 #[tokio::test]
 async fn ttl_archiver_binary_answers_like_the_library() -> Result<()> {
     let sdk = sdk();
-    let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&sdk)
-            .force_path_style(true)
-            .build(),
-    );
+    let s3 =
+        aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build());
     let fixtures = [
         "events/ttl-archiver/mixed.json",
         "events/ttl-archiver/user-remove.json",
         "events/ttl-archiver/poison.json",
     ];
     let config = |bucket: &str| {
-        env(&[
-            ("ARCHIVE_BUCKET", bucket.to_owned()),
-            ("ARCHIVE_PREFIX", "archive/".to_owned()),
-        ])
+        env(&[("ARCHIVE_BUCKET", bucket.to_owned()), ("ARCHIVE_PREFIX", "archive/".to_owned())])
     };
     let (real, reference) = (unique("watch-archive"), unique("watch-archive-ref"));
     for bucket in [&real, &reference] {
@@ -221,15 +182,8 @@ async fn ttl_archiver_binary_answers_like_the_library() -> Result<()> {
     }
     ensure!(expected[0] == json!({"batchItemFailures": []}), "{}", expected[0]);
     // The poison fixture's malformed record is parked, and the batch goes on.
-    ensure!(
-        expected[2] == expected[0],
-        "the poison fixture's record is parked: {}",
-        expected[2]
-    );
-    ensure!(
-        !parked("ttl-archiver", "e0041").await.is_empty(),
-        "the malformed record is not parked"
-    );
+    ensure!(expected[2] == expected[0], "the poison fixture's record is parked: {}", expected[2]);
+    ensure!(!parked("ttl-archiver", "e0041").await.is_empty(), "the malformed record is not parked");
 
     let function = Function::start("ttl-archiver", &config(&real))?;
     compare(&function, &fixtures, &expected)?;
@@ -244,10 +198,7 @@ async fn ttl_archiver_binary_answers_like_the_library() -> Result<()> {
         .and_then(|records| records.iter().find(|r| r["eventID"] == "e0041"))
         .context("the poison fixture has e0041")?;
     let decoded: stream_runtime::EventRecord = serde_json::from_value(delivered.clone())?;
-    ensure!(
-        serde_json::to_value(&decoded)? != *delivered,
-        "the check cannot tell the two apart"
-    );
+    ensure!(serde_json::to_value(&decoded)? != *delivered, "the check cannot tell the two apart");
     let docs = parked("ttl-archiver", "e0041").await;
     ensure!(
         docs.len() == 1 && docs[0]["record"] == *delivered,
@@ -262,15 +213,7 @@ pub(crate) async fn objects(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<BTr
     let listed = s3.list_objects_v2().bucket(bucket).send().await?;
     for object in listed.contents() {
         let key = object.key().context("a listed object has no key")?;
-        let body = s3
-            .get_object()
-            .bucket(bucket)
-            .key(key)
-            .send()
-            .await?
-            .body
-            .collect()
-            .await?;
+        let body = s3.get_object().bucket(bucket).key(key).send().await?.body.collect().await?;
         out.insert(key.to_owned(), body.to_vec());
     }
     Ok(out)
@@ -334,10 +277,7 @@ async fn counter_aggregator_binary_reads_a_kinesis_event() -> Result<()> {
     std::fs::write(&event_file, json!({"Records": records}).to_string())?;
     let function = Function::start(
         "counter-aggregator",
-        &env(&[
-            ("COUNTER_TABLE", real.clone()),
-            ("CHANGE_SOURCE", "kinesis".to_owned()),
-        ]),
+        &env(&[("COUNTER_TABLE", real.clone()), ("CHANGE_SOURCE", "kinesis".to_owned())]),
     )?;
     let response = function.invoke(&event_file.to_string_lossy())?;
     ensure!(response == json!({"batchItemFailures": []}), "{response}");
@@ -350,30 +290,15 @@ async fn counter_aggregator_binary_reads_a_kinesis_event() -> Result<()> {
         .filter_map(|r| {
             let key = serde_json::to_value(&r.change.keys).ok()?;
             let pk = key["pk"]["S"].as_str()?.to_owned();
-            Some(
-                pk.trim_start_matches("COUNTER#")
-                    .split("#SHARD#")
-                    .next()?
-                    .to_owned(),
-            )
+            Some(pk.trim_start_matches("COUNTER#").split("#SHARD#").next()?.to_owned())
         })
         .collect();
     ensure!(!names.is_empty(), "the fixture names counters");
     for name in &names {
-        let (got, want) = (
-            counters(&real).total(name).await?,
-            counters(&reference).total(name).await?,
-        );
-        ensure!(
-            got.is_some() && got == want,
-            "{name}: {got:?} from Kinesis, {want:?} from the stream"
-        );
+        let (got, want) = (counters(&real).total(name).await?, counters(&reference).total(name).await?);
+        ensure!(got.is_some() && got == want, "{name}: {got:?} from Kinesis, {want:?} from the stream");
     }
-    let metrics = function
-        .log_lines()?
-        .iter()
-        .filter(|l| l.get("_aws").is_some())
-        .count();
+    let metrics = function.log_lines()?.iter().filter(|l| l.get("_aws").is_some()).count();
     ensure!(metrics == 1, "one EMF line, found {metrics}");
     Ok(())
 }

@@ -35,21 +35,12 @@ fn event(records: &[EventRecord]) -> Event {
 
 /// The `value`s of the index entries of issue `id`, sorted, as text.
 async fn values_of(client: &aws_sdk_dynamodb::Client, table: &str, id: &str) -> Result<Vec<String>> {
-    let scan = client
-        .scan()
-        .table_name(table)
-        .consistent_read(true)
-        .send()
-        .await?;
+    let scan = client.scan().table_name(table).consistent_read(true).send().await?;
     let mut values: Vec<String> = scan
         .items()
         .iter()
         .filter(|e| e.get("id").and_then(|v| v.as_s().ok()).is_some_and(|v| v == id))
-        .filter(|e| {
-            e.get("pk")
-                .and_then(|v| v.as_s().ok())
-                .is_some_and(|pk| !pk.starts_with("%head#"))
-        })
+        .filter(|e| e.get("pk").and_then(|v| v.as_s().ok()).is_some_and(|pk| !pk.starts_with("%head#")))
         .map(|e| match e.get("value") {
             Some(AttributeValue::N(n)) => n.clone(),
             other => format!("{other:?}"),
@@ -66,14 +57,8 @@ async fn superseded(order: &str, values: &[u32], late: usize) -> Result<(Vec<Str
     let client = aws_sdk_dynamodb::Client::new(&sdk());
     let (base, index) = (unique("late-base"), unique("late-index"));
     create_table(&client, &base, "id", None, true).await;
-    create_table(
-        &client,
-        &index,
-        "pk",
-        Some(("sk", aws_sdk_dynamodb::types::ScalarAttributeType::S)),
-        false,
-    )
-    .await;
+    create_table(&client, &index, "pk", Some(("sk", aws_sdk_dynamodb::types::ScalarAttributeType::S)), false)
+        .await;
     let item = serde_json::json!({
         "id": "x1", "project": "35e9", "num": 1, "name": "Girder", "state": "open",
         "custom_fields": {"3fe6": values[0]}
@@ -91,11 +76,7 @@ async fn superseded(order: &str, values: &[u32], late: usize) -> Result<(Vec<Str
             .await?;
     }
     let records = stream_records(&sdk(), &client, &base).await;
-    ensure!(
-        records.len() == values.len(),
-        "a record per value: {} records",
-        records.len()
-    );
+    ensure!(records.len() == values.len(), "a record per value: {} records", records.len());
 
     let config = indexes(&index);
     let env = [
@@ -109,10 +90,7 @@ async fn superseded(order: &str, values: &[u32], late: usize) -> Result<(Vec<Str
         local_stack::fault_proxy::Spec::none(),
     )
     .await?;
-    let through_proxy = sdk()
-        .to_builder()
-        .endpoint_url(format!("http://{}", proxy.addr))
-        .build();
+    let through_proxy = sdk().to_builder().endpoint_url(format!("http://{}", proxy.addr)).build();
     let first = runtime_at::<Indexer>(&through_proxy, &env).await;
     let now = runtime::<Indexer>(&env).await;
 
@@ -120,20 +98,14 @@ async fn superseded(order: &str, values: &[u32], late: usize) -> Result<(Vec<Str
     // attempt times out, so it reports the record failed.
     if late > 0 {
         let done = now
-            .handle(
-                event(&records[..late]),
-                Deadline::after(std::time::Duration::from_secs(30)),
-            )
+            .handle(event(&records[..late]), Deadline::after(std::time::Duration::from_secs(30)))
             .await
             .map_err(|e| anyhow::anyhow!("{e:?}"))?;
         ensure!(done.batch_item_failures.is_empty(), "before A: {done:?}");
     }
     proxy.hold_writes();
     let a = first
-        .handle(
-            event(&records[late..=late]),
-            Deadline::after(std::time::Duration::from_secs(5)),
-        )
+        .handle(event(&records[late..=late]), Deadline::after(std::time::Duration::from_secs(5)))
         .await
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     ensure!(
@@ -149,10 +121,7 @@ async fn superseded(order: &str, values: &[u32], late: usize) -> Result<(Vec<Str
         ensure!(done.batch_item_failures.is_empty(), "{step}: {done:?}");
     }
     let last = values[values.len() - 1].to_string();
-    ensure!(
-        values_of(&client, &index, "x1").await? == [last.as_str()],
-        "before A lands"
-    );
+    ensure!(values_of(&client, &index, "x1").await? == [last.as_str()], "before A lands");
 
     // A's held write lands now.
     let landed = proxy.release_held().await;
@@ -164,10 +133,7 @@ async fn superseded(order: &str, values: &[u32], late: usize) -> Result<(Vec<Str
 /// A's put of an entry lands after B put it again and C deleted it (the value changed 1 → 2).
 async fn a_late_put_does_not_restore_a_deleted_entry(order: &str) -> Result<()> {
     let (values, landed) = superseded(order, &[1, 2], 0).await?;
-    ensure!(
-        values == ["2"],
-        "the index holds {values:?} for x1; the item calls for [\"2\"] only"
-    );
+    ensure!(values == ["2"], "the index holds {values:?} for x1; the item calls for [\"2\"] only");
     // The fence refused it whole: the item's head was at C's version, newer than A's.
     ensure!(landed == 0, "{landed} of A's late requests were applied");
     Ok(())
@@ -176,10 +142,7 @@ async fn a_late_put_does_not_restore_a_deleted_entry(order: &str) -> Result<()> 
 /// A's delete of an entry (the value changed 1 → 2) lands after C put it back (2 → 1).
 async fn a_late_delete_does_not_remove_an_entry_put_back(order: &str) -> Result<()> {
     let (values, landed) = superseded(order, &[1, 2, 1], 1).await?;
-    ensure!(
-        values == ["1"],
-        "the index holds {values:?} for x1; the item calls for [\"1\"] only"
-    );
+    ensure!(values == ["1"], "the index holds {values:?} for x1; the item calls for [\"1\"] only");
     ensure!(landed == 0, "{landed} of A's late requests were applied");
     Ok(())
 }

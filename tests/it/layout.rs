@@ -91,17 +91,13 @@ fn the_folders_are_the_layers_and_nothing_that_ships_depends_on_dev() {
     let crates = crates();
     assert!(layers.len() == 5, "ARCHITECTURE.md's layout table: {layers:?}");
     assert!(crates.len() >= 15, "found only {} crates", crates.len());
-    let by_name: BTreeMap<&str, &str> = crates
-        .iter()
-        .map(|(folder, (name, _))| (name.as_str(), folder.as_str()))
-        .collect();
+    let by_name: BTreeMap<&str, &str> =
+        crates.iter().map(|(folder, (name, _))| (name.as_str(), folder.as_str())).collect();
     let mut problems = Vec::new();
     let mut edges = 0;
     for (folder, (_, dependencies)) in &crates {
         let Some(&layer) = layers.get(group(folder)) else {
-            problems.push(format!(
-                "{folder}: its folder is not in ARCHITECTURE.md's layout table"
-            ));
+            problems.push(format!("{folder}: its folder is not in ARCHITECTURE.md's layout table"));
             continue;
         };
         for dependency in dependencies {
@@ -116,9 +112,7 @@ fn the_folders_are_the_layers_and_nothing_that_ships_depends_on_dev() {
                 ));
             }
             if group(folder) != "dev" && group(target) == "dev" {
-                problems.push(format!(
-                    "{folder} ships, and depends on {target}, which emulates AWS"
-                ));
+                problems.push(format!("{folder} ships, and depends on {target}, which emulates AWS"));
             }
         }
     }

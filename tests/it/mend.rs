@@ -33,15 +33,9 @@ pub(crate) fn indexes(stack: &Stack) -> Result<Indexes> {
 /// A record's field `f` in the new image (as text), and its event name.
 fn shape(record: &EventRecord) -> (String, String, Option<String>) {
     let value = serde_json::to_value(record).unwrap_or_default();
-    let id = value
-        .pointer("/dynamodb/Keys/id/S")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let f = value
-        .pointer("/dynamodb/NewImage/custom_fields/M/f/N")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let id = value.pointer("/dynamodb/Keys/id/S").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let f =
+        value.pointer("/dynamodb/NewImage/custom_fields/M/f/N").and_then(Value::as_str).map(str::to_owned);
     (id, record.event_name.clone(), f)
 }
 
@@ -98,11 +92,7 @@ async fn old_records_replayed_through_the_stream_leave_only_what_each_item_calls
         (id == "i000" && name == "INSERT") || (id == "i001" && name == "MODIFY" && f.as_deref() == Some("2"))
     };
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), move |function, inner| {
-        if function == "multikey-indexer" {
-            parking(inner, park, Arc::clone(&parked))
-        } else {
-            inner
-        }
+        if function == "multikey-indexer" { parking(inner, park, Arc::clone(&parked)) } else { inner }
     })?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
@@ -113,12 +103,7 @@ async fn old_records_replayed_through_the_stream_leave_only_what_each_item_calls
     put(&client, &issues, &issue(0, &json!({"f": 1}))).await?;
     put(&client, &issues, &issue(1, &json!({"f": 1}))).await?;
     pipeline.settle().await?;
-    client
-        .delete_item()
-        .table_name(&issues)
-        .key("id", AttributeValue::S("i000".into()))
-        .send()
-        .await?;
+    client.delete_item().table_name(&issues).key("id", AttributeValue::S("i000".into())).send().await?;
     set_f(&client, &issues, "i001", 2).await?;
     pipeline.settle().await?;
     set_f(&client, &issues, "i001", 3).await?;
@@ -143,14 +128,7 @@ async fn old_records_replayed_through_the_stream_leave_only_what_each_item_calls
     );
     let mended = through_stream.records(&records).await?;
     ensure!(
-        mended
-            == Mended {
-                touched: 1,
-                gone: 1,
-                deleted: 1,
-                called_for: 0,
-                newer: 0
-            },
+        mended == Mended { touched: 1, gone: 1, deleted: 1, called_for: 0, newer: 0 },
         "i001 touched, i000 gone, i001's entry for 1 deleted (older than the MODIFY): {mended:?}"
     );
     // Before the stream carries the touch: the stale entry is gone, nothing stale was put.
@@ -170,10 +148,7 @@ async fn old_records_replayed_through_the_stream_leave_only_what_each_item_calls
     )
     .records(&records)
     .await?;
-    ensure!(
-        (again.deleted, again.newer, again.touched) == (0, 0, 1),
-        "{again:?}"
-    );
+    ensure!((again.deleted, again.newer, again.touched) == (0, 0, 1), "{again:?}");
     pipeline.settle().await?;
     assert_index_exact(&sdk, &stack).await?;
     Ok(())
@@ -204,16 +179,10 @@ async fn a_repair_racing_the_stream_neither_deletes_a_fresh_entry_nor_restores_a
         "the race shows as entry 1 missing and the fresh entry 2 extra: {drift:#?}"
     );
 
-    let mended = Mender::new(writer.clone(), indexes.clone(), &issues, "repair-test")
-        .drift(&index, &drift)
-        .await?;
+    let mended =
+        Mender::new(writer.clone(), indexes.clone(), &issues, "repair-test").drift(&index, &drift).await?;
     ensure!(
-        mended
-            == Mended {
-                touched: 1,
-                called_for: 1,
-                ..Mended::default()
-            },
+        mended == Mended { touched: 1, called_for: 1, ..Mended::default() },
         "i000 touched; the fresh entry kept because i000 calls for it: {mended:?}"
     );
     ensure!(
@@ -247,15 +216,9 @@ async fn a_repair_racing_the_stream_neither_deletes_a_fresh_entry_nor_restores_a
         stale: vec![],
         extra: vec![seen],
     };
-    let mended = Mender::new(writer, indexes, &issues, "repair-test-2")
-        .drift(&index, &drift)
-        .await?;
+    let mended = Mender::new(writer, indexes, &issues, "repair-test-2").drift(&index, &drift).await?;
     ensure!(
-        mended
-            == Mended {
-                newer: 1,
-                ..Mended::default()
-            },
+        mended == Mended { newer: 1, ..Mended::default() },
         "the entry written since the verify is not deleted: {mended:?}"
     );
     ensure!(values_of(&client, &index, "i001").await? == ["1"]);

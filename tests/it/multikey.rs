@@ -32,9 +32,7 @@ fn event(records: &[EventRecord]) -> Event {
 }
 
 fn sdk_item(v: &Value) -> HashMap<String, AttributeValue> {
-    serde_json::from_value::<serde_dynamo::Item>(v.clone())
-        .unwrap()
-        .into()
+    serde_json::from_value::<serde_dynamo::Item>(v.clone()).unwrap().into()
 }
 
 /// The index table's entries (its version heads left out), partition by partition in `Query`
@@ -73,13 +71,7 @@ async fn base_table_changes(client: &aws_sdk_dynamodb::Client, table: &str) {
         serde_json::from_str(include_str!("../../events/multikey-indexer/insert.json")).unwrap();
     for r in &insert.records {
         let item: HashMap<String, AttributeValue> = r.change.new_image.clone().into();
-        client
-            .put_item()
-            .table_name(table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .unwrap();
+        client.put_item().table_name(table).set_item(Some(item)).send().await.unwrap();
     }
     let update = |id: &str, expression: &str, values: Value| {
         client
@@ -90,47 +82,26 @@ async fn base_table_changes(client: &aws_sdk_dynamodb::Client, table: &str) {
             .set_expression_attribute_values(Some(sdk_item(&values)))
     };
     // A custom field's value changes: re-key.
-    update(
-        "020e",
-        "SET custom_fields.#f = :v",
-        json!({":v": {"S": "2023-05-15"}}),
-    )
-    .expression_attribute_names("#f", "3812")
-    .send()
-    .await
-    .unwrap();
+    update("020e", "SET custom_fields.#f = :v", json!({":v": {"S": "2023-05-15"}}))
+        .expression_attribute_names("#f", "3812")
+        .send()
+        .await
+        .unwrap();
     // The tiebreaker changes: every entry re-keyed.
-    update("67d1", "SET num = :n", json!({":n": {"N": "7"}}))
-        .send()
-        .await
-        .unwrap();
+    update("67d1", "SET num = :n", json!({":n": {"N": "7"}})).send().await.unwrap();
     // A field dropped and another added.
-    update(
-        "af34",
-        "REMOVE custom_fields.#d SET custom_fields.#a = :v",
-        json!({":v": {"S": "2023-06-30"}}),
-    )
-    .expression_attribute_names("#d", "3fe6")
-    .expression_attribute_names("#a", "882a")
-    .send()
-    .await
-    .unwrap();
-    // An issue without custom fields gains one; another is deleted.
-    update(
-        "3544",
-        "SET custom_fields = :m",
-        json!({":m": {"M": {"3812": {"S": "2023-04-30"}}}}),
-    )
-    .send()
-    .await
-    .unwrap();
-    client
-        .delete_item()
-        .table_name(table)
-        .key("id", AttributeValue::S("83a4".into()))
+    update("af34", "REMOVE custom_fields.#d SET custom_fields.#a = :v", json!({":v": {"S": "2023-06-30"}}))
+        .expression_attribute_names("#d", "3fe6")
+        .expression_attribute_names("#a", "882a")
         .send()
         .await
         .unwrap();
+    // An issue without custom fields gains one; another is deleted.
+    update("3544", "SET custom_fields = :m", json!({":m": {"M": {"3812": {"S": "2023-04-30"}}}}))
+        .send()
+        .await
+        .unwrap();
+    client.delete_item().table_name(table).key("id", AttributeValue::S("83a4".into())).send().await.unwrap();
 }
 
 /// An issues table with a stream, an empty index table, and the stream records of
@@ -151,11 +122,7 @@ impl Scenario {
         create_table(&client, &index, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
         base_table_changes(&client, &issues).await;
         let records = stream_records(&sdk, &client, &issues).await;
-        Scenario {
-            client,
-            index,
-            records,
-        }
+        Scenario { client, index, records }
     }
 }
 
@@ -168,10 +135,7 @@ async fn the_index_follows_the_base_table_through_duplicate_delivery() {
     let (first, rest) = s.records.split_at(6);
     // The first batch is delivered twice, as Lambda may.
     for batch in [first, first, rest] {
-        let response = indexer
-            .handle(event(batch), Deadline::after(Duration::from_secs(60)))
-            .await
-            .unwrap();
+        let response = indexer.handle(event(batch), Deadline::after(Duration::from_secs(60))).await.unwrap();
         assert!(response.batch_item_failures.is_empty(), "{response:?}");
     }
     assert_eq!(
@@ -211,24 +175,16 @@ async fn a_poison_record_becomes_the_checkpoint_and_the_retry_finishes_the_batch
     // Record 6 (020e's update) arrives without its old image, as from a NEW_IMAGE stream.
     let mut poisoned = s.records.clone();
     poisoned[5].change.old_image = serde_dynamo::Item::default();
-    let response = indexer
-        .handle(event(&poisoned), Deadline::after(Duration::from_secs(60)))
-        .await
-        .unwrap();
-    let reported: Vec<_> = response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone().unwrap())
-        .collect();
+    let response = indexer.handle(event(&poisoned), Deadline::after(Duration::from_secs(60))).await.unwrap();
+    let reported: Vec<_> =
+        response.batch_item_failures.iter().map(|f| f.item_identifier.clone().unwrap()).collect();
     assert_eq!(reported, [s.records[5].change.sequence_number.clone().unwrap()]);
     // Records before it are indexed; none after it.
     assert_eq!(index_rows(&s.client, &s.index).await.len(), 6);
 
     // Lambda redelivers from the checkpoint (this time intact).
-    let response = indexer
-        .handle(event(&s.records[5..]), Deadline::after(Duration::from_secs(60)))
-        .await
-        .unwrap();
+    let response =
+        indexer.handle(event(&s.records[5..]), Deadline::after(Duration::from_secs(60))).await.unwrap();
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(index_rows(&s.client, &s.index).await.len(), 7);
 }
@@ -236,17 +192,11 @@ async fn a_poison_record_becomes_the_checkpoint_and_the_retry_finishes_the_batch
 fn put(table: &str, pk: usize, origin: usize) -> ItemWrite {
     let item: serde_dynamo::Item =
         serde_json::from_value(json!({"pk": {"S": format!("k{pk:03}")}, "sk": {"S": "s"}})).unwrap();
-    ItemWrite {
-        table: table.into(),
-        op: Op::Put(item.into()),
-        origin,
-    }
+    ItemWrite { table: table.into(), op: Op::Put(item.into()), origin }
 }
 
 fn writer(sdk: &aws_config::SdkConfig) -> Writer {
-    Writer::new(aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(
-        sdk,
-    )))
+    Writer::new(aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk)))
 }
 
 #[tokio::test]
@@ -259,32 +209,18 @@ async fn the_writer_chunks_by_25_and_reports_failures_by_origin() {
     let later = || Policy::default().budget(Deadline::after(Duration::from_secs(60)));
 
     let budget = later();
-    let report = writer
-        .write((0..60).map(|i| put(&table, i, i)).collect(), &budget)
-        .await;
+    let report = writer.write((0..60).map(|i| put(&table, i, i)).collect(), &budget).await;
     assert_eq!(
-        (
-            report.writes,
-            budget.tally.requests(),
-            budget.tally.retries(),
-            report.failed
-        ),
+        (report.writes, budget.tally.requests(), budget.tally.retries(), report.failed),
         (60, 3, 0, 0)
     );
     assert_eq!(client.scan().table_name(&table).send().await.unwrap().count(), 60);
 
     // A missing table is systemic: no retries, no narrowing, and every write is reported.
-    let mixed = vec![
-        put(&table, 100, 7),
-        put("no-such-table", 1, 5),
-        put(&table, 101, 2),
-    ];
+    let mixed = vec![put(&table, 100, 7), put("no-such-table", 1, 5), put(&table, 101, 2)];
     let budget = later();
     let report = writer.write(mixed, &budget).await;
-    assert_eq!(
-        (budget.tally.requests(), budget.tally.retries(), report.failed),
-        (1, 0, 3)
-    );
+    assert_eq!((budget.tally.requests(), budget.tally.retries(), report.failed), (1, 0, 3));
     assert_eq!(first_failed_origin(&report), Some(2));
     let (_, failure) = &report.failures[0];
     assert_eq!(failure.kind, io_policy::FailureKind::Systemic);
@@ -293,14 +229,7 @@ async fn the_writer_chunks_by_25_and_reports_failures_by_origin() {
     // Inside the margin before the deadline nothing is sent.
     let budget = Policy::default().budget(Deadline::after(Duration::from_millis(500)));
     let report = writer.write(vec![put(&table, 102, 4)], &budget).await;
-    assert_eq!(
-        (
-            budget.tally.requests(),
-            report.failed,
-            first_failed_origin(&report)
-        ),
-        (0, 1, Some(4))
-    );
+    assert_eq!((budget.tally.requests(), report.failed, first_failed_origin(&report)), (0, 1, Some(4)));
 }
 
 /// A write DynamoDB rejects for its content (a number out of DynamoDB's range) fails its request
@@ -323,13 +252,8 @@ async fn a_rejected_request_is_narrowed_down_to_the_write_that_causes_it() {
     let budget = Policy::default().budget(Deadline::after(Duration::from_secs(60)));
     let report = writer(&sdk).write(writes, &budget).await;
     assert_eq!((report.writes, report.failed), (29, 1));
-    let [(origin, failure)] = report.failures.as_slice() else {
-        panic!("{:?}", report.failures)
-    };
-    assert_eq!(
-        (*origin, failure.kind),
-        (17, io_policy::FailureKind::RecordPermanent)
-    );
+    let [(origin, failure)] = report.failures.as_slice() else { panic!("{:?}", report.failures) };
+    assert_eq!((*origin, failure.kind), (17, io_policy::FailureKind::RecordPermanent));
     assert!(failure.message.contains("ValidationException"), "{failure}");
     // 2 chunks; the rejected one of 25 is halved down to write 17: 25 → 12 (ok) + 13 → 6 + 7 (ok)
     // → 3 (ok) + 3 → 1 (ok) + 2 → 1 (ok) + 1 (rejected): 10 requests, plus 1 for the other chunk
@@ -370,13 +294,9 @@ async fn a_batch_planned_in_steps_indexes_exactly_in_as_many_requests_as_planned
     let whole_writes: usize = groups.iter().map(|g| g.writes.len() + 1).sum();
     let whole_requests = stream_runtime::writer::requests_for_fenced(&groups);
 
-    let (response, metrics) = indexer
-        .handle_counted(event(&changes), Deadline::after(Duration::from_secs(120)))
-        .await;
-    anyhow::ensure!(
-        response.is_ok_and(|r| r.batch_item_failures.is_empty()),
-        "the batch finished"
-    );
+    let (response, metrics) =
+        indexer.handle_counted(event(&changes), Deadline::after(Duration::from_secs(120))).await;
+    anyhow::ensure!(response.is_ok_and(|r| r.batch_item_failures.is_empty()), "the batch finished");
     let (writes, requests) = (metrics.get(Metric::Writes), metrics.get(Metric::Requests));
     anyhow::ensure!(
         writes == whole_writes as u64 && requests == whole_requests as u64,

@@ -57,9 +57,8 @@ async fn handle<F: StreamFunction>(
     runtime: &Runtime<F>,
     records: Vec<EventRecord>,
 ) -> (Vec<String>, Metrics) {
-    let (response, metrics) = runtime
-        .handle_counted(event(records), Deadline::after(Duration::from_secs(60)))
-        .await;
+    let (response, metrics) =
+        runtime.handle_counted(event(records), Deadline::after(Duration::from_secs(60))).await;
     let failures = response
         .unwrap()
         .batch_item_failures
@@ -73,12 +72,8 @@ fn counts(metrics: &Metrics, which: &[Metric]) -> Vec<u64> {
     which.iter().map(|m| metrics.get(*m)).collect()
 }
 
-const OUTCOME: [Metric; 4] = [
-    Metric::RecordsDone,
-    Metric::ParkedRecords,
-    Metric::SystemicFailures,
-    Metric::TransientFailures,
-];
+const OUTCOME: [Metric; 4] =
+    [Metric::RecordsDone, Metric::ParkedRecords, Metric::SystemicFailures, Metric::TransientFailures];
 
 async fn index_table() -> (aws_sdk_dynamodb::Client, String) {
     let client = aws_sdk_dynamodb::Client::new(&sdk());
@@ -105,33 +100,20 @@ async fn an_oversize_index_entry_parks_its_record_and_the_batch_goes_on() {
     let big = "x".repeat(409_000);
     let records = vec![
         plain(1, "a1", "a"),
-        issue(
-            2,
-            &id,
-            "INSERT",
-            &fields("b", 2, &json!({"M": {"f1": {"N": "2"}, "big": {"S": big}}})),
-        ),
+        issue(2, &id, "INSERT", &fields("b", 2, &json!({"M": {"f1": {"N": "2"}, "big": {"S": big}}}))),
         plain(3, "c3", "c"),
     ];
     let (failures, metrics) = handle(&indexer, records).await;
     assert!(failures.is_empty(), "{failures:?}");
     assert_eq!(counts(&metrics, &OUTCOME), [3, 1, 0, 0]);
-    assert_eq!(
-        crate::support::moto::index_partitions(&client, &table).await,
-        ["p1#f1", "p1#f1", "p1#f1"]
-    );
+    assert_eq!(crate::support::moto::index_partitions(&client, &table).await, ["p1#f1", "p1#f1", "p1#f1"]);
     let parked = parked("multikey-indexer", &id).await;
     assert_eq!(parked.len(), 1);
     let error = parked[0]["error"].as_str().unwrap();
-    assert!(
-        error.contains("pk=\"p1#big\"") && error.contains("409600"),
-        "{error}"
-    );
+    assert!(error.contains("pk=\"p1#big\"") && error.contains("409600"), "{error}");
     assert_eq!(parked[0]["kind"], "record-permanent");
     assert_eq!(
-        parked[0]["record"]["dynamodb"]["NewImage"]["custom_fields"]["M"]["big"]["S"]
-            .as_str()
-            .map(str::len),
+        parked[0]["record"]["dynamodb"]["NewImage"]["custom_fields"]["M"]["big"]["S"].as_str().map(str::len),
         Some(409_000)
     );
 }
@@ -147,27 +129,15 @@ async fn a_validation_exception_parks_exactly_the_record_that_causes_it() {
     let indexer = indexer(&table, &[]).await;
     let mut bad = fields("b", 2, &json!({"M": {"f1": {"N": "2"}}}));
     bad["state"] = json!({"N": "1E+200"});
-    let records = vec![
-        plain(1, "a1", "a"),
-        issue(2, &id, "INSERT", &bad),
-        plain(3, "c3", "c"),
-    ];
+    let records = vec![plain(1, "a1", "a"), issue(2, &id, "INSERT", &bad), plain(3, "c3", "c")];
     let (failures, metrics) = handle(&indexer, records).await;
     assert!(failures.is_empty(), "{failures:?}");
     assert_eq!(counts(&metrics, &OUTCOME), [3, 1, 0, 0]);
-    assert_eq!(
-        crate::support::moto::index_partitions(&client, &table)
-            .await
-            .len(),
-        2
-    );
+    assert_eq!(crate::support::moto::index_partitions(&client, &table).await.len(), 2);
     let parked = parked("multikey-indexer", &id).await;
     assert_eq!(parked.len(), 1);
     assert!(
-        parked[0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("ValidationError: Number overflow"),
+        parked[0]["error"].as_str().unwrap().contains("ValidationError: Number overflow"),
         "{}",
         parked[0]
     );
@@ -185,10 +155,7 @@ async fn a_configuration_that_does_not_match_the_table_checkpoints_without_parki
     let (failures, metrics) = handle(&indexer, records).await;
     assert_eq!(failures, ["000000000000000000002"]);
     assert_eq!(counts(&metrics, &OUTCOME), [1, 0, 1, 0]);
-    assert_eq!(
-        crate::support::moto::index_partitions(&client, &table).await,
-        ["p1#f1"]
-    );
+    assert_eq!(crate::support::moto::index_partitions(&client, &table).await, ["p1#f1"]);
     assert!(parked("multikey-indexer", "b2").await.is_empty());
 }
 
@@ -215,24 +182,14 @@ async fn a_record_that_cannot_be_parked_becomes_the_checkpoint() {
     let big = "x".repeat(409_000);
     let records = vec![
         plain(1, "a1", "a"),
-        issue(
-            2,
-            "b2",
-            "INSERT",
-            &fields("b", 2, &json!({"M": {"big": {"S": big}}})),
-        ),
+        issue(2, "b2", "INSERT", &fields("b", 2, &json!({"M": {"big": {"S": big}}}))),
         plain(3, "c3", "c"),
     ];
     let (failures, metrics) = handle(&indexer, records).await;
     assert_eq!(failures, ["000000000000000000002"]);
     assert_eq!(counts(&metrics, &OUTCOME), [1, 0, 1, 0]);
     // Record 3's entry was written too (writes are idempotent; it is redelivered and rewritten).
-    assert_eq!(
-        crate::support::moto::index_partitions(&client, &table)
-            .await
-            .len(),
-        2
-    );
+    assert_eq!(crate::support::moto::index_partitions(&client, &table).await.len(), 2);
 }
 
 /// A counter shard whose `count` is not an integer is parked; the other shards' increments, of
@@ -277,17 +234,11 @@ async fn a_non_integer_count_is_parked_and_the_other_increments_are_summed() {
             got.item.unwrap()["total"].as_n().unwrap().clone()
         }
     };
-    assert_eq!(
-        (total("votes").await, total("likes").await),
-        ("12".to_owned(), "2".to_owned())
-    );
+    assert_eq!((total("votes").await, total("likes").await), ("12".to_owned(), "2".to_owned()));
     let parked = parked("counter-aggregator", &id).await;
     assert_eq!(parked.len(), 1);
     assert!(
-        parked[0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("where an integer `count` belongs"),
+        parked[0]["error"].as_str().unwrap().contains("where an integer `count` belongs"),
         "{}",
         parked[0]
     );
@@ -301,16 +252,10 @@ async fn a_missing_parking_bucket_fails_init() {
     let missing = unique("no-such-parking");
     let unready = indexer(&table, &[("PARKING_BUCKET", &missing)]).await;
     let error = unready.prime().await.unwrap_err().to_string();
-    assert!(
-        error.starts_with("PARKING_BUCKET: bucket") && error.contains(&missing),
-        "{error}"
-    );
+    assert!(error.starts_with("PARKING_BUCKET: bucket") && error.contains(&missing), "{error}");
     let ready = indexer(&table, &[]).await;
     let primed = ready.prime().await.unwrap();
-    assert!(
-        primed.calls >= 2,
-        "the index table and the parking bucket: {primed:?}"
-    );
+    assert!(primed.calls >= 2, "the index table and the parking bucket: {primed:?}");
 }
 
 /// Priming checks the source table's stream (`SOURCE_TABLE`): a `KEYS_ONLY` stream would give
@@ -338,11 +283,7 @@ async fn a_source_stream_without_the_images_fails_init() {
                         .unwrap(),
                 )
                 .key_schema(
-                    KeySchemaElement::builder()
-                        .attribute_name("id")
-                        .key_type(KeyType::Hash)
-                        .build()
-                        .unwrap(),
+                    KeySchemaElement::builder().attribute_name("id").key_type(KeyType::Hash).build().unwrap(),
                 )
                 .stream_specification(
                     StreamSpecification::builder()
@@ -369,8 +310,5 @@ async fn a_source_stream_without_the_images_fails_init() {
     let both = source(StreamViewType::NewAndOldImages).await;
     let ready = indexer(&table, &[("SOURCE_TABLE", &both)]).await;
     let primed = ready.prime().await.unwrap();
-    assert!(
-        primed.calls >= 3,
-        "the index table, the parking bucket and the source table: {primed:?}"
-    );
+    assert!(primed.calls >= 3, "the index table, the parking bucket and the source table: {primed:?}");
 }

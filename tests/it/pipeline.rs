@@ -32,10 +32,7 @@ async fn the_index_is_exact_after_creates_modifies_and_deletes() -> Result<()> {
     let entries = assert_index_exact(&sdk, &stack).await?;
     ensure!(entries > 50, "the churn leaves a sizeable index, found {entries}");
     let counts = pipeline.counts();
-    let indexer = counts
-        .iter()
-        .find(|(f, _)| *f == "multikey-indexer")
-        .map(|(_, c)| *c);
+    let indexer = counts.iter().find(|(f, _)| *f == "multikey-indexer").map(|(_, c)| *c);
     let indexer = indexer.unwrap_or_default();
     ensure!(
         indexer.invocations > 10 && indexer.delivered == indexer.read && indexer.given_up == 0,
@@ -64,19 +61,9 @@ async fn ttl_expiry_is_archived_exactly_and_user_deletes_are_not() -> Result<()>
         ("text", json!("yesterday")),
     ];
     for (id, expires_at) in &items {
-        put(
-            &client,
-            &issues,
-            &json!({"id": id, "project": "p", "num": 1, "expires_at": expires_at}),
-        )
-        .await?;
+        put(&client, &issues, &json!({"id": id, "project": "p", "num": 1, "expires_at": expires_at})).await?;
     }
-    put(
-        &client,
-        &issues,
-        &json!({"id": "no-ttl", "project": "p", "num": 2}),
-    )
-    .await?;
+    put(&client, &issues, &json!({"id": "no-ttl", "project": "p", "num": 2})).await?;
     // A user's deletes, one of an item that has expired but not yet been swept.
     delete(&client, &issues, "user-deleted-expired").await?;
     delete(&client, &issues, "user-deleted").await?;
@@ -89,10 +76,7 @@ async fn ttl_expiry_is_archived_exactly_and_user_deletes_are_not() -> Result<()>
     // The archived items are the items as they were, every attribute.
     for (_, item) in &archived {
         let item = serde_json::to_value(item)?;
-        ensure!(
-            item["project"]["S"] == "p" && item["expires_at"]["N"].is_string(),
-            "{item}"
-        );
+        ensure!(item["project"]["S"] == "p" && item["expires_at"]["N"].is_string(), "{item}");
     }
     let left: Vec<String> = local_stack::scan(&client, &issues)
         .await?
@@ -101,10 +85,7 @@ async fn ttl_expiry_is_archived_exactly_and_user_deletes_are_not() -> Result<()>
         .collect();
     let mut left = left;
     left.sort();
-    ensure!(
-        left == ["ancient", "future", "no-ttl", "text"],
-        "left in the table: {left:?}"
-    );
+    ensure!(left == ["ancient", "future", "no-ttl", "text"], "left in the table: {left:?}");
     Ok(())
 }
 
@@ -121,19 +102,15 @@ async fn an_archiving_region_also_archives_expired_items_deleted_without_the_ttl
         .iter_mut()
         .find(|f| f.binary.as_deref() == Some("ttl-archiver"))
         .ok_or_else(|| anyhow::anyhow!("no archiver"))?;
-    archiver
-        .environment
-        .insert("ARCHIVE_REPLICATED_TTL_ATTRIBUTE".into(), "expires_at".into());
+    archiver.environment.insert("ARCHIVE_REPLICATED_TTL_ATTRIBUTE".into(), "expires_at".into());
     archiver.streams[0].filters = vec![r#"{"eventName": ["REMOVE"]}"#.to_owned()];
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     let now = now();
-    for (id, expires_at) in [
-        ("swept", now - 10),
-        ("replicated-expired", now - 5),
-        ("deleted-unexpired", now + 3_600),
-    ] {
+    for (id, expires_at) in
+        [("swept", now - 10), ("replicated-expired", now - 5), ("deleted-unexpired", now + 3_600)]
+    {
         let item = json!({"id": id, "project": "p", "num": 1, "expires_at": expires_at});
         put(&client, &issues, &item).await?;
     }
@@ -169,11 +146,7 @@ async fn concurrent_increments_total_exactly() -> Result<()> {
     replayed?;
     pipeline.settle().await?;
     let hot: i128 = (0..400).sum();
-    ensure!(
-        counters.total("hot").await? == Some(hot),
-        "hot: {:?} != {hot}",
-        counters.total("hot").await?
-    );
+    ensure!(counters.total("hot").await? == Some(hot), "hot: {:?} != {hot}", counters.total("hot").await?);
     ensure!(counters.exact("hot").await? == hot);
     ensure!(counters.total("cold").await? == Some(400));
     Ok(())
@@ -197,12 +170,8 @@ async fn parallel_batches_and_split_shards_keep_each_items_records_in_order() ->
         }
         let (log, running, peak) = (Arc::clone(&log), Arc::clone(&running), Arc::clone(&peak));
         in_process(move |event, deadline| {
-            let (inner, log, running, peak) = (
-                Arc::clone(&inner),
-                Arc::clone(&log),
-                Arc::clone(&running),
-                Arc::clone(&peak),
-            );
+            let (inner, log, running, peak) =
+                (Arc::clone(&inner), Arc::clone(&log), Arc::clone(&running), Arc::clone(&peak));
             async move {
                 let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                 peak.fetch_max(now, Ordering::SeqCst);
@@ -219,9 +188,7 @@ async fn parallel_batches_and_split_shards_keep_each_items_records_in_order() ->
             }
         })
     })?;
-    let mut pipeline = pipeline.with_topology(local_stack::replayer::Topology {
-        split_every: Some(15),
-    });
+    let mut pipeline = pipeline.with_topology(local_stack::replayer::Topology { split_every: Some(15) });
     churn(&sdk, &stack).await?;
     pipeline.step().await?;
     churn(&sdk, &stack).await?;
@@ -232,10 +199,7 @@ async fn parallel_batches_and_split_shards_keep_each_items_records_in_order() ->
     let mut last: BTreeMap<&str, u128> = BTreeMap::new();
     for (key, sequence) in &seen {
         let before = last.insert(key, *sequence);
-        ensure!(
-            before.is_none_or(|b| b < *sequence),
-            "{key}: {sequence} delivered after {before:?}"
-        );
+        ensure!(before.is_none_or(|b| b < *sequence), "{key}: {sequence} delivered after {before:?}");
     }
     let counts: BTreeMap<&str, _> = pipeline.counts().into_iter().collect();
     let indexer = counts["multikey-indexer"];
@@ -244,14 +208,8 @@ async fn parallel_batches_and_split_shards_keep_each_items_records_in_order() ->
         "every record once: {indexer:?}, {} seen",
         seen.len()
     );
-    ensure!(
-        indexer.lanes > 8,
-        "shards split into children, each with 4 lanes: {indexer:?}"
-    );
-    ensure!(
-        most.load(Ordering::SeqCst) > 1,
-        "batches of one stream ran at once"
-    );
+    ensure!(indexer.lanes > 8, "shards split into children, each with 4 lanes: {indexer:?}");
+    ensure!(most.load(Ordering::SeqCst) > 1, "batches of one stream ran at once");
     Ok(())
 }
 
@@ -309,10 +267,7 @@ async fn a_function_that_fails_once_loses_nothing() -> Result<()> {
     let counts: BTreeMap<&str, _> = pipeline.counts().into_iter().collect();
     let (indexer, aggregator) = (counts["multikey-indexer"], counts["counter-aggregator"]);
     ensure!(indexer.bisections == 1 && indexer.given_up == 0, "{indexer:?}");
-    ensure!(
-        aggregator.retries == 1 && aggregator.given_up == 0,
-        "{aggregator:?}"
-    );
+    ensure!(aggregator.retries == 1 && aggregator.given_up == 0, "{aggregator:?}");
     Ok(())
 }
 
@@ -328,21 +283,14 @@ async fn records_that_always_fail_go_to_the_failure_log_and_the_rest_goes_on() -
         }
         let crashes = Arc::new(AtomicU32::new(0));
         crate::support::pipeline::crashing(inner, crashes, "Poison", |event| {
-            event
-                .records
-                .iter()
-                .any(|r| crate::support::pipeline::of_issue(r, "poison"))
+            event.records.iter().any(|r| crate::support::pipeline::of_issue(r, "poison"))
         })
     })?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
     put_issues(&client, &issues, 0..6, |id| json!({"f": id})).await?;
-    put(
-        &client,
-        &issues,
-        &json!({"id": "poison", "project": "p0", "num": 99, "custom_fields": {"f": 1}}),
-    )
-    .await?;
+    put(&client, &issues, &json!({"id": "poison", "project": "p0", "num": 99, "custom_fields": {"f": 1}}))
+        .await?;
     for id in 6..12 {
         put(&client, &issues, &issue(id, &json!({"f": id}))).await?;
     }
@@ -352,16 +300,9 @@ async fn records_that_always_fail_go_to_the_failure_log_and_the_rest_goes_on() -
     let entries: Vec<Value> = text.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
     ensure!(entries.len() == 1, "one range given up: {text}");
     let info = &entries[0]["DDBStreamBatchInfo"];
-    ensure!(
-        info["batchSize"] == 1,
-        "bisected down to the poison record alone: {info}"
-    );
+    ensure!(info["batchSize"] == 1, "bisected down to the poison record alone: {info}");
     ensure!(info["startSequenceNumber"] == info["endSequenceNumber"], "{info}");
-    ensure!(
-        entries[0]["requestContext"]["approximateInvokeCount"] == 3,
-        "{}",
-        entries[0]
-    );
+    ensure!(entries[0]["requestContext"]["approximateInvokeCount"] == 3, "{}", entries[0]);
     let stream = &stack.streams[&issues];
     ensure!(info["streamArn"] == stream.as_str(), "{info}");
     // Every other issue is in the index: the shard went on past the poison record.
@@ -371,11 +312,7 @@ async fn records_that_always_fail_go_to_the_failure_log_and_the_rest_goes_on() -
     let expected: Vec<String> = (0..12).map(|id| format!("i{id:03}")).collect();
     ensure!(ids == expected, "indexed {ids:?}");
     let counts: BTreeMap<&str, _> = pipeline.counts().into_iter().collect();
-    ensure!(
-        counts["multikey-indexer"].given_up == 1,
-        "{:?}",
-        counts["multikey-indexer"]
-    );
+    ensure!(counts["multikey-indexer"].given_up == 1, "{:?}", counts["multikey-indexer"]);
     Ok(())
 }
 
@@ -395,30 +332,19 @@ async fn under_every_injected_fault_nothing_is_lost_and_nothing_doubled() -> Res
         "throttle=0.08,5xx=0.05,partial=0.3,apply-then-fail=0.05,reset=0.04,stall=0.03,stall-for=1500ms,late=0.03,late-for=2000ms,latency=1ms,seed=11",
     )?;
     let proxy = local_stack::fault_proxy::start(&std::env::var("SIDESTREAM_MOTO_ENDPOINT")?, spec).await?;
-    let through = sdk
-        .to_builder()
-        .endpoint_url(format!("http://{}", proxy.addr))
-        .build();
+    let through = sdk.to_builder().endpoint_url(format!("http://{}", proxy.addr)).build();
     let mut pipeline = stack.pipeline(
         &sdk,
         |function| {
             let mut function = function.clone();
             // Attempts cut off well before a stall ends; enough of them to outlast the faults.
-            function
-                .environment
-                .insert("ATTEMPT_TIMEOUT_MS".into(), "500".into());
-            function
-                .environment
-                .insert("WRITE_MAX_ATTEMPTS".into(), "20".into());
+            function.environment.insert("ATTEMPT_TIMEOUT_MS".into(), "500".into());
+            function.environment.insert("WRITE_MAX_ATTEMPTS".into(), "20".into());
             in_process_invoker(&function, &through)
         },
         FailureLog::new(failure_log()),
     )?;
-    let counters = Counters::new(
-        client.clone(),
-        &stack.table("CounterTable")?.name,
-        Sharding::new(4)?,
-    );
+    let counters = Counters::new(client.clone(), &stack.table("CounterTable")?.name, Sharding::new(4)?);
     let now = now();
     let mut expired = Vec::new();
     // Up to 12 rounds: the rarest fault (a stall, 3%) once went unseen in 4 rounds (about 180
@@ -436,9 +362,7 @@ async fn under_every_injected_fault_nothing_is_lost_and_nothing_doubled() -> Res
             expired.push(id);
         }
         for i in 0..40 {
-            counters
-                .increment(if i % 2 == 0 { "cheers" } else { "boos" }, 1)
-                .await?;
+            counters.increment(if i % 2 == 0 { "cheers" } else { "boos" }, 1).await?;
         }
         pipeline.settle().await?;
         if proxy.counts.snapshot().iter().all(|(_, n)| *n > 0) {
@@ -446,10 +370,7 @@ async fn under_every_injected_fault_nothing_is_lost_and_nothing_doubled() -> Res
         }
     }
     let injected = proxy.counts.snapshot();
-    ensure!(
-        injected.iter().all(|(_, n)| *n > 0),
-        "every kind of fault injected: {injected:?}"
-    );
+    ensure!(injected.iter().all(|(_, n)| *n > 0), "every kind of fault injected: {injected:?}");
 
     assert_index_exact(&sdk, &stack).await?;
     let (bucket, prefix) = stack.archive_location()?;
@@ -462,10 +383,7 @@ async fn under_every_injected_fault_nothing_is_lost_and_nothing_doubled() -> Res
         .collect::<Result<_, _>>()?;
     archived.sort();
     expired.sort();
-    ensure!(
-        archived == expired,
-        "each expired item archived once: {archived:?}"
-    );
+    ensure!(archived == expired, "each expired item archived once: {archived:?}");
     for name in ["cheers", "boos"] {
         let exact = counters.exact(name).await?;
         let total = counters.total(name).await?;

@@ -7,25 +7,14 @@ use crate::support::process::sidestream;
 /// The summary lines, stderr, and whether some record was rejected or stopped planning (the
 /// exit status says so).
 fn plan(fixture: &str, out_dir: Option<&std::path::Path>) -> (Vec<Value>, String, bool) {
-    let path = format!(
-        "{}/../events/ttl-archiver/{fixture}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let path = format!("{}/../events/ttl-archiver/{fixture}.json", env!("CARGO_MANIFEST_DIR"));
     let mut args = vec!["plan", "ttl-archiver", "--event", &path];
     let out = out_dir.map(|d| d.display().to_string());
     if let Some(out) = &out {
         args.extend(["--out", out]);
     }
-    let ran = sidestream(
-        &args,
-        "",
-        &[("ARCHIVE_PREFIX", "archive/"), ("ARCHIVE_GZIP_LEVEL", "6")],
-    );
-    let lines = ran
-        .out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let ran = sidestream(&args, "", &[("ARCHIVE_PREFIX", "archive/"), ("ARCHIVE_GZIP_LEVEL", "6")]);
+    let lines = ran.out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     (lines, ran.err, !ran.ok)
 }
 
@@ -65,10 +54,7 @@ fn prints_one_summary_per_object_and_explains_the_rest() {
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["records"], 2);
     assert!(rejected);
-    assert!(
-        err.contains("record 1 (SequenceNumber \"400000000000000000041\") can never succeed"),
-        "{err}"
-    );
+    assert!(err.contains("record 1 (SequenceNumber \"400000000000000000041\") can never succeed"), "{err}");
 }
 
 #[test]
@@ -77,21 +63,11 @@ fn out_writes_the_objects_that_would_be_uploaded() {
     let _ = std::fs::remove_dir_all(&dir);
     let (lines, err, _) = plan("keys-only", Some(&dir));
     assert_eq!(lines[0]["key"], Value::Null, "a keys-only run has no item object");
-    assert!(
-        err.contains("record 1 has no OldImage: only its keys are archived (keysOnly)"),
-        "{err}"
-    );
+    assert!(err.contains("record 1 has no OldImage: only its keys are archived (keysOnly)"), "{err}");
     let meta = dir.join(lines[0]["metaKey"].as_str().unwrap());
     let mut cat = Vec::new();
-    assert_eq!(
-        operations::archive::cat(&std::fs::read(&meta).unwrap(), &mut cat, false).unwrap(),
-        2
-    );
-    assert!(
-        String::from_utf8(cat)
-            .unwrap()
-            .contains(r#""keys":{"id":"b002"},"keysOnly":true"#)
-    );
+    assert_eq!(operations::archive::cat(&std::fs::read(&meta).unwrap(), &mut cat, false).unwrap(), 2);
+    assert!(String::from_utf8(cat).unwrap().contains(r#""keys":{"id":"b002"},"keysOnly":true"#));
     let files = walk(&dir);
     assert_eq!(files.len(), 1, "{files:?}");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -112,10 +88,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn counter_aggregator_prints_one_update_per_counter() {
-    let path = format!(
-        "{}/../events/counter-aggregator/foreign.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let path = format!("{}/../events/counter-aggregator/foreign.json", env!("CARGO_MANIFEST_DIR"));
     let ran = sidestream(&["plan", "counter-aggregator", "--event", &path], "", &[]);
     assert!(ran.ok, "{}", ran.err);
     let line: Value = serde_json::from_str(&ran.out).unwrap();

@@ -34,11 +34,7 @@ fn budget(policy: Policy) -> Budget {
 fn put(pk: usize) -> ItemWrite {
     let item: serde_dynamo::Item =
         serde_json::from_value(json!({"pk": {"S": format!("k{pk}")}, "sk": {"S": "s"}})).unwrap();
-    ItemWrite {
-        table: "index".into(),
-        op: Op::Put(item.into()),
-        origin: pk,
-    }
+    ItemWrite { table: "index".into(), op: Op::Put(item.into()), origin: pk }
 }
 
 /// The partition keys a `BatchWriteItem` request carried, in order.
@@ -52,9 +48,7 @@ fn written(body: &Value) -> Vec<String> {
 }
 
 async fn write(endpoint: &Scripted, writes: usize, budget: &Budget) -> Report {
-    Writer::new(endpoint.dynamodb())
-        .write((0..writes).map(put).collect(), budget)
-        .await
+    Writer::new(endpoint.dynamodb()).write((0..writes).map(put).collect(), budget).await
 }
 
 fn all_done() -> Reply {
@@ -105,29 +99,19 @@ async fn unprocessed_items_that_stay_unprocessed_fail_as_transient_after_max_att
         {"PutRequest": {"Item": {"pk": {"S": "k0"}, "sk": {"S": "s"}}}}
     ]}}));
     let endpoint = Scripted::replies(vec![], stuck).await;
-    let budget = budget(Policy {
-        max_attempts: 4,
-        ..policy()
-    });
+    let budget = budget(Policy { max_attempts: 4, ..policy() });
     let report = write(&endpoint, 2, &budget).await;
     assert_eq!((report.writes, report.failed), (1, 1));
     let (origin, failure) = &report.failures[0];
     assert_eq!((*origin, failure.kind), (0, FailureKind::Transient));
-    assert!(
-        failure.message.contains("gave up after 4 attempts"),
-        "{}",
-        failure.message
-    );
+    assert!(failure.message.contains("gave up after 4 attempts"), "{}", failure.message);
     assert_eq!(endpoint.seen().len(), 4);
 }
 
 #[tokio::test]
 async fn a_stalled_attempt_is_cut_off_at_the_attempt_timeout_and_retried() {
     let endpoint = Scripted::replies(vec![all_done().after(Duration::from_secs(30))], all_done()).await;
-    let budget = budget(Policy {
-        attempt_timeout: Duration::from_millis(300),
-        ..policy()
-    });
+    let budget = budget(Policy { attempt_timeout: Duration::from_millis(300), ..policy() });
     let report = write(&endpoint, 2, &budget).await;
     assert_eq!((report.writes, report.failed), (2, 0), "{:?}", report.failures);
     assert_eq!((budget.tally.requests(), budget.tally.retries()), (2, 1));
@@ -159,10 +143,7 @@ async fn sustained_throttling_stops_at_the_deadline_not_after_it() {
     // Every request is counted; the last may be cut off by the deadline before the endpoint
     // has read it.
     let (counted, seen_n) = (budget.tally.requests(), seen.len() as u64);
-    assert!(
-        counted == seen_n || counted == seen_n + 1,
-        "{counted} counted, {seen_n} seen"
-    );
+    assert!(counted == seen_n || counted == seen_n + 1, "{counted} counted, {seen_n} seen");
     let end = deadline.less(Duration::ZERO);
     assert!(seen.iter().all(|r| r.at < end));
     assert!(returned < end, "the writer returned after the deadline");
@@ -217,27 +198,11 @@ async fn unprocessed_keys_of_the_grid_are_asked_again_under_the_policy() {
     };
     let page = grid.page(&query, None).await.unwrap();
     assert_eq!(page.phase, Phase::Nulls);
-    let ids: Vec<&str> = page
-        .rows
-        .iter()
-        .map(|r| r.item["id"]["S"].as_str().unwrap())
-        .collect();
+    let ids: Vec<&str> = page.rows.iter().map(|r| r.item["id"]["S"].as_str().unwrap()).collect();
     assert_eq!(ids, ["a", "b"]);
-    assert_eq!(
-        (
-            page.requests.queries,
-            page.requests.batch_gets,
-            page.requests.retries
-        ),
-        (2, 3, 2)
-    );
+    assert_eq!((page.requests.queries, page.requests.batch_gets, page.requests.retries), (2, 3, 2));
     let seen = endpoint.seen();
-    let keys = |i: usize| {
-        seen[i].body["RequestItems"]["issues"]["Keys"]
-            .as_array()
-            .unwrap()
-            .len()
-    };
+    let keys = |i: usize| seen[i].body["RequestItems"]["issues"]["Keys"].as_array().unwrap().len();
     assert_eq!((keys(3), keys(4)), (2, 1), "{:?}", endpoint.operations());
 }
 
@@ -257,12 +222,9 @@ async fn unprocessed_keys_of_an_exact_counter_read_are_asked_again() {
         }
     })
     .await;
-    let counters = Counters::new(
-        endpoint.dynamodb(),
-        "counters",
-        formats::counter::Sharding::new(3).unwrap(),
-    )
-    .with_policy(io_policy::Bounded::new(policy(), Duration::from_secs(30)));
+    let counters =
+        Counters::new(endpoint.dynamodb(), "counters", formats::counter::Sharding::new(3).unwrap())
+            .with_policy(io_policy::Bounded::new(policy(), Duration::from_secs(30)));
     assert_eq!(counters.exact("votes").await.unwrap(), 18);
     let seen = endpoint.seen();
     assert_eq!(seen.len(), 2);
@@ -276,12 +238,7 @@ async fn unprocessed_keys_of_an_exact_counter_read_are_asked_again() {
 fn failures(
     response: Result<stream_runtime::DynamoDbEventResponse, stream_runtime::NoCheckpoint>,
 ) -> Vec<String> {
-    response
-        .unwrap()
-        .batch_item_failures
-        .into_iter()
-        .map(|f| f.item_identifier.unwrap_or_default())
-        .collect()
+    response.unwrap().batch_item_failures.into_iter().map(|f| f.item_identifier.unwrap_or_default()).collect()
 }
 
 /// The function `F` under the stream runtime against `endpoint`, configured from `env` plus a
@@ -290,10 +247,8 @@ fn scripted_runtime<F: stream_runtime::StreamFunction>(
     endpoint: &Scripted,
     env: &[(&str, &str)],
 ) -> Runtime<F> {
-    let mut vars: std::collections::HashMap<String, String> = env
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
+    let mut vars: std::collections::HashMap<String, String> =
+        env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     vars.insert("PARKING_BUCKET".to_owned(), "parking".to_owned());
     vars.insert("AWS_LAMBDA_FUNCTION_NAME".to_owned(), format!("{}-test", F::NAME));
     let lookup = |name: &str| vars.get(name).cloned();
@@ -329,21 +284,13 @@ async fn the_aggregator_stops_its_conflict_rounds_before_the_deadline() {
             "pk": {"S": "COUNTER#votes#TOTAL"}, "total": {"N": "1"}, "version": {"N": "1"},
             "shards": {"M": {"0": {"M": {"v": {"N": "1"}, "q": {"S": "0".repeat(40)}}}}}
         }})),
-        "PutItem" => Reply::error(
-            400,
-            "ConditionalCheckFailedException",
-            "The conditional request failed",
-        ),
+        "PutItem" => Reply::error(400, "ConditionalCheckFailedException", "The conditional request failed"),
         other => Reply::error(400, "ValidationException", &format!("unscripted {other}")),
     })
     .await;
     let runtime: Runtime<Aggregator> = scripted_runtime(
         &endpoint,
-        &[
-            ("COUNTER_TABLE", "counters"),
-            ("WRITE_MAX_ATTEMPTS", "20"),
-            ("DEADLINE_MARGIN_MS", "1000"),
-        ],
+        &[("COUNTER_TABLE", "counters"), ("WRITE_MAX_ATTEMPTS", "20"), ("DEADLINE_MARGIN_MS", "1000")],
     );
     let mut event = Event::default();
     event.records = vec![shard_record(1, 0, 3), shard_record(2, 1, 4)];
@@ -362,15 +309,9 @@ async fn the_aggregator_stops_its_conflict_rounds_before_the_deadline() {
     // Every answered PutItem was a conflict; the last one may instead have been cut off at the
     // stop instant, unanswered in time, and that one is the deadline's, not a conflict.
     let puts = seen.iter().filter(|r| r.operation == "PutItem").count() as u64;
-    assert!(
-        puts == conflicts || puts == conflicts + 1,
-        "{puts} PutItems, {conflicts} conflicts"
-    );
+    assert!(puts == conflicts || puts == conflicts + 1, "{puts} PutItems, {conflicts} conflicts");
     let end = deadline.less(Duration::ZERO);
-    assert!(
-        seen.iter().all(|r| r.at < end),
-        "a request was sent past the deadline"
-    );
+    assert!(seen.iter().all(|r| r.at < end), "a request was sent past the deadline");
     assert!(returned < end, "the invocation outlived its deadline");
 }
 
@@ -404,40 +345,18 @@ async fn an_s3_failure_in_the_middle_of_a_batch_checkpoints_at_its_run_and_loses
     );
     // 2026-11-20 00:00 UTC, one delete every 2.4 hours: ten a day, days 20 to 23.
     let batch = ttl_archiver::synthetic::ttl_batch(40, 3, 1_795_132_800, 8_640.0);
-    let sequence = |i: usize| {
-        batch.records[i]
-            .change
-            .sequence_number
-            .clone()
-            .unwrap_or_default()
-    };
+    let sequence = |i: usize| batch.records[i].change.sequence_number.clone().unwrap_or_default();
     let deadline = || Deadline::after(Duration::from_secs(60));
 
     let (response, metrics) = runtime.handle_counted(batch.clone(), deadline()).await;
     let failures = failures(response);
-    assert_eq!(
-        failures,
-        [sequence(20)],
-        "the checkpoint is day 22's first record"
-    );
+    assert_eq!(failures, [sequence(20)], "the checkpoint is day 22's first record");
     assert_eq!(metrics.get(Metric::TransientFailures), 1);
     let first: Vec<String> = endpoint.seen().into_iter().map(|r| r.path).collect();
     let day = |d: u32| format!("/day={d}/");
-    assert_eq!(
-        first
-            .iter()
-            .filter(|p| p.contains(&day(20)) || p.contains(&day(21)))
-            .count(),
-        4
-    );
-    assert!(
-        first.iter().filter(|p| p.contains(&day(22))).count() >= 3,
-        "day 22 was retried: {first:?}"
-    );
-    assert!(
-        !first.iter().any(|p| p.contains(&day(23))),
-        "no run after the failed one is uploaded"
-    );
+    assert_eq!(first.iter().filter(|p| p.contains(&day(20)) || p.contains(&day(21))).count(), 4);
+    assert!(first.iter().filter(|p| p.contains(&day(22))).count() >= 3, "day 22 was retried: {first:?}");
+    assert!(!first.iter().any(|p| p.contains(&day(23))), "no run after the failed one is uploaded");
 
     healthy.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut again = Event::default();
@@ -445,31 +364,12 @@ async fn an_s3_failure_in_the_middle_of_a_batch_checkpoints_at_its_run_and_loses
     let (response, _) = runtime.handle_counted(again, deadline()).await;
     assert!(response.unwrap().batch_item_failures.is_empty());
     // What S3 accepted: the first delivery's uploads but day 22's, and all of the second's.
-    let second: Vec<String> = endpoint.seen()[first.len()..]
-        .iter()
-        .map(|r| r.path.clone())
-        .collect();
-    assert!(
-        second
-            .iter()
-            .all(|p| p.contains(&day(22)) || p.contains(&day(23))),
-        "{second:?}"
-    );
-    let uploaded: std::collections::BTreeSet<&String> = first
-        .iter()
-        .filter(|p| !p.contains(&day(22)))
-        .chain(&second)
-        .collect();
-    assert_eq!(
-        uploaded.len(),
-        8,
-        "every run's item and metadata objects: {uploaded:?}"
-    );
+    let second: Vec<String> = endpoint.seen()[first.len()..].iter().map(|r| r.path.clone()).collect();
+    assert!(second.iter().all(|p| p.contains(&day(22)) || p.contains(&day(23))), "{second:?}");
+    let uploaded: std::collections::BTreeSet<&String> =
+        first.iter().filter(|p| !p.contains(&day(22))).chain(&second).collect();
+    assert_eq!(uploaded.len(), 8, "every run's item and metadata objects: {uploaded:?}");
     for d in 20..=23 {
-        assert_eq!(
-            uploaded.iter().filter(|p| p.contains(&day(d))).count(),
-            2,
-            "day {d}"
-        );
+        assert_eq!(uploaded.iter().filter(|p| p.contains(&day(d))).count(), 2, "day {d}");
     }
 }

@@ -68,20 +68,11 @@ async fn delivered(
     );
     local_stack::verify(&sdk, &stack, &feed, &[("VERIFY_CONFIRM_SECONDS", "0")]).await?;
     let after = local_stack::status(&sdk, &stack, &feed).await?;
-    ensure!(
-        after.alarms.is_empty(),
-        "the first verification reported\n{after}"
-    );
+    ensure!(after.alarms.is_empty(), "the first verification reported\n{after}");
     let mut pipeline = fed_pipeline(&stack, &feed, wrap)?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
-    put_issues(
-        &client,
-        &issues,
-        0..6,
-        |id| json!({"f": id, "g": format!("v{id}")}),
-    )
-    .await?;
+    put_issues(&client, &issues, 0..6, |id| json!({"f": id, "g": format!("v{id}")})).await?;
     pipeline.settle().await?;
     Ok((stack, feed, pipeline))
 }
@@ -125,10 +116,7 @@ fn command(stack: &Stack) -> Result<(bool, serde_json::Value)> {
     let ran = crate::support::process::sidestream(&args, "", &[]);
     let json: serde_json::Value = serde_json::from_str(&ran.out).with_context(|| format!("{ran:?}"))?;
     let attention = json["attention"].as_array().map_or(0, Vec::len);
-    ensure!(
-        ran.ok == (attention == 0),
-        "exit status 1 exactly when something needs an operator: {ran:?}"
-    );
+    ensure!(ran.ok == (attention == 0), "exit status 1 exactly when something needs an operator: {ran:?}");
     Ok((ran.ok, json))
 }
 
@@ -150,23 +138,16 @@ async fn a_healthy_stack_needs_no_operator() -> Result<()> {
     ensure!(run.drift.is_exact(), "{:?}", run.drift);
     let status = local_stack::status(&sdk, &stack, &feed).await?;
     ensure!(!status.needs_operator(), "{status}");
-    ensure!(
-        status.alarms.is_empty() && alarming(&stack, &status).is_empty(),
-        "{status}"
-    );
+    ensure!(status.alarms.is_empty() && alarming(&stack, &status).is_empty(), "{status}");
     // Each function the mapping invoked has a row, its events exactly the records its mapping
     // delivered (its EMF lines' RecordsIn) and its lag the mapping's IteratorAge; a function
     // never invoked (the archiver: nothing expired) has reported nothing.
-    for (logical_id, binary) in [
-        ("IndexerFunction", "multikey-indexer"),
-        ("ArchiverFunction", "ttl-archiver"),
-    ] {
+    for (logical_id, binary) in
+        [("IndexerFunction", "multikey-indexer"), ("ArchiverFunction", "ttl-archiver")]
+    {
         let counts = counts_of(&pipeline, binary);
         if counts.invocations == 0 {
-            ensure!(
-                row(&status, logical_id).is_err(),
-                "{logical_id} was never invoked\n{status}"
-            );
+            ensure!(row(&status, logical_id).is_err(), "{logical_id} was never invoked\n{status}");
             continue;
         }
         let row = row(&status, logical_id)?;
@@ -183,20 +164,9 @@ async fn a_healthy_stack_needs_no_operator() -> Result<()> {
     );
     let index = status.indexes.first().context("the verifier's index")?;
     ensure!(index.drift == Some(0.0), "{status}");
-    let given_up = status
-        .given_up
-        .first()
-        .context("the parking bucket's given-up ranges")?;
-    ensure!(
-        given_up.records_kept && given_up.pending == 0 && status.parked.is_empty(),
-        "{status}"
-    );
-    ensure!(
-        status
-            .to_string()
-            .ends_with("Healthy: nothing needs an operator."),
-        "{status}"
-    );
+    let given_up = status.given_up.first().context("the parking bucket's given-up ranges")?;
+    ensure!(given_up.records_kept && given_up.pending == 0 && status.parked.is_empty(), "{status}");
+    ensure!(status.to_string().ends_with("Healthy: nothing needs an operator."), "{status}");
     let (ok, json) = command(&stack)?;
     ensure!(ok, "{json}");
     Ok(())
@@ -210,36 +180,19 @@ async fn a_parked_record_needs_an_operator() -> Result<()> {
     // and goes on.
     let counters = stack.table("CounterTable")?.name.clone();
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    put(
-        &client,
-        &counters,
-        &json!({"pk": "COUNTER#status#SHARD#0", "count": 1.5}),
-    )
-    .await?;
-    put(
-        &client,
-        &counters,
-        &json!({"pk": "COUNTER#status#SHARD#1", "count": 2}),
-    )
-    .await?;
+    put(&client, &counters, &json!({"pk": "COUNTER#status#SHARD#0", "count": 1.5})).await?;
+    put(&client, &counters, &json!({"pk": "COUNTER#status#SHARD#1", "count": 2})).await?;
     pipeline.settle().await?;
     let status = local_stack::status(&sdk, &stack, &feed).await?;
     let aggregator = row(&status, "AggregatorFunction")?;
-    ensure!(
-        status.parked.get("counter-aggregator") == Some(&1) && aggregator.parked == 1,
-        "{status}"
-    );
+    ensure!(status.parked.get("counter-aggregator") == Some(&1) && aggregator.parked == 1, "{status}");
     ensure!(
         alarming(&stack, &status) == ["AggregatorParkedRecordsAlarm", "ParkingBucketPendingAlarm"],
         "{:?}\n{status}",
         alarming(&stack, &status)
     );
     ensure!(
-        status.needs_operator()
-            && status
-                .attention
-                .iter()
-                .any(|a| a.contains("counter-aggregator parked 1")),
+        status.needs_operator() && status.attention.iter().any(|a| a.contains("counter-aggregator parked 1")),
         "{status}"
     );
 
@@ -252,10 +205,7 @@ async fn a_parked_record_needs_an_operator() -> Result<()> {
 /// each as an error). Counts the crashes.
 fn crashing_on_poison(inner: Invoker, crashes: Arc<AtomicU32>) -> Invoker {
     crate::support::pipeline::crashing(inner, crashes, "Poison", |event| {
-        event
-            .records
-            .iter()
-            .any(|r| crate::support::pipeline::of_issue(r, "poison"))
+        event.records.iter().any(|r| crate::support::pipeline::of_issue(r, "poison"))
     })
 }
 
@@ -265,21 +215,13 @@ async fn a_range_given_up_needs_an_operator() -> Result<()> {
     let crashes = Arc::new(AtomicU32::new(0));
     let seen = Arc::clone(&crashes);
     let (stack, feed, mut pipeline) = delivered(&[], move |function, inner| {
-        if function == "multikey-indexer" {
-            crashing_on_poison(inner, Arc::clone(&seen))
-        } else {
-            inner
-        }
+        if function == "multikey-indexer" { crashing_on_poison(inner, Arc::clone(&seen)) } else { inner }
     })
     .await?;
     let issues = stack.table("IssuesTable")?.name.clone();
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    put(
-        &client,
-        &issues,
-        &json!({"id": "poison", "project": "p0", "num": 99, "custom_fields": {"f": 1}}),
-    )
-    .await?;
+    put(&client, &issues, &json!({"id": "poison", "project": "p0", "num": 99, "custom_fields": {"f": 1}}))
+        .await?;
     pipeline.settle().await?;
     let given_up = counts_of(&pipeline, "multikey-indexer").given_up;
     ensure!(
@@ -289,10 +231,7 @@ async fn a_range_given_up_needs_an_operator() -> Result<()> {
     );
     let status = local_stack::status(&sdk, &stack, &feed).await?;
     // Lambda wrote the range, records and all, to the parking bucket, its on-failure destination.
-    let given_up = status
-        .given_up
-        .first()
-        .context("the parking bucket's given-up ranges")?;
+    let given_up = status.given_up.first().context("the parking bucket's given-up ranges")?;
     let indexer = row(&status, "IndexerFunction")?;
     ensure!(
         given_up.records_kept
@@ -303,11 +242,7 @@ async fn a_range_given_up_needs_an_operator() -> Result<()> {
     );
     ensure!(
         alarming(&stack, &status)
-            == [
-                "IndexerDroppedEventsAlarm",
-                "IndexerErrorsAlarm",
-                "ParkingBucketPendingAlarm"
-            ],
+            == ["IndexerDroppedEventsAlarm", "IndexerErrorsAlarm", "ParkingBucketPendingAlarm"],
         "{:?}\n{status}",
         alarming(&stack, &status)
     );
@@ -343,15 +278,8 @@ async fn an_index_that_drifted_needs_an_operator() -> Result<()> {
     let status = local_stack::status(&sdk, &stack, &feed).await?;
     let drift = status.indexes.first().and_then(|i| i.drift);
     ensure!(drift == Some(1.0), "{status}");
-    ensure!(
-        alarming(&stack, &status) == ["IndexDriftAlarm"],
-        "{:?}\n{status}",
-        alarming(&stack, &status)
-    );
-    ensure!(
-        status.needs_operator() && status.attention.iter().any(|a| a.contains("drifted")),
-        "{status}"
-    );
+    ensure!(alarming(&stack, &status) == ["IndexDriftAlarm"], "{:?}\n{status}", alarming(&stack, &status));
+    ensure!(status.needs_operator() && status.attention.iter().any(|a| a.contains("drifted")), "{status}");
     let (ok, json) = command(&stack)?;
     ensure!(!ok && json["indexes"][0]["drift"] == 1.0, "{json}");
     Ok(())
@@ -366,10 +294,8 @@ async fn an_index_that_drifted_needs_an_operator() -> Result<()> {
 async fn a_disabled_mapping_is_alarmed_while_its_table_takes_writes() -> Result<()> {
     let sdk = sdk();
     let (mut stack, feed, pipeline) = delivered(&["multikey-indexer"], |_, inner| inner).await?;
-    let (indexer, archiver) = (
-        counts_of(&pipeline, "multikey-indexer"),
-        counts_of(&pipeline, "ttl-archiver"),
-    );
+    let (indexer, archiver) =
+        (counts_of(&pipeline, "multikey-indexer"), counts_of(&pipeline, "ttl-archiver"));
     ensure!(
         indexer.read == 0 && archiver.read == 6 && archiver.filtered_out == 6,
         "the indexer's mapping read nothing, the archiver's all six puts: {indexer:?} {archiver:?}"
@@ -383,9 +309,7 @@ async fn a_disabled_mapping_is_alarmed_while_its_table_takes_writes() -> Result<
     let stopped = status.alarms.first().context("the alarm")?;
     ensure!(
         stopped.metric.starts_with("metric math IF(")
-            && stopped
-                .reason
-                .starts_with("Threshold Crossed: 1 out of the last 1 datapoints")
+            && stopped.reason.starts_with("Threshold Crossed: 1 out of the last 1 datapoints")
             && status.needs_operator(),
         "{status}"
     );
@@ -461,19 +385,10 @@ async fn the_emulator_publishes_each_tables_write_units() -> Result<()> {
                 .build(),
         )
         .start_time(DateTime::from(start))
-        .end_time(DateTime::from(
-            std::time::SystemTime::now() + std::time::Duration::from_secs(60),
-        ))
+        .end_time(DateTime::from(std::time::SystemTime::now() + std::time::Duration::from_secs(60)))
         .send()
         .await?;
-    let units: f64 = answer
-        .metric_data_results()
-        .iter()
-        .flat_map(|r| r.values().iter())
-        .sum();
-    ensure!(
-        (units - 6.0).abs() < f64::EPSILON,
-        "{units} write units, not 6: {answer:?}"
-    );
+    let units: f64 = answer.metric_data_results().iter().flat_map(|r| r.values().iter()).sum();
+    ensure!((units - 6.0).abs() < f64::EPSILON, "{units} write units, not 6: {answer:?}");
     Ok(())
 }

@@ -34,12 +34,7 @@ pub(crate) fn physical(logical_id: &str) -> String {
 }
 
 pub(crate) fn names() -> Names<'static> {
-    Names {
-        region: REGION.into(),
-        account: ACCOUNT.into(),
-        stack: "sidestream".into(),
-        resource: &physical,
-    }
+    Names { region: REGION.into(), account: ACCOUNT.into(), stack: "sidestream".into(), resource: &physical }
 }
 
 /// The parameter sets deployments use: defaults (everything created), existing tables and
@@ -57,10 +52,7 @@ pub(crate) fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
                 ("ArchivePrefix", "ttl/"),
             ]),
         ),
-        (
-            "set attribute",
-            set(&[("IndexedAttribute", "tags"), ("IndexedAttributeType", "SS")]),
-        ),
+        ("set attribute", set(&[("IndexedAttribute", "tags"), ("IndexedAttributeType", "SS")])),
         (
             "backfill on, existing issues table, paced",
             set(&[
@@ -133,10 +125,7 @@ fn kinesis_deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
     vec![
         (
             "issues and counters from Kinesis",
-            set(&[
-                ("IssuesChangeSource", "Kinesis"),
-                ("CounterChangeSource", "Kinesis"),
-            ]),
+            set(&[("IssuesChangeSource", "Kinesis"), ("CounterChangeSource", "Kinesis")]),
         ),
         (
             "combined from Kinesis, set attribute, existing resources",
@@ -164,10 +153,7 @@ fn kinesis_deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
 
 /// A parameter set.
 fn set(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
 }
 
 /// Stream functions' binaries, and the backfill's (only when `EnableBackfill` is "true").
@@ -202,16 +188,10 @@ fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
         if parameters.get("EnableBackfill").is_some_and(|v| v == "true") {
             expected.insert(BACKFILLER);
         }
-        if parameters
-            .get("IndexVerifySchedule")
-            .is_some_and(|v| !v.is_empty())
-        {
+        if parameters.get("IndexVerifySchedule").is_some_and(|v| !v.is_empty()) {
             expected.insert(VERIFIER);
         }
-        ensure!(
-            binaries == expected,
-            "{deployment}: the template's functions run {binaries:?}"
-        );
+        ensure!(binaries == expected, "{deployment}: the template's functions run {binaries:?}");
         for f in &functions {
             ensure!(
                 f.architectures == ["arm64"] && f.log_format.as_deref() == Some("JSON"),
@@ -260,11 +240,8 @@ fn every_functions_environment_is_what_its_config_reads() -> Result<()> {
             let vars = Vars::new(&lookup);
             let used = uses(&binary, &vars, &function, &resolver)
                 .with_context(|| format!("{deployment}: {} ({binary})", function.logical_id))?;
-            let unread: Vec<_> = function
-                .environment
-                .keys()
-                .filter(|k| !read.borrow().contains(*k))
-                .collect();
+            let unread: Vec<_> =
+                function.environment.keys().filter(|k| !read.borrow().contains(*k)).collect();
             ensure!(unread.is_empty(), "{deployment}: {binary} never reads {unread:?}");
             check_role(&template, &resolver, &function, &used)
                 .with_context(|| format!("{deployment}: {binary}'s role"))?;
@@ -289,20 +266,13 @@ struct Uses {
 
 /// Whether a mapping reads a Kinesis data stream.
 fn from_kinesis(function: &Function) -> bool {
-    function
-        .streams
-        .first()
-        .is_some_and(|s| s.stream.contains(":kinesis:"))
+    function.streams.first().is_some_and(|s| s.stream.contains(":kinesis:"))
 }
 
 /// The change-record patterns of a mapping's filters: on Kinesis each one matches the record's
 /// `data` (`{"data": <pattern>}`), and must be exactly that.
 fn change_patterns(function: &Function) -> Result<Vec<String>> {
-    let filters = function
-        .streams
-        .first()
-        .map(|s| s.filters.clone())
-        .unwrap_or_default();
+    let filters = function.streams.first().map(|s| s.filters.clone()).unwrap_or_default();
     if !from_kinesis(function) {
         return Ok(filters);
     }
@@ -337,21 +307,14 @@ fn combined_uses(vars: &Vars<'_>, function: &Function, resolver: &Resolver<'_>) 
         .build();
     sidestream_combined::combined(vars, &sdk)?;
     let names = vars.required(sidestream_combined::COMBINED_FUNCTIONS, "")?;
-    let own: Value = serde_json::from_str(
-        &vars
-            .optional(stream_runtime::combined::FILTERS_VAR)
-            .unwrap_or_default(),
-    )?;
+    let own: Value =
+        serde_json::from_str(&vars.optional(stream_runtime::combined::FILTERS_VAR).unwrap_or_default())?;
     let mut total = Uses::default();
     let mut union = BTreeSet::new();
     let mut takes_every_record = false;
     for name in names.split(',').map(str::trim) {
-        let patterns: Vec<String> = own[name]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(Value::to_string)
-            .collect();
+        let patterns: Vec<String> =
+            own[name].as_array().into_iter().flatten().map(Value::to_string).collect();
         takes_every_record |= patterns.is_empty();
         let member = function_uses(name, vars, function, resolver, &patterns)
             .with_context(|| format!("{COMBINED}'s {name}"))?;
@@ -367,11 +330,7 @@ fn combined_uses(vars: &Vars<'_>, function: &Function, resolver: &Resolver<'_>) 
         .iter()
         .map(|f| serde_json::from_str::<Value>(f).map(|v| v.to_string()))
         .collect::<Result<_, _>>()?;
-    let expected = if takes_every_record {
-        BTreeSet::new()
-    } else {
-        union
-    };
+    let expected = if takes_every_record { BTreeSet::new() } else { union };
     ensure!(
         mapping == expected,
         "the mapping's filters {mapping:?} are not the union of the functions' {expected:?}"
@@ -403,14 +362,8 @@ fn function_uses(
         function.streams.first().map(|s| &s.stream)
     );
     // Priming checks the view type of exactly the table whose DynamoDB stream it reads.
-    let stream = function
-        .streams
-        .first()
-        .map(|s| s.stream.as_str())
-        .unwrap_or_default();
-    let source = stream
-        .split_once("/stream/")
-        .and_then(|(table, _)| table.rsplit('/').next());
+    let stream = function.streams.first().map(|s| s.stream.as_str()).unwrap_or_default();
+    let source = stream.split_once("/stream/").and_then(|(table, _)| table.rsplit('/').next());
     ensure!(
         settings.source_table.as_deref() == source.filter(|_| !from_kinesis(function)),
         "SOURCE_TABLE {:?}, but its mapping reads {stream}",
@@ -421,10 +374,7 @@ fn function_uses(
         "parks records in {} not the ParkingBucket",
         settings.parking.bucket
     );
-    uses.parked.push(format!(
-        "{}/{}{binary}/",
-        settings.parking.bucket, settings.parking.prefix
-    ));
+    uses.parked.push(format!("{}/{}{binary}/", settings.parking.bucket, settings.parking.prefix));
     match binary {
         "multikey-indexer" => indexer_uses(vars, function, &parameter, filters, &mut uses)?,
         "ttl-archiver" => {
@@ -438,21 +388,14 @@ fn function_uses(
                 "archives to {} not {expected}",
                 config.archive.bucket
             );
-            ensure!(
-                config.layout.prefix == parameter("ArchivePrefix"),
-                "prefix {}",
-                config.layout.prefix
-            );
-            uses.objects
-                .push(format!("{}/{}", config.archive.bucket, config.layout.prefix));
+            ensure!(config.layout.prefix == parameter("ArchivePrefix"), "prefix {}", config.layout.prefix);
+            uses.objects.push(format!("{}/{}", config.archive.bucket, config.layout.prefix));
         }
         "counter-aggregator" => {
             let (table, _) = counter_aggregator::handler::config(vars)?;
             let stream = &function.streams[0].stream;
-            let counter_changes = format!(
-                "arn:aws:kinesis:{REGION}:{ACCOUNT}:stream/{}",
-                physical("CounterChangeStream")
-            );
+            let counter_changes =
+                format!("arn:aws:kinesis:{REGION}:{ACCOUNT}:stream/{}", physical("CounterChangeStream"));
             ensure!(
                 stream.contains(&format!(":table/{table}/stream/")) || *stream == counter_changes,
                 "totals go to {table} but the stream is {stream}: totals belong in the counter table",
@@ -480,37 +423,21 @@ fn indexer_uses(
     );
     uses.reads_heads = order == multikey_indexer::handler::Order::Any;
     let indexes = multikey_indexer::Indexes::from_vars(vars)?;
-    let [index] = indexes.indexes.as_slice() else {
-        bail!("one index expected")
-    };
+    let [index] = indexes.indexes.as_slice() else { bail!("one index expected") };
     let expected = match parameter("IndexTableName") {
         // The stack names it `<stack>-index`.
         name if name.is_empty() => "sidestream-index".to_owned(),
         name => name,
     };
-    ensure!(
-        *index.table == *expected,
-        "indexes {} but the index table is {expected}",
-        index.table
-    );
-    ensure!(
-        index.source == parameter("IndexedAttribute"),
-        "indexes {} not IndexedAttribute",
-        index.source
-    );
+    ensure!(*index.table == *expected, "indexes {} but the index table is {expected}", index.table);
+    ensure!(index.source == parameter("IndexedAttribute"), "indexes {} not IndexedAttribute", index.source);
     if matches!(parameter("IndexedAttributeType").as_str(), "SS" | "NS") {
         ensure!(
-            filters.len() == 2
-                && filters
-                    .iter()
-                    .all(|f| f.contains(&format!("\"{}\"", index.source))),
+            filters.len() == 2 && filters.iter().all(|f| f.contains(&format!("\"{}\"", index.source))),
             "{filters:?}"
         );
     } else {
-        ensure!(
-            filters.is_empty(),
-            "a map or list source cannot be filtered: {filters:?}"
-        );
+        ensure!(filters.is_empty(), "a map or list source cannot be filtered: {filters:?}");
     }
     uses.tables.insert(index.table.to_string());
     Ok(())
@@ -532,11 +459,7 @@ fn verifier_uses(vars: &Vars<'_>, parameter: &dyn Fn(&str) -> String) -> Result<
         config.index.table,
         config.table
     );
-    ensure!(
-        config.repair == (parameter("IndexVerifyRepair") == "true"),
-        "repairs: {}",
-        config.repair
-    );
+    ensure!(config.repair == (parameter("IndexVerifyRepair") == "true"), "repairs: {}", config.repair);
     uses.tables.extend([issues, index_table]);
     uses.repairs = config.repair;
     Ok(uses)
@@ -547,11 +470,7 @@ fn backfiller_uses(vars: &Vars<'_>, parameter: &dyn Fn(&str) -> String) -> Resul
     let mut uses = Uses::default();
     let (target, settings) = operations::backfill::task::target_from_vars(vars)?;
     let expected = issues_table(parameter);
-    ensure!(
-        target.table == expected,
-        "touches {} not the issues table {expected}",
-        target.table
-    );
+    ensure!(target.table == expected, "touches {} not the issues table {expected}", target.table);
     ensure!(
         target.sources == [parameter("IndexedAttribute")],
         "touches items with {:?}, not what the indexer indexes",
@@ -579,21 +498,12 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
         .pointer("/Properties/LoggingConfig/LogGroup/Ref")
         .and_then(Value::as_str)
         .context("LoggingConfig.LogGroup: !Ref expected")?;
-    let log_group_arn = format!(
-        "arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{}:*",
-        physical(log_group)
-    );
-    let table_arns: BTreeSet<String> = uses
-        .tables
-        .iter()
-        .map(|t| format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{t}"))
-        .collect();
-    let (stream, destination) = function
-        .streams
-        .first()
-        .map_or((String::new(), String::new()), |s| {
-            (s.stream.clone(), s.on_failure.clone().unwrap_or_default())
-        });
+    let log_group_arn = format!("arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{}:*", physical(log_group));
+    let table_arns: BTreeSet<String> =
+        uses.tables.iter().map(|t| format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{t}")).collect();
+    let (stream, destination) = function.streams.first().map_or((String::new(), String::new()), |s| {
+        (s.stream.clone(), s.on_failure.clone().unwrap_or_default())
+    });
     ensure!(
         function.streams.is_empty() || destination.starts_with("arn:aws:s3:::"),
         "ranges given up go to a bucket, which keeps their records: {destination:?}"
@@ -626,19 +536,14 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                 a if a.starts_with("dynamodb:") => table_arns.contains(r),
                 // Lambda writes what it gives up under aws/lambda/ in the destination bucket.
                 "s3:PutObject" => {
-                    uses.objects
-                        .iter()
-                        .chain(&uses.parked)
-                        .any(|o| *r == format!("arn:aws:s3:::{o}*"))
+                    uses.objects.iter().chain(&uses.parked).any(|o| *r == format!("arn:aws:s3:::{o}*"))
                         || *r == format!("{destination}/aws/lambda/*")
                 }
                 // HeadBucket at init: the archive and the parking bucket themselves; Lambda
                 // lists the destination.
                 "s3:ListBucket" => {
                     uses.objects.iter().chain(&uses.parked).any(|o| {
-                        o.split('/')
-                            .next()
-                            .is_some_and(|bucket| *r == format!("arn:aws:s3:::{bucket}"))
+                        o.split('/').next().is_some_and(|bucket| *r == format!("arn:aws:s3:::{bucket}"))
                     }) || *r == destination
                 }
                 "logs:CreateLogStream" | "logs:PutLogEvents" => *r == log_group_arn,
@@ -658,18 +563,9 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
         "s3:ListBucket",
     ];
     let reads = stream_reads(function);
-    let common: &[&str] = if function.streams.is_empty() {
-        &[]
-    } else {
-        &stream_functions
-    };
-    let needed: BTreeSet<String> = own
-        .iter()
-        .chain(common)
-        .chain(reads)
-        .chain(&logs)
-        .map(|a| (*a).to_owned())
-        .collect();
+    let common: &[&str] = if function.streams.is_empty() { &[] } else { &stream_functions };
+    let needed: BTreeSet<String> =
+        own.iter().chain(common).chain(reads).chain(&logs).map(|a| (*a).to_owned()).collect();
     ensure!(granted == needed, "grants {granted:?}, needs exactly {needed:?}");
     Ok(())
 }
@@ -722,20 +618,14 @@ fn own_actions(binary: Option<&str>, uses: &Uses) -> &'static [&'static str] {
         ],
         // The archiver's own PutObject and ListBucket are in `common`, with parking's.
         Some("ttl-archiver") => &[],
-        Some("counter-aggregator") => &[
-            "dynamodb:DescribeTable",
-            "dynamodb:GetItem",
-            "dynamodb:PutItem",
-            "dynamodb:UpdateItem",
-        ],
+        Some("counter-aggregator") => {
+            &["dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+        }
         Some(BACKFILLER) => &["dynamodb:Scan", "dynamodb:UpdateItem"],
         // A repair reads and touches base items, and deletes index entries.
-        Some(VERIFIER) if uses.repairs => &[
-            "dynamodb:Scan",
-            "dynamodb:GetItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:DeleteItem",
-        ],
+        Some(VERIFIER) if uses.repairs => {
+            &["dynamodb:Scan", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
+        }
         Some(VERIFIER) => &["dynamodb:Scan"],
         _ => &[],
     }
@@ -747,12 +637,7 @@ fn statements(policies: &Value) -> Vec<Value> {
         .as_array()
         .into_iter()
         .flatten()
-        .flat_map(|p| {
-            p["PolicyDocument"]["Statement"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
+        .flat_map(|p| p["PolicyDocument"]["Statement"].as_array().cloned().unwrap_or_default())
         .collect()
 }
 
@@ -780,11 +665,7 @@ fn role_policies(template: &Template, resolver: &Resolver<'_>, role: &str) -> Re
         .and_then(|p| p.as_array().cloned())
         .unwrap_or_default();
     // Resolved (conditions and all), `!Ref` of the stack's managed policy is its physical name.
-    let attached = strings(
-        &resolver
-            .resolve(&properties["ManagedPolicyArns"], role)?
-            .unwrap_or_default(),
-    );
+    let attached = strings(&resolver.resolve(&properties["ManagedPolicyArns"], role)?.unwrap_or_default());
     for policy in template.resources_of_type("AWS::IAM::ManagedPolicy") {
         if attached.contains(&physical(policy)) {
             let document = resolver
@@ -807,11 +688,7 @@ fn issues_table(parameter: &dyn Fn(&str) -> String) -> String {
 fn strings(value: &Value) -> Vec<String> {
     match value {
         Value::String(s) => vec![s.clone()],
-        Value::Array(items) => items
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect(),
+        Value::Array(items) => items.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
         _ => Vec::new(),
     }
 }
@@ -826,19 +703,10 @@ fn the_backfill_state_machine_invokes_only_the_backfiller_and_runs_only_its_own_
     let resolver = template.resolver(&parameters, names());
     let resources = &template.root()["Resources"];
     let machine = resolver
-        .resolve(
-            &resources["BackfillStateMachine"]["Properties"],
-            "BackfillStateMachine",
-        )?
+        .resolve(&resources["BackfillStateMachine"]["Properties"], "BackfillStateMachine")?
         .context("the state machine exists with EnableBackfill")?;
-    let function = format!(
-        "arn:aws:lambda:{REGION}:{ACCOUNT}:function:{}",
-        physical("BackfillFunction")
-    );
-    ensure!(
-        machine["DefinitionSubstitutions"]["BackfillFunctionArn"] == function.as_str(),
-        "{machine:#}"
-    );
+    let function = format!("arn:aws:lambda:{REGION}:{ACCOUNT}:function:{}", physical("BackfillFunction"));
+    ensure!(machine["DefinitionSubstitutions"]["BackfillFunctionArn"] == function.as_str(), "{machine:#}");
     let states = &machine["Definition"]["States"];
     let touch = &states["EachSegment"]["ItemProcessor"]["States"]["Touch"];
     ensure!(
@@ -855,10 +723,7 @@ fn the_backfill_state_machine_invokes_only_the_backfiller_and_runs_only_its_own_
     );
     // Step Functions names are at most 80 characters; CloudFormation's stack names 128.
     let longest = "s".repeat(128);
-    let long_names = Names {
-        stack: longest.clone(),
-        ..names()
-    };
+    let long_names = Names { stack: longest.clone(), ..names() };
     let long = template
         .resolver(&parameters, long_names)
         .resolve(&resources["BackfillStateMachine"]["Properties"]["Name"], "Name")?
@@ -872,10 +737,7 @@ fn the_backfill_state_machine_invokes_only_the_backfiller_and_runs_only_its_own_
     let own = format!("arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{name}");
     let children = format!("arn:aws:states:{REGION}:{ACCOUNT}:execution:{name}/*");
     let policies = resolver
-        .resolve(
-            &resources["BackfillStateMachineRole"]["Properties"]["Policies"],
-            "role",
-        )?
+        .resolve(&resources["BackfillStateMachineRole"]["Properties"]["Policies"], "role")?
         .context("the role has policies")?;
     let mut granted = BTreeSet::new();
     for statement in statements(&policies) {
@@ -889,23 +751,13 @@ fn the_backfill_state_machine_invokes_only_the_backfiller_and_runs_only_its_own_
                     a if a.starts_with("logs:") => resource == "*",
                     _ => false,
                 };
-                ensure!(
-                    allowed,
-                    "{action} on {resource} is more than the state machine needs"
-                );
+                ensure!(allowed, "{action} on {resource} is more than the state machine needs");
             }
             granted.insert(action);
         }
     }
-    for needed in [
-        "lambda:InvokeFunction",
-        "states:StartExecution",
-        "states:DescribeExecution",
-    ] {
-        ensure!(
-            granted.contains(needed),
-            "the state machine needs {needed}: {granted:?}"
-        );
+    for needed in ["lambda:InvokeFunction", "states:StartExecution", "states:DescribeExecution"] {
+        ensure!(granted.contains(needed), "the state machine needs {needed}: {granted:?}");
     }
     Ok(())
 }
@@ -944,36 +796,22 @@ fn a_global_tables_archiving_region_takes_replicated_ttl_deletes() -> Result<()>
                 _ => None,
             });
             let got = archiver.map(|(filters, f)| {
-                (
-                    filters,
-                    f.environment.get("ARCHIVE_REPLICATED_TTL_ATTRIBUTE").cloned(),
-                )
+                (filters, f.environment.get("ARCHIVE_REPLICATED_TTL_ATTRIBUTE").cloned())
             });
             let want = expected.map(|(filter, attribute)| {
                 (
-                    vec![
-                        serde_json::from_str::<Value>(filter)
-                            .map(|v| v.to_string())
-                            .unwrap_or_default(),
-                    ],
+                    vec![serde_json::from_str::<Value>(filter).map(|v| v.to_string()).unwrap_or_default()],
                     attribute.map(str::to_owned),
                 )
             });
             let got = got.map(|(filters, attribute)| {
                 let filters = filters
                     .iter()
-                    .map(|f| {
-                        serde_json::from_str::<Value>(f)
-                            .map(|v| v.to_string())
-                            .unwrap_or_default()
-                    })
+                    .map(|f| serde_json::from_str::<Value>(f).map(|v| v.to_string()).unwrap_or_default())
                     .collect::<Vec<_>>();
                 (filters, attribute)
             });
-            ensure!(
-                got == want,
-                "ArchiveRegion {region:?}, {consumers}: {got:?}, expected {want:?}"
-            );
+            ensure!(got == want, "ArchiveRegion {region:?}, {consumers}: {got:?}, expected {want:?}");
         }
     }
     Ok(())
@@ -984,27 +822,16 @@ fn a_global_tables_archiving_region_takes_replicated_ttl_deletes() -> Result<()>
 #[test]
 fn kinesis_mappings_filter_the_change_records_the_stream_mappings_filter() -> Result<()> {
     let template = template()?;
-    let kinesis = [
-        ("IssuesChangeSource", "Kinesis"),
-        ("CounterChangeSource", "Kinesis"),
-    ];
+    let kinesis = [("IssuesChangeSource", "Kinesis"), ("CounterChangeSource", "Kinesis")];
     let mut compared = 0;
     for extra in [
         &[][..],
         &[("IndexedAttribute", "tags"), ("IndexedAttributeType", "SS")][..],
-        &[
-            ("Consumers", "Combined"),
-            ("IndexedAttribute", "tags"),
-            ("IndexedAttributeType", "SS"),
-        ][..],
+        &[("Consumers", "Combined"), ("IndexedAttribute", "tags"), ("IndexedAttributeType", "SS")][..],
         &[("Consumers", "Combined"), ("ArchiveRegion", REGION)][..],
     ] {
         let parameters = |source: &[(&str, &str)]| -> BTreeMap<String, String> {
-            extra
-                .iter()
-                .chain(source)
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect()
+            extra.iter().chain(source).map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
         };
         let streams = template.functions(&template.resolver(&parameters(&[]), names()))?;
         let from_kinesis = template.functions(&template.resolver(&parameters(&kinesis), names()))?;
@@ -1065,10 +892,8 @@ fn every_alarm_reaches_someone_and_says_what_to_do() -> Result<()> {
         .filter_map(|l| l.strip_prefix("### ").or_else(|| l.strip_prefix("## ")))
         .map(anchor)
         .collect();
-    let system_level = template
-        .root()
-        .pointer("/Globals/Function/LoggingConfig/SystemLogLevel")
-        .and_then(Value::as_str);
+    let system_level =
+        template.root().pointer("/Globals/Function/LoggingConfig/SystemLogLevel").and_then(Value::as_str);
     ensure!(
         matches!(system_level, Some("INFO" | "DEBUG")),
         "SystemLogLevel {system_level:?} drops Lambda's REPORT lines"
@@ -1106,17 +931,11 @@ fn every_alarm_reaches_someone_and_says_what_to_do() -> Result<()> {
                 .nth(1)
                 .map(|rest| rest.trim_end_matches('.'))
                 .with_context(|| format!("{alarm}: no runbook link in {description:?}"))?;
-            ensure!(
-                anchors.contains(link),
-                "{alarm}: docs/operations.md has no section #{link}"
-            );
+            ensure!(anchors.contains(link), "{alarm}: docs/operations.md has no section #{link}");
             for metric in alarm_metrics(&p) {
                 watched.insert((
                     metric["MetricName"].as_str().unwrap_or_default().to_owned(),
-                    metric["Dimensions"][0]["Value"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned(),
+                    metric["Dimensions"][0]["Value"].as_str().unwrap_or_default().to_owned(),
                 ));
             }
             checked += 1;
@@ -1212,19 +1031,14 @@ fn the_template_holds_what_a_production_review_asks() -> Result<()> {
     ]);
     let resolver = template.resolver(&parameters, names());
     let trust = resolver
-        .resolve(
-            &resources["BackfillStateMachineRole"]["Properties"]["AssumeRolePolicyDocument"],
-            "trust",
-        )?
+        .resolve(&resources["BackfillStateMachineRole"]["Properties"]["AssumeRolePolicyDocument"], "trust")?
         .context("a trust policy")?;
     for statement in trust["Statement"].as_array().context("statements")? {
         ensure!(
             statement["Condition"]["StringEquals"]["aws:SourceAccount"] == ACCOUNT
-                && statement["Condition"]["ArnLike"]["aws:SourceArn"]
-                    .as_str()
-                    .is_some_and(
-                        |arn| arn.starts_with(&format!("arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:"))
-                    ),
+                && statement["Condition"]["ArnLike"]["aws:SourceArn"].as_str().is_some_and(
+                    |arn| arn.starts_with(&format!("arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:"))
+                ),
             "the state machine's role trusts only this account's state machine: {statement}"
         );
     }
@@ -1248,11 +1062,7 @@ fn the_template_holds_what_a_production_review_asks() -> Result<()> {
         .resolver(&paced, names())
         .resolve(&resources["BackfillFunction"]["Properties"], "backfill")?
         .context("the backfill function")?;
-    ensure!(
-        backfill["ReservedConcurrentExecutions"] == "8",
-        "{}",
-        backfill["ReservedConcurrentExecutions"]
-    );
+    ensure!(backfill["ReservedConcurrentExecutions"] == "8", "{}", backfill["ReservedConcurrentExecutions"]);
     Ok(())
 }
 
@@ -1283,9 +1093,7 @@ fn admits(name: &str, declaration: &Value, value: &str) -> Result<()> {
     }
     if let Some(values) = declaration["AllowedValues"].as_array() {
         ensure!(
-            values
-                .iter()
-                .any(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned) == value),
+            values.iter().any(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned) == value),
             "{name}: {value:?} is not among its AllowedValues"
         );
     }
@@ -1304,9 +1112,7 @@ fn the_archive_keeps_what_ttl_deleted_as_long_as_asked() -> Result<()> {
             .resolver(&set(&[("ArchiveExpireAfterDays", expire)]), names())
             .resolve(&resources["ArchiveBucket"]["Properties"], "archive")?
             .context("the archive bucket")?;
-        let rules = bucket["LifecycleConfiguration"]["Rules"]
-            .as_array()
-            .context("lifecycle rules")?;
+        let rules = bucket["LifecycleConfiguration"]["Rules"].as_array().context("lifecycle rules")?;
         for rule in rules {
             if rule["Transitions"].is_array() {
                 ensure!(
@@ -1365,18 +1171,12 @@ fn nothing_given_up_is_lost() -> Result<()> {
             }
         }
     }
-    ensure!(
-        archiving_mappings > 2,
-        "archiving mappings checked: {archiving_mappings}"
-    );
+    ensure!(archiving_mappings > 2, "archiving mappings checked: {archiving_mappings}");
     let root = template.root();
     let age = &root["Parameters"]["ArchiverMaximumRecordAgeInSeconds"];
     let pattern = regex_lite::Regex::new(age["AllowedPattern"].as_str().context("a pattern")?)?;
     for refused in ["-1", "0", "59", "604801"] {
-        ensure!(
-            !pattern.is_match(refused),
-            "the archiver's record age admits {refused}"
-        );
+        ensure!(!pattern.is_match(refused), "the archiver's record age admits {refused}");
     }
     Ok(())
 }
@@ -1386,12 +1186,8 @@ fn nothing_given_up_is_lost() -> Result<()> {
 /// condition, and return nothing; the aggregator writes only the counter table's total items.
 #[test]
 fn no_role_writes_a_source_table_unconditioned() -> Result<()> {
-    const WRITES: [&str; 4] = [
-        "dynamodb:PutItem",
-        "dynamodb:UpdateItem",
-        "dynamodb:DeleteItem",
-        "dynamodb:BatchWriteItem",
-    ];
+    const WRITES: [&str; 4] =
+        ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"];
     let template = template()?;
     let mut checked = BTreeSet::new();
     let mut all = deployments();
@@ -1414,9 +1210,7 @@ fn no_role_writes_a_source_table_unconditioned() -> Result<()> {
         });
         for (role, statements) in role_statements(&template, &resolver)? {
             for statement in statements {
-                let writes = strings(&statement["Action"])
-                    .into_iter()
-                    .any(|a| WRITES.contains(&a.as_str()));
+                let writes = strings(&statement["Action"]).into_iter().any(|a| WRITES.contains(&a.as_str()));
                 let resources = strings(&statement["Resource"]);
                 let at = format!("{deployment}: {role} {}", statement["Sid"]);
                 if writes && resources.contains(&issues) {
@@ -1458,19 +1252,15 @@ fn the_archive_can_be_locked_and_guarded() -> Result<()> {
     let template = template()?;
     let resources = &template.root()["Resources"];
     for (lock, admin) in [("", ""), ("3650", ADMIN)] {
-        let resolver = template.resolver(
-            &set(&[("ArchiveObjectLockDays", lock), ("ArchiveAdminRoleArn", admin)]),
-            names(),
-        );
+        let resolver = template
+            .resolver(&set(&[("ArchiveObjectLockDays", lock), ("ArchiveAdminRoleArn", admin)]), names());
         let bucket = resolver
             .resolve(&resources["ArchiveBucket"]["Properties"], "archive")?
             .context("the archive bucket")?;
         let policy = resolver
             .resolve(&resources["ArchiveBucketTlsOnly"]["Properties"], "policy")?
             .context("the archive's policy")?;
-        let statements = policy["PolicyDocument"]["Statement"]
-            .as_array()
-            .context("statements")?;
+        let statements = policy["PolicyDocument"]["Statement"].as_array().context("statements")?;
         if lock.is_empty() {
             ensure!(
                 bucket["ObjectLockEnabled"].is_null()
@@ -1488,10 +1278,8 @@ fn the_archive_can_be_locked_and_guarded() -> Result<()> {
                 && retention["Days"] == lock,
             "{bucket}"
         );
-        let guard = statements
-            .iter()
-            .find(|s| s["Sid"] == "OnlyTheArchiveAdminRemoves")
-            .context("the guard")?;
+        let guard =
+            statements.iter().find(|s| s["Sid"] == "OnlyTheArchiveAdminRemoves").context("the guard")?;
         let actions = strings(&guard["Action"]);
         for needed in [
             "s3:DeleteObject",
@@ -1553,19 +1341,14 @@ fn customer_managed_keys_are_used_through_their_service() -> Result<()> {
         ("BackfillStateMachineRole", &[][..]),
         ("PreTrafficHookRole", &[][..]),
     ]);
-    for (deployment, parameters, keys_given) in [
-        ("defaults", set(&[]), false),
-        ("keyed", keyed, true),
-        ("keyed, combined", combined, true),
-    ] {
+    for (deployment, parameters, keys_given) in
+        [("defaults", set(&[]), false), ("keyed", keyed, true), ("keyed, combined", combined, true)]
+    {
         let resolver = template.resolver(&parameters, names());
         for (role, statements) in role_statements(&template, &resolver)? {
             let mut used = BTreeSet::new();
             for statement in statements {
-                if !strings(&statement["Action"])
-                    .iter()
-                    .any(|a| a.starts_with("kms:"))
-                {
+                if !strings(&statement["Action"]).iter().any(|a| a.starts_with("kms:")) {
                     continue;
                 }
                 let resources = strings(&statement["Resource"]);
@@ -1596,10 +1379,7 @@ fn customer_managed_keys_are_used_through_their_service() -> Result<()> {
             } else {
                 BTreeSet::new()
             };
-            ensure!(
-                used == wanted,
-                "{deployment}: {role} uses keys {used:?}, wanted {wanted:?}"
-            );
+            ensure!(used == wanted, "{deployment}: {role} uses keys {used:?}, wanted {wanted:?}");
         }
     }
     Ok(())
@@ -1626,9 +1406,8 @@ fn every_alarms_evaluation_range_is_one_cloudwatch_accepts() -> Result<()> {
             if !resolver.resource_exists(alarm)? {
                 continue;
             }
-            let p = resolver
-                .resolve(&root["Resources"][alarm]["Properties"], alarm)?
-                .context("properties")?;
+            let p =
+                resolver.resolve(&root["Resources"][alarm]["Properties"], alarm)?.context("properties")?;
             let number =
                 |field: &str| number_of(&p[field]).with_context(|| format!("{deployment}: {alarm}: {field}"));
             // Metric math: its metric queries' period, one for all of them.
@@ -1645,11 +1424,8 @@ fn every_alarms_evaluation_range_is_one_cloudwatch_accepts() -> Result<()> {
                 _ => bail!("{deployment}: {alarm}: its queries' periods differ: {periods_of_queries:?}"),
             };
             let periods = number("EvaluationPeriods")?;
-            let datapoints = if p["DatapointsToAlarm"].is_null() {
-                periods
-            } else {
-                number("DatapointsToAlarm")?
-            };
+            let datapoints =
+                if p["DatapointsToAlarm"].is_null() { periods } else { number("DatapointsToAlarm")? };
             let limit = if period < 3600 { 86_400 } else { 604_800 };
             ensure!(
                 period * periods <= limit && (1..=periods).contains(&datapoints),
@@ -1666,10 +1442,7 @@ fn every_alarms_evaluation_range_is_one_cloudwatch_accepts() -> Result<()> {
 /// `Dimensions`), or each metric its metric math (`Metrics`) queries.
 pub(crate) fn alarm_metrics(p: &Value) -> Vec<&Value> {
     match p["Metrics"].as_array() {
-        Some(queries) => queries
-            .iter()
-            .filter_map(|q| q.pointer("/MetricStat/Metric"))
-            .collect(),
+        Some(queries) => queries.iter().filter_map(|q| q.pointer("/MetricStat/Metric")).collect(),
         None => vec![p],
     }
 }
@@ -1685,10 +1458,7 @@ fn number_of(value: &Value) -> Result<i64> {
 /// Whether an alarm watches an event whose consequence waits in the parking bucket (a record
 /// parked, a range given up) or a failed backfill execution: it notifies ALARM only.
 fn is_event_alarm(p: &Value) -> bool {
-    matches!(
-        p["MetricName"].as_str(),
-        Some("ParkedRecords" | "DroppedEventCount" | "ExecutionsFailed")
-    )
+    matches!(p["MetricName"].as_str(), Some("ParkedRecords" | "DroppedEventCount" | "ExecutionsFailed"))
 }
 
 /// Every deployment's parameters, with the alarm destination each needs to pass the Rules.
@@ -1713,36 +1483,19 @@ fn the_rules_refuse_what_cannot_work() -> Result<()> {
     let key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
     for (parameters, rule) in [
         (vec![], "AlarmsReachSomeone"),
-        (
-            vec![topic, ("AlarmEmail", "a@example.com")],
-            "OneAlarmDestination",
-        ),
+        (vec![topic, ("AlarmEmail", "a@example.com")], "OneAlarmDestination"),
         (vec![topic, ("IssuesTableKmsKeyArn", key)], "ExistingTableKeys"),
         (vec![topic, ("IndexTableKmsKeyArn", key)], "ExistingTableKeys"),
         (
-            vec![
-                topic,
-                ("ArchiveBucketName", "archive"),
-                ("ArchiveObjectLockDays", "30"),
-            ],
+            vec![topic, ("ArchiveBucketName", "archive"), ("ArchiveObjectLockDays", "30")],
             "NewArchiveBucketOnly",
         ),
         (
-            vec![
-                topic,
-                ("IndexTableName", "index"),
-                ("IndexWarmWriteUnitsPerSecond", "12000"),
-            ],
+            vec![topic, ("IndexTableName", "index"), ("IndexWarmWriteUnitsPerSecond", "12000")],
             "IndexTableSettingsNeedANewTable",
         ),
-        (
-            vec![topic, ("IndexVerifyRepair", "true")],
-            "VerifierSettingsNeedASchedule",
-        ),
-        (
-            vec![topic, ("BackfillReservedConcurrency", "8")],
-            "BackfillSettingsNeedTheBackfill",
-        ),
+        (vec![topic, ("IndexVerifyRepair", "true")], "VerifierSettingsNeedASchedule"),
+        (vec![topic, ("BackfillReservedConcurrency", "8")], "BackfillSettingsNeedTheBackfill"),
     ] {
         let broken = template.resolver(&set(&parameters), names()).broken_rules()?;
         ensure!(
@@ -1786,10 +1539,7 @@ fn every_mapping_retries_until_its_record_age() -> Result<()> {
     ensure!(mappings > 40, "mappings checked: {mappings}");
     let age = &template.root()["Parameters"]["MaximumRecordAgeInSeconds"];
     let pattern = regex_lite::Regex::new(age["AllowedPattern"].as_str().context("a pattern")?)?;
-    ensure!(
-        !pattern.is_match("-1"),
-        "-1 (the stream drops the records) is refused"
-    );
+    ensure!(!pattern.is_match("-1"), "-1 (the stream drops the records) is refused");
     Ok(())
 }
 
@@ -1831,16 +1581,10 @@ fn the_alarms_stay_while_their_cause_does() -> Result<()> {
                 );
             }
             "IteratorAge" | "NumberOfObjects" => {
-                ensure!(
-                    missing == "ignore",
-                    "{alarm}: keeps its state without data: {missing}"
-                );
+                ensure!(missing == "ignore", "{alarm}: keeps its state without data: {missing}");
             }
             "IndexDrift" if p["ComparisonOperator"] == "GreaterThanThreshold" => {
-                ensure!(
-                    missing == "ignore",
-                    "{alarm}: drift stays until a verification reports none"
-                );
+                ensure!(missing == "ignore", "{alarm}: drift stays until a verification reports none");
             }
             _ => {}
         }
@@ -1850,14 +1594,9 @@ fn the_alarms_stay_while_their_cause_does() -> Result<()> {
                 "{alarm}: would notify OK a quiet minute after it fired: {p}"
             );
         }
-        *kinds
-            .entry(if is_event_alarm(&p) { "event" } else { "state" })
-            .or_default() += 1;
+        *kinds.entry(if is_event_alarm(&p) { "event" } else { "state" }).or_default() += 1;
     }
-    ensure!(
-        kinds.get("event") >= Some(&5) && kinds.get("state") >= Some(&15),
-        "alarms checked: {kinds:?}"
-    );
+    ensure!(kinds.get("event") >= Some(&5) && kinds.get("state") >= Some(&15), "alarms checked: {kinds:?}");
     Ok(())
 }
 
@@ -1897,9 +1636,7 @@ fn the_stores_hold_at_scale() -> Result<()> {
     let properties_of = |id: &str| properties(&template, &resolver, id);
     let dashboard = properties_of("Dashboard")?;
     ensure!(
-        dashboard["DashboardName"]
-            .as_str()
-            .is_some_and(|n| n.contains(REGION)),
+        dashboard["DashboardName"].as_str().is_some_and(|n| n.contains(REGION)),
         "dashboards are global: {}",
         dashboard["DashboardName"]
     );
@@ -1920,19 +1657,13 @@ fn the_stores_hold_at_scale() -> Result<()> {
         );
     }
     // A stack name of 128 characters still names a valid workgroup (at most 128).
-    let long = Names {
-        stack: "s".repeat(128),
-        ..names()
-    };
+    let long = Names { stack: "s".repeat(128), ..names() };
     let queries = set(&[("ArchiveQueries", "true")]);
     let workgroup = template
         .resolver(&queries, long)
         .resolve(&resources["ArchiveWorkGroup"]["Properties"]["Name"], "workgroup")?
         .context("a name")?;
-    ensure!(
-        workgroup.as_str().is_some_and(|n| (1..=128).contains(&n.len())),
-        "{workgroup}"
-    );
+    ensure!(workgroup.as_str().is_some_and(|n| (1..=128).contains(&n.len())), "{workgroup}");
     // Free text is checked before it reaches JSON, filter patterns, Glue types and Athena SQL.
     for name in [
         "TtlAttribute",
@@ -1979,10 +1710,7 @@ fn one_key_covers_every_store() -> Result<()> {
                 continue;
             }
             let p = properties_of(id)?;
-            ensure!(
-                p.pointer(pointer) == Some(&Value::from(KEY)),
-                "{id}: not under KmsKeyArn: {p}"
-            );
+            ensure!(p.pointer(pointer) == Some(&Value::from(KEY)), "{id}: not under KmsKeyArn: {p}");
             keyed_stores += 1;
         }
     }
@@ -2029,29 +1757,21 @@ fn stream_functions_deploy_through_a_gate() -> Result<()> {
             );
             gated += 1;
         }
-        let hook = resolver
-            .resolve(&resources["PreTrafficHook"]["Properties"], "hook")?
-            .context("the hook")?;
+        let hook =
+            resolver.resolve(&resources["PreTrafficHook"]["Properties"], "hook")?.context("the hook")?;
         let name = hook["FunctionName"].as_str().context("a name")?;
         ensure!(name.starts_with("CodeDeployHook_") && name.len() <= 64, "{name}");
         let (_, statements) = role_statements(&template, &resolver)?
             .into_iter()
             .find(|(r, _)| *r == "PreTrafficHookRole")
             .context("the hook's role")?;
-        let invoke = statements
-            .iter()
-            .find(|s| s["Sid"] == "InvokeNewVersions")
-            .context("its invoke statement")?;
+        let invoke =
+            statements.iter().find(|s| s["Sid"] == "InvokeNewVersions").context("its invoke statement")?;
         let streams: BTreeSet<String> = template
             .functions(&resolver)?
             .iter()
             .filter(|f| !f.streams.is_empty())
-            .map(|f| {
-                format!(
-                    "arn:aws:lambda:{REGION}:{ACCOUNT}:function:{}:*",
-                    physical(&f.logical_id)
-                )
-            })
+            .map(|f| format!("arn:aws:lambda:{REGION}:{ACCOUNT}:function:{}:*", physical(&f.logical_id)))
             .collect();
         ensure!(
             strings(&invoke["Resource"]).into_iter().collect::<BTreeSet<_>>() == streams,
@@ -2080,12 +1800,8 @@ fn the_template_reads_as_its_deployers_need() -> Result<()> {
             *grouped.entry(name).or_default() += 1;
         }
     }
-    let declared: BTreeSet<String> = root["Parameters"]
-        .as_object()
-        .context("parameters")?
-        .keys()
-        .cloned()
-        .collect();
+    let declared: BTreeSet<String> =
+        root["Parameters"].as_object().context("parameters")?.keys().cloned().collect();
     ensure!(
         grouped.keys().cloned().collect::<BTreeSet<_>>() == declared && grouped.values().all(|n| *n == 1),
         "every parameter in exactly one group: {grouped:?}"
@@ -2116,10 +1832,7 @@ fn the_template_reads_as_its_deployers_need() -> Result<()> {
             let pair = pair.trim_end_matches(',').trim_matches('"');
             let (name, value) = pair.split_once('=').context("NAME=value")?;
             let declaration = &root["Parameters"][name];
-            ensure!(
-                declaration.is_object(),
-                "samconfig.toml names no parameter {name}"
-            );
+            ensure!(declaration.is_object(), "samconfig.toml names no parameter {name}");
             admits(name, declaration, value).context("in samconfig.toml")?;
             parameters.insert(name.to_owned(), value.to_owned());
         }
@@ -2157,10 +1870,8 @@ fn every_stream_function_has_its_alarms() -> Result<()> {
                 Some(COMBINED) => vec![format!("{name}/multikey-indexer")],
                 _ => vec![name.clone()],
             };
-            let mut expected = vec![
-                ("ErrorsAlarm".to_owned(), name.clone()),
-                ("IteratorAgeAlarm".to_owned(), name.clone()),
-            ];
+            let mut expected =
+                vec![("ErrorsAlarm".to_owned(), name.clone()), ("IteratorAgeAlarm".to_owned(), name.clone())];
             for (member, which) in members.iter().zip(["", "Second"]) {
                 expected.push((format!("{which}ParkedRecordsAlarm"), member.clone()));
                 expected.push((format!("{which}SystemicFailuresAlarm"), member.clone()));
@@ -2210,10 +1921,7 @@ fn the_registry_names_each_function_as_the_template_deploys_it() -> Result<()> {
         let registry = sidestream_combined::FUNCTIONS
             .iter()
             .map(|f| (f.logical_id, f.name))
-            .chain([(
-                sidestream_combined::COMBINED_LOGICAL_ID,
-                sidestream_combined::COMBINED_BINARY,
-            )]);
+            .chain([(sidestream_combined::COMBINED_LOGICAL_ID, sidestream_combined::COMBINED_BINARY)]);
         for (logical_id, binary) in registry {
             if let Some(function) = functions.iter().find(|f| f.logical_id == logical_id) {
                 ensure!(
@@ -2239,9 +1947,6 @@ fn the_registry_names_each_function_as_the_template_deploys_it() -> Result<()> {
         }
     }
     // Every entry was deployed by some deployment: none is checked by its absence.
-    ensure!(
-        checked.len() == sidestream_combined::FUNCTIONS.len() + 1,
-        "{checked:?}"
-    );
+    ensure!(checked.len() == sidestream_combined::FUNCTIONS.len() + 1, "{checked:?}");
     Ok(())
 }

@@ -22,13 +22,7 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
-    put_issues(
-        &client,
-        &issues,
-        0..20,
-        |id| json!({"f1": id, "f2": format!("v{id}")}),
-    )
-    .await?;
+    put_issues(&client, &issues, 0..20, |id| json!({"f1": id, "f2": format!("v{id}")})).await?;
     pipeline.settle().await?;
     let entries = assert_index_exact(&sdk, &stack).await?;
 
@@ -41,10 +35,7 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
     let exact = verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut progress).await?;
     ensure!(exact.is_exact() && exact.entries == entries, "{exact:?}");
     // Both tables' items: the base's, and the index's entries and heads (one per issue).
-    ensure!(
-        scanned.last() == Some(&(20 + entries + 20)),
-        "both tables' items: {scanned:?}"
-    );
+    ensure!(scanned.last() == Some(&(20 + entries + 20)), "both tables' items: {scanned:?}");
 
     // Drift: one entry deleted, one stale value, one stale included attribute, one extra.
     let table = index.table.to_string();
@@ -71,12 +62,7 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
     extra[sk] = json!({"S": "an entry no item calls for"});
     for item in [&changed, &renamed, &extra] {
         let item: serde_dynamo::Item = serde_json::from_value(item.clone())?;
-        client
-            .put_item()
-            .table_name(&table)
-            .set_item(Some(item.into()))
-            .send()
-            .await?;
+        client.put_item().table_name(&table).set_item(Some(item.into())).send().await?;
     }
 
     let drift = verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut |_| {}).await?;
@@ -87,10 +73,7 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
     // Missing and stale entries are what the base calls for (content, no version); extra ones
     // as the index has them, version included.
     let content = operations::oracle::content;
-    ensure!(
-        drift.missing[0] == content(deleted) && drift.extra[0] == extra,
-        "{drift:#?}"
-    );
+    ensure!(drift.missing[0] == content(deleted) && drift.extra[0] == extra, "{drift:#?}");
     ensure!(
         drift.stale.contains(&content(stale_value)) && drift.stale.contains(&content(stale_include)),
         "the stale entries, as the base calls for them: {drift:#?}"
@@ -101,17 +84,10 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
 
     let through_stream = verify::Mender::new(writer.clone(), indexes.clone(), &issues, "repair-test");
     let mended = through_stream.drift(index, &drift).await?;
-    let items: std::collections::BTreeSet<String> = [deleted, stale_value, stale_include]
-        .iter()
-        .map(|e| e["id"].to_string())
-        .collect();
+    let items: std::collections::BTreeSet<String> =
+        [deleted, stale_value, stale_include].iter().map(|e| e["id"].to_string()).collect();
     ensure!(
-        mended
-            == verify::Mended {
-                touched: items.len(),
-                deleted: 1,
-                ..verify::Mended::default()
-            },
+        mended == verify::Mended { touched: items.len(), deleted: 1, ..verify::Mended::default() },
         "the items of the missing and stale entries touched, the extra entry deleted: {mended:?}"
     );
     ensure!(

@@ -199,14 +199,7 @@ pub async fn run(
     progress.cases.store(planned as u64, Ordering::Relaxed);
     let stack = Stack::create(sdk, &options.template, &options.stack, &BTreeMap::new()).await?;
     let spec = format!("latency={}ms", options.latency.as_millis());
-    let ground = Ground {
-        sdk,
-        endpoint,
-        stack: &stack,
-        spec: &spec,
-        options,
-        progress,
-    };
+    let ground = Ground { sdk, endpoint, stack: &stack, spec: &spec, options, progress };
     let bench = ground.bench(&spec).await?;
     let write_path = if part(Part::WritePath) {
         let mut rows = Vec::new();
@@ -217,36 +210,18 @@ pub async fn run(
     } else {
         Vec::new()
     };
-    let hot = if part(Part::Hot) {
-        hot::run(&bench, options, progress).await?
-    } else {
-        Vec::new()
-    };
+    let hot = if part(Part::Hot) { hot::run(&bench, options, progress).await? } else { Vec::new() };
     let cold = if part(Part::Cold) {
         cold::run(&bench, options, &options.binaries, progress).await?
     } else {
         Vec::new()
     };
-    let throttled = if throttling {
-        throttled::run(ground).await?
-    } else {
-        Vec::new()
-    };
-    let kinesis = if part(Part::Kinesis) {
-        Box::pin(kinesis::both_upstreams(ground)).await?
-    } else {
-        Vec::new()
-    };
-    let combined = if part(Part::Combined) {
-        Box::pin(combined::both_upstreams(ground)).await?
-    } else {
-        Vec::new()
-    };
-    let any_order = if part(Part::AnyOrder) {
-        Box::pin(any_order::run(ground)).await?
-    } else {
-        Vec::new()
-    };
+    let throttled = if throttling { throttled::run(ground).await? } else { Vec::new() };
+    let kinesis =
+        if part(Part::Kinesis) { Box::pin(kinesis::both_upstreams(ground)).await? } else { Vec::new() };
+    let combined =
+        if part(Part::Combined) { Box::pin(combined::both_upstreams(ground)).await? } else { Vec::new() };
+    let any_order = if part(Part::AnyOrder) { Box::pin(any_order::run(ground)).await? } else { Vec::new() };
     Ok(Report {
         latency_ms: options.latency.as_secs_f64() * 1000.0,
         write_path,
@@ -282,12 +257,7 @@ pub struct Case {
 impl Case {
     /// Function `F` on `records` records of `batch`, against `upstream`.
     pub fn of<F: StreamFunction>(upstream: &'static str, batch: events::Batch, records: usize) -> Case {
-        Case {
-            upstream,
-            function: F::NAME,
-            batch: batch.label(),
-            records,
-        }
+        Case { upstream, function: F::NAME, batch: batch.label(), records }
     }
 }
 
@@ -337,20 +307,14 @@ impl<'s> Bench<'s> {
         spec: &str,
     ) -> Result<Bench<'s>, BenchError> {
         let spec = crate::fault_proxy::Spec::parse(spec).map_err(|e| BenchError::Proxy(e.to_string()))?;
-        let proxy = crate::fault_proxy::start(endpoint, spec)
-            .await
-            .map_err(|e| BenchError::Proxy(e.to_string()))?;
+        let proxy =
+            crate::fault_proxy::start(endpoint, spec).await.map_err(|e| BenchError::Proxy(e.to_string()))?;
         // An explicit endpoint: one set on a copy of `sdk` would lose to AWS_ENDPOINT_URL.
         let through = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .endpoint_url(format!("http://{}", proxy.addr))
             .load()
             .await;
-        Ok(Bench {
-            stack,
-            proxy,
-            through,
-            direct: sdk.clone(),
-        })
+        Ok(Bench { stack, proxy, through, direct: sdk.clone() })
     }
 
     /// The runtime of function `F` (cargo binary `binary`), configured from the template's
@@ -363,10 +327,8 @@ impl<'s> Bench<'s> {
         let mut env = crate::environment(self.stack.function(binary)?);
         env.extend(overrides.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
         let lookup = |name: &str| env.get(name).cloned();
-        Runtime::<F>::from_vars(&Vars::new(&lookup), &self.through).map_err(|source| BenchError::Config {
-            function: binary,
-            cause: source,
-        })
+        Runtime::<F>::from_vars(&Vars::new(&lookup), &self.through)
+            .map_err(|source| BenchError::Config { function: binary, cause: source })
     }
 }
 
@@ -428,10 +390,8 @@ pub async fn invoke<F: StreamFunction>(runtime: &Runtime<F>, bytes: &[u8]) -> Re
         .await
         .map_err(|e| not_an_event(&e))?;
     let wall = started.elapsed();
-    let response = response.map_err(|e| BenchError::Invocation {
-        function: F::NAME,
-        message: e.to_string(),
-    })?;
+    let response =
+        response.map_err(|e| BenchError::Invocation { function: F::NAME, message: e.to_string() })?;
     let checkpoint = response.batch_item_failures.first().map(|f| {
         // Outside the timing: where the batch stopped, for the bench's redelivery.
         let event: Event = serde_json::from_slice(bytes).unwrap_or_default();

@@ -175,14 +175,10 @@ impl Options {
     fn parameters(&self) -> BTreeMap<String, String> {
         let mut parameters = self.parameters.clone();
         if self.regions == 2 {
-            for (name, value) in [
-                ("Consumers", "Combined"),
-                ("ArchiveRegion", REGIONS[0]),
-                ("AggregatorRegion", REGIONS[0]),
-            ] {
-                parameters
-                    .entry(name.to_owned())
-                    .or_insert_with(|| value.to_owned());
+            for (name, value) in
+                [("Consumers", "Combined"), ("ArchiveRegion", REGIONS[0]), ("AggregatorRegion", REGIONS[0])]
+            {
+                parameters.entry(name.to_owned()).or_insert_with(|| value.to_owned());
             }
         }
         parameters
@@ -195,9 +191,7 @@ impl Options {
             return Ok(sharding);
         }
         let region = u32::try_from(region).unwrap_or(0);
-        sharding
-            .in_region(region, 2)
-            .map_err(|e| ChaosError::Check(e.to_string()))
+        sharding.in_region(region, 2).map_err(|e| ChaosError::Check(e.to_string()))
     }
 }
 
@@ -274,11 +268,7 @@ pub struct Mapping {
 impl Mapping {
     /// Each of `pipeline`'s mappings.
     fn all(pipeline: &Pipeline) -> Vec<Mapping> {
-        pipeline
-            .counts()
-            .into_iter()
-            .map(|(function, counts)| Mapping::new(function, counts))
-            .collect()
+        pipeline.counts().into_iter().map(|(function, counts)| Mapping::new(function, counts)).collect()
     }
 
     fn new(function: &str, c: Counts) -> Mapping {
@@ -333,9 +323,7 @@ impl Replicating {
 
     async fn stop(self) -> Result<Vec<(String, Replication)>, ChaosError> {
         self.stop.store(true, Ordering::Relaxed);
-        self.task
-            .await
-            .map_err(|e| ChaosError::Check(format!("the replication's task failed: {e}")))?
+        self.task.await.map_err(|e| ChaosError::Check(format!("the replication's task failed: {e}")))?
     }
 }
 
@@ -368,17 +356,9 @@ async fn settle_both(
     }
     let replication = replications
         .iter()
-        .map(|(table, r)| ReplicationReport {
-            table: table.clone(),
-            counts: r.counts(),
-        })
+        .map(|(table, r)| ReplicationReport { table: table.clone(), counts: r.counts() })
         .collect();
-    Ok(Settled {
-        direct,
-        stack,
-        pipeline: second,
-        replication,
-    })
+    Ok(Settled { direct, stack, pipeline: second, replication })
 }
 
 impl Settled {
@@ -420,10 +400,8 @@ fn counters_of(
     stack: &Stack,
     region: usize,
 ) -> Result<Counters, ChaosError> {
-    let patient = io_policy::Policy {
-        attempt_timeout: WRITER_ATTEMPT_TIMEOUT,
-        ..io_policy::Policy::default()
-    };
+    let patient =
+        io_policy::Policy { attempt_timeout: WRITER_ATTEMPT_TIMEOUT, ..io_policy::Policy::default() };
     Ok(Counters::new(
         aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk)),
         &stack.table("CounterTable")?.name,
@@ -561,13 +539,7 @@ impl Report {
 /// environment.
 pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -> Result<Report, ChaosError> {
     let setup = set_up(endpoints, options).await?;
-    let Setup {
-        direct,
-        through,
-        stack,
-        pipeline,
-        ..
-    } = setup;
+    let Setup { direct, through, stack, pipeline, .. } = setup;
     let sdk = &direct;
     let _ = progress.replay.set(pipeline.progress());
 
@@ -579,11 +551,7 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
     // The application writes in both Regions: each item in one, each Region its own shards.
     let mut targets = vec![Target::of(sdk, &stack, counters.clone())?];
     if let Some(s) = &second {
-        targets.push(Target::of(
-            &s.direct,
-            &s.stack,
-            counters_of(options, &s.direct, &s.stack, 1)?,
-        )?);
+        targets.push(Target::of(&s.direct, &s.stack, counters_of(options, &s.direct, &s.stack, 1)?)?);
     }
     let ops = generate(options.records, options.seed, epoch_seconds());
     progress.ops.store(ops.len() as u64, Ordering::Relaxed);
@@ -763,9 +731,8 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
     let router = crate::fault_proxy::start_routed(upstreams.clone(), crate::fault_proxy::Spec::none())
         .await
         .map_err(ChaosError::Proxy)?;
-    let proxy = crate::fault_proxy::start_routed(upstreams, options.faults.wire)
-        .await
-        .map_err(ChaosError::Proxy)?;
+    let proxy =
+        crate::fault_proxy::start_routed(upstreams, options.faults.wire).await.map_err(ChaosError::Proxy)?;
     // With two Regions, the first is named; with one, the environment's.
     let region = (options.regions == 2).then_some(REGIONS[0]);
     let direct = sdk_at(router.addr, region).await;
@@ -787,23 +754,14 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
     let kept = Arc::new(operations::Kept::default());
     let mut sources = stack.sources(|function| {
         let mut function = function.clone();
-        function
-            .environment
-            .insert("ATTEMPT_TIMEOUT_MS".into(), ATTEMPT_TIMEOUT_MS.into());
+        function.environment.insert("ATTEMPT_TIMEOUT_MS".into(), ATTEMPT_TIMEOUT_MS.into());
         let invoker = crate::invoker(&function, &through, MetricsTo::Each(Arc::clone(&summed_and_fed)))?;
         // A combined function's records are its functions' records, each the ones its own
         // patterns pass (`COMBINED_FILTERS`), as the combined function picks them.
         let binary = function.binary.as_deref().unwrap_or_default();
-        let filters = function
-            .environment
-            .get(stream_runtime::combined::FILTERS_VAR)
-            .map(String::as_str);
+        let filters = function.environment.get(stream_runtime::combined::FILTERS_VAR).map(String::as_str);
         let mut members = Vec::new();
-        for member in stack
-            .members
-            .iter()
-            .filter(|m| m.logical_id == function.logical_id)
-        {
+        for member in stack.members.iter().filter(|m| m.logical_id == function.logical_id) {
             let name = member.binary.clone().unwrap_or_default();
             let patterns = stream_runtime::combined::patterns_for(filters, &name)
                 .map_err(|e| crate::StackError::Unusable(format!("{}: {e}", function.logical_id)))?;
@@ -826,27 +784,14 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
     )
     .with_metrics(feed.lambda())
     .with_faults(options.faults.lambda)
-    .with_topology(Topology {
-        split_every: options.split_every,
-    });
+    .with_topology(Topology { split_every: options.split_every });
     let second = if options.regions == 2 {
         let at = (router.addr, proxy.addr);
         Some(second_region(at, options, &parameters, (&direct, &stack), &tally, &failure_log).await?)
     } else {
         None
     };
-    Ok(Setup {
-        proxy,
-        direct,
-        through,
-        stack,
-        feed,
-        tally,
-        pipeline,
-        failure_log,
-        kept,
-        second,
-    })
+    Ok(Setup { proxy, direct, through, stack, feed, tally, pipeline, failure_log, kept, second })
 }
 
 /// An SDK configuration for the endpoint `addr` (which wins over `AWS_ENDPOINT_URL`), in
@@ -880,9 +825,7 @@ async fn second_region(
     let stack = Stack::create(&direct, &options.template, &name, parameters).await?;
     let mut sources = stack.sources(|function| {
         let mut function = function.clone();
-        function
-            .environment
-            .insert("ATTEMPT_TIMEOUT_MS".into(), ATTEMPT_TIMEOUT_MS.into());
+        function.environment.insert("ATTEMPT_TIMEOUT_MS".into(), ATTEMPT_TIMEOUT_MS.into());
         tallied_invoker(&function, &through, Arc::clone(tally))
     })?;
     for source in &mut sources {
@@ -895,26 +838,16 @@ async fn second_region(
         FailureLog::new(failure_log),
     )
     .with_faults(options.faults.lambda)
-    .with_topology(Topology {
-        split_every: options.split_every,
-    });
+    .with_topology(Topology { split_every: options.split_every });
     let mut replications = Vec::new();
     for logical in ["IssuesTable", "CounterTable"] {
         let replica = |sdk: &SdkConfig, stack: &Stack, region: &str| -> Result<Replica, ChaosError> {
             let table = stack.table(logical)?.name.clone();
             let arn = stack.streams.get(&table).cloned().unwrap_or_default();
             let reader = StreamReader::new(aws_sdk_dynamodbstreams::Client::new(sdk), arn);
-            Ok(Replica::new(
-                region,
-                aws_sdk_dynamodb::Client::new(sdk),
-                &table,
-                reader,
-            ))
+            Ok(Replica::new(region, aws_sdk_dynamodb::Client::new(sdk), &table, reader))
         };
-        let (a, b) = (
-            replica(first_sdk, first, REGIONS[0])?,
-            replica(&direct, &stack, REGIONS[1])?,
-        );
+        let (a, b) = (replica(first_sdk, first, REGIONS[0])?, replica(&direct, &stack, REGIONS[1])?);
         replications.push((
             logical.to_owned(),
             // The operations' touches add an attribute in bursts: the replication must know it
@@ -922,12 +855,7 @@ async fn second_region(
             Replication::new(a, b, REPLICATION_DELAY, false).expecting(&[formats::touch::TOUCH_ATTRIBUTE]),
         ));
     }
-    Ok(SecondRegion {
-        direct,
-        stack,
-        pipeline,
-        replications,
-    })
+    Ok(SecondRegion { direct, stack, pipeline, replications })
 }
 
 /// The emulators' endpoints from the environment: `SIDESTREAM_MOTO_ENDPOINTS` (space-separated,
@@ -980,17 +908,11 @@ fn nothing_lost(mappings: &[Mapping], runtime: &RuntimeTotals, failure_log: &std
         }
     }
     if runtime.parked > 0 {
-        wrong.push(format!(
-            "{} records parked, though every fault injected is transient",
-            runtime.parked
-        ));
+        wrong.push(format!("{} records parked, though every fault injected is transient", runtime.parked));
     }
     let logged = std::fs::read_to_string(failure_log).map_or(0, |t| t.lines().count());
     if logged > 0 {
-        wrong.push(format!(
-            "{logged} ranges in the failure log {}",
-            failure_log.display()
-        ));
+        wrong.push(format!("{logged} ranges in the failure log {}", failure_log.display()));
     }
     let ok = wrong.is_empty();
     Verdict {
@@ -1073,7 +995,5 @@ async fn apply(
 }
 
 fn epoch_seconds() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }

@@ -78,11 +78,7 @@ impl Feed {
     pub fn start(sdk: &SdkConfig) -> Feed {
         let client = aws_sdk_cloudwatch::Client::new(sdk);
         let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
-        let shared = Arc::new(Shared {
-            tx,
-            followed: Mutex::new(Vec::new()),
-            failed: Mutex::new(None),
-        });
+        let shared = Arc::new(Shared { tx, followed: Mutex::new(Vec::new()), failed: Mutex::new(None) });
         let failed = Arc::downgrade(&shared);
         tokio::spawn(async move {
             while let Some(message) = rx.recv().await {
@@ -144,11 +140,7 @@ impl Feed {
     /// Follows a function's log file (its stdout): each EMF line written to it, from its start,
     /// is put as it appears.
     pub fn follow(&self, path: impl Into<PathBuf>) {
-        lock(&self.shared.followed).push(Followed {
-            path: path.into(),
-            offset: 0,
-            partial: String::new(),
-        });
+        lock(&self.shared.followed).push(Followed { path: path.into(), offset: 0, partial: String::new() });
     }
 
     /// Puts what S3 publishes daily about each of the stack's buckets (`AWS/S3`, by
@@ -167,26 +159,13 @@ impl Feed {
             #[allow(clippy::cast_precision_loss, reason = "a count far below 2^52")]
             let datum = MetricDatum::builder()
                 .metric_name("NumberOfObjects")
-                .dimensions(
-                    Dimension::builder()
-                        .name("BucketName")
-                        .value(&bucket.name)
-                        .build(),
-                )
-                .dimensions(
-                    Dimension::builder()
-                        .name("StorageType")
-                        .value("AllStorageTypes")
-                        .build(),
-                )
+                .dimensions(Dimension::builder().name("BucketName").value(&bucket.name).build())
+                .dimensions(Dimension::builder().name("StorageType").value("AllStorageTypes").build())
                 .value(objects as f64)
                 .unit(StandardUnit::Count)
                 .timestamp(DateTime::from(now))
                 .build();
-            let _ = self
-                .shared
-                .tx
-                .send(Message::Data(vec![("AWS/S3".to_owned(), datum)]));
+            let _ = self.shared.tx.send(Message::Data(vec![("AWS/S3".to_owned(), datum)]));
         }
         Ok(())
     }
@@ -243,9 +222,8 @@ fn emf_data(line: &str) -> Vec<Point> {
     let Some(aws) = doc.get("_aws") else {
         return Vec::new();
     };
-    let at = aws["Timestamp"]
-        .as_u64()
-        .map_or_else(SystemTime::now, |ms| UNIX_EPOCH + Duration::from_millis(ms));
+    let at =
+        aws["Timestamp"].as_u64().map_or_else(SystemTime::now, |ms| UNIX_EPOCH + Duration::from_millis(ms));
     let mut data = Vec::new();
     for directive in aws["CloudWatchMetrics"].as_array().into_iter().flatten() {
         let namespace = directive["Namespace"].as_str().unwrap_or_default();
@@ -256,9 +234,7 @@ fn emf_data(line: &str) -> Vec<Point> {
                 .flatten()
                 .filter_map(Value::as_str)
                 .map(|name| {
-                    let value = doc[name]
-                        .as_str()
-                        .map_or_else(|| doc[name].to_string(), str::to_owned);
+                    let value = doc[name].as_str().map_or_else(|| doc[name].to_string(), str::to_owned);
                     Dimension::builder().name(name).value(value).build()
                 })
                 .collect();
@@ -270,9 +246,7 @@ fn emf_data(line: &str) -> Vec<Point> {
                     Value::Array(values) => values.iter().filter_map(Value::as_f64).collect(),
                     value => value.as_f64().into_iter().collect::<Vec<_>>(),
                 };
-                let unit = metric["Unit"]
-                    .as_str()
-                    .map_or(StandardUnit::None, StandardUnit::from);
+                let unit = metric["Unit"].as_str().map_or(StandardUnit::None, StandardUnit::from);
                 for value in values {
                     let datum = MetricDatum::builder()
                         .metric_name(name)
@@ -292,12 +266,7 @@ fn emf_data(line: &str) -> Vec<Point> {
 fn lambda_datum(datum: &Datum) -> Point {
     let built = MetricDatum::builder()
         .metric_name(datum.name)
-        .dimensions(
-            Dimension::builder()
-                .name(datum.dimension.0)
-                .value(&datum.dimension.1)
-                .build(),
-        )
+        .dimensions(Dimension::builder().name(datum.dimension.0).value(&datum.dimension.1).build())
         .value(datum.value)
         .unit(StandardUnit::from(datum.unit))
         .timestamp(DateTime::from(datum.at))

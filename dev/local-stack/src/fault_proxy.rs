@@ -129,21 +129,11 @@ impl Spec {
 
     /// Reads `name=value,…`; `default` is [`DEFAULT_SPEC`].
     pub fn parse(text: &str) -> Result<Spec, SpecError> {
-        let text = if text.trim() == "default" {
-            DEFAULT_SPEC
-        } else {
-            text
-        };
+        let text = if text.trim() == "default" { DEFAULT_SPEC } else { text };
         let mut spec = Spec::none();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (name, value) = part
-                .split_once('=')
-                .ok_or_else(|| SpecError::Unknown(part.to_owned()))?;
-            let bad = |reason| SpecError::Value {
-                name: name.to_owned(),
-                value: value.to_owned(),
-                reason,
-            };
+            let (name, value) = part.split_once('=').ok_or_else(|| SpecError::Unknown(part.to_owned()))?;
+            let bad = |reason| SpecError::Value { name: name.to_owned(), value: value.to_owned(), reason };
             let rate = || {
                 value
                     .parse::<f64>()
@@ -170,9 +160,8 @@ impl Spec {
                 "late-for" => spec.late_for = millis()?,
                 "latency" => spec.latency = millis()?,
                 "capacity" => {
-                    spec.capacity = value
-                        .parse()
-                        .map_err(|_| bad("a capacity is whole requests per second"))?;
+                    spec.capacity =
+                        value.parse().map_err(|_| bad("a capacity is whole requests per second"))?;
                 }
                 "sink" => {
                     spec.sink = match value {
@@ -263,13 +252,7 @@ impl std::fmt::Debug for Proxy {
 }
 
 /// The DynamoDB operations that write an item.
-const WRITES: &[&str] = &[
-    "BatchWriteItem",
-    "TransactWriteItems",
-    "PutItem",
-    "UpdateItem",
-    "DeleteItem",
-];
+const WRITES: &[&str] = &["BatchWriteItem", "TransactWriteItems", "PutItem", "UpdateItem", "DeleteItem"];
 
 /// A request as it came in, to be sent again by [`replay`].
 #[derive(Debug, Clone)]
@@ -292,13 +275,7 @@ impl Proxy {
     /// Stops holding writes and sends every one held upstream now, in the order they came (each
     /// counted in [`Counts::late`]); the number whose answer was a success.
     pub async fn release_held(&self) -> usize {
-        let held = self
-            .state
-            .held
-            .lock()
-            .ok()
-            .and_then(|mut held| held.take())
-            .unwrap_or_default();
+        let held = self.state.held.lock().ok().and_then(|mut held| held.take()).unwrap_or_default();
         let mut applied = 0;
         for (request, target) in held {
             let mut parts = Request::builder()
@@ -326,11 +303,7 @@ impl Proxy {
 
     /// Stops keeping requests, and returns those kept since [`Proxy::record`].
     pub fn recorded(&self) -> Vec<Recorded> {
-        self.recorder
-            .lock()
-            .ok()
-            .and_then(|mut kept| kept.take())
-            .unwrap_or_default()
+        self.recorder.lock().ok().and_then(|mut kept| kept.take()).unwrap_or_default()
     }
 }
 
@@ -349,9 +322,7 @@ pub async fn replay(
         .map(|r| {
             let client = client.clone();
             async move {
-                let mut request = Request::builder()
-                    .method(r.method)
-                    .uri(format!("http://{addr}{}", r.path));
+                let mut request = Request::builder().method(r.method).uri(format!("http://{addr}{}", r.path));
                 for (name, value) in &r.headers {
                     if name != hyper::header::CONTENT_LENGTH && name != hyper::header::TRANSFER_ENCODING {
                         request = request.header(name, value);
@@ -359,12 +330,7 @@ pub async fn replay(
                 }
                 let request = request.body(Full::new(r.body)).map_err(|e| e.to_string())?;
                 let response = client.request(request).await.map_err(|e| e.to_string())?;
-                response
-                    .into_body()
-                    .collect()
-                    .await
-                    .map(drop)
-                    .map_err(|e| e.to_string())
+                response.into_body().collect().await.map(drop).map_err(|e| e.to_string())
             }
         })
         .buffer_unordered(concurrency.max(1))
@@ -457,13 +423,7 @@ pub async fn start_routed(upstreams: Upstreams, spec: Spec) -> std::io::Result<P
         let state = Arc::clone(&serving);
         async move { handle(&state, request).await }
     });
-    Ok(Proxy {
-        addr,
-        counts,
-        upstreams,
-        recorder,
-        state,
-    })
+    Ok(Proxy { addr, counts, upstreams, recorder, state })
 }
 
 /// Serves HTTP/1 connections accepted on `listener`, each request answered by `handle`, until
@@ -494,17 +454,9 @@ struct Reset;
 
 async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Reset> {
     let (parts, body) = request.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(http_body_util::Collected::to_bytes)
-        .unwrap_or_default();
-    let target = parts
-        .headers
-        .get("x-amz-target")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let body = body.collect().await.map(http_body_util::Collected::to_bytes).unwrap_or_default();
+    let target =
+        parts.headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     let operation = target.rsplit('.').next().unwrap_or_default();
     let dynamodb = target.starts_with("DynamoDB_20120810.");
     if dynamodb && WRITES.contains(&operation) && hold(state, &parts, &target, &body) {
@@ -646,12 +598,7 @@ async fn land(state: &State, parts: &hyper::http::request::Parts, target: &str, 
         return true;
     }
     let refused = answer.status() == StatusCode::BAD_REQUEST && {
-        let body = answer
-            .body()
-            .clone()
-            .collect()
-            .await
-            .map(http_body_util::Collected::to_bytes);
+        let body = answer.body().clone().collect().await.map(http_body_util::Collected::to_bytes);
         body.is_ok_and(|b| {
             let text = String::from_utf8_lossy(&b);
             text.contains("TransactionCanceledException") || text.contains("ConditionalCheckFailed")
@@ -686,10 +633,7 @@ fn hold(state: &State, parts: &hyper::http::request::Parts, target: &str, body: 
 /// Whether a request is beyond the `capacity` (never, without one).
 fn over_capacity(state: &State) -> bool {
     state.spec.capacity > 0
-        && state
-            .bucket
-            .lock()
-            .is_ok_and(|mut b| !b.take(state.spec.capacity, std::time::Instant::now()))
+        && state.bucket.lock().is_ok_and(|mut b| !b.take(state.spec.capacity, std::time::Instant::now()))
 }
 
 fn choose(state: &State, operation: &str) -> Fault {
@@ -702,11 +646,7 @@ fn choose(state: &State, operation: &str) -> Fault {
     }
     let draw = rng.f64();
     let mut edge = 0.0;
-    let late = if WRITES.contains(&operation) {
-        spec.late
-    } else {
-        0.0
-    };
+    let late = if WRITES.contains(&operation) { spec.late } else { 0.0 };
     for (rate, fault) in [
         (spec.throttle, Fault::Throttle),
         (spec.server_error, Fault::ServerError),
@@ -765,10 +705,8 @@ fn split_batch(body: &[u8]) -> Option<(Value, Value)> {
     let group = |part: &[(&String, &Value)]| {
         let mut map = serde_json::Map::new();
         for (table, write) in part {
-            if let Some(list) = map
-                .entry((*table).clone())
-                .or_insert_with(|| Value::Array(Vec::new()))
-                .as_array_mut()
+            if let Some(list) =
+                map.entry((*table).clone()).or_insert_with(|| Value::Array(Vec::new())).as_array_mut()
             {
                 list.push((*write).clone());
             }
@@ -800,9 +738,7 @@ async fn forward(
     };
     state.counts.forwarded.fetch_add(1, Ordering::Relaxed);
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut request = Request::builder()
-        .method(parts.method.clone())
-        .uri(format!("{upstream}{path}"));
+    let mut request = Request::builder().method(parts.method.clone()).uri(format!("{upstream}{path}"));
     for (name, value) in &parts.headers {
         if name != hyper::header::CONTENT_LENGTH && name != hyper::header::TRANSFER_ENCODING {
             request = request.header(name, value);
@@ -857,19 +793,17 @@ fn sunk(dynamodb: bool) -> Response<Full<Bytes>> {
         response
     } else {
         let mut response = Response::new(Full::new(Bytes::new()));
-        response.headers_mut().insert(
-            hyper::header::ETAG,
-            hyper::header::HeaderValue::from_static("\"sink\""),
-        );
+        response
+            .headers_mut()
+            .insert(hyper::header::ETAG, hyper::header::HeaderValue::from_static("\"sink\""));
         response
     }
 }
 
 fn set_content_type(response: &mut Response<Full<Bytes>>, value: &'static str) {
-    response.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static(value),
-    );
+    response
+        .headers_mut()
+        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static(value));
 }
 
 #[cfg(test)]
@@ -881,61 +815,30 @@ mod tests {
         let spec = Spec::parse("throttle=0.1,5xx=0.05,latency=5ms,seed=7").unwrap();
         assert_eq!((spec.throttle, spec.server_error, spec.seed), (0.1, 0.05, 7));
         assert_eq!(spec.latency, Duration::from_millis(5));
-        assert_eq!(
-            Spec::parse("default").unwrap(),
-            Spec::parse(DEFAULT_SPEC).unwrap()
-        );
-        assert!(
-            Spec::parse("throttle=2")
-                .unwrap_err()
-                .to_string()
-                .contains("from 0 to 1")
-        );
-        assert!(
-            Spec::parse("flood=0.1")
-                .unwrap_err()
-                .to_string()
-                .contains("is not a fault")
-        );
-        assert!(
-            Spec::parse("throttle=0.6,5xx=0.6")
-                .unwrap_err()
-                .to_string()
-                .contains("more than 1")
-        );
+        assert_eq!(Spec::parse("default").unwrap(), Spec::parse(DEFAULT_SPEC).unwrap());
+        assert!(Spec::parse("throttle=2").unwrap_err().to_string().contains("from 0 to 1"));
+        assert!(Spec::parse("flood=0.1").unwrap_err().to_string().contains("is not a fault"));
+        assert!(Spec::parse("throttle=0.6,5xx=0.6").unwrap_err().to_string().contains("more than 1"));
     }
 
     #[test]
     fn the_capacity_bucket_serves_its_rate_and_a_tenth_of_a_second_at_once() {
         let start = std::time::Instant::now();
-        let mut bucket = Bucket {
-            tokens: 10.0,
-            at: start,
-        };
+        let mut bucket = Bucket { tokens: 10.0, at: start };
         let served = (0..25).filter(|_| bucket.take(100, start)).count();
         assert_eq!(served, 10, "a burst: a tenth of a second's worth");
         let later = start + Duration::from_millis(50);
         let served = (0..25).filter(|_| bucket.take(100, later)).count();
         assert_eq!(served, 5, "50 ms at 100 per second");
         assert_eq!(Spec::parse("capacity=250").unwrap().capacity, 250);
-        assert!(
-            Spec::parse("capacity=fast")
-                .unwrap_err()
-                .to_string()
-                .contains("requests per second")
-        );
+        assert!(Spec::parse("capacity=fast").unwrap_err().to_string().contains("requests per second"));
     }
 
     #[test]
     fn the_sink_is_switched_on_by_name() {
         assert!(Spec::parse("latency=10ms,sink=1").unwrap().sink);
         assert!(!Spec::parse("latency=10ms").unwrap().sink);
-        assert!(
-            Spec::parse("sink=yes")
-                .unwrap_err()
-                .to_string()
-                .contains("sink is 1 or 0")
-        );
+        assert!(Spec::parse("sink=yes").unwrap_err().to_string().contains("sink is 1 or 0"));
     }
 
     #[test]
@@ -946,12 +849,7 @@ mod tests {
         }});
         let (sent, rest) = split_batch(body.to_string().as_bytes()).unwrap();
         assert_eq!(sent["RequestItems"]["a"].as_array().unwrap().len(), 1);
-        let rest_count: usize = rest
-            .as_object()
-            .unwrap()
-            .values()
-            .map(|v| v.as_array().unwrap().len())
-            .sum();
+        let rest_count: usize = rest.as_object().unwrap().values().map(|v| v.as_array().unwrap().len()).sum();
         assert_eq!(rest_count, 2);
         let one = json!({"RequestItems": {"a": [{"PutRequest": {"Item": {"k": {"S": "1"}}}}]}});
         assert!(split_batch(one.to_string().as_bytes()).is_none());

@@ -153,10 +153,7 @@ fn members(functions: &[Function]) -> Vec<Function> {
                 .split(',')
                 .map(str::trim)
                 .filter(|name| !name.is_empty())
-                .map(|name| Function {
-                    binary: Some(name.to_owned()),
-                    ..combined.clone()
-                })
+                .map(|name| Function { binary: Some(name.to_owned()), ..combined.clone() })
                 .collect::<Vec<_>>()
         })
         .collect()
@@ -190,11 +187,7 @@ fn catalog(
     resolver: &crate::template::Resolver<'_>,
 ) -> Result<BTreeMap<String, serde_json::Value>, crate::template::TemplateError> {
     let mut catalog = BTreeMap::new();
-    for kind in [
-        "AWS::Glue::Database",
-        "AWS::Glue::Table",
-        "AWS::Athena::NamedQuery",
-    ] {
+    for kind in ["AWS::Glue::Database", "AWS::Glue::Table", "AWS::Athena::NamedQuery"] {
         catalog.extend(resolved_of_type(template, resolver, kind)?);
     }
     Ok(catalog)
@@ -210,9 +203,8 @@ fn resolved_of_type(
     for id in template.resources_of_type(kind) {
         if resolver.resource_exists(id)? {
             let at = format!("Resources/{id}/Properties");
-            let properties = resolver
-                .resolve(&template.root()["Resources"][id]["Properties"], &at)?
-                .unwrap_or_default();
+            let properties =
+                resolver.resolve(&template.root()["Resources"][id]["Properties"], &at)?.unwrap_or_default();
             found.push((id.to_owned(), properties));
         }
     }
@@ -279,17 +271,10 @@ fn state_machines(
             continue;
         }
         let at = format!("Resources/{id}/Properties");
-        let properties = resolver
-            .resolve(&parsed.root()["Resources"][id]["Properties"], &at)?
-            .unwrap_or_default();
-        let substitutions = properties["DefinitionSubstitutions"]
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
-        machines.insert(
-            id.to_owned(),
-            substitute(&properties["Definition"], &substitutions),
-        );
+        let properties =
+            resolver.resolve(&parsed.root()["Resources"][id]["Properties"], &at)?.unwrap_or_default();
+        let substitutions = properties["DefinitionSubstitutions"].as_object().cloned().unwrap_or_default();
+        machines.insert(id.to_owned(), substitute(&properties["Definition"], &substitutions));
     }
     Ok(machines)
 }
@@ -298,13 +283,8 @@ fn state_machines(
 /// destination is given it opts out of one (`AlarmOptOut`), as a test stack in AWS would.
 fn local_parameters(parameters: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     let mut parameters = parameters.clone();
-    if !["AlarmTopicArn", "AlarmEmail"]
-        .iter()
-        .any(|p| parameters.get(*p).is_some_and(|v| !v.is_empty()))
-    {
-        parameters
-            .entry("AlarmOptOut".to_owned())
-            .or_insert_with(|| "true".to_owned());
+    if !["AlarmTopicArn", "AlarmEmail"].iter().any(|p| parameters.get(*p).is_some_and(|v| !v.is_empty())) {
+        parameters.entry("AlarmOptOut".to_owned()).or_insert_with(|| "true".to_owned());
     }
     parameters
 }
@@ -322,10 +302,7 @@ impl Stack {
         let path = template.display().to_string();
         let text =
             std::fs::read_to_string(template).map_err(io(format!("cannot read the template {path}")))?;
-        let in_template = |source| StackError::Template {
-            path: path.clone(),
-            cause: source,
-        };
+        let in_template = |source| StackError::Template { path: path.clone(), cause: source };
         // Nested stacks (each stream function's alarms) as CloudFormation creates them.
         let folder = template.parent().unwrap_or_else(|| Path::new("."));
         let parsed = Template::parse_with(&text, &mut |location| {
@@ -333,12 +310,7 @@ impl Stack {
         })
         .map_err(in_template)?;
         let physical = physical_names(&parsed, stack);
-        let name = |id: &str| {
-            physical
-                .get(id)
-                .cloned()
-                .unwrap_or_else(|| resource_name(stack, id))
-        };
+        let name = |id: &str| physical.get(id).cloned().unwrap_or_else(|| resource_name(stack, id));
         let region = sdk.region().map_or("us-east-1", |r| r.as_ref()).to_owned();
         let names = Names {
             region: region.clone(),
@@ -358,10 +330,9 @@ impl Stack {
         let mut functions = parsed.functions(&resolver).map_err(in_template)?;
         for function in &mut functions {
             // Lambda sets it in every function's environment.
-            function.environment.insert(
-                FUNCTION_NAME_VAR.to_owned(),
-                function_name(stack, &function.logical_id),
-            );
+            function
+                .environment
+                .insert(FUNCTION_NAME_VAR.to_owned(), function_name(stack, &function.logical_id));
         }
         let members = members(&functions);
         let tables = parsed.tables(&resolver).map_err(in_template)?;
@@ -439,22 +410,17 @@ impl Stack {
     /// Kinesis stream, [`crate::replayer::kinesis::delivery`]).
     fn table_of_stream(&self, arn: &str) -> Result<&str, StackError> {
         let table = if arn.contains(":kinesis:") {
-            self.tables
-                .iter()
-                .find(|t| t.kinesis_stream.as_deref() == Some(arn))
-                .map(|t| t.name.as_str())
+            self.tables.iter().find(|t| t.kinesis_stream.as_deref() == Some(arn)).map(|t| t.name.as_str())
         } else {
-            arn.split_once(":table/")
-                .and_then(|(_, rest)| rest.split('/').next())
+            arn.split_once(":table/").and_then(|(_, rest)| rest.split('/').next())
         };
-        table
-            .and_then(|name| self.streams.get_key_value(name))
-            .map(|(name, _)| name.as_str())
-            .ok_or_else(|| {
+        table.and_then(|name| self.streams.get_key_value(name)).map(|(name, _)| name.as_str()).ok_or_else(
+            || {
                 StackError::Unusable(format!(
                     "the stream {arn} is not one of a table this template creates with a stream"
                 ))
-            })
+            },
+        )
     }
 
     /// One replayer source per function and enabled stream event, each invoked by
@@ -510,10 +476,7 @@ impl Stack {
                 let attribute = table.ttl_attribute.as_ref()?;
                 let arn = self.streams.get(&table.name)?;
                 let key = table.key.iter().map(|k| k.name.clone()).collect();
-                Some((
-                    arn.clone(),
-                    Sweeper::new(client.clone(), &table.name, attribute, key),
-                ))
+                Some((arn.clone(), Sweeper::new(client.clone(), &table.name, attribute, key)))
             })
             .collect()
     }
@@ -526,12 +489,7 @@ impl Stack {
         failures: FailureLog,
     ) -> Result<Pipeline, StackError> {
         let streams = aws_sdk_dynamodbstreams::Client::new(sdk);
-        Ok(Pipeline::new(
-            &streams,
-            self.sources(invoker)?,
-            self.sweepers(sdk),
-            failures,
-        ))
+        Ok(Pipeline::new(&streams, self.sources(invoker)?, self.sweepers(sdk), failures))
     }
 
     /// A failure log at `path` that also hands each range given up to the stack's on-failure
@@ -549,11 +507,7 @@ impl Stack {
 
     /// Where the stack's mappings give records up (`DestinationConfig.OnFailure`), if anywhere.
     pub fn failure_destination(&self) -> Option<Destination> {
-        let arn = self
-            .functions
-            .iter()
-            .flat_map(|f| &f.streams)
-            .find_map(|s| s.on_failure.clone())?;
+        let arn = self.functions.iter().flat_map(|f| &f.streams).find_map(|s| s.on_failure.clone())?;
         if let Some(bucket) = arn.strip_prefix("arn:aws:s3:::") {
             return Some(Destination::Bucket(bucket.to_owned()));
         }
@@ -566,15 +520,13 @@ impl Stack {
 
     /// The function built from the cargo binary `binary`, or run by a combined function.
     pub fn function(&self, binary: &str) -> Result<&Function, StackError> {
-        self.functions
-            .iter()
-            .chain(&self.members)
-            .find(|f| f.binary.as_deref() == Some(binary))
-            .ok_or_else(|| {
+        self.functions.iter().chain(&self.members).find(|f| f.binary.as_deref() == Some(binary)).ok_or_else(
+            || {
                 StackError::Unusable(format!(
                     "the template has no function with BuildProperties.Binary {binary}"
                 ))
-            })
+            },
+        )
     }
 
     /// The template environment of the function built from `binary`.
@@ -608,10 +560,8 @@ impl Stack {
     pub fn grid_schema(&self) -> Result<operations::grid::GridSchema, StackError> {
         let function = self.function(Indexer::NAME)?;
         let lookup = |name: &str| function.environment.get(name).cloned();
-        let indexes = Indexes::from_vars(&Vars::new(&lookup)).map_err(|source| StackError::Config {
-            function: function.logical_id.clone(),
-            cause: source,
-        })?;
+        let indexes = Indexes::from_vars(&Vars::new(&lookup))
+            .map_err(|source| StackError::Config { function: function.logical_id.clone(), cause: source })?;
         let table = self.table("IssuesTable")?;
         let index = indexes
             .indexes
@@ -645,26 +595,14 @@ impl Stack {
 /// (the launcher `scripts/moto-server.py` keeps the trim horizon). The records trimmed.
 pub async fn trim_stream(sdk: &SdkConfig, table: &str) -> Result<u64, StackError> {
     let region = sdk.region().map_or("us-east-1", |r| r.as_ref());
-    control(
-        sdk,
-        "TrimStream",
-        &serde_json::json!({"TableName": table, "Region": region}),
-        "Trimmed",
-    )
-    .await
+    control(sdk, "TrimStream", &serde_json::json!({"TableName": table, "Region": region}), "Trimmed").await
 }
 
 /// Ages every shard iterator the emulator has handed out by `seconds`, as if that much time had
 /// passed for them: one aged past 15 minutes then fails `GetRecords` with
 /// `ExpiredIteratorException`, as DynamoDB Streams' do. The iterators aged.
 pub async fn age_iterators(sdk: &SdkConfig, seconds: u64) -> Result<u64, StackError> {
-    control(
-        sdk,
-        "AgeIterators",
-        &serde_json::json!({"Seconds": seconds}),
-        "Aged",
-    )
-    .await
+    control(sdk, "AgeIterators", &serde_json::json!({"Seconds": seconds}), "Aged").await
 }
 
 /// Sends the launcher's control request `operation` with `body` and reads the count `field` of
@@ -679,10 +617,7 @@ async fn control(
     let endpoint = sdk
         .endpoint_url()
         .ok_or_else(|| StackError::Unusable(format!("no emulator endpoint to send {operation} to")))?;
-    let address = endpoint
-        .strip_prefix("http://")
-        .unwrap_or(endpoint)
-        .trim_end_matches('/');
+    let address = endpoint.strip_prefix("http://").unwrap_or(endpoint).trim_end_matches('/');
     let body = body.to_string();
     let request = format!(
         "POST / HTTP/1.1\r\nHost: {address}\r\nX-Amz-Target: SidestreamControl.{operation}\r\n\
@@ -709,10 +644,7 @@ async fn control(
 /// DynamoDB would ever take; CI on 2026-11-26 saw all 8 attempts of a 20,000-item scan cut off
 /// at 10 s. Against DynamoDB the default stands.
 pub fn scan_policy() -> io_policy::Policy {
-    io_policy::Policy {
-        attempt_timeout: Duration::from_secs(300),
-        ..io_policy::Policy::default()
-    }
+    io_policy::Policy { attempt_timeout: Duration::from_secs(300), ..io_policy::Policy::default() }
 }
 
 /// Every item of `table` (all pages of a consistent Scan, by `operations::verify::scan` under
@@ -721,12 +653,10 @@ pub async fn scan(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
 ) -> Result<Vec<serde_json::Value>, StackError> {
-    operations::verify::scan(client, scan_policy(), table, &mut |_| {})
-        .await
-        .map_err(|e| match e {
-            operations::verify::VerifyError::Request(failed) => StackError::Request(failed),
-            other => StackError::Unusable(other.to_string()),
-        })
+    operations::verify::scan(client, scan_policy(), table, &mut |_| {}).await.map_err(|e| match e {
+        operations::verify::VerifyError::Request(failed) => StackError::Request(failed),
+        other => StackError::Unusable(other.to_string()),
+    })
 }
 
 /// Compares `stack`'s index table with what its issues table calls for, under the indexer's
@@ -734,10 +664,8 @@ pub async fn scan(
 pub async fn check_index(client: &aws_sdk_dynamodb::Client, stack: &Stack) -> Result<IndexCheck, StackError> {
     let function = stack.function(Indexer::NAME)?;
     let lookup = |name: &str| function.environment.get(name).cloned();
-    let indexes = Indexes::from_vars(&Vars::new(&lookup)).map_err(|source| StackError::Config {
-        function: function.logical_id.clone(),
-        cause: source,
-    })?;
+    let indexes = Indexes::from_vars(&Vars::new(&lookup))
+        .map_err(|source| StackError::Config { function: function.logical_id.clone(), cause: source })?;
     let base = scan(client, &stack.table("IssuesTable")?.name).await?;
     let index = scan(client, &stack.table("IndexTable")?.name).await?;
     operations::oracle::compare(&indexes, &base, &index).map_err(|e| StackError::Unusable(e.to_string()))
@@ -788,10 +716,7 @@ pub fn environment(function: &Function) -> BTreeMap<String, String> {
 }
 
 fn timeout(function: &Function) -> Duration {
-    function
-        .timeout
-        .and_then(|s| u64::try_from(s).ok())
-        .map_or(DEFAULT_TIMEOUT, Duration::from_secs)
+    function.timeout.and_then(|s| u64::try_from(s).ok()).map_or(DEFAULT_TIMEOUT, Duration::from_secs)
 }
 
 /// An invoker that runs `function`'s library handler in this process, under the stream runtime,
@@ -833,11 +758,7 @@ pub fn invoker(function: &Function, sdk: &SdkConfig, metrics: MetricsTo) -> Resu
     }
     // From a Kinesis data stream: the table's changes written to it once, delivered as Kinesis
     // may deliver them.
-    let arn = function
-        .streams
-        .first()
-        .map(|s| s.stream.as_str())
-        .unwrap_or_default();
+    let arn = function.streams.first().map(|s| s.stream.as_str()).unwrap_or_default();
     let stream = crate::replayer::kinesis::delivery::Stream::registered(arn).ok_or_else(|| {
         StackError::Unusable(format!(
             "{}: CHANGE_SOURCE is kinesis, but no table of the stack writes to its stream {arn:?}",
@@ -853,9 +774,7 @@ pub fn invoker(function: &Function, sdk: &SdkConfig, metrics: MetricsTo) -> Resu
         .unwrap_or_default();
     let function =
         Built::new(binary_of(function)?, &function.logical_id, &vars, sdk)?.kinesis_invoker(metrics);
-    Ok(crate::replayer::kinesis::delivery::delivering(
-        stream, filters, function,
-    ))
+    Ok(crate::replayer::kinesis::delivery::delivering(stream, filters, function))
 }
 
 /// A [`states::TaskInvoker`] that runs the backfill function (`index-backfiller`) in this
@@ -872,13 +791,8 @@ pub fn backfill_invoker(
     let mut env = environment(function);
     env.extend(overrides.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     let lookup = |name: &str| env.get(name).cloned();
-    let (target, settings) =
-        operations::backfill::task::target_from_vars(&Vars::new(&lookup)).map_err(|source| {
-            StackError::Config {
-                function: function.logical_id.clone(),
-                cause: source,
-            }
-        })?;
+    let (target, settings) = operations::backfill::task::target_from_vars(&Vars::new(&lookup))
+        .map_err(|source| StackError::Config { function: function.logical_id.clone(), cause: source })?;
     let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
     let backfill = Arc::new(operations::backfill::Backfill::new(client, target, settings));
     Ok(Arc::new(move |_function: String, payload: serde_json::Value| {
@@ -962,10 +876,7 @@ impl Emulated {
             .stdout(Stdio::null())
             .stderr(File::create(&watch_log).map_err(io(format!("cannot create {}", watch_log.display())))?)
             .spawn()
-            .map_err(io(format!(
-                "cannot start {} lambda watch",
-                cargo_lambda.display()
-            )))?;
+            .map_err(io(format!("cannot start {} lambda watch", cargo_lambda.display())))?;
         let watch = Process(watch);
         let started = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -1001,13 +912,7 @@ impl Emulated {
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(io(format!("cannot start {}", binary.display())))?;
-        Ok(Emulated {
-            port,
-            log: log.to_owned(),
-            timeout,
-            _function: Process(function),
-            _watch: watch,
-        })
+        Ok(Emulated { port, log: log.to_owned(), timeout, _function: Process(function), _watch: watch })
     }
 
     /// Starts `function`'s binary from `bin_dir`, with its template environment.
@@ -1049,12 +954,9 @@ fn substitute(
             Value::String(text)
         }
         Value::Array(items) => Value::Array(items.iter().map(|v| substitute(v, substitutions)).collect()),
-        Value::Object(fields) => Value::Object(
-            fields
-                .iter()
-                .map(|(k, v)| (k.clone(), substitute(v, substitutions)))
-                .collect(),
-        ),
+        Value::Object(fields) => {
+            Value::Object(fields.iter().map(|(k, v)| (k.clone(), substitute(v, substitutions))).collect())
+        }
         other => other.clone(),
     }
 }

@@ -142,9 +142,8 @@ enum Token {
     Symbol(&'static str),
 }
 
-const SYMBOLS: [&str; 16] = [
-    ">=", "<=", "==", "!=", "&&", "||", ">", "<", "+", "-", "*", "/", "(", ")", ",", "!",
-];
+const SYMBOLS: [&str; 16] =
+    [">=", "<=", "==", "!=", "&&", "||", ">", "<", "+", "-", "*", "/", "(", ")", ",", "!"];
 
 fn tokens(text: &str) -> Result<Vec<Token>, String> {
     let mut out = Vec::new();
@@ -155,18 +154,12 @@ fn tokens(text: &str) -> Result<Vec<Token>, String> {
             out.push(Token::Symbol(symbol));
             rest = &rest[symbol.len()..];
         } else if c.is_ascii_digit() || c == '.' {
-            let end = rest
-                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .unwrap_or(rest.len());
-            let number = rest[..end]
-                .parse()
-                .map_err(|_| format!("{:?} is not a number", &rest[..end]))?;
+            let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+            let number = rest[..end].parse().map_err(|_| format!("{:?} is not a number", &rest[..end]))?;
             out.push(Token::Number(number));
             rest = &rest[end..];
         } else if c.is_ascii_alphabetic() || c == '_' {
-            let end = rest
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(rest.len());
+            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
             out.push(Token::Word(rest[..end].to_owned()));
             rest = &rest[end..];
         } else {
@@ -179,14 +172,8 @@ fn tokens(text: &str) -> Result<Vec<Token>, String> {
 
 /// Parses `expression`.
 pub fn parse(expression: &str) -> Result<Expr, MathError> {
-    let error = |message: String| MathError {
-        expression: expression.to_owned(),
-        message,
-    };
-    let mut parser = Parser {
-        tokens: tokens(expression).map_err(error)?,
-        at: 0,
-    };
+    let error = |message: String| MathError { expression: expression.to_owned(), message };
+    let mut parser = Parser { tokens: tokens(expression).map_err(error)?, at: 0 };
     let expr = parser.or().map_err(error)?;
     match parser.tokens.get(parser.at) {
         None => Ok(expr),
@@ -338,10 +325,7 @@ mod tests {
     use super::*;
 
     fn series(pairs: &[(&str, &[Option<f64>])]) -> Series {
-        pairs
-            .iter()
-            .map(|(id, s)| ((*id).to_owned(), s.to_vec()))
-            .collect()
+        pairs.iter().map(|(id, s)| ((*id).to_owned(), s.to_vec())).collect()
     }
 
     const STOPPED: &str = "IF(FILL(writes, 0) > 0 AND FILL(polled, 0) == 0, 1, 0)";
@@ -355,15 +339,9 @@ mod tests {
         let cases: &[(&str, [Option<f64>; 5])] = &[
             (STOPPED, [Some(1.0), Some(0.0), Some(0.0), Some(1.0), Some(0.0)]),
             ("writes + polled", [None, Some(6.0), None, Some(2.0), None]),
-            (
-                "FILL(writes, 0) - 2 * 2",
-                [Some(-1.0), Some(-1.0), Some(-4.0), Some(-2.0), Some(-4.0)],
-            ),
+            ("FILL(writes, 0) - 2 * 2", [Some(-1.0), Some(-1.0), Some(-4.0), Some(-2.0), Some(-4.0)]),
             ("IF(writes > 2, writes)", [Some(3.0), Some(3.0), None, None, None]),
-            (
-                "NOT (polled >= 1) || writes < 0",
-                [None, Some(0.0), None, Some(1.0), None],
-            ),
+            ("NOT (polled >= 1) || writes < 0", [None, Some(0.0), None, Some(1.0), None]),
             ("-(writes / 2)", [Some(-1.5), Some(-1.5), None, Some(-1.0), None]),
             ("!polled && 1 != 2", [None, Some(0.0), None, Some(1.0), Some(0.0)]),
         ];
@@ -386,10 +364,7 @@ mod tests {
     #[test]
     fn what_is_not_evaluated_is_refused_by_name() {
         for (text, says) in [
-            (
-                "ANOMALY_DETECTION_BAND(m, 2)",
-                "ANOMALY_DETECTION_BAND with 2 arguments",
-            ),
+            ("ANOMALY_DETECTION_BAND(m, 2)", "ANOMALY_DETECTION_BAND with 2 arguments"),
             ("FILL(m)", "FILL with 1 arguments"),
             ("m >", "expected a value, found None"),
             ("(m", "expected \")\""),

@@ -186,9 +186,7 @@ fn split_arguments(args: &str) -> Vec<&str> {
 fn path(root: &Value, rest: &str, expr: &str) -> Result<Value, StackError> {
     let mut at = root;
     for part in rest.split('.').filter(|p| !p.is_empty()) {
-        at = at
-            .get(part)
-            .ok_or_else(|| unusable(format!("the path {expr} finds nothing in {root}")))?;
+        at = at.get(part).ok_or_else(|| unusable(format!("the path {expr} finds nothing in {root}")))?;
     }
     Ok(at.clone())
 }
@@ -202,9 +200,7 @@ async fn task(
     invoke: &TaskInvoker,
 ) -> Result<Value, StackError> {
     if state["Resource"] != "arn:aws:states:::lambda:invoke" {
-        return Err(unusable(format!(
-            "state {name}: only lambda:invoke tasks are emulated"
-        )));
+        return Err(unusable(format!("state {name}: only lambda:invoke tasks are emulated")));
     }
     let request = parameters(state, &data, context)?;
     let function = request["FunctionName"].as_str().unwrap_or_default().to_owned();
@@ -229,9 +225,7 @@ async fn task(
                 match retrier {
                     Some(i) if attempts[i] < allowed(i) => attempts[i] += 1,
                     _ => {
-                        return Err(unusable(format!(
-                            "state {name}: {function} failed: {error}: {message}"
-                        )));
+                        return Err(unusable(format!("state {name}: {function} failed: {error}: {message}")));
                     }
                 }
             }
@@ -277,10 +271,8 @@ fn choose(name: &str, state: &Value, data: &Value) -> Result<String, StackError>
 /// `ResultSelector`.
 async fn map(name: &str, state: &Value, data: Value, invoke: &TaskInvoker) -> Result<Value, StackError> {
     let items = evaluate(state["ItemsPath"].as_str().unwrap_or("$"), &data, &Value::Null)?;
-    let items = items
-        .as_array()
-        .ok_or_else(|| unusable(format!("state {name}: ItemsPath is not an array")))?
-        .clone();
+    let items =
+        items.as_array().ok_or_else(|| unusable(format!("state {name}: ItemsPath is not an array")))?.clone();
     let concurrency = match state["MaxConcurrencyPath"].as_str() {
         Some(p) => evaluate(p, &data, &Value::Null)?.as_u64(),
         None => state["MaxConcurrency"].as_u64(),

@@ -95,12 +95,8 @@ pub async fn verify(
     let mut env = environment(function);
     env.extend(overrides.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     let lookup = |name: &str| env.get(name).cloned();
-    let config = operations::verify::scheduled::Config::from_vars(&Vars::new(&lookup)).map_err(|source| {
-        StackError::Config {
-            function: function.logical_id.clone(),
-            cause: source,
-        }
-    })?;
+    let config = operations::verify::scheduled::Config::from_vars(&Vars::new(&lookup))
+        .map_err(|source| StackError::Config { function: function.logical_id.clone(), cause: source })?;
     let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
     let run = operations::verify::scheduled::run(&client, &config, &operations::verify::run_id("verify"))
         .await

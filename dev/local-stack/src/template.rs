@@ -48,9 +48,6 @@ pub enum TemplateError {
 
 impl TemplateError {
     pub(crate) fn invalid(at: &str, reason: impl Into<String>) -> TemplateError {
-        TemplateError::Invalid {
-            at: at.trim_start_matches('/').to_owned(),
-            reason: reason.into(),
-        }
+        TemplateError::Invalid { at: at.trim_start_matches('/').to_owned(), reason: reason.into() }
     }
 }

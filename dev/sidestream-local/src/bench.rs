@@ -19,9 +19,7 @@ const REDRAW: Duration = Duration::from_millis(500);
 pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let stack = format!(
         "sidestream-bench-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis())
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis())
     );
     let mut options = local_stack::bench::Options::full(args.template, stack);
     options.latency = Duration::from_millis(args.latency_ms);
@@ -33,9 +31,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         options.parts = args.only;
     }
     if args.quick {
-        options
-            .batches
-            .retain(|b| matches!(b, local_stack::bench::events::Batch::Records(_)));
+        options.batches.retain(|b| matches!(b, local_stack::bench::events::Batch::Records(_)));
         options.repeats = 1;
     }
     let endpoint = std::env::var("AWS_ENDPOINT_URL")
@@ -53,10 +49,8 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 () = tokio::time::sleep(REDRAW) => None,
             };
             if let Some(bar) = &mut bar {
-                let (done, cases) = (
-                    progress.done.load(Ordering::Relaxed),
-                    progress.cases.load(Ordering::Relaxed),
-                );
+                let (done, cases) =
+                    (progress.done.load(Ordering::Relaxed), progress.cases.load(Ordering::Relaxed));
                 bar.show(done, cases, "", last.is_some());
             }
             if let Some(report) = last {
@@ -71,11 +65,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Output::Text => render(&report, &mut out)?,
     }
     let exact = report.hot.iter().all(|r| r.exact);
-    Ok(if exact {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(if exact { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// A section of the report, written when its part ran.
@@ -198,11 +188,7 @@ fn throttled(report: &local_stack::bench::Report, out: &mut impl Write) -> io::R
     ]);
     for r in &report.throttled {
         t.row(vec![
-            if r.capacity == 0 {
-                "none".to_owned()
-            } else {
-                r.capacity.to_string()
-            },
+            if r.capacity == 0 { "none".to_owned() } else { r.capacity.to_string() },
             r.setting.clone(),
             format!("{:.1}", r.wall_ms),
             format!("{:.0}", r.records_per_second),
@@ -351,27 +337,17 @@ fn any_order(report: &local_stack::bench::Report, out: &mut impl Write) -> io::R
 
 /// A table whose first columns name the case (upstream, function, batch, records), then `rest`.
 fn case_table(rest: &[(&'static str, crate::table::Align)]) -> Table {
-    let columns: Vec<_> = [
-        ("upstream", Left),
-        ("function", Left),
-        ("batch", Left),
-        ("records", Right),
-    ]
-    .into_iter()
-    .chain(rest.iter().copied())
-    .collect();
+    let columns: Vec<_> = [("upstream", Left), ("function", Left), ("batch", Left), ("records", Right)]
+        .into_iter()
+        .chain(rest.iter().copied())
+        .collect();
     Table::new(&columns)
 }
 
 /// A row of a [`case_table`]: the case's cells, then `rest`.
 fn case_row(case: &local_stack::bench::Case, rest: impl IntoIterator<Item = String>) -> Vec<String> {
-    [
-        case.upstream.to_owned(),
-        case.function.to_owned(),
-        case.batch.clone(),
-        case.records.to_string(),
-    ]
-    .into_iter()
-    .chain(rest)
-    .collect()
+    [case.upstream.to_owned(), case.function.to_owned(), case.batch.clone(), case.records.to_string()]
+        .into_iter()
+        .chain(rest)
+        .collect()
 }

@@ -13,17 +13,11 @@ use operations::progress::Bar;
 const REDRAW: Duration = Duration::from_millis(500);
 
 pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
-    let spec = if args.faults.trim() == "none" {
-        ""
-    } else {
-        args.faults.as_str()
-    };
+    let spec = if args.faults.trim() == "none" { "" } else { args.faults.as_str() };
     let faults = local_stack::chaos::Faults::parse(spec, Some(args.seed))?;
     let stack = format!(
         "sidestream-chaos-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis())
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis())
     );
     let mut options = local_stack::chaos::Options::new(args.records, args.seed, faults, args.template, stack);
     options.parallelization = args.parallelization;
@@ -33,10 +27,7 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     options.repair = !args.no_repair;
     if args.source == ChangeSource::Kinesis {
         for name in ["IssuesChangeSource", "CounterChangeSource"] {
-            options
-                .parameters
-                .entry(name.to_owned())
-                .or_insert_with(|| "Kinesis".to_owned());
+            options.parameters.entry(name.to_owned()).or_insert_with(|| "Kinesis".to_owned());
         }
     }
     let endpoints = local_stack::chaos::endpoints_from_env()?;
@@ -69,11 +60,7 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
         Output::Json => writeln!(out, "{}", serde_json::to_string(&report)?)?,
         Output::Text => render(&report, &options, &mut out)?,
     }
-    Ok(if report.ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// Lambda's side, per function; with two Regions the replication, and with Kinesis the disorder.
@@ -126,11 +113,7 @@ fn render_lambda(report: &local_stack::chaos::Report, out: &mut impl Write) -> i
 
 /// The faults injected on the wire, and the requests each emulator served.
 fn render_wire(report: &local_stack::chaos::Report, out: &mut impl Write) -> io::Result<()> {
-    let faults: Vec<String> = report
-        .wire_faults
-        .iter()
-        .map(|(kind, n)| format!("{kind} {n}"))
-        .collect();
+    let faults: Vec<String> = report.wire_faults.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
     writeln!(out, "\nAWS faults injected (fault proxy): {}", faults.join(", "))?;
     writeln!(
         out,
@@ -141,21 +124,14 @@ fn render_wire(report: &local_stack::chaos::Report, out: &mut impl Write) -> io:
     writeln!(
         out,
         "Requests to the emulator{}: {}",
-        if emulators.len() > 1 {
-            "s (the issues table's, the rest)"
-        } else {
-            ""
-        },
+        if emulators.len() > 1 { "s (the issues table's, the rest)" } else { "" },
         emulators.join(", ")
     )
 }
 
 /// The progress bar: ops written, then the replay catching up.
 fn draw(bar: &mut Bar, progress: &local_stack::chaos::Progress, last: bool) {
-    let (ops, written) = (
-        progress.ops.load(Ordering::Relaxed),
-        progress.written.load(Ordering::Relaxed),
-    );
+    let (ops, written) = (progress.ops.load(Ordering::Relaxed), progress.written.load(Ordering::Relaxed));
     let replay = progress.replay.get().map_or_else(String::new, |p| {
         format!(
             " | replayed {} records in {} invocations",
@@ -163,11 +139,7 @@ fn draw(bar: &mut Bar, progress: &local_stack::chaos::Progress, last: bool) {
             p.invocations.load(Ordering::Relaxed)
         )
     });
-    let settling = if progress.settling.load(Ordering::Relaxed) {
-        " | settling"
-    } else {
-        ""
-    };
+    let settling = if progress.settling.load(Ordering::Relaxed) { " | settling" } else { "" };
     bar.show(written, ops, &format!("{settling}{replay}"), last);
 }
 
@@ -182,9 +154,7 @@ fn render(
         report.ops,
         report.seed,
         options.parallelization,
-        options
-            .split_every
-            .map_or_else(|| "never".to_owned(), |n| n.to_string())
+        options.split_every.map_or_else(|| "never".to_owned(), |n| n.to_string())
     )?;
     render_wire(report, out)?;
     render_lambda(report, out)?;
@@ -233,21 +203,7 @@ fn render(
     )?;
     writeln!(out, "\nOracles:")?;
     for v in &report.verdicts {
-        writeln!(
-            out,
-            "  {:<10} {}  {}",
-            v.oracle,
-            if v.ok { "exact" } else { "DIFFERS" },
-            v.detail
-        )?;
+        writeln!(out, "  {:<10} {}  {}", v.oracle, if v.ok { "exact" } else { "DIFFERS" }, v.detail)?;
     }
-    writeln!(
-        out,
-        "\n{}",
-        if report.ok() {
-            "Nothing lost, nothing doubled."
-        } else {
-            "DIFFERENCES FOUND."
-        }
-    )
+    writeln!(out, "\n{}", if report.ok() { "Nothing lost, nothing doubled." } else { "DIFFERENCES FOUND." })
 }

@@ -72,15 +72,7 @@ pub(crate) async fn run(
     ok &= print_counter(&counter, true_sum, out).await?;
     ok &= print_archive(sdk, stack, &expiring, out).await?;
     ok &= print_status(sdk, stack, feed, out).await?;
-    writeln!(
-        out,
-        "\n{}",
-        if ok {
-            "Every check holds."
-        } else {
-            "SOME CHECKS FAILED."
-        }
-    )?;
+    writeln!(out, "\n{}", if ok { "Every check holds." } else { "SOME CHECKS FAILED." })?;
     Ok(ok)
 }
 
@@ -134,11 +126,7 @@ async fn load_issues(
         ("e003", "Draft: duplicate of 020e", now - 60),
         ("e004", "Draft: still current", now + 86_400),
     ];
-    writeln!(
-        out,
-        "Loading {} issues with expires_at set, three of them in the past",
-        expiring.len()
-    )?;
+    writeln!(out, "Loading {} issues with expires_at set, three of them in the past", expiring.len())?;
     for (num, (id, name, expires_at)) in expiring.iter().enumerate() {
         let item = json!({
             "id": id, "name": name, "project": "7b7e", "num": 100 + num, "state": "draft",
@@ -151,16 +139,11 @@ async fn load_issues(
 }
 
 fn array<'a>(value: &'a Value, field: &str) -> &'a [Value] {
-    value
-        .get(field)
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
+    value.get(field).and_then(Value::as_array).map_or(&[], Vec::as_slice)
 }
 
 fn epoch_seconds() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 async fn update(
@@ -365,22 +348,13 @@ async fn print_archive(
                 .unwrap_or_default()
                 .to_owned()
         };
-        writeln!(
-            out,
-            "  {}  {:<26} expires_at {}  in {key}",
-            text("id"),
-            text("name"),
-            text("expires_at")
-        )?;
+        writeln!(out, "  {}  {:<26} expires_at {}  in {key}", text("id"), text("name"), text("expires_at"))?;
         ids.push(text("id"));
     }
     ids.sort();
     let now = epoch_seconds();
-    let expected: Vec<String> = expiring
-        .iter()
-        .filter(|(_, _, at)| *at < now)
-        .map(|(id, _, _)| (*id).to_owned())
-        .collect();
+    let expected: Vec<String> =
+        expiring.iter().filter(|(_, _, at)| *at < now).map(|(id, _, _)| (*id).to_owned()).collect();
     let exact = ids == expected;
     writeln!(
         out,

@@ -57,10 +57,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             init_logs("error");
             return crate::bench::run(args);
         }
-        Command::Run {
-            options,
-            until_settled,
-        } => (options, false, until_settled, None),
+        Command::Run { options, until_settled } => (options, false, until_settled, None),
         Command::Demo { options, serve, port } => (options, true, true, serve.then_some(port)),
     };
     // The demo keeps its output readable with warnings and errors only.
@@ -115,12 +112,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             )?
             .with_metrics(feed.lambda());
         for emulated in &running {
-            writeln!(
-                out,
-                "  function http://127.0.0.1:{} (log {})",
-                emulated.port,
-                emulated.log.display()
-            )?;
+            writeln!(out, "  function http://127.0.0.1:{} (log {})", emulated.port, emulated.log.display())?;
         }
         writeln!(out, "  failure log {}", options.failure_log.display())?;
         out.flush()?;
@@ -136,9 +128,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         if until_settled {
             pipeline.settle().await?;
         } else {
-            pipeline
-                .run_until(std::future::pending(), std::time::Duration::from_millis(200))
-                .await?;
+            pipeline.run_until(std::future::pending(), std::time::Duration::from_millis(200)).await?;
         }
         for (function, counts) in pipeline.counts() {
             writeln!(out, "  {function:<18} {counts}")?;
@@ -153,21 +143,14 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
 fn bin_dir(options: &crate::args::LocalOptions) -> anyhow::Result<std::path::PathBuf> {
     Ok(match &options.bin_dir {
         Some(dir) => dir.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .context("this program's folder")?
-            .to_owned(),
+        None => std::env::current_exe()?.parent().context("this program's folder")?.to_owned(),
     })
 }
 
 fn init_logs(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .with_writer(io::stderr)
-        .init();
+    tracing_subscriber::fmt().json().with_env_filter(filter).with_writer(io::stderr).init();
 }
 
 /// The stack's resources, on `out`.
@@ -199,17 +182,9 @@ fn report_faults(
     out: &mut impl io::Write,
 ) -> io::Result<()> {
     if let Some(proxy) = proxy {
-        let counts: Vec<String> = proxy
-            .counts
-            .snapshot()
-            .iter()
-            .map(|(kind, n)| format!("{kind} {n}"))
-            .collect();
-        writeln!(
-            out,
-            "\nFaults between the functions and the emulator: {}",
-            counts.join(", ")
-        )?;
+        let counts: Vec<String> =
+            proxy.counts.snapshot().iter().map(|(kind, n)| format!("{kind} {n}")).collect();
+        writeln!(out, "\nFaults between the functions and the emulator: {}", counts.join(", "))?;
     }
     Ok(())
 }
@@ -225,9 +200,7 @@ async fn start_faults(
         return Ok(None);
     };
     let spec = local_stack::fault_proxy::Spec::parse(spec)?;
-    let upstream = sdk
-        .endpoint_url()
-        .context("--faults needs AWS_ENDPOINT_URL (the emulator)")?;
+    let upstream = sdk.endpoint_url().context("--faults needs AWS_ENDPOINT_URL (the emulator)")?;
     let proxy = local_stack::fault_proxy::start(upstream, spec).await?;
     writeln!(out, "  faults {spec:?} through http://{}", proxy.addr)?;
     Ok(Some(proxy))
@@ -235,8 +208,5 @@ async fn start_faults(
 
 /// The async runtime.
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")
 }

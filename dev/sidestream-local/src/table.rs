@@ -22,10 +22,7 @@ pub(crate) struct Table {
 impl Table {
     /// A table with these headings.
     pub(crate) fn new(columns: &[(&'static str, Align)]) -> Table {
-        Table {
-            columns: columns.to_vec(),
-            rows: Vec::new(),
-        }
+        Table { columns: columns.to_vec(), rows: Vec::new() }
     }
 
     /// Adds a row: one cell per column (missing cells are blank, extra ones dropped).
@@ -36,11 +33,7 @@ impl Table {
     /// Writes the headings and the rows, columns separated by two spaces, with no trailing blanks.
     pub(crate) fn write(&self, out: &mut impl Write) -> io::Result<()> {
         let width = |c: usize| {
-            let cells = self
-                .rows
-                .iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count());
+            let cells = self.rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count());
             cells.fold(self.columns[c].0.chars().count(), usize::max)
         };
         let widths: Vec<usize> = (0..self.columns.len()).map(width).collect();
@@ -70,11 +63,7 @@ mod tests {
 
     #[test]
     fn columns_fit_their_widest_cell() {
-        let mut t = Table::new(&[
-            ("function", Align::Left),
-            ("ms", Align::Right),
-            ("note", Align::Left),
-        ]);
+        let mut t = Table::new(&[("function", Align::Left), ("ms", Align::Right), ("note", Align::Left)]);
         t.row(vec!["indexer".into(), "1,303.4".into(), String::new()]);
         t.row(vec!["aggregator-x".into(), "9.0".into(), "ok".into()]);
         let mut out = Vec::new();

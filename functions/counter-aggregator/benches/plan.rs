@@ -34,10 +34,7 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("plan", |b| {
         b.iter(|| {
-            black_box(Plan::from_wire(
-                "pk",
-                &stream_runtime::WireRecord::view_all(black_box(&event.records)),
-            ))
+            black_box(Plan::from_wire("pk", &stream_runtime::WireRecord::view_all(black_box(&event.records))))
         });
     });
     group.finish();

@@ -33,9 +33,7 @@ pub(crate) fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Exp
         }));
     }
     for s in &plan.skipped {
-        explained
-            .notes
-            .push(format!("record {} skipped: {}", s.record, s.reason));
+        explained.notes.push(format!("record {} skipped: {}", s.record, s.reason));
     }
     explained.note_failures(records, &plan.failures);
     Ok(explained)

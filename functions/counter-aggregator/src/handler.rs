@@ -68,11 +68,7 @@ impl Aggregator {
     /// The aggregator of the counters in `table`, whose partition key is `partition_key`,
     /// through `client` (built without the SDK's retries).
     pub fn new(table: &str, partition_key: &str, client: aws_sdk_dynamodb::Client) -> Aggregator {
-        Aggregator {
-            table: table.to_owned(),
-            partition_key: partition_key.to_owned(),
-            client,
-        }
+        Aggregator { table: table.to_owned(), partition_key: partition_key.to_owned(), client }
     }
 
     /// Brings one counter's total item up to the batch: by delta writes where the batch has them
@@ -95,8 +91,7 @@ impl Aggregator {
                 Err(returned) => returned,
             },
         };
-        self.merge_by_version(key, update, returned, budget, conflicts)
-            .await
+        self.merge_by_version(key, update, returned, budget, conflicts).await
     }
 }
 
@@ -206,11 +201,7 @@ impl Aggregator {
         let operation = operation.as_str();
         budget
             .call(|| {
-                let mut put = self
-                    .client
-                    .put_item()
-                    .table_name(&self.table)
-                    .set_item(Some(item.clone()));
+                let mut put = self.client.put_item().table_name(&self.table).set_item(Some(item.clone()));
                 put = if version == 0 {
                     put.condition_expression("attribute_not_exists(#pk)")
                         .expression_attribute_names("#pk", pk)
@@ -237,11 +228,7 @@ impl Aggregator {
         let op = format!("UpdateItem {key}");
         let op = op.as_str();
         for write in writes {
-            let values: Item = write
-                .values
-                .into_iter()
-                .map(|(name, value)| (name, value.into()))
-                .collect();
+            let values: Item = write.values.into_iter().map(|(name, value)| (name, value.into())).collect();
             let applied = budget
                 .call(|| {
                     let update = self
@@ -267,10 +254,7 @@ impl Aggregator {
                             // A total item without `shards` yet: DynamoDB may name the path
                             // instead of failing the condition. Read-merge-write creates it.
                             Err(SdkError::ServiceError(e))
-                                if e.err()
-                                    .meta()
-                                    .message()
-                                    .is_some_and(|m| m.contains("document path")) =>
+                                if e.err().meta().message().is_some_and(|m| m.contains("document path")) =>
                             {
                                 Ok(Deltas::Differs(None))
                             }
@@ -333,17 +317,14 @@ fn put_applied<R>(
 /// Reads `COUNTER_TABLE` and `COUNTER_PARTITION_KEY` (default `pk`): the table of shards and
 /// totals, and its partition key attribute.
 pub fn config(vars: &Vars<'_>) -> Result<(String, String), ConfigError> {
-    let table = vars.required(
-        "COUNTER_TABLE",
-        "the name of the table that holds the counters' shards and totals",
-    )?;
+    let table =
+        vars.required("COUNTER_TABLE", "the name of the table that holds the counters' shards and totals")?;
     Ok((table, partition_key(vars)))
 }
 
 /// Reads `COUNTER_PARTITION_KEY`: the counter table's partition key attribute (default `pk`).
 pub fn partition_key(vars: &Vars<'_>) -> String {
-    vars.optional("COUNTER_PARTITION_KEY")
-        .unwrap_or_else(|| DEFAULT_PARTITION_KEY.to_owned())
+    vars.optional("COUNTER_PARTITION_KEY").unwrap_or_else(|| DEFAULT_PARTITION_KEY.to_owned())
 }
 
 impl StreamFunction for Aggregator {
@@ -399,10 +380,8 @@ impl StreamFunction for Aggregator {
         let conflicts = &conflicts;
         // Collected first: a stream over a lazy `map` closure makes this future's `Send` proof
         // depend on a higher-ranked closure bound that rustc cannot show.
-        let merges: Vec<_> = updates
-            .iter()
-            .map(|u| async move { (u, self.merge(u, budget, conflicts).await) })
-            .collect();
+        let merges: Vec<_> =
+            updates.iter().map(|u| async move { (u, self.merge(u, budget, conflicts).await) }).collect();
         let results = budget.in_window(merges).await;
         let mut applied = Applied::default();
         for (update, result) in results {
@@ -413,23 +392,16 @@ impl StreamFunction for Aggregator {
                     applied.failed_writes += 1;
                     tracing::error!(counter = %update.name, first_record = update.first_record, kind = %failure.kind, error = %failure.message, "counter total not updated");
                     if failure.kind == FailureKind::RecordPermanent {
-                        applied.failures.extend(
-                            update
-                                .records
-                                .iter()
-                                .map(|&r| RecordFailure::new(r, failure.clone())),
-                        );
-                    } else {
                         applied
                             .failures
-                            .push(RecordFailure::new(update.first_record, failure));
+                            .extend(update.records.iter().map(|&r| RecordFailure::new(r, failure.clone())));
+                    } else {
+                        applied.failures.push(RecordFailure::new(update.first_record, failure));
                     }
                 }
             }
         }
-        applied
-            .counts
-            .push((Metric::Conflicts, conflicts.load(Ordering::Relaxed)));
+        applied.counts.push((Metric::Conflicts, conflicts.load(Ordering::Relaxed)));
         applied
     }
 }

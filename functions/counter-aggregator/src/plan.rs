@@ -131,12 +131,7 @@ impl Plan {
         let (updates, skipped) = (&mut plan.updates, &mut plan.skipped);
         let failures = PlanFailures::plan_each(records, PlanError::kind, |i, raw| {
             match read(partition_key, raw)? {
-                Read::Shard {
-                    name,
-                    shard,
-                    state,
-                    before,
-                } => {
+                Read::Shard { name, shard, state, before } => {
                     let slot = *by_name.entry(name.clone()).or_insert_with(|| {
                         updates.push(CounterUpdate {
                             name,
@@ -169,12 +164,7 @@ impl Plan {
 }
 
 enum Read {
-    Shard {
-        name: String,
-        shard: u32,
-        state: ShardState,
-        before: Before,
-    },
+    Shard { name: String, shard: u32, state: ShardState, before: Before },
     Skip(SkipReason),
 }
 
@@ -206,28 +196,16 @@ fn read(partition_key: &str, raw: &WireRecord<'_>) -> Result<Read, PlanError> {
             // item an `ADD` creates as a key-only INSERT followed by a MODIFY with the count).
             match image.get(COUNT) {
                 None => 0,
-                Some(Attr::N(n)) => n.parse().map_err(|_| PlanError::Count {
-                    key: key.to_owned(),
-                    found: format!("N {n:?}"),
-                })?,
+                Some(Attr::N(n)) => n
+                    .parse()
+                    .map_err(|_| PlanError::Count { key: key.to_owned(), found: format!("N {n:?}") })?,
                 Some(other) => {
-                    return Err(PlanError::Count {
-                        key: key.to_owned(),
-                        found: format!("{other:?}"),
-                    });
+                    return Err(PlanError::Count { key: key.to_owned(), found: format!("{other:?}") });
                 }
             }
         }
     };
-    Ok(Read::Shard {
-        name,
-        shard,
-        state: ShardState {
-            value,
-            sequence_number,
-        },
-        before: before(&record),
-    })
+    Ok(Read::Shard { name, shard, state: ShardState { value, sequence_number }, before: before(&record) })
 }
 
 /// What the shard held before `record`, from its `OldImage`.

@@ -52,10 +52,8 @@ impl Total {
         let mut merged = self.clone();
         let mut changed = false;
         for (shard, state) in &update.shards {
-            let newer = merged
-                .shards
-                .get(shard)
-                .is_none_or(|kept| kept.sequence_number < state.sequence_number);
+            let newer =
+                merged.shards.get(shard).is_none_or(|kept| kept.sequence_number < state.sequence_number);
             if newer {
                 merged.shards.insert(*shard, state.clone());
                 changed = true;
@@ -69,23 +67,17 @@ impl Total {
 
     /// Reads a stored total item (its attributes other than the key).
     pub fn from_item(key: &str, item: &HashMap<String, AttributeValue>) -> Result<Total, StateError> {
-        let fail = |reason: String| StateError {
-            key: key.to_owned(),
-            reason,
-        };
+        let fail = |reason: String| StateError { key: key.to_owned(), reason };
         let version = match item.get(VERSION) {
-            Some(AttributeValue::N(n)) => n
-                .parse()
-                .map_err(|_| fail(format!("version {n:?} is not a count")))?,
+            Some(AttributeValue::N(n)) => {
+                n.parse().map_err(|_| fail(format!("version {n:?} is not a count")))?
+            }
             other => return Err(fail(format!("version is {other:?}, not a number"))),
         };
         let Some(AttributeValue::M(shards)) = item.get(SHARDS) else {
             return Err(fail("it has no shards map".to_owned()));
         };
-        let mut total = Total {
-            shards: BTreeMap::new(),
-            version,
-        };
+        let mut total = Total { shards: BTreeMap::new(), version };
         for (k, state) in shards {
             let shard: u32 = k.parse().map_err(|_| fail(format!("shards has a key {k:?}")))?;
             let (Some(AttributeValue::N(v)), Some(AttributeValue::S(q))) =
@@ -93,18 +85,10 @@ impl Total {
             else {
                 return Err(fail(format!("shards.{k} is not {{v: N, q: S}}")));
             };
-            let value = v
-                .parse()
-                .map_err(|_| fail(format!("shards.{k}.v = {v:?} is not an integer")))?;
+            let value = v.parse().map_err(|_| fail(format!("shards.{k}.v = {v:?} is not an integer")))?;
             let sequence_number = SequenceNumber::from_fixed_width(q)
                 .map_err(|_| fail(format!("shards.{k}.q = {q:?} is not a 40-digit sequence number")))?;
-            total.shards.insert(
-                shard,
-                ShardState {
-                    value,
-                    sequence_number,
-                },
-            );
+            total.shards.insert(shard, ShardState { value, sequence_number });
         }
         Ok(total)
     }
@@ -117,20 +101,14 @@ impl Total {
             .map(|(k, s)| {
                 let state = HashMap::from([
                     ("v".to_owned(), AttributeValue::N(s.value.to_string())),
-                    (
-                        "q".to_owned(),
-                        AttributeValue::S(s.sequence_number.to_fixed_width()),
-                    ),
+                    ("q".to_owned(), AttributeValue::S(s.sequence_number.to_fixed_width())),
                 ]);
                 (k.to_string(), AttributeValue::M(state))
             })
             .collect();
         Item::from(HashMap::from([
             (partition_key.to_owned(), AttributeValue::S(key.to_owned())),
-            (
-                TOTAL_ATTRIBUTE.to_owned(),
-                AttributeValue::N(self.sum().to_string()),
-            ),
+            (TOTAL_ATTRIBUTE.to_owned(), AttributeValue::N(self.sum().to_string())),
             (SHARDS.to_owned(), AttributeValue::M(shards)),
             (VERSION.to_owned(), AttributeValue::N(self.version.to_string())),
         ]))

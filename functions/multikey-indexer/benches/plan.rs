@@ -58,11 +58,7 @@ fn group(c: &mut Criterion, indexes: &Indexes, name: &str, bytes: &[u8]) {
 
     let text = std::str::from_utf8(bytes).expect("the event is UTF-8");
     let batch = Batch::parse(text).expect("the event reads in place");
-    assert_eq!(
-        Plan::from_wire(indexes, &batch.records),
-        plan,
-        "both decoders plan alike"
-    );
+    assert_eq!(Plan::from_wire(indexes, &batch.records), plan, "both decoders plan alike");
 
     let mut group = c.benchmark_group(name);
     group.sample_size(20);

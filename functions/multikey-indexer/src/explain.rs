@@ -17,13 +17,9 @@ pub(crate) fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Exp
     let mut explained = Explained::default();
     let json = |e: serde_json::Error| ExplainError::Write(e.to_string());
     for write in &plan.writes {
-        let index = indexes
-            .indexes
-            .iter()
-            .find(|i| *i.table == *write.table)
-            .ok_or_else(|| {
-                ExplainError::Write(format!("a write for {}, which no index names", write.table))
-            })?;
+        let index = indexes.indexes.iter().find(|i| *i.table == *write.table).ok_or_else(|| {
+            ExplainError::Write(format!("a write for {}, which no index names", write.table))
+        })?;
         let (item, key_source) = match &write.op {
             Op::Put(item) => (Some(item), item),
             Op::Delete(key) => (None, key),
@@ -42,10 +38,9 @@ pub(crate) fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Exp
         explained.writes.push(line);
     }
     for s in &plan.skipped {
-        explained.notes.push(format!(
-            "record {}: index {}: {} left out: {}",
-            s.record, s.index, s.member, s.reason
-        ));
+        explained
+            .notes
+            .push(format!("record {}: index {}: {} left out: {}", s.record, s.index, s.member, s.reason));
     }
     explained.note_failures(records, &plan.failures);
     Ok(explained)

@@ -66,12 +66,7 @@ impl Indexer {
     /// The indexer for `indexes`, taking records in `order`, writing with `dynamodb` (built
     /// without the SDK's retries).
     pub fn new(indexes: Indexes, order: Order, dynamodb: aws_sdk_dynamodb::Client) -> Indexer {
-        Indexer {
-            indexes,
-            order,
-            writer: Writer::new(dynamodb.clone()),
-            dynamodb,
-        }
+        Indexer { indexes, order, writer: Writer::new(dynamodb.clone()), dynamodb }
     }
 }
 
@@ -93,11 +88,7 @@ impl StreamFunction for Indexer {
 
     /// Reads `MULTIKEY_INDEXES` and `MULTIKEY_ORDER`.
     fn init(vars: &Vars<'_>, aws: &Aws) -> Result<Indexer, ConfigError> {
-        Ok(Indexer::new(
-            Indexes::from_vars(vars)?,
-            Order::from_vars(vars)?,
-            aws.dynamodb(),
-        ))
+        Ok(Indexer::new(Indexes::from_vars(vars)?, Order::from_vars(vars)?, aws.dynamodb()))
     }
 
     /// Only with `MULTIKEY_ORDER=any`.
@@ -153,11 +144,7 @@ impl StreamFunction for Indexer {
             (Metric::SkippedValues, plan.skipped.len() as u64),
             (Metric::SkippedRecords, plan.unindexed_records as u64),
         ];
-        Planned {
-            plan: IndexPlan::Writes(plan),
-            failures,
-            counts,
-        }
+        Planned { plan: IndexPlan::Writes(plan), failures, counts }
     }
 
     async fn apply(&self, plan: IndexPlan, budget: &Budget) -> Applied {
@@ -191,9 +178,11 @@ impl Indexer {
     async fn plan_in_steps(&self, records: &[WireRecord<'_>], budget: &Budget) -> Applied {
         let steps = steps::by_item(&self.indexes, records, steps::STEP_RECORDS);
         let (ready, lots) = tokio::sync::mpsc::unbounded_channel::<Vec<Fenced>>();
-        let lots = futures_util::stream::unfold(lots, |mut lots| async move {
-            lots.recv().await.map(|lot| (lot, lots))
-        });
+        let lots =
+            futures_util::stream::unfold(
+                lots,
+                |mut lots| async move { lots.recv().await.map(|lot| (lot, lots)) },
+            );
         let planning = async move {
             let mut failures = Vec::new();
             let (mut skipped, mut unindexed, mut puts, mut deletes) = (0, 0, 0, 0);
@@ -210,10 +199,8 @@ impl Indexer {
                 if let Some(stopped) = &plan.failures.stopped {
                     stop = stop.min(stopped.record);
                 }
-                failures.extend(stream_runtime::rejections(
-                    std::mem::take(&mut plan.failures),
-                    PlanError::kind,
-                ));
+                failures
+                    .extend(stream_runtime::rejections(std::mem::take(&mut plan.failures), PlanError::kind));
                 let (groups, rest) = fenced_in_order(&self.indexes, plan);
                 unfenced.extend(rest);
                 // The writer outlives the planning: it is joined with it below.
@@ -222,17 +209,9 @@ impl Indexer {
                 tokio::task::yield_now().await;
             }
             drop(ready);
-            tracing::debug!(
-                records = records.len(),
-                steps = steps.len(),
-                puts,
-                deletes,
-                "planned"
-            );
-            let counts = vec![
-                (Metric::SkippedValues, skipped as u64),
-                (Metric::SkippedRecords, unindexed as u64),
-            ];
+            tracing::debug!(records = records.len(), steps = steps.len(), puts, deletes, "planned");
+            let counts =
+                vec![(Metric::SkippedValues, skipped as u64), (Metric::SkippedRecords, unindexed as u64)];
             (failures, counts, unfenced)
         };
         let ((failures, counts, unfenced), report) =
@@ -279,10 +258,9 @@ impl Indexer {
         let (groups, unfenced) = fenced_any_order(&self.indexes, plan, resolved.heads);
         let mut applied = self.write_fenced(groups, unfenced, budget).await;
         applied.failures.extend(rejected);
-        applied.counts.extend([
-            (Metric::SkippedRecords, stale as u64),
-            (Metric::SkippedValues, skipped as u64),
-        ]);
+        applied
+            .counts
+            .extend([(Metric::SkippedRecords, stale as u64), (Metric::SkippedValues, skipped as u64)]);
         applied
     }
 
@@ -294,12 +272,10 @@ impl Indexer {
         budget: &Budget,
         heads: &mut HashMap<String, Head>,
     ) -> Result<(), Failure> {
-        let index = self
-            .indexes
-            .indexes
-            .iter()
-            .find(|i| &*i.table == table)
-            .ok_or_else(|| Failure::systemic(format!("no configured index writes to the table {table}")))?;
+        let index =
+            self.indexes.indexes.iter().find(|i| &*i.table == table).ok_or_else(|| {
+                Failure::systemic(format!("no configured index writes to the table {table}"))
+            })?;
         let mut keys = keys;
         while !keys.is_empty() {
             let rest = keys.split_off(keys.len().min(100));
@@ -314,9 +290,7 @@ impl Indexer {
                     continue;
                 };
                 let head = Head::read(&item).map_err(|e| {
-                    Failure::systemic(format!(
-                        "table {table}: the version head {pk:?} is unreadable: {e}"
-                    ))
+                    Failure::systemic(format!("table {table}: the version head {pk:?} is unreadable: {e}"))
                 })?;
                 heads.insert(pk.clone(), head);
             }
@@ -366,11 +340,7 @@ fn fenced_any_order(
     let fences = plan
         .fences
         .iter()
-        .map(|f| {
-            by_key
-                .remove(&(f.index, f.head.pk.clone()))
-                .and_then(|h| fence_of(indexes, h))
-        })
+        .map(|f| by_key.remove(&(f.index, f.head.pk.clone())).and_then(|h| fence_of(indexes, h)))
         .collect();
     let (mut groups, unfenced) = group(plan.writes, plan.fenced_by, fences);
     let mut alone: Vec<ResolvedHead> = by_key.into_values().collect();
@@ -379,10 +349,7 @@ fn fenced_any_order(
         alone
             .into_iter()
             .filter_map(|h| fence_of(indexes, h))
-            .map(|fence| Fenced {
-                fence,
-                writes: Vec::new(),
-            }),
+            .map(|fence| Fenced { fence, writes: Vec::new() }),
     );
     (groups, unfenced)
 }
@@ -420,15 +387,8 @@ fn group(
     fenced_by: Vec<Option<usize>>,
     fences: Vec<Option<Fence>>,
 ) -> (Vec<Fenced>, Vec<ItemWrite>) {
-    let mut groups: Vec<Option<Fenced>> = fences
-        .into_iter()
-        .map(|f| {
-            f.map(|fence| Fenced {
-                fence,
-                writes: Vec::new(),
-            })
-        })
-        .collect();
+    let mut groups: Vec<Option<Fenced>> =
+        fences.into_iter().map(|f| f.map(|fence| Fenced { fence, writes: Vec::new() })).collect();
     let mut unfenced = Vec::new();
     for (write, at) in writes.into_iter().zip(fenced_by) {
         match at.and_then(|at| groups.get_mut(at)).and_then(Option::as_mut) {
@@ -442,9 +402,7 @@ fn group(
 /// What the fenced writer's report says, as the runtime takes it: superseded writes counted.
 fn applied_fenced(report: FencedReport) -> Applied {
     let mut written = applied(report.report);
-    written
-        .counts
-        .push((Metric::SupersededWrites, report.superseded_writes));
+    written.counts.push((Metric::SupersededWrites, report.superseded_writes));
     written
 }
 

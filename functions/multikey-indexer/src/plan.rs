@@ -188,11 +188,7 @@ impl Plan {
     /// failure naming its position in the batch: for records that hold every record of their
     /// items (a step, [`steps`]), exactly what [`Plan::from_wire`] plans for those items.
     pub fn from_wire_at(indexes: &Indexes, records: &[WireRecord<'_>], positions: &[usize]) -> Plan {
-        Plan::of(
-            indexes,
-            positions.len(),
-            positions.iter().filter_map(|&at| Some((at, records.get(at)?))),
-        )
+        Plan::of(indexes, positions.len(), positions.iter().filter_map(|&at| Some((at, records.get(at)?))))
     }
 
     fn of<'r, 'w: 'r>(
@@ -297,12 +293,7 @@ impl<'a> Planner<'a> {
             }
             Entry::Vacant(at) => {
                 at.insert(self.fences.len());
-                self.fences.push(PlannedFence {
-                    index: ix,
-                    head,
-                    version,
-                    origin,
-                });
+                self.fences.push(PlannedFence { index: ix, head, version, origin });
                 Some(self.fences.len() - 1)
             }
         }
@@ -310,15 +301,7 @@ impl<'a> Planner<'a> {
 
     /// The plan: each slot's write built into its item (or its key, for a delete), in order.
     fn finish(self) -> Plan {
-        let Planner {
-            indexes,
-            mut plan,
-            slots,
-            pending,
-            carried,
-            fences,
-            ..
-        } = self;
+        let Planner { indexes, mut plan, slots, pending, carried, fences, .. } = self;
         plan.fenced_by = pending.iter().map(|p| p.fence).collect();
         plan.fences = fences;
         // Each position in `pending` has exactly one key in `slots`.
@@ -335,11 +318,7 @@ impl<'a> Planner<'a> {
                     Some((parts, at)) => Op::Put(parts.item(index, key, &carried[at])),
                     None => Op::Delete(key_item(index, key)),
                 };
-                ItemWrite {
-                    table: Arc::clone(&index.table),
-                    op,
-                    origin: write.origin,
-                }
+                ItemWrite { table: Arc::clone(&index.table), op, origin: write.origin }
             })
             .collect();
         plan
@@ -410,8 +389,7 @@ impl<'a> Planner<'a> {
         }
         // What the new image's entries carry, gathered once for all of them.
         let carried = new.as_ref().filter(|n| !n.members.is_empty()).map(|n| {
-            self.carried
-                .push(Carried::new(base_key, n.view(), self.version.clone()));
+            self.carried.push(Carried::new(base_key, n.view(), self.version.clone()));
             self.carried.len() - 1
         });
         let none: &[Member<'_>] = &[];
@@ -444,10 +422,7 @@ impl<'a> Planner<'a> {
             // image was never written. One with the same id and value under the same scope and
             // tiebreakers has the same key in both images, so its old key is not even encoded.
             let same_key = same_keying && matches!((o, n), (Some(o), Some(n)) if o.value == n.value);
-            let old_key = o
-                .filter(|_| !same_key)
-                .zip(old.as_ref())
-                .and_then(|(o, image)| image.key(o).ok());
+            let old_key = o.filter(|_| !same_key).zip(old.as_ref()).and_then(|(o, image)| image.key(o).ok());
             let new_key = n.zip(new.as_ref()).map(|(n, image)| (n, image.key(n)));
             match new_key {
                 Some((n, Ok(key))) => {
@@ -496,14 +471,7 @@ impl<'a> Planner<'a> {
             }
             size <= MAX_ITEM_BYTES
         });
-        self.staged.push((
-            (ix, key),
-            Pending {
-                put,
-                origin,
-                fence: self.fence,
-            },
-        ));
+        self.staged.push(((ix, key), Pending { put, origin, fence: self.fence }));
     }
 
     fn skip(&mut self, record: usize, index: &Index, member: &str, reason: String) {
@@ -527,9 +495,7 @@ pub(crate) fn base_key<'k, 'a>(
         .map(|name| {
             keys.get(name)
                 .map(|v| (name.as_str(), v))
-                .ok_or_else(|| PlanError::MissingKeyAttribute {
-                    attribute: name.clone(),
-                })
+                .ok_or_else(|| PlanError::MissingKeyAttribute { attribute: name.clone() })
         })
         .collect()
 }

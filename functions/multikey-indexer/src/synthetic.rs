@@ -18,11 +18,7 @@ pub const INDEXES_JSON: &str = r#"{"base_key":["id"],"indexes":[{"name":"custom-
 
 /// A batch of `records` stream records over a table of about `issues` issues.
 pub fn batch(records: usize, issues: usize, seed: u64) -> Event {
-    let mut sim = Sim {
-        rng: seed ^ 0x9E37_79B9_7F4A_7C15,
-        table: vec![None; issues.max(1)],
-        seq: 0,
-    };
+    let mut sim = Sim { rng: seed ^ 0x9E37_79B9_7F4A_7C15, table: vec![None; issues.max(1)], seq: 0 };
     let mut event = Event::default();
     event.records = (0..records).map(|_| sim.next_record()).collect();
     event
@@ -34,12 +30,8 @@ struct Sim {
     seq: u64,
 }
 
-const FIELDS: [&str; 10] = [
-    "3812", "882a", "3fe6", "47e5", "5b10", "6c21", "7d32", "8e43", "9f54", "a065",
-];
-const WORDS: [&str; 8] = [
-    "Approved", "Pending", "Rejected", "Blocked", "Girder", "Paint", "Rust", "Bridge",
-];
+const FIELDS: [&str; 10] = ["3812", "882a", "3fe6", "47e5", "5b10", "6c21", "7d32", "8e43", "9f54", "a065"];
+const WORDS: [&str; 8] = ["Approved", "Pending", "Rejected", "Blocked", "Girder", "Paint", "Rust", "Bridge"];
 
 impl Sim {
     /// splitmix64.
@@ -57,11 +49,7 @@ impl Sim {
 
     fn field_value(&mut self) -> AttributeValue {
         match self.below(3) {
-            0 => AttributeValue::S(format!(
-                "2023-{:02}-{:02}",
-                1 + self.below(12),
-                1 + self.below(28)
-            )),
+            0 => AttributeValue::S(format!("2023-{:02}-{:02}", 1 + self.below(12), 1 + self.below(28))),
             1 => AttributeValue::N(format!("{}", self.below(100_000))),
             _ => AttributeValue::S(WORDS[self.below(WORDS.len())].to_owned()),
         }
@@ -76,14 +64,8 @@ impl Sim {
         }
         let mut item = HashMap::new();
         item.insert("id".to_owned(), AttributeValue::S(format!("{slot:08x}")));
-        item.insert(
-            "project".to_owned(),
-            AttributeValue::S(format!("p{:03}", slot % 37)),
-        );
-        item.insert(
-            "num".to_owned(),
-            AttributeValue::N(format!("{}", 1 + self.below(10_000))),
-        );
+        item.insert("project".to_owned(), AttributeValue::S(format!("p{:03}", slot % 37)));
+        item.insert("num".to_owned(), AttributeValue::N(format!("{}", 1 + self.below(10_000))));
         item.insert(
             "name".to_owned(),
             AttributeValue::S(format!("{} needs work", WORDS[self.below(WORDS.len())])),

@@ -155,17 +155,12 @@ impl Built {
     /// The function built from the cargo binary `binary` (or the functions a combined binary
     /// names), called `name` in errors, configured from `vars` as it reads its environment.
     pub fn new(binary: &str, name: &str, vars: &Vars<'_>, sdk: &SdkConfig) -> Result<Built, InvokeError> {
-        let config = |source| InvokeError::Config {
-            function: name.to_owned(),
-            cause: source,
-        };
+        let config = |source| InvokeError::Config { function: name.to_owned(), cause: source };
         if binary == COMBINED_BINARY {
             return Ok(Built(Arc::new(combined(vars, sdk).map_err(config)?)));
         }
-        let function = Function::named(binary).ok_or_else(|| InvokeError::UnknownBinary {
-            name: name.to_owned(),
-            binary: binary.to_owned(),
-        })?;
+        let function = Function::named(binary)
+            .ok_or_else(|| InvokeError::UnknownBinary { name: name.to_owned(), binary: binary.to_owned() })?;
         Ok(Built((function.build)(vars, sdk).map_err(config)?))
     }
 
@@ -192,17 +187,11 @@ pub fn combined_functions(vars: &Vars<'_>) -> Result<Vec<&'static Function>, Con
         COMBINED_FUNCTIONS,
         "the functions this mapping serves, comma-separated (multikey-indexer,ttl-archiver)",
     )?;
-    let invalid = |reason: String| ConfigError::Invalid {
-        var: COMBINED_FUNCTIONS,
-        reason,
-    };
+    let invalid = |reason: String| ConfigError::Invalid { var: COMBINED_FUNCTIONS, reason };
     let mut functions = Vec::new();
     for name in names.split(',').map(str::trim) {
         let Some(function) = Function::named(name) else {
-            return Err(invalid(format!(
-                "{name:?} is not a stream function ({})",
-                Function::names()
-            )));
+            return Err(invalid(format!("{name:?} is not a stream function ({})", Function::names())));
         };
         if functions.iter().any(|f: &&Function| f.name == function.name) {
             return Err(invalid(format!("{name} is named twice")));
@@ -236,10 +225,7 @@ impl Tally {
 
     /// The sum of `metric` so far.
     pub fn get(&self, metric: Metric) -> u64 {
-        Metric::ALL
-            .iter()
-            .position(|m| *m == metric)
-            .map_or(0, |i| self.0[i].load(Ordering::Relaxed))
+        Metric::ALL.iter().position(|m| *m == metric).map_or(0, |i| self.0[i].load(Ordering::Relaxed))
     }
 }
 

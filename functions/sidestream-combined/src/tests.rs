@@ -28,10 +28,7 @@ fn combined_functions_names_each_function_once() {
     let bad: [(Option<&str>, &str); 4] = [
         (None, "is not set"),
         (Some("ttl-archiver,ttl-archiver"), "ttl-archiver is named twice"),
-        (
-            Some("ttl-archiver,index-verifier"),
-            "\"index-verifier\" is not a stream function",
-        ),
+        (Some("ttl-archiver,index-verifier"), "\"index-verifier\" is not a stream function"),
         // A function's own variables are read as its binary reads them: the error names them.
         (Some("multikey-indexer"), "MULTIKEY_INDEXES"),
     ];

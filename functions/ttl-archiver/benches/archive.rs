@@ -28,10 +28,8 @@ fn bench(c: &mut Criterion) {
         let _ = std::fs::write(dir.join("ttl-10k.json"), &bytes);
         let per_record = bytes.len() / 10_000;
         let six_mb = synthetic::ttl_batch(6_000_000 / per_record, 7, 1_795_168_800, 0.5);
-        let _ = std::fs::write(
-            dir.join("ttl-6mb.json"),
-            serde_json::to_vec(&six_mb).expect("events serialise"),
-        );
+        let _ =
+            std::fs::write(dir.join("ttl-6mb.json"), serde_json::to_vec(&six_mb).expect("events serialise"));
     }
 
     let event: Event = serde_json::from_slice(&bytes).expect("the event decodes");
@@ -41,9 +39,10 @@ fn bench(c: &mut Criterion) {
         replicated_ttl_attribute: None,
     };
     let plan = Plan::from_wire(&layout(6), &stream_runtime::WireRecord::view_all(&event.records));
-    let (raw, data, meta): (usize, usize, usize) = plan.objects.iter().fold((0, 0, 0), |(r, d, m), o| {
-        (r + o.raw_bytes, d + o.data.len(), m + o.meta.len())
-    });
+    let (raw, data, meta): (usize, usize, usize) = plan
+        .objects
+        .iter()
+        .fold((0, 0, 0), |(r, d, m), o| (r + o.raw_bytes, d + o.data.len(), m + o.meta.len()));
     eprintln!(
         "event: {} records, {} KB; plan: {} object pair(s); items {} KB as JSON lines -> {} KB gzip; metadata {} KB gzip",
         event.records.len(),
@@ -126,9 +125,7 @@ fn libdeflate(level: i32, lines: &[u8]) -> Vec<u8> {
     let mut compressor =
         libdeflater::Compressor::new(libdeflater::CompressionLvl::new(level).expect("a level 1-12"));
     let mut out = vec![0; compressor.gzip_compress_bound(lines.len())];
-    let n = compressor
-        .gzip_compress(lines, &mut out)
-        .expect("the bound holds");
+    let n = compressor.gzip_compress(lines, &mut out).expect("the bound holds");
     out.truncate(n);
     out
 }

@@ -41,11 +41,7 @@ pub struct ObjectSettings {
 
 impl Default for ObjectSettings {
     fn default() -> ObjectSettings {
-        ObjectSettings {
-            prefix: String::new(),
-            gzip_level: 6,
-            replicated_ttl_attribute: None,
-        }
+        ObjectSettings { prefix: String::new(), gzip_level: 6, replicated_ttl_attribute: None }
     }
 }
 
@@ -54,19 +50,14 @@ impl ObjectSettings {
     pub fn from_vars(vars: &Vars<'_>) -> Result<ObjectSettings, ConfigError> {
         let prefix = match vars.optional("ARCHIVE_PREFIX") {
             None => String::new(),
-            Some(raw) => normalize_prefix(&raw).map_err(|reason| ConfigError::Invalid {
-                var: "ARCHIVE_PREFIX",
-                reason,
-            })?,
+            Some(raw) => normalize_prefix(&raw)
+                .map_err(|reason| ConfigError::Invalid { var: "ARCHIVE_PREFIX", reason })?,
         };
         let replicated_ttl_attribute = vars.optional("ARCHIVE_REPLICATED_TTL_ATTRIBUTE");
         if let Some(name) = replicated_ttl_attribute.as_deref().filter(|a| a.len() > 255) {
             return Err(ConfigError::Invalid {
                 var: "ARCHIVE_REPLICATED_TTL_ATTRIBUTE",
-                reason: format!(
-                    "{} bytes; a TTL attribute's name is 255 bytes at most",
-                    name.len()
-                ),
+                reason: format!("{} bytes; a TTL attribute's name is 255 bytes at most", name.len()),
             });
         }
         Ok(ObjectSettings {
@@ -89,24 +80,15 @@ pub struct ArchiveConfig {
 impl ArchiveConfig {
     /// Reads and checks the variables.
     pub fn from_vars(vars: &Vars<'_>) -> Result<ArchiveConfig, ConfigError> {
-        let bucket = bucket(
-            vars,
-            "ARCHIVE_BUCKET",
-            "the name of the S3 bucket that receives the archive",
-        )?;
-        let storage_class = vars
-            .optional("ARCHIVE_STORAGE_CLASS")
-            .unwrap_or_else(|| "STANDARD".to_owned());
+        let bucket = bucket(vars, "ARCHIVE_BUCKET", "the name of the S3 bucket that receives the archive")?;
+        let storage_class = vars.optional("ARCHIVE_STORAGE_CLASS").unwrap_or_else(|| "STANDARD".to_owned());
         if !STORAGE_CLASSES.contains(&storage_class.as_str()) {
             return Err(ConfigError::Invalid {
                 var: "ARCHIVE_STORAGE_CLASS",
                 reason: format!("{storage_class:?} is not one of {}", STORAGE_CLASSES.join(", ")),
             });
         }
-        Ok(ArchiveConfig {
-            bucket,
-            storage_class,
-        })
+        Ok(ArchiveConfig { bucket, storage_class })
     }
 }
 
@@ -122,10 +104,7 @@ pub struct Config {
 impl Config {
     /// Reads the configuration; errors name the variable.
     pub fn from_vars(vars: &Vars<'_>) -> Result<Config, ConfigError> {
-        Ok(Config {
-            layout: ObjectSettings::from_vars(vars)?,
-            archive: ArchiveConfig::from_vars(vars)?,
-        })
+        Ok(Config { layout: ObjectSettings::from_vars(vars)?, archive: ArchiveConfig::from_vars(vars)? })
     }
 }
 

@@ -18,11 +18,8 @@ pub(crate) fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Exp
     let plan = Plan::from_wire(&layout, records);
     let mut explained = Explained::default();
     for o in &plan.objects {
-        let keys_only = plan
-            .keys_only
-            .iter()
-            .filter(|&&i| (o.first_record..=o.last_record).contains(&i))
-            .count();
+        let keys_only =
+            plan.keys_only.iter().filter(|&&i| (o.first_record..=o.last_record).contains(&i)).count();
         let key = (o.items > 0).then_some(&o.data_key);
         explained.writes.push(json!({
             "key": key, "metaKey": o.meta_key, "records": o.records, "items": o.items,
@@ -36,9 +33,7 @@ pub(crate) fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Exp
         explained.files.push((o.meta_key.clone(), o.meta.clone()));
     }
     for s in &plan.skipped {
-        explained
-            .notes
-            .push(format!("record {} not archived: {}", s.record, s.reason));
+        explained.notes.push(format!("record {} not archived: {}", s.record, s.reason));
     }
     for i in &plan.keys_only {
         explained.notes.push(format!(

@@ -52,13 +52,11 @@ impl Archiver {
             ("last-sequence-number", object.last_sequence_number),
             ("records", object.records.to_string()),
         ];
-        self.upload(&object.meta_key, object.meta.into(), &tags, budget)
-            .await?;
+        self.upload(&object.meta_key, object.meta.into(), &tags, budget).await?;
         if object.items == 0 {
             return Ok(1);
         }
-        self.upload(&object.data_key, object.data.into(), &tags, budget)
-            .await?;
+        self.upload(&object.data_key, object.data.into(), &tags, budget).await?;
         Ok(2)
     }
 
@@ -125,10 +123,7 @@ impl StreamFunction for Archiver {
 
     /// The archive bucket.
     fn resources(&self) -> Vec<Resource> {
-        vec![Resource::Bucket {
-            variable: "ARCHIVE_BUCKET",
-            name: self.bucket.clone(),
-        }]
+        vec![Resource::Bucket { variable: "ARCHIVE_BUCKET", name: self.bucket.clone() }]
     }
 
     /// Yes: an archive object is named by its record's `eventID`, so a duplicate rewrites the

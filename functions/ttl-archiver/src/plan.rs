@@ -139,10 +139,7 @@ impl Plan {
         let (skipped, keys_only) = (&mut plan.skipped, &mut plan.keys_only);
         plan.failures = PlanFailures::plan_each(records, PlanError::kind, |i, raw| {
             let Some(ttl) = read(layout, raw)? else {
-                skipped.push(Skipped {
-                    record: i,
-                    reason: skip_reason(raw),
-                });
+                skipped.push(Skipped { record: i, reason: skip_reason(raw) });
                 return Ok(());
             };
             let run = match runs.last_mut() {
@@ -165,10 +162,7 @@ impl Plan {
                 Err(error) => {
                     // Compressing into memory fails only for want of it; nothing from this run's
                     // first record on is archived.
-                    let stop = PlanFailure {
-                        record: first_record,
-                        error,
-                    };
+                    let stop = PlanFailure { record: first_record, error };
                     plan.failures.rejected.retain(|r| r.record < first_record);
                     plan.keys_only.retain(|&k| k < first_record);
                     plan.failures.stopped = Some(stop);
@@ -212,10 +206,7 @@ fn read<'r, 'a>(
     }
     Ok(Some(TtlDelete {
         record,
-        partition: Partition {
-            table: table.to_owned(),
-            date: deleted_at.date_naive(),
-        },
+        partition: Partition { table: table.to_owned(), date: deleted_at.date_naive() },
         sequence_number,
         deleted_at,
     }))
@@ -252,9 +243,7 @@ pub fn table_of_arn(arn: &str) -> Option<&str> {
     let (_, rest) = arn.split_once(":table/")?;
     let name = rest.split('/').next()?;
     let valid = (3..=255).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
     valid.then_some(name)
 }
 
@@ -262,10 +251,7 @@ fn skip_reason(raw: &WireRecord<'_>) -> SkipReason {
     match Record::new(raw).map(|r| r.kind()) {
         Ok(kind @ (ChangeKind::Insert | ChangeKind::Modify)) => SkipReason::NotRemove(kind),
         _ => SkipReason::UserDelete {
-            identity: raw
-                .user_identity
-                .as_ref()
-                .map(|id| format!("{}/{}", id.type_, id.principal_id)),
+            identity: raw.user_identity.as_ref().map(|id| format!("{}/{}", id.type_, id.principal_id)),
         },
     }
 }
@@ -303,9 +289,7 @@ impl Run {
         let raw = ttl.record.raw();
         let old = ttl.record.image(Image::Old).ok();
         if let Some(item) = old {
-            self.data.push(&ItemLineRef {
-                item: ImageJson(item),
-            })?;
+            self.data.push(&ItemLineRef { item: ImageJson(item) })?;
         }
         let deleted_at = ttl.deleted_at.to_rfc3339_opts(SecondsFormat::AutoSi, true);
         self.meta.push(&MetaLineRef {
@@ -325,11 +309,7 @@ impl Run {
     fn finish(self) -> Result<Object, PlanError> {
         let fail = |e: std::io::Error| PlanError::Encode(e.to_string());
         // Named by both ends of the run, known only now.
-        let name = object_name(
-            &self.first_sequence_number,
-            &self.last_sequence_number,
-            &self.first_event_id,
-        );
+        let name = object_name(&self.first_sequence_number, &self.last_sequence_number, &self.first_event_id);
         let (records, items, raw_bytes) = (self.meta.lines(), self.data.lines(), self.data.raw_bytes());
         let data = self.data.finish().map_err(fail)?;
         let meta = self.meta.finish().map_err(fail)?;

@@ -14,9 +14,7 @@ use serde_json::json;
 /// The source table every synthetic record names.
 pub const TABLE: &str = "sessions";
 
-const WORDS: [&str; 8] = [
-    "checkout", "browse", "search", "cart", "login", "profile", "support", "settings",
-];
+const WORDS: [&str; 8] = ["checkout", "browse", "search", "cart", "login", "profile", "support", "settings"];
 
 /// A batch of `records` TTL deletes.
 pub fn ttl_batch(records: usize, seed: u64, start_epoch: i64, step_secs: f64) -> Event {
@@ -39,36 +37,19 @@ fn item(rng: &mut fastrand::Rng, i: usize, deleted_at: f64) -> Item {
     let mut attrs = HashMap::new();
     attrs.insert("page".to_owned(), s(word(rng)));
     attrs.insert("clicks".to_owned(), n(rng.u32(..10_000).to_string()));
-    attrs.insert(
-        "referrer".to_owned(),
-        s(format!("https://example.com/{}", word(rng))),
-    );
+    attrs.insert("referrer".to_owned(), s(format!("https://example.com/{}", word(rng))));
     let mut item = HashMap::new();
     item.insert("pk".to_owned(), s(format!("USER#{:06}", rng.u32(..1_000_000))));
     item.insert("sk".to_owned(), s(format!("SESSION#{i:08}")));
     item.insert(
         "started_at".to_owned(),
-        s(format!(
-            "2026-11-{:02}T{:02}:{:02}:00Z",
-            1 + rng.u8(..28),
-            rng.u8(..24),
-            rng.u8(..60)
-        )),
+        s(format!("2026-11-{:02}T{:02}:{:02}:00Z", 1 + rng.u8(..28), rng.u8(..24), rng.u8(..60))),
     );
     item.insert("duration_ms".to_owned(), n(rng.u64(..3_600_000).to_string()));
-    item.insert(
-        "score".to_owned(),
-        n(format!("{}.{:02}", rng.u16(..1000), rng.u8(..100))),
-    );
+    item.insert("score".to_owned(), n(format!("{}.{:02}", rng.u16(..1000), rng.u8(..100))));
     item.insert("attributes".to_owned(), AttributeValue::M(attrs));
-    item.insert(
-        "pages".to_owned(),
-        AttributeValue::L((0..rng.usize(1..5)).map(|_| s(word(rng))).collect()),
-    );
-    item.insert(
-        "tags".to_owned(),
-        AttributeValue::Ss(vec![word(rng), format!("v{}", rng.u8(..9))]),
-    );
+    item.insert("pages".to_owned(), AttributeValue::L((0..rng.usize(1..5)).map(|_| s(word(rng))).collect()));
+    item.insert("tags".to_owned(), AttributeValue::Ss(vec![word(rng), format!("v{}", rng.u8(..9))]));
     item.insert("active".to_owned(), AttributeValue::Bool(rng.bool()));
     #[allow(clippy::cast_possible_truncation, reason = "synthetic epochs fit in i64")]
     item.insert("expires_at".to_owned(), n(format!("{}", deleted_at as i64 - 60)));
@@ -77,10 +58,8 @@ fn item(rng: &mut fastrand::Rng, i: usize, deleted_at: f64) -> Item {
 
 fn record(rng: &mut fastrand::Rng, i: usize, deleted_at: f64) -> EventRecord {
     let old = item(rng, i, deleted_at);
-    let keys: HashMap<&str, &AttributeValue> = ["pk", "sk"]
-        .into_iter()
-        .filter_map(|k| Some((k, old.get(k)?)))
-        .collect();
+    let keys: HashMap<&str, &AttributeValue> =
+        ["pk", "sk"].into_iter().filter_map(|k| Some((k, old.get(k)?))).collect();
     let record = json!({
         "eventID": format!("{:032x}", i + 1),
         "eventName": "REMOVE",

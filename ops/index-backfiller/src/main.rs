@@ -22,10 +22,7 @@ async fn serve() -> Result<(), lambda_runtime::Error> {
         backfill
             .task(event.payload, deadline)
             .await
-            .map_err(|e| Diagnostic {
-                error_type: "BackfillError".to_owned(),
-                error_message: e.to_string(),
-            })
+            .map_err(|e| Diagnostic { error_type: "BackfillError".to_owned(), error_message: e.to_string() })
     }))
     .await
 }

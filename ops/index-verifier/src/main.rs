@@ -22,10 +22,7 @@ async fn serve() -> Result<(), lambda_runtime::Error> {
         let run_id = operations::verify::run_id("verify");
         let run = scheduled::run(client, config, &run_id)
             .await
-            .map_err(|e| Diagnostic {
-                error_type: "VerifyError".to_owned(),
-                error_message: e.to_string(),
-            })?;
+            .map_err(|e| Diagnostic { error_type: "VerifyError".to_owned(), error_message: e.to_string() })?;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));

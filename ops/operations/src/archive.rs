@@ -103,10 +103,7 @@ impl Source {
                     .split_once('/')
                     .filter(|(b, k)| !b.is_empty() && !k.is_empty())
                     .ok_or_else(|| ArchiveError::Source(text.to_owned()))?;
-                Ok(Source::S3 {
-                    bucket: bucket.to_owned(),
-                    key: key.to_owned(),
-                })
+                Ok(Source::S3 { bucket: bucket.to_owned(), key: key.to_owned() })
             }
             None => Ok(Source::File(text.into())),
         }
@@ -119,9 +116,9 @@ impl Source {
                 what: format!("cannot read {}", path.display()),
                 cause: source,
             }),
-            Source::S3 { bucket, key } => stream_runtime::aws::get_object(s3, bucket, key)
-                .await?
-                .ok_or_else(|| not_found(bucket, key)),
+            Source::S3 { bucket, key } => {
+                stream_runtime::aws::get_object(s3, bucket, key).await?.ok_or_else(|| not_found(bucket, key))
+            }
         }
     }
 }

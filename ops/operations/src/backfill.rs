@@ -110,11 +110,7 @@ pub struct Target {
 impl Target {
     /// The items of `table` that index `name` of `indexes` reads (every index's when `None`).
     pub fn new(table: &str, indexes: &Indexes, name: Option<&str>) -> Result<Target, BackfillError> {
-        let chosen: Vec<_> = indexes
-            .indexes
-            .iter()
-            .filter(|i| name.is_none_or(|n| i.name == n))
-            .collect();
+        let chosen: Vec<_> = indexes.indexes.iter().filter(|i| name.is_none_or(|n| i.name == n)).collect();
         if chosen.is_empty() {
             let names: Vec<_> = indexes.indexes.iter().map(|i| i.name.as_str()).collect();
             return Err(BackfillError::Index(format!(
@@ -126,11 +122,7 @@ impl Target {
         let mut sources: Vec<String> = chosen.iter().map(|i| i.source.clone()).collect();
         sources.sort();
         sources.dedup();
-        Ok(Target {
-            table: table.to_owned(),
-            key: indexes.base_key.clone(),
-            sources,
-        })
+        Ok(Target { table: table.to_owned(), key: indexes.base_key.clone(), sources })
     }
 }
 
@@ -314,13 +306,10 @@ impl Backfill {
             .map_err(failed)?;
         let items = page.items.unwrap_or_default();
         // Eventually consistent reads: 0.5 units per 4 KB, when DynamoDB does not say.
-        let read_units = page
-            .consumed_capacity
-            .and_then(|c| c.capacity_units)
-            .unwrap_or_else(|| {
-                let bytes: usize = items.iter().map(|i| item_size(&i.clone().into())).sum();
-                f64::from(u32::try_from(bytes.div_ceil(4096).max(1)).unwrap_or(u32::MAX)) / 2.0
-            });
+        let read_units = page.consumed_capacity.and_then(|c| c.capacity_units).unwrap_or_else(|| {
+            let bytes: usize = items.iter().map(|i| item_size(&i.clone().into())).sum();
+            f64::from(u32::try_from(bytes.div_ceil(4096).max(1)).unwrap_or(u32::MAX)) / 2.0
+        });
         let next = match page.last_evaluated_key {
             Some(key) if !key.is_empty() => Some(
                 serde_json::to_value(serde_dynamo::Item::from(key))
@@ -391,9 +380,7 @@ pub async fn touch_item<S: std::hash::BuildHasher + Clone>(
 ) -> Result<bool, Failure> {
     // Every key attribute exists on an existing item: any one serves the condition.
     let Some(key_attribute) = key.keys().next() else {
-        return Err(Failure::systemic(format!(
-            "touching an item of {table} without its key"
-        )));
+        return Err(Failure::systemic(format!("touching an item of {table} without its key")));
     };
     budget
         .call(|| {
@@ -419,8 +406,6 @@ pub fn new_run_id() -> String {
 /// A run id for a new run of anything that touches (a backfill `bf`, a repair, a replay):
 /// `prefix`, `-`, and the time in seconds since the epoch.
 pub fn run_id(prefix: &str) -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     format!("{prefix}-{secs}")
 }

@@ -195,11 +195,9 @@ impl FunctionMatch {
             }
             Records::Range { .. } => {
                 name == self.binary
-                    || name
-                        .split_once(&format!("-{}-", self.logical_id))
-                        .is_some_and(|(stack, suffix)| {
-                            !stack.is_empty() && !suffix.is_empty() && !suffix.contains('-')
-                        })
+                    || name.split_once(&format!("-{}-", self.logical_id)).is_some_and(|(stack, suffix)| {
+                        !stack.is_empty() && !suffix.is_empty() && !suffix.contains('-')
+                    })
             }
         }
     }
@@ -212,11 +210,7 @@ impl FunctionMatch {
                 self.binary, self.binary, self.logical_id
             )
         } else {
-            format!(
-                "{} (parked), or a range given up by {}",
-                self.binary,
-                self.deployed.join(" or ")
-            )
+            format!("{} (parked), or a range given up by {}", self.binary, self.deployed.join(" or "))
         }
     }
 }
@@ -233,10 +227,8 @@ pub fn function_name(name_or_arn: &str) -> &str {
 /// The failures in a file of on-failure destination records, one JSON object per line (the
 /// local failure log, or the bodies of the on-failure queue's messages).
 pub fn read_log(path: &std::path::Path) -> Result<Vec<Failed>, FailureError> {
-    let text = std::fs::read_to_string(path).map_err(|source| FailureError::Io {
-        path: path.display().to_string(),
-        cause: source,
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| FailureError::Io { path: path.display().to_string(), cause: source })?;
     text.lines()
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
@@ -257,10 +249,8 @@ pub fn read_log(path: &std::path::Path) -> Result<Vec<Failed>, FailureError> {
 fn range_of(value: &Value) -> Option<Failed> {
     let info = value.get("DDBStreamBatchInfo")?;
     let text = |v: &Value, field: &str| v.get(field).and_then(Value::as_str).map(str::to_owned);
-    let function_arn = value
-        .pointer("/requestContext/functionArn")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let function_arn =
+        value.pointer("/requestContext/functionArn").and_then(Value::as_str).unwrap_or_default();
     Some(Failed {
         function: function_name(function_arn).to_owned(),
         at: text(value, "timestamp").unwrap_or_default(),
@@ -294,13 +284,8 @@ fn payload_records(value: &Value) -> Result<Option<Vec<EventRecord>>, String> {
         Value::String(text) => serde_json::from_str(text).map_err(|e| format!("its payload: {e}"))?,
         other => other.clone(),
     };
-    let records = event
-        .get("Records")
-        .cloned()
-        .ok_or_else(|| "its payload has no Records".to_owned())?;
-    serde_json::from_value(records)
-        .map(Some)
-        .map_err(|e| format!("its payload's records: {e}"))
+    let records = event.get("Records").cloned().ok_or_else(|| "its payload has no Records".to_owned())?;
+    serde_json::from_value(records).map(Some).map_err(|e| format!("its payload's records: {e}"))
 }
 
 /// Where Lambda writes on-failure records in an S3 destination: under this prefix, then the
@@ -322,10 +307,7 @@ pub async fn read_destination(
     for key in list(s3, bucket, prefix, |_| true).await? {
         let object = format!("s3://{bucket}/{key}");
         let bytes = get(s3, bucket, &key).await?;
-        let bad = |reason: String| FailureError::Format {
-            at: object.clone(),
-            reason,
-        };
+        let bad = |reason: String| FailureError::Format { at: object.clone(), reason };
         let value: Value = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
         let mut failed = range_of(&value).ok_or_else(|| {
             bad("not an on-failure record: it needs DDBStreamBatchInfo with streamArn, shardId, startSequenceNumber and endSequenceNumber".to_owned())
@@ -392,10 +374,8 @@ pub async fn read_queue(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<Ve
             let id = message.message_id.clone().unwrap_or_default();
             let at = format!("{queue_url} message {id}");
             let body = message.body.as_deref().unwrap_or_default();
-            let value: Value = serde_json::from_str(body).map_err(|e| FailureError::Format {
-                at: at.clone(),
-                reason: e.to_string(),
-            })?;
+            let value: Value = serde_json::from_str(body)
+                .map_err(|e| FailureError::Format { at: at.clone(), reason: e.to_string() })?;
             let mut one = range_of(&value).ok_or_else(|| FailureError::Format {
                 at,
                 reason: "not an on-failure record: it needs DDBStreamBatchInfo with streamArn, shardId, startSequenceNumber and endSequenceNumber".to_owned(),
@@ -450,36 +430,26 @@ async fn list(
 
 /// One object's bytes.
 async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Vec<u8>, FailureError> {
-    stream_runtime::aws::get_object(s3, bucket, key)
-        .await?
-        .ok_or_else(|| {
-            RequestFailed::new(
-                "GetObject",
-                format!("s3://{bucket}/{key}"),
-                io_policy::Failure::systemic("no such key"),
-            )
-            .into()
-        })
+    stream_runtime::aws::get_object(s3, bucket, key).await?.ok_or_else(|| {
+        RequestFailed::new(
+            "GetObject",
+            format!("s3://{bucket}/{key}"),
+            io_policy::Failure::systemic("no such key"),
+        )
+        .into()
+    })
 }
 
 /// A parked record's body (format v1, `docs/formats.md`).
 fn parked_of(bytes: &[u8], object: &str) -> Result<Failed, FailureError> {
-    let bad = |reason: String| FailureError::Format {
-        at: object.to_owned(),
-        reason,
-    };
+    let bad = |reason: String| FailureError::Format { at: object.to_owned(), reason };
     let doc: Value = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
     if doc.get("v").and_then(Value::as_u64) != Some(1) {
         return Err(bad(format!("parked record version {}, expected 1", doc["v"])));
     }
     let record: EventRecord =
         serde_json::from_value(doc["record"].clone()).map_err(|e| bad(format!("its record: {e}")))?;
-    let text = |field: &str| {
-        doc.get(field)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
+    let text = |field: &str| doc.get(field).and_then(Value::as_str).unwrap_or_default().to_owned();
     Ok(Failed {
         function: text("function"),
         at: text("parkedAt"),
@@ -606,26 +576,16 @@ pub async fn read(failed: &Failed, streams: &aws_sdk_dynamodbstreams::Client) ->
     let sequence = |r: Option<&EventRecord>| r.and_then(|r| r.change.sequence_number.clone());
     let (first, last) = (sequence(records.first()), sequence(records.last()));
     let short = if first.as_deref() != Some(start.as_str()) {
-        Some(format!(
-            "the read began at {first:?}, not at the range's start {start}"
-        ))
+        Some(format!("the read began at {first:?}, not at the range's start {start}"))
     } else if last.as_deref() != Some(end.as_str()) {
-        Some(format!(
-            "the read ended at {last:?}, before the range's end {end}"
-        ))
+        Some(format!("the read ended at {last:?}, before the range's end {end}"))
     } else if (records.len() as u64) < *batch_size {
-        Some(format!(
-            "{} records read, the range held {batch_size}",
-            records.len()
-        ))
+        Some(format!("{} records read, the range held {batch_size}", records.len()))
     } else {
         None
     };
     Ok(match short {
-        Some(reason) => Read::Unavailable(Replayed::ShortRead {
-            read: records.len(),
-            reason,
-        }),
+        Some(reason) => Read::Unavailable(Replayed::ShortRead { read: records.len(), reason }),
         None => Read::Records(records),
     })
 }
@@ -645,10 +605,7 @@ pub async fn rerun(records: Vec<EventRecord>, invoker: &Invoker, timeout: Durati
     let answer = invoker(event(records), Instant::now() + timeout).await;
     match answer {
         Invocation::Returned(response) => {
-            let failures = response
-                .get("batchItemFailures")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
+            let failures = response.get("batchItemFailures").and_then(Value::as_array).map_or(0, Vec::len);
             if failures == 0 {
                 Replayed::Applied { records: count }
             } else {
@@ -658,10 +615,9 @@ pub async fn rerun(records: Vec<EventRecord>, invoker: &Invoker, timeout: Durati
                 }
             }
         }
-        Invocation::Failed { error_type, message } => Replayed::StillFailing {
-            records: count,
-            reason: format!("{error_type}: {message}"),
-        },
+        Invocation::Failed { error_type, message } => {
+            Replayed::StillFailing { records: count, reason: format!("{error_type}: {message}") }
+        }
     }
 }
 
@@ -680,10 +636,8 @@ async fn read_range(
     end: &str,
 ) -> Result<Result<Vec<EventRecord>, String>, FailureError> {
     let target = format!("{arn} {shard} {start}..{end}");
-    let end = SequenceNumber::parse(end).map_err(|e| FailureError::Format {
-        at: target.clone(),
-        reason: e.to_string(),
-    })?;
+    let end = SequenceNumber::parse(end)
+        .map_err(|e| FailureError::Format { at: target.clone(), reason: e.to_string() })?;
     let iterator = streams
         .get_shard_iterator()
         .stream_arn(arn)
@@ -699,9 +653,7 @@ async fn read_range(
                 .as_service_error()
                 .is_some_and(|s| s.is_trimmed_data_access_exception() || s.is_resource_not_found_exception());
             if gone {
-                return Ok(Err(
-                    aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e).to_string()
-                ));
+                return Ok(Err(aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e).to_string()));
             }
             return Err(RequestFailed::sdk("GetShardIterator", target, &e).into());
         }
@@ -731,10 +683,8 @@ async fn read_range(
             if sequence.as_ref().is_some_and(|s| *s > end) {
                 return Ok(Ok(out));
             }
-            let record = reader::event_record(record, arn).map_err(|e| FailureError::Format {
-                at: target.clone(),
-                reason: e.to_string(),
-            })?;
+            let record = reader::event_record(record, arn)
+                .map_err(|e| FailureError::Format { at: target.clone(), reason: e.to_string() })?;
             out.push(record);
             if sequence.as_ref().is_some_and(|s| *s == end) {
                 return Ok(Ok(out));
@@ -764,12 +714,7 @@ mod tests {
         let failed = range_of(&line).unwrap();
         assert_eq!(failed.function, "prod-IndexerFunction-1A2B3C4D5E6F7");
         assert_eq!(failed.reason, "function error Poison: cannot index");
-        let Records::Range {
-            start_sequence_number,
-            batch_size,
-            ..
-        } = &failed.records
-        else {
+        let Records::Range { start_sequence_number, batch_size, .. } = &failed.records else {
             panic!("a range");
         };
         assert_eq!((start_sequence_number.as_str(), *batch_size), ("11", 2));
@@ -809,17 +754,10 @@ mod tests {
         for (name, want) in cases {
             assert_eq!(indexer.matches(&range(&format!("{arn}{name}"))), want, "{name}");
         }
-        let explicit = FunctionMatch {
-            deployed: vec![format!("{arn}orders-index")],
-            ..indexer.clone()
-        };
+        let explicit = FunctionMatch { deployed: vec![format!("{arn}orders-index")], ..indexer.clone() };
         assert!(explicit.matches(&range(&format!("{arn}orders-index"))));
         assert!(!explicit.matches(&range(&format!("{arn}prod-IndexerFunction-1A2B3C4D5E6F7"))));
-        assert!(
-            explicit.describe().contains("orders-index"),
-            "{}",
-            explicit.describe()
-        );
+        assert!(explicit.describe().contains("orders-index"), "{}", explicit.describe());
         assert_eq!(function_name("plain-name"), "plain-name");
     }
 
@@ -841,12 +779,7 @@ mod tests {
         assert_eq!(record.change.sequence_number.as_deref(), Some("41"));
         let mut old = body;
         old["v"] = serde_json::json!(2);
-        let error = parked_of(old.to_string().as_bytes(), "s3://b/k")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.contains("s3://b/k: parked record version 2, expected 1"),
-            "{error}"
-        );
+        let error = parked_of(old.to_string().as_bytes(), "s3://b/k").unwrap_err().to_string();
+        assert!(error.contains("s3://b/k: parked record version 2, expected 1"), "{error}");
     }
 }

@@ -47,10 +47,7 @@ impl App {
     /// The web grid over `grid`; `client` reads the scopes' definition items (it should have
     /// the SDK's own retries off, as the grid's).
     pub fn new(grid: Grid, client: aws_sdk_dynamodb::Client) -> App {
-        App {
-            grid: Arc::new(grid),
-            client,
-        }
+        App { grid: Arc::new(grid), client }
     }
 
     /// Answers one request.
@@ -68,14 +65,10 @@ impl App {
                 Ok(body) => json_response(StatusCode::OK, &body),
                 Err(e) => error(&e),
             },
-            (&Method::GET, _) => json_response(
-                StatusCode::NOT_FOUND,
-                &json!({"error": format!("no page at {path}")}),
-            ),
-            _ => json_response(
-                StatusCode::METHOD_NOT_ALLOWED,
-                &json!({"error": "only GET is served"}),
-            ),
+            (&Method::GET, _) => {
+                json_response(StatusCode::NOT_FOUND, &json!({"error": format!("no page at {path}")}))
+            }
+            _ => json_response(StatusCode::METHOD_NOT_ALLOWED, &json!({"error": "only GET is served"})),
         }
     }
 
@@ -84,10 +77,7 @@ impl App {
         let started = Instant::now();
         let page = self
             .grid
-            .page(
-                &query,
-                params.get("cursor").map(String::as_str).filter(|c| !c.is_empty()),
-            )
+            .page(&query, params.get("cursor").map(String::as_str).filter(|c| !c.is_empty()))
             .await?;
         let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let mut lines = crate::grid::output::json_lines(&page, self.grid.schema(), &query);
@@ -123,10 +113,8 @@ impl App {
         };
         let mut fields: Vec<(String, String)> = fields.into_iter().collect();
         fields.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
-        let fields: Vec<Value> = fields
-            .into_iter()
-            .map(|(id, name)| json!({"id": id, "name": name}))
-            .collect();
+        let fields: Vec<Value> =
+            fields.into_iter().map(|(id, name)| json!({"id": id, "name": name})).collect();
         let mut columns = vec![schema.order()];
         columns.extend(schema.projected().iter().map(String::as_str));
         Ok(
@@ -195,9 +183,9 @@ fn required<'a>(params: &'a HashMap<String, String>, name: &str) -> Result<&'a s
 fn page_query(params: &HashMap<String, String>) -> Result<Query, ServeError> {
     let limit = match params.get("limit") {
         None => 25,
-        Some(text) => text
-            .parse()
-            .map_err(|_| ServeError::BadRequest(format!("limit {text:?} is not a number")))?,
+        Some(text) => {
+            text.parse().map_err(|_| ServeError::BadRequest(format!("limit {text:?} is not a number")))?
+        }
     };
     let bound = |name: &str| match params.get(name).map(String::as_str) {
         None | Some("") => Bound::Unbounded,
@@ -221,12 +209,7 @@ fn page_query(params: &HashMap<String, String>) -> Result<Query, ServeError> {
         filter,
         attributes: params
             .get("attributes")
-            .map(|a| {
-                a.split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            })
+            .map(|a| a.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
             .unwrap_or_default(),
     })
 }
@@ -260,10 +243,8 @@ pub async fn serve(listener: TcpListener, app: App) -> std::io::Result<()> {
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let app = app.clone();
                 async move {
-                    let (path, query) = (
-                        request.uri().path().to_owned(),
-                        request.uri().query().unwrap_or("").to_owned(),
-                    );
+                    let (path, query) =
+                        (request.uri().path().to_owned(), request.uri().query().unwrap_or("").to_owned());
                     let response = app.answer(request.method(), &path, &query).await;
                     tracing::info!(method = %request.method(), %path, status = response.status().as_u16(), "served");
                     Ok::<_, Infallible>(response)
@@ -297,11 +278,7 @@ pub async fn serve_on_loopback(
     let (listener, addr) = bind(([127, 0, 0, 1], port).into())
         .await
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on 127.0.0.1:{port}: {e}")))?;
-    let query = if scope.is_empty() {
-        String::new()
-    } else {
-        format!("?scope={scope}")
-    };
+    let query = if scope.is_empty() { String::new() } else { format!("?scope={scope}") };
     writeln!(out, "\nThe web grid: http://{addr}/{query} (Ctrl-C to stop)")?;
     out.flush()?;
     tokio::select! {
@@ -315,10 +292,7 @@ mod tests {
     use super::*;
 
     fn params(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
     }
 
     #[test]
@@ -332,10 +306,7 @@ mod tests {
             ("to", "x"),
         ]))
         .unwrap();
-        assert_eq!(
-            (q.scope.as_str(), q.field.as_str(), q.descending, q.limit),
-            ("35e9", "3fe6", true, 10)
-        );
+        assert_eq!((q.scope.as_str(), q.field.as_str(), q.descending, q.limit), ("35e9", "3fe6", true, 10));
         assert!(matches!(
             q.filter,
             Filter::Range(

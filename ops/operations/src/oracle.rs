@@ -70,11 +70,7 @@ pub fn compare(indexes: &Indexes, base: &[Value], index: &[Value]) -> Result<Ind
     let entries: Vec<Value> = index.iter().filter(|i| !is_head(indexes, i)).cloned().collect();
     let actual = lines(&entries);
     let (missing, extra) = difference(&expected, &actual);
-    Ok(IndexCheck {
-        missing,
-        extra,
-        entries: actual.len(),
-    })
+    Ok(IndexCheck { missing, extra, entries: actual.len() })
 }
 
 /// The index items `indexes` calls for, given the base table's items (DynamoDB JSON): one JSON
@@ -84,10 +80,7 @@ pub fn expected_index(indexes: &Indexes, base: &[Value]) -> Result<Vec<String>, 
     let mut lines = Vec::new();
     for (i, item) in base.iter().enumerate() {
         let Some(item) = item.as_object() else {
-            return Err(OracleError::NotDynamoJson {
-                item: i,
-                reason: "not an object".to_owned(),
-            });
+            return Err(OracleError::NotDynamoJson { item: i, reason: "not an object".to_owned() });
         };
         let mut key = Vec::with_capacity(indexes.base_key.len());
         for name in &indexes.base_key {
@@ -156,10 +149,8 @@ fn members(source: &Value) -> Members<'_> {
 /// The sort key's tail: the tiebreakers (NULL when missing), then the base key; `None` when one
 /// of them is not a scalar.
 fn tail(index: &Index, key: &[(&str, &Value)], item: &Map<String, Value>) -> Option<Vec<Component>> {
-    let tiebreakers = index
-        .tiebreakers
-        .iter()
-        .map(|name| item.get(name).map_or(Some(Component::Null), component));
+    let tiebreakers =
+        index.tiebreakers.iter().map(|name| item.get(name).map_or(Some(Component::Null), component));
     tiebreakers.chain(key.iter().map(|(_, v)| component(v))).collect()
 }
 
@@ -243,10 +234,9 @@ fn entries(index: &Index, key: &[(&str, &Value)], item: &Map<String, Value>) -> 
 fn sort_key(format: KeyFormat, tuple: &[Component]) -> Option<Value> {
     let components = tuple.iter().map(|c| (c, Dir::Asc));
     match format {
-        KeyFormat::Text => TextKey::from_tuple(components)
-            .finish(KeyKind::Sort)
-            .ok()
-            .map(|k| json!({"S": k})),
+        KeyFormat::Text => {
+            TextKey::from_tuple(components).finish(KeyKind::Sort).ok().map(|k| json!({"S": k}))
+        }
         KeyFormat::Binary => BinaryKey::from_tuple(components)
             .finish(KeyKind::Sort)
             .ok()
@@ -279,13 +269,7 @@ fn value_size(value: &Value) -> usize {
             .chars()
             .filter(char::is_ascii_digit)
             .collect::<String>();
-        digits
-            .trim_start_matches('0')
-            .trim_end_matches('0')
-            .len()
-            .max(1)
-            .div_ceil(2)
-            + 1
+        digits.trim_start_matches('0').trim_end_matches('0').len().max(1).div_ceil(2) + 1
     };
     match typed(value) {
         Some(("S", s)) => s.as_str().map_or(0, str::len),
@@ -294,10 +278,7 @@ fn value_size(value: &Value) -> usize {
         Some(("BOOL" | "NULL", _)) => 1,
         Some(("L", list)) => 3 + elements(list).iter().map(|v| 1 + value_size(v)).sum::<usize>(),
         Some(("M", Value::Object(map))) => {
-            3 + map
-                .iter()
-                .map(|(k, v)| 1 + k.len() + value_size(v))
-                .sum::<usize>()
+            3 + map.iter().map(|(k, v)| 1 + k.len() + value_size(v)).sum::<usize>()
         }
         Some(("SS", set)) => elements(set).iter().map(|s| s.as_str().map_or(0, str::len)).sum(),
         Some(("NS", set)) => elements(set).iter().map(number).sum(),
@@ -322,10 +303,9 @@ fn component(value: &Value) -> Option<Component> {
     match typed(value)? {
         ("S", Value::String(s)) => Some(Component::String(s.clone())),
         ("N", Value::String(n)) => Number::parse(n).ok().map(Component::Number),
-        ("B", Value::String(b)) => base64::engine::general_purpose::STANDARD
-            .decode(b)
-            .ok()
-            .map(Component::Binary),
+        ("B", Value::String(b)) => {
+            base64::engine::general_purpose::STANDARD.decode(b).ok().map(Component::Binary)
+        }
         ("BOOL", Value::Bool(b)) => Some(Component::Bool(*b)),
         ("NULL", _) => Some(Component::Null),
         _ => None,
@@ -335,9 +315,9 @@ fn component(value: &Value) -> Option<Component> {
 /// The encoding of `components`, ascending, in `format`.
 fn encode(format: KeyFormat, components: &[Component]) -> Vec<u8> {
     match format {
-        KeyFormat::Text => TextKey::from_tuple(components.iter().map(|c| (c, Dir::Asc)))
-            .into_string()
-            .into_bytes(),
+        KeyFormat::Text => {
+            TextKey::from_tuple(components.iter().map(|c| (c, Dir::Asc))).into_string().into_bytes()
+        }
         KeyFormat::Binary => BinaryKey::from_tuple(components.iter().map(|c| (c, Dir::Asc))).into_bytes(),
     }
 }
@@ -373,12 +353,8 @@ pub fn content(item: &Value) -> Value {
 
 /// How two sorted line lists differ: lines only in `expected`, and lines only in `actual`.
 fn difference(expected: &[String], actual: &[String]) -> (Vec<String>, Vec<String>) {
-    let only = |a: &[String], b: &[String]| {
-        a.iter()
-            .filter(|l| b.binary_search(l).is_err())
-            .cloned()
-            .collect()
-    };
+    let only =
+        |a: &[String], b: &[String]| a.iter().filter(|l| b.binary_search(l).is_err()).cloned().collect();
     (only(expected, actual), only(actual, expected))
 }
 
@@ -387,10 +363,7 @@ mod tests {
     use super::*;
 
     fn indexes() -> Indexes {
-        Indexes::from_json(include_str!(
-            "../../../functions/multikey-indexer/indexes.example.json"
-        ))
-        .unwrap()
+        Indexes::from_json(include_str!("../../../functions/multikey-indexer/indexes.example.json")).unwrap()
     }
 
     fn issue(id: &str, fields: &Value) -> Value {
@@ -423,10 +396,7 @@ mod tests {
     fn a_base_item_without_the_key_is_named() {
         let item = json!({"project": {"S": "p1"}, "custom_fields": {"M": {"f1": {"N": "1"}}}});
         let error = expected_index(&indexes(), &[item]).unwrap_err();
-        assert!(
-            matches!(error, OracleError::Unindexable { item: 0, .. }),
-            "{error}"
-        );
+        assert!(matches!(error, OracleError::Unindexable { item: 0, .. }), "{error}");
     }
 
     /// The entries the indexer's own plan writes for INSERTs of `base`: what the oracle must
@@ -469,10 +439,8 @@ mod tests {
     fn an_entry_over_400_kb_is_not_called_for_and_the_indexer_puts_none() {
         let indexes = indexes();
         let field = |n: usize| json!({"big": {"S": "v".repeat(n)}});
-        let base = vec![
-            issue("under", &field(MAX_ITEM_BYTES - 3_000)),
-            issue("over", &field(MAX_ITEM_BYTES - 600)),
-        ];
+        let base =
+            vec![issue("under", &field(MAX_ITEM_BYTES - 3_000)), issue("over", &field(MAX_ITEM_BYTES - 600))];
         let expected = expected_index(&indexes, &base).unwrap();
         assert_eq!(expected.len(), 1);
         assert!(expected[0].contains(r#""id":{"S":"under"}"#));

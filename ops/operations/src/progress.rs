@@ -22,12 +22,7 @@ pub struct Bar {
 impl Bar {
     /// A bar counting `unit`s (`"ops"`, `"items"`).
     pub fn new(unit: &'static str) -> Bar {
-        Bar {
-            unit,
-            started: Instant::now(),
-            printed: None,
-            terminal: std::io::stderr().is_terminal(),
-        }
+        Bar { unit, started: Instant::now(), printed: None, terminal: std::io::stderr().is_terminal() }
     }
 
     /// Shows `done` of `total`, then `extra`; `last` ends the bar.
@@ -39,22 +34,15 @@ impl Bar {
         self.printed = Some(now);
         let elapsed = self.started.elapsed().as_secs_f64();
         #[expect(clippy::cast_precision_loss, reason = "a rate for people")]
-        let (rate, left) = (
-            done as f64 / elapsed.max(0.001),
-            total.saturating_sub(done) as f64,
-        );
+        let (rate, left) = (done as f64 / elapsed.max(0.001), total.saturating_sub(done) as f64);
         #[expect(
             clippy::cast_possible_truncation,
             clippy::cast_sign_loss,
             clippy::cast_precision_loss,
             reason = "a bar's width"
         )]
-        let filled = if total == 0 {
-            WIDTH
-        } else {
-            ((done as f64 / total as f64) * WIDTH as f64) as usize
-        }
-        .min(WIDTH);
+        let filled = if total == 0 { WIDTH } else { ((done as f64 / total as f64) * WIDTH as f64) as usize }
+            .min(WIDTH);
         let eta = if done > 0 && done < total {
             format!(" ETA {:.0}s", left / rate.max(0.001))
         } else {

@@ -207,12 +207,7 @@ pub async fn read(clients: &Clients, target: &Target, now: SystemTime) -> Result
     };
     for f in &mut functions {
         let lambda = f.function.split('/').next().unwrap_or_default().to_owned();
-        f.parked = f
-            .binary
-            .as_ref()
-            .and_then(|b| parked.get(b))
-            .copied()
-            .unwrap_or(0);
+        f.parked = f.binary.as_ref().and_then(|b| parked.get(b)).copied().unwrap_or(0);
         f.failures_pending = given_up.iter().filter_map(|g| g.by_function.get(&lambda)).sum();
         f.alarms = alarms
             .iter()
@@ -240,10 +235,7 @@ pub async fn read(clients: &Clients, target: &Target, now: SystemTime) -> Result
 fn attention(status: &Status, target: &Target) -> Vec<String> {
     let mut attention = Vec::new();
     for f in &status.functions {
-        #[allow(
-            clippy::cast_precision_loss,
-            reason = "a lag in milliseconds is far below 2^52"
-        )]
+        #[allow(clippy::cast_precision_loss, reason = "a lag in milliseconds is far below 2^52")]
         let max_lag = target.max_lag.as_millis() as f64;
         if let Some(lag) = f.lag_ms.filter(|lag| *lag > max_lag) {
             attention.push(format!(
@@ -281,10 +273,7 @@ fn attention(status: &Status, target: &Target) -> Vec<String> {
         }
     }
     for alarm in &status.alarms {
-        attention.push(format!(
-            "the alarm {} is in ALARM: {}",
-            alarm.name, alarm.description
-        ));
+        attention.push(format!("the alarm {} is in ALARM: {}", alarm.name, alarm.description));
     }
     attention
 }
@@ -307,16 +296,10 @@ async fn list_dimension(
     dimension: &str,
 ) -> Result<Vec<String>, StatusError> {
     let mut values = Vec::new();
-    let mut pages = client
-        .list_metrics()
-        .namespace(namespace)
-        .metric_name(metric)
-        .into_paginator()
-        .send();
+    let mut pages = client.list_metrics().namespace(namespace).metric_name(metric).into_paginator().send();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| {
-            io_policy::RequestFailed::sdk("ListMetrics", &format!("{namespace}/{metric}"), &e)
-        })?;
+        let page = page
+            .map_err(|e| io_policy::RequestFailed::sdk("ListMetrics", format!("{namespace}/{metric}"), &e))?;
         for m in page.metrics() {
             for d in m.dimensions() {
                 if d.name() == Some(dimension)
@@ -352,10 +335,7 @@ impl Query {
                             .namespace(&self.namespace)
                             .metric_name(self.metric)
                             .dimensions(
-                                Dimension::builder()
-                                    .name(self.dimension.0)
-                                    .value(&self.dimension.1)
-                                    .build(),
+                                Dimension::builder().name(self.dimension.0).value(&self.dimension.1).build(),
                             )
                             .build(),
                     )
@@ -395,18 +375,13 @@ async fn metric_data(
             let page =
                 page.map_err(|e| io_policy::RequestFailed::sdk("GetMetricData", "the stack's metrics", &e))?;
             for result in page.metric_data_results() {
-                let Some(i) = result
-                    .id()
-                    .and_then(|id| id.strip_prefix('q'))
-                    .and_then(|n| n.parse::<usize>().ok())
+                let Some(i) =
+                    result.id().and_then(|id| id.strip_prefix('q')).and_then(|n| n.parse::<usize>().ok())
                 else {
                     continue;
                 };
-                let points = result
-                    .timestamps()
-                    .iter()
-                    .map(DateTime::secs)
-                    .zip(result.values().iter().copied());
+                let points =
+                    result.timestamps().iter().map(DateTime::secs).zip(result.values().iter().copied());
                 if let Some(answer) = answers.get_mut(i) {
                     answer.extend(points);
                 }
@@ -539,11 +514,8 @@ async fn alarms_in_alarm(
         let page = page.map_err(|e| io_policy::RequestFailed::sdk("DescribeAlarms", prefix, &e))?;
         for a in page.metric_alarms() {
             // An alarm on metric math: its returning expression, over its queries' metrics.
-            let expression = a
-                .metrics()
-                .iter()
-                .find(|q| q.return_data() != Some(false))
-                .and_then(|q| q.expression());
+            let expression =
+                a.metrics().iter().find(|q| q.return_data() != Some(false)).and_then(|q| q.expression());
             let queried = a
                 .metrics()
                 .iter()
@@ -588,11 +560,7 @@ async fn queue(client: &aws_sdk_sqs::Client, url: &str) -> Result<GivenUp, Statu
         .await
         .map_err(|e| io_policy::RequestFailed::sdk("GetQueueAttributes", url, &e))?;
     let count = |name: &Name| {
-        attributes
-            .attributes()
-            .and_then(|a| a.get(name))
-            .and_then(|n| n.parse::<u64>().ok())
-            .unwrap_or(0)
+        attributes.attributes().and_then(|a| a.get(name)).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0)
     };
     let pending =
         count(&Name::ApproximateNumberOfMessages) + count(&Name::ApproximateNumberOfMessagesNotVisible);
@@ -621,21 +589,14 @@ async fn queue(client: &aws_sdk_sqs::Client, url: &str) -> Result<GivenUp, Statu
             if !seen.insert(id.to_owned()) {
                 continue;
             }
-            let body: serde_json::Value = message
-                .body()
-                .and_then(|b| serde_json::from_str(b).ok())
-                .unwrap_or_default();
+            let body: serde_json::Value =
+                message.body().and_then(|b| serde_json::from_str(b).ok()).unwrap_or_default();
             let arn = body["requestContext"]["functionArn"].as_str().unwrap_or_default();
             let name = arn.rsplit(':').next().unwrap_or_default().to_owned();
             *by_function.entry(name).or_default() += 1;
         }
     }
-    Ok(GivenUp {
-        location: url.to_owned(),
-        records_kept: false,
-        pending,
-        by_function,
-    })
+    Ok(GivenUp { location: url.to_owned(), records_kept: false, pending, by_function })
 }
 
 /// Where Lambda writes the ranges it gives up to an S3 on-failure destination.
@@ -654,13 +615,9 @@ async fn destination(client: &aws_sdk_s3::Client, bucket: &str) -> Result<GivenU
     let mut by_function: BTreeMap<String, u64> = BTreeMap::new();
     for key in keys.iter().take(ATTRIBUTED) {
         // Listed a moment ago: a key gone since reads as nothing to attribute.
-        let bytes = stream_runtime::aws::get_object(client, bucket, key)
-            .await?
-            .unwrap_or_default();
+        let bytes = stream_runtime::aws::get_object(client, bucket, key).await?.unwrap_or_default();
         let record: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-        let arn = record["requestContext"]["functionArn"]
-            .as_str()
-            .unwrap_or_default();
+        let arn = record["requestContext"]["functionArn"].as_str().unwrap_or_default();
         // `…:function:<name>` or `…:function:<name>:<qualifier>`.
         let name = arn.split(':').nth(6).unwrap_or_default().to_owned();
         *by_function.entry(name).or_default() += 1;

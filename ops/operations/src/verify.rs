@@ -109,20 +109,10 @@ pub fn persistent(first: &Drift, second: &Drift) -> Drift {
 
 /// The index of `indexes` named `name` (or the only one).
 pub fn choose<'a>(indexes: &'a Indexes, name: Option<&str>) -> Result<&'a Index, VerifyError> {
-    let names = || {
-        indexes
-            .indexes
-            .iter()
-            .map(|i| i.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let names = || indexes.indexes.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ");
     match name {
         Some(name) => indexes.indexes.iter().find(|i| i.name == name).ok_or_else(|| {
-            VerifyError::Index(format!(
-                "MULTIKEY_INDEXES has no index {name:?} (it has {})",
-                names()
-            ))
+            VerifyError::Index(format!("MULTIKEY_INDEXES has no index {name:?} (it has {})", names()))
         }),
         None if indexes.indexes.len() == 1 => Ok(&indexes.indexes[0]),
         None => Err(VerifyError::Index(format!(
@@ -159,10 +149,7 @@ pub fn compare(
     base: &[Value],
     actual: Vec<Value>,
 ) -> Result<Drift, VerifyError> {
-    let one = Indexes {
-        base_key: indexes.base_key.clone(),
-        indexes: vec![index.clone()],
-    };
+    let one = Indexes { base_key: indexes.base_key.clone(), indexes: vec![index.clone()] };
     let expected = crate::oracle::expected_index(&one, base)?;
     let key = |item: &Value| -> Result<String, VerifyError> {
         let part = |name: &str| {
@@ -170,11 +157,7 @@ pub fn compare(
                 VerifyError::Format(format!("an index item without its key attribute {name}: {item}"))
             })
         };
-        Ok(format!(
-            "{}\u{0}{}",
-            part(&index.partition_key)?,
-            part(&index.sort_key)?
-        ))
+        Ok(format!("{}\u{0}{}", part(&index.partition_key)?, part(&index.sort_key)?))
     };
     let mut want: BTreeMap<String, Value> = BTreeMap::new();
     for line in &expected {
@@ -203,11 +186,7 @@ pub fn compare(
             Some(_) => {}
         }
     }
-    drift.extra = have
-        .into_iter()
-        .filter(|(k, _)| !want.contains_key(k))
-        .map(|(_, item)| item)
-        .collect();
+    drift.extra = have.into_iter().filter(|(k, _)| !want.contains_key(k)).map(|(_, item)| item).collect();
     Ok(drift)
 }
 
@@ -220,10 +199,7 @@ pub async fn estimated_items(client: &aws_sdk_dynamodb::Client, table: &str) -> 
         .send()
         .await
         .ok()
-        .and_then(|d| {
-            d.table()
-                .and_then(aws_sdk_dynamodb::types::TableDescription::item_count)
-        })
+        .and_then(|d| d.table().and_then(aws_sdk_dynamodb::types::TableDescription::item_count))
         .and_then(|n| u64::try_from(n).ok())
         .unwrap_or(0)
 }

@@ -61,11 +61,7 @@ pub fn object_name(first: &SequenceNumber, last: &SequenceNumber, event_id: &str
     let mut name = first.to_fixed_width();
     name.push('-');
     name.push_str(&last.to_fixed_width());
-    let id: String = event_id
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-        .take(128)
-        .collect();
+    let id: String = event_id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(128).collect();
     if !id.is_empty() {
         name.push('-');
         name.push_str(&id);
@@ -285,9 +281,7 @@ pub enum FormatError {
 /// Decompresses an archive object and parses its lines.
 pub fn read(object: &[u8]) -> Result<Vec<Line>, FormatError> {
     let mut text = Vec::with_capacity(object.len().saturating_mul(6));
-    MultiGzDecoder::new(object)
-        .read_to_end(&mut text)
-        .map_err(FormatError::Gzip)?;
+    MultiGzDecoder::new(object).read_to_end(&mut text).map_err(FormatError::Gzip)?;
     text.split(|b| *b == b'\n')
         .enumerate()
         .filter(|(_, line)| !line.is_empty())
@@ -302,22 +296,15 @@ struct VersionOnly {
 }
 
 fn parse_line(line: usize, bytes: &[u8]) -> Result<Line, FormatError> {
-    let bad = |e: serde_json::Error| FormatError::Line {
-        line,
-        reason: e.to_string(),
-    };
+    let bad = |e: serde_json::Error| FormatError::Line { line, reason: e.to_string() };
     if bytes.starts_with(b"{\"Item\"") {
-        return serde_json::from_slice::<ItemLine>(bytes)
-            .map(|l| Line::Item(l.item))
-            .map_err(bad);
+        return serde_json::from_slice::<ItemLine>(bytes).map(|l| Line::Item(l.item)).map_err(bad);
     }
     let VersionOnly { v } = serde_json::from_slice(bytes).map_err(bad)?;
     if !READS.contains(&v) {
         return Err(FormatError::Version { line, found: v });
     }
-    serde_json::from_slice::<MetaLine>(bytes)
-        .map(Line::Meta)
-        .map_err(bad)
+    serde_json::from_slice::<MetaLine>(bytes).map(Line::Meta).map_err(bad)
 }
 
 /// Gzip-compressed JSON lines, built one line at a time and compressed whole when finished, by

@@ -134,10 +134,7 @@ impl Indexes {
             INDEXES_VAR,
             "a JSON object with base_key and indexes (see the multikey-indexer docs)",
         )?;
-        Indexes::from_json(&json).map_err(|reason| ConfigError::Invalid {
-            var: INDEXES_VAR,
-            reason,
-        })
+        Indexes::from_json(&json).map_err(|reason| ConfigError::Invalid { var: INDEXES_VAR, reason })
     }
 
     /// Parses and validates index definitions; the error says which field is wrong.
@@ -145,10 +142,7 @@ impl Indexes {
         let raw: RawIndexes = serde_json::from_str(json).map_err(|e| format!("not valid index JSON: {e}"))?;
         let base_key = raw.base_key;
         if base_key.is_empty() || base_key.len() > 2 {
-            return Err(format!(
-                "base_key must name 1 or 2 attributes, found {}",
-                base_key.len()
-            ));
+            return Err(format!("base_key must name 1 or 2 attributes, found {}", base_key.len()));
         }
         check_names("base_key", &base_key)?;
         if base_key.len() == 2 && base_key[0] == base_key[1] {
@@ -185,11 +179,9 @@ impl Indexes {
                 ("the version attribute", VERSION_ATTRIBUTE),
             ];
             roles.extend(base_key.iter().map(|a| ("base_key", a.as_str())));
-            for (field, list) in [
-                ("scope", &r.scope),
-                ("tiebreakers", &r.tiebreakers),
-                ("include", &r.include),
-            ] {
+            for (field, list) in
+                [("scope", &r.scope), ("tiebreakers", &r.tiebreakers), ("include", &r.include)]
+            {
                 check_names(&format!("{at}.{field}"), list)?;
                 roles.extend(list.iter().map(|a| (field, a.as_str())));
             }

@@ -74,12 +74,7 @@ impl Sharding {
         if !(1..=MAX_SHARDS).contains(&shards) {
             return Err(ShardingError::Shards(shards));
         }
-        Ok(Sharding {
-            partition_key: DEFAULT_PARTITION_KEY.to_owned(),
-            shards,
-            regions: 1,
-            region: 0,
-        })
+        Ok(Sharding { partition_key: DEFAULT_PARTITION_KEY.to_owned(), shards, regions: 1, region: 0 })
     }
 
     /// The layout for writers in Region `region` (numbered from 0, the same numbering in every
@@ -125,10 +120,7 @@ fn key(name: &str, rest: impl FnOnce(HierKey) -> HierKey) -> Result<String, Shar
     }
     rest(HierKey::new(PREFIX).push(name))
         .finish(KeyKind::Partition)
-        .map_err(|source| ShardingError::TooLong {
-            name: name.to_owned(),
-            cause: source,
-        })
+        .map_err(|source| ShardingError::TooLong { name: name.to_owned(), cause: source })
 }
 
 /// What a counter table's key names.
@@ -155,14 +147,8 @@ impl CounterKey {
         match segments.as_slice() {
             [p, name, s, n] if p == PREFIX && s == SHARD && !name.is_empty() => {
                 let canonical = !n.is_empty() && (n == "0" || !n.starts_with('0'));
-                let shard = n
-                    .parse()
-                    .ok()
-                    .filter(|_| canonical && n.bytes().all(|b| b.is_ascii_digit()))?;
-                Some(CounterKey::Shard {
-                    name: name.clone(),
-                    shard,
-                })
+                let shard = n.parse().ok().filter(|_| canonical && n.bytes().all(|b| b.is_ascii_digit()))?;
+                Some(CounterKey::Shard { name: name.clone(), shard })
             }
             [p, name, t] if p == PREFIX && t == TOTAL && !name.is_empty() => {
                 Some(CounterKey::Total { name: name.clone() })

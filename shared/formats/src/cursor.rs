@@ -75,9 +75,7 @@ pub struct Signer {
 
 impl std::fmt::Debug for Signer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Signer")
-            .field("max_age", &self.max_age)
-            .finish_non_exhaustive()
+        f.debug_struct("Signer").field("max_age", &self.max_age).finish_non_exhaustive()
     }
 }
 
@@ -97,10 +95,7 @@ pub fn fingerprint(parts: &[&str]) -> String {
 impl Signer {
     /// A signer with `key` whose cursors last `max_age` seconds.
     pub fn new(key: &[u8], max_age: u64) -> Signer {
-        Signer {
-            key: key.to_vec(),
-            max_age,
-        }
+        Signer { key: key.to_vec(), max_age }
     }
 
     fn mac(&self, signed: &str) -> Hmac<Sha256> {
@@ -129,17 +124,12 @@ impl Signer {
     /// Decodes a cursor for the query with `fingerprint`, at `now`.
     pub fn decode(&self, text: &str, fingerprint: &str, now: u64) -> Result<Cursor, CursorError> {
         let malformed = |why: &str| CursorError::Malformed(why.to_owned());
-        let (signed, tag) = text
-            .trim()
-            .rsplit_once('.')
-            .ok_or_else(|| malformed("no signature"))?;
+        let (signed, tag) = text.trim().rsplit_once('.').ok_or_else(|| malformed("no signature"))?;
         let (version, payload) = signed.split_once('.').ok_or_else(|| malformed("no payload"))?;
         if version != VERSION {
             return Err(malformed(&format!("version {version:?}, expected {VERSION}")));
         }
-        let tag = B64
-            .decode(tag)
-            .map_err(|_| malformed("the signature is not base64url"))?;
+        let tag = B64.decode(tag).map_err(|_| malformed("the signature is not base64url"))?;
         let mac = self.mac(signed);
         if tag.len() != TAG_BYTES || mac.verify_truncated_left(&tag).is_err() {
             return Err(CursorError::Tampered);
@@ -152,16 +142,10 @@ impl Signer {
         if payload.get("q").and_then(Value::as_str) != Some(fingerprint) {
             return Err(CursorError::OtherQuery);
         }
-        let issued = payload
-            .get("t")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| malformed("no issue time"))?;
+        let issued = payload.get("t").and_then(Value::as_u64).ok_or_else(|| malformed("no issue time"))?;
         let age = now.saturating_sub(issued);
         if age > self.max_age {
-            return Err(CursorError::Stale {
-                age,
-                max: self.max_age,
-            });
+            return Err(CursorError::Stale { age, max: self.max_age });
         }
         let phase = match payload.get("p").and_then(Value::as_str) {
             Some("index") => Phase::Index,

@@ -118,30 +118,20 @@ impl<'a> IndexView<'a> {
 
     fn scope(&self) -> impl Iterator<Item = (&'a str, Option<&'a Attr<'a>>)> + '_ {
         let index = self.index;
-        index
-            .scope
-            .iter()
-            .map(String::as_str)
-            .zip(self.copied.iter().copied())
+        index.scope.iter().map(String::as_str).zip(self.copied.iter().copied())
     }
 
     fn tiebreakers(&self) -> impl Iterator<Item = (&'a str, Option<&'a Attr<'a>>)> + '_ {
         let index = self.index;
         let values = &self.copied[index.scope.len()..];
-        index
-            .tiebreakers
-            .iter()
-            .map(String::as_str)
-            .zip(values.iter().copied())
+        index.tiebreakers.iter().map(String::as_str).zip(values.iter().copied())
     }
 
     /// The copied attributes the image has, with their names.
     fn present(&self) -> impl Iterator<Item = (&'a str, &'a Attr<'a>)> + '_ {
         let index = self.index;
         let names = index.scope.iter().chain(&index.tiebreakers).chain(&index.include);
-        names
-            .zip(&self.copied)
-            .filter_map(|(name, value)| value.map(|v| (name.as_str(), v)))
+        names.zip(&self.copied).filter_map(|(name, value)| value.map(|v| (name.as_str(), v)))
     }
 }
 
@@ -179,11 +169,7 @@ impl<'a> ImageEntries<'a> {
         let members = members(index, view.source, &mut unkeyable_members);
         ImageEntries {
             index,
-            prefix: if members.is_empty() {
-                Ok(None)
-            } else {
-                prefix(&view)
-            },
+            prefix: if members.is_empty() { Ok(None) } else { prefix(&view) },
             suffix: if members.is_empty() {
                 Ok(KeyBuf::new(index.key_format))
             } else {
@@ -208,9 +194,7 @@ impl<'a> ImageEntries<'a> {
             Some(prefix) => prefix.clone().push(&member.id),
             None => HierKey::new(&member.id),
         };
-        let pk = pk
-            .finish(KeyKind::Partition)
-            .map_err(|e| format!("its partition key does not fit: {e}"))?;
+        let pk = pk.finish(KeyKind::Partition).map_err(|e| format!("its partition key does not fit: {e}"))?;
         let mut sk = KeyBuf::new(self.index.key_format);
         if let Some(value) = member.value {
             let budget = KeyKind::Sort.max_bytes().saturating_sub(suffix.len());
@@ -241,16 +225,10 @@ impl<'a> Carried<'a> {
         version: Option<String>,
     ) -> Carried<'a> {
         let attributes: Vec<_> = base_key.iter().copied().chain(view.present()).collect();
-        let size = attributes
-            .iter()
-            .map(|(name, value)| name.len() + limits::attr_size(value))
-            .sum::<usize>()
-            + version.as_ref().map_or(0, |v| VERSION_ATTRIBUTE.len() + v.len());
-        Carried {
-            attributes,
-            version,
-            size,
-        }
+        let size =
+            attributes.iter().map(|(name, value)| name.len() + limits::attr_size(value)).sum::<usize>()
+                + version.as_ref().map_or(0, |v| VERSION_ATTRIBUTE.len() + v.len());
+        Carried { attributes, version, size }
     }
 }
 
@@ -266,10 +244,7 @@ pub struct EntryParts<'a> {
 impl<'a> Member<'a> {
     /// Its part of its entry.
     pub fn parts(&self) -> EntryParts<'a> {
-        EntryParts {
-            entry: self.entry,
-            value: self.value,
-        }
+        EntryParts { entry: self.entry, value: self.value }
     }
 }
 
@@ -281,9 +256,7 @@ impl EntryParts<'_> {
             EntryValue::S(s) => s.len(),
             EntryValue::N(n) => limits::number_size(n),
         };
-        let value = self
-            .value
-            .map_or(0, |v| VALUE_ATTRIBUTE.len() + limits::attr_size(v));
+        let value = self.value.map_or(0, |v| VALUE_ATTRIBUTE.len() + limits::attr_size(v));
         index.partition_key.len()
             + key.pk.len()
             + index.sort_key.len()
@@ -321,9 +294,7 @@ impl EntryParts<'_> {
 /// form (40 digits, zero-padded), so that comparing versions as strings (as a condition
 /// expression does) compares the numbers. `None` for anything but 1 to 40 decimal digits.
 pub fn version(sequence_number: &str) -> Option<String> {
-    key_codec::SequenceNumber::parse(sequence_number)
-        .ok()
-        .map(|s| s.to_fixed_width())
+    key_codec::SequenceNumber::parse(sequence_number).ok().map(|s| s.to_fixed_width())
 }
 
 /// The members of the source attribute: map entries, or distinct scalar elements.
@@ -341,10 +312,7 @@ fn members<'a>(
                 match value {
                     Attr::M(_) | Attr::L(_) | Attr::Ss(_) | Attr::Ns(_) | Attr::Bs(_) => unkeyable.push((
                         key.to_owned(),
-                        format!(
-                            "its value is {}, which cannot be part of a key",
-                            value.type_name()
-                        ),
+                        format!("its value is {}, which cannot be part of a key", value.type_name()),
                     )),
                     _ => out.push(Member {
                         id: Cow::Borrowed(key),
@@ -369,11 +337,9 @@ fn members<'a>(
         Some(Attr::L(items)) => {
             for (i, element) in items.iter().enumerate() {
                 match element {
-                    Attr::S(s) => out.push(Member {
-                        id: Cow::Borrowed(s),
-                        entry: EntryValue::S(s),
-                        value: None,
-                    }),
+                    Attr::S(s) => {
+                        out.push(Member { id: Cow::Borrowed(s), entry: EntryValue::S(s), value: None });
+                    }
                     Attr::N(n) => push_number(&mut out, n, unkeyable),
                     other => unkeyable.push((
                         format!("[{i}]"),
@@ -387,10 +353,7 @@ fn members<'a>(
         }
         Some(other) => unkeyable.push((
             index.source.clone(),
-            format!(
-                "the source attribute is {}; it must be a map, a list, SS or NS",
-                other.type_name()
-            ),
+            format!("the source attribute is {}; it must be a map, a list, SS or NS", other.type_name()),
         )),
     }
     // Sorted, so plans are deterministic; deduplicated, because list elements (and strings equal
@@ -403,11 +366,7 @@ fn members<'a>(
 fn push_number<'a>(out: &mut Vec<Member<'a>>, n: &'a str, unkeyable: &mut Vec<(String, Unkeyable)>) {
     match Number::parse(n) {
         // The canonical text, so "1.50" and "1.5" are one element.
-        Ok(num) => out.push(Member {
-            id: Cow::Owned(num.to_string()),
-            entry: EntryValue::N(n),
-            value: None,
-        }),
+        Ok(num) => out.push(Member { id: Cow::Owned(num.to_string()), entry: EntryValue::N(n), value: None }),
         Err(e) => unkeyable.push((n.to_owned(), format!("not a DynamoDB number: {e}"))),
     }
 }
@@ -437,8 +396,7 @@ fn prefix(view: &IndexView<'_>) -> Result<Option<HierKey>, Unkeyable> {
 fn suffix(view: &IndexView<'_>, base_key: &[(&str, &Attr<'_>)]) -> Result<KeyBuf, Unkeyable> {
     let mut key = KeyBuf::new(view.index.key_format);
     for (name, value) in view.tiebreakers() {
-        key.push(value.unwrap_or(&Attr::Null))
-            .map_err(|e| format!("tiebreaker {name:?}: {e}"))?;
+        key.push(value.unwrap_or(&Attr::Null)).map_err(|e| format!("tiebreaker {name:?}: {e}"))?;
     }
     for (name, v) in base_key {
         key.push(v).map_err(|e| format!("key attribute {name:?}: {e}"))?;
@@ -576,16 +534,11 @@ pub fn item_key(base_key: &[(&str, &Attr<'_>)]) -> Result<String, Unkeyable> {
 /// An item that lacks the member, or whose value cannot be keyed, has none.
 pub fn has_entry(index: &Index, base_key: &[String], item: &Item, member: &str) -> bool {
     let item = Image::from_item(item);
-    let Some(key) = base_key
-        .iter()
-        .map(|name| item.get(name).map(|v| (name.as_str(), v)))
-        .collect::<Option<Vec<_>>>()
+    let Some(key) =
+        base_key.iter().map(|name| item.get(name).map(|v| (name.as_str(), v))).collect::<Option<Vec<_>>>()
     else {
         return false;
     };
     let entries = ImageEntries::new(index, &key, &item);
-    entries
-        .members
-        .iter()
-        .any(|m| m.id == member && entries.key(m).is_ok())
+    entries.members.iter().any(|m| m.id == member && entries.key(m).is_ok())
 }

@@ -51,9 +51,7 @@ pub fn key(index: &Index, base_key: &[(&str, &Attr<'_>)]) -> Result<EntryKey, Un
         text.push(value).map_err(e)?;
         sort.push(value).map_err(e)?;
     }
-    let KeyBuf::Text(text) = text else {
-        unreachable!("built as text")
-    };
+    let KeyBuf::Text(text) = text else { unreachable!("built as text") };
     let pk = HierKey::new(&index.name)
         .push(text.as_str())
         .finish(KeyKind::Partition)
@@ -66,20 +64,15 @@ pub fn key(index: &Index, base_key: &[(&str, &Attr<'_>)]) -> Result<EntryKey, Un
             KeyKind::Partition.max_bytes()
         ));
     }
-    Ok(EntryKey {
-        pk,
-        sk: sort.finish()?,
-    })
+    Ok(EntryKey { pk, sk: sort.finish()? })
 }
 
 /// The attributes of `image` that `index` reads: its source, scope, tiebreaker and `include`
 /// attributes, those present.
 pub fn projection(index: &Index, image: &Image<'_>) -> Item {
     let mut out = Item::default();
-    for name in std::iter::once(&index.source)
-        .chain(&index.scope)
-        .chain(&index.tiebreakers)
-        .chain(&index.include)
+    for name in
+        std::iter::once(&index.source).chain(&index.scope).chain(&index.tiebreakers).chain(&index.include)
     {
         if let Some(value) = image.get(name) {
             out.insert(name.clone(), value.to_attribute());
@@ -106,10 +99,7 @@ impl Head {
         let mut item = Item::default();
         item.insert(index.partition_key.clone(), AttributeValue::S(key.pk));
         item.insert(index.sort_key.clone(), key.sk.into_attribute());
-        item.insert(
-            VERSION_ATTRIBUTE.to_owned(),
-            AttributeValue::S(self.version.clone()),
-        );
+        item.insert(VERSION_ATTRIBUTE.to_owned(), AttributeValue::S(self.version.clone()));
         if let Some(image) = &self.image {
             let map = image.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             item.insert(IMAGE_ATTRIBUTE.to_owned(), AttributeValue::M(map));
@@ -122,11 +112,7 @@ impl Head {
 
     /// The in-order head of version `version`: the fence of an item's entry writes.
     pub fn in_order(version: String) -> Head {
-        Head {
-            version,
-            image: None,
-            in_order: true,
-        }
+        Head { version, image: None, in_order: true }
     }
 
     /// Reads a head item of `index`'s table.
@@ -143,16 +129,10 @@ impl Head {
             None => false,
             Some(AttributeValue::S(order)) if order == "stream" => true,
             Some(other) => {
-                return Err(format!(
-                    "a head whose {ORDER_ATTRIBUTE} is {other:?}, not \"stream\""
-                ));
+                return Err(format!("a head whose {ORDER_ATTRIBUTE} is {other:?}, not \"stream\""));
             }
         };
-        Ok(Head {
-            version: version.clone(),
-            image,
-            in_order,
-        })
+        Ok(Head { version: version.clone(), image, in_order })
     }
 }
 

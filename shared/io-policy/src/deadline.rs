@@ -29,9 +29,7 @@ impl Deadline {
     /// [`MAX_INVOCATION`] can never be a real deadline (it is in January 1970), so it is read as
     /// time left, with a warning, instead of as a deadline that passed long ago.
     pub fn from_epoch_millis(deadline_ms: u64) -> Deadline {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
+        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
         if u128::from(deadline_ms) <= MAX_INVOCATION.as_millis() {
             tracing::warn!(
                 deadline_ms,
@@ -44,10 +42,7 @@ impl Deadline {
     /// A deadline `time` from now (for tools and tests that run outside Lambda).
     pub fn after(time: Duration) -> Deadline {
         let now = Instant::now();
-        Deadline(
-            now.checked_add(time)
-                .unwrap_or(now + Duration::from_secs(86_400 * 365)),
-        )
+        Deadline(now.checked_add(time).unwrap_or(now + Duration::from_secs(86_400 * 365)))
     }
 
     /// A deadline at `instant` (for tools that own an invocation's timeout, as Lambda does).

@@ -30,10 +30,7 @@ pub async fn batch_get_item(
             let request = client.batch_get_item().request_items(table, wanted).send();
             async move {
                 let mut output = request.await.map_err(|e| classify("BatchGetItem", &e))?;
-                let items = output
-                    .responses
-                    .and_then(|mut r| r.remove(table))
-                    .unwrap_or_default();
+                let items = output.responses.and_then(|mut r| r.remove(table)).unwrap_or_default();
                 let rest = output.unprocessed_keys.take().and_then(|mut u| u.remove(table));
                 Ok((items, rest.filter(|r| !r.keys().is_empty())))
             }

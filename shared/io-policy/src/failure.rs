@@ -60,20 +60,13 @@ pub struct Failure {
 impl Failure {
     /// A failure of `kind`.
     pub fn new(kind: FailureKind, message: impl Into<String>) -> Failure {
-        Failure {
-            kind,
-            message: message.into(),
-            throttled: false,
-        }
+        Failure { kind, message: message.into(), throttled: false }
     }
 
     /// A transient failure caused by throttling (or by writes left unprocessed, DynamoDB's way
     /// of throttling a batch): the write window shrinks.
     pub fn throttling(message: impl Into<String>) -> Failure {
-        Failure {
-            throttled: true,
-            ..Failure::transient(message)
-        }
+        Failure { throttled: true, ..Failure::transient(message) }
     }
 
     /// A failure that a retry will get past.
@@ -149,9 +142,7 @@ pub fn kind_of(code: Option<&str>, status: u16, message: &str) -> FailureKind {
 /// Whether a `ValidationException`'s message blames the table's schema ([`SCHEMA_MISMATCH`]).
 fn blames_the_schema(message: &str) -> bool {
     let message = message.to_ascii_lowercase();
-    SCHEMA_MISMATCH
-        .iter()
-        .any(|m| message.contains(&m.to_ascii_lowercase()))
+    SCHEMA_MISMATCH.iter().any(|m| message.contains(&m.to_ascii_lowercase()))
 }
 
 /// Classifies an AWS SDK error from operation `op` (named in the message).
@@ -161,11 +152,9 @@ where
 {
     let message = format!("{op}: {}", DisplayErrorContext(err));
     let kind = match err {
-        SdkError::ServiceError(ctx) => kind_of(
-            ctx.err().code(),
-            ctx.raw().status().as_u16(),
-            ctx.err().message().unwrap_or_default(),
-        ),
+        SdkError::ServiceError(ctx) => {
+            kind_of(ctx.err().code(), ctx.raw().status().as_u16(), ctx.err().message().unwrap_or_default())
+        }
         SdkError::DispatchFailure(failure) if !failure.is_user() => FailureKind::Transient,
         SdkError::TimeoutError(_) | SdkError::ResponseError(_) => FailureKind::Transient,
         // A request that could not be built, a dispatch the caller's own configuration broke
@@ -174,11 +163,7 @@ where
     };
     let throttled = matches!(err, SdkError::ServiceError(ctx)
         if ctx.err().code().is_some_and(|c| THROTTLING.contains(&c)) || ctx.raw().status().as_u16() == 429);
-    Failure {
-        kind,
-        message,
-        throttled,
-    }
+    Failure { kind, message, throttled }
 }
 
 /// A request that failed for good: the operation, what it was asked of, the kind of failure,
@@ -201,20 +186,11 @@ impl RequestFailed {
     /// `failure`, as `operation` on `target` met it. A message that [`classify`] began with the
     /// operation's name says it once.
     pub fn new(operation: &'static str, target: impl Into<String>, failure: Failure) -> RequestFailed {
-        let message = match failure
-            .message
-            .strip_prefix(operation)
-            .and_then(|m| m.strip_prefix(": "))
-        {
+        let message = match failure.message.strip_prefix(operation).and_then(|m| m.strip_prefix(": ")) {
             Some(rest) => rest.to_owned(),
             None => failure.message,
         };
-        RequestFailed {
-            operation,
-            target: target.into(),
-            kind: failure.kind,
-            message,
-        }
+        RequestFailed { operation, target: target.into(), kind: failure.kind, message }
     }
 
     /// An AWS SDK error from `operation` on `target`, classified.

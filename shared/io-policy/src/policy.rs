@@ -134,10 +134,7 @@ pub struct Budget {
 impl Budget {
     /// A fresh attempt loop for one request.
     pub fn attempts(&self) -> Attempts<'_> {
-        Attempts {
-            budget: self,
-            made: 0,
-        }
+        Attempts { budget: self, made: 0 }
     }
 
     /// Sends a request made by `attempt` until it succeeds, fails for good, or the policy gives
@@ -185,9 +182,8 @@ impl Budget {
                         None => return Ok(got),
                         Some(rest) => {
                             request = rest;
-                            last = Some(Failure::transient(format!(
-                                "{what}: part of it was left unprocessed"
-                            )));
+                            last =
+                                Some(Failure::transient(format!("{what}: part of it was left unprocessed")));
                         }
                     }
                 }
@@ -309,11 +305,8 @@ impl Attempts<'_> {
             ));
         };
         let now = Instant::now();
-        let limit = self
-            .budget
-            .stop_at
-            .saturating_duration_since(now)
-            .min(self.budget.policy.attempt_timeout);
+        let limit =
+            self.budget.stop_at.saturating_duration_since(now).min(self.budget.policy.attempt_timeout);
         self.budget.tally.sent(self.made > 0);
         self.made += 1;
         match tokio::time::timeout(limit, attempt).await {

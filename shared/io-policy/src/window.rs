@@ -55,13 +55,7 @@ impl Window {
         Window {
             cap: cap.max(start),
             fixed: cap <= start,
-            state: Mutex::new(State {
-                size: real(start),
-                cut_at: None,
-                cuts: 0,
-                peak: start,
-                in_flight: 0,
-            }),
+            state: Mutex::new(State { size: real(start), cut_at: None, cuts: 0, peak: start, in_flight: 0 }),
             freed: Notify::new(),
         }
     }
@@ -123,10 +117,7 @@ impl Window {
     /// [`Window::HOLD`] ago.
     pub fn throttled(&self, now: Instant) {
         self.update(|w, s| {
-            if w.fixed()
-                || s.cut_at
-                    .is_some_and(|at| now.saturating_duration_since(at) < Window::HOLD)
-            {
+            if w.fixed() || s.cut_at.is_some_and(|at| now.saturating_duration_since(at) < Window::HOLD) {
                 return;
             }
             s.size = (s.size / 2.0).max(1.0);
@@ -141,10 +132,7 @@ impl Window {
     }
 
     fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
-        let state = self
-            .state
-            .lock()
-            .map_or_else(|poisoned| *poisoned.into_inner(), |s| *s);
+        let state = self.state.lock().map_or_else(|poisoned| *poisoned.into_inner(), |s| *s);
         f(&state)
     }
 
@@ -155,11 +143,7 @@ impl Window {
     }
 }
 
-#[expect(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    reason = "a size of at least 1"
-)]
+#[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a size of at least 1")]
 fn whole(size: f64) -> usize {
     size.max(1.0) as usize
 }

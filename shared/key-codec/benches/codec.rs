@@ -2,10 +2,7 @@
 //!
 //! Run with `cargo bench -p key-codec`; the closing figures of issue 2 come from it.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "benchmark inputs are fixed and known to be valid"
-)]
+#![expect(clippy::unwrap_used, reason = "benchmark inputs are fixed and known to be valid")]
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -20,20 +17,12 @@ fn components(c: &mut Criterion) {
         b.iter(|| TextKey::new().push_str(black_box("Open"), Dir::Asc).len());
     });
     g.bench_function("encode/small-integer", |b| {
-        b.iter(|| {
-            TextKey::new()
-                .push_number(&Number::from(black_box(42i64)), Dir::Asc)
-                .len()
-        });
+        b.iter(|| TextKey::new().push_number(&Number::from(black_box(42i64)), Dir::Asc).len());
     });
     g.bench_function("encode/date", |b| {
         b.iter(|| TextKey::new().push_date(black_box(date), Dir::Asc).len());
     });
-    for (name, key) in [
-        ("short-string", "sOpen#"),
-        ("small-integer", "nB42#"),
-        ("date", "d2024-05-01#"),
-    ] {
+    for (name, key) in [("short-string", "sOpen#"), ("small-integer", "nB42#"), ("date", "d2024-05-01#")] {
         g.bench_function(format!("decode/{name}"), |b| {
             b.iter(|| text::decode(black_box(key)).unwrap());
         });
@@ -66,11 +55,7 @@ fn tuples(c: &mut Criterion) {
         b.iter(|| storekey::encode_vec(black_box(&owned)).unwrap());
     });
 
-    let (t, bin, sk) = (
-        encode_text(),
-        encode_binary(),
-        storekey::encode_vec(&owned).unwrap(),
-    );
+    let (t, bin, sk) = (encode_text(), encode_binary(), storekey::encode_vec(&owned).unwrap());
     g.bench_function("decode/key-codec-text", |b| {
         b.iter(|| text::decode(black_box(&t)).unwrap());
     });
@@ -129,9 +114,7 @@ fn number38(c: &mut Criterion) {
 }
 
 fn config() -> Criterion {
-    Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
+    Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2))
 }
 
 criterion_group! { name = benches; config = config(); targets = components, tuples, number38 }

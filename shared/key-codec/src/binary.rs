@@ -74,11 +74,7 @@ impl BinaryKey {
                 return;
             }
             let mask = if n.is_negative() { 0xFF } else { 0 };
-            buf.push(if n.is_negative() {
-                tag::NEGATIVE
-            } else {
-                tag::POSITIVE
-            });
+            buf.push(if n.is_negative() { tag::NEGATIVE } else { tag::POSITIVE });
             let biased = u8::try_from(n.exponent() + EXPONENT_BIAS).unwrap_or(0);
             buf.push(biased ^ mask);
             let mut pairs = n.digits().chunks(2).peekable();

@@ -29,10 +29,7 @@ impl KeyKind {
         if bytes == 0 {
             Err(Error::Empty { kind: self })
         } else if bytes > self.max_bytes() {
-            Err(Error::TooLong {
-                kind: self,
-                actual: bytes,
-            })
+            Err(Error::TooLong { kind: self, actual: bytes })
         } else {
             Ok(())
         }
@@ -78,9 +75,7 @@ pub fn truncate_for_text(s: &str, dir: Dir, budget: usize) -> &str {
 /// takes at most `budget` bytes. See [`truncate_for_text`].
 pub fn truncate_for_binary(s: &str, budget: usize) -> &str {
     // Tag plus the 00 01 terminator; U+0000 is escaped to two bytes.
-    prefix_within(s, budget.saturating_sub(3), |c| {
-        if c == '\0' { 2 } else { c.len_utf8() }
-    })
+    prefix_within(s, budget.saturating_sub(3), |c| if c == '\0' { 2 } else { c.len_utf8() })
 }
 
 fn prefix_within(s: &str, budget: usize, cost: impl Fn(char) -> usize) -> &str {

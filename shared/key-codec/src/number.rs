@@ -29,20 +29,12 @@ pub struct Number {
 
 impl Number {
     /// Zero.
-    pub const ZERO: Number = Number {
-        negative: false,
-        exponent: 0,
-        len: 0,
-        digits: [0; MAX_DIGITS],
-    };
+    pub const ZERO: Number = Number { negative: false, exponent: 0, len: 0, digits: [0; MAX_DIGITS] };
 
     /// Parses DynamoDB's number syntax: optional sign, digits with an optional `.`, and an
     /// optional exponent (`1.5`, `-0.05`, `15E-1`, `1e+125`).
     pub fn parse(text: &str) -> Result<Number, Error> {
-        parse(text.as_bytes()).map_err(|reason| Error::Number {
-            input: text.to_owned(),
-            reason,
-        })
+        parse(text.as_bytes()).map_err(|reason| Error::Number { input: text.to_owned(), reason })
     }
 
     /// True for zero (including a parsed `-0`).
@@ -71,9 +63,7 @@ impl Number {
     pub(crate) fn from_integer_digits(digits: &[u8]) -> Option<Number> {
         let significant = digits.len() - digits.iter().rev().take_while(|&&d| d == b'0').count();
         let mut n = Number::ZERO;
-        n.digits
-            .get_mut(..significant)?
-            .copy_from_slice(digits.get(..significant)?);
+        n.digits.get_mut(..significant)?.copy_from_slice(digits.get(..significant)?);
         n.len = u8::try_from(significant).ok()?;
         n.exponent = i16::try_from(digits.len()).ok()? - 1;
         Some(n)
@@ -82,10 +72,7 @@ impl Number {
     /// The same magnitude with the opposite sign (zero stays zero).
     #[must_use]
     pub fn negated(&self) -> Number {
-        Number {
-            negative: !self.negative && !self.is_zero(),
-            ..*self
-        }
+        Number { negative: !self.negative && !self.is_zero(), ..*self }
     }
 }
 
@@ -101,10 +88,7 @@ pub(crate) struct Digits {
 
 impl Digits {
     pub(crate) const fn new() -> Digits {
-        Digits {
-            number: Number::ZERO,
-            zeros_past_limit: 0,
-        }
+        Digits { number: Number::ZERO, zeros_past_limit: 0 }
     }
 
     /// Appends one ASCII digit.
@@ -118,9 +102,7 @@ impl Digits {
             self.zeros_past_limit += 1;
             Ok(())
         } else {
-            Err(NumberError::TooManyDigits {
-                digits: MAX_DIGITS + self.zeros_past_limit + 1,
-            })
+            Err(NumberError::TooManyDigits { digits: MAX_DIGITS + self.zeros_past_limit + 1 })
         }
     }
 
@@ -238,15 +220,8 @@ impl Ord for Number {
             Ordering::Equal => {}
             unequal => return unequal,
         }
-        let magnitude = self
-            .exponent
-            .cmp(&other.exponent)
-            .then_with(|| self.digits().cmp(other.digits()));
-        if self.negative {
-            magnitude.reverse()
-        } else {
-            magnitude
-        }
+        let magnitude = self.exponent.cmp(&other.exponent).then_with(|| self.digits().cmp(other.digits()));
+        if self.negative { magnitude.reverse() } else { magnitude }
     }
 }
 

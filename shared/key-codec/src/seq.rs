@@ -33,12 +33,7 @@ pub struct SequenceNumber {
 impl SequenceNumber {
     /// Parses 1 to 40 decimal digits (leading zeros allowed).
     pub fn parse(text: &str) -> Result<SequenceNumber, Error> {
-        let fail = |reason| {
-            Err(Error::SequenceNumber {
-                input: text.to_owned(),
-                reason,
-            })
-        };
+        let fail = |reason| Err(Error::SequenceNumber { input: text.to_owned(), reason });
         if text.is_empty() {
             return fail("empty");
         }
@@ -49,13 +44,7 @@ impl SequenceNumber {
             return fail("more than 40 digits");
         }
         let trimmed = text.trim_start_matches('0');
-        Ok(SequenceNumber {
-            digits: if trimmed.is_empty() {
-                "0".to_owned()
-            } else {
-                trimmed.to_owned()
-            },
-        })
+        Ok(SequenceNumber { digits: if trimmed.is_empty() { "0".to_owned() } else { trimmed.to_owned() } })
     }
 
     /// Parses the fixed-width form: exactly 40 digits.
@@ -86,10 +75,7 @@ impl SequenceNumber {
 
 impl Ord for SequenceNumber {
     fn cmp(&self, other: &SequenceNumber) -> Ordering {
-        self.digits
-            .len()
-            .cmp(&other.digits.len())
-            .then_with(|| self.digits.cmp(&other.digits))
+        self.digits.len().cmp(&other.digits.len()).then_with(|| self.digits.cmp(&other.digits))
     }
 }
 

@@ -536,9 +536,7 @@ impl Cursor<'_> {
                 return Ok(());
             }
             // Past 38 digits only zeros may follow: integer digits that stand for the exponent.
-            number
-                .push(d)
-                .or_else(|_| cursor.fail("number has more than 38 digits"))
+            number.push(d).or_else(|_| cursor.fail("number has more than 38 digits"))
         };
         for i in 0..int_digits {
             match self.peek() {
@@ -573,15 +571,10 @@ impl Cursor<'_> {
         if negative {
             self.expect(HIGH_END, "expected '~' ending a negative number")?;
         }
-        let exponent = if int_digits > 0 {
-            int_digits - 1
-        } else {
-            -leading_fraction_zeros - 1
-        };
-        number.finish(negative, exponent).map_err(|reason| Error::Number {
-            input: self.key.to_owned(),
-            reason,
-        })
+        let exponent = if int_digits > 0 { int_digits - 1 } else { -leading_fraction_zeros - 1 };
+        number
+            .finish(negative, exponent)
+            .map_err(|reason| Error::Number { input: self.key.to_owned(), reason })
     }
 
     /// The common case in one step: a positive integer of a narrow class (`B42`), its digits one

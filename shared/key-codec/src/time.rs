@@ -27,10 +27,7 @@ pub struct DateTime {
 }
 
 fn time_error(input: &str, reason: &'static str) -> Error {
-    Error::Time {
-        input: input.to_owned(),
-        reason,
-    }
+    Error::Time { input: input.to_owned(), reason }
 }
 
 fn is_leap(year: u16) -> bool {
@@ -49,9 +46,7 @@ fn days_in_month(year: u16, month: u8) -> u8 {
 /// Reads exactly `N` ASCII digits at `at`.
 fn digits<const N: usize>(s: &[u8], at: usize) -> Option<u32> {
     let field = s.get(at..at + N)?;
-    field.iter().try_fold(0u32, |acc, &c| {
-        c.is_ascii_digit().then(|| acc * 10 + u32::from(c - b'0'))
-    })
+    field.iter().try_fold(0u32, |acc, &c| c.is_ascii_digit().then(|| acc * 10 + u32::from(c - b'0')))
 }
 
 impl Date {
@@ -80,13 +75,9 @@ impl Date {
 
     /// Parses a `YYYY-MM-DD` prefix of `s`.
     pub(crate) fn parse_prefix(s: &[u8]) -> Result<Date, &'static str> {
-        let (Some(y), Some(b'-'), Some(m), Some(b'-'), Some(d)) = (
-            digits::<4>(s, 0),
-            s.get(4),
-            digits::<2>(s, 5),
-            s.get(7),
-            digits::<2>(s, 8),
-        ) else {
+        let (Some(y), Some(b'-'), Some(m), Some(b'-'), Some(d)) =
+            (digits::<4>(s, 0), s.get(4), digits::<2>(s, 5), s.get(7), digits::<2>(s, 8))
+        else {
             return Err("expected YYYY-MM-DD");
         };
         let narrow = |v: u32| u8::try_from(v).unwrap_or(u8::MAX);
@@ -132,12 +123,7 @@ impl Date {
         let day = doy - (153 * mp + 2) / 5 + 1;
         let month = if mp < 10 { mp + 3 } else { mp - 9 };
         let year = yoe + era * 400 + i64::from(month <= 2);
-        Date::new(
-            u16::try_from(year).ok()?,
-            u8::try_from(month).ok()?,
-            u8::try_from(day).ok()?,
-        )
-        .ok()
+        Date::new(u16::try_from(year).ok()?, u8::try_from(month).ok()?, u8::try_from(day).ok()?).ok()
     }
 
     /// Writes `YYYY-MM-DD` into `out`, returning the length (10).
@@ -162,10 +148,7 @@ fn put(out: &mut [u8], at: usize, mut value: u32, width: usize) {
 impl DateTime {
     /// Midnight at the start of `date`.
     pub fn midnight(date: Date) -> DateTime {
-        DateTime {
-            date,
-            nanos_of_day: 0,
-        }
+        DateTime { date, nanos_of_day: 0 }
     }
 
     /// Validates a time of day on `date`.
@@ -180,10 +163,7 @@ impl DateTime {
             return Err("fraction must be below one second");
         }
         let seconds = u64::from(hour) * 3600 + u64::from(minute) * 60 + u64::from(second);
-        Ok(DateTime {
-            date,
-            nanos_of_day: seconds * NANOS_PER_SECOND + u64::from(nanos),
-        })
+        Ok(DateTime { date, nanos_of_day: seconds * NANOS_PER_SECOND + u64::from(nanos) })
     }
 
     /// The instant `seconds` (plus `nanos`) after the Unix epoch, if it lies in years 0000–9999.
@@ -194,10 +174,7 @@ impl DateTime {
         let days = i32::try_from(seconds.div_euclid(86_400)).ok()?;
         let second_of_day = u64::try_from(seconds.rem_euclid(86_400)).ok()?;
         let date = Date::from_days_since_epoch(days)?;
-        Some(DateTime {
-            date,
-            nanos_of_day: second_of_day * NANOS_PER_SECOND + u64::from(nanos),
-        })
+        Some(DateTime { date, nanos_of_day: second_of_day * NANOS_PER_SECOND + u64::from(nanos) })
     }
 
     /// Seconds since the Unix epoch (negative before it), rounded down.
@@ -256,14 +233,9 @@ impl DateTime {
     /// Parses `YYYY-MM-DDTHH:MM:SS[.f{1,9}]` at the start of `s`, returning what follows.
     pub(crate) fn parse_local(s: &[u8]) -> Result<(DateTime, &[u8]), &'static str> {
         let date = Date::parse_prefix(s)?;
-        let (Some(b'T' | b't'), Some(h), Some(b':'), Some(mi), Some(b':'), Some(se)) = (
-            s.get(10),
-            digits::<2>(s, 11),
-            s.get(13),
-            digits::<2>(s, 14),
-            s.get(16),
-            digits::<2>(s, 17),
-        ) else {
+        let (Some(b'T' | b't'), Some(h), Some(b':'), Some(mi), Some(b':'), Some(se)) =
+            (s.get(10), digits::<2>(s, 11), s.get(13), digits::<2>(s, 14), s.get(16), digits::<2>(s, 17))
+        else {
             return Err("expected YYYY-MM-DDTHH:MM:SS");
         };
         let mut at = 19;

@@ -51,12 +51,7 @@ impl Counters {
     /// [`OPERATION_TIME`]. `client` should have the SDK's own retries off
     /// (`io_policy::without_sdk_retries`): the policy retries.
     pub fn new(client: aws_sdk_dynamodb::Client, table: impl Into<String>, layout: Sharding) -> Counters {
-        Counters {
-            client,
-            table: table.into(),
-            layout,
-            io: Bounded::new(Policy::default(), OPERATION_TIME),
-        }
+        Counters { client, table: table.into(), layout, io: Bounded::new(Policy::default(), OPERATION_TIME) }
     }
 
     /// The same counters under `io`: its policy, each operation bounded by its time.
@@ -126,20 +121,14 @@ impl Counters {
             })
             .await
             .map_err(|f| self.request("GetItem", f))?;
-        got.item()
-            .map(|item| integer(item, &key, TOTAL_ATTRIBUTE))
-            .transpose()
-            .map(Option::flatten)
+        got.item().map(|item| integer(item, &key, TOTAL_ATTRIBUTE)).transpose().map(Option::flatten)
     }
 
     /// The exact read: the sum of all of counter `name`'s shards (every Region's), read with
     /// strongly consistent `BatchGetItem`s (100 keys each). Missing shards count as zero.
     pub async fn exact(&self, name: &str) -> Result<i128, CounterError> {
-        let keys = self
-            .layout
-            .all()
-            .map(|k| self.layout.shard_key(name, k))
-            .collect::<Result<Vec<_>, _>>()?;
+        let keys =
+            self.layout.all().map(|k| self.layout.shard_key(name, k)).collect::<Result<Vec<_>, _>>()?;
         let budget = self.budget();
         let mut sum = 0_i128;
         for chunk in keys.chunks(BATCH_GET_MAX) {
@@ -195,10 +184,8 @@ fn integer(
             attribute,
             value: n.clone(),
         }),
-        Some(other) => Err(CounterError::NotACount {
-            key: key.to_owned(),
-            attribute,
-            value: format!("{other:?}"),
-        }),
+        Some(other) => {
+            Err(CounterError::NotACount { key: key.to_owned(), attribute, value: format!("{other:?}") })
+        }
     }
 }

@@ -18,10 +18,7 @@ impl Aws {
     /// From the loaded SDK configuration; `force_path_style` is `S3_FORCE_PATH_STYLE`.
     pub fn new(sdk: &SdkConfig, force_path_style: bool) -> Aws {
         let sdk = io_policy::without_sdk_retries(sdk);
-        Aws {
-            dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
-            s3: s3(&sdk, force_path_style),
-        }
+        Aws { dynamodb: aws_sdk_dynamodb::Client::new(&sdk), s3: s3(&sdk, force_path_style) }
     }
 
     /// The DynamoDB client.
@@ -44,9 +41,7 @@ pub fn s3_client(sdk: &SdkConfig, vars: &Vars<'_>) -> Result<aws_sdk_s3::Client,
 /// An S3 client from `sdk`, path-style if `force_path_style`.
 pub fn s3(sdk: &SdkConfig, force_path_style: bool) -> aws_sdk_s3::Client {
     aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(sdk)
-            .force_path_style(force_path_style)
-            .build(),
+        aws_sdk_s3::config::Builder::from(sdk).force_path_style(force_path_style).build(),
     )
 }
 
@@ -68,11 +63,7 @@ pub async fn get_object(
         Err(e) => return Err(io_policy::RequestFailed::sdk("GetObject", target(), &e)),
     };
     let body = object.body.collect().await.map_err(|e| {
-        io_policy::RequestFailed::new(
-            "GetObject",
-            target(),
-            io_policy::Failure::transient(e.to_string()),
-        )
+        io_policy::RequestFailed::new("GetObject", target(), io_policy::Failure::transient(e.to_string()))
     })?;
     Ok(Some(body.into_bytes().to_vec()))
 }
@@ -85,23 +76,12 @@ pub async fn list_keys(
     keep: impl Fn(&str) -> bool,
 ) -> Result<Vec<String>, io_policy::RequestFailed> {
     let mut keys = Vec::new();
-    let mut pages = s3
-        .list_objects_v2()
-        .bucket(bucket)
-        .prefix(prefix)
-        .into_paginator()
-        .send();
+    let mut pages = s3.list_objects_v2().bucket(bucket).prefix(prefix).into_paginator().send();
     while let Some(page) = pages.next().await {
         let page = page.map_err(|e| {
             io_policy::RequestFailed::sdk("ListObjectsV2", format!("s3://{bucket}/{prefix}"), &e)
         })?;
-        keys.extend(
-            page.contents()
-                .iter()
-                .filter_map(|o| o.key())
-                .filter(|k| keep(k))
-                .map(str::to_owned),
-        );
+        keys.extend(page.contents().iter().filter_map(|o| o.key()).filter(|k| keep(k)).map(str::to_owned));
     }
     keys.sort();
     Ok(keys)

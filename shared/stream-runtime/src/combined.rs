@@ -93,9 +93,7 @@ pub struct Combined {
 impl std::fmt::Debug for Combined {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<_> = self.members.iter().map(|(m, p)| (m.name(), p.len())).collect();
-        f.debug_struct("Combined")
-            .field("members (name, patterns)", &names)
-            .finish()
+        f.debug_struct("Combined").field("members (name, patterns)", &names).finish()
     }
 }
 
@@ -164,8 +162,7 @@ impl Combined {
         deadline: Deadline,
     ) -> (Result<DynamoDbEventResponse, NoCheckpoint>, Vec<Metrics>) {
         let records = WireRecord::view_all(&event.records);
-        self.handle_wire(&records, Whole::events(&event.records), deadline)
-            .await
+        self.handle_wire(&records, Whole::events(&event.records), deadline).await
     }
 
     /// [`Combined::handle_counted`] of a batch read in place: a function whose patterns take
@@ -286,10 +283,7 @@ pub fn earliest(
             // Every identifier a function reports is a sequence number of a record it was
             // given, all taken from this batch; one not found counts as the batch's start,
             // which only replays more.
-            let at = records
-                .iter()
-                .position(|r| r.sequence_number.as_deref() == Some(id))
-                .unwrap_or(0);
+            let at = records.iter().position(|r| r.sequence_number.as_deref() == Some(id)).unwrap_or(0);
             if first.as_ref().is_none_or(|(best, _)| at < *best) {
                 first = Some((at, failure));
             }
@@ -303,18 +297,13 @@ pub fn earliest(
 /// The patterns `COMBINED_FILTERS` gives `function`: none when the variable or its entry is
 /// absent. Errors name the variable and say which pattern is wrong.
 pub fn patterns_for(text: Option<&str>, function: &str) -> Result<Vec<Pattern>, ConfigError> {
-    let invalid = |reason: String| ConfigError::Invalid {
-        var: FILTERS_VAR,
-        reason,
-    };
+    let invalid = |reason: String| ConfigError::Invalid { var: FILTERS_VAR, reason };
     let Some(text) = text else {
         return Ok(Vec::new());
     };
     let all: Value = serde_json::from_str(text).map_err(|e| invalid(format!("not JSON: {e}")))?;
     let Value::Object(all) = all else {
-        return Err(invalid(
-            "expected an object from function names to lists of patterns".to_owned(),
-        ));
+        return Err(invalid("expected an object from function names to lists of patterns".to_owned()));
     };
     let Some(list) = all.get(function) else {
         return Ok(Vec::new());

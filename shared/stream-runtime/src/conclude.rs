@@ -49,10 +49,7 @@ impl Checkpoint {
             .find_map(|(index, record)| {
                 let seq = record.sequence_number.as_deref()?;
                 SequenceNumber::parse(seq).ok()?;
-                Some(Checkpoint {
-                    index,
-                    sequence_number: seq.to_owned(),
-                })
+                Some(Checkpoint { index, sequence_number: seq.to_owned() })
             })
             .ok_or(NoCheckpoint { stopped_at })
     }
@@ -76,10 +73,7 @@ impl Checkpoint {
 /// Lambda reports a handler error with this `errorType`; the whole batch is then retried.
 impl From<NoCheckpoint> for lambda_runtime::Diagnostic {
     fn from(e: NoCheckpoint) -> lambda_runtime::Diagnostic {
-        lambda_runtime::Diagnostic {
-            error_type: "NoCheckpoint".to_owned(),
-            error_message: e.to_string(),
-        }
+        lambda_runtime::Diagnostic { error_type: "NoCheckpoint".to_owned(), error_message: e.to_string() }
     }
 }
 

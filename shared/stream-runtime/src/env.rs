@@ -59,27 +59,19 @@ impl<'a> Vars<'a> {
     /// value is refused with the choices named.
     pub fn choice<T: Copy>(&self, var: &'static str, choices: &[(&str, T)]) -> Result<T, ConfigError> {
         let Some(raw) = self.optional(var) else {
-            return choices.first().map(|(_, v)| *v).ok_or(ConfigError::Invalid {
-                var,
-                reason: "no choices".to_owned(),
-            });
+            return choices
+                .first()
+                .map(|(_, v)| *v)
+                .ok_or(ConfigError::Invalid { var, reason: "no choices".to_owned() });
         };
         let raw = raw.trim();
-        choices
-            .iter()
-            .find(|(name, _)| *name == raw)
-            .map(|(_, v)| *v)
-            .ok_or_else(|| ConfigError::Invalid {
-                var,
-                reason: format!(
-                    "{raw:?}: expected {}",
-                    choices
-                        .iter()
-                        .map(|(name, _)| *name)
-                        .collect::<Vec<_>>()
-                        .join(" or ")
-                ),
-            })
+        choices.iter().find(|(name, _)| *name == raw).map(|(_, v)| *v).ok_or_else(|| ConfigError::Invalid {
+            var,
+            reason: format!(
+                "{raw:?}: expected {}",
+                choices.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(" or ")
+            ),
+        })
     }
 
     /// An integer in `min..=max`, or `default` when unset.

@@ -40,10 +40,8 @@ mod tests {
     fn each_cause_is_said_once() {
         let error = Outer(std::io::Error::other("access denied"));
         assert_eq!(chain(&error), "reading the table: access denied");
-        let said = crate::ConfigError::Missing {
-            var: "PARKING_BUCKET",
-            hint: "the bucket records are parked in",
-        };
+        let said =
+            crate::ConfigError::Missing { var: "PARKING_BUCKET", hint: "the bucket records are parked in" };
         assert!(!chain(&said).contains("Missing {"), "{}", chain(&said));
     }
 }

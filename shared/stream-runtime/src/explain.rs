@@ -50,20 +50,14 @@ impl Explained {
             self.note_record(
                 records,
                 r.record,
-                &format!(
-                    "can never succeed: {}; the Lambda would park it and go on",
-                    r.error
-                ),
+                &format!("can never succeed: {}; the Lambda would park it and go on", r.error),
             );
         }
         if let Some(s) = &failures.stopped {
             self.note_record(
                 records,
                 s.record,
-                &format!(
-                    "stopped planning: {}; the Lambda would report it in batchItemFailures",
-                    s.error
-                ),
+                &format!("stopped planning: {}; the Lambda would report it in batchItemFailures", s.error),
             );
         }
         self.failed |= failures.stopped.is_some() || !failures.rejected.is_empty();
@@ -71,12 +65,8 @@ impl Explained {
 
     /// A note about a record, named by its position and sequence number.
     fn note_record(&mut self, records: &[WireRecord<'_>], record: usize, what: &str) {
-        let seq = records
-            .get(record)
-            .and_then(|r| r.sequence_number.as_deref())
-            .unwrap_or_default();
-        self.notes
-            .push(format!("record {record} (SequenceNumber {seq:?}) {what}"));
+        let seq = records.get(record).and_then(|r| r.sequence_number.as_deref()).unwrap_or_default();
+        self.notes.push(format!("record {record} (SequenceNumber {seq:?}) {what}"));
     }
 }
 

@@ -179,18 +179,12 @@ impl Pattern {
 
 fn pattern(value: &Value, at: &str) -> Result<Pattern, String> {
     let Value::Object(object) = value else {
-        return Err(format!(
-            "{}: a pattern is a JSON object, found {value}",
-            display(at)
-        ));
+        return Err(format!("{}: a pattern is a JSON object, found {value}", display(at)));
     };
     if object.is_empty() {
         return Err(format!("{}: an empty pattern", display(at)));
     }
-    let mut parsed = Pattern {
-        fields: Vec::new(),
-        any_of: Vec::new(),
-    };
+    let mut parsed = Pattern { fields: Vec::new(), any_of: Vec::new() };
     for (name, value) in object {
         let here = format!("{at}/{name}");
         if name == "$or" {
@@ -304,9 +298,7 @@ fn numeric(argument: &Value, at: &str) -> Result<Matcher, String> {
             ">" => Comparison::Greater,
             ">=" => Comparison::GreaterOrEqual,
             other => {
-                return Err(format!(
-                    "{at}: {other:?} is not a numeric operator (=, <, <=, >, >=)"
-                ));
+                return Err(format!("{at}: {other:?} is not a numeric operator (=, <, <=, >, >=)"));
             }
         };
         bounds.push((op, n));
@@ -324,10 +316,7 @@ fn numeric(argument: &Value, at: &str) -> Result<Matcher, String> {
 }
 
 fn is_scalar(value: &Value) -> bool {
-    matches!(
-        value,
-        Value::String(_) | Value::Number(_) | Value::Bool(_) | Value::Null
-    )
+    matches!(value, Value::String(_) | Value::Number(_) | Value::Bool(_) | Value::Null)
 }
 
 fn display(at: &str) -> &str {

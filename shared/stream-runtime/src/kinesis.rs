@@ -169,18 +169,12 @@ pub fn from_value(event: &Value) -> Result<Batch, KinesisError> {
     for (index, record) in records.iter().enumerate() {
         let (change, at) = change_record(record).map_err(|reason| KinesisError::Record {
             index,
-            sequence_number: record["kinesis"]["sequenceNumber"]
-                .as_str()
-                .unwrap_or("none")
-                .to_owned(),
+            sequence_number: record["kinesis"]["sequenceNumber"].as_str().unwrap_or("none").to_owned(),
             reason,
         })?;
         batch.places.0.push((
             at.micros.to_string(),
-            record["kinesis"]["sequenceNumber"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
+            record["kinesis"]["sequenceNumber"].as_str().unwrap_or_default().to_owned(),
         ));
         batch.event.records.push(change);
         batch.changed_at.push(at);
@@ -218,9 +212,7 @@ fn change_record(record: &Value) -> Result<(EventRecord, ChangeTime), String> {
     };
     dynamodb.insert("ApproximateCreationDateTime".to_owned(), json!(at.seconds()));
     dynamodb.insert("SequenceNumber".to_owned(), json!(at.micros.to_string()));
-    dynamodb
-        .entry("StreamViewType")
-        .or_insert_with(|| json!("NEW_AND_OLD_IMAGES"));
+    dynamodb.entry("StreamViewType").or_insert_with(|| json!("NEW_AND_OLD_IMAGES"));
     let mut change = json!({
         "eventID": data["eventID"],
         "eventName": data["eventName"],
@@ -257,12 +249,10 @@ fn text<'a>(value: &'a Value, pointer: &str) -> Result<&'a str, String> {
 fn table_arn(kinesis_arn: &str, table: &str) -> Result<String, String> {
     let parts: Vec<&str> = kinesis_arn.splitn(6, ':').collect();
     match parts.as_slice() {
-        ["arn", partition, "kinesis", region, account, _] => Ok(format!(
-            "arn:{partition}:dynamodb:{region}:{account}:table/{table}"
-        )),
-        _ => Err(format!(
-            "eventSourceARN {kinesis_arn:?} is not a Kinesis stream's ARN"
-        )),
+        ["arn", partition, "kinesis", region, account, _] => {
+            Ok(format!("arn:{partition}:dynamodb:{region}:{account}:table/{table}"))
+        }
+        _ => Err(format!("eventSourceARN {kinesis_arn:?} is not a Kinesis stream's ARN")),
     }
 }
 

@@ -224,10 +224,6 @@ impl Applied {
         all.extend(applied.failures);
         let mut all_counts = counts;
         all_counts.extend(applied.counts);
-        Applied {
-            failures: all,
-            counts: all_counts,
-            ..applied
-        }
+        Applied { failures: all, counts: all_counts, ..applied }
     }
 }

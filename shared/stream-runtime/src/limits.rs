@@ -18,10 +18,7 @@ pub fn item_size(item: &Item) -> usize {
 
 /// The size of an item given as its (name, value) pairs, as [`item_size`] counts it.
 pub fn size<'i>(attributes: impl IntoIterator<Item = (&'i str, &'i AttributeValue)>) -> usize {
-    attributes
-        .into_iter()
-        .map(|(name, value)| name.len() + value_size(value))
-        .sum()
+    attributes.into_iter().map(|(name, value)| name.len() + value_size(value)).sum()
 }
 
 /// A value's size: strings and binaries by their bytes, numbers by about one byte per two
@@ -34,12 +31,7 @@ pub fn value_size(value: &AttributeValue) -> usize {
         AttributeValue::B(b) => b.len(),
         AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
         AttributeValue::L(list) => 3 + list.iter().map(|v| 1 + value_size(v)).sum::<usize>(),
-        AttributeValue::M(map) => {
-            3 + map
-                .iter()
-                .map(|(k, v)| 1 + k.len() + value_size(v))
-                .sum::<usize>()
-        }
+        AttributeValue::M(map) => 3 + map.iter().map(|(k, v)| 1 + k.len() + value_size(v)).sum::<usize>(),
         AttributeValue::Ss(set) => set.iter().map(String::len).sum(),
         AttributeValue::Ns(set) => set.iter().map(|n| number_size(n)).sum(),
         AttributeValue::Bs(set) => set.iter().map(Vec::len).sum(),

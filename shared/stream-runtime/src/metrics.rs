@@ -121,10 +121,7 @@ pub fn log_fields(timestamp_ms: u64) -> [(&'static str, Value); 2] {
         .unwrap_or_default();
     [
         ("level", Value::from(EMF_LEVEL)),
-        (
-            "timestamp",
-            Value::from(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
-        ),
+        ("timestamp", Value::from(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))),
     ]
 }
 
@@ -134,19 +131,13 @@ pub const DEFAULT_NAMESPACE: &str = "Sidestream";
 impl Metrics {
     /// Empty counters for `function` in `namespace`.
     pub fn new(namespace: impl Into<String>, function: impl Into<String>) -> Metrics {
-        Metrics {
-            namespace: namespace.into(),
-            function: function.into(),
-            counts: [0; Metric::ALL.len()],
-        }
+        Metrics { namespace: namespace.into(), function: function.into(), counts: [0; Metric::ALL.len()] }
     }
 
     /// Reads `METRICS_NAMESPACE` (default `Sidestream`) and `AWS_LAMBDA_FUNCTION_NAME` (default
     /// `function`, the crate's name).
     pub fn from_vars(vars: &Vars<'_>, function: &str) -> Result<Metrics, ConfigError> {
-        let namespace = vars
-            .optional("METRICS_NAMESPACE")
-            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
+        let namespace = vars.optional("METRICS_NAMESPACE").unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
         if namespace.len() > 255 || namespace.starts_with(':') {
             return Err(ConfigError::Invalid {
                 var: "METRICS_NAMESPACE",
@@ -155,9 +146,7 @@ impl Metrics {
                 ),
             });
         }
-        let function = vars
-            .optional("AWS_LAMBDA_FUNCTION_NAME")
-            .unwrap_or_else(|| function.to_owned());
+        let function = vars.optional("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|| function.to_owned());
         Ok(Metrics::new(namespace, function))
     }
 
@@ -192,10 +181,8 @@ impl Metrics {
 
     /// The EMF document for these counters, stamped `timestamp_ms`, as one line of JSON.
     pub fn render(&self, timestamp_ms: u64) -> String {
-        let definitions: Vec<Value> = Metric::ALL
-            .iter()
-            .map(|m| json!({"Name": m.name(), "Unit": "Count"}))
-            .collect();
+        let definitions: Vec<Value> =
+            Metric::ALL.iter().map(|m| json!({"Name": m.name(), "Unit": "Count"})).collect();
         let mut doc = Map::new();
         doc.insert(
             "_aws".to_owned(),
@@ -222,9 +209,7 @@ impl Metrics {
     /// counters. `println!` rather than a raw stdout handle, so the test harness captures it.
     #[allow(clippy::print_stdout, reason = "EMF is delivered through stdout")]
     pub fn flush(&mut self) {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
         println!("{}", self.render(u64::try_from(now).unwrap_or(u64::MAX)));
         self.counts = [0; Metric::ALL.len()];
     }

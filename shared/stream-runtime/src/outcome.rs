@@ -27,10 +27,7 @@ pub struct PlanFailures<E> {
 
 impl<E> Default for PlanFailures<E> {
     fn default() -> PlanFailures<E> {
-        PlanFailures {
-            rejected: Vec::new(),
-            stopped: None,
-        }
+        PlanFailures { rejected: Vec::new(), stopped: None }
     }
 }
 

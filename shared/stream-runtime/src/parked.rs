@@ -22,16 +22,10 @@ pub fn key(prefix: &str, function: &str, record: &WireRecord<'_>) -> String {
         .as_deref()
         .and_then(|s| SequenceNumber::parse(s).ok())
         .map_or_else(|| "none".to_owned(), |s| s.to_fixed_width());
-    let id: String = record
-        .event_id
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-        .take(128)
-        .collect();
-    let function: String = function
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        .collect();
+    let id: String =
+        record.event_id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(128).collect();
+    let function: String =
+        function.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')).collect();
     if id.is_empty() {
         format!("{prefix}{function}/{seq}.json")
     } else {

@@ -127,20 +127,11 @@ pub async fn prime(aws: &Aws, resources: &[Resource], policy: Policy) -> Result<
         }
         let table = |name: &String| described.get(name).cloned().unwrap_or(Ok(None));
         let checked = match resource {
-            Resource::Table {
-                variable,
-                name,
-                partition_key,
-                sort_key,
-            } => table(name).map(|table| {
+            Resource::Table { variable, name, partition_key, sort_key } => table(name).map(|table| {
                 let schema = table.and_then(|t| t.key_schema).unwrap_or_default();
                 key_schema(variable, name, partition_key, sort_key.as_deref(), &schema)
             }),
-            Resource::Source {
-                variable,
-                name,
-                views,
-            } => table(name).map(|table| {
+            Resource::Source { variable, name, views } => table(name).map(|table| {
                 let found = table
                     .and_then(|t| t.stream_specification)
                     .filter(|s| s.stream_enabled)
@@ -151,11 +142,7 @@ pub async fn prime(aws: &Aws, resources: &[Resource], policy: Policy) -> Result<
             Resource::Bucket { name, .. } => budget
                 .call(|| {
                     let call = aws.s3().head_bucket().bucket(name).send();
-                    async move {
-                        call.await
-                            .map(drop)
-                            .map_err(|e| io_policy::classify("HeadBucket", &e))
-                    }
+                    async move { call.await.map(drop).map_err(|e| io_policy::classify("HeadBucket", &e)) }
                 })
                 .await
                 .map(Ok),
@@ -243,12 +230,7 @@ pub fn key_schema(
     sort_key: Option<&str>,
     schema: &[KeySchemaElement],
 ) -> Result<(), PrimeError> {
-    let role = |t: KeyType| {
-        schema
-            .iter()
-            .find(|k| k.key_type == t)
-            .map(|k| k.attribute_name.as_str())
-    };
+    let role = |t: KeyType| schema.iter().find(|k| k.key_type == t).map(|k| k.attribute_name.as_str());
     let (hash, range) = (role(KeyType::Hash), role(KeyType::Range));
     if hash == Some(partition_key) && range == sort_key {
         return Ok(());

@@ -119,10 +119,7 @@ pub struct Record<'r, 'a> {
 impl<'r, 'a> Record<'r, 'a> {
     /// Reads a record's change kind; everything else is checked when it is asked for.
     pub fn new(raw: &'r WireRecord<'a>) -> Result<Record<'r, 'a>, RecordError> {
-        Ok(Record {
-            raw,
-            kind: ChangeKind::parse(&raw.event_name)?,
-        })
+        Ok(Record { raw, kind: ChangeKind::parse(&raw.event_name)? })
     }
 
     /// The record as read.
@@ -149,11 +146,7 @@ impl<'r, 'a> Record<'r, 'a> {
     /// The item's primary key. Every view type carries it.
     pub fn keys(&self) -> Result<&'r WireImage<'a>, RecordError> {
         let keys = &self.raw.keys;
-        if keys.is_empty() {
-            Err(RecordError::MissingKeys(self.kind))
-        } else {
-            Ok(keys)
-        }
+        if keys.is_empty() { Err(RecordError::MissingKeys(self.kind)) } else { Ok(keys) }
     }
 
     /// The item as it was before the change: `None` for an INSERT, the old image otherwise.
@@ -183,12 +176,7 @@ impl<'r, 'a> Record<'r, 'a> {
             Err(RecordError::MissingImage {
                 kind: self.kind,
                 image,
-                view: self
-                    .raw
-                    .stream_view_type
-                    .as_deref()
-                    .unwrap_or("unstated")
-                    .to_owned(),
+                view: self.raw.stream_view_type.as_deref().unwrap_or("unstated").to_owned(),
             })
         } else {
             Ok(item)

@@ -48,11 +48,7 @@ impl<F: StreamFunction> Runtime<F> {
 
     /// A runtime over a function already built.
     pub fn new(function: F, settings: Settings, aws: &Aws) -> Runtime<F> {
-        Runtime {
-            function,
-            settings,
-            aws: aws.clone(),
-        }
+        Runtime { function, settings, aws: aws.clone() }
     }
 
     /// Checks the function's resources and opens their connections ([`crate::prime`]); an
@@ -60,10 +56,8 @@ impl<F: StreamFunction> Runtime<F> {
     pub async fn prime(&self) -> Result<Primed, PrimeError> {
         let mut resources = self.function.resources();
         // Parking is a write like any other: a missing or denied parking bucket is found at init.
-        let parking = Resource::Bucket {
-            variable: "PARKING_BUCKET",
-            name: self.settings.parking.bucket.clone(),
-        };
+        let parking =
+            Resource::Bucket { variable: "PARKING_BUCKET", name: self.settings.parking.bucket.clone() };
         if !resources.contains(&parking) {
             resources.push(parking);
         }
@@ -99,8 +93,7 @@ impl<F: StreamFunction> Runtime<F> {
         deadline: Deadline,
     ) -> (Result<DynamoDbEventResponse, NoCheckpoint>, Metrics) {
         let records = WireRecord::view_all(&event.records);
-        self.handle_wire(&records, Whole::events(&event.records), deadline)
-            .await
+        self.handle_wire(&records, Whole::events(&event.records), deadline).await
     }
 
     /// [`Runtime::handle_counted`] of an event's JSON, read in place as under Lambda; an error
@@ -111,9 +104,7 @@ impl<F: StreamFunction> Runtime<F> {
         deadline: Deadline,
     ) -> Result<(Result<DynamoDbEventResponse, NoCheckpoint>, Metrics), WireError> {
         let batch = Batch::parse(json)?;
-        Ok(self
-            .handle_wire(&batch.records, Whole::text(json), deadline)
-            .await)
+        Ok(self.handle_wire(&batch.records, Whole::text(json), deadline).await)
     }
 
     /// Handles one batch read in place: `records` for the plan and the response, `whole` for
@@ -169,13 +160,8 @@ impl<F: StreamFunction> Runtime<F> {
                 continue;
             };
             let key = parked::key(prefix, function, raw);
-            let body = Bytes::from(parked::body(
-                function,
-                raw,
-                whole.json(record),
-                &failure,
-                chrono::Utc::now(),
-            ));
+            let body =
+                Bytes::from(parked::body(function, raw, whole.json(record), &failure, chrono::Utc::now()));
             let put = budget
                 .call(|| {
                     let put = s3
@@ -185,11 +171,7 @@ impl<F: StreamFunction> Runtime<F> {
                         .content_type("application/json")
                         .body(ByteStream::from(body.clone()))
                         .send();
-                    async move {
-                        put.await
-                            .map(drop)
-                            .map_err(|e| io_policy::classify("PutObject", &e))
-                    }
+                    async move { put.await.map(drop).map_err(|e| io_policy::classify("PutObject", &e)) }
                 })
                 .await;
             match put {
@@ -204,10 +186,8 @@ impl<F: StreamFunction> Runtime<F> {
                 ),
                 Err(cause) => {
                     tracing::error!(record, error = %failure.message, %cause, "cannot park the record; it becomes the checkpoint");
-                    let message = format!(
-                        "parking record {record} in s3://{bucket} failed: {}",
-                        cause.message
-                    );
+                    let message =
+                        format!("parking record {record} in s3://{bucket} failed: {}", cause.message);
                     let failure = if cause.kind == FailureKind::Systemic {
                         Failure::systemic(message)
                     } else {

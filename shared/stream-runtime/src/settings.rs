@@ -73,9 +73,7 @@ fn source_table(vars: &Vars<'_>) -> Result<Option<String>, ConfigError> {
         return Ok(None);
     };
     let valid = (3..=255).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
     if !valid {
         return Err(ConfigError::Invalid {
             var: "SOURCE_TABLE",
@@ -90,18 +88,11 @@ fn source_table(vars: &Vars<'_>) -> Result<Option<String>, ConfigError> {
 impl ParkingPlace {
     /// Reads `PARKING_BUCKET` and `PARKING_PREFIX`.
     pub fn from_vars(vars: &Vars<'_>) -> Result<ParkingPlace, ConfigError> {
-        let bucket = bucket(
-            vars,
-            "PARKING_BUCKET",
-            "the S3 bucket where records that can never succeed are parked",
-        )?;
-        let prefix = vars
-            .optional("PARKING_PREFIX")
-            .unwrap_or_else(|| DEFAULT_PARKING_PREFIX.to_owned());
-        let prefix = normalize_prefix(&prefix).map_err(|reason| ConfigError::Invalid {
-            var: "PARKING_PREFIX",
-            reason,
-        })?;
+        let bucket =
+            bucket(vars, "PARKING_BUCKET", "the S3 bucket where records that can never succeed are parked")?;
+        let prefix = vars.optional("PARKING_PREFIX").unwrap_or_else(|| DEFAULT_PARKING_PREFIX.to_owned());
+        let prefix = normalize_prefix(&prefix)
+            .map_err(|reason| ConfigError::Invalid { var: "PARKING_PREFIX", reason })?;
         Ok(ParkingPlace { bucket, prefix })
     }
 }
@@ -147,10 +138,7 @@ fn flag(vars: &Vars<'_>, var: &'static str, default: bool) -> Result<bool, Confi
         None => Ok(default),
         Some("false" | "0") => Ok(false),
         Some("true" | "1") => Ok(true),
-        Some(other) => Err(ConfigError::Invalid {
-            var,
-            reason: format!("{other:?} is not true or false"),
-        }),
+        Some(other) => Err(ConfigError::Invalid { var, reason: format!("{other:?} is not true or false") }),
     }
 }
 
@@ -191,9 +179,8 @@ pub fn bucket(vars: &Vars<'_>, var: &'static str, what: &'static str) -> Result<
 /// S3's bucket naming rules (general purpose buckets): 3-63 characters of lowercase letters,
 /// digits, `.` and `-`, starting and ending with a letter or digit.
 pub fn check_bucket(name: &str) -> Result<(), String> {
-    let ok_chars = name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
+    let ok_chars =
+        name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
     let ok_ends = name
         .bytes()
         .next()

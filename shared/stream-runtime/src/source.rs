@@ -45,10 +45,7 @@ impl Source {
     pub fn from_vars(vars: &Vars<'_>) -> Result<Source, ConfigError> {
         vars.choice(
             SOURCE_VAR,
-            &[
-                ("dynamodb-streams", Source::DynamoDbStreams),
-                ("kinesis", Source::Kinesis),
-            ],
+            &[("dynamodb-streams", Source::DynamoDbStreams), ("kinesis", Source::Kinesis)],
         )
     }
 }
@@ -91,19 +88,13 @@ pub async fn serve<H: Handler>(source: Source, handler: &H) -> Result<(), lambda
                     json(handler, &body, deadline).await
                 }
             });
-            Runtime::new(service)
-                .layer(lambda_runtime::layers::TracingLayer::new())
-                .layer(bodies)
-                .run()
-                .await
+            Runtime::new(service).layer(lambda_runtime::layers::TracingLayer::new()).layer(bodies).run().await
         }
         Source::Kinesis => {
-            lambda_runtime::run(service_fn(
-                move |event: LambdaEvent<serde_json::Value>| async move {
-                    let deadline = Deadline::from_epoch_millis(event.context.deadline);
-                    kinesis(handler, &event.payload, deadline).await
-                },
-            ))
+            lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
+                let deadline = Deadline::from_epoch_millis(event.context.deadline);
+                kinesis(handler, &event.payload, deadline).await
+            }))
             .await
         }
     }
@@ -118,20 +109,13 @@ pub async fn json<H: Handler>(
 ) -> Result<DynamoDbEventResponse, Diagnostic> {
     let not_an_event = |error: String| {
         tracing::error!(kind = "systemic", %error, "the invocation is not a DynamoDB stream event");
-        Diagnostic {
-            error_type: NOT_AN_EVENT.to_owned(),
-            error_message: error,
-        }
+        Diagnostic { error_type: NOT_AN_EVENT.to_owned(), error_message: error }
     };
     let text = std::str::from_utf8(body).map_err(|e| not_an_event(format!("the event is not UTF-8: {e}")))?;
     let batch = Batch::parse(text).map_err(|e| not_an_event(e.to_string()))?;
-    Box::pin(handler.handle_batch(Delivered {
-        records: &batch.records,
-        whole: Whole::text(text),
-        deadline,
-    }))
-    .await
-    .map_err(Diagnostic::from)
+    Box::pin(handler.handle_batch(Delivered { records: &batch.records, whole: Whole::text(text), deadline }))
+        .await
+        .map_err(Diagnostic::from)
 }
 
 /// The `errorType` of an invocation whose payload is not a DynamoDB stream event.
@@ -164,10 +148,7 @@ impl<S> Layer<S> for Bodies {
     type Service = KeepBody<S>;
 
     fn layer(&self, inner: S) -> KeepBody<S> {
-        KeepBody {
-            bodies: self.clone(),
-            inner,
-        }
+        KeepBody { bodies: self.clone(), inner }
     }
 }
 
@@ -203,21 +184,12 @@ pub async fn kinesis<H: Handler>(
 ) -> Result<DynamoDbEventResponse, Diagnostic> {
     let batch = crate::kinesis::from_value(event).map_err(|e| {
         tracing::error!(kind = "systemic", error = %e, "the Kinesis event holds no DynamoDB change records");
-        Diagnostic {
-            error_type: NOT_CHANGES.to_owned(),
-            error_message: e.to_string(),
-        }
+        Diagnostic { error_type: NOT_CHANGES.to_owned(), error_message: e.to_string() }
     })?;
     let records = WireRecord::view_all(&batch.event.records);
     let whole = Whole::events(&batch.event.records);
-    let delivered = Delivered {
-        records: &records,
-        whole,
-        deadline,
-    };
-    let response = Box::pin(handler.handle_batch(delivered))
-        .await
-        .map_err(Diagnostic::from)?;
+    let delivered = Delivered { records: &records, whole, deadline };
+    let response = Box::pin(handler.handle_batch(delivered)).await.map_err(Diagnostic::from)?;
     Ok(batch.places.response(response))
 }
 

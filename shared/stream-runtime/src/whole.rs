@@ -26,28 +26,19 @@ enum Origin<'r> {
 impl<'r> Whole<'r> {
     /// Records decoded already.
     pub fn events(records: &'r [EventRecord]) -> Whole<'r> {
-        Whole {
-            from: Origin::Events(records),
-            part: None,
-        }
+        Whole { from: Origin::Events(records), part: None }
     }
 
     /// Records in an event's JSON text, which [`crate::wire::Batch::parse`] has read.
     pub fn text(json: &'r str) -> Whole<'r> {
-        Whole {
-            from: Origin::Text(json),
-            part: None,
-        }
+        Whole { from: Origin::Text(json), part: None }
     }
 
     /// The records at `positions` of these (which must be all of a batch's, not a part).
     #[must_use]
     pub fn part(self, positions: &'r [usize]) -> Whole<'r> {
         debug_assert!(self.part.is_none(), "a part of a part");
-        Whole {
-            part: Some(positions),
-            ..self
-        }
+        Whole { part: Some(positions), ..self }
     }
 
     /// Opens the records for reading whole: an event's text is scanned once, here, so that

@@ -68,16 +68,9 @@ impl<'a> Image<'a> {
         // Most images are small: a scan that compares lengths first costs fewer string
         // comparisons than a binary search does (the plan looks up a few names a record).
         if self.0.len() <= SCAN_UP_TO {
-            return self
-                .0
-                .iter()
-                .find(|(n, _)| n.len() == name.len() && n.as_ref() == name)
-                .map(|(_, v)| v);
+            return self.0.iter().find(|(n, _)| n.len() == name.len() && n.as_ref() == name).map(|(_, v)| v);
         }
-        self.0
-            .binary_search_by(|(n, _)| n.as_ref().cmp(name))
-            .ok()
-            .map(|i| &self.0[i].1)
+        self.0.binary_search_by(|(n, _)| n.as_ref().cmp(name)).ok().map(|i| &self.0[i].1)
     }
 
     /// Whether the image has `name`.
@@ -113,9 +106,7 @@ impl<'a> Image<'a> {
     /// An image borrowing from an owned item.
     pub fn from_item(item: &'a Item) -> Image<'a> {
         Image::from_pairs(
-            item.iter()
-                .map(|(n, v)| (Cow::Borrowed(n.as_str()), Attr::from_attribute(v)))
-                .collect(),
+            item.iter().map(|(n, v)| (Cow::Borrowed(n.as_str()), Attr::from_attribute(v))).collect(),
         )
     }
 
@@ -173,11 +164,9 @@ impl<'a> Attr<'a> {
             Attr::B(b) => AttributeValue::B(b.clone()),
             Attr::Bool(b) => AttributeValue::Bool(*b),
             Attr::Null => AttributeValue::Null(true),
-            Attr::M(m) => AttributeValue::M(
-                m.0.iter()
-                    .map(|(n, v)| (n.to_string(), v.to_attribute()))
-                    .collect(),
-            ),
+            Attr::M(m) => {
+                AttributeValue::M(m.0.iter().map(|(n, v)| (n.to_string(), v.to_attribute())).collect())
+            }
             Attr::L(l) => AttributeValue::L(l.iter().map(Attr::to_attribute).collect()),
             Attr::Ss(v) => AttributeValue::Ss(strings(v)),
             Attr::Ns(v) => AttributeValue::Ns(strings(v)),
@@ -195,9 +184,7 @@ impl<'a> Attr<'a> {
             AttributeValue::Bool(b) => Attr::Bool(*b),
             AttributeValue::Null(_) => Attr::Null,
             AttributeValue::M(m) => Attr::M(Image::from_pairs(
-                m.iter()
-                    .map(|(n, v)| (Cow::Borrowed(n.as_str()), Attr::from_attribute(v)))
-                    .collect(),
+                m.iter().map(|(n, v)| (Cow::Borrowed(n.as_str()), Attr::from_attribute(v))).collect(),
             )),
             AttributeValue::L(l) => Attr::L(l.iter().map(Attr::from_attribute).collect()),
             AttributeValue::Ss(v) => Attr::Ss(strings(v)),
@@ -349,12 +336,7 @@ impl<'a> WireRecord<'a> {
             ChangeKind::Remove => None,
             ChangeKind::Insert | ChangeKind::Modify => Some(image(RecordImage::New)?),
         };
-        Ok(Change {
-            kind,
-            keys: &self.keys,
-            before,
-            after,
-        })
+        Ok(Change { kind, keys: &self.keys, before, after })
     }
 
     /// The record's sequence number, when it has a non-empty one.
@@ -586,10 +568,7 @@ impl<'de> Visitor<'de> for AttrVisitor {
             "SS" => Attr::Ss(strings(map.next_value()?)),
             "NS" => Attr::Ns(strings(map.next_value()?)),
             "BS" => Attr::Bs(
-                map.next_value::<Vec<S<'de>>>()?
-                    .iter()
-                    .map(|s| base64(&s.0))
-                    .collect::<Result<_, _>>()?,
+                map.next_value::<Vec<S<'de>>>()?.iter().map(|s| base64(&s.0)).collect::<Result<_, _>>()?,
             ),
             other => {
                 return Err(de::Error::custom(format_args!(

@@ -55,10 +55,7 @@ impl Attributes {
     /// configuration that gives each attribute one role); debug builds check it.
     pub fn push(&mut self, name: impl Into<String>, value: AttributeValue) {
         let name = name.into();
-        debug_assert!(
-            self.get(&name).is_none(),
-            "attribute {name:?} added twice to one item"
-        );
+        debug_assert!(self.get(&name).is_none(), "attribute {name:?} added twice to one item");
         self.0.push((name, value));
     }
 
@@ -128,8 +125,7 @@ impl std::ops::Index<&str> for Attributes {
 
     /// The value of `name`; panics when the item has none, as a map's index does.
     fn index(&self, name: &str) -> &AttributeValue {
-        self.get(name)
-            .unwrap_or_else(|| panic!("the item has no attribute {name:?}"))
+        self.get(name).unwrap_or_else(|| panic!("the item has no attribute {name:?}"))
     }
 }
 
@@ -163,13 +159,10 @@ mod tests {
         let mut a = Attributes::default();
         a.push("pk", s("1"));
         a.push("sk", s("2"));
-        let b: Attributes = [("sk".to_owned(), s("2")), ("pk".to_owned(), s("1"))]
-            .into_iter()
-            .collect();
+        let b: Attributes = [("sk".to_owned(), s("2")), ("pk".to_owned(), s("1"))].into_iter().collect();
         assert_eq!(a, b);
-        let other_value: Attributes = [("sk".to_owned(), s("3")), ("pk".to_owned(), s("1"))]
-            .into_iter()
-            .collect();
+        let other_value: Attributes =
+            [("sk".to_owned(), s("3")), ("pk".to_owned(), s("1"))].into_iter().collect();
         assert_ne!(a, other_value);
         let fewer: Attributes = [("pk".to_owned(), s("1"))].into_iter().collect();
         assert_ne!(a, fewer);
@@ -178,9 +171,7 @@ mod tests {
 
     #[test]
     fn collecting_keeps_the_last_value_of_a_name_as_a_map_would() {
-        let a: Attributes = [("pk".to_owned(), s("1")), ("pk".to_owned(), s("2"))]
-            .into_iter()
-            .collect();
+        let a: Attributes = [("pk".to_owned(), s("1")), ("pk".to_owned(), s("2"))].into_iter().collect();
         assert_eq!(a.len(), 1);
         assert_eq!(a.get("pk"), Some(&s("2")));
     }

@@ -31,11 +31,7 @@ pub(crate) fn sdk() -> SdkConfig {
 /// A table name no other test in this run uses.
 pub(crate) fn unique(prefix: &str) -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
+    format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// Creates a table with a string partition key, an optional sort key of `sort_type`, and
@@ -58,28 +54,14 @@ pub(crate) async fn create_table(
                 .build()
                 .unwrap(),
         )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name(pk)
-                .key_type(KeyType::Hash)
-                .build()
-                .unwrap(),
-        );
+        .key_schema(KeySchemaElement::builder().attribute_name(pk).key_type(KeyType::Hash).build().unwrap());
     if let Some((sk, ty)) = sk {
         req = req
             .attribute_definitions(
-                AttributeDefinition::builder()
-                    .attribute_name(sk)
-                    .attribute_type(ty)
-                    .build()
-                    .unwrap(),
+                AttributeDefinition::builder().attribute_name(sk).attribute_type(ty).build().unwrap(),
             )
             .key_schema(
-                KeySchemaElement::builder()
-                    .attribute_name(sk)
-                    .key_type(KeyType::Range)
-                    .build()
-                    .unwrap(),
+                KeySchemaElement::builder().attribute_name(sk).key_type(KeyType::Range).build().unwrap(),
             );
     }
     if stream {
@@ -101,11 +83,7 @@ pub(crate) async fn stream_records(
     table: &str,
 ) -> Vec<EventRecord> {
     let described = dynamodb.describe_table().table_name(table).send().await.unwrap();
-    let arn = described
-        .table()
-        .and_then(|t| t.latest_stream_arn())
-        .unwrap()
-        .to_owned();
+    let arn = described.table().and_then(|t| t.latest_stream_arn()).unwrap().to_owned();
     let mut reader = StreamReader::new(aws_sdk_dynamodbstreams::Client::new(sdk), arn);
     // A poll reads at most POLL_LIMIT records a shard: poll until one finds nothing.
     let mut records = Vec::new();
@@ -131,11 +109,7 @@ pub(crate) async fn parking_bucket() {
 
 /// An S3 client for moto (path-style).
 pub(crate) fn s3() -> aws_sdk_s3::Client {
-    aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&sdk())
-            .force_path_style(true)
-            .build(),
-    )
+    aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk()).force_path_style(true).build())
 }
 
 /// The function `F` under the stream runtime, configured from `env` on top of what every test
@@ -147,17 +121,13 @@ pub(crate) async fn runtime<F: StreamFunction>(env: &[(&str, &str)]) -> Runtime<
 /// [`runtime`], its clients configured by `sdk` (another endpoint: a proxy in front of moto).
 pub(crate) async fn runtime_at<F: StreamFunction>(sdk: &SdkConfig, env: &[(&str, &str)]) -> Runtime<F> {
     parking_bucket().await;
-    let mut vars: HashMap<String, String> = [
-        ("PARKING_BUCKET", PARKING_BUCKET),
-        ("S3_FORCE_PATH_STYLE", "true"),
-        ("DEADLINE_MARGIN_MS", "500"),
-    ]
-    .iter()
-    .chain(env)
-    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-    .collect();
-    vars.entry("AWS_LAMBDA_FUNCTION_NAME".to_owned())
-        .or_insert_with(|| format!("{}-test", F::NAME));
+    let mut vars: HashMap<String, String> =
+        [("PARKING_BUCKET", PARKING_BUCKET), ("S3_FORCE_PATH_STYLE", "true"), ("DEADLINE_MARGIN_MS", "500")]
+            .iter()
+            .chain(env)
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+    vars.entry("AWS_LAMBDA_FUNCTION_NAME".to_owned()).or_insert_with(|| format!("{}-test", F::NAME));
     let lookup = |name: &str| vars.get(name).cloned();
     Runtime::from_vars(&Vars::new(&lookup), sdk).unwrap()
 }
@@ -178,13 +148,7 @@ pub(crate) async fn parked(function: &str, event_id: &str) -> Vec<serde_json::Va
         if !key.contains(event_id) {
             continue;
         }
-        let body = s3
-            .get_object()
-            .bucket(PARKING_BUCKET)
-            .key(key)
-            .send()
-            .await
-            .unwrap();
+        let body = s3.get_object().bucket(PARKING_BUCKET).key(key).send().await.unwrap();
         let bytes = body.body.collect().await.unwrap().into_bytes();
         docs.push(serde_json::from_slice(&bytes).unwrap());
     }

@@ -29,10 +29,8 @@ pub(crate) fn now() -> i64 {
 
 /// A fresh stack (its own tables and bucket) with these template parameters.
 pub(crate) async fn stack(sdk: &SdkConfig, parameters: &[(&str, &str)]) -> Result<Stack> {
-    let parameters: BTreeMap<String, String> = parameters
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
+    let parameters: BTreeMap<String, String> =
+        parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     Ok(Stack::create(sdk, &template(), &unique("e2e"), &parameters).await?)
 }
 
@@ -68,12 +66,7 @@ pub(crate) fn failure_log() -> PathBuf {
 }
 
 pub(crate) async fn delete(client: &aws_sdk_dynamodb::Client, table: &str, id: &str) -> Result<()> {
-    client
-        .delete_item()
-        .table_name(table)
-        .key("id", AttributeValue::S(id.into()))
-        .send()
-        .await?;
+    client.delete_item().table_name(table).key("id", AttributeValue::S(id.into())).send().await?;
     Ok(())
 }
 
@@ -101,12 +94,7 @@ pub(crate) async fn archived_ids(sdk: &SdkConfig, stack: &Stack) -> Result<Vec<S
 /// The index table against what the issues table calls for.
 pub(crate) async fn assert_index_exact(sdk: &SdkConfig, stack: &Stack) -> Result<usize> {
     let index = local_stack::check_index(&aws_sdk_dynamodb::Client::new(sdk), stack).await?;
-    ensure!(
-        index.is_exact(),
-        "index not exact: missing {:#?}, extra {:#?}",
-        index.missing,
-        index.extra
-    );
+    ensure!(index.is_exact(), "index not exact: missing {:#?}, extra {:#?}", index.missing, index.extra);
     Ok(index.entries)
 }
 
@@ -116,12 +104,7 @@ pub(crate) async fn churn(sdk: &SdkConfig, stack: &Stack) -> Result<()> {
     let client = aws_sdk_dynamodb::Client::new(sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
     for id in 0..60 {
-        put(
-            &client,
-            &issues,
-            &issue(id, &json!({"f1": id, "f2": format!("v{}", id % 7)})),
-        )
-        .await?;
+        put(&client, &issues, &issue(id, &json!({"f1": id, "f2": format!("v{}", id % 7)}))).await?;
     }
     for id in (0..60).step_by(3) {
         put(&client, &issues, &issue(id, &json!({"f1": id * 10, "f3": "new"}))).await?;
@@ -135,12 +118,7 @@ pub(crate) async fn churn(sdk: &SdkConfig, stack: &Stack) -> Result<()> {
     for id in (2..60).step_by(4) {
         delete(&client, &issues, &format!("i{id:03}")).await?;
     }
-    put(
-        &client,
-        &issues,
-        &json!({"id": "no-fields", "project": "p0", "num": 5000}),
-    )
-    .await?;
+    put(&client, &issues, &json!({"id": "no-fields", "project": "p0", "num": 5000})).await?;
     Ok(())
 }
 

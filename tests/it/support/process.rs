@@ -15,10 +15,8 @@ pub(crate) fn root() -> PathBuf {
 /// A function binary from this build: `target/<profile>/<name>`, beside the test binary's `deps`.
 pub(crate) fn binary(name: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe()?;
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .context("the test binary is not in target/<profile>/deps")?;
+    let dir =
+        exe.parent().and_then(Path::parent).context("the test binary is not in target/<profile>/deps")?;
     let path = dir.join(name);
     ensure!(
         path.exists(),

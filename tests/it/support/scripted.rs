@@ -40,12 +40,7 @@ pub(crate) struct Reply {
 impl Reply {
     /// 200 with `body`.
     pub(crate) fn ok(body: Value) -> Reply {
-        Reply {
-            status: 200,
-            body,
-            content_type: "application/x-amz-json-1.0",
-            stall: Duration::ZERO,
-        }
+        Reply { status: 200, body, content_type: "application/x-amz-json-1.0", stall: Duration::ZERO }
     }
 
     /// S3's empty 200 (a `PutObject` that succeeded).

@@ -48,14 +48,7 @@ pub struct Side {
 
 /// Measures both ways on `options.batches` against moto, behind a proxy made from `spec`.
 pub async fn run(ground: Ground<'_>) -> Result<Vec<Row>, BenchError> {
-    let Ground {
-        sdk,
-        stack,
-        spec,
-        options,
-        progress,
-        ..
-    } = ground;
+    let Ground { sdk, stack, spec, options, progress, .. } = ground;
     let bench = ground.bench(spec).await?;
     let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
     let mut rows = Vec::new();
@@ -65,10 +58,7 @@ pub async fn run(ground: Ground<'_>) -> Result<Vec<Row>, BenchError> {
             let indexes = multikey_indexer::synthetic::INDEXES_JSON.replace("issue-attrib-index", &table);
             bench.runtime::<Indexer>(
                 Indexer::NAME,
-                &[
-                    ("MULTIKEY_INDEXES", indexes),
-                    ("MULTIKEY_ORDER", order.to_owned()),
-                ],
+                &[("MULTIKEY_INDEXES", indexes), ("MULTIKEY_ORDER", order.to_owned())],
             )
         };
         let (stream, any) = (runtime("stream")?, runtime("any")?);
@@ -137,9 +127,5 @@ fn ratio(a: u64, b: u64) -> f64 {
 fn median(samples: &mut [Sample]) -> Side {
     samples.sort_by_key(|s| s.wall);
     let s = samples.get(samples.len() / 2).copied().unwrap_or_default();
-    Side {
-        wall_ms: ms(s.wall),
-        requests: s.requests,
-        writes: s.writes,
-    }
+    Side { wall_ms: ms(s.wall), requests: s.requests, writes: s.writes }
 }

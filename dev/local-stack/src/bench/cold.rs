@@ -107,15 +107,10 @@ async fn start(
 ) -> Result<([Duration; 3], f64), BenchError> {
     let answers = batches.len();
     let failed = |message: String| BenchError::Invocation { function, message };
-    let api = RuntimeApi::start(batches)
-        .await
-        .map_err(|e| BenchError::Io(e.to_string()))?;
+    let api = RuntimeApi::start(batches).await.map_err(|e| BenchError::Io(e.to_string()))?;
     let mut env = crate::environment(bench.stack.function(function)?);
     env.insert("PRIME_AT_INIT".to_owned(), primed.to_string());
-    env.insert(
-        "AWS_ENDPOINT_URL".to_owned(),
-        format!("http://{}", bench.proxy.addr),
-    );
+    env.insert("AWS_ENDPOINT_URL".to_owned(), format!("http://{}", bench.proxy.addr));
     env.insert("AWS_LAMBDA_RUNTIME_API".to_owned(), api.addr.to_string());
     for (name, value) in [
         ("AWS_LAMBDA_FUNCTION_NAME", function),
@@ -128,22 +123,13 @@ async fn start(
         env.insert(name.to_owned(), value.to_owned());
     }
     let started = Instant::now();
-    let mut child = Command::new(binary)
-        .envs(&env)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| {
-            failed(format!(
-                "cannot start {}: {e} (scripts/bench-e2e builds it)",
-                binary.display()
-            ))
+    let mut child =
+        Command::new(binary).envs(&env).stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(|e| {
+            failed(format!("cannot start {}: {e} (scripts/bench-e2e builds it)", binary.display()))
         })?;
-    let seen = tokio::time::timeout(
-        PATIENCE,
-        api.until(|s| s.answers.len() >= answers || s.init_error.is_some()),
-    )
-    .await;
+    let seen =
+        tokio::time::timeout(PATIENCE, api.until(|s| s.answers.len() >= answers || s.init_error.is_some()))
+            .await;
     let peak = peak_rss_mib(child.id());
     let _ = child.kill();
     let _ = child.wait();
@@ -157,11 +143,7 @@ async fn start(
         }
     }
     let (next, answered) = (&seen.next, &seen.answers);
-    let times = [
-        next[0] - started,
-        answered[0].0 - next[0],
-        answered[1].0 - next[1],
-    ];
+    let times = [next[0] - started, answered[0].0 - next[0], answered[1].0 - next[1]];
     Ok((times, peak))
 }
 

@@ -68,17 +68,8 @@ pub struct Side {
 /// Creates the combined stack beside the ground's and measures both ways against moto and the
 /// sink, behind proxies made from `spec`.
 pub async fn both_upstreams(ground: Ground<'_>) -> Result<Vec<Row>, BenchError> {
-    let Ground {
-        sdk,
-        endpoint,
-        options,
-        progress,
-        ..
-    } = ground;
-    let parameters = PARAMETERS
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
+    let Ground { sdk, endpoint, options, progress, .. } = ground;
+    let parameters = PARAMETERS.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     let name = format!("{}-combined", options.stack);
     let combined = Stack::create(sdk, &options.template, &name, &parameters).await?;
     let mut rows = Vec::new();
@@ -171,10 +162,7 @@ async fn two_mappings(
 ) -> Result<(Side, (usize, usize)), BenchError> {
     let records = decode(bytes)?.records;
     let part = |patterns: &[Pattern]| -> Vec<EventRecord> {
-        select(&records, patterns)
-            .into_iter()
-            .map(|i| records[i].clone())
-            .collect()
+        select(&records, patterns).into_iter().map(|i| records[i].clone()).collect()
     };
     let (to_indexer, to_archiver) = (part(indexer_patterns), part(archiver_patterns));
     let counts = (to_indexer.len(), to_archiver.len());
@@ -221,10 +209,8 @@ async fn one_mapping(combined: &Combined, bytes: &[u8]) -> Result<Side, BenchErr
         )
         .await;
     let wall = ms(started.elapsed());
-    let response = response.map_err(|e| BenchError::Invocation {
-        function: "sidestream-combined",
-        message: e.to_string(),
-    })?;
+    let response = response
+        .map_err(|e| BenchError::Invocation { function: "sidestream-combined", message: e.to_string() })?;
     finished("sidestream-combined", !response.batch_item_failures.is_empty())?;
     Ok(Side {
         invocations: 1,
@@ -257,10 +243,7 @@ impl Bench<'_> {
         let env = crate::environment(function);
         let lookup = |name: &str| env.get(name).cloned();
         sidestream_combined::combined(&Vars::new(&lookup), &self.through).map_err(|source| {
-            BenchError::Config {
-                function: sidestream_combined::COMBINED_BINARY,
-                cause: source,
-            }
+            BenchError::Config { function: sidestream_combined::COMBINED_BINARY, cause: source }
         })
     }
 }

@@ -146,10 +146,7 @@ impl CounterSim {
 
     /// Counter `name`'s true sum: the sum of its shards' values.
     pub fn sum(&self, counter: usize) -> i128 {
-        self.values
-            .range((counter, 0)..=(counter, u32::MAX))
-            .map(|(_, v)| *v)
-            .sum()
+        self.values.range((counter, 0)..=(counter, u32::MAX)).map(|(_, v)| *v).sum()
     }
 
     /// The next `n` changes: a random counter's random shard incremented by 1 to 5.
@@ -169,10 +166,7 @@ impl CounterSim {
     fn change(&mut self) -> Change {
         let counter = self.rng.usize(..self.names.len());
         let shard = self.rng.u32(..self.sharding.shards);
-        let key = self
-            .sharding
-            .shard_key(&self.names[counter], shard)
-            .unwrap_or_default();
+        let key = self.sharding.shard_key(&self.names[counter], shard).unwrap_or_default();
         let old = self.values.get(&(counter, shard)).copied();
         let new = old.unwrap_or(0) + i128::from(self.rng.u8(1..=5));
         self.values.insert((counter, shard), new);
@@ -207,9 +201,8 @@ impl CounterSim {
 /// partition keys: one item's records always go to the same lane, in order.
 pub fn lane(key: &str, lanes: usize) -> usize {
     // FNV-1a.
-    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    let hash =
+        key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
     let lanes = u64::try_from(lanes.max(1)).unwrap_or(u64::MAX);
     usize::try_from(hash % lanes).unwrap_or(0)
 }

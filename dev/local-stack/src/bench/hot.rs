@@ -60,11 +60,7 @@ pub struct Row {
 pub async fn run(bench: &Bench<'_>, options: &Options, progress: &Progress) -> Result<Vec<Row>, BenchError> {
     let sharding = Sharding::new(SHARDS).map_err(|e| BenchError::Io(e.to_string()))?;
     let table = bench.stack.table("CounterTable")?.name.clone();
-    let counters = Counters::new(
-        aws_sdk_dynamodb::Client::new(&bench.direct),
-        table,
-        sharding.clone(),
-    );
+    let counters = Counters::new(aws_sdk_dynamodb::Client::new(&bench.direct), table, sharding.clone());
     let mut rows = Vec::new();
     for &k in &options.hot_invocations {
         rows.push(case(bench, options, k, &sharding, &counters).await?);
@@ -81,9 +77,8 @@ async fn case(
     counters: &Counters,
 ) -> Result<Row, BenchError> {
     let k = k.max(1);
-    let runtimes = (0..k)
-        .map(|_| bench.runtime::<Aggregator>(Aggregator::NAME, &[]))
-        .collect::<Result<Vec<_>, _>>()?;
+    let runtimes =
+        (0..k).map(|_| bench.runtime::<Aggregator>(Aggregator::NAME, &[])).collect::<Result<Vec<_>, _>>()?;
     // Each instance's connections opened on counters of its own.
     let mut warm = CounterSim::new(&format!("warm{k}"), 1, sharding.clone(), 0);
     for runtime in &runtimes {
@@ -125,10 +120,7 @@ async fn case(
 
     let mut wrong = Vec::new();
     for (i, name) in sim.names().iter().enumerate() {
-        let total = counters
-            .total(name)
-            .await
-            .map_err(|e| BenchError::Io(e.to_string()))?;
+        let total = counters.total(name).await.map_err(|e| BenchError::Io(e.to_string()))?;
         if total != Some(sim.sum(i)) {
             wrong.push(format!("{name}: {total:?}, the shards sum to {}", sim.sum(i)));
         }

@@ -56,9 +56,7 @@ pub async fn run(
     ground: Ground<'_>,
 ) -> Result<Vec<Row>, BenchError> {
     let kinesis = [("CHANGE_SOURCE", "kinesis".to_owned())];
-    let Ground {
-        options, progress, ..
-    } = ground;
+    let Ground { options, progress, .. } = ground;
     let mut writer = Writer::new("arn:aws:kinesis:us-east-1:123456789012:stream/bench", "bench");
     let mut rows = Vec::new();
     let aggregator = bench.runtime::<Aggregator>(Aggregator::NAME, &kinesis)?;
@@ -144,23 +142,15 @@ async fn invoke_kinesis<F: StreamFunction>(
     bytes: &[u8],
 ) -> Result<(Duration, u64), BenchError> {
     let started = Instant::now();
-    let failed = |message: String| BenchError::Invocation {
-        function: F::NAME,
-        message,
-    };
+    let failed = |message: String| BenchError::Invocation { function: F::NAME, message };
     let event: Value = serde_json::from_slice(bytes).map_err(|e| failed(e.to_string()))?;
     let batch = stream_runtime::kinesis::from_value(&event).map_err(|e| failed(e.to_string()))?;
-    let (response, metrics) = runtime
-        .handle_counted(batch.event, Deadline::after(Duration::from_secs(900)))
-        .await;
-    let response = batch
-        .places
-        .response(response.map_err(|e| failed(e.to_string()))?);
+    let (response, metrics) =
+        runtime.handle_counted(batch.event, Deadline::after(Duration::from_secs(900))).await;
+    let response = batch.places.response(response.map_err(|e| failed(e.to_string()))?);
     let wall = started.elapsed();
     if !response.batch_item_failures.is_empty() {
-        return Err(failed(
-            "stopped at a checkpoint without faults injected".to_owned(),
-        ));
+        return Err(failed("stopped at a checkpoint without faults injected".to_owned()));
     }
     Ok((wall, metrics.get(Metric::Requests)))
 }

@@ -98,10 +98,7 @@ async fn handle(state: &State, request: Request<Incoming>) -> Result<Response<Fu
             return std::future::pending().await;
         };
         let id = format!("bench-{:016x}", fastrand::u64(..));
-        let deadline = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis())
-            + 900_000;
+        let deadline = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis()) + 900_000;
         let response = Response::builder()
             .header("Lambda-Runtime-Aws-Request-Id", id)
             .header("Lambda-Runtime-Deadline-Ms", deadline.to_string())
@@ -109,10 +106,7 @@ async fn handle(state: &State, request: Request<Incoming>) -> Result<Response<Fu
                 "Lambda-Runtime-Invoked-Function-Arn",
                 "arn:aws:lambda:us-east-1:123456789012:function:bench",
             )
-            .header(
-                "Lambda-Runtime-Trace-Id",
-                "Root=1-00000000-000000000000000000000000",
-            )
+            .header("Lambda-Runtime-Trace-Id", "Root=1-00000000-000000000000000000000000")
             .body(Full::new(Bytes::from(event)));
         return Ok(response.unwrap_or_else(|_| Response::new(Full::new(Bytes::new()))));
     }

@@ -49,32 +49,19 @@ pub const SETTINGS: [(&str, usize, usize); 3] =
 
 /// Measures each of [`SETTINGS`] behind the sink at each of `options.capacities` (0: no limit).
 pub async fn run(ground: Ground<'_>) -> Result<Vec<Row>, BenchError> {
-    let Ground {
-        sdk,
-        endpoint,
-        stack,
-        options,
-        progress,
-        ..
-    } = ground;
+    let Ground { sdk, endpoint, stack, options, progress, .. } = ground;
     let (n, event) = events::issues(Batch::Bytes(6_000_000), 11);
     let records = serde_json::from_slice::<aws_lambda_events::event::dynamodb::Event>(&event)
         .map_err(|e| BenchError::Io(e.to_string()))?
         .records;
     let mut rows = Vec::new();
     for &capacity in &options.capacities {
-        let spec = format!(
-            "latency={}ms,capacity={capacity},sink=1",
-            options.latency.as_millis()
-        );
+        let spec = format!("latency={}ms,capacity={capacity},sink=1", options.latency.as_millis());
         let bench = Bench::start(sdk, endpoint, stack, &spec).await?;
         for (setting, start, cap) in SETTINGS {
             let runtime = bench.runtime::<Indexer>(
                 Indexer::NAME,
-                &[
-                    ("WRITE_CONCURRENCY", start.to_string()),
-                    ("WRITE_MAX_CONCURRENCY", cap.to_string()),
-                ],
+                &[("WRITE_CONCURRENCY", start.to_string()), ("WRITE_MAX_CONCURRENCY", cap.to_string())],
             )?;
             // Connections opened, and the bucket refilled, before the clock starts.
             invoke(&runtime, &events::issues(Batch::Records(10), 0).1).await?;

@@ -56,16 +56,9 @@ pub async fn run(
 ) -> Result<Vec<Row>, BenchError> {
     // A fixed window, so that the request bound and the floor know the concurrency.
     let concurrency = stream_runtime::Policy::default().concurrency;
-    let fixed = [
-        ("WRITE_CONCURRENCY", concurrency.to_string()),
-        ("WRITE_MAX_CONCURRENCY", concurrency.to_string()),
-    ];
-    let on = Fixed {
-        bench,
-        upstream,
-        concurrency,
-        ground,
-    };
+    let fixed =
+        [("WRITE_CONCURRENCY", concurrency.to_string()), ("WRITE_MAX_CONCURRENCY", concurrency.to_string())];
+    let on = Fixed { bench, upstream, concurrency, ground };
     let mut rows = Vec::new();
     let indexer = bench.runtime::<Indexer>(Indexer::NAME, &fixed)?;
     rows.extend(on.each_batch(&indexer, events::issues).await?);
@@ -74,10 +67,7 @@ pub async fn run(
     let aggregator = bench.runtime::<Aggregator>(Aggregator::NAME, &fixed)?;
     let sharding = Sharding::new(10).map_err(|e| BenchError::Io(e.to_string()))?;
     let sim = std::cell::RefCell::new(CounterSim::new("write-path", 100, sharding, 7));
-    rows.extend(
-        on.each_batch(&aggregator, |batch, _seed| sim.borrow_mut().batch(batch, 1_600))
-            .await?,
-    );
+    rows.extend(on.each_batch(&aggregator, |batch, _seed| sim.borrow_mut().batch(batch, 1_600)).await?);
     Ok(rows)
 }
 
@@ -102,18 +92,7 @@ impl Fixed<'_> {
         for &batch in &self.ground.options.batches {
             let (bench, options) = (self.bench, self.ground.options);
             let make = |seed| make(batch, seed);
-            rows.push(
-                case(
-                    bench,
-                    self.upstream,
-                    runtime,
-                    batch,
-                    options,
-                    self.concurrency,
-                    make,
-                )
-                .await?,
-            );
+            rows.push(case(bench, self.upstream, runtime, batch, options, self.concurrency, make).await?);
             self.ground.progress.done.fetch_add(1, Ordering::Relaxed);
         }
         Ok(rows)
@@ -146,10 +125,7 @@ async fn case<F: StreamFunction>(
         if sample.stopped {
             return Err(BenchError::Invocation {
                 function: F::NAME,
-                message: format!(
-                    "{} stopped at a checkpoint without faults injected",
-                    batch.label()
-                ),
+                message: format!("{} stopped at a checkpoint without faults injected", batch.label()),
             });
         }
         (records, bytes) = (n, event.len());

@@ -71,21 +71,14 @@ pub(crate) async fn archive(
     let twice: Vec<&String> = seen.iter().filter(|(_, n)| **n > 1).map(|(id, _)| id).collect();
     let ok = missing.is_empty() && extra.is_empty() && twice.is_empty() && changed.is_empty();
     let detail = if ok {
-        format!(
-            "{} items, exactly those TTL deleted, each once and whole",
-            expired.len()
-        )
+        format!("{} items, exactly those TTL deleted, each once and whole", expired.len())
     } else {
         format!(
             "{} expected; missing {missing:?}, not expired {extra:?}, read twice {twice:?}, different from what was put {changed:?}",
             expired.len()
         )
     };
-    Ok(Verdict {
-        oracle: "archive",
-        ok,
-        detail,
-    })
+    Ok(Verdict { oracle: "archive", ok, detail })
 }
 
 /// Each counter's total and shards against the sum of its acknowledged increments.
@@ -99,9 +92,7 @@ pub(crate) async fn counters(
         let total = counters.total(name).await?;
         let shards = counters.exact(name).await?;
         if total != Some(*sum) || shards != *sum {
-            wrong.push(format!(
-                "{name}: acknowledged {sum}, shards {shards}, total {total:?}"
-            ));
+            wrong.push(format!("{name}: acknowledged {sum}, shards {shards}, total {total:?}"));
         }
     }
     let ok = wrong.is_empty();
@@ -109,10 +100,7 @@ pub(crate) async fn counters(
         oracle,
         ok,
         detail: if ok {
-            format!(
-                "{} totals, each the exact sum of its acknowledged increments",
-                sums.len()
-            )
+            format!("{} totals, each the exact sum of its acknowledged increments", sums.len())
         } else {
             wrong.join("; ")
         },
@@ -150,11 +138,7 @@ pub(crate) async fn replicas(
     Ok(Verdict {
         oracle: "replicas",
         ok,
-        detail: if ok {
-            format!("{items} items, the same in both Regions")
-        } else {
-            wrong.join("; ")
-        },
+        detail: if ok { format!("{items} items, the same in both Regions") } else { wrong.join("; ") },
     })
 }
 
@@ -174,10 +158,7 @@ pub(crate) fn operations(ops: &crate::chaos::Operations) -> Verdict {
         ));
     }
     if ops.drift_at_end > 0 {
-        wrong.push(format!(
-            "{} entries of persistent drift at the end",
-            ops.drift_at_end
-        ));
+        wrong.push(format!("{} entries of persistent drift at the end", ops.drift_at_end));
     }
     let ok = wrong.is_empty();
     Verdict {
@@ -188,11 +169,7 @@ pub(crate) fn operations(ops: &crate::chaos::Operations) -> Verdict {
                 "{} verifications {} ({} persistent drift {}: {} items touched, {} entries deleted, {} deletes refused), \
                  a backfill ({} items touched), {} old indexer records replayed through the stream, {} rerun; no drift at the end",
                 ops.verifications,
-                if ops.repair {
-                    "with repair"
-                } else {
-                    "without repair"
-                },
+                if ops.repair { "with repair" } else { "without repair" },
                 ops.drift_during_run,
                 if ops.repair { "mended" } else { "seen, none mended" },
                 ops.repair_touches,

@@ -109,18 +109,10 @@ impl Kept {
     }
 
     fn keep<'r>(&self, function: &str, records: impl Iterator<Item = &'r EventRecord>) {
-        let mut all = self
-            .records
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (mine, seen) = (
-            all.entry(function.to_owned()).or_default(),
-            seen.entry(function.to_owned()).or_default(),
-        );
+        let mut all = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (mine, seen) =
+            (all.entry(function.to_owned()).or_default(), seen.entry(function.to_owned()).or_default());
         for record in records {
             if seen.is_multiple_of(KEEP_EVERY) && mine.len() < KEPT_PER_FUNCTION {
                 mine.push(record.clone());
@@ -131,10 +123,7 @@ impl Kept {
 
     /// The records kept of `function` so far, taken (so each is replayed once).
     fn take(&self, function: &str) -> Vec<EventRecord> {
-        let mut all = self
-            .records
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut all = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         all.get_mut(function).map(std::mem::take).unwrap_or_default()
     }
 }
@@ -163,10 +152,7 @@ impl Operator<'_> {
         done: &AtomicBool,
         progress: &crate::chaos::Progress,
     ) -> Result<Operations, ChaosError> {
-        let mut ops = Operations {
-            repair: self.repair,
-            ..Operations::default()
-        };
+        let mut ops = Operations { repair: self.repair, ..Operations::default() };
         let config = self.verifier_config(self.repair)?;
         let client = self.client();
         let backfill = async {
@@ -319,9 +305,7 @@ impl Operator<'_> {
             match rerun {
                 Some(answer) if answer.is_done() => ops.records_rerun += count,
                 other => {
-                    return Err(ChaosError::Check(format!(
-                        "rerunning {function}'s old records: {other:?}"
-                    )));
+                    return Err(ChaosError::Check(format!("rerunning {function}'s old records: {other:?}")));
                 }
             }
         }

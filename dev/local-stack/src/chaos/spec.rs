@@ -24,11 +24,7 @@ pub struct Faults {
 impl Faults {
     /// Parses a spec (`default` is [`DEFAULT_SPEC`]); `seed`, when given, replaces the spec's.
     pub fn parse(text: &str, seed: Option<u64>) -> Result<Faults, ChaosError> {
-        let text = if text.trim() == "default" {
-            DEFAULT_SPEC
-        } else {
-            text
-        };
+        let text = if text.trim() == "default" { DEFAULT_SPEC } else { text };
         let (mut wire, mut lambda) = (Vec::new(), Vec::new());
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let key = part.split_once('=').map_or(part, |(k, _)| k);

@@ -5,21 +5,10 @@
 use serde_json::{Map, Value, json};
 
 /// Custom fields an issue may carry.
-const FIELDS: [&str; 12] = [
-    "3812", "882a", "3fe6", "47e5", "5b10", "6c21", "7d32", "8e43", "9f54", "a065", "b176", "c287",
-];
-const WORDS: [&str; 10] = [
-    "Approved",
-    "Pending",
-    "Rejected",
-    "Blocked",
-    "Girder",
-    "Paint",
-    "Rust",
-    "Bridge",
-    "Ünïcødé",
-    "",
-];
+const FIELDS: [&str; 12] =
+    ["3812", "882a", "3fe6", "47e5", "5b10", "6c21", "7d32", "8e43", "9f54", "a065", "b176", "c287"];
+const WORDS: [&str; 10] =
+    ["Approved", "Pending", "Rejected", "Blocked", "Girder", "Paint", "Rust", "Bridge", "Ünïcødé", ""];
 /// Projects: an issue's scope.
 const PROJECTS: usize = 20;
 /// Counters and how hot the first is: half of all increments go to `hot-0`.
@@ -63,9 +52,7 @@ impl Op {
 /// `records` ops from `seed`, with `now` (epoch seconds) to set TTLs from.
 pub fn generate(records: u64, seed: u64, now: i64) -> Vec<Op> {
     let mut rng = fastrand::Rng::with_seed(seed);
-    let pool = usize::try_from(records / 8)
-        .unwrap_or(usize::MAX)
-        .clamp(10, 50_000);
+    let pool = usize::try_from(records / 8).unwrap_or(usize::MAX).clamp(10, 50_000);
     let mut issues: Vec<Option<Value>> = vec![None; pool];
     let mut ops = Vec::with_capacity(usize::try_from(records).unwrap_or(0));
     for n in 0..records {
@@ -89,21 +76,14 @@ pub fn generate(records: u64, seed: u64, now: i64) -> Vec<Op> {
             }
         } else if roll < 0.72 {
             let expired = rng.f64() < 0.85;
-            let expires_at = if expired {
-                now - rng.i64(60..86_400)
-            } else {
-                now + rng.i64(3_600..86_400)
-            };
+            let expires_at = if expired { now - rng.i64(60..86_400) } else { now + rng.i64(3_600..86_400) };
             let mut item = new_issue(&mut rng, 0);
             item["id"] = json!(format!("ttl-{n:07}"));
             item["expires_at"] = json!(expires_at);
             Op::Expiring { item, expired }
         } else {
             let counter = if rng.bool() { 0 } else { rng.usize(1..COUNTERS) };
-            Op::Increment {
-                counter: format!("hot-{counter}"),
-                by: rng.i64(-5..=100),
-            }
+            Op::Increment { counter: format!("hot-{counter}"), by: rng.i64(-5..=100) }
         };
         ops.push(op);
     }
@@ -196,9 +176,6 @@ mod tests {
                 seen.insert(id, (&item["project"], &item["name"]));
             }
         }
-        assert!(
-            rescoped > 50 && renamed > 50,
-            "{rescoped} re-scoped, {renamed} renamed"
-        );
+        assert!(rescoped > 50 && renamed > 50, "{rescoped} re-scoped, {renamed} renamed");
     }
 }

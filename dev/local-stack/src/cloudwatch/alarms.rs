@@ -77,9 +77,7 @@ fn text(p: &Value, field: &str) -> Option<String> {
 
 /// A property as a number: resolved parameters come as strings, literals as numbers.
 fn number(p: &Value, field: &str) -> Option<f64> {
-    p[field]
-        .as_f64()
-        .or_else(|| p[field].as_str().and_then(|s| s.parse().ok()))
+    p[field].as_f64().or_else(|| p[field].as_str().and_then(|s| s.parse().ok()))
 }
 
 fn whole(p: &Value, field: &str) -> Option<i32> {
@@ -148,29 +146,16 @@ impl AlarmSpec {
 
     /// The queries the alarm is put with, when it watches metric math.
     fn metric_queries(&self) -> Option<Vec<MetricDataQuery>> {
-        let Watched::Math {
-            id, text, queries, ..
-        } = &self.watched
-        else {
+        let Watched::Math { id, text, queries, .. } = &self.watched else {
             return None;
         };
         let mut out: Vec<MetricDataQuery> = queries
             .iter()
             .map(|(id, stat)| {
-                MetricDataQuery::builder()
-                    .id(id)
-                    .metric_stat(stat.metric_stat())
-                    .return_data(false)
-                    .build()
+                MetricDataQuery::builder().id(id).metric_stat(stat.metric_stat()).return_data(false).build()
             })
             .collect();
-        out.push(
-            MetricDataQuery::builder()
-                .id(id)
-                .expression(text)
-                .return_data(true)
-                .build(),
-        );
+        out.push(MetricDataQuery::builder().id(id).expression(text).return_data(true).build());
         Some(out)
     }
 }
@@ -184,9 +169,7 @@ fn math(metrics: &[Value]) -> Result<Watched, String> {
         let id = query["Id"].as_str().ok_or("a query without an Id")?.to_owned();
         if let Some(expression) = query["Expression"].as_str() {
             if query["ReturnData"].as_bool() == Some(false) {
-                return Err(format!(
-                    "{id}: only the returning query may be an expression here"
-                ));
+                return Err(format!("{id}: only the returning query may be an expression here"));
             }
             if returning.is_some() {
                 return Err("more than one query returns data".to_owned());
@@ -209,22 +192,14 @@ fn math(metrics: &[Value]) -> Result<Watched, String> {
         ));
     }
     let (id, text, expression) = returning.ok_or("no expression returns data")?;
-    if let Some(unknown) = expression
-        .ids()
-        .into_iter()
-        .find(|read| !queries.iter().any(|(id, _)| id == read))
+    if let Some(unknown) = expression.ids().into_iter().find(|read| !queries.iter().any(|(id, _)| id == read))
     {
         return Err(format!("{id} reads {unknown:?}, which no query of the alarm is"));
     }
     if queries.windows(2).any(|w| w[0].1.period != w[1].1.period) {
         return Err("its metric queries have different periods".to_owned());
     }
-    Ok(Watched::Math {
-        id,
-        text,
-        expression,
-        queries,
-    })
+    Ok(Watched::Math { id, text, expression, queries })
 }
 
 fn specs(stack: &Stack) -> Result<Vec<AlarmSpec>, StackError> {
@@ -260,9 +235,7 @@ pub async fn create_alarms(sdk: &SdkConfig, stack: &Stack) -> Result<usize, Stac
                 .statistic(Statistic::from(stat.statistic.as_str()))
                 .period(stat.period);
         }
-        put.send()
-            .await
-            .map_err(|e| request("PutMetricAlarm", &alarm.name, &e))?;
+        put.send().await.map_err(|e| request("PutMetricAlarm", &alarm.name, &e))?;
     }
     Ok(specs.len())
 }
@@ -283,11 +256,7 @@ pub async fn evaluate_alarms(sdk: &SdkConfig, stack: &Stack) -> Result<Vec<Strin
             // As CloudWatch words it: how many of the evaluated datapoints breached.
             let reason = format!(
                 "Threshold {}: {breaching} out of the last {} datapoints {} the threshold ({}), missing data {}",
-                if state == StateValue::Alarm {
-                    "Crossed"
-                } else {
-                    "not crossed"
-                },
+                if state == StateValue::Alarm { "Crossed" } else { "not crossed" },
                 alarm.evaluation_periods,
                 alarm.comparison.as_str(),
                 alarm.threshold,
@@ -316,11 +285,7 @@ async fn states(
     prefix: &str,
 ) -> Result<BTreeMap<String, StateValue>, StackError> {
     let mut states = BTreeMap::new();
-    let mut pages = client
-        .describe_alarms()
-        .alarm_name_prefix(prefix)
-        .into_paginator()
-        .send();
+    let mut pages = client.describe_alarms().alarm_name_prefix(prefix).into_paginator().send();
     while let Some(page) = pages.next().await {
         let page = page.map_err(|e| request("DescribeAlarms", prefix, &e))?;
         for alarm in page.metric_alarms() {
@@ -346,12 +311,7 @@ async fn series(
         .set_metric_data_queries(Some(
             queries
                 .iter()
-                .map(|(id, stat)| {
-                    MetricDataQuery::builder()
-                        .id(*id)
-                        .metric_stat(stat.metric_stat())
-                        .build()
-                })
+                .map(|(id, stat)| MetricDataQuery::builder().id(*id).metric_stat(stat.metric_stat()).build())
                 .collect(),
         ))
         .start_time(at(start))
@@ -396,9 +356,7 @@ async fn evaluate(
             .into_iter()
             .flatten()
             .collect(),
-        Watched::Math {
-            expression, queries, ..
-        } => {
+        Watched::Math { expression, queries, .. } => {
             let queries: Vec<(&str, &Stat)> = queries.iter().map(|(id, s)| (id.as_str(), s)).collect();
             let series = series(client, &alarm.name, &queries, window).await?;
             (0..periods).filter_map(|i| expression.at(&series, i)).collect()
@@ -412,10 +370,6 @@ async fn evaluate(
         _ => {}
     }
     let needed = usize::try_from(alarm.datapoints_to_alarm).unwrap_or(1);
-    let state = if breaching >= needed {
-        StateValue::Alarm
-    } else {
-        StateValue::Ok
-    };
+    let state = if breaching >= needed { StateValue::Alarm } else { StateValue::Ok };
     Ok(Some((state, breaching)))
 }

@@ -72,17 +72,9 @@ impl Upstreams {
         table: impl Fn(&str) -> usize + Send + Sync + 'static,
         others: usize,
     ) -> Upstreams {
-        let urls: Vec<String> = urls
-            .into_iter()
-            .map(|u| u.trim_end_matches('/').to_owned())
-            .collect();
+        let urls: Vec<String> = urls.into_iter().map(|u| u.trim_end_matches('/').to_owned()).collect();
         let sent = (0..urls.len()).map(|_| AtomicU64::new(0)).collect();
-        Upstreams {
-            urls,
-            table: Arc::new(table),
-            others,
-            sent,
-        }
+        Upstreams { urls, table: Arc::new(table), others, sent }
     }
 
     /// How many requests have been sent to each emulator, in the order of their URLs.
@@ -114,25 +106,17 @@ impl Upstreams {
         for table in &tables {
             let at = (self.table)(table) % self.urls.len();
             if chosen.is_some_and(|c| c != at) {
-                return Err(Unroutable::Split {
-                    operation: operation.to_owned(),
-                    tables: tables.join(", "),
-                });
+                return Err(Unroutable::Split { operation: operation.to_owned(), tables: tables.join(", ") });
             }
             chosen = Some(at);
         }
-        chosen.ok_or_else(|| Unroutable::NoTable {
-            operation: operation.to_owned(),
-        })
+        chosen.ok_or_else(|| Unroutable::NoTable { operation: operation.to_owned() })
     }
 }
 
 /// The tables a DynamoDB or DynamoDB Streams request body names, in order, each once. Stream
 /// ARNs and moto's shard iterators (which begin with the stream's ARN) name their table.
-#[expect(
-    clippy::zero_sized_map_values,
-    reason = "of `RequestItems` only the keys are read: the tables"
-)]
+#[expect(clippy::zero_sized_map_values, reason = "of `RequestItems` only the keys are read: the tables")]
 pub fn tables_named(body: &[u8]) -> Vec<String> {
     let Ok(request) = serde_json::from_slice::<Named<'_>>(body) else {
         return Vec::new();
@@ -154,14 +138,7 @@ pub fn tables_named(body: &[u8]) -> Vec<String> {
             add(name);
         }
     }
-    for arn in [
-        &request.stream_arn,
-        &request.shard_iterator,
-        &request.resource_arn,
-    ]
-    .into_iter()
-    .flatten()
-    {
+    for arn in [&request.stream_arn, &request.shard_iterator, &request.resource_arn].into_iter().flatten() {
         if let Some(name) = table_in_arn(arn) {
             add(name);
         }
@@ -177,10 +154,7 @@ fn table_in_arn(arn: &str) -> Option<&str> {
 
 /// The parts of a request body that name tables; everything else is skipped unread.
 #[derive(Deserialize)]
-#[expect(
-    clippy::zero_sized_map_values,
-    reason = "of `RequestItems` only the keys are read: the tables"
-)]
+#[expect(clippy::zero_sized_map_values, reason = "of `RequestItems` only the keys are read: the tables")]
 struct Named<'a> {
     #[serde(rename = "TableName", borrow, default)]
     table_name: Option<std::borrow::Cow<'a, str>>,
@@ -224,10 +198,7 @@ mod tests {
         let iterator =
             "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-11-25T00:00:00.000|1|AAAA/b+c=";
         for (body, expected) in [
-            (
-                json!({"TableName": "issues", "Key": {"id": {"S": "1"}}}),
-                vec!["issues"],
-            ),
+            (json!({"TableName": "issues", "Key": {"id": {"S": "1"}}}), vec!["issues"]),
             (
                 json!({"RequestItems": {"index": [{"PutRequest": {"Item": {}}}], "counters": []}}),
                 vec!["counters", "index"],
@@ -241,14 +212,8 @@ mod tests {
                 vec!["index", "issues"],
             ),
             (json!({"ShardIterator": iterator, "Limit": 1000}), vec!["issues"]),
-            (
-                json!({"StreamArn": "arn:aws:dynamodb:us-east-1:1:table/counters/stream/x"}),
-                vec!["counters"],
-            ),
-            (
-                json!({"ResourceArn": "arn:aws:dynamodb:us-east-1:1:table/index"}),
-                vec!["index"],
-            ),
+            (json!({"StreamArn": "arn:aws:dynamodb:us-east-1:1:table/counters/stream/x"}), vec!["counters"]),
+            (json!({"ResourceArn": "arn:aws:dynamodb:us-east-1:1:table/index"}), vec!["index"]),
             (json!({"Limit": 10}), vec![]),
         ] {
             assert_eq!(tables_named(body.to_string().as_bytes()), expected, "{body}");
@@ -260,14 +225,8 @@ mod tests {
     fn a_table_goes_to_its_emulator_and_other_services_to_theirs() {
         let up = two();
         let get = |target: &str, body: serde_json::Value| up.pick(target, body.to_string().as_bytes());
-        assert_eq!(
-            get(&format!("{DDB}PutItem"), json!({"TableName": "issues"})),
-            Ok("http://a")
-        );
-        assert_eq!(
-            get(&format!("{DDB}PutItem"), json!({"TableName": "index"})),
-            Ok("http://b")
-        );
+        assert_eq!(get(&format!("{DDB}PutItem"), json!({"TableName": "issues"})), Ok("http://a"));
+        assert_eq!(get(&format!("{DDB}PutItem"), json!({"TableName": "index"})), Ok("http://b"));
         assert_eq!(
             get(
                 "DynamoDBStreams_20120810.GetRecords",
@@ -284,31 +243,21 @@ mod tests {
         let up = two();
         let split = up.pick(
             &format!("{DDB}BatchWriteItem"),
-            json!({"RequestItems": {"issues": [], "index": []}})
-                .to_string()
-                .as_bytes(),
+            json!({"RequestItems": {"issues": [], "index": []}}).to_string().as_bytes(),
         );
         assert!(
             matches!(&split, Err(Unroutable::Split { operation, tables }) if operation == "BatchWriteItem" && tables == "index, issues"),
             "{split:?}"
         );
         let none = up.pick(&format!("{DDB}ListTables"), b"{}");
-        assert_eq!(
-            none,
-            Err(Unroutable::NoTable {
-                operation: "ListTables".into()
-            })
-        );
+        assert_eq!(none, Err(Unroutable::NoTable { operation: "ListTables".into() }));
         assert_eq!(up.sent(), vec![0, 0], "nothing refused is counted as sent");
     }
 
     #[test]
     fn one_emulator_takes_everything_unread() {
         let up = Upstreams::one("http://only/");
-        assert_eq!(
-            up.pick(&format!("{DDB}ListTables"), b"not json"),
-            Ok("http://only")
-        );
+        assert_eq!(up.pick(&format!("{DDB}ListTables"), b"not json"), Ok("http://only"));
         assert_eq!(up.sent(), vec![1]);
     }
 }

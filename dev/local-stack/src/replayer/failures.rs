@@ -43,9 +43,8 @@ pub struct Origin<'a> {
 
 /// The failure-log line for a range, at `now`.
 pub fn entry(range: &FailedRange, origin: Origin<'_>, now: SystemTime) -> Value {
-    let timestamp = utc(now)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_default();
+    let timestamp =
+        utc(now).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)).unwrap_or_default();
     json!({
         "version": "1.0",
         "timestamp": timestamp,
@@ -98,14 +97,7 @@ pub fn uuid(parts: &[&str]) -> String {
     let high = crate::replayer::faults::hash(parts.join("\u{0}").as_bytes());
     let low = crate::replayer::faults::hash(parts.join("\u{1}").as_bytes());
     let hex = format!("{high:016x}{low:016x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
 }
 
 /// An S3 bucket given as the mappings' on-failure destination.
@@ -134,11 +126,7 @@ pub struct FailureLog {
 impl FailureLog {
     /// A log at `path` (created on the first failure; parent folders too).
     pub fn new(path: impl Into<PathBuf>) -> FailureLog {
-        FailureLog {
-            path: path.into(),
-            s3: None,
-            sqs: None,
-        }
+        FailureLog { path: path.into(), s3: None, sqs: None }
     }
 
     /// Also sends each range given up to the queue at `queue_url`, as Lambda sends to an SQS
@@ -149,10 +137,7 @@ impl FailureLog {
         client: aws_sdk_sqs::Client,
         queue_url: impl Into<String>,
     ) -> FailureLog {
-        self.sqs = Some(SqsDestination {
-            client,
-            queue_url: queue_url.into(),
-        });
+        self.sqs = Some(SqsDestination { client, queue_url: queue_url.into() });
         self
     }
 
@@ -164,10 +149,7 @@ impl FailureLog {
         client: aws_sdk_s3::Client,
         bucket: impl Into<String>,
     ) -> FailureLog {
-        self.s3 = Some(S3Destination {
-            client,
-            bucket: bucket.into(),
-        });
+        self.s3 = Some(S3Destination { client, bucket: bucket.into() });
         self
     }
 
@@ -212,18 +194,12 @@ impl FailureLog {
 
     /// Appends one line.
     pub fn append(&self, line: &Value) -> Result<(), ReplayError> {
-        let fail = |source| ReplayError::FailureLog {
-            path: self.path.clone(),
-            cause: source,
-        };
+        let fail = |source| ReplayError::FailureLog { path: self.path.clone(), cause: source };
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(fail)?;
         }
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .map_err(fail)?;
+        let mut file =
+            std::fs::OpenOptions::new().create(true).append(true).open(&self.path).map_err(fail)?;
         writeln!(file, "{line}").map_err(fail)
     }
 }

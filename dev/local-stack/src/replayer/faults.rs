@@ -69,29 +69,19 @@ pub enum Fault {
 
 impl LambdaFaults {
     /// No faults.
-    pub const NONE: LambdaFaults = LambdaFaults {
-        kill: 0.0,
-        timeout: 0.0,
-        duplicate: 0.0,
-        seed: 0,
-    };
+    pub const NONE: LambdaFaults = LambdaFaults { kill: 0.0, timeout: 0.0, duplicate: 0.0, seed: 0 };
 
     /// Parses `key=value` pairs separated by commas; keys are [`KEYS`], rates are between 0 and
     /// 1 and add up to at most 1.
     pub fn parse(text: &str) -> Result<LambdaFaults, SpecError> {
         let mut faults = LambdaFaults::NONE;
-        let error = |part: &str, reason: String| SpecError {
-            spec: part.to_owned(),
-            reason,
-        };
+        let error = |part: &str, reason: String| SpecError { spec: part.to_owned(), reason };
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (key, value) = part
-                .split_once('=')
-                .ok_or_else(|| error(part, "expected key=value".into()))?;
+            let (key, value) =
+                part.split_once('=').ok_or_else(|| error(part, "expected key=value".into()))?;
             if key == "seed" {
-                faults.seed = value
-                    .parse()
-                    .map_err(|_| error(part, "the seed is not an unsigned integer".into()))?;
+                faults.seed =
+                    value.parse().map_err(|_| error(part, "the seed is not an unsigned integer".into()))?;
                 continue;
             }
             let rate: f64 = value
@@ -112,10 +102,7 @@ impl LambdaFaults {
             }
         }
         if faults.kill + faults.timeout + faults.duplicate > 1.0 {
-            return Err(error(
-                text,
-                "kill, timeout and duplicate add up to more than 1".into(),
-            ));
+            return Err(error(text, "kill, timeout and duplicate add up to more than 1".into()));
         }
         Ok(faults)
     }
@@ -171,17 +158,12 @@ impl Topology {
 /// shard in generation `g + 1`, taken modulo generation `g`'s width, is its shard in `g`: its
 /// parent.
 pub fn width(generation: u32) -> u32 {
-    1_u32
-        .checked_shl(generation)
-        .unwrap_or(MAX_SPLIT_WIDTH)
-        .min(MAX_SPLIT_WIDTH)
+    1_u32.checked_shl(generation).unwrap_or(MAX_SPLIT_WIDTH).min(MAX_SPLIT_WIDTH)
 }
 
 /// A stable 64-bit FNV-1a hash, for placing item keys on shards and batches.
 pub fn hash(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 #[cfg(test)]
@@ -191,15 +173,7 @@ mod tests {
     #[test]
     fn specs_parse_and_bad_ones_name_the_part() {
         let faults = LambdaFaults::parse("kill=0.1, timeout=0.05,duplicate=0.2,seed=9").unwrap();
-        assert_eq!(
-            faults,
-            LambdaFaults {
-                kill: 0.1,
-                timeout: 0.05,
-                duplicate: 0.2,
-                seed: 9
-            }
-        );
+        assert_eq!(faults, LambdaFaults { kill: 0.1, timeout: 0.05, duplicate: 0.2, seed: 9 });
         assert!(!LambdaFaults::parse("").unwrap().any());
         for (spec, part) in [
             ("kill=2", "kill=2"),
@@ -238,9 +212,7 @@ mod tests {
 
     #[test]
     fn a_key_moves_from_a_parent_to_its_child() {
-        let topology = Topology {
-            split_every: Some(10),
-        };
+        let topology = Topology { split_every: Some(10) };
         assert_eq!(topology.place(0, 77), (0, 0));
         for hash in [0_u64, 1, 6, 77, u64::MAX] {
             for nth in (10..200).step_by(10) {

@@ -49,12 +49,7 @@ impl Replica {
     /// The replica `table` in `region`, written with `client` (of that Region) and read through
     /// `reader` (its stream, of that Region).
     pub fn new(region: &str, client: Client, table: &str, reader: StreamReader) -> Replica {
-        Replica {
-            region: region.to_owned(),
-            client,
-            table: table.to_owned(),
-            reader,
-        }
+        Replica { region: region.to_owned(), client, table: table.to_owned(), reader }
     }
 
     /// The Region.
@@ -319,10 +314,7 @@ impl Replication {
             if Instant::now() > until {
                 return Err(ReplayError::unexpected(
                     &self.replicas[0].table,
-                    format!(
-                        "replication still busy after {limit:?}: {} pending",
-                        self.pending.len()
-                    ),
+                    format!("replication still busy after {limit:?}: {} pending", self.pending.len()),
                 ));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -335,10 +327,7 @@ impl Replication {
         let json = record_json(record);
         let key = json["dynamodb"]["Keys"].clone();
         let id = key.to_string();
-        let image = json["dynamodb"]
-            .get("NewImage")
-            .cloned()
-            .filter(|_| record.event_name != "REMOVE");
+        let image = json["dynamodb"].get("NewImage").cloned().filter(|_| record.event_name != "REMOVE");
         if let Some(attributes) = image.as_ref().and_then(Value::as_object) {
             self.names.extend(attributes.keys().cloned());
         }
@@ -358,28 +347,17 @@ impl Replication {
             self.counts.echoes += 1;
             return;
         }
-        let stamp = (
-            record.change.approximate_creation_date_time.timestamp_millis(),
-            0,
-            from,
-        );
+        let stamp = (record.change.approximate_creation_date_time.timestamp_millis(), 0, from);
         // A write made on top of every write this made to the replica (none of them still
         // unread: the stream orders one item's records) is later than what the replica holds,
         // whatever the clock's rounding says, as DynamoDB stamps a write after the version it
         // replaces.
         let on_top = !self.echoes[from].contains_key(&id);
         let held = self.stamps[from].entry(id).or_insert(stamp);
-        let stamp = if on_top && *held >= stamp {
-            (held.0, held.1 + 1, from)
-        } else {
-            stamp
-        };
+        let stamp = if on_top && *held >= stamp { (held.0, held.1 + 1, from) } else { stamp };
         *held = (*held).max(stamp);
         let ttl_delete = record.event_name == "REMOVE"
-            && record
-                .user_identity
-                .as_ref()
-                .is_some_and(|u| u.type_ == "Service");
+            && record.user_identity.as_ref().is_some_and(|u| u.type_ == "Service");
         self.pending.push_back(Pending {
             due: Instant::now() + self.delay,
             to: 1 - from,

@@ -28,10 +28,7 @@ use stream_runtime::delivery::{Invocation, Invoker};
 /// error too, so the mapping retries it.
 pub fn http(endpoint: &str, function: &str, timeout: Duration) -> Invoker {
     let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let url = format!(
-        "{}/2015-03-31/functions/{function}/invocations",
-        endpoint.trim_end_matches('/')
-    );
+    let url = format!("{}/2015-03-31/functions/{function}/invocations", endpoint.trim_end_matches('/'));
     Arc::new(move |event, deadline| {
         let (client, url) = (client.clone(), url.clone());
         let timeout = timeout.min(deadline.saturating_duration_since(Instant::now()));
@@ -61,17 +58,9 @@ async fn post(
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body)))
         .map_err(|e| e.to_string())?;
-    let response = client
-        .request(request)
-        .await
-        .map_err(|e| DisplayErrorContext(&e).to_string())?;
+    let response = client.request(request).await.map_err(|e| DisplayErrorContext(&e).to_string())?;
     let status = response.status();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
+    let bytes = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
     let body: Value = if bytes.is_empty() {
         Value::Null
     } else {

@@ -129,10 +129,7 @@ pub fn disorder<T: Clone>(
         }
     }
     placed.sort_unstable();
-    let mut counts = Disorder {
-        duplicated: placed.len() - records.len(),
-        crossed: 0,
-    };
+    let mut counts = Disorder { duplicated: placed.len() - records.len(), crossed: 0 };
     let order: Vec<usize> = placed.into_iter().map(|(_, i)| i).collect();
     // Each item's records in delivery order, by the order they were written: every pair out of
     // order is a crossing.

@@ -48,13 +48,8 @@ pub fn invocation(
     iterator_age_ms: f64,
     at: SystemTime,
 ) -> Vec<Datum> {
-    let by_function = |name, value, unit| Datum {
-        name,
-        dimension: (FUNCTION_NAME, function.to_owned()),
-        value,
-        unit,
-        at,
-    };
+    let by_function =
+        |name, value, unit| Datum { name, dimension: (FUNCTION_NAME, function.to_owned()), value, unit, at };
     vec![
         by_function("Invocations", 1.0, "Count"),
         by_function("Errors", if failed { 1.0 } else { 0.0 }, "Count"),

@@ -78,9 +78,7 @@ impl Lane {
 
     /// Everything this lane has done.
     pub(crate) fn counts(&self) -> Counts {
-        self.shards
-            .iter()
-            .fold(self.counts, |sum, shard| sum + shard.counts)
+        self.shards.iter().fold(self.counts, |sum, shard| sum + shard.counts)
     }
 
     /// Queues a record that passed the filters.
@@ -88,10 +86,7 @@ impl Lane {
         let factor = u64::from(self.source.settings.parallelization_factor.max(1));
         let batch = u8::try_from(place.key_hash % factor).unwrap_or(0);
         let at = (place.generation, place.shard, batch);
-        let found = self
-            .shards
-            .iter()
-            .position(|s| s.place == at && s.shard_id == place.shard_id);
+        let found = self.shards.iter().position(|s| s.place == at && s.shard_id == place.shard_id);
         let index = found.unwrap_or_else(|| {
             self.counts.lanes += 1;
             self.shards.push(ShardLane {
@@ -109,21 +104,14 @@ impl Lane {
     /// Delivers every waiting record: generation by generation, the shards and parallel batches
     /// of each at once. Lanes with nothing left are dropped.
     pub(crate) async fn drain(&mut self, context: Context<'_>) -> Result<(), ReplayError> {
-        let mut generations: Vec<u32> = self
-            .shards
-            .iter()
-            .filter(|s| !s.mapping.is_idle())
-            .map(|s| s.place.0)
-            .collect();
+        let mut generations: Vec<u32> =
+            self.shards.iter().filter(|s| !s.mapping.is_idle()).map(|s| s.place.0).collect();
         generations.sort_unstable();
         generations.dedup();
         for generation in generations {
             let source = &self.source;
             try_join_all(
-                self.shards
-                    .iter_mut()
-                    .filter(|s| s.place.0 == generation)
-                    .map(|s| s.drain(source, context)),
+                self.shards.iter_mut().filter(|s| s.place.0 == generation).map(|s| s.drain(source, context)),
             )
             .await?;
         }
@@ -152,10 +140,7 @@ impl ShardLane {
                 report(sink, source, newest, (started, started_at), &invocation);
             }
             match self.mapping.complete(&invocation) {
-                Step::Checkpointed {
-                    records,
-                    ignored_failures,
-                } => {
+                Step::Checkpointed { records, ignored_failures } => {
                     self.delivered(records, context.progress);
                     if ignored_failures > 0 {
                         self.counts.ignored_failures += ignored_failures as u64;
@@ -166,22 +151,13 @@ impl ShardLane {
                         );
                     }
                 }
-                Step::Retrying {
-                    checkpointed,
-                    records: retried,
-                    retry,
-                    reason,
-                } => {
+                Step::Retrying { checkpointed, records: retried, retry, reason } => {
                     self.delivered(checkpointed, context.progress);
                     self.counts.retries += 1;
                     tracing::warn!(function, records = retried, retry, reason, "retrying");
                     backoff(retry).await;
                 }
-                Step::Bisected {
-                    halves,
-                    retry,
-                    reason,
-                } => {
+                Step::Bisected { halves, retry, reason } => {
                     self.counts.bisections += 1;
                     tracing::warn!(
                         function,
@@ -242,14 +218,9 @@ fn report(
     invocation: &Invocation,
 ) {
     let age = newest.map_or(0, |created| {
-        (chrono::DateTime::<chrono::Utc>::from(started_at) - created)
-            .num_milliseconds()
-            .max(0)
+        (chrono::DateTime::<chrono::Utc>::from(started_at) - created).num_milliseconds().max(0)
     });
-    #[allow(
-        clippy::cast_precision_loss,
-        reason = "an age in milliseconds is far below 2^52"
-    )]
+    #[allow(clippy::cast_precision_loss, reason = "an age in milliseconds is far below 2^52")]
     sink(lambda_metrics::invocation(
         source.function_name(),
         matches!(invocation, Invocation::Failed { .. }),

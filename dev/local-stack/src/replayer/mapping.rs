@@ -191,10 +191,8 @@ impl Mapping {
             return None;
         }
         if self.attempts.is_empty() {
-            self.attempts.push(Attempt {
-                records: self.settings.batch_size.min(self.queue.len()),
-                retries: 0,
-            });
+            self.attempts
+                .push(Attempt { records: self.settings.batch_size.min(self.queue.len()), retries: 0 });
         }
         let records = self.attempts.last().map_or(0, |a| a.records);
         Some(self.queue.iter().take(records).cloned().collect())
@@ -203,26 +201,17 @@ impl Mapping {
     /// Applies the outcome of invoking the batch [`Mapping::next_batch`] gave.
     pub fn complete(&mut self, invocation: &Invocation) -> Step {
         let Some(attempt) = self.attempts.pop() else {
-            return Step::Checkpointed {
-                records: 0,
-                ignored_failures: 0,
-            };
+            return Step::Checkpointed { records: 0, ignored_failures: 0 };
         };
         let reason = match self.verdict(attempt.records, invocation) {
             Verdict::Success { ignored_failures } => {
                 self.queue.drain(..attempt.records);
-                return Step::Checkpointed {
-                    records: attempt.records,
-                    ignored_failures,
-                };
+                return Step::Checkpointed { records: attempt.records, ignored_failures };
             }
             Verdict::FailedFrom { index, sequence } => {
                 let reason = format!("the function reported a failure at sequence number {sequence}");
                 self.queue.drain(..index);
-                let rest = Attempt {
-                    records: attempt.records - index,
-                    retries: attempt.retries,
-                };
+                let rest = Attempt { records: attempt.records - index, retries: attempt.retries };
                 return self.retry(rest, index, reason, false);
             }
             Verdict::Failed(reason) => reason,
@@ -231,10 +220,7 @@ impl Mapping {
     }
 
     fn retry(&mut self, attempt: Attempt, checkpointed: usize, reason: String, bisect: bool) -> Step {
-        let exhausted = self
-            .settings
-            .maximum_retry_attempts
-            .is_some_and(|max| attempt.retries >= max);
+        let exhausted = self.settings.maximum_retry_attempts.is_some_and(|max| attempt.retries >= max);
         if exhausted {
             let range = self.give_up(attempt, reason);
             return Step::GaveUp(range);
@@ -243,41 +229,20 @@ impl Mapping {
         if bisect && attempt.records > 1 {
             let first = attempt.records / 2;
             let second = attempt.records - first;
-            self.attempts.push(Attempt {
-                records: second,
-                retries: retry,
-            });
-            self.attempts.push(Attempt {
-                records: first,
-                retries: retry,
-            });
-            return Step::Bisected {
-                halves: (first, second),
-                retry,
-                reason,
-            };
+            self.attempts.push(Attempt { records: second, retries: retry });
+            self.attempts.push(Attempt { records: first, retries: retry });
+            return Step::Bisected { halves: (first, second), retry, reason };
         }
-        self.attempts.push(Attempt {
-            records: attempt.records,
-            retries: retry,
-        });
-        Step::Retrying {
-            checkpointed,
-            records: attempt.records,
-            retry,
-            reason,
-        }
+        self.attempts.push(Attempt { records: attempt.records, retries: retry });
+        Step::Retrying { checkpointed, records: attempt.records, retry, reason }
     }
 
     fn give_up(&mut self, attempt: Attempt, reason: String) -> FailedRange {
         let records: Vec<EventRecord> = self.queue.drain(..attempt.records).collect();
-        let sequence = |r: Option<&EventRecord>| {
-            r.and_then(|r| r.change.sequence_number.clone())
-                .unwrap_or_default()
-        };
+        let sequence =
+            |r: Option<&EventRecord>| r.and_then(|r| r.change.sequence_number.clone()).unwrap_or_default();
         let arrival = |r: Option<&EventRecord>| {
-            r.map(|r| r.change.approximate_creation_date_time.to_rfc3339())
-                .unwrap_or_default()
+            r.map(|r| r.change.approximate_creation_date_time.to_rfc3339()).unwrap_or_default()
         };
         FailedRange {
             start_sequence_number: sequence(records.first()),
@@ -312,16 +277,12 @@ impl Mapping {
             }
         };
         if !self.settings.report_batch_item_failures {
-            return Verdict::Success {
-                ignored_failures: failures.len(),
-            };
+            return Verdict::Success { ignored_failures: failures.len() };
         }
         let mut first: Option<(usize, &str)> = None;
         for failure in failures {
-            let Some(sequence) = failure
-                .get("itemIdentifier")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
+            let Some(sequence) =
+                failure.get("itemIdentifier").and_then(Value::as_str).filter(|s| !s.is_empty())
             else {
                 return Verdict::Failed(format!(
                     "a batchItemFailures entry without an itemIdentifier: {failure}"
@@ -342,10 +303,7 @@ impl Mapping {
             }
         }
         match first {
-            Some((index, sequence)) => Verdict::FailedFrom {
-                index,
-                sequence: sequence.to_owned(),
-            },
+            Some((index, sequence)) => Verdict::FailedFrom { index, sequence: sequence.to_owned() },
             None => Verdict::Success { ignored_failures: 0 },
         }
     }

@@ -179,10 +179,7 @@ impl Pipeline {
         let mut streams: Vec<Stream> = Vec::new();
         for source in sources {
             let lane = Lane::new(source, 0);
-            match streams
-                .iter_mut()
-                .find(|s| s.reader.arn() == lane.source.stream_arn)
-            {
+            match streams.iter_mut().find(|s| s.reader.arn() == lane.source.stream_arn) {
                 Some(stream) => stream.lanes.push(lane),
                 None => streams.push(Stream {
                     reader: StreamReader::new(client.clone(), lane.source.stream_arn.clone()),
@@ -205,13 +202,7 @@ impl Pipeline {
                 }),
             }
         }
-        Pipeline {
-            streams,
-            failures,
-            progress: Arc::default(),
-            faults: LambdaFaults::NONE,
-            metrics: None,
-        }
+        Pipeline { streams, failures, progress: Arc::default(), faults: LambdaFaults::NONE, metrics: None }
     }
 
     /// Hands what Lambda would publish about the invocations (`AWS/Lambda`: each function's
@@ -266,11 +257,7 @@ impl Pipeline {
 
     /// Each mapping's counts, by function name.
     pub fn counts(&self) -> Vec<(&str, Counts)> {
-        self.streams
-            .iter()
-            .flat_map(|s| &s.lanes)
-            .map(|l| (l.source.function.as_str(), l.counts()))
-            .collect()
+        self.streams.iter().flat_map(|s| &s.lanes).map(|l| (l.source.function.as_str(), l.counts())).collect()
     }
 
     /// One round: every stream swept, read and delivered until its mappings are idle. Whether
@@ -309,10 +296,7 @@ impl Pipeline {
         let stopped = Arc::clone(&stop);
         let mut pipeline = self;
         let task = tokio::spawn(async move {
-            pipeline
-                .run_until(stopped.notified_owned(), idle)
-                .await
-                .map(|()| pipeline)
+            pipeline.run_until(stopped.notified_owned(), idle).await.map(|()| pipeline)
         });
         Running { stop, task }
     }
@@ -373,11 +357,7 @@ impl Stream {
         if let Some(sweeper) = self.sweeper.as_mut().filter(|_| sweep) {
             swept = sweeper.sweep(now).await?;
             if swept > 0 {
-                tracing::info!(
-                    table = sweeper.table(),
-                    items = swept,
-                    "TTL sweep deleted expired items"
-                );
+                tracing::info!(table = sweeper.table(), items = swept, "TTL sweep deleted expired items");
             }
             progress.swept.fetch_add(swept as u64, Ordering::Relaxed);
         }
@@ -395,12 +375,7 @@ impl Stream {
             let key_hash = hash(json["dynamodb"]["Keys"].to_string().as_bytes());
             let (generation, number) = self.topology.place(self.seen, key_hash);
             self.seen += 1;
-            let place = Place {
-                shard_id: shard,
-                generation,
-                shard: number,
-                key_hash,
-            };
+            let place = Place { shard_id: shard, generation, shard: number, key_hash };
             for lane in &mut self.lanes {
                 lane.counts.read += 1;
                 let source = &lane.source;
@@ -426,10 +401,7 @@ impl Stream {
                 ]);
             }
         }
-        let context = Context {
-            arn: self.reader.arn(),
-            ..context
-        };
+        let context = Context { arn: self.reader.arn(), ..context };
         try_join_all(self.lanes.iter_mut().map(|l| l.drain(context))).await?;
         Ok(swept > 0 || !records.is_empty())
     }

@@ -22,11 +22,7 @@ pub async fn create_table(
     };
     if !exists {
         let mut definitions: Vec<&KeyAttribute> = Vec::new();
-        for attribute in table
-            .key
-            .iter()
-            .chain(table.global_indexes.iter().flat_map(|g| &g.key))
-        {
+        for attribute in table.key.iter().chain(table.global_indexes.iter().flat_map(|g| &g.key)) {
             if !definitions.iter().any(|d| d.name == attribute.name) {
                 definitions.push(attribute);
             }
@@ -36,10 +32,7 @@ pub async fn create_table(
             .table_name(name)
             .billing_mode(BillingMode::PayPerRequest)
             .set_attribute_definitions(Some(
-                definitions
-                    .iter()
-                    .map(|a| definition(a, name))
-                    .collect::<Result<_, _>>()?,
+                definitions.iter().map(|a| definition(a, name)).collect::<Result<_, _>>()?,
             ))
             .set_key_schema(Some(key_schema(&table.key, name)?));
         for index in &table.global_indexes {
@@ -67,10 +60,7 @@ pub async fn create_table(
                     .map_err(|e| ReplayError::unexpected(name, e.to_string()))?,
             );
         }
-        request
-            .send()
-            .await
-            .map_err(|e| ReplayError::request("CreateTable", name, &e))?;
+        request.send().await.map_err(|e| ReplayError::request("CreateTable", name, &e))?;
         if let Some(attribute) = &table.ttl_attribute {
             client
                 .update_time_to_live()
@@ -106,20 +96,15 @@ pub async fn create_table(
 /// Creates `bucket` unless this account has it already.
 pub async fn create_bucket(client: &aws_sdk_s3::Client, bucket: &Bucket) -> Result<(), ReplayError> {
     // Outside us-east-1, S3 wants the bucket's Region named, as CloudFormation names it.
-    let location = client
-        .config()
-        .region()
-        .map(aws_sdk_s3::config::Region::as_ref)
-        .filter(|r| *r != "us-east-1")
-        .map(|r| {
-            aws_sdk_s3::types::CreateBucketConfiguration::builder()
-                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(r))
-                .build()
-        });
-    let request = client
-        .create_bucket()
-        .bucket(&bucket.name)
-        .set_create_bucket_configuration(location);
+    let location =
+        client.config().region().map(aws_sdk_s3::config::Region::as_ref).filter(|r| *r != "us-east-1").map(
+            |r| {
+                aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                    .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(r))
+                    .build()
+            },
+        );
+    let request = client.create_bucket().bucket(&bucket.name).set_create_bucket_configuration(location);
     match request.send().await {
         Ok(_) => Ok(()),
         Err(e)

@@ -37,9 +37,7 @@ const IGNORED_AFTER_SECONDS: f64 = 5.0 * 365.0 * 24.0 * 3600.0;
 pub fn expired(value: &str, now: i64) -> bool {
     #[expect(clippy::cast_precision_loss, reason = "epoch seconds are far below 2^52")]
     let now = now as f64;
-    value
-        .parse::<f64>()
-        .is_ok_and(|at| at.is_finite() && at < now && now - at <= IGNORED_AFTER_SECONDS)
+    value.parse::<f64>().is_ok_and(|at| at.is_finite() && at < now && now - at <= IGNORED_AFTER_SECONDS)
 }
 
 /// Expires one table's items.
@@ -69,19 +67,9 @@ impl Expiries {
     /// Takes in one stream record of the table: an item's TTL value from its new image (or its
     /// absence, which forgets the item), or its deletion.
     pub fn observe(&mut self, record: &EventRecord, attribute: &str, key: &[String]) {
-        let name = |k: &String| {
-            record
-                .change
-                .keys
-                .get(k)
-                .map(|v| serde_json::to_string(v).unwrap_or_default())
-        };
-        let Some(id) = key
-            .iter()
-            .map(name)
-            .collect::<Option<Vec<_>>>()
-            .map(|parts| parts.join("|"))
-        else {
+        let name =
+            |k: &String| record.change.keys.get(k).map(|v| serde_json::to_string(v).unwrap_or_default());
+        let Some(id) = key.iter().map(name).collect::<Option<Vec<_>>>().map(|parts| parts.join("|")) else {
             return;
         };
         if record.event_name == "REMOVE" {
@@ -123,11 +111,7 @@ impl Expiries {
     /// The items due at `now` (epoch seconds), by their ids for [`Expiries::key`] and
     /// [`Expiries::forget`].
     pub fn due(&self, now: i64) -> Vec<String> {
-        self.items
-            .iter()
-            .filter(|(_, (at, _))| expired(at, now))
-            .map(|(id, _)| id.clone())
-            .collect()
+        self.items.iter().filter(|(_, (at, _))| expired(at, now)).map(|(id, _)| id.clone()).collect()
     }
 
     /// The key of the item with this id.
@@ -223,11 +207,8 @@ impl Sweeper {
                 let due =
                     matches!(item.get(&self.attribute), Some(AttributeValue::N(at)) if expired(at, now));
                 if due {
-                    let key = self
-                        .key
-                        .iter()
-                        .filter_map(|k| item.get(k).map(|v| (k.clone(), v.clone())))
-                        .collect();
+                    let key =
+                        self.key.iter().filter_map(|k| item.get(k).map(|v| (k.clone(), v.clone()))).collect();
                     deleted += usize::from(self.delete(key, now).await?);
                 }
             }

@@ -12,10 +12,7 @@ fn paths_and_intrinsics() {
         ("$", data.clone()),
         ("$.a.b", json!([1, 2])),
         ("$$.Map.Item.Value", json!(7)),
-        (
-            "States.ArrayRange(0, States.MathAdd($.total_segments, -1), 1)",
-            json!([0, 1, 2, 3]),
-        ),
+        ("States.ArrayRange(0, States.MathAdd($.total_segments, -1), 1)", json!([0, 1, 2, 3])),
         ("States.ArrayLength($.a.b)", json!(2)),
         ("States.MathAdd(2, 3)", json!(5)),
     ];
@@ -25,12 +22,9 @@ fn paths_and_intrinsics() {
     for bad in ["States.Format('x')", "$.missing", "nonsense"] {
         assert!(evaluate(bad, &data, &context).is_err(), "{bad}");
     }
-    let filled = fill(
-        &json!({"x.$": "$.total_segments", "y": {"z.$": "$$.Map.Item.Value"}, "k": 1}),
-        &data,
-        &context,
-    )
-    .unwrap();
+    let filled =
+        fill(&json!({"x.$": "$.total_segments", "y": {"z.$": "$$.Map.Item.Value"}, "k": 1}), &data, &context)
+            .unwrap();
     assert_eq!(filled, json!({"x": 4, "y": {"z": 7}, "k": 1}));
 }
 

@@ -32,10 +32,7 @@ pub fn check(functions: &[Function]) -> Vec<Problem> {
     let mut problems = Vec::new();
     for function in functions {
         let mut report = |field: &str, message: String| {
-            problems.push(Problem {
-                at: format!("{}/{field}", function.logical_id),
-                message,
-            });
+            problems.push(Problem { at: format!("{}/{field}", function.logical_id), message });
         };
         check_function(function, &mut report);
         for source in &function.streams {
@@ -46,19 +43,9 @@ pub fn check(functions: &[Function]) -> Vec<Problem> {
 }
 
 fn check_function(function: &Function, report: &mut impl FnMut(&str, String)) {
-    expect(
-        report,
-        "Runtime",
-        function.runtime.as_deref(),
-        &["provided.al2023", "provided.al2"],
-    );
+    expect(report, "Runtime", function.runtime.as_deref(), &["provided.al2023", "provided.al2"]);
     expect(report, "Handler", function.handler.as_deref(), &["bootstrap"]);
-    expect(
-        report,
-        "Metadata/BuildMethod",
-        function.build_method.as_deref(),
-        &["rust-cargolambda"],
-    );
+    expect(report, "Metadata/BuildMethod", function.build_method.as_deref(), &["rust-cargolambda"]);
     if function.binary.as_deref().is_none_or(str::is_empty) {
         report(
             "Metadata/BuildProperties/Binary",
@@ -94,42 +81,18 @@ fn check_stream(source: &StreamSource, report: &mut impl FnMut(&str, String)) {
     if !source.stream.starts_with("arn:") || !(dynamodb_stream || kinesis_stream) {
         report(
             &field("Stream"),
-            format!(
-                "{:?} is neither a DynamoDB stream ARN nor a Kinesis data stream ARN",
-                source.stream
-            ),
+            format!("{:?} is neither a DynamoDB stream ARN nor a Kinesis data stream ARN", source.stream),
         );
     }
     range(report, &field("BatchSize"), source.batch_size, 1, 10_000);
-    range(
-        report,
-        &field("MaximumBatchingWindowInSeconds"),
-        source.batching_window,
-        0,
-        300,
-    );
-    range(
-        report,
-        &field("MaximumRetryAttempts"),
-        source.maximum_retry_attempts,
-        -1,
-        10_000,
-    );
-    range(
-        report,
-        &field("ParallelizationFactor"),
-        source.parallelization_factor,
-        1,
-        10,
-    );
+    range(report, &field("MaximumBatchingWindowInSeconds"), source.batching_window, 0, 300);
+    range(report, &field("MaximumRetryAttempts"), source.maximum_retry_attempts, -1, 10_000);
+    range(report, &field("ParallelizationFactor"), source.parallelization_factor, 1, 10);
     if let Some(age) = source.maximum_record_age
         && age != -1
         && !(60..=604_800).contains(&age)
     {
-        report(
-            &field("MaximumRecordAgeInSeconds"),
-            format!("{age} is not -1 or 60 to 604800"),
-        );
+        report(&field("MaximumRecordAgeInSeconds"), format!("{age} is not -1 or 60 to 604800"));
     }
     if source.filters.len() > MAX_FILTERS {
         report(
@@ -141,10 +104,7 @@ fn check_stream(source: &StreamSource, report: &mut impl FnMut(&str, String)) {
         let at = field(&format!("FilterCriteria/Filters/{i}/Pattern"));
         let chars = pattern.chars().count();
         if chars > MAX_PATTERN_CHARS {
-            report(
-                &at,
-                format!("{chars} characters; Lambda allows {MAX_PATTERN_CHARS}"),
-            );
+            report(&at, format!("{chars} characters; Lambda allows {MAX_PATTERN_CHARS}"));
         }
         if let Err(e) = Pattern::parse_dynamodb(pattern) {
             report(&at, e.to_string());

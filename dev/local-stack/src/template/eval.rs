@@ -49,11 +49,7 @@ impl<'a> Resolver<'a> {
                 }
             }
         }
-        Resolver {
-            root,
-            parameters,
-            names,
-        }
+        Resolver { root, parameters, names }
     }
 
     /// The value of a parameter.
@@ -150,14 +146,8 @@ impl<'a> Resolver<'a> {
     pub fn string(&self, value: &Value, at: &str) -> Result<String, TemplateError> {
         match self.resolve(value, at)? {
             Some(v @ (Value::String(_) | Value::Number(_) | Value::Bool(_))) => Ok(scalar_string(&v)),
-            Some(other) => Err(TemplateError::invalid(
-                at,
-                format!("expected a string, found {other}"),
-            )),
-            None => Err(TemplateError::invalid(
-                at,
-                "expected a string, found AWS::NoValue",
-            )),
+            Some(other) => Err(TemplateError::invalid(at, format!("expected a string, found {other}"))),
+            None => Err(TemplateError::invalid(at, "expected a string, found AWS::NoValue")),
         }
     }
 
@@ -165,9 +155,7 @@ impl<'a> Resolver<'a> {
         let string = |s: String| Ok(Some(Value::String(s)));
         match name {
             "Ref" => {
-                let target = arg
-                    .as_str()
-                    .ok_or_else(|| TemplateError::invalid(at, "Ref takes a name"))?;
+                let target = arg.as_str().ok_or_else(|| TemplateError::invalid(at, "Ref takes a name"))?;
                 match self.reference(target, at)? {
                     Some(s) => string(s),
                     None => Ok(None),
@@ -176,10 +164,7 @@ impl<'a> Resolver<'a> {
             "Fn::GetAtt" => {
                 let parts = self.list(arg, at)?;
                 let [resource, attribute] = parts.as_slice() else {
-                    return Err(TemplateError::invalid(
-                        at,
-                        "Fn::GetAtt takes [resource, attribute]",
-                    ));
+                    return Err(TemplateError::invalid(at, "Fn::GetAtt takes [resource, attribute]"));
                 };
                 let (resource, attribute) = (scalar_string(resource), scalar_string(attribute));
                 string(self.attribute(&resource, &attribute, at)?)
@@ -192,11 +177,7 @@ impl<'a> Resolver<'a> {
                 let condition = condition
                     .as_str()
                     .ok_or_else(|| TemplateError::invalid(at, "Fn::If needs a condition name"))?;
-                let branch = if self.condition(condition)? {
-                    then
-                } else {
-                    otherwise
-                };
+                let branch = if self.condition(condition)? { then } else { otherwise };
                 self.resolve(branch, at)
             }
             "Fn::Sub" => string(self.sub(arg, at)?),
@@ -205,13 +186,7 @@ impl<'a> Resolver<'a> {
                 let [Value::String(separator), Value::Array(items)] = parts.as_slice() else {
                     return Err(TemplateError::invalid(at, "Fn::Join takes [separator, [values]]"));
                 };
-                string(
-                    items
-                        .iter()
-                        .map(scalar_string)
-                        .collect::<Vec<_>>()
-                        .join(separator),
-                )
+                string(items.iter().map(scalar_string).collect::<Vec<_>>().join(separator))
             }
             "Fn::Split" => {
                 let parts = self.list(arg, at)?;
@@ -236,10 +211,7 @@ impl<'a> Resolver<'a> {
                 })?;
                 Ok(Some(item.clone()))
             }
-            other => Err(TemplateError::invalid(
-                at,
-                format!("{other} is not supported here"),
-            )),
+            other => Err(TemplateError::invalid(at, format!("{other} is not supported here"))),
         }
     }
 
@@ -298,20 +270,15 @@ impl<'a> Resolver<'a> {
             "AWS::StepFunctions::StateMachine" => "StateMachineName",
             _ => return Ok((self.names.resource)(logical_id)),
         };
-        match self
-            .root
-            .pointer(&format!("/Resources/{logical_id}/Properties/{property}"))
-        {
+        match self.root.pointer(&format!("/Resources/{logical_id}/Properties/{property}")) {
             Some(given) => self.string(given, &format!("Resources/{logical_id}/Properties/{property}")),
             None => Ok((self.names.resource)(logical_id)),
         }
     }
 
     fn resource_type(&self, logical_id: &str, at: &str) -> Result<&str, TemplateError> {
-        if let Some(kind) = self
-            .root
-            .pointer(&format!("/Resources/{logical_id}/Type"))
-            .and_then(Value::as_str)
+        if let Some(kind) =
+            self.root.pointer(&format!("/Resources/{logical_id}/Type")).and_then(Value::as_str)
         {
             return Ok(kind);
         }
@@ -321,10 +288,7 @@ impl<'a> Resolver<'a> {
         if logical_id == DEPLOYMENT_APPLICATION && self.deploys_through_codedeploy() {
             return Ok("AWS::CodeDeploy::Application");
         }
-        Err(TemplateError::invalid(
-            at,
-            format!("{logical_id} is neither a parameter nor a resource"),
-        ))
+        Err(TemplateError::invalid(at, format!("{logical_id} is neither a parameter nor a resource")))
     }
 
     /// Whether a function has a `DeploymentPreference`, for which SAM generates the `CodeDeploy`
@@ -333,10 +297,7 @@ impl<'a> Resolver<'a> {
         self.root
             .get("Resources")
             .and_then(Value::as_object)
-            .is_some_and(|r| {
-                r.values()
-                    .any(|f| f.pointer("/Properties/DeploymentPreference").is_some())
-            })
+            .is_some_and(|r| r.values().any(|f| f.pointer("/Properties/DeploymentPreference").is_some()))
     }
 
     /// The function whose stream event SAM turns into the event source mapping `logical_id`
@@ -345,9 +306,7 @@ impl<'a> Resolver<'a> {
         let resources = self.root.get("Resources")?.as_object()?;
         resources.iter().find_map(|(function, resource)| {
             let event = logical_id.strip_prefix(function.as_str())?;
-            let kind = resource
-                .pointer(&format!("/Properties/Events/{event}/Type"))?
-                .as_str()?;
+            let kind = resource.pointer(&format!("/Properties/Events/{event}/Type"))?.as_str()?;
             matches!(kind, "DynamoDB" | "Kinesis").then_some(function.as_str())
         })
     }
@@ -360,10 +319,9 @@ impl<'a> Resolver<'a> {
         let arn = |service: &str, rest: &str| format!("arn:aws:{service}:{region}:{account}:{rest}");
         Ok(match (kind, attribute) {
             ("AWS::DynamoDB::Table", "Arn") => arn("dynamodb", &format!("table/{name}")),
-            ("AWS::DynamoDB::Table", "StreamArn") => arn(
-                "dynamodb",
-                &format!("table/{name}/stream/1970-01-01T00:00:00.000"),
-            ),
+            ("AWS::DynamoDB::Table", "StreamArn") => {
+                arn("dynamodb", &format!("table/{name}/stream/1970-01-01T00:00:00.000"))
+            }
             ("AWS::Kinesis::Stream", "Arn") => arn("kinesis", &format!("stream/{name}")),
             ("AWS::S3::Bucket", "Arn") => format!("arn:aws:s3:::{name}"),
             ("AWS::SQS::Queue", "Arn") => arn("sqs", &name),
@@ -396,10 +354,7 @@ impl<'a> Resolver<'a> {
                 }
             },
             _ => {
-                return Err(TemplateError::invalid(
-                    at,
-                    "Fn::Sub takes a string or [string, {variables}]",
-                ));
+                return Err(TemplateError::invalid(at, "Fn::Sub takes a string or [string, {variables}]"));
             }
         };
         let mut out = String::with_capacity(text.len());
@@ -433,11 +388,7 @@ impl<'a> Resolver<'a> {
     }
 
     fn truth(&self, body: &Value, at: &str) -> Result<bool, TemplateError> {
-        let Some((key, arg)) = body
-            .as_object()
-            .filter(|o| o.len() == 1)
-            .and_then(|o| o.iter().next())
-        else {
+        let Some((key, arg)) = body.as_object().filter(|o| o.len() == 1).and_then(|o| o.iter().next()) else {
             return Err(TemplateError::invalid(
                 at,
                 "a condition is one Fn::Equals, Fn::And, Fn::Or, Fn::Not or Condition",
@@ -451,21 +402,14 @@ impl<'a> Resolver<'a> {
                 };
                 Ok(self.string(a, at)? == self.string(b, at)?)
             }
-            "Fn::And" => args()
-                .iter()
-                .try_fold(true, |all, c| Ok(all && self.truth(c, at)?)),
-            "Fn::Or" => args()
-                .iter()
-                .try_fold(false, |any, c| Ok(any || self.truth(c, at)?)),
+            "Fn::And" => args().iter().try_fold(true, |all, c| Ok(all && self.truth(c, at)?)),
+            "Fn::Or" => args().iter().try_fold(false, |any, c| Ok(any || self.truth(c, at)?)),
             "Fn::Not" => match args() {
                 [c] => Ok(!self.truth(c, at)?),
                 _ => Err(TemplateError::invalid(at, "Fn::Not takes one condition")),
             },
             "Condition" => self.condition(arg.as_str().unwrap_or_default()),
-            other => Err(TemplateError::invalid(
-                at,
-                format!("{other} is not a condition function"),
-            )),
+            other => Err(TemplateError::invalid(at, format!("{other} is not a condition function"))),
         }
     }
 }
@@ -482,17 +426,9 @@ fn scalar_string(value: &Value) -> String {
 /// <stack>/<UUID>`), with a UUID that depends on the stack's name alone, so that every
 /// resolution of one stack agrees.
 fn stack_id(names: &Names<'_>) -> String {
-    let hash = |seed: u64| {
-        names
-            .stack
-            .bytes()
-            .fold(seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-    };
-    let hex = format!(
-        "{:016x}{:016x}",
-        hash(0xcbf2_9ce4_8422_2325),
-        hash(0x8422_2325_cbf2_9ce4)
-    );
+    let hash =
+        |seed: u64| names.stack.bytes().fold(seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    let hex = format!("{:016x}{:016x}", hash(0xcbf2_9ce4_8422_2325), hash(0x8422_2325_cbf2_9ce4));
     format!(
         "arn:aws:cloudformation:{}:{}:stack/{}/{}-{}-{}-{}-{}",
         names.region,

@@ -80,10 +80,7 @@ impl Template {
     pub fn parse(text: &str) -> Result<Template, TemplateError> {
         let root = load::parse(text)?;
         if !root.get("Resources").is_some_and(Value::is_object) {
-            return Err(TemplateError::invalid(
-                "Resources",
-                "the template has no Resources",
-            ));
+            return Err(TemplateError::invalid("Resources", "the template has no Resources"));
         }
         Ok(Template { root })
     }
@@ -103,10 +100,7 @@ impl Template {
                 .map_err(|e| TemplateError::invalid(&at, format!("cannot read {location}: {e}")))?;
             let child = Template::parse(&child_text)?;
             if !nested::locations(&child.root).is_empty() {
-                return Err(TemplateError::invalid(
-                    &at,
-                    format!("{location} nests stacks itself"),
-                ));
+                return Err(TemplateError::invalid(&at, format!("{location} nests stacks itself")));
             }
             nested::inline(&mut template.root, &id, &child.root)?;
         }
@@ -149,11 +143,7 @@ impl Template {
     /// runs a bootstrap) that exists for these parameters, `Globals` applied. Others (the
     /// deployment hook, in Python) are not the project's functions to run or configure.
     pub fn functions(&self, resolver: &Resolver<'_>) -> Result<Vec<Function>, TemplateError> {
-        let globals = self
-            .root
-            .pointer("/Globals/Function")
-            .cloned()
-            .unwrap_or(Value::Object(Map::new()));
+        let globals = self.root.pointer("/Globals/Function").cloned().unwrap_or(Value::Object(Map::new()));
         let mut functions = Vec::new();
         for id in self.resources_of_type("AWS::Serverless::Function") {
             if !resolver.resource_exists(id)? {
@@ -162,17 +152,11 @@ impl Template {
             let at = format!("Resources/{id}");
             let resource = &self.root["Resources"][id];
             let mut properties = globals.clone();
-            merge(
-                &mut properties,
-                resource.get("Properties").cloned().unwrap_or(Value::Null),
-            );
-            let properties = resolver
-                .resolve(&properties, &format!("{at}/Properties"))?
-                .unwrap_or(Value::Null);
-            let metadata = resolver.resolve(
-                resource.get("Metadata").unwrap_or(&Value::Null),
-                &format!("{at}/Metadata"),
-            )?;
+            merge(&mut properties, resource.get("Properties").cloned().unwrap_or(Value::Null));
+            let properties =
+                resolver.resolve(&properties, &format!("{at}/Properties"))?.unwrap_or(Value::Null);
+            let metadata = resolver
+                .resolve(resource.get("Metadata").unwrap_or(&Value::Null), &format!("{at}/Metadata"))?;
             let metadata = metadata.unwrap_or(Value::Null);
             if properties
                 .get("Runtime")
@@ -183,12 +167,7 @@ impl Template {
             }
             let text = |v: &Value, path: &str| v.pointer(path).map(scalar);
             let mut streams = Vec::new();
-            for (name, event) in properties
-                .get("Events")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-            {
+            for (name, event) in properties.get("Events").and_then(Value::as_object).into_iter().flatten() {
                 if event.get("Type").and_then(Value::as_str) == Some("DynamoDB") {
                     streams.push(stream_source(
                         name,
@@ -242,10 +221,7 @@ fn stream_source(name: &str, properties: &Value, at: &str) -> Result<StreamSourc
     let mut filters = Vec::new();
     if let Some(criteria) = properties.get("FilterCriteria") {
         let list = criteria.get("Filters").and_then(Value::as_array).ok_or_else(|| {
-            TemplateError::invalid(
-                &format!("{at}/FilterCriteria"),
-                "FilterCriteria needs a Filters list",
-            )
+            TemplateError::invalid(&format!("{at}/FilterCriteria"), "FilterCriteria needs a Filters list")
         })?;
         for (i, filter) in list.iter().enumerate() {
             let pattern = filter.get("Pattern").and_then(Value::as_str).ok_or_else(|| {
@@ -264,15 +240,11 @@ fn stream_source(name: &str, properties: &Value, at: &str) -> Result<StreamSourc
         batch_size: integer("BatchSize")?,
         batching_window: integer("MaximumBatchingWindowInSeconds")?,
         function_response_types: strings(properties.get("FunctionResponseTypes")),
-        bisect: properties
-            .get("BisectBatchOnFunctionError")
-            .map(|v| scalar(v) == "true"),
+        bisect: properties.get("BisectBatchOnFunctionError").map(|v| scalar(v) == "true"),
         maximum_retry_attempts: integer("MaximumRetryAttempts")?,
         maximum_record_age: integer("MaximumRecordAgeInSeconds")?,
         parallelization_factor: integer("ParallelizationFactor")?,
-        on_failure: properties
-            .pointer("/DestinationConfig/OnFailure/Destination")
-            .map(scalar),
+        on_failure: properties.pointer("/DestinationConfig/OnFailure/Destination").map(scalar),
         filters,
         enabled: properties.get("Enabled").is_none_or(|v| scalar(v) != "false"),
     })
@@ -306,12 +278,7 @@ fn scalar(value: &Value) -> String {
 }
 
 fn strings(value: Option<&Value>) -> Vec<String> {
-    value
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .map(scalar)
-        .collect()
+    value.and_then(Value::as_array).into_iter().flatten().map(scalar).collect()
 }
 
 #[cfg(test)]

@@ -47,64 +47,33 @@ pub(crate) fn inline(root: &mut Value, id: &str, child: &Value) -> Result<(), Te
         .pointer(&format!("/Resources/{id}"))
         .cloned()
         .ok_or_else(|| TemplateError::invalid(&at, "no such nested stack"))?;
-    let given = nested
-        .pointer("/Properties/Parameters")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let given =
+        nested.pointer("/Properties/Parameters").and_then(Value::as_object).cloned().unwrap_or_default();
     let mut parameters = BTreeMap::new();
     let declared = child.get("Parameters").and_then(Value::as_object);
     for (name, declaration) in declared.into_iter().flatten() {
-        let value = given
-            .get(name)
-            .or_else(|| declaration.get("Default"))
-            .cloned()
-            .ok_or_else(|| {
-                TemplateError::invalid(&at, format!("the nested stack's parameter {name} has no value"))
-            })?;
+        let value = given.get(name).or_else(|| declaration.get("Default")).cloned().ok_or_else(|| {
+            TemplateError::invalid(&at, format!("the nested stack's parameter {name} has no value"))
+        })?;
         parameters.insert(name.clone(), value);
     }
     if let Some(unknown) = given.keys().find(|k| !parameters.contains_key(*k)) {
-        return Err(TemplateError::invalid(
-            &at,
-            format!("the nested template has no parameter {unknown}"),
-        ));
+        return Err(TemplateError::invalid(&at, format!("the nested template has no parameter {unknown}")));
     }
     let names = |section: &str| -> BTreeSet<String> {
-        child
-            .get(section)
-            .and_then(Value::as_object)
-            .map(|o| o.keys().cloned().collect())
-            .unwrap_or_default()
+        child.get(section).and_then(Value::as_object).map(|o| o.keys().cloned().collect()).unwrap_or_default()
     };
-    let renames = Renames {
-        prefix: id,
-        parameters,
-        resources: names("Resources"),
-        conditions: names("Conditions"),
-    };
+    let renames =
+        Renames { prefix: id, parameters, resources: names("Resources"), conditions: names("Conditions") };
     let parent_condition = nested.get("Condition").and_then(Value::as_str);
     let mut conditions = Map::new();
-    for (name, body) in child
-        .get("Conditions")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-    {
+    for (name, body) in child.get("Conditions").and_then(Value::as_object).into_iter().flatten() {
         conditions.insert(format!("{id}{name}"), renames.rewrite(body));
     }
     let mut resources = Map::new();
-    for (name, resource) in child
-        .get("Resources")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-    {
+    for (name, resource) in child.get("Resources").and_then(Value::as_object).into_iter().flatten() {
         let mut resource = renames.rewrite(resource);
-        let own = resource
-            .get("Condition")
-            .and_then(Value::as_str)
-            .map(|c| format!("{id}{c}"));
+        let own = resource.get("Condition").and_then(Value::as_str).map(|c| format!("{id}{c}"));
         let condition = match (parent_condition, own) {
             (None, own) => own,
             (Some(parent), None) => Some(parent.to_owned()),
@@ -202,11 +171,7 @@ impl Renames<'_> {
     }
 
     fn resource(&self, name: &str) -> String {
-        if self.resources.contains(name) {
-            format!("{}{name}", self.prefix)
-        } else {
-            name.to_owned()
-        }
+        if self.resources.contains(name) { format!("{}{name}", self.prefix) } else { name.to_owned() }
     }
 
     /// `Ref` of a child name: a parameter becomes the parent's expression for it.
@@ -223,11 +188,7 @@ impl Renames<'_> {
         let (text, vars) = match arg {
             Value::String(text) => (text.clone(), Map::new()),
             Value::Array(parts) => (
-                parts
-                    .first()
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
+                parts.first().and_then(Value::as_str).unwrap_or_default().to_owned(),
                 parts
                     .get(1)
                     .and_then(Value::as_object)
@@ -315,10 +276,7 @@ mod tests {
     #[test]
     fn a_nested_stack_becomes_the_parents_resources() -> Result<(), TemplateError> {
         let mut root = parent();
-        assert_eq!(
-            locations(&root),
-            [("Indexer".to_owned(), "deploy/child.yaml".to_owned())]
-        );
+        assert_eq!(locations(&root), [("Indexer".to_owned(), "deploy/child.yaml".to_owned())]);
         inline(&mut root, "Indexer", &child())?;
         let alarm = &root["Resources"]["IndexerErrorsAlarm"];
         assert_eq!(alarm["Condition"], "Separate", "the nested stack's condition");
@@ -326,10 +284,7 @@ mod tests {
             alarm["Properties"]["AlarmDescription"],
             serde_json::json!({"Fn::Sub": ["${Title} failed in ${AWS::Region}; see ${IndexerOther}", {"Title": "indexer"}]})
         );
-        assert_eq!(
-            alarm["Properties"]["Dimensions"][0]["Value"],
-            serde_json::json!({"Ref": "Fn"})
-        );
+        assert_eq!(alarm["Properties"]["Dimensions"][0]["Value"], serde_json::json!({"Ref": "Fn"}));
         assert_eq!(
             alarm["Properties"]["OKActions"][0],
             serde_json::json!({"Fn::If": ["IndexerHasSecond", {"Ref": "IndexerOther"}, {"Ref": "AWS::NoValue"}]})
@@ -356,10 +311,7 @@ mod tests {
         let error = inline(&mut root, "Indexer", &child()).unwrap_err();
         assert!(error.to_string().contains("no parameter Typo"), "{error}");
         let mut root = parent();
-        root["Resources"]["Indexer"]["Properties"]["Parameters"]
-            .as_object_mut()
-            .unwrap()
-            .remove("Title");
+        root["Resources"]["Indexer"]["Properties"]["Parameters"].as_object_mut().unwrap().remove("Title");
         let error = inline(&mut root, "Indexer", &child()).unwrap_err();
         assert!(error.to_string().contains("Title has no value"), "{error}");
     }

@@ -68,11 +68,7 @@ impl Template {
             let at = format!("Resources/{id}/Properties");
             let properties = self.properties(resolver, id)?;
             let definitions = properties.get("AttributeDefinitions").unwrap_or(&Value::Null);
-            let key = key_schema(
-                properties.get("KeySchema"),
-                definitions,
-                &format!("{at}/KeySchema"),
-            )?;
+            let key = key_schema(properties.get("KeySchema"), definitions, &format!("{at}/KeySchema"))?;
             let mut global_indexes = Vec::new();
             for (i, index) in array(properties.get("GlobalSecondaryIndexes")).iter().enumerate() {
                 let here = format!("{at}/GlobalSecondaryIndexes/{i}");
@@ -169,11 +165,7 @@ fn key_schema(
                     )
                 })?
                 .to_owned();
-            Ok(KeyAttribute {
-                name,
-                key_type: text(element, "/KeyType", &here)?,
-                attribute_type,
-            })
+            Ok(KeyAttribute { name, key_type: text(element, "/KeyType", &here)?, attribute_type })
         })
         .collect()
 }

@@ -44,10 +44,7 @@ fn a_delta_write_sets_the_shards_and_adds_their_change() {
         let writes = delta_writes(&update(shards)).unwrap();
         assert_eq!(writes.len(), 1);
         let w = &writes[0];
-        assert_eq!(
-            (w.update.as_str(), w.condition.as_str(), w.delta),
-            (set, condition, delta)
-        );
+        assert_eq!((w.update.as_str(), w.condition.as_str(), w.delta), (set, condition, delta));
         assert_eq!(w.values[":d"], AttributeValue::N(delta.to_string()));
         for (i, &(k, v, _)) in shards.iter().enumerate() {
             assert_eq!(w.names[&format!("#k{i}")], k.to_string());
@@ -58,11 +55,7 @@ fn a_delta_write_sets_the_shards_and_adds_their_change() {
             assert_eq!(state["q"], w.values[&format!(":q{i}")]);
         }
         assert_eq!(
-            (
-                w.names["#s"].as_str(),
-                w.names["#t"].as_str(),
-                w.names["#v"].as_str()
-            ),
+            (w.names["#s"].as_str(), w.names["#t"].as_str(), w.names["#v"].as_str()),
             ("shards", "total", "version")
         );
     }
@@ -70,10 +63,7 @@ fn a_delta_write_sets_the_shards_and_adds_their_change() {
 
 #[test]
 fn an_unknown_before_state_means_no_delta_write() {
-    assert_eq!(
-        delta_writes(&update(&[(0, 1, Before::Value(0)), (1, 2, Before::Unknown)])),
-        None
-    );
+    assert_eq!(delta_writes(&update(&[(0, 1, Before::Value(0)), (1, 2, Before::Unknown)])), None);
     let mut missing = update(&[(0, 1, Before::Value(0))]);
     missing.before.clear();
     assert_eq!(delta_writes(&missing), None);
@@ -81,9 +71,8 @@ fn an_unknown_before_state_means_no_delta_write() {
 
 #[test]
 fn many_shards_split_into_writes_that_each_add_their_own_change() {
-    let shards: Vec<(u32, i128, Before)> = (0..50)
-        .map(|k| (k, i128::from(k) + 1, Before::Value(1)))
-        .collect();
+    let shards: Vec<(u32, i128, Before)> =
+        (0..50).map(|k| (k, i128::from(k) + 1, Before::Value(1))).collect();
     let writes = delta_writes(&update(&shards)).unwrap();
     let sizes: Vec<usize> = writes.iter().map(|w| w.update.matches(" = :s").count()).collect();
     assert_eq!(sizes, [24, 24, 2]);

@@ -27,12 +27,7 @@ fn describe(plan: &Plan) -> Vec<String> {
                     format!("{k}={}@{}", s.value, &seq[seq.len() - 2..])
                 })
                 .collect();
-            format!(
-                "{} (from record {}): {}",
-                u.name,
-                u.first_record,
-                shards.join(" ")
-            )
+            format!("{} (from record {}): {}", u.name, u.first_record, shards.join(" "))
         })
         .collect()
 }
@@ -66,10 +61,8 @@ fn a_shard_without_a_count_holds_zero() {
 
 #[test]
 fn skips_say_why() {
-    let plan = Plan::from_wire(
-        "pk",
-        &stream_runtime::WireRecord::view_all(&records(fixture!("foreign.json"))),
-    );
+    let plan =
+        Plan::from_wire("pk", &stream_runtime::WireRecord::view_all(&records(fixture!("foreign.json"))));
     let reasons: Vec<String> = plan.skipped.iter().map(|s| s.reason.to_string()).collect();
     assert_eq!(
         reasons,
@@ -98,10 +91,7 @@ fn a_backfill_touch_is_skipped_but_a_count_change_with_it_is_not() {
     let reasons: Vec<String> = plan.skipped.iter().map(|s| s.reason.to_string()).collect();
     assert_eq!(
         (reasons.as_slice(), plan.updates.len()),
-        (
-            ["key COUNTER#votes/alice#SHARD#0: a backfill's touch, no count changed".to_owned()].as_slice(),
-            0
-        )
+        (["key COUNTER#votes/alice#SHARD#0: a backfill's touch, no count changed".to_owned()].as_slice(), 0)
     );
     let plan = Plan::from_wire("pk", &stream_runtime::WireRecord::view_all(&[touch(true)]));
     assert_eq!((plan.skipped.len(), plan.updates.len()), (0, 1));
@@ -144,10 +134,7 @@ fn unreadable_shard_records_stop_the_plan() {
             assert_eq!(plan.failures.stopped.as_ref().map(|s| s.record), Some(3));
             assert_eq!(
                 describe(&plan),
-                [
-                    "votes/alice (from record 0): 0=1@01 1=1@02",
-                    "votes/bob (from record 2): 3=2@03"
-                ]
+                ["votes/alice (from record 0): 0=1@01 1=1@02", "votes/bob (from record 2): 3=2@03"]
             );
         } else {
             // Planning went on: everything but record 3, as if it had not been delivered.
@@ -176,10 +163,7 @@ fn before_is_what_the_first_record_of_each_shard_says_it_held() {
             .collect()
     };
     let mut no_old_image = serde_json::to_value(&batch[3]).unwrap();
-    no_old_image["dynamodb"]
-        .as_object_mut()
-        .unwrap()
-        .remove("OldImage");
+    no_old_image["dynamodb"].as_object_mut().unwrap().remove("OldImage");
     let mut text_count = serde_json::to_value(&batch[3]).unwrap();
     text_count["dynamodb"]["OldImage"]["count"] = serde_json::json!({"S": "1"});
     let with_record_3 = |v: serde_json::Value| {

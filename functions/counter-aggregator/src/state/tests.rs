@@ -10,12 +10,9 @@ use crate::plan::Plan;
 
 macro_rules! fixture {
     ($name:literal) => {
-        serde_json::from_str::<Event>(include_str!(concat!(
-            "../../../../events/counter-aggregator/",
-            $name
-        )))
-        .unwrap()
-        .records
+        serde_json::from_str::<Event>(include_str!(concat!("../../../../events/counter-aggregator/", $name)))
+            .unwrap()
+            .records
     };
 }
 
@@ -32,10 +29,7 @@ fn apply(store: &mut Store, records: &[EventRecord]) -> usize {
         if let Some(merged) = stored.merge(update) {
             let item = merged.to_item("pk", "k");
             let read = Total::from_item("k", &item).unwrap();
-            assert_eq!(
-                item.get("total"),
-                Some(&AttributeValue::N(read.sum().to_string()))
-            );
+            assert_eq!(item.get("total"), Some(&AttributeValue::N(read.sum().to_string())));
             store.insert(update.name.clone(), read);
             writes += 1;
         }
@@ -105,11 +99,7 @@ fn the_same_batch_twice_changes_nothing() {
         let writes = apply(&mut store, &records);
         assert_eq!(writes, 5, "one write per counter");
         let once = store.clone();
-        assert_eq!(
-            apply(&mut store, &records),
-            0,
-            "a duplicate delivery writes nothing"
-        );
+        assert_eq!(apply(&mut store, &records), 0, "a duplicate delivery writes nothing");
         assert_eq!(store, once);
         assert_eq!(sums(&store), truth(&records));
     }
@@ -150,13 +140,8 @@ fn foreign_total_items_are_refused_with_the_reason() {
         (serde_json::json!({"version": {"N": "1"}, "shards": {"M": {"0": {"M": {"v": {"N": "1"}, "q": {"S": "12"}}}}}}), "not a 40-digit sequence number"),
     ];
     for (json, expected) in cases {
-        let err = Total::from_item("COUNTER#x#TOTAL", &item(json))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with("total item \"COUNTER#x#TOTAL\": ") && err.contains(expected),
-            "{err}"
-        );
+        let err = Total::from_item("COUNTER#x#TOTAL", &item(json)).unwrap_err().to_string();
+        assert!(err.starts_with("total item \"COUNTER#x#TOTAL\": ") && err.contains(expected), "{err}");
     }
 }
 
@@ -166,20 +151,8 @@ fn the_total_item_format_is_pinned() {
     let q = |n: u128| SequenceNumber::from_fixed_width(&format!("{n:040}")).unwrap();
     let total = Total {
         shards: BTreeMap::from([
-            (
-                0,
-                ShardState {
-                    value: 41,
-                    sequence_number: q(500_000_000_000_000_000_012),
-                },
-            ),
-            (
-                3,
-                ShardState {
-                    value: -2,
-                    sequence_number: q(7),
-                },
-            ),
+            (0, ShardState { value: 41, sequence_number: q(500_000_000_000_000_000_012) }),
+            (3, ShardState { value: -2, sequence_number: q(7) }),
         ]),
         version: 9,
     };
@@ -194,14 +167,8 @@ fn the_total_item_format_is_pinned() {
         (
             "shards".to_owned(),
             AttributeValue::M(HashMap::from([
-                (
-                    "0".to_owned(),
-                    shard("41", "0000000000000000000500000000000000000012"),
-                ),
-                (
-                    "3".to_owned(),
-                    shard("-2", "0000000000000000000000000000000000000007"),
-                ),
+                ("0".to_owned(), shard("41", "0000000000000000000500000000000000000012")),
+                ("3".to_owned(), shard("-2", "0000000000000000000000000000000000000007")),
             ])),
         ),
     ]));

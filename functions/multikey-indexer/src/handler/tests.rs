@@ -14,8 +14,5 @@ fn the_order_is_read_once_and_a_bad_one_names_the_variable() {
     assert_eq!(order(Some("stream")), Ok(Order::Stream));
     assert_eq!(order(Some("any")), Ok(Order::Any));
     let error = order(Some("Any")).unwrap_err();
-    assert!(
-        error.contains("MULTIKEY_ORDER") && error.contains("expected stream or any"),
-        "{error}"
-    );
+    assert!(error.contains("MULTIKEY_ORDER") && error.contains("expected stream or any"), "{error}");
 }

@@ -126,10 +126,7 @@ impl Changes {
         for change in &self.items {
             let index = &indexes.indexes[change.index];
             let mut key = Item::default();
-            key.insert(
-                index.partition_key.clone(),
-                AttributeValue::S(change.head.pk.clone()),
-            );
+            key.insert(index.partition_key.clone(), AttributeValue::S(change.head.pk.clone()));
             key.insert(index.sort_key.clone(), change.head.sk.clone().into_attribute());
             match tables.iter_mut().find(|(t, _)| *t == index.table) {
                 Some((_, keys)) => keys.push(key),
@@ -147,10 +144,8 @@ impl Change {
         let keys = record.keys()?;
         let (before, after) = (record.before()?, record.after()?);
         let base_key = base_key(indexes, keys)?;
-        let version = record
-            .sequence_number()
-            .and_then(formats::entries::version)
-            .ok_or(PlanError::NoVersion)?;
+        let version =
+            record.sequence_number().and_then(formats::entries::version).ok_or(PlanError::NoVersion)?;
         let touched = formats::touch::is_touched(before, after);
         let mut changes = Vec::new();
         for (ix, index) in indexes.indexes.iter().enumerate() {
@@ -158,19 +153,14 @@ impl Change {
             if !has(before) && !has(after) {
                 continue;
             }
-            let head = head::key(index, &base_key).map_err(|reason| PlanError::HeadUnkeyable {
-                index: index.name.clone(),
-                reason,
-            })?;
+            let head = head::key(index, &base_key)
+                .map_err(|reason| PlanError::HeadUnkeyable { index: index.name.clone(), reason })?;
             changes.push(Change {
                 index: ix,
                 origin,
                 version: version.clone(),
                 head,
-                base_key: base_key
-                    .iter()
-                    .map(|(n, v)| ((*n).to_owned(), v.to_attribute()))
-                    .collect(),
+                base_key: base_key.iter().map(|(n, v)| ((*n).to_owned(), v.to_attribute())).collect(),
                 before: before.map(|i| head::projection(index, i)),
                 after: after.map(|i| head::projection(index, i)),
                 touched,
@@ -215,11 +205,8 @@ pub fn resolve<S: BuildHasher>(
 ) -> Resolved {
     let mut resolved = Resolved::default();
     // A change at or below its item's head has been applied already.
-    let fresh: Vec<bool> = changes
-        .items
-        .iter()
-        .map(|c| heads.get(&c.head.pk).is_none_or(|h| h.version < c.version))
-        .collect();
+    let fresh: Vec<bool> =
+        changes.items.iter().map(|c| heads.get(&c.head.pk).is_none_or(|h| h.version < c.version)).collect();
     // An in-order head orders records but does not say what the index holds: taken as none.
     let known = |pk: &str| heads.get(pk).filter(|h| !h.in_order);
     resolved.stale = fresh.iter().filter(|f| !**f).count();
@@ -232,15 +219,9 @@ pub fn resolve<S: BuildHasher>(
                 Some(h) => h.image.as_ref(),
                 None => change.before.as_ref(),
             };
-            let key_values: Vec<Attr<'_>> = change
-                .base_key
-                .iter()
-                .map(|(_, v)| Attr::from_attribute(v))
-                .collect();
-            let images = (
-                old.map(Image::from_item),
-                change.after.as_ref().map(Image::from_item),
-            );
+            let key_values: Vec<Attr<'_>> =
+                change.base_key.iter().map(|(_, v)| Attr::from_attribute(v)).collect();
+            let images = (old.map(Image::from_item), change.after.as_ref().map(Image::from_item));
             (key_values, images)
         })
         .collect();
@@ -251,12 +232,8 @@ pub fn resolve<S: BuildHasher>(
     {
         let index = &indexes.indexes[change.index];
         let head = known(&change.head.pk);
-        let base_key: Vec<(&str, &Attr<'_>)> = change
-            .base_key
-            .iter()
-            .zip(key_values)
-            .map(|((n, _), v)| (n.as_str(), v))
-            .collect();
+        let base_key: Vec<(&str, &Attr<'_>)> =
+            change.base_key.iter().zip(key_values).map(|((n, _), v)| (n.as_str(), v)).collect();
         planner.version = Some(change.version.clone());
         planner.diff(
             change.origin,
@@ -273,10 +250,7 @@ pub fn resolve<S: BuildHasher>(
             change.touched || head.is_none(),
         );
         if let Err(error) = planner.commit() {
-            rejected.push(PlanFailure {
-                record: change.origin,
-                error,
-            });
+            rejected.push(PlanFailure { record: change.origin, error });
         }
     }
     let mut plan = planner.finish();
@@ -299,34 +273,21 @@ pub fn resolve<S: BuildHasher>(
 /// refused when the head would be over DynamoDB's item limit.
 fn new_head(indexes: &Indexes, change: Change) -> Result<ResolvedHead, PlanFailure<PlanError>> {
     let index = &indexes.indexes[change.index];
-    let new = Head {
-        version: change.version.clone(),
-        image: change.after,
-        in_order: false,
-    };
+    let new = Head { version: change.version.clone(), image: change.after, in_order: false };
     let pk = change.head.pk.clone();
     let item = new.item(index, change.head);
     let size = item_size(&item);
     if size > MAX_ITEM_BYTES {
         return Err(PlanFailure {
             record: change.origin,
-            error: PlanError::HeadTooLarge {
-                index: index.name.clone(),
-                pk,
-                size,
-                limit: MAX_ITEM_BYTES,
-            },
+            error: PlanError::HeadTooLarge { index: index.name.clone(), pk, size, limit: MAX_ITEM_BYTES },
         });
     }
     Ok(ResolvedHead {
         index: change.index,
         pk,
         version: change.version,
-        write: ItemWrite {
-            table: Arc::clone(&index.table),
-            op: Op::Put(item.into()),
-            origin: change.origin,
-        },
+        write: ItemWrite { table: Arc::clone(&index.table), op: Op::Put(item.into()), origin: change.origin },
     })
 }
 

@@ -26,9 +26,8 @@ pub const STEP_RECORDS: usize = 512;
 /// as the whole batch's plan would).
 pub fn by_item(indexes: &Indexes, records: &[WireRecord<'_>], per_step: usize) -> Vec<Vec<usize>> {
     let count = records.len().div_ceil(per_step.max(1)).max(1);
-    let mut steps: Vec<Vec<usize>> = (0..count)
-        .map(|_| Vec::with_capacity(records.len() / count + 1))
-        .collect();
+    let mut steps: Vec<Vec<usize>> =
+        (0..count).map(|_| Vec::with_capacity(records.len() / count + 1)).collect();
     if count == 1 {
         steps[0].extend(0..records.len());
         return steps;
@@ -36,9 +35,8 @@ pub fn by_item(indexes: &Indexes, records: &[WireRecord<'_>], per_step: usize) -
     // A fixed seed: the same batch is cut the same way in every process.
     let hasher = foldhash::fast::FixedState::with_seed(0x5eed);
     for (at, record) in records.iter().enumerate() {
-        let step = item_of(indexes, record).map_or(0, |key| {
-            usize::try_from(hasher.hash_one(key.as_bytes()) % count as u64).unwrap_or(0)
-        });
+        let step = item_of(indexes, record)
+            .map_or(0, |key| usize::try_from(hasher.hash_one(key.as_bytes()) % count as u64).unwrap_or(0));
         steps[step].push(at);
     }
     steps

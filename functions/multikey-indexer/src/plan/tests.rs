@@ -21,9 +21,7 @@ fn article() -> Indexes {
 }
 
 fn records(json: &str) -> Vec<EventRecord> {
-    serde_json::from_str::<stream_runtime::Event>(json)
-        .unwrap()
-        .records
+    serde_json::from_str::<stream_runtime::Event>(json).unwrap().records
 }
 
 fn component(v: &Value) -> String {
@@ -52,9 +50,7 @@ fn describe(w: &ItemWrite) -> String {
         Op::Put(item) => ("put", item),
         Op::Delete(key) => ("delete", key),
     };
-    let AttributeValue::S(pk) = &item["pk"] else {
-        panic!("pk is not S")
-    };
+    let AttributeValue::S(pk) = &item["pk"] else { panic!("pk is not S") };
     format!("{name} {pk} {} @{}", sort_key(&item["sk"]), w.origin)
 }
 
@@ -68,11 +64,8 @@ fn check(
     let plan = Plan::from_wire(indexes, &stream_runtime::WireRecord::view_all(records));
     let got: Vec<String> = plan.writes.iter().map(describe).collect();
     assert_eq!(got, writes, "writes");
-    let got: Vec<String> = plan
-        .skipped
-        .iter()
-        .map(|s| format!("{} {}: {}", s.record, s.member, s.reason))
-        .collect();
+    let got: Vec<String> =
+        plan.skipped.iter().map(|s| format!("{} {}: {}", s.record, s.member, s.reason)).collect();
     assert_eq!(got, skipped, "skipped");
     // The first record rejected (record-permanent) or stopped at (systemic).
     let got = plan
@@ -81,21 +74,11 @@ fn check(
         .first()
         .or(plan.failures.stopped.as_ref())
         .map(|s| (s.record, s.error.to_string()));
-    assert_eq!(
-        got.as_ref().map(|(r, e)| (*r, e.as_str())),
-        stopped,
-        "rejected or stopped"
-    );
+    assert_eq!(got.as_ref().map(|(r, e)| (*r, e.as_str())), stopped, "rejected or stopped");
 }
 
 /// What, event JSON, writes, skipped members, where planning stopped.
-type Case<'a> = (
-    &'a str,
-    &'a str,
-    &'a [&'a str],
-    &'a [&'a str],
-    Option<(usize, &'a str)>,
-);
+type Case<'a> = (&'a str, &'a str, &'a [&'a str], &'a [&'a str], Option<(usize, &'a str)>);
 
 #[test]
 fn the_fixture_events() {
@@ -148,13 +131,9 @@ fn the_fixture_events() {
 
 #[test]
 fn an_entry_carries_its_keys_member_value_base_key_and_copied_attributes() {
-    let plan = Plan::from_wire(
-        &article(),
-        &stream_runtime::WireRecord::view_all(&records(fixture!("insert.json"))),
-    );
-    let Op::Put(item) = &plan.writes[4].op else {
-        panic!("not a put")
-    };
+    let plan =
+        Plan::from_wire(&article(), &stream_runtime::WireRecord::view_all(&records(fixture!("insert.json"))));
+    let Op::Put(item) = &plan.writes[4].op else { panic!("not a put") };
     let got = serde_json::to_value(item).unwrap();
     // The sort key's bytes are pinned: index items persist them (key-codec format K1).
     let sk = got["sk"]["S"].as_str().unwrap().to_owned();
@@ -170,10 +149,7 @@ fn an_entry_carries_its_keys_member_value_base_key_and_copied_attributes() {
         })
     );
     assert_eq!(sort_key(&AttributeValue::S(sk.clone())), r#"(42, 3, "af34")"#);
-    assert_eq!(
-        sk, GOLDEN_AF34_3FE6,
-        "the K1 encoding of (42, 3, \"af34\") changed"
-    );
+    assert_eq!(sk, GOLDEN_AF34_3FE6, "the K1 encoding of (42, 3, \"af34\") changed");
 }
 
 #[test]
@@ -181,10 +157,7 @@ fn versions_are_sequence_numbers_that_compare_as_strings() {
     use formats::entries::version;
     let cases = [
         ("1", Some("0000000000000000000000000000000000000001")),
-        (
-            "400000000000000001100",
-            Some("0000000000000000000400000000000000001100"),
-        ),
+        ("400000000000000001100", Some("0000000000000000000400000000000000001100")),
         (&"9".repeat(40), Some(&*"9".repeat(40))),
         (&"9".repeat(41), None),
         ("", None),
@@ -244,17 +217,11 @@ fn records_for_one_item_coalesce_to_one_write_per_key() {
     ];
     // The earlier keys go; the last is put or, after a remove, deleted too. An insert then a
     // remove in one batch still deletes: an earlier, failed delivery may have written the entry.
-    let earlier = [
-        r#"delete p1#f ("a", 1, "i1") @1"#,
-        r#"delete p1#f ("b", 1, "i1") @2"#,
-    ];
+    let earlier = [r#"delete p1#f ("a", 1, "i1") @1"#, r#"delete p1#f ("b", 1, "i1") @2"#];
     let removed = record("REMOVE", Some(c), None, 40);
     for (batch, last) in [
         (batch.to_vec(), r#"put p1#f ("b", 2, "i1") @2"#),
-        (
-            [&batch[..], &[removed]].concat(),
-            r#"delete p1#f ("b", 2, "i1") @3"#,
-        ),
+        ([&batch[..], &[removed]].concat(), r#"delete p1#f ("b", 2, "i1") @3"#),
     ] {
         let want = [earlier[0], earlier[1], last];
         check(&article(), &batch, &want, &[], None);
@@ -273,20 +240,12 @@ fn a_touch_puts_every_entry_of_the_item_and_a_untouched_no_op_puts_none() {
     // (what, before, after, writes)
     let cases: [(&str, &serde_json::Value, &serde_json::Value, &[&str]); 4] = [
         ("a touch re-puts every entry", &untouched, &touched, &both),
-        (
-            "a change with nothing indexed in it writes nothing",
-            &untouched,
-            &untouched,
-            &[],
-        ),
+        ("a change with nothing indexed in it writes nothing", &untouched, &untouched, &[]),
         (
             "a user's change after a touch is a untouched diff",
             &touched,
             &renamed_after,
-            &[
-                r#"delete p1#f ("a", 1, "i1") @0"#,
-                r#"put p1#f ("b", 1, "i1") @0"#,
-            ],
+            &[r#"delete p1#f ("a", 1, "i1") @0"#, r#"put p1#f ("b", 1, "i1") @0"#],
         ),
         (
             "a second touch re-puts every entry again",
@@ -310,27 +269,12 @@ fn a_touch_puts_every_entry_of_the_item_and_a_untouched_no_op_puts_none() {
 
 #[test]
 fn a_malformed_record_is_rejected_and_planning_goes_on_but_a_misconfiguration_stops_it() {
-    let ok = record(
-        "INSERT",
-        None,
-        Some(issue("i1", 1, &json!({"f": {"N": "1"}}))),
-        10,
-    );
+    let ok = record("INSERT", None, Some(issue("i1", 1, &json!({"f": {"N": "1"}}))), 10);
     let mut unknown = ok.clone();
     unknown.event_name = "UPSERT".to_owned();
-    let mut no_key = record(
-        "INSERT",
-        None,
-        Some(issue("i2", 1, &json!({"f": {"N": "2"}}))),
-        30,
-    );
+    let mut no_key = record("INSERT", None, Some(issue("i2", 1, &json!({"f": {"N": "2"}}))), 30);
     no_key.change.keys = item(json!({"pk": {"S": "i2"}}));
-    let later = record(
-        "INSERT",
-        None,
-        Some(issue("i3", 1, &json!({"f": {"N": "3"}}))),
-        40,
-    );
+    let later = record("INSERT", None, Some(issue("i3", 1, &json!({"f": {"N": "3"}}))), 40);
 
     let ix = article();
     check(
@@ -387,25 +331,14 @@ fn values_that_cannot_be_keyed_are_skipped_and_long_strings_truncated() {
         "{}",
         got[2]
     );
-    let Op::Put(truncated) = &plan.writes[2].op else {
-        panic!()
-    };
-    let AttributeValue::S(sk) = &truncated["sk"] else {
-        panic!()
-    };
+    let Op::Put(truncated) = &plan.writes[2].op else { panic!() };
+    let AttributeValue::S(sk) = &truncated["sk"] else { panic!() };
     assert!(sk.len() <= 1024 && sk.len() > 1000, "{}", sk.len());
-    assert_eq!(
-        truncated["value"],
-        AttributeValue::S("x".repeat(2000)),
-        "the full value is kept"
-    );
+    assert_eq!(truncated["value"], AttributeValue::S("x".repeat(2000)), "the full value is kept");
     assert_eq!(got[3], r#"put p1#null (null, 1, "i1") @0"#);
     assert_eq!(got.len(), 4);
-    let skipped: Vec<(String, String)> = plan
-        .skipped
-        .iter()
-        .map(|s| (s.member.chars().take(5).collect(), s.reason.clone()))
-        .collect();
+    let skipped: Vec<(String, String)> =
+        plan.skipped.iter().map(|s| (s.member.chars().take(5).collect(), s.reason.clone())).collect();
     assert_eq!(skipped, [
         ("list".to_owned(), "its value is L, which cannot be part of a key".to_owned()),
         ("kkkkk".to_owned(), "its partition key does not fit: partition key is 3003 bytes; DynamoDB allows at most 2048 bytes".to_owned()),
@@ -420,10 +353,7 @@ fn missing_scope_and_unkeyable_tiebreakers_skip_every_member() {
     map_num["num"] = json!({"M": {}});
     check(
         &article(),
-        &[
-            record("INSERT", None, Some(no_project), 1),
-            record("INSERT", None, Some(map_num), 2),
-        ],
+        &[record("INSERT", None, Some(no_project), 1), record("INSERT", None, Some(map_num), 2)],
         &[],
         &[
             "0 f: the item has no scope attribute \"project\"",
@@ -449,10 +379,7 @@ fn lists_and_sets_index_each_distinct_element() {
     );
     check(
         &ix,
-        &[
-            record("MODIFY", Some(old), Some(new), 1),
-            record("INSERT", None, Some(nums), 2),
-        ],
+        &[record("MODIFY", Some(old), Some(new), 1), record("INSERT", None, Some(nums), 2)],
         &[
             r#"put perf (5, "i1") @0"#,
             r#"delete ui (5, "i1") @0"#,
@@ -476,13 +403,8 @@ fn binary_sort_keys() {
             1,
         )]),
     );
-    assert_eq!(
-        plan.writes.iter().map(describe).collect::<Vec<_>>(),
-        [r#"put f (-2.5, 7, "i1") @0"#]
-    );
-    let Op::Put(item) = &plan.writes[0].op else {
-        panic!()
-    };
+    assert_eq!(plan.writes.iter().map(describe).collect::<Vec<_>>(), [r#"put f (-2.5, 7, "i1") @0"#]);
+    let Op::Put(item) = &plan.writes[0].op else { panic!() };
     assert!(matches!(item["sk"], AttributeValue::B(_)));
 }
 
@@ -492,9 +414,7 @@ pub(super) type Model = BTreeMap<(String, Vec<u8>), Item>;
 pub(super) fn key_of(
     item: &impl for<'k> std::ops::Index<&'k str, Output = AttributeValue>,
 ) -> (String, Vec<u8>) {
-    let AttributeValue::S(pk) = &item["pk"] else {
-        panic!()
-    };
+    let AttributeValue::S(pk) = &item["pk"] else { panic!() };
     let sk = match &item["sk"] {
         AttributeValue::S(s) => s.as_bytes().to_vec(),
         AttributeValue::B(b) => b.clone(),
@@ -573,16 +493,9 @@ fn replayed_and_partly_retried_batches_leave_the_same_index() {
         let mut model = sequential(&ix, &[]);
         apply(
             &mut model,
-            plan.writes
-                .iter()
-                .enumerate()
-                .filter(|(i, w)| w.origin < k || i % 3 != 0)
-                .map(|(_, w)| w),
+            plan.writes.iter().enumerate().filter(|(i, w)| w.origin < k || i % 3 != 0).map(|(_, w)| w),
         );
-        apply(
-            &mut model,
-            &Plan::from_wire(&ix, &stream_runtime::WireRecord::view_all(&batch[k..])).writes,
-        );
+        apply(&mut model, &Plan::from_wire(&ix, &stream_runtime::WireRecord::view_all(&batch[k..])).writes);
         assert_eq!(model, expected, "retried from {k}");
     }
 }
@@ -604,10 +517,7 @@ fn the_event_read_in_place_plans_as_the_decoded_event_does() {
         for indexes in [&indexes, &article()] {
             let batch = stream_runtime::wire::Batch::parse(json).unwrap();
             let wire = Plan::from_wire(indexes, &batch.records);
-            assert_eq!(
-                wire,
-                Plan::from_wire(indexes, &stream_runtime::WireRecord::view_all(&records(json)))
-            );
+            assert_eq!(wire, Plan::from_wire(indexes, &stream_runtime::WireRecord::view_all(&records(json))));
             writes += wire.writes.len();
         }
     }
@@ -685,11 +595,7 @@ fn an_entry_is_measured_before_it_is_built_to_the_byte_and_even_when_replaced() 
         image
     };
     let put_size = |plan: &Plan| match &plan.writes[..] {
-        [
-            ItemWrite {
-                op: Op::Put(item), ..
-            },
-        ] => item.size(),
+        [ItemWrite { op: Op::Put(item), .. }] => item.size(),
         other => panic!("not one put: {other:?}"),
     };
     // `name` is copied into the entry and keys nothing: its length moves the entry's size alone.
@@ -707,11 +613,7 @@ fn an_entry_is_measured_before_it_is_built_to_the_byte_and_even_when_replaced() 
             10,
         )]),
     );
-    assert_eq!(
-        put_size(&plan),
-        MAX_ITEM_BYTES,
-        "the entry at the limit is written"
-    );
+    assert_eq!(put_size(&plan), MAX_ITEM_BYTES, "the entry at the limit is written");
     assert!(plan.failures.rejected.is_empty());
 
     let over = with_name(&"x".repeat(at_limit + 1));
@@ -728,16 +630,7 @@ fn an_entry_is_measured_before_it_is_built_to_the_byte_and_even_when_replaced() 
             limit: MAX_ITEM_BYTES,
         }
     );
-    assert!(
-        matches!(
-            plan.writes[..],
-            [ItemWrite {
-                op: Op::Delete(_),
-                ..
-            }]
-        ),
-        "its key is deleted instead"
-    );
+    assert!(matches!(plan.writes[..], [ItemWrite { op: Op::Delete(_), .. }]), "its key is deleted instead");
 
     // A later record in the batch writes the same entry: the write is its, and the record over
     // the limit is still rejected.

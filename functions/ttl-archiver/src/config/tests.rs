@@ -7,10 +7,8 @@ use stream_runtime::Vars;
 use super::*;
 
 fn config(pairs: &[(&str, &str)]) -> Result<Config, String> {
-    let env: HashMap<String, String> = pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
+    let env: HashMap<String, String> =
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     let lookup = move |name: &str| env.get(name).cloned();
     Config::from_vars(&Vars::new(&lookup)).map_err(|e| e.to_string())
 }
@@ -56,28 +54,19 @@ fn errors_name_the_variable_and_the_rule() {
     ];
     for (env, expected) in cases {
         let err = config(env).unwrap_err();
-        assert!(
-            err.contains(expected),
-            "{env:?}\n  got: {err}\n  expected: {expected}"
-        );
+        assert!(err.contains(expected), "{env:?}\n  got: {err}\n  expected: {expected}");
     }
 }
 
 #[test]
 fn the_replicated_ttl_attribute_is_read_and_named_when_too_long() {
     let read = |value: &str| {
-        config(&[
-            ("ARCHIVE_BUCKET", "abc"),
-            ("ARCHIVE_REPLICATED_TTL_ATTRIBUTE", value),
-        ])
-        .map(|c| c.layout.replicated_ttl_attribute)
+        config(&[("ARCHIVE_BUCKET", "abc"), ("ARCHIVE_REPLICATED_TTL_ATTRIBUTE", value)])
+            .map(|c| c.layout.replicated_ttl_attribute)
     };
     assert_eq!(read("expires_at").unwrap().as_deref(), Some("expires_at"));
     // Empty is unset, as for every variable: the template writes "" for off.
     assert_eq!(read("").unwrap(), None);
     let error = read(&"a".repeat(256)).unwrap_err();
-    assert!(
-        error.contains("ARCHIVE_REPLICATED_TTL_ATTRIBUTE") && error.contains("256 bytes"),
-        "{error}"
-    );
+    assert!(error.contains("ARCHIVE_REPLICATED_TTL_ATTRIBUTE") && error.contains("256 bytes"), "{error}");
 }

@@ -18,11 +18,7 @@ fn records(json: &str) -> Vec<EventRecord> {
 }
 
 fn layout() -> ObjectSettings {
-    ObjectSettings {
-        prefix: "archive/".to_owned(),
-        gzip_level: 6,
-        replicated_ttl_attribute: None,
-    }
+    ObjectSettings { prefix: "archive/".to_owned(), gzip_level: 6, replicated_ttl_attribute: None }
 }
 
 /// The object name for a fixture record's sequence number and event ID.
@@ -142,10 +138,8 @@ fn fixtures_archive_exactly_the_ttl_deletes() {
 
 #[test]
 fn skips_say_why() {
-    let plan = Plan::from_wire(
-        &layout(),
-        &stream_runtime::WireRecord::view_all(&records(fixture!("mixed.json"))),
-    );
+    let plan =
+        Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&records(fixture!("mixed.json"))));
     let reasons: Vec<String> = plan.skipped.iter().map(|s| s.reason.to_string()).collect();
     assert_eq!(
         reasons,
@@ -218,9 +212,7 @@ fn golden_every_type_lines() {
         )
     );
     // And it reads back as the very item that was deleted.
-    let Line::Item(item) = &read(&object.data).unwrap()[0] else {
-        panic!("an item line")
-    };
+    let Line::Item(item) = &read(&object.data).unwrap()[0] else { panic!("an item line") };
     assert_eq!(item, &records[0].change.old_image);
 }
 
@@ -231,9 +223,7 @@ fn a_malformed_record_is_rejected_and_the_run_goes_on_around_it() {
     assert_eq!(seen(&plan).iter().map(|s| s.range).collect::<Vec<_>>(), [(0, 2)]);
     assert_eq!(plan.objects[0].records, 2);
     assert_eq!(plan.failures.stopped, None);
-    let [rejected] = plan.failures.rejected.as_slice() else {
-        panic!("{:?}", plan.failures.rejected)
-    };
+    let [rejected] = plan.failures.rejected.as_slice() else { panic!("{:?}", plan.failures.rejected) };
     assert_eq!(rejected.record, 1);
     assert_eq!(rejected.error, PlanError::SourceTable(String::new()));
     assert_eq!(rejected.error.kind(), io_policy::FailureKind::RecordPermanent);
@@ -258,10 +248,8 @@ fn unreadable_ttl_deletes_are_rejected_with_a_reason() {
         (with(&|v| { v["dynamodb"].as_object_mut().unwrap().remove("ApproximateCreationDateTime"); }), "no ApproximateCreationDateTime"),
     ];
     for (record, expected) in cases {
-        let plan = Plan::from_wire(
-            &layout(),
-            &stream_runtime::WireRecord::view_all(std::slice::from_ref(&record)),
-        );
+        let plan =
+            Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(std::slice::from_ref(&record)));
         let stopped = plan.failures.rejected.first().expect("rejected");
         assert_eq!(stopped.record, 0);
         assert_eq!(stopped.error.kind(), io_policy::FailureKind::RecordPermanent);
@@ -300,14 +288,7 @@ fn runs_are_contiguous_ranges_of_the_batch() {
     let runs: Vec<_> = plan
         .objects
         .iter()
-        .map(|o| {
-            (
-                o.partition.date.to_string(),
-                o.first_record,
-                o.last_record,
-                o.records,
-            )
-        })
+        .map(|o| (o.partition.date.to_string(), o.first_record, o.last_record, o.records))
         .collect();
     assert_eq!(
         runs,
@@ -328,31 +309,22 @@ fn runs_are_contiguous_ranges_of_the_batch() {
 fn redelivery_reuses_names() {
     let records = synthetic::ttl_batch(50, 3, 1_795_168_800, 1.0).records;
     let whole = Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&records));
-    assert_eq!(
-        whole,
-        Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&records))
-    );
+    assert_eq!(whole, Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&records)));
     let (head, tail) = (
         Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&records[..25])),
         Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&records[25..])),
     );
     assert_ne!(head.objects[0].data_key, whole.objects[0].data_key);
     let seq = |i: usize| records[i].change.sequence_number.as_deref().unwrap();
-    assert!(head.objects[0].data_key.ends_with(&format!(
-        "/{}.json.gz",
-        name(seq(0), seq(24), &records[0].event_id)
-    )));
-    let first_of_tail = name(seq(25), seq(49), &records[25].event_id);
     assert!(
-        tail.objects[0]
+        head.objects[0]
             .data_key
-            .ends_with(&format!("/{first_of_tail}.json.gz"))
+            .ends_with(&format!("/{}.json.gz", name(seq(0), seq(24), &records[0].event_id)))
     );
+    let first_of_tail = name(seq(25), seq(49), &records[25].event_id);
+    assert!(tail.objects[0].data_key.ends_with(&format!("/{first_of_tail}.json.gz")));
     // The halves hold every record of the whole exactly once.
-    let all: Vec<Value> = [&head, &tail]
-        .iter()
-        .flat_map(|p| lines(&p.objects[0].data))
-        .collect();
+    let all: Vec<Value> = [&head, &tail].iter().flat_map(|p| lines(&p.objects[0].data)).collect();
     assert_eq!(all, lines(&whole.objects[0].data));
 }
 
@@ -362,21 +334,11 @@ fn synthetic_batches_archive_every_record() {
     let plan = Plan::from_wire(&layout(), &stream_runtime::WireRecord::view_all(&event.records));
     assert_eq!(plan.objects.len(), 1);
     let o = &plan.objects[0];
-    assert_eq!(
-        (o.records, o.items, o.first_record, o.last_record),
-        (2_000, 2_000, 0, 1_999)
-    );
+    assert_eq!((o.records, o.items, o.first_record, o.last_record), (2_000, 2_000, 0, 1_999));
     let items: Vec<Line> = read(&o.data).unwrap();
-    let want: Vec<Line> = event
-        .records
-        .iter()
-        .map(|r| Line::Item(r.change.old_image.clone()))
-        .collect();
+    let want: Vec<Line> = event.records.iter().map(|r| Line::Item(r.change.old_image.clone())).collect();
     assert_eq!(items, want);
-    assert!(
-        o.data.len() * 3 < o.raw_bytes,
-        "gzip shrinks JSON lines at least threefold"
-    );
+    assert!(o.data.len() * 3 < o.raw_bytes, "gzip shrinks JSON lines at least threefold");
 }
 
 /// On a global table's archiving Region (`ARCHIVE_REPLICATED_TTL_ATTRIBUTE`), a `REMOVE` without
@@ -412,32 +374,13 @@ fn replicated_ttl_deletes_are_archived_by_their_expired_ttl_when_asked() {
         (with("REMOVE", None, n(1_795_168_000)), false, true),
         (with("REMOVE", None, n(1_795_168_800)), false, true),
         (with("REMOVE", None, n(1_795_168_860)), false, false),
-        (
-            with("REMOVE", None, n(1_795_168_800 - 6 * 365 * 86_400)),
-            false,
-            false,
-        ),
-        (
-            with("REMOVE", None, Some(json!({"S": "1795168000"}))),
-            false,
-            false,
-        ),
+        (with("REMOVE", None, n(1_795_168_800 - 6 * 365 * 86_400)), false, false),
+        (with("REMOVE", None, Some(json!({"S": "1795168000"}))), false, false),
         (with("REMOVE", None, None), false, false),
-        (
-            with(
-                "REMOVE",
-                Some(json!({"type": "User", "principalId": "x"})),
-                n(1_795_168_000),
-            ),
-            false,
-            false,
-        ),
+        (with("REMOVE", Some(json!({"type": "User", "principalId": "x"})), n(1_795_168_000)), false, false),
         (with("MODIFY", None, n(1_795_168_000)), false, false),
     ];
-    let global = ObjectSettings {
-        replicated_ttl_attribute: Some("expires_at".to_owned()),
-        ..layout()
-    };
+    let global = ObjectSettings { replicated_ttl_attribute: Some("expires_at".to_owned()), ..layout() };
     for (i, (record, by_default, with_attribute)) in cases.into_iter().enumerate() {
         for (settings, expected) in [(layout(), by_default), (global.clone(), with_attribute)] {
             let plan = Plan::from_wire(
@@ -451,10 +394,7 @@ fn replicated_ttl_deletes_are_archived_by_their_expired_ttl_when_asked() {
                 "case {i} with {:?}",
                 settings.replicated_ttl_attribute
             );
-            assert!(
-                plan.failures.stopped.is_none() && plan.failures.rejected.is_empty(),
-                "case {i}"
-            );
+            assert!(plan.failures.stopped.is_none() && plan.failures.rejected.is_empty(), "case {i}");
         }
     }
 }

@@ -20,22 +20,17 @@ use crate::archive::ArchiveError;
 /// One object holds no line twice; overlap between objects is dealt with by [`crate::archive::items`] and
 /// [`crate::archive::restore`].
 pub fn cat(object: &[u8], mut out: impl Write, typed: bool) -> Result<usize, ArchiveError> {
-    let lines = archive::read(object).map_err(|source| ArchiveError::Format {
-        object: "the object".to_owned(),
-        cause: source,
-    })?;
+    let lines = archive::read(object)
+        .map_err(|source| ArchiveError::Format { object: "the object".to_owned(), cause: source })?;
     let written = |source: std::io::Error| ArchiveError::Io {
         what: "cannot write the lines".to_owned(),
         cause: source,
     };
     for line in &lines {
         match (line, typed) {
-            (Line::Item(item), true) => serde_json::to_writer(
-                &mut out,
-                &archive::ItemLineRef {
-                    item: DynamoJson(item),
-                },
-            ),
+            (Line::Item(item), true) => {
+                serde_json::to_writer(&mut out, &archive::ItemLineRef { item: DynamoJson(item) })
+            }
             (Line::Item(item), false) => serde_json::to_writer(&mut out, &Plain::Item(item)),
             (Line::Meta(meta), true) => {
                 serde_json::to_writer(&mut out, &meta.with_keys(DynamoJson(&meta.keys)))

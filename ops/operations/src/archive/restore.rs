@@ -106,10 +106,7 @@ pub async fn restore(
     let policy = Policy::default();
     let writer = Writer::new(dynamodb.clone());
     let mut seen = HashSet::new();
-    let mut done = Restored {
-        expired: survey.expired,
-        ..Restored::default()
-    };
+    let mut done = Restored { expired: survey.expired, ..Restored::default() };
     for (n, key) in keys.iter().enumerate() {
         let (items, mut superseded, duplicates) = read_object(s3, bucket, key, &key_names, &mut seen).await?;
         // Keys deleted again in a later object are put from there.
@@ -184,10 +181,8 @@ async fn survey(
     for (n, key) in keys.iter().enumerate() {
         let (items, _, _) = read_object(s3, bucket, key, key_names, &mut seen).await?;
         for item in &items {
-            let item_key = key_of(item, key_names).map_err(|reason| ArchiveError::Content {
-                object: format!("s3://{bucket}/{key}"),
-                reason,
-            })?;
+            let item_key = key_of(item, key_names)
+                .map_err(|reason| ArchiveError::Content { object: format!("s3://{bucket}/{key}"), reason })?;
             let expired = ttl::expired(item, &options.ttl_attribute, options.now);
             let with_attribute = item.contains_key(&options.ttl_attribute);
             last.insert(item_key, (n, expired, with_attribute));
@@ -238,10 +233,8 @@ async fn read_object(
     seen: &mut HashSet<String>,
 ) -> Result<(Vec<Item>, usize, usize), ArchiveError> {
     let (lines, duplicates) = object_items(s3, bucket, key, seen).await?;
-    let (items, superseded) = latest_per_key(lines, key_names).map_err(|reason| ArchiveError::Content {
-        object: format!("s3://{bucket}/{key}"),
-        reason,
-    })?;
+    let (items, superseded) = latest_per_key(lines, key_names)
+        .map_err(|reason| ArchiveError::Content { object: format!("s3://{bucket}/{key}"), reason })?;
     Ok((items, superseded, duplicates))
 }
 
@@ -257,11 +250,7 @@ async fn put_all(
     let puts: Vec<ItemWrite> = items
         .into_iter()
         .enumerate()
-        .map(|(origin, item)| ItemWrite {
-            table: Arc::clone(&table),
-            op: Op::Put(item.into()),
-            origin,
-        })
+        .map(|(origin, item)| ItemWrite { table: Arc::clone(&table), op: Op::Put(item.into()), origin })
         .collect();
     let report = writer.write(puts, budget).await;
     match report.failures.into_iter().next() {
@@ -342,14 +331,10 @@ async fn object_items(
 ) -> Result<(Vec<Line>, usize), ArchiveError> {
     let object = format!("s3://{bucket}/{key}");
     let read = |bytes: &[u8], object: &str| {
-        archive::read(bytes).map_err(|source| ArchiveError::Format {
-            object: object.to_owned(),
-            cause: source,
-        })
+        archive::read(bytes)
+            .map_err(|source| ArchiveError::Format { object: object.to_owned(), cause: source })
     };
-    let bytes = get(s3, bucket, key)
-        .await?
-        .ok_or_else(|| not_found(bucket, key))?;
+    let bytes = get(s3, bucket, key).await?.ok_or_else(|| not_found(bucket, key))?;
     let lines = read(&bytes, &object)?;
     let Some(meta_key) = archive::meta_key_of(key) else {
         return Ok((lines, 0));
@@ -395,23 +380,16 @@ async fn list(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> Result<Vec
 
 /// The table's key attribute names. Fails, saying what to do, when the table does not exist.
 async fn key_schema(dynamodb: &aws_sdk_dynamodb::Client, table: &str) -> Result<Vec<String>, ArchiveError> {
-    let described = dynamodb
-        .describe_table()
-        .table_name(table)
-        .send()
-        .await
-        .map_err(|e| {
-            let mut failed = RequestFailed::sdk("DescribeTable", table, &e);
-            failed.message.push_str(
-                "; restore puts items into an existing table (DynamoDB's Import from S3 can create a \
+    let described = dynamodb.describe_table().table_name(table).send().await.map_err(|e| {
+        let mut failed = RequestFailed::sdk("DescribeTable", table, &e);
+        failed.message.push_str(
+            "; restore puts items into an existing table (DynamoDB's Import from S3 can create a \
                  new one from the same objects)",
-            );
-            failed
-        })?;
-    let schema = described
-        .table()
-        .map(aws_sdk_dynamodb::types::TableDescription::key_schema)
-        .unwrap_or_default();
+        );
+        failed
+    })?;
+    let schema =
+        described.table().map(aws_sdk_dynamodb::types::TableDescription::key_schema).unwrap_or_default();
     Ok(schema.iter().map(|k| k.attribute_name().to_owned()).collect())
 }
 

@@ -68,8 +68,7 @@ pub fn apply(item: &mut Item, name: &str, choice: TtlChoice, now: i64) -> bool {
         TtlChoice::Clear => item.inner_mut().remove(name).is_some(),
         TtlChoice::Extend { days } => {
             let at = now.saturating_add(i64::from(days) * 86_400);
-            item.inner_mut()
-                .insert(name.to_owned(), AttributeValue::N(at.to_string()));
+            item.inner_mut().insert(name.to_owned(), AttributeValue::N(at.to_string()));
             true
         }
     }
@@ -95,20 +94,9 @@ mod tests {
         assert_eq!(TtlChoice::parse("keep"), Ok(TtlChoice::Keep));
         assert_eq!(TtlChoice::parse("clear"), Ok(TtlChoice::Clear));
         assert_eq!(TtlChoice::parse("extend=30"), Ok(TtlChoice::Extend { days: 30 }));
-        for bad in [
-            "",
-            "Keep",
-            "extend",
-            "extend=0",
-            "extend=-1",
-            "extend=40000",
-            "extend=1.5",
-        ] {
+        for bad in ["", "Keep", "extend", "extend=0", "extend=-1", "extend=40000", "extend=1.5"] {
             let error = TtlChoice::parse(bad).unwrap_err();
-            assert!(
-                error.contains("extend") || error.contains("DAYS"),
-                "{bad}: {error}"
-            );
+            assert!(error.contains("extend") || error.contains("DAYS"), "{bad}: {error}");
         }
     }
 
@@ -139,23 +127,10 @@ mod tests {
         assert!(apply(&mut cleared, "expires_at", TtlChoice::Clear, NOW));
         assert_eq!(cleared, item(None));
         let mut extended = past();
-        assert!(apply(
-            &mut extended,
-            "expires_at",
-            TtlChoice::Extend { days: 2 },
-            NOW
-        ));
-        assert_eq!(
-            extended,
-            item(Some(AttributeValue::N((NOW + 2 * 86_400).to_string())))
-        );
+        assert!(apply(&mut extended, "expires_at", TtlChoice::Extend { days: 2 }, NOW));
+        assert_eq!(extended, item(Some(AttributeValue::N((NOW + 2 * 86_400).to_string()))));
         let mut without = item(None);
-        assert!(!apply(
-            &mut without,
-            "expires_at",
-            TtlChoice::Extend { days: 2 },
-            NOW
-        ));
+        assert!(!apply(&mut without, "expires_at", TtlChoice::Extend { days: 2 }, NOW));
         assert_eq!(without, item(None));
     }
 }

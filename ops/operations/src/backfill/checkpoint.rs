@@ -102,12 +102,7 @@ impl Checkpoint {
             run_id: run_id.to_owned(),
             sources: sources.to_vec(),
             total_segments,
-            segments: (0..total_segments)
-                .map(|segment| Cursor {
-                    segment,
-                    ..Cursor::default()
-                })
-                .collect(),
+            segments: (0..total_segments).map(|segment| Cursor { segment, ..Cursor::default() }).collect(),
         }
     }
 
@@ -127,10 +122,8 @@ impl Checkpoint {
 
     /// Reads a checkpoint file; `None` when there is none.
     pub fn load(path: &Path) -> Result<Option<Checkpoint>, BackfillError> {
-        let failed = |message: String| BackfillError::Checkpoint {
-            path: path.display().to_string(),
-            message,
-        };
+        let failed =
+            |message: String| BackfillError::Checkpoint { path: path.display().to_string(), message };
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -138,10 +131,7 @@ impl Checkpoint {
         };
         let checkpoint: Checkpoint = serde_json::from_str(&text).map_err(|e| failed(e.to_string()))?;
         if !READS.contains(&checkpoint.format.as_str()) {
-            return Err(failed(format!(
-                "format {:?}, but this version reads {READS:?}",
-                checkpoint.format
-            )));
+            return Err(failed(format!("format {:?}, but this version reads {READS:?}", checkpoint.format)));
         }
         let segments: Vec<u32> = checkpoint.segments.iter().map(|c| c.segment).collect();
         if segments != (0..checkpoint.total_segments).collect::<Vec<_>>() {
@@ -155,10 +145,7 @@ impl Checkpoint {
 
     /// The keys of every item the run could not touch, segment by segment.
     pub fn untouchable(&self) -> Vec<Value> {
-        self.segments
-            .iter()
-            .flat_map(|c| c.untouchable.iter().cloned())
-            .collect()
+        self.segments.iter().flat_map(|c| c.untouchable.iter().cloned()).collect()
     }
 
     /// Writes the checkpoint file whole, in the current format: to `PATH.tmp`, then renamed

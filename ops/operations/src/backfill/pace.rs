@@ -14,10 +14,7 @@ pub struct Pacer {
 impl Pacer {
     /// A pacer at `rate` units per second; `None` does not pace.
     pub fn new(rate: Option<f64>) -> Pacer {
-        Pacer {
-            rate: rate.filter(|r| r.is_finite() && *r > 0.0),
-            paid_until: Mutex::new(None),
-        }
+        Pacer { rate: rate.filter(|r| r.is_finite() && *r > 0.0), paid_until: Mutex::new(None) }
     }
 
     /// How long to wait, from `now`, before spending `units`; records them as spent.
@@ -25,10 +22,7 @@ impl Pacer {
         let Some(rate) = self.rate else {
             return Duration::ZERO;
         };
-        let mut paid = self
-            .paid_until
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut paid = self.paid_until.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // Unused time earns at most one second of credit.
         let floor = now.checked_sub(Duration::from_secs(1)).unwrap_or(now);
         let start = paid.map_or(floor, |p| p.max(floor));

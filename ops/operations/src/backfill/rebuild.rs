@@ -25,10 +25,7 @@ pub async fn create_index_table(
     index: &Index,
 ) -> Result<bool, BackfillError> {
     let table = index.table.to_string();
-    let failed = |failure: Failure| BackfillError::Table {
-        table: table.clone(),
-        failure,
-    };
+    let failed = |failure: Failure| BackfillError::Table { table: table.clone(), failure };
     let budget = Policy::default().within(CREATE_TIME);
     let sort_type = match index.key_format {
         KeyFormat::Text => ScalarAttributeType::S,
@@ -78,12 +75,7 @@ pub async fn create_index_table(
         let described = budget
             .call(|| {
                 let request = client.describe_table().table_name(&table);
-                async move {
-                    request
-                        .send()
-                        .await
-                        .map_err(|e| io_policy::classify("DescribeTable", &e))
-                }
+                async move { request.send().await.map_err(|e| io_policy::classify("DescribeTable", &e)) }
             })
             .await
             .map_err(failed)?;
@@ -91,9 +83,7 @@ pub async fn create_index_table(
             return Ok(created);
         }
         if budget.expired() {
-            return Err(failed(Failure::transient(
-                "the table did not become active in 5 minutes",
-            )));
+            return Err(failed(Failure::transient("the table did not become active in 5 minutes")));
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }

@@ -68,10 +68,8 @@ pub fn target_from_vars(vars: &Vars<'_>) -> Result<(Target, Settings), ConfigErr
     let indexes = Indexes::from_vars(vars)?;
     let table = vars.required(TABLE_VAR, "the base table whose items the backfill touches")?;
     let index = vars.optional(INDEX_VAR);
-    let target = Target::new(&table, &indexes, index.as_deref()).map_err(|e| ConfigError::Invalid {
-        var: INDEX_VAR,
-        reason: e.to_string(),
-    })?;
+    let target = Target::new(&table, &indexes, index.as_deref())
+        .map_err(|e| ConfigError::Invalid { var: INDEX_VAR, reason: e.to_string() })?;
     let rate = |var: &'static str| -> Result<Option<f64>, ConfigError> {
         vars.optional(var)
             .map(|text| match text.parse::<f64>() {
@@ -96,11 +94,7 @@ impl Backfill {
     /// Runs `task`'s segment until it ends or `deadline` draws near, and returns the task with
     /// its cursor moved on.
     pub async fn task(&self, task: Task, deadline: Instant) -> Result<Task, BackfillError> {
-        let Task {
-            run_id,
-            total_segments,
-            cursor,
-        } = task;
+        let Task { run_id, total_segments, cursor } = task;
         let mut cursor = Cursor {
             segment: cursor.segment,
             next: cursor.next,
@@ -109,8 +103,7 @@ impl Backfill {
             untouchable: cursor.untouchable,
         };
         let stop = deadline.checked_sub(STOP_BEFORE_DEADLINE).unwrap_or(deadline);
-        self.segment(&run_id, total_segments, &mut cursor, Some(stop), &mut |_| Ok(()))
-            .await?;
+        self.segment(&run_id, total_segments, &mut cursor, Some(stop), &mut |_| Ok(())).await?;
         tracing::info!(
             run_id,
             segment = cursor.segment,

@@ -53,11 +53,7 @@ pub struct Replayer {
 
 impl std::fmt::Debug for Replayer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let members: Vec<_> = self
-            .members
-            .iter()
-            .map(|m| (m.function.as_str(), m.patterns.len()))
-            .collect();
+        let members: Vec<_> = self.members.iter().map(|m| (m.function.as_str(), m.patterns.len())).collect();
         f.debug_struct("Replayer")
             .field("members (function, patterns)", &members)
             .field("combined", &self.combined)
@@ -72,10 +68,7 @@ impl Replayer {
     /// patterns, as the combined function does.
     pub fn for_function(binary: &str, vars: &Vars<'_>, sdk: &SdkConfig) -> Result<Replayer, FailureError> {
         if binary != sidestream_combined::COMBINED_BINARY {
-            return Ok(Replayer {
-                members: vec![member(binary, Vec::new(), vars, sdk)?],
-                combined: false,
-            });
+            return Ok(Replayer { members: vec![member(binary, Vec::new(), vars, sdk)?], combined: false });
         }
         let config = |e: stream_runtime::ConfigError| FailureError::Config {
             function: binary.to_owned(),
@@ -88,10 +81,7 @@ impl Replayer {
                 stream_runtime::combined::patterns_for(filters.as_deref(), function.name).map_err(config)?;
             members.push(member(function.name, patterns, vars, sdk)?);
         }
-        Ok(Replayer {
-            members,
-            combined: true,
-        })
+        Ok(Replayer { members, combined: true })
     }
 
     /// The functions it replays for, in order.
@@ -117,10 +107,7 @@ impl Replayer {
             } else {
                 member.way.replay(mine, timeout).await?
             };
-            parts.push(crate::failures::Part {
-                function: member.function.clone(),
-                replayed,
-            });
+            parts.push(crate::failures::Part { function: member.function.clone(), replayed });
         }
         if !self.combined && parts.len() == 1 {
             return Ok(parts.swap_remove(0).replayed);
@@ -139,38 +126,25 @@ fn member(
     let replay = sidestream_combined::Function::named(binary).map(|f| f.replay);
     let way = if replay == Some(Replay::ThroughTheStream) {
         Way::ThroughTheStream {
-            indexes: Indexes::from_vars(vars).map_err(|e| FailureError::Config {
-                function: binary.to_owned(),
-                reason: e.to_string(),
-            })?,
+            indexes: Indexes::from_vars(vars)
+                .map_err(|e| FailureError::Config { function: binary.to_owned(), reason: e.to_string() })?,
             client: aws_sdk_dynamodb::Client::new(sdk),
             run_id: crate::verify::run_id("replay"),
         }
     } else {
         let invoker = sidestream_combined::Built::new(binary, binary, vars, sdk)
-            .map_err(|e| FailureError::Config {
-                function: binary.to_owned(),
-                reason: e.to_string(),
-            })?
+            .map_err(|e| FailureError::Config { function: binary.to_owned(), reason: e.to_string() })?
             .invoker(sidestream_combined::MetricsTo::Stdout);
         Way::Rerun(invoker)
     };
-    Ok(Member {
-        function: binary.to_owned(),
-        patterns,
-        way,
-    })
+    Ok(Member { function: binary.to_owned(), patterns, way })
 }
 
 impl Way {
     async fn replay(&self, records: Vec<EventRecord>, timeout: Duration) -> Result<Replayed, FailureError> {
         match self {
             Way::Rerun(invoker) => Ok(rerun(records, invoker, timeout).await),
-            Way::ThroughTheStream {
-                indexes,
-                client,
-                run_id,
-            } => {
+            Way::ThroughTheStream { indexes, client, run_id } => {
                 let table = records
                     .first()
                     .and_then(crate::verify::mend::table_of)

@@ -47,10 +47,8 @@ pub fn json_lines(page: &Page, schema: &GridSchema, query: &Query) -> Vec<Value>
                 .iter()
                 .filter_map(|k| Some((k.clone(), row.item.get(k)?.clone())))
                 .collect();
-            let attributes: Map<String, Value> = columns
-                .iter()
-                .filter_map(|c| Some(((*c).to_owned(), row.item.get(*c)?.clone())))
-                .collect();
+            let attributes: Map<String, Value> =
+                columns.iter().filter_map(|c| Some(((*c).to_owned(), row.item.get(*c)?.clone()))).collect();
             json!({
                 "key": key,
                 "phase": phase(row.phase),
@@ -114,16 +112,9 @@ mod tests {
             ],
             next: Some("g1.x.y".into()),
             phase: Phase::Nulls,
-            requests: Requests {
-                queries: 2,
-                batch_gets: 1,
-                retries: 0,
-            },
+            requests: Requests { queries: 2, batch_gets: 1, retries: 0 },
         };
-        let text: Vec<String> = json_lines(&page, &schema, &query)
-            .iter()
-            .map(Value::to_string)
-            .collect();
+        let text: Vec<String> = json_lines(&page, &schema, &query).iter().map(Value::to_string).collect();
         assert_eq!(
             text,
             [

@@ -94,14 +94,11 @@ impl Query {
 
     /// The index table's partition key: the scope, then the field, as the indexer builds it.
     pub fn partition_key(&self) -> Result<String, QueryError> {
-        HierKey::new(&self.scope)
-            .push(&self.field)
-            .finish(KeyKind::Partition)
-            .map_err(|e| QueryError::Key {
-                scope: self.scope.clone(),
-                field: self.field.clone(),
-                reason: e.to_string(),
-            })
+        HierKey::new(&self.scope).push(&self.field).finish(KeyKind::Partition).map_err(|e| QueryError::Key {
+            scope: self.scope.clone(),
+            field: self.field.clone(),
+            reason: e.to_string(),
+        })
     }
 
     /// The key condition of the index phase.
@@ -126,10 +123,7 @@ impl Query {
                 "#pk = :pk AND begins_with(#sk, :prefix)"
             }
         };
-        Ok(KeyCondition {
-            expression: expression.to_owned(),
-            values,
-        })
+        Ok(KeyCondition { expression: expression.to_owned(), values })
     }
 
     /// Whether the index items lack an attribute the caller asked for, so that the page needs

@@ -92,12 +92,7 @@ impl Grid {
     /// I/O policy and [`PAGE_TIME`]. `client` should have the SDK's own retries off
     /// (`io_policy::without_sdk_retries`): the policy retries.
     pub fn new(client: Client, schema: GridSchema, signer: Signer) -> Grid {
-        Grid {
-            client,
-            schema,
-            signer,
-            io: Bounded::new(Policy::default(), PAGE_TIME),
-        }
+        Grid { client, schema, signer, io: Bounded::new(Policy::default(), PAGE_TIME) }
     }
 
     /// The same reader under `io`: its policy, each page bounded by its time.
@@ -139,10 +134,7 @@ impl Grid {
         let fingerprint = query.fingerprint();
         let at = match cursor {
             Some(text) => self.signer.decode(text, &fingerprint, now)?,
-            None => Cursor {
-                phase: Phase::Index,
-                key: None,
-            },
+            None => Cursor { phase: Phase::Index, key: None },
         };
         let mut filling = Filling {
             rows: Vec::with_capacity(query.limit),
@@ -162,12 +154,7 @@ impl Grid {
             more = self.nulls_rows(query, start, &mut filling).await?;
         }
         let next = more.map(|key| self.signer.encode(&Cursor { phase, key }, &fingerprint, now));
-        Ok(Page {
-            rows: filling.rows,
-            next,
-            phase,
-            requests: filling.requests.with_retries(&filling.budget),
-        })
+        Ok(Page { rows: filling.rows, next, phase, requests: filling.requests.with_retries(&filling.budget) })
     }
 
     /// Index rows after `start`, up to the page's limit; whether more follow.
@@ -219,12 +206,8 @@ impl Grid {
             None
         };
         let base = if query.needs_base_items(schema) {
-            let keys = entries
-                .iter()
-                .filter_map(|e| e.get(schema.key()).cloned())
-                .collect();
-            self.base_items(keys, &projection(query, schema, false), filling)
-                .await?
+            let keys = entries.iter().filter_map(|e| e.get(schema.key()).cloned()).collect();
+            self.base_items(keys, &projection(query, schema, false), filling).await?
         } else {
             HashMap::new()
         };
@@ -235,11 +218,7 @@ impl Grid {
                 // The issue was deleted since the index was read; show the index entry.
                 None => entry,
             };
-            filling.rows.push(Row {
-                item: json_item(item)?,
-                value,
-                phase: Phase::Index,
-            });
+            filling.rows.push(Row { item: json_item(item)?, value, phase: Phase::Index });
         }
         Ok(more)
     }
@@ -272,10 +251,8 @@ impl Grid {
                 .set_exclusive_start_key(start.take());
             let page = query_under(ask, schema.table(), filling).await?;
             let listed = page.items.unwrap_or_default();
-            let keys: Vec<AttributeValue> = listed
-                .iter()
-                .filter_map(|i| i.get(schema.key()).cloned())
-                .collect();
+            let keys: Vec<AttributeValue> =
+                listed.iter().filter_map(|i| i.get(schema.key()).cloned()).collect();
             let base = if keys.is_empty() {
                 HashMap::new()
             } else {
@@ -296,11 +273,7 @@ impl Grid {
                 if !query.attributes.iter().any(|a| a == schema.source()) {
                     found.remove(schema.source());
                 }
-                filling.rows.push(Row {
-                    item: json_item(found)?,
-                    value: None,
-                    phase: Phase::Nulls,
-                });
+                filling.rows.push(Row { item: json_item(found)?, value: None, phase: Phase::Nulls });
                 resume = Some(json_item(nulls_key(listed, schema))?);
             }
             match page.last_evaluated_key {
@@ -321,11 +294,7 @@ impl Grid {
         let schema = &self.schema;
         let table = schema.table();
         let wanted = KeysAndAttributes::builder()
-            .set_keys(Some(
-                keys.into_iter()
-                    .map(|k| HashMap::from([(schema.key().to_owned(), k)]))
-                    .collect(),
-            ))
+            .set_keys(Some(keys.into_iter().map(|k| HashMap::from([(schema.key().to_owned(), k)])).collect()))
             .projection_expression(&projection.0)
             .set_expression_attribute_names(Some(projection.1.clone()))
             .build()
@@ -335,10 +304,7 @@ impl Grid {
         })
         .await
         .map_err(|f| request("BatchGetItem", table, f))?;
-        Ok(answers
-            .into_iter()
-            .filter_map(|item| Some((key_text(item.get(schema.key())?), item)))
-            .collect())
+        Ok(answers.into_iter().filter_map(|item| Some((key_text(item.get(schema.key())?), item))).collect())
     }
 }
 
@@ -415,9 +381,7 @@ fn count(n: usize) -> i32 {
 }
 
 fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 fn key_text(key: &AttributeValue) -> String {

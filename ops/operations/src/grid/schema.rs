@@ -56,14 +56,9 @@ impl GridSchema {
                 many => return Err(SchemaError::Ambiguous(many.len())),
             },
         };
-        let unsupported = |reason| SchemaError::Unsupported {
-            index: index.name.clone(),
-            reason,
-        };
+        let unsupported = |reason| SchemaError::Unsupported { index: index.name.clone(), reason };
         if indexes.base_key.len() != 1 {
-            return Err(unsupported(
-                "the grid reads base items by one key attribute; base_key has two",
-            ));
+            return Err(unsupported("the grid reads base items by one key attribute; base_key has two"));
         }
         if index.scope.len() != 1 {
             return Err(unsupported(
@@ -71,9 +66,7 @@ impl GridSchema {
             ));
         }
         if index.tiebreakers.is_empty() {
-            return Err(unsupported(
-                "the grid needs a tiebreaker (the nulls index's sort key, like num)",
-            ));
+            return Err(unsupported("the grid needs a tiebreaker (the nulls index's sort key, like num)"));
         }
         if index.key_format != KeyFormat::Text {
             return Err(unsupported("the grid reads text (K1) sort keys only"));

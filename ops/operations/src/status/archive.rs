@@ -46,10 +46,8 @@ pub(crate) async fn newest(
                 newest = Some((secs, key));
             }
         }
-        let subfolders: Vec<String> = subfolders
-            .into_iter()
-            .filter(|f| !f[folder.len()..].starts_with("_meta/"))
-            .collect();
+        let subfolders: Vec<String> =
+            subfolders.into_iter().filter(|f| !f[folder.len()..].starts_with("_meta/")).collect();
         let dated = subfolders.iter().all(|f| {
             let name = &f[folder.len()..];
             ["year=", "month=", "day="].iter().any(|p| name.starts_with(p))
@@ -81,26 +79,15 @@ async fn list(
     folder: &str,
 ) -> Result<(Vec<String>, Vec<(i64, String)>), StatusError> {
     let (mut folders, mut objects) = (Vec::new(), Vec::new());
-    let mut pages = client
-        .list_objects_v2()
-        .bucket(bucket)
-        .prefix(folder)
-        .delimiter("/")
-        .into_paginator()
-        .send();
+    let mut pages =
+        client.list_objects_v2().bucket(bucket).prefix(folder).delimiter("/").into_paginator().send();
     while let Some(page) = pages.next().await {
         let page = page.map_err(|e| {
-            io_policy::RequestFailed::sdk("ListObjectsV2", &format!("s3://{bucket}/{folder}"), &e)
+            io_policy::RequestFailed::sdk("ListObjectsV2", format!("s3://{bucket}/{folder}"), &e)
         })?;
-        folders.extend(
-            page.common_prefixes()
-                .iter()
-                .filter_map(|p| p.prefix().map(str::to_owned)),
-        );
+        folders.extend(page.common_prefixes().iter().filter_map(|p| p.prefix().map(str::to_owned)));
         objects.extend(
-            page.contents()
-                .iter()
-                .filter_map(|o| Some((o.last_modified()?.secs(), o.key()?.to_owned()))),
+            page.contents().iter().filter_map(|o| Some((o.last_modified()?.secs(), o.key()?.to_owned()))),
         );
     }
     Ok((folders, objects))

@@ -31,13 +31,7 @@ impl fmt::Display for Status {
             self.checked_at,
             age(self.window_seconds)
         )?;
-        let width = self
-            .functions
-            .iter()
-            .map(|s| s.function.len())
-            .max()
-            .unwrap_or(8)
-            .max(8);
+        let width = self.functions.iter().map(|s| s.function.len()).max().unwrap_or(8).max(8);
         writeln!(
             f,
             "\n  {:<width$}  {:>9}  {:>8}  {:>6}  {:>8}  {:>8}  alarms",
@@ -56,11 +50,7 @@ impl fmt::Display for Status {
                 s.parked,
                 s.failures_pending,
                 s.systemic_failures,
-                if s.alarms.is_empty() {
-                    "-".to_owned()
-                } else {
-                    s.alarms.join(", ")
-                }
+                if s.alarms.is_empty() { "-".to_owned() } else { s.alarms.join(", ") }
             )?;
         }
         writeln!(f)?;
@@ -71,30 +61,24 @@ impl fmt::Display for Status {
                     "  index verify {}: drift {drift} at the last verification ({at})",
                     index.verifier
                 )?,
-                _ => writeln!(
-                    f,
-                    "  index verify {}: no verification in the verify window",
-                    index.verifier
-                )?,
+                _ => writeln!(f, "  index verify {}: no verification in the verify window", index.verifier)?,
             }
         }
         for place in &self.given_up {
-            writeln!(
-                f,
-                "  ranges given up, not yet replayed: {} ({})",
-                place.pending, place.location
-            )?;
+            writeln!(f, "  ranges given up, not yet replayed: {} ({})", place.pending, place.location)?;
         }
         let parked: u64 = self.parked.values().sum();
         writeln!(f, "  parked records not yet replayed: {parked}")?;
         if let Some(archive) = &self.archive {
             match (&archive.newest, archive.age_seconds) {
-                (Some(key), Some(seconds)) => writeln!(
-                    f,
-                    "  archive {}: newest object {} old ({key})",
-                    archive.location,
-                    age(seconds)
-                )?,
+                (Some(key), Some(seconds)) => {
+                    writeln!(
+                        f,
+                        "  archive {}: newest object {} old ({key})",
+                        archive.location,
+                        age(seconds)
+                    )?;
+                }
                 _ => writeln!(f, "  archive {}: empty", archive.location)?,
             }
         }

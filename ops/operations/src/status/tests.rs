@@ -69,14 +69,8 @@ fn the_binary_comes_from_the_member_or_the_logical_id() {
     let cases = [
         ("prod-IndexerFunction-ABCDEFGHIJKLM", Some("multikey-indexer")),
         ("prod-ArchiverFunction-ABCDEFGHIJKLM", Some("ttl-archiver")),
-        (
-            "prod-AggregatorFunction-ABCDEFGHIJKLM",
-            Some("counter-aggregator"),
-        ),
-        (
-            "prod-IssuesStreamFunction-ABCDEFGHIJKLM/ttl-archiver",
-            Some("ttl-archiver"),
-        ),
+        ("prod-AggregatorFunction-ABCDEFGHIJKLM", Some("counter-aggregator")),
+        ("prod-IssuesStreamFunction-ABCDEFGHIJKLM/ttl-archiver", Some("ttl-archiver")),
         ("prod-IssuesStreamFunction-ABCDEFGHIJKLM", None),
         ("staging-IndexerFunction-ABCDEFGHIJKLM", None),
     ];

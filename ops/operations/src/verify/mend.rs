@@ -143,8 +143,7 @@ impl Mender {
             None => None,
         };
         let key = entry_key(index, entry)?;
-        self.delete(budget, index, key, Unless::Moved(seen), &mut mended)
-            .await?;
+        self.delete(budget, index, key, Unless::Moved(seen), &mut mended).await?;
         Ok(mended)
     }
 
@@ -156,17 +155,15 @@ impl Mender {
         let mut mended = Mended::default();
         let mut keys = BTreeMap::new();
         for record in records {
-            let version = record
-                .change
-                .sequence_number
-                .as_deref()
-                .and_then(formats::entries::version)
-                .ok_or_else(|| {
-                    VerifyError::Format(format!(
-                        "record {} has no sequence number to order its deletes by",
-                        record.event_id
-                    ))
-                })?;
+            let version =
+                record.change.sequence_number.as_deref().and_then(formats::entries::version).ok_or_else(
+                    || {
+                        VerifyError::Format(format!(
+                            "record {} has no sequence number to order its deletes by",
+                            record.event_id
+                        ))
+                    },
+                )?;
             let plan = Plan::from_wire(
                 &self.indexes,
                 &stream_runtime::WireRecord::view_all(std::slice::from_ref(record)),
@@ -254,12 +251,7 @@ impl Mender {
                     .table_name(&self.base_table)
                     .set_key(Some(base_key.clone()))
                     .consistent_read(true);
-                async move {
-                    request
-                        .send()
-                        .await
-                        .map_err(|e| io_policy::classify("GetItem", &e))
-                }
+                async move { request.send().await.map_err(|e| io_policy::classify("GetItem", &e)) }
             })
             .await
             .map_err(|failure| failed("GetItem", &self.base_table, failure))?;
@@ -268,10 +260,7 @@ impl Mender {
         };
         let item = serde_json::to_value(serde_dynamo::Item::from(item))
             .map_err(|e| VerifyError::Format(e.to_string()))?;
-        let one = Indexes {
-            base_key: self.indexes.base_key.clone(),
-            indexes: vec![index.clone()],
-        };
+        let one = Indexes { base_key: self.indexes.base_key.clone(), indexes: vec![index.clone()] };
         let wanted = (entry.get(&index.partition_key), entry.get(&index.sort_key));
         for line in crate::oracle::expected_index(&one, &[item])? {
             let expected: Value =

@@ -57,10 +57,7 @@ impl Config {
         let indexes = Indexes::from_vars(vars)?;
         let table = vars.required("VERIFY_TABLE", "the base table whose index is verified")?;
         let index = crate::verify::choose(&indexes, vars.optional("VERIFY_INDEX").as_deref())
-            .map_err(|e| ConfigError::Invalid {
-                var: "VERIFY_INDEX",
-                reason: e.to_string(),
-            })?
+            .map_err(|e| ConfigError::Invalid { var: "VERIFY_INDEX", reason: e.to_string() })?
             .clone();
         let repair = match vars.optional("VERIFY_REPAIR").as_deref() {
             None | Some("false") => false,
@@ -79,9 +76,7 @@ impl Config {
             table,
             repair,
             confirm_after,
-            namespace: vars
-                .optional("METRICS_NAMESPACE")
-                .unwrap_or_else(|| "Sidestream".to_owned()),
+            namespace: vars.optional("METRICS_NAMESPACE").unwrap_or_else(|| "Sidestream".to_owned()),
             function: vars
                 .optional("AWS_LAMBDA_FUNCTION_NAME")
                 .unwrap_or_else(|| "index-verifier".to_owned()),
@@ -111,23 +106,12 @@ pub async fn run(
 ) -> Result<Run, VerifyError> {
     let policy = Policy::default();
     let verify = async || {
-        crate::verify::verify(
-            client,
-            policy,
-            &config.indexes,
-            &config.index,
-            &config.table,
-            &mut |_| {},
-        )
-        .await
+        crate::verify::verify(client, policy, &config.indexes, &config.index, &config.table, &mut |_| {})
+            .await
     };
     let first = verify().await?;
     if first.is_exact() {
-        return Ok(Run {
-            drift: first.clone(),
-            first,
-            mended: None,
-        });
+        return Ok(Run { drift: first.clone(), first, mended: None });
     }
     tokio::time::sleep(config.confirm_after).await;
     let second = verify().await?;

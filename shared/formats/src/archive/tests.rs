@@ -10,10 +10,7 @@ fn item(json: serde_json::Value) -> Item {
 }
 
 fn partition() -> Partition {
-    Partition {
-        table: "issues".to_owned(),
-        date: NaiveDate::from_ymd_opt(2026, 3, 9).unwrap(),
-    }
+    Partition { table: "issues".to_owned(), date: NaiveDate::from_ymd_opt(2026, 3, 9).unwrap() }
 }
 
 #[test]
@@ -21,39 +18,22 @@ fn keys_follow_the_layout() {
     let seq = SequenceNumber::parse("4000012").unwrap();
     let last = SequenceNumber::parse("4000019").unwrap();
     let name = object_name(&seq, &last, "c4ca/42 38?");
-    assert_eq!(
-        name,
-        format!(
-            "{}-{}-c4ca4238",
-            "0".repeat(33) + "4000012",
-            "0".repeat(33) + "4000019"
-        )
-    );
-    assert_eq!(
-        object_name(&seq, &seq, ""),
-        format!("{0}-{0}", "0".repeat(33) + "4000012")
-    );
+    assert_eq!(name, format!("{}-{}-c4ca4238", "0".repeat(33) + "4000012", "0".repeat(33) + "4000019"));
+    assert_eq!(object_name(&seq, &seq, ""), format!("{0}-{0}", "0".repeat(33) + "4000012"));
     // A retry that archives fewer records of the run names another object.
     assert_ne!(object_name(&seq, &seq, "e"), object_name(&seq, &last, "e"));
     assert_eq!(
         data_key("archive/", &partition(), "n"),
         "archive/table=issues/year=2026/month=03/day=09/n.json.gz"
     );
-    assert_eq!(
-        meta_key("", &partition(), "n"),
-        "_meta/table=issues/year=2026/month=03/day=09/n.json.gz"
-    );
+    assert_eq!(meta_key("", &partition(), "n"), "_meta/table=issues/year=2026/month=03/day=09/n.json.gz");
 }
 
 #[test]
 fn an_item_object_names_its_metadata_object() {
     for prefix in ["", "archive/", "a/b/"] {
         let data = data_key(prefix, &partition(), "n");
-        assert_eq!(
-            meta_key_of(&data),
-            Some(meta_key(prefix, &partition(), "n")),
-            "{data}"
-        );
+        assert_eq!(meta_key_of(&data), Some(meta_key(prefix, &partition(), "n")), "{data}");
     }
     assert_eq!(meta_key_of("archive/xtable=t/n.json.gz"), None);
     assert_eq!(meta_key_of("archive/n.json.gz"), None);
@@ -81,40 +61,20 @@ fn items_encode_sorted_and_read_back_unchanged() {
         "b": {"B": "AAEC/w=="}, "m": {"M": {"y": {"NULL": true}, "x": {"L": [{"BOOL": false}, {"BS": ["AQ=="]}]}}},
         "ss": {"SS": ["q", "p"]}, "ns": {"NS": ["2", "1"]}
     }));
-    let line = serde_json::to_string(&ItemLineRef {
-        item: DynamoJson(&every),
-    })
-    .unwrap();
+    let line = serde_json::to_string(&ItemLineRef { item: DynamoJson(&every) }).unwrap();
     assert_eq!(
         line,
         r#"{"Item":{"a":{"N":"12345678901234567890123456789012345678"},"b":{"B":"AAEC/w=="},"m":{"M":{"x":{"L":[{"BOOL":false},{"BS":["AQ=="]}]},"y":{"NULL":true}}},"ns":{"NS":["2","1"]},"ss":{"SS":["q","p"]},"z":{"S":""}}}"#
     );
     // The archiver writes images read in place: the same bytes.
     let image = Image::from_item(&every);
-    assert_eq!(
-        serde_json::to_string(&ItemLineRef {
-            item: ImageJson(&image)
-        })
-        .unwrap(),
-        line
-    );
+    assert_eq!(serde_json::to_string(&ItemLineRef { item: ImageJson(&image) }).unwrap(), line);
     let mut lines = GzLines::new(6);
-    lines
-        .push(&ItemLineRef {
-            item: DynamoJson(&every),
-        })
-        .unwrap();
-    lines
-        .push(&ItemLineRef {
-            item: DynamoJson(&Item::default()),
-        })
-        .unwrap();
+    lines.push(&ItemLineRef { item: DynamoJson(&every) }).unwrap();
+    lines.push(&ItemLineRef { item: DynamoJson(&Item::default()) }).unwrap();
     assert_eq!((lines.lines(), lines.raw_bytes()), (2, line.len() + 1 + 12));
     let object = lines.finish().unwrap();
-    assert_eq!(
-        read(&object).unwrap(),
-        [Line::Item(every), Line::Item(Item::default())]
-    );
+    assert_eq!(read(&object).unwrap(), [Line::Item(every), Line::Item(Item::default())]);
 }
 
 #[test]
@@ -125,11 +85,7 @@ fn the_same_lines_always_compress_to_the_same_bytes() {
     let compress = |level| {
         let mut lines = GzLines::new(level);
         for _ in 0..3 {
-            lines
-                .push(&ItemLineRef {
-                    item: DynamoJson(&one),
-                })
-                .unwrap();
+            lines.push(&ItemLineRef { item: DynamoJson(&one) }).unwrap();
         }
         lines.finish().unwrap()
     };
@@ -176,17 +132,7 @@ fn version_1_metadata_lines_read_back() {
     )
     .unwrap();
     let lines = read(&e.finish().unwrap()).unwrap();
-    assert!(
-        matches!(
-            &lines[..],
-            [Line::Meta(MetaLine {
-                v: 1,
-                keys_only: true,
-                ..
-            })]
-        ),
-        "{lines:?}"
-    );
+    assert!(matches!(&lines[..], [Line::Meta(MetaLine { v: 1, keys_only: true, .. })]), "{lines:?}");
 }
 
 #[test]

@@ -6,27 +6,18 @@ use super::*;
 
 #[test]
 fn the_worked_example_parses_with_defaults() {
-    let ix = Indexes::from_json(include_str!(
-        "../../../../functions/multikey-indexer/indexes.example.json"
-    ))
-    .unwrap();
+    let ix = Indexes::from_json(include_str!("../../../../functions/multikey-indexer/indexes.example.json"))
+        .unwrap();
     assert_eq!(ix.base_key, ["id"]);
     let i = &ix.indexes[0];
     assert_eq!(
         (i.name.as_str(), &*i.table, i.source.as_str()),
         ("custom-fields", "issue-attrib-index", "custom_fields")
     );
-    assert_eq!(
-        (i.partition_key.as_str(), i.sort_key.as_str(), i.key_format),
-        ("pk", "sk", KeyFormat::Text)
-    );
+    assert_eq!((i.partition_key.as_str(), i.sort_key.as_str(), i.key_format), ("pk", "sk", KeyFormat::Text));
     assert_eq!(
         (i.scope.clone(), i.tiebreakers.clone(), i.include.clone()),
-        (
-            vec!["project".to_owned()],
-            vec!["num".to_owned()],
-            vec!["name".to_owned(), "state".to_owned()]
-        )
+        (vec!["project".to_owned()], vec!["num".to_owned()], vec!["name".to_owned(), "state".to_owned()])
     );
 }
 
@@ -56,10 +47,7 @@ fn invalid_definitions_say_which_field_is_wrong() {
     ];
     for (json, expected) in cases {
         let err = Indexes::from_json(json).unwrap_err();
-        assert!(
-            err.contains(expected),
-            "{json}\n  got: {err}\n  expected: {expected}"
-        );
+        assert!(err.contains(expected), "{json}\n  got: {err}\n  expected: {expected}");
     }
 }
 
@@ -67,10 +55,7 @@ fn invalid_definitions_say_which_field_is_wrong() {
 fn the_variable_is_named_in_errors() {
     let unset = |_: &str| None;
     let err = Indexes::from_vars(&Vars::new(&unset)).unwrap_err().to_string();
-    assert!(
-        err.starts_with("environment variable MULTIKEY_INDEXES is not set"),
-        "{err}"
-    );
+    assert!(err.starts_with("environment variable MULTIKEY_INDEXES is not set"), "{err}");
     let bad = |_: &str| Some("{".to_owned());
     let err = Indexes::from_vars(&Vars::new(&bad)).unwrap_err().to_string();
     assert!(

@@ -14,19 +14,8 @@ fn keys_are_built_and_parsed_back() {
     ];
     for (name, shard, key) in cases {
         let (built, parsed) = match shard {
-            Some(k) => (
-                layout.shard_key(name, k),
-                CounterKey::Shard {
-                    name: name.to_owned(),
-                    shard: k,
-                },
-            ),
-            None => (
-                layout.total_key(name),
-                CounterKey::Total {
-                    name: name.to_owned(),
-                },
-            ),
+            Some(k) => (layout.shard_key(name, k), CounterKey::Shard { name: name.to_owned(), shard: k }),
+            None => (layout.total_key(name), CounterKey::Total { name: name.to_owned() }),
         };
         assert_eq!(built.unwrap(), key);
         assert_eq!(CounterKey::parse(key), Some(parsed), "{key}");
@@ -57,10 +46,7 @@ fn other_keys_are_not_counters() {
 
 #[test]
 fn bad_layouts_and_names_say_why() {
-    assert_eq!(
-        Sharding::new(0).unwrap_err().to_string(),
-        "a counter needs 1 to 1000 shards, not 0"
-    );
+    assert_eq!(Sharding::new(0).unwrap_err().to_string(), "a counter needs 1 to 1000 shards, not 0");
     assert_eq!(Sharding::new(1001).unwrap_err(), ShardingError::Shards(1001));
     let layout = Sharding::new(1).unwrap();
     assert_eq!(layout.total_key("").unwrap_err(), ShardingError::EmptyName);
@@ -72,17 +58,11 @@ fn bad_layouts_and_names_say_why() {
 fn each_region_writes_its_own_shards_and_the_exact_read_sums_them_all() {
     let alone = Sharding::new(4).unwrap();
     assert_eq!((alone.written(), alone.all()), (0..4, 0..4));
-    let regions: Vec<Sharding> = (0..3)
-        .map(|r| Sharding::new(4).unwrap().in_region(r, 3).unwrap())
-        .collect();
+    let regions: Vec<Sharding> = (0..3).map(|r| Sharding::new(4).unwrap().in_region(r, 3).unwrap()).collect();
     let written: Vec<_> = regions.iter().map(Sharding::written).collect();
     assert_eq!(written, [0..4, 4..8, 8..12], "no shard written by two Regions");
     for layout in &regions {
-        assert_eq!(
-            layout.all(),
-            0..12,
-            "every Region's reader sums every Region's shards"
-        );
+        assert_eq!(layout.all(), 0..12, "every Region's reader sums every Region's shards");
         // The keys are the format's: a shard number, whatever the Region.
         let key = layout.shard_key("votes/alice", layout.written().start).unwrap();
         assert!(matches!(
@@ -92,12 +72,6 @@ fn each_region_writes_its_own_shards_and_the_exact_read_sums_them_all() {
     }
     for (region, count) in [(3, 3), (0, 0), (0, MAX_REGIONS + 1)] {
         let error = Sharding::new(4).unwrap().in_region(region, count).unwrap_err();
-        assert_eq!(
-            error,
-            ShardingError::Region {
-                region,
-                regions: count
-            }
-        );
+        assert_eq!(error, ShardingError::Region { region, regions: count });
     }
 }

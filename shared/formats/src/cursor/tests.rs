@@ -30,15 +30,8 @@ fn the_format_is_pinned() {
     assert_eq!(version, "g1");
     assert_eq!(B64.decode(tag).unwrap().len(), 16);
     let payload: serde_json::Value = serde_json::from_slice(&B64.decode(payload).unwrap()).unwrap();
-    assert_eq!(
-        payload,
-        json!({"q": fingerprint, "p": "index", "k": cursor().key, "t": NOW})
-    );
-    assert_eq!(
-        text,
-        signer().encode(&cursor(), &fingerprint, NOW),
-        "encoding is deterministic"
-    );
+    assert_eq!(payload, json!({"q": fingerprint, "p": "index", "k": cursor().key, "t": NOW}));
+    assert_eq!(text, signer().encode(&cursor(), &fingerprint, NOW), "encoding is deterministic");
     // The vector in docs/formats.md.
     assert_eq!(fingerprint, "2ca137ecc6129738");
     assert_eq!(
@@ -52,10 +45,7 @@ fn the_format_is_pinned() {
 
 #[test]
 fn cursors_round_trip_in_both_phases() {
-    let nulls = Cursor {
-        phase: Phase::Nulls,
-        key: None,
-    };
+    let nulls = Cursor { phase: Phase::Nulls, key: None };
     for cursor in [cursor(), nulls] {
         let text = signer().encode(&cursor, "f", NOW);
         assert_eq!(signer().decode(&text, "f", NOW + 10), Ok(cursor));
@@ -72,65 +62,23 @@ fn bad_cursors_are_refused_with_the_reason() {
     let mut flipped = B64.decode(tag).unwrap();
     flipped[0] ^= 1;
     let cases: Vec<(String, &str, u64, CursorError)> = vec![
-        (
-            format!("g1.{forged_payload}.{tag}"),
-            "f",
-            NOW,
-            CursorError::Tampered,
-        ),
-        (
-            format!("{signed}.{}", B64.encode(&flipped)),
-            "f",
-            NOW,
-            CursorError::Tampered,
-        ),
-        (
-            format!("{signed}.{}", B64.encode(&flipped[..4])),
-            "f",
-            NOW,
-            CursorError::Tampered,
-        ),
-        (
-            Signer::new(b"other key", 3_600).encode(&cursor(), "f", NOW),
-            "f",
-            NOW,
-            CursorError::Tampered,
-        ),
+        (format!("g1.{forged_payload}.{tag}"), "f", NOW, CursorError::Tampered),
+        (format!("{signed}.{}", B64.encode(&flipped)), "f", NOW, CursorError::Tampered),
+        (format!("{signed}.{}", B64.encode(&flipped[..4])), "f", NOW, CursorError::Tampered),
+        (Signer::new(b"other key", 3_600).encode(&cursor(), "f", NOW), "f", NOW, CursorError::Tampered),
         (good.clone(), "g", NOW, CursorError::OtherQuery),
-        (
-            good.clone(),
-            "f",
-            NOW + 3_601,
-            CursorError::Stale {
-                age: 3_601,
-                max: 3_600,
-            },
-        ),
+        (good.clone(), "f", NOW + 3_601, CursorError::Stale { age: 3_601, max: 3_600 }),
         (
             format!("g2.{payload}.{tag}"),
             "f",
             NOW,
             CursorError::Malformed("version \"g2\", expected g1".into()),
         ),
-        (
-            "nonsense".into(),
-            "f",
-            NOW,
-            CursorError::Malformed("no signature".into()),
-        ),
-        (
-            "g1.x.!!".into(),
-            "f",
-            NOW,
-            CursorError::Malformed("the signature is not base64url".into()),
-        ),
+        ("nonsense".into(), "f", NOW, CursorError::Malformed("no signature".into())),
+        ("g1.x.!!".into(), "f", NOW, CursorError::Malformed("the signature is not base64url".into())),
     ];
     for (text, fingerprint, now, expected) in cases {
-        assert_eq!(
-            signer().decode(&text, fingerprint, now),
-            Err(expected.clone()),
-            "{text}"
-        );
+        assert_eq!(signer().decode(&text, fingerprint, now), Err(expected.clone()), "{text}");
         assert!(!expected.to_string().is_empty());
     }
 }

@@ -6,10 +6,7 @@ use super::*;
 use crate::config::Indexes;
 
 fn example() -> Indexes {
-    Indexes::from_json(include_str!(
-        "../../../../functions/multikey-indexer/indexes.example.json"
-    ))
-    .unwrap()
+    Indexes::from_json(include_str!("../../../../functions/multikey-indexer/indexes.example.json")).unwrap()
 }
 
 fn s(v: &str) -> AttributeValue {
@@ -46,23 +43,13 @@ fn the_head_item_format_is_pinned() {
         })
     );
     assert_eq!(Head::read(&item).unwrap(), head);
-    let removed = Head {
-        version: head.version.clone(),
-        image: None,
-        in_order: false,
-    };
-    let item = removed.item(
-        index,
-        super::key(index, &[("id", &Attr::from_attribute(&id))]).unwrap(),
-    );
+    let removed = Head { version: head.version.clone(), image: None, in_order: false };
+    let item = removed.item(index, super::key(index, &[("id", &Attr::from_attribute(&id))]).unwrap());
     assert!(!item.contains_key(IMAGE_ATTRIBUTE));
     assert_eq!(Head::read(&item).unwrap(), removed);
     // The in-order indexer's head: the version and its mark, no image.
     let fence = Head::in_order(head.version.clone());
-    let item = fence.item(
-        index,
-        super::key(index, &[("id", &Attr::from_attribute(&id))]).unwrap(),
-    );
+    let item = fence.item(index, super::key(index, &[("id", &Attr::from_attribute(&id))]).unwrap());
     assert_eq!(
         serde_json::to_value(&item).unwrap(),
         serde_json::json!({
@@ -80,16 +67,11 @@ fn no_entry_partition_key_is_a_heads() {
     let indexes = example();
     let index = &indexes.indexes[0];
     for (scope, member) in [("%head", "x"), ("35e9", "%head#"), ("", "%head#custom-fields")] {
-        let pk = key_codec::HierKey::new(scope)
-            .push(member)
-            .finish(key_codec::KeyKind::Partition)
-            .unwrap();
+        let pk = key_codec::HierKey::new(scope).push(member).finish(key_codec::KeyKind::Partition).unwrap();
         assert!(!is_head(&pk), "{pk}");
     }
     let id = AttributeValue::N("7".into());
-    assert!(is_head(
-        &key(index, &[("id", &Attr::from_attribute(&id))]).unwrap().pk
-    ));
+    assert!(is_head(&key(index, &[("id", &Attr::from_attribute(&id))]).unwrap().pk));
 }
 
 #[test]
@@ -98,10 +80,7 @@ fn a_head_reads_only_what_the_index_reads() {
     let index = &indexes.indexes[0];
     let image = Item::from(std::collections::HashMap::from([
         ("id".to_owned(), s("af34")),
-        (
-            "custom_fields".to_owned(),
-            AttributeValue::M(std::collections::HashMap::new()),
-        ),
+        ("custom_fields".to_owned(), AttributeValue::M(std::collections::HashMap::new())),
         ("project".to_owned(), s("35e9")),
         ("num".to_owned(), AttributeValue::N("3".into())),
         ("description".to_owned(), s("long text the index never reads")),

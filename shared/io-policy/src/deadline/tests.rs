@@ -20,10 +20,6 @@ fn time_left_reads_epoch_deadlines_and_emulator_timeouts() {
         (900_001, now, 0),
     ];
     for (deadline, at, left) in cases {
-        assert_eq!(
-            time_left(deadline, at),
-            Duration::from_millis(left),
-            "deadline {deadline} at {at}"
-        );
+        assert_eq!(time_left(deadline, at), Duration::from_millis(left), "deadline {deadline} at {at}");
     }
 }

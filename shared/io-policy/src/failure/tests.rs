@@ -7,19 +7,9 @@ fn service_answers_are_classified_by_code_status_and_message() {
     use FailureKind::{RecordPermanent, Systemic, Transient};
     let cases: [(Option<&str>, u16, &str, FailureKind); 16] = [
         (Some("ProvisionedThroughputExceededException"), 400, "", Transient),
-        (
-            Some("ThrottlingException"),
-            400,
-            "Throughput exceeds the current capacity",
-            Transient,
-        ),
+        (Some("ThrottlingException"), 400, "Throughput exceeds the current capacity", Transient),
         (Some("RequestLimitExceeded"), 400, "", Transient),
-        (
-            Some("SlowDown"),
-            503,
-            "Please reduce your request rate.",
-            Transient,
-        ),
+        (Some("SlowDown"), 503, "Please reduce your request rate.", Transient),
         (Some("InternalServerError"), 500, "", Transient),
         (Some("InternalError"), 500, "", Transient),
         (None, 503, "", Transient),
@@ -31,12 +21,7 @@ fn service_answers_are_classified_by_code_status_and_message() {
             "Item size has exceeded the maximum allowed size",
             RecordPermanent,
         ),
-        (
-            Some("ValidationException"),
-            400,
-            "Number overflow.",
-            RecordPermanent,
-        ),
+        (Some("ValidationException"), 400, "Number overflow.", RecordPermanent),
         (
             Some("ValidationException"),
             400,
@@ -49,38 +34,20 @@ fn service_answers_are_classified_by_code_status_and_message() {
             "One or more parameter values were invalid: Missing the key pk in the item",
             Systemic,
         ),
-        (
-            Some("ResourceNotFoundException"),
-            400,
-            "Requested resource not found",
-            Systemic,
-        ),
+        (Some("ResourceNotFoundException"), 400, "Requested resource not found", Systemic),
         (Some("AccessDeniedException"), 400, "", Systemic),
-        (
-            Some("NoSuchBucket"),
-            404,
-            "The specified bucket does not exist",
-            Systemic,
-        ),
+        (Some("NoSuchBucket"), 404, "The specified bucket does not exist", Systemic),
     ];
     for (code, status, message, kind) in cases {
-        assert_eq!(
-            kind_of(code, status, message),
-            kind,
-            "{code:?} {status} {message:?}"
-        );
+        assert_eq!(kind_of(code, status, message), kind, "{code:?} {status} {message:?}");
     }
 }
 
 #[test]
 fn kinds_have_stable_names() {
-    let names: Vec<&str> = [
-        FailureKind::Transient,
-        FailureKind::Systemic,
-        FailureKind::RecordPermanent,
-    ]
-    .iter()
-    .map(|k| k.as_str())
-    .collect();
+    let names: Vec<&str> = [FailureKind::Transient, FailureKind::Systemic, FailureKind::RecordPermanent]
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
     assert_eq!(names, ["transient", "systemic", "record-permanent"]);
 }

@@ -41,13 +41,7 @@ async fn transient_failures_are_retried_and_counted() {
         .call(|| {
             calls.set(calls.get() + 1);
             let n = calls.get();
-            async move {
-                if n < 3 {
-                    Err(Failure::transient("throttled"))
-                } else {
-                    Ok(n)
-                }
-            }
+            async move { if n < 3 { Err(Failure::transient("throttled")) } else { Ok(n) } }
         })
         .await;
     assert_eq!(result, Ok(3));
@@ -98,11 +92,8 @@ async fn a_stalled_attempt_is_cut_off_and_retried() {
 async fn nothing_runs_past_the_stop_instant() {
     // 300 ms to the deadline less a 100 ms margin: an attempt that never answers is cut off at
     // the stop instant (before its 200 ms attempt timeout twice over), and no retry starts.
-    let policy = Policy {
-        attempt_timeout: Duration::from_secs(30),
-        margin: Duration::from_millis(100),
-        ..quick()
-    };
+    let policy =
+        Policy { attempt_timeout: Duration::from_secs(30), margin: Duration::from_millis(100), ..quick() };
     let budget = policy.budget(Deadline::after(Duration::from_millis(300)));
     let result: Result<(), _> = budget
         .call(|| async {
@@ -159,9 +150,7 @@ async fn drain_sends_the_rest_until_nothing_is_left() {
 #[tokio::test]
 async fn drain_gives_up_when_the_rest_stays_undone() {
     let budget = quick().within(Duration::from_secs(60));
-    let result = budget
-        .drain("BatchGetItem", 7, |keys: u32| async move { Ok(((), Some(keys))) })
-        .await;
+    let result = budget.drain("BatchGetItem", 7, |keys: u32| async move { Ok(((), Some(keys))) }).await;
     let failure = result.unwrap_err();
     assert_eq!(failure.kind, FailureKind::Transient);
     assert!(failure.message.contains("left unprocessed"), "{failure}");
@@ -176,28 +165,17 @@ async fn drain_gives_up_when_the_rest_stays_undone() {
 async fn tasks_made_while_others_run_start_as_the_window_admits_them() {
     use std::rc::Rc;
 
-    let policy = Policy {
-        concurrency: 3,
-        max_concurrency: 3,
-        ..quick()
-    };
+    let policy = Policy { concurrency: 3, max_concurrency: 3, ..quick() };
     let budget = policy.budget(Deadline::after(Duration::from_secs(10)));
     let (send, receive) = tokio::sync::mpsc::unbounded_channel::<u32>();
     let receive =
         futures_util::stream::unfold(receive, |mut r| async move { r.recv().await.map(|n| (n, r)) });
     let gate = Rc::new(tokio::sync::Semaphore::new(0));
-    let (started, running, peak) = (
-        Rc::new(Cell::new(0_usize)),
-        Rc::new(Cell::new(0_usize)),
-        Rc::new(Cell::new(0_usize)),
-    );
+    let (started, running, peak) =
+        (Rc::new(Cell::new(0_usize)), Rc::new(Cell::new(0_usize)), Rc::new(Cell::new(0_usize)));
     let tasks = futures_util::StreamExt::map(receive, |n| {
-        let (gate, started, running, peak) = (
-            Rc::clone(&gate),
-            Rc::clone(&started),
-            Rc::clone(&running),
-            Rc::clone(&peak),
-        );
+        let (gate, started, running, peak) =
+            (Rc::clone(&gate), Rc::clone(&started), Rc::clone(&running), Rc::clone(&peak));
         async move {
             started.set(started.get() + 1);
             running.set(running.get() + 1);
@@ -222,11 +200,7 @@ async fn tasks_made_while_others_run_start_as_the_window_admits_them() {
         // One lets go: the next starts, before the stream has ended.
         gate.add_permits(1);
         yield_a_while().await;
-        assert_eq!(
-            (started.get(), running.get()),
-            (4, 3),
-            "one more started as one ended"
-        );
+        assert_eq!((started.get(), running.get()), (4, 3), "one more started as one ended");
         // The rest come while those hold, then all may end.
         for n in 5..12 {
             send.send(n).expect("the receiver lives");
@@ -237,9 +211,5 @@ async fn tasks_made_while_others_run_start_as_the_window_admits_them() {
     let ((), mut outputs) = tokio::join!(producer, budget.in_window_as_ready(tasks));
     outputs.sort_unstable();
     assert_eq!(outputs, (0..12).map(|n| n * 10).collect::<Vec<_>>());
-    assert_eq!(
-        (started.get(), peak.get()),
-        (12, 3),
-        "every task ran, never more than three at once"
-    );
+    assert_eq!((started.get(), peak.get()), (12, 3), "every task ran, never more than three at once");
 }

@@ -11,11 +11,7 @@ use crate::{
 #[test]
 fn equal_numbers_encode_identically() {
     for spelling in ["1.5", "1.50", "15E-1", "0.15e1", "+1.5", "001.500", "150e-2"] {
-        assert_eq!(
-            Number::parse(spelling).unwrap(),
-            Number::parse("1.5").unwrap(),
-            "{spelling}"
-        );
+        assert_eq!(Number::parse(spelling).unwrap(), Number::parse("1.5").unwrap(), "{spelling}");
         assert_eq!(text_of(&[(n(spelling), Asc)]), "nA1.5#", "{spelling}");
     }
     for zero in ["0", "-0", "0.000", "-0E5", "+0e-999", ".0", "0."] {
@@ -27,11 +23,7 @@ fn equal_numbers_encode_identically() {
 #[test]
 fn numbers_outside_dynamodb_are_rejected_with_the_reason() {
     let cases: &[(&str, NumberError, &str)] = &[
-        (
-            "NaN",
-            NumberError::NotFinite,
-            "NaN and Infinity are not DynamoDB numbers",
-        ),
+        ("NaN", NumberError::NotFinite, "NaN and Infinity are not DynamoDB numbers"),
         ("-Infinity", NumberError::NotFinite, "NaN and Infinity"),
         ("inf", NumberError::NotFinite, "NaN and Infinity"),
         (
@@ -41,11 +33,7 @@ fn numbers_outside_dynamodb_are_rejected_with_the_reason() {
         ),
         ("1E-131", NumberError::TooSmall, "below 1E-130"),
         ("0.99E-130", NumberError::TooSmall, "below 1E-130"),
-        (
-            "1E126",
-            NumberError::TooLarge,
-            "above 9.9999999999999999999999999999999999999E+125",
-        ),
+        ("1E126", NumberError::TooLarge, "above 9.9999999999999999999999999999999999999E+125"),
         ("-1E126", NumberError::TooLarge, "above"),
         ("1E99999999999999999999", NumberError::TooLarge, "above"),
         ("", NumberError::Syntax, "not a decimal number"),
@@ -56,18 +44,9 @@ fn numbers_outside_dynamodb_are_rejected_with_the_reason() {
     ];
     for (input, reason, message) in cases {
         let err = Number::parse(input).unwrap_err();
-        assert_eq!(
-            err,
-            Error::Number {
-                input: (*input).to_owned(),
-                reason: *reason
-            }
-        );
+        assert_eq!(err, Error::Number { input: (*input).to_owned(), reason: *reason });
         let shown = err.to_string();
-        assert!(
-            shown.contains(message) && shown.contains(&format!("{input:?}")),
-            "{shown}"
-        );
+        assert!(shown.contains(message) && shown.contains(&format!("{input:?}")), "{shown}");
     }
     // The largest and smallest accepted values sit right at the limits.
     assert!(Number::parse("9.9999999999999999999999999999999999999E+125").is_ok());
@@ -78,21 +57,11 @@ fn numbers_outside_dynamodb_are_rejected_with_the_reason() {
 
 #[test]
 fn display_parses_back() {
-    for text in [
-        "0",
-        "7",
-        "-42.5",
-        "0.0000001",
-        "1E-130",
-        "1.5E+40",
-        "123456789012345678901234567890123456.78",
-    ] {
+    for text in
+        ["0", "7", "-42.5", "0.0000001", "1E-130", "1.5E+40", "123456789012345678901234567890123456.78"]
+    {
         let number = Number::parse(text).unwrap();
-        assert_eq!(
-            Number::parse(&number.to_string()).unwrap(),
-            number,
-            "{text} shown as {number}"
-        );
+        assert_eq!(Number::parse(&number.to_string()).unwrap(), number, "{text} shown as {number}");
     }
     assert_eq!(Number::parse("15E-1").unwrap().to_string(), "1.5");
     assert_eq!(Number::parse("1E+125").unwrap().to_string(), "1E+125");
@@ -103,9 +72,7 @@ fn display_parses_back() {
 
 #[test]
 fn every_escaped_character_round_trips_and_sorts_by_code_point() {
-    let strings: Vec<String> = (0u32..=0x25)
-        .map(|c| format!("a{}b", char::from_u32(c).unwrap()))
-        .collect();
+    let strings: Vec<String> = (0u32..=0x25).map(|c| format!("a{}b", char::from_u32(c).unwrap())).collect();
     for dir in [Asc, Desc] {
         let mut previous: Option<(String, Vec<u8>)> = None;
         for string in &strings {
@@ -151,31 +118,15 @@ fn sort_key_limit_with_a_multibyte_character_at_the_edge() {
     let mut key = TextKey::new();
     key.push_str(&over, Asc);
     let err = key.clone().finish(KeyKind::Sort).unwrap_err();
-    assert_eq!(
-        err,
-        Error::TooLong {
-            kind: KeyKind::Sort,
-            actual: 1025
-        }
-    );
-    assert_eq!(
-        err.to_string(),
-        "sort key is 1025 bytes; DynamoDB allows at most 1024 bytes"
-    );
-    assert!(
-        key.finish(KeyKind::Partition).is_ok(),
-        "a partition key may be 2048 bytes"
-    );
+    assert_eq!(err, Error::TooLong { kind: KeyKind::Sort, actual: 1025 });
+    assert_eq!(err.to_string(), "sort key is 1025 bytes; DynamoDB allows at most 1024 bytes");
+    assert!(key.finish(KeyKind::Partition).is_ok(), "a partition key may be 2048 bytes");
 
     // Truncating to the budget cuts before the euro sign, never inside it.
     let kept = truncate_for_text(&over, Asc, 1024);
     assert_eq!(kept, "x".repeat(1020));
     let kept = truncate_for_text(&fits, Asc, 1023);
-    assert_eq!(
-        kept,
-        "x".repeat(1019),
-        "the 3-byte character no longer fits whole"
-    );
+    assert_eq!(kept, "x".repeat(1019), "the 3-byte character no longer fits whole");
 
     let mut binary = BinaryKey::new();
     binary.push_str(&"y".repeat(2046), Asc);
@@ -183,10 +134,7 @@ fn sort_key_limit_with_a_multibyte_character_at_the_edge() {
         binary.finish(KeyKind::Partition).unwrap_err().to_string(),
         "partition key is 2049 bytes; DynamoDB allows at most 2048 bytes"
     );
-    assert_eq!(
-        TextKey::new().finish(KeyKind::Sort).unwrap_err(),
-        Error::Empty { kind: KeyKind::Sort }
-    );
+    assert_eq!(TextKey::new().finish(KeyKind::Sort).unwrap_err(), Error::Empty { kind: KeyKind::Sort });
 }
 
 #[test]
@@ -198,10 +146,7 @@ fn truncation_never_splits_an_escape() {
         let mut key = TextKey::new();
         key.push_str(kept, Asc);
         assert!(key.len() <= budget.max(2), "budget {budget}: {}", key.as_str());
-        assert!(
-            key.len() + 2 > budget || kept.len() == value.len(),
-            "budget {budget} left room"
-        );
+        assert!(key.len() + 2 > budget || kept.len() == value.len(), "budget {budget} left room");
         assert_eq!(text::decode(key.as_str()).unwrap(), [(s(kept), Asc)]);
     }
     // Descending, each UTF-8 byte costs two hex digits: "ab€" is 5 bytes, so 3 + 10 in all.
@@ -219,30 +164,16 @@ fn hierarchical_keys() {
     let tricky = HierKey::new("TAG").push("C#").push("100%").push("");
     assert_eq!(tricky.as_str(), "TAG#C%23#100%25#");
     assert_eq!(hier::split(tricky.as_str()).unwrap(), ["TAG", "C#", "100%", ""]);
-    assert_eq!(
-        hier::split("ACCOUNT#12345#ON").unwrap(),
-        ["ACCOUNT", "12345", "ON"]
-    );
+    assert_eq!(hier::split("ACCOUNT#12345#ON").unwrap(), ["ACCOUNT", "12345", "ON"]);
     let err = hier::split("A#50%off").unwrap_err();
     assert!(err.to_string().contains("'%' must start %23"), "{err}");
-    assert!(
-        HierKey::new(&"k".repeat(2049))
-            .finish(KeyKind::Partition)
-            .is_err()
-    );
+    assert!(HierKey::new(&"k".repeat(2049)).finish(KeyKind::Partition).is_err());
 }
 
 #[test]
 fn sequence_numbers() {
     let forty = "1".repeat(40);
-    let cases = [
-        "0",
-        "9",
-        "10",
-        "1100000000017454423009",
-        "49668787239117329658472548706838958090",
-        &forty,
-    ];
+    let cases = ["0", "9", "10", "1100000000017454423009", "49668787239117329658472548706838958090", &forty];
     let parsed: Vec<SequenceNumber> = cases.iter().map(|c| c.parse().unwrap()).collect();
     for pair in parsed.windows(2) {
         assert!(pair[0] < pair[1]);
@@ -255,10 +186,7 @@ fn sequence_numbers() {
     assert_eq!(SequenceNumber::parse("007").unwrap().as_str(), "7");
     for bad in ["", "12a", "-1", &"1".repeat(41)] {
         let err = SequenceNumber::parse(bad).unwrap_err();
-        assert!(
-            err.to_string().starts_with("invalid stream sequence number"),
-            "{err}"
-        );
+        assert!(err.to_string().starts_with("invalid stream sequence number"), "{err}");
     }
     assert!(SequenceNumber::from_fixed_width("123").is_err());
 }
@@ -303,11 +231,7 @@ fn malformed_text_keys_are_errors_naming_the_offset() {
     ];
     for (key, offset) in cases {
         match text::decode(key) {
-            Err(Error::Malformed {
-                format: "K1 text",
-                offset: at,
-                ..
-            }) => assert_eq!(at, *offset, "{key}"),
+            Err(Error::Malformed { format: "K1 text", offset: at, .. }) => assert_eq!(at, *offset, "{key}"),
             other => panic!("{key}: expected a malformed-key error, got {other:?}"),
         }
     }
@@ -327,16 +251,7 @@ fn malformed_binary_keys_are_errors() {
         &[0x77], // unknown tag
         &[0x00],
     ] {
-        assert!(
-            matches!(
-                binary::decode(key),
-                Err(Error::Malformed {
-                    format: "B1 binary",
-                    ..
-                })
-            ),
-            "{key:x?}"
-        );
+        assert!(matches!(binary::decode(key), Err(Error::Malformed { format: "B1 binary", .. })), "{key:x?}");
     }
 }
 

@@ -42,11 +42,7 @@ fn numbers_at_the_ends_of_dynamodbs_range() {
     let neg_tiny = format!("n-[.{}8~#", "9".repeat(129));
     check(&one(n("-1E-130")), &neg_tiny, "40 ff eb");
     let max = "9.9999999999999999999999999999999999999E+125";
-    check(
-        &one(n(max)),
-        &format!("nZ126{}{}#", "9".repeat(38), "0".repeat(88)),
-        "42 ff c7 x18 c6",
-    );
+    check(&one(n(max)), &format!("nZ126{}{}#", "9".repeat(38), "0".repeat(88)), "42 ff c7 x18 c6");
     check(
         &one(n(&format!("-{max}"))),
         &format!("n-A873{}{}~#", "0".repeat(38), "9".repeat(88)),
@@ -105,28 +101,12 @@ fn dates_and_datetimes() {
 
 #[test]
 fn booleans_null_and_bytes() {
-    let ascending = [
-        (Value::Bool(true), Asc),
-        (Value::Bool(false), Asc),
-        (Value::Null, Asc),
-    ];
+    let ascending = [(Value::Bool(true), Asc), (Value::Bool(false), Asc), (Value::Null, Asc)];
     check(&ascending, "t#f#%#", "60 30 01");
-    let descending = [
-        (Value::Bool(true), Desc),
-        (Value::Bool(false), Desc),
-        (Value::Null, Desc),
-    ];
+    let descending = [(Value::Bool(true), Desc), (Value::Bool(false), Desc), (Value::Null, Desc)];
     check(&descending, "G#U#~#", "9f cf fe");
-    check(
-        &one(Value::Binary(vec![0x00, 0xff])),
-        "b00ff#",
-        "10 00 ff ff 00 01",
-    );
-    check(
-        &one_desc(Value::Binary(vec![0x00, 0xff])),
-        "Yff00~#",
-        "ef ff 00 00 ff fe",
-    );
+    check(&one(Value::Binary(vec![0x00, 0xff])), "b00ff#", "10 00 ff ff 00 01");
+    check(&one_desc(Value::Binary(vec![0x00, 0xff])), "Yff00~#", "ef ff 00 00 ff fe");
 }
 
 #[test]
@@ -141,9 +121,5 @@ fn tuples() {
         "sOpen#%#sx#",
         "50 4f 70 65 6e 00 01 01 50 78 00 01",
     );
-    check(
-        &[(s("Open#1"), Asc), (n("7"), Desc)],
-        "sOpen$b1#M-Z2~#",
-        "50 4f 70 65 6e 23 31 00 01 bd 7d 73",
-    );
+    check(&[(s("Open#1"), Asc), (n("7"), Desc)], "sOpen$b1#M-Z2~#", "50 4f 70 65 6e 23 31 00 01 bd 7d 73");
 }

@@ -35,18 +35,10 @@ pub(super) fn binary_of(tuple: &[(Value, Dir)]) -> Vec<u8> {
 /// keys decode to exactly this tuple.
 pub(super) fn check(tuple: &[(Value, Dir)], text_key: &str, binary_hex: &str) {
     assert_eq!(text_of(tuple), text_key, "text encoding of {tuple:?}");
-    assert_eq!(
-        text::decode(text_key).unwrap(),
-        tuple,
-        "text decoding of {text_key:?}"
-    );
+    assert_eq!(text::decode(text_key).unwrap(), tuple, "text decoding of {text_key:?}");
     let bytes = hex(binary_hex);
     assert_eq!(binary_of(tuple), bytes, "binary encoding of {tuple:?}");
-    assert_eq!(
-        binary::decode(&bytes).unwrap(),
-        tuple,
-        "binary decoding of {binary_hex}"
-    );
+    assert_eq!(binary::decode(&bytes).unwrap(), tuple, "binary decoding of {binary_hex}");
 }
 
 /// Parses space-separated hex, with `xN` repeating the previous byte N more times in total.

@@ -16,28 +16,21 @@ fn number() -> impl Strategy<Value = Number> {
     prop_oneof![
         any::<i64>().prop_map(Number::from),
         (-1000i64..1000).prop_map(Number::from),
-        (
-            any::<bool>(),
-            proptest::collection::vec(0u8..10, 1..=38),
-            -130i64..=125
-        )
-            .prop_map(|(negative, digits, exponent)| {
+        (any::<bool>(), proptest::collection::vec(0u8..10, 1..=38), -130i64..=125).prop_map(
+            |(negative, digits, exponent)| {
                 // d.ddd…E±x with a non-zero first digit: exactly the scientific exponent drawn.
                 let first = char::from(b'0' + digits[0].max(1));
                 let rest: String = digits[1..].iter().map(|d| char::from(b'0' + d)).collect();
                 let sign = if negative { "-" } else { "" };
                 Number::parse(&format!("{sign}{first}.{rest}E{exponent}")).unwrap()
-            }),
+            }
+        ),
     ]
 }
 
 /// Strings rich in the characters that need escaping, plus arbitrary Unicode.
 fn string() -> impl Strategy<Value = String> {
-    prop_oneof![
-        "[\\x00-\\x26a-b\u{FFFF}\u{1F600}]{0,6}",
-        any::<String>(),
-        "[a-z ]{0,12}",
-    ]
+    prop_oneof!["[\\x00-\\x26a-b\u{FFFF}\u{1F600}]{0,6}", any::<String>(), "[a-z ]{0,12}",]
 }
 
 fn date() -> impl Strategy<Value = Date> {
@@ -45,15 +38,12 @@ fn date() -> impl Strategy<Value = Date> {
 }
 
 fn datetime() -> impl Strategy<Value = DateTime> {
-    (
-        date(),
-        0u64..86_400_000_000_000,
-        prop_oneof![Just(0u64), Just(1_000_000_000), Just(1)],
-    )
-        .prop_map(|(d, nanos, round)| {
+    (date(), 0u64..86_400_000_000_000, prop_oneof![Just(0u64), Just(1_000_000_000), Just(1)]).prop_map(
+        |(d, nanos, round)| {
             let nanos = if round > 1 { nanos / round * round } else { nanos };
             DateTime::from_parts(d, nanos).unwrap()
-        })
+        },
+    )
 }
 
 fn value() -> impl Strategy<Value = Value> {

@@ -71,10 +71,7 @@ fn the_code_filter_agrees_with_the_mappings_on_every_sample_record() {
         }
     }
     // The corpus exercises both answers of most patterns, so agreement is not vacuous.
-    assert!(
-        matched > 0 && matched < PATTERNS.len() * records.len(),
-        "{matched} matches"
-    );
+    assert!(matched > 0 && matched < PATTERNS.len() * records.len(), "{matched} matches");
 }
 
 #[test]
@@ -120,11 +117,7 @@ fn stopped_at(sequence_number: Option<&str>) -> DynamoDbEventResponse {
 }
 
 fn reported(response: &DynamoDbEventResponse) -> Vec<&str> {
-    response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.as_deref().unwrap_or_default())
-        .collect()
+    response.batch_item_failures.iter().map(|f| f.item_identifier.as_deref().unwrap_or_default()).collect()
 }
 
 #[test]
@@ -157,19 +150,12 @@ fn combined_filters_read_each_functions_patterns_and_name_the_variable() {
     let text = format!(r#"{{"ttl-archiver":[{TTL_REMOVE}],"multikey-indexer":[]}}"#);
     assert_eq!(patterns_for(Some(&text), "ttl-archiver").unwrap().len(), 1);
     assert!(patterns_for(Some(&text), "multikey-indexer").unwrap().is_empty());
-    assert!(
-        patterns_for(Some(&text), "counter-aggregator")
-            .unwrap()
-            .is_empty()
-    );
+    assert!(patterns_for(Some(&text), "counter-aggregator").unwrap().is_empty());
     assert!(patterns_for(None, "ttl-archiver").unwrap().is_empty());
     let bad = [
         ("[1]", "expected an object"),
         ("{", "not JSON"),
-        (
-            r#"{"ttl-archiver":{"eventName":["REMOVE"]}}"#,
-            "ttl-archiver: expected a list",
-        ),
+        (r#"{"ttl-archiver":{"eventName":["REMOVE"]}}"#, "ttl-archiver: expected a list"),
         (
             r#"{"ttl-archiver":[{"eventName":["REMOVE"]},{"dynamodb":{"NewImage":{"a":["x"]}}}]}"#,
             "ttl-archiver[1]: /dynamodb/NewImage/a",
@@ -177,9 +163,6 @@ fn combined_filters_read_each_functions_patterns_and_name_the_variable() {
     ];
     for (text, expected) in bad {
         let error = patterns_for(Some(text), "ttl-archiver").unwrap_err().to_string();
-        assert!(
-            error.contains(FILTERS_VAR) && error.contains(expected),
-            "{text}: {error}"
-        );
+        assert!(error.contains(FILTERS_VAR) && error.contains(expected), "{text}: {error}");
     }
 }

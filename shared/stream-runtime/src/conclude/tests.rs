@@ -18,11 +18,7 @@ fn batch(sequence_numbers: &[Option<&str>]) -> Vec<WireRecord<'static>> {
 
 fn reported(records: &[WireRecord<'_>], stopped_at: Option<usize>) -> Result<Vec<String>, NoCheckpoint> {
     let response = Checkpoint::response(records, stopped_at)?;
-    Ok(response
-        .batch_item_failures
-        .into_iter()
-        .map(|f| f.item_identifier.unwrap())
-        .collect())
+    Ok(response.batch_item_failures.into_iter().map(|f| f.item_identifier.unwrap()).collect())
 }
 
 #[test]
@@ -45,10 +41,7 @@ fn unusable_sequence_numbers_move_the_checkpoint_back() {
     for stopped_at in 1..=3 {
         assert_eq!(
             Checkpoint::at(&records, stopped_at),
-            Ok(Checkpoint {
-                index: 0,
-                sequence_number: "100".to_owned()
-            })
+            Ok(Checkpoint { index: 0, sequence_number: "100".to_owned() })
         );
     }
     assert_eq!(reported(&records, Some(4)), Ok(vec!["500".to_owned()]));
@@ -59,11 +52,7 @@ fn without_any_usable_sequence_number_the_whole_batch_must_fail() {
     let records = batch(&[None, Some(""), Some("200")]);
     assert_eq!(reported(&records, Some(1)), Err(NoCheckpoint { stopped_at: 1 }));
     assert_eq!(reported(&[], Some(0)), Err(NoCheckpoint { stopped_at: 0 }));
-    assert!(
-        NoCheckpoint { stopped_at: 1 }
-            .to_string()
-            .contains("whole batch is retried")
-    );
+    assert!(NoCheckpoint { stopped_at: 1 }.to_string().contains("whole batch is retried"));
 }
 
 #[test]

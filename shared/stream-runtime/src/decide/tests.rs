@@ -25,25 +25,14 @@ fn the_earliest_stopping_failure_is_the_checkpoint_and_permanent_ones_before_it_
     ];
     for (failures, checkpoint, parked) in cases {
         let d = decide(&failures);
-        assert_eq!(
-            d.checkpoint.as_ref().map(|c| c.record),
-            checkpoint,
-            "{failures:?}"
-        );
-        assert_eq!(
-            d.park.iter().map(|p| p.record).collect::<Vec<_>>(),
-            parked,
-            "{failures:?}"
-        );
+        assert_eq!(d.checkpoint.as_ref().map(|c| c.record), checkpoint, "{failures:?}");
+        assert_eq!(d.park.iter().map(|p| p.record).collect::<Vec<_>>(), parked, "{failures:?}");
     }
 }
 
 #[test]
 fn a_record_that_cannot_be_parked_becomes_the_checkpoint() {
-    let mut d = decide(&[
-        f(1, FailureKind::RecordPermanent),
-        f(3, FailureKind::RecordPermanent),
-    ]);
+    let mut d = decide(&[f(1, FailureKind::RecordPermanent), f(3, FailureKind::RecordPermanent)]);
     d.unparked(3, Failure::transient("S3 SlowDown"));
     assert_eq!(d.checkpoint.as_ref().map(|c| c.record), Some(3));
     assert_eq!(d.park.iter().map(|p| p.record).collect::<Vec<_>>(), [1]);

@@ -42,9 +42,6 @@ impl RequestError {
 
     /// An answer no real service gives.
     pub fn unexpected(target: &str, message: impl Into<String>) -> RequestError {
-        RequestError::Unexpected {
-            target: target.to_owned(),
-            message: message.into(),
-        }
+        RequestError::Unexpected { target: target.to_owned(), message: message.into() }
     }
 }

@@ -43,13 +43,7 @@ struct Shard {
 impl StreamReader {
     /// A reader of the stream `arn` that has read nothing yet.
     pub fn new(client: Client, arn: impl Into<String>) -> StreamReader {
-        StreamReader {
-            client,
-            arn: arn.into(),
-            shards: Vec::new(),
-            empty_pages: 0,
-            renewed: 0,
-        }
+        StreamReader { client, arn: arn.into(), shards: Vec::new(), empty_pages: 0, renewed: 0 }
     }
 
     /// Iterators that had expired and were replaced by one after the last record read.
@@ -101,11 +95,8 @@ impl StreamReader {
                 for record in page.records() {
                     out.push((shard.id.clone(), event_record(record, &self.arn)?));
                 }
-                if let Some(last) = page
-                    .records()
-                    .last()
-                    .and_then(|r| r.dynamodb())
-                    .and_then(|d| d.sequence_number())
+                if let Some(last) =
+                    page.records().last().and_then(|r| r.dynamodb()).and_then(|d| d.sequence_number())
                 {
                     shard.last = Some(last.to_owned());
                 }
@@ -142,11 +133,7 @@ impl StreamReader {
                 continue;
             }
             let iterator = iterator_after(&self.client, &self.arn, id, None).await?;
-            self.shards.push(Shard {
-                id: id.to_owned(),
-                iterator,
-                last: None,
-            });
+            self.shards.push(Shard { id: id.to_owned(), iterator, last: None });
         }
         Ok(())
     }
@@ -161,16 +148,12 @@ async fn iterator_after(
 ) -> Result<Option<String>, RequestError> {
     let request = client.get_shard_iterator().stream_arn(arn).shard_id(shard);
     let request = match last {
-        Some(last) => request
-            .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-            .sequence_number(last),
+        Some(last) => {
+            request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).sequence_number(last)
+        }
         None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
     };
-    Ok(request
-        .send()
-        .await
-        .map_err(|e| RequestError::request("GetShardIterator", arn, &e))?
-        .shard_iterator)
+    Ok(request.send().await.map_err(|e| RequestError::request("GetShardIterator", arn, &e))?.shard_iterator)
 }
 
 /// A DynamoDB Streams record as Lambda's event source mapping delivers it.
@@ -178,11 +161,9 @@ pub fn event_record(record: &Record, arn: &str) -> Result<EventRecord, RequestEr
     let change = record
         .dynamodb()
         .ok_or_else(|| RequestError::unexpected(arn, "a stream record without its change"))?;
-    let image =
-        |m: Option<&std::collections::HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>>| {
-            m.map(|m| serde_json::to_value(serde_dynamo::Item::from(m.clone())))
-                .transpose()
-        };
+    let image = |m: Option<
+        &std::collections::HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>,
+    >| { m.map(|m| serde_json::to_value(serde_dynamo::Item::from(m.clone()))).transpose() };
     let fail = |e: serde_json::Error| RequestError::unexpected(arn, format!("a stream record's image: {e}"));
     let mut dynamodb = json!({
         "Keys": image(change.keys()).map_err(fail)?,

@@ -5,21 +5,12 @@ use std::collections::HashMap;
 use super::*;
 
 fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
 }
 
 #[test]
 fn required_optional_and_integers() {
-    let env = vars(&[
-        ("TABLE", "issues"),
-        ("BLANK", "  "),
-        ("N", " 8 "),
-        ("BAD", "eight"),
-        ("BIG", "99"),
-    ]);
+    let env = vars(&[("TABLE", "issues"), ("BLANK", "  "), ("N", " 8 "), ("BAD", "eight"), ("BIG", "99")]);
     let lookup = |k: &str| env.get(k).cloned();
     let v = Vars::new(&lookup);
     assert_eq!(v.required("TABLE", "the table"), Ok("issues".to_owned()));
@@ -34,12 +25,7 @@ fn required_optional_and_integers() {
         v.integer("BAD", 4_usize, 1, 64).unwrap_err().to_string(),
         r#"environment variable BAD is invalid: "eight" is not an integer from 1 to 64"#
     );
-    assert!(
-        v.integer("BIG", 4_usize, 1, 64)
-            .unwrap_err()
-            .to_string()
-            .contains("BIG")
-    );
+    assert!(v.integer("BIG", 4_usize, 1, 64).unwrap_err().to_string().contains("BIG"));
 }
 
 #[test]

@@ -39,11 +39,7 @@ fn leaf(matchers: &[Matcher], value: Option<&Value>) -> bool {
         Value::Object(_) => return false,
         scalar => std::slice::from_ref(scalar),
     };
-    matchers.iter().any(|m| {
-        elements
-            .iter()
-            .any(|e| !e.is_array() && !e.is_object() && scalar(m, e))
-    })
+    matchers.iter().any(|m| elements.iter().any(|e| !e.is_array() && !e.is_object() && scalar(m, e)))
 }
 
 fn scalar(matcher: &Matcher, value: &Value) -> bool {

@@ -10,10 +10,7 @@ fn patterns_parse_into_matchers() {
         (
             r#"{"eventName":["REMOVE"]}"#,
             Pattern {
-                fields: vec![(
-                    "eventName".into(),
-                    Node::Leaf(vec![Matcher::Exact(json!("REMOVE"))]),
-                )],
+                fields: vec![("eventName".into(), Node::Leaf(vec![Matcher::Exact(json!("REMOVE"))]))],
                 any_of: vec![],
             },
         ),
@@ -73,14 +70,8 @@ fn malformed_patterns_say_what_is_wrong() {
         (r#"{"a":[{"prefix":"p","suffix":"s"}]}"#, "exactly one operator"),
         (r#"{"a":[{"prefix":1}]}"#, "prefix takes a string"),
         (r#"{"a":[{"exists":"true"}]}"#, "exists takes true or false"),
-        (
-            r#"{"a":[{"numeric":[">",0,">",5]}]}"#,
-            "a numeric range is a lower bound",
-        ),
-        (
-            r#"{"a":[{"numeric":[">=",9,"<",5]}]}"#,
-            "a numeric range is a lower bound",
-        ),
+        (r#"{"a":[{"numeric":[">",0,">",5]}]}"#, "a numeric range is a lower bound"),
+        (r#"{"a":[{"numeric":[">=",9,"<",5]}]}"#, "a numeric range is a lower bound"),
         (r#"{"a":[{"numeric":["~",1]}]}"#, "not a numeric operator"),
         (r#"{"a":[{"numeric":[">"]}]}"#, "numeric takes"),
         (r#"{"a":[{"anything-but":{"suffix":"s"}}]}"#, "anything-but takes"),
@@ -89,10 +80,7 @@ fn malformed_patterns_say_what_is_wrong() {
     ];
     for (json, expected) in cases {
         let error = Pattern::parse(json).unwrap_err().to_string();
-        assert!(
-            error.contains(expected),
-            "{json}: {error:?} should mention {expected:?}"
-        );
+        assert!(error.contains(expected), "{json}: {error:?} should mention {expected:?}");
     }
 }
 
@@ -118,18 +106,9 @@ fn dynamodb_patterns_must_match_below_the_type() {
             r#"{"dynamodb":{"NewImage":{"custom_fields":{"M":[{"exists":true}]}}}}"#,
             "Lambda matches leaves only",
         ),
-        (
-            r#"{"dynamodb":{"NewImage":{"l":{"L":[{"exists":true}]}}}}"#,
-            "Lambda matches leaves only",
-        ),
-        (
-            r#"{"dynamodb":{"NewImage":{"a":{"STRING":["x"]}}}}"#,
-            "not a DynamoDB type",
-        ),
-        (
-            r#"{"dynamodb":{"NewImage":{"a":{"S":{"x":["y"]}}}}}"#,
-            "a S value is a leaf",
-        ),
+        (r#"{"dynamodb":{"NewImage":{"l":{"L":[{"exists":true}]}}}}"#, "Lambda matches leaves only"),
+        (r#"{"dynamodb":{"NewImage":{"a":{"STRING":["x"]}}}}"#, "not a DynamoDB type"),
+        (r#"{"dynamodb":{"NewImage":{"a":{"S":{"x":["y"]}}}}}"#, "a S value is a leaf"),
         (r#"{"dynamodb":{"Keys":["x"]}}"#, "an image is an object"),
         (r#"{"dynamodb":["x"]}"#, "`dynamodb` is an object"),
         (
@@ -139,10 +118,7 @@ fn dynamodb_patterns_must_match_below_the_type() {
     ];
     for (json, expected) in bad {
         let error = Pattern::parse_dynamodb(json).unwrap_err().to_string();
-        assert!(
-            error.contains(expected),
-            "{json}: {error:?} should mention {expected:?}"
-        );
+        assert!(error.contains(expected), "{json}: {error:?} should mention {expected:?}");
     }
 }
 

@@ -48,18 +48,9 @@ fn event(records: &[Value]) -> Vec<u8> {
 fn kinesis_records_become_change_records_with_their_precise_times() {
     let ttl = json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});
     let bytes = event(&[
-        kinesis(
-            "4960000000000000000001",
-            &change("INSERT", "a", 1_795_000_000_123, &Value::Null),
-        ),
-        kinesis(
-            "4960000000000000000002",
-            &change("MODIFY", "a", 1_795_000_000_123_456, &Value::Null),
-        ),
-        kinesis(
-            "4960000000000000000003",
-            &change("REMOVE", "b", 1_795_000_001_000_001, &ttl),
-        ),
+        kinesis("4960000000000000000001", &change("INSERT", "a", 1_795_000_000_123, &Value::Null)),
+        kinesis("4960000000000000000002", &change("MODIFY", "a", 1_795_000_000_123_456, &Value::Null)),
+        kinesis("4960000000000000000003", &change("REMOVE", "b", 1_795_000_001_000_001, &ttl)),
     ]);
     let batch = decode(&bytes).unwrap();
     assert_eq!(batch.event.records.len(), 3);
@@ -77,29 +68,17 @@ fn kinesis_records_become_change_records_with_their_precise_times() {
             batch.places.sequence_numbers().nth(i),
             Some(format!("496000000000000000000{}", i + 1).as_str())
         );
-        assert_eq!(
-            json["eventSourceARN"],
-            "arn:aws:dynamodb:eu-west-1:123456789012:table/issues"
-        );
+        assert_eq!(json["eventSourceARN"], "arn:aws:dynamodb:eu-west-1:123456789012:table/issues");
         assert_eq!(json["eventSource"], "aws:dynamodb");
         assert_eq!(json["dynamodb"]["StreamViewType"], "NEW_AND_OLD_IMAGES");
-        assert_eq!(
-            batch.changed_at[i],
-            ChangeTime { micros, precision },
-            "record {i}"
-        );
+        assert_eq!(batch.changed_at[i], ChangeTime { micros, precision }, "record {i}");
         // The record's time as precise as it came.
         assert_eq!(
             record.change.approximate_creation_date_time.timestamp_micros(),
             i64::try_from(micros).unwrap()
         );
     }
-    let names: Vec<&str> = batch
-        .event
-        .records
-        .iter()
-        .map(|r| r.event_name.as_str())
-        .collect();
+    let names: Vec<&str> = batch.event.records.iter().map(|r| r.event_name.as_str()).collect();
     assert_eq!(names, ["INSERT", "MODIFY", "REMOVE"]);
     let json = |i: usize| serde_json::to_value(&batch.event.records[i]).unwrap();
     assert_eq!(json(1)["dynamodb"]["OldImage"]["state"]["S"], "open");
@@ -114,25 +93,13 @@ fn kinesis_records_become_change_records_with_their_precise_times() {
 fn the_change_times_unit_is_told_from_its_size() {
     let cases = [
         (1_795_000_000, Some((1_795_000_000_000_000, Precision::Seconds))),
-        (
-            1_795_000_000_123,
-            Some((1_795_000_000_123_000, Precision::Milliseconds)),
-        ),
-        (
-            1_795_000_000_123_456,
-            Some((1_795_000_000_123_456, Precision::Microseconds)),
-        ),
+        (1_795_000_000_123, Some((1_795_000_000_123_000, Precision::Milliseconds))),
+        (1_795_000_000_123_456, Some((1_795_000_000_123_456, Precision::Microseconds))),
         // The edges: 2001-09-09 and 2286-11-20 in each unit.
         (1_000_000_000, Some((1_000_000_000_000_000, Precision::Seconds))),
         (9_999_999_999, Some((9_999_999_999_000_000, Precision::Seconds))),
-        (
-            1_000_000_000_000,
-            Some((1_000_000_000_000_000, Precision::Milliseconds)),
-        ),
-        (
-            9_999_999_999_999_999,
-            Some((9_999_999_999_999_999, Precision::Microseconds)),
-        ),
+        (1_000_000_000_000, Some((1_000_000_000_000_000, Precision::Milliseconds))),
+        (9_999_999_999_999_999, Some((9_999_999_999_999_999, Precision::Microseconds))),
         // Between the units, and outside them all.
         (999_999_999, None),
         (10_000_000_000, None),
@@ -161,24 +128,15 @@ fn a_record_that_is_no_dynamodb_change_names_itself_and_what_is_wrong() {
     let mut wrong_arn = kinesis("7", &good);
     wrong_arn["eventSourceARN"] = json!("arn:aws:dynamodb:eu-west-1:123456789012:table/issues/stream/x");
     let mut no_sequence = kinesis("7", &good);
-    no_sequence["kinesis"]
-        .as_object_mut()
-        .unwrap()
-        .remove("sequenceNumber");
+    no_sequence["kinesis"].as_object_mut().unwrap().remove("sequenceNumber");
     let cases = [
         (not_base64, "Kinesis record 1 (7): kinesis.data is not base64"),
-        (
-            kinesis("7", &json!("plain text")),
-            "Kinesis record 1 (7): recordFormat \"\"",
-        ),
+        (kinesis("7", &json!("plain text")), "Kinesis record 1 (7): recordFormat \"\""),
         (
             kinesis("7", &with("/recordFormat", json!("application/x-amz-ion-1.0"))),
             "recordFormat \"application/x-amz-ion-1.0\": not a DynamoDB change record",
         ),
-        (
-            kinesis("7", &with("/tableName", Value::Null)),
-            "no tableName string",
-        ),
+        (kinesis("7", &with("/tableName", Value::Null)), "no tableName string"),
         (
             kinesis("7", &with("/dynamodb/ApproximateCreationDateTime", json!(1.5e9))),
             "dynamodb.ApproximateCreationDateTime is not a whole number",
@@ -188,14 +146,8 @@ fn a_record_that_is_no_dynamodb_change_names_itself_and_what_is_wrong() {
             "dynamodb.ApproximateCreationDateTime 12 is no time between 2001 and 2286",
         ),
         (wrong_arn, "is not a Kinesis stream's ARN"),
-        (
-            no_sequence,
-            "Kinesis record 1 (none): no kinesis.sequenceNumber string",
-        ),
-        (
-            kinesis("7", &with("/eventName", json!(3))),
-            "not a DynamoDB change record",
-        ),
+        (no_sequence, "Kinesis record 1 (none): no kinesis.sequenceNumber string"),
+        (kinesis("7", &with("/eventName", json!(3))), "not a DynamoDB change record"),
     ];
     for (bad, message) in cases {
         let bytes = event(&[kinesis("6", &good), bad]);
@@ -222,13 +174,7 @@ fn aws_lambda_events_misreads_the_kinesis_time() {
     // Through the adapter, both are 2026.
     for at in [1_795_000_000_123, 1_795_000_000_123_456] {
         let batch = decode(&event(&[kinesis("1", &change("INSERT", "a", at, &Value::Null))])).unwrap();
-        assert_eq!(
-            batch.event.records[0]
-                .change
-                .approximate_creation_date_time
-                .year(),
-            2026
-        );
+        assert_eq!(batch.event.records[0].change.approximate_creation_date_time.year(), 2026);
     }
 }
 
@@ -250,19 +196,14 @@ fn versions_order_one_items_changes_and_checkpoints_name_kinesis_sequence_number
         .iter()
         .map(|r| r.change.sequence_number.as_deref().unwrap().parse().unwrap())
         .collect();
-    assert!(
-        versions[1] < versions[0],
-        "the older change has the lower version"
-    );
+    assert!(versions[1] < versions[0], "the older change has the lower version");
     assert_eq!(versions[0], versions[2], "a duplicate has the same version");
     let checkpoint_at = |version: &str| {
         let mut response = DynamoDbEventResponse::default();
         let mut failure = DynamoDbBatchItemFailure::default();
         failure.item_identifier = Some(version.to_owned());
         response.batch_item_failures.push(failure);
-        batch.places.response(response).batch_item_failures[0]
-            .item_identifier
-            .clone()
+        batch.places.response(response).batch_item_failures[0].item_identifier.clone()
     };
     // (the runtime's checkpoint, what Lambda is told)
     let cases = [
@@ -275,11 +216,5 @@ fn versions_order_one_items_changes_and_checkpoints_name_kinesis_sequence_number
     for (version, expected) in cases {
         assert_eq!(checkpoint_at(&version).as_deref(), Some(expected), "{version}");
     }
-    assert!(
-        batch
-            .places
-            .response(DynamoDbEventResponse::default())
-            .batch_item_failures
-            .is_empty()
-    );
+    assert!(batch.places.response(DynamoDbEventResponse::default()).batch_item_failures.is_empty());
 }

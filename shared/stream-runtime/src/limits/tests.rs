@@ -22,16 +22,10 @@ fn sizes_follow_dynamodbs_rules() {
         (json!({"n": {"N": "100"}}), 1 + 2),
         (json!({"n": {"N": "1001"}}), 1 + 3),
         (json!({"n": {"N": "-12.340E-5"}}), 1 + 3),
-        (
-            json!({"n": {"N": "123456789012345678901234567890123456789"}}),
-            1 + 21,
-        ),
+        (json!({"n": {"N": "123456789012345678901234567890123456789"}}), 1 + 21),
         (json!({"b": {"B": "AAEC"}}), 1 + 3),
         (json!({"t": {"BOOL": true}, "z": {"NULL": true}}), 2 + 2),
-        (
-            json!({"l": {"L": [{"S": "ab"}, {"N": "1"}]}}),
-            1 + 3 + (1 + 2) + (1 + 2),
-        ),
+        (json!({"l": {"L": [{"S": "ab"}, {"N": "1"}]}}), 1 + 3 + (1 + 2) + (1 + 2)),
         (json!({"m": {"M": {"k": {"S": "v"}}}}), 1 + 3 + (1 + 1 + 1)),
         (json!({"s": {"SS": ["a", "bc"]}}), 1 + 3),
         (json!({"ns": {"NS": ["1", "100", "12.5"]}}), 2 + 2 + 2 + 3),
@@ -41,10 +35,8 @@ fn sizes_follow_dynamodbs_rules() {
         let item = item(v.clone());
         assert_eq!(item_size(&item), size, "{v}");
         // A value read in place counts as its owned form does.
-        let in_place: usize = item
-            .iter()
-            .map(|(name, value)| name.len() + attr_size(&Attr::from_attribute(value)))
-            .sum();
+        let in_place: usize =
+            item.iter().map(|(name, value)| name.len() + attr_size(&Attr::from_attribute(value))).sum();
         assert_eq!(in_place, size, "{v}, read in place");
     }
     assert_eq!(MAX_ITEM_BYTES, 409_600);

@@ -35,11 +35,8 @@ fn render_is_one_emf_document_with_every_metric() {
 
 #[test]
 fn namespace_and_function_come_from_the_environment() {
-    let env: HashMap<&str, &str> = [
-        ("METRICS_NAMESPACE", "Acme/Issues"),
-        ("AWS_LAMBDA_FUNCTION_NAME", "idx-prod"),
-    ]
-    .into();
+    let env: HashMap<&str, &str> =
+        [("METRICS_NAMESPACE", "Acme/Issues"), ("AWS_LAMBDA_FUNCTION_NAME", "idx-prod")].into();
     let lookup = |k: &str| env.get(k).map(|v| (*v).to_owned());
     let m = Metrics::from_vars(&Vars::new(&lookup), "multikey-indexer").unwrap();
     let doc: Value = serde_json::from_str(&m.render(0)).unwrap();
@@ -48,9 +45,5 @@ fn namespace_and_function_come_from_the_environment() {
 
     let bad = |k: &str| (k == "METRICS_NAMESPACE").then(|| ":oops".to_owned());
     let err = Metrics::from_vars(&Vars::new(&bad), "f").unwrap_err();
-    assert!(
-        err.to_string()
-            .starts_with("environment variable METRICS_NAMESPACE is invalid"),
-        "{err}"
-    );
+    assert!(err.to_string().starts_with("environment variable METRICS_NAMESPACE is invalid"), "{err}");
 }

@@ -7,13 +7,7 @@ use super::*;
 #[test]
 fn planning_rejects_record_permanent_failures_and_stops_at_any_other() {
     use io_policy::FailureKind::{RecordPermanent, Systemic, Transient};
-    type Case = (
-        &'static str,
-        Vec<Option<FailureKind>>,
-        Vec<usize>,
-        Option<usize>,
-        usize,
-    );
+    type Case = (&'static str, Vec<Option<FailureKind>>, Vec<usize>, Option<usize>, usize);
     let cases: Vec<Case> = vec![
         ("all planned", vec![None, None, None], vec![], None, 3),
         (
@@ -23,13 +17,7 @@ fn planning_rejects_record_permanent_failures_and_stops_at_any_other() {
             None,
             4,
         ),
-        (
-            "systemic stops",
-            vec![None, Some(Systemic), None],
-            vec![],
-            Some(1),
-            2,
-        ),
+        ("systemic stops", vec![None, Some(Systemic), None], vec![], Some(1), 2),
         ("transient stops", vec![Some(Transient), None], vec![], Some(0), 1),
         (
             "rejected before the stop",

@@ -32,28 +32,14 @@ fn record(seq: Option<&str>, event_id: &str) -> EventRecord {
 /// The body of `r` parked by the aggregator, whole as `aws_lambda_events` writes it.
 fn parked(r: &EventRecord, failure: &Failure, at: chrono::DateTime<Utc>) -> Vec<u8> {
     let whole = serde_json::to_value(r).ok();
-    body(
-        "counter-aggregator",
-        &WireRecord::from_event_record(r),
-        whole,
-        failure,
-        at,
-    )
+    body("counter-aggregator", &WireRecord::from_event_record(r), whole, failure, at)
 }
 
 #[test]
 fn keys_are_the_records_own() {
     let cases = [
-        (
-            Some("4100000000000001"),
-            "e/1?x",
-            "parked/f/0000000000000000000000004100000000000001-e1x.json",
-        ),
-        (
-            Some("7"),
-            "",
-            "parked/f/0000000000000000000000000000000000000007.json",
-        ),
+        (Some("4100000000000001"), "e/1?x", "parked/f/0000000000000000000000004100000000000001-e1x.json"),
+        (Some("7"), "", "parked/f/0000000000000000000000000000000000000007.json"),
         (None, "abc", "parked/f/none-abc.json"),
         (Some("not-a-number"), "abc", "parked/f/none-abc.json"),
     ];
@@ -82,10 +68,7 @@ fn the_body_is_version_1_with_the_whole_record() {
     // The record round-trips, images and all.
     let back: EventRecord = serde_json::from_value(doc["record"].clone()).unwrap();
     assert_eq!(back, r);
-    assert_eq!(
-        doc["record"]["dynamodb"]["NewImage"]["count"],
-        json!({"S": "seven"})
-    );
+    assert_eq!(doc["record"]["dynamodb"]["NewImage"]["count"], json!({"S": "seven"}));
 }
 
 #[test]
@@ -106,11 +89,7 @@ fn the_body_bytes_are_pinned() {
         )
     );
     assert_eq!(
-        key(
-            "parked/",
-            "counter-aggregator",
-            &WireRecord::from_event_record(&r)
-        ),
+        key("parked/", "counter-aggregator", &WireRecord::from_event_record(&r)),
         "parked/counter-aggregator/0000000000000000000000004100000000000001-e1.json"
     );
 }

@@ -8,13 +8,7 @@ use super::{PrimeError, key_schema, stream_view};
 fn schema(keys: &str) -> Vec<KeySchemaElement> {
     keys.split_whitespace()
         .zip([KeyType::Hash, KeyType::Range])
-        .map(|(name, t)| {
-            KeySchemaElement::builder()
-                .attribute_name(name)
-                .key_type(t)
-                .build()
-                .unwrap()
-        })
+        .map(|(name, t)| KeySchemaElement::builder().attribute_name(name).key_type(t).build().unwrap())
         .collect()
 }
 

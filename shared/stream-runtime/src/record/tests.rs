@@ -36,10 +36,7 @@ fn change_kinds_parse_and_unknown_names_are_errors() {
         assert_eq!(ChangeKind::parse(kind.as_str()), Ok(kind));
     }
     let err = ChangeKind::parse("insert").unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        r#"eventName "insert" is not INSERT, MODIFY or REMOVE"#
-    );
+    assert_eq!(err.to_string(), r#"eventName "insert" is not INSERT, MODIFY or REMOVE"#);
 }
 
 #[test]
@@ -81,11 +78,7 @@ fn a_view_type_without_the_needed_image_is_named_in_the_error() {
         };
         assert_eq!(
             err,
-            RecordError::MissingImage {
-                kind: r.kind(),
-                image,
-                view: shown.to_owned()
-            },
+            RecordError::MissingImage { kind: r.kind(), image, view: shown.to_owned() },
             "{name} on {view}"
         );
         assert!(err.to_string().contains(shown), "{err}");
@@ -99,10 +92,7 @@ fn missing_keys_and_sequence_numbers() {
     raw.change.sequence_number = Some(String::new());
     let wire = WireRecord::from_event_record(&raw);
     let r = Record::new(&wire).unwrap();
-    assert_eq!(
-        r.keys().unwrap_err(),
-        RecordError::MissingKeys(ChangeKind::Insert)
-    );
+    assert_eq!(r.keys().unwrap_err(), RecordError::MissingKeys(ChangeKind::Insert));
     assert_eq!(r.sequence_number(), None);
 }
 

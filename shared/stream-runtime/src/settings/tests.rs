@@ -8,10 +8,7 @@ use crate::Vars;
 use super::Settings;
 
 fn settings(env: &[(&str, &str)]) -> Result<Settings, String> {
-    let env: HashMap<String, String> = env
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
+    let env: HashMap<String, String> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     let lookup = move |name: &str| env.get(name).cloned();
     Settings::from_vars(&Vars::new(&lookup), "f").map_err(|e| e.to_string())
 }
@@ -19,10 +16,7 @@ fn settings(env: &[(&str, &str)]) -> Result<Settings, String> {
 #[test]
 fn variables_are_read_once_with_defaults() {
     let s = settings(&[("PARKING_BUCKET", "parked-records")]).unwrap();
-    assert_eq!(
-        (s.parking.bucket.as_str(), s.parking.prefix.as_str()),
-        ("parked-records", "parked/")
-    );
+    assert_eq!((s.parking.bucket.as_str(), s.parking.prefix.as_str()), ("parked-records", "parked/"));
     assert_eq!(s.policy, io_policy::Policy::default());
     assert!(!s.force_path_style);
 
@@ -38,12 +32,7 @@ fn variables_are_read_once_with_defaults() {
     .unwrap();
     assert_eq!(s.parking.prefix, "x/parked/");
     assert_eq!(
-        (
-            s.policy.concurrency,
-            s.policy.max_attempts,
-            s.policy.attempt_timeout,
-            s.policy.margin
-        ),
+        (s.policy.concurrency, s.policy.max_attempts, s.policy.attempt_timeout, s.policy.margin),
         (16, 3, Duration::from_millis(1500), Duration::from_millis(500))
     );
     assert!(s.force_path_style);
@@ -57,26 +46,14 @@ fn errors_name_the_variable() {
     let cases: [(&[(&str, &str)], &str); 7] = [
         (&[], "PARKING_BUCKET is not set"),
         (&[("PARKING_BUCKET", "Bad_Bucket")], "PARKING_BUCKET is invalid"),
-        (
-            &[("PARKING_BUCKET", "ok-bucket"), ("PARKING_PREFIX", "/abs")],
-            "PARKING_PREFIX is invalid",
-        ),
-        (
-            &[("PARKING_BUCKET", "ok-bucket"), ("WRITE_CONCURRENCY", "0")],
-            "WRITE_CONCURRENCY is invalid",
-        ),
-        (
-            &[("PARKING_BUCKET", "ok-bucket"), ("DEADLINE_MARGIN_MS", "5")],
-            "DEADLINE_MARGIN_MS is invalid",
-        ),
+        (&[("PARKING_BUCKET", "ok-bucket"), ("PARKING_PREFIX", "/abs")], "PARKING_PREFIX is invalid"),
+        (&[("PARKING_BUCKET", "ok-bucket"), ("WRITE_CONCURRENCY", "0")], "WRITE_CONCURRENCY is invalid"),
+        (&[("PARKING_BUCKET", "ok-bucket"), ("DEADLINE_MARGIN_MS", "5")], "DEADLINE_MARGIN_MS is invalid"),
         (
             &[("PARKING_BUCKET", "ok-bucket"), ("S3_FORCE_PATH_STYLE", "yes")],
             "S3_FORCE_PATH_STYLE is invalid",
         ),
-        (
-            &[("PARKING_BUCKET", "ok-bucket"), ("SOURCE_TABLE", "issues/stream")],
-            "SOURCE_TABLE is invalid",
-        ),
+        (&[("PARKING_BUCKET", "ok-bucket"), ("SOURCE_TABLE", "issues/stream")], "SOURCE_TABLE is invalid"),
     ];
     for (env, expected) in cases {
         let err = settings(env).unwrap_err();

@@ -43,10 +43,7 @@ struct Recorder {
 
 impl Recorder {
     fn new(stop_at: Option<&str>) -> Recorder {
-        Recorder {
-            events: Mutex::new(Vec::new()),
-            stop_at: stop_at.map(str::to_owned),
-        }
+        Recorder { events: Mutex::new(Vec::new()), stop_at: stop_at.map(str::to_owned) }
     }
 }
 
@@ -66,12 +63,7 @@ impl Handler for Recorder {
         let seen = records
             .iter()
             .enumerate()
-            .map(|(i, r)| {
-                (
-                    r.sequence_number.as_ref().map(ToString::to_string),
-                    opened.json(i),
-                )
-            })
+            .map(|(i, r)| (r.sequence_number.as_ref().map(ToString::to_string), opened.json(i)))
             .collect();
         self.events.lock().expect("not poisoned").push(seen);
         async move { Ok(response) }
@@ -118,19 +110,11 @@ async fn a_kinesis_event_without_change_records_fails_the_invocation_named() {
     let mut foreign = kinesis_record("7", "a", 1_795_000_000_000_001);
     foreign["kinesis"]["data"] = json!(base64::engine::general_purpose::STANDARD.encode("{\"clicks\": 3}"));
     let recorder = Recorder::new(None);
-    let error = kinesis(&recorder, &json!({"Records": [foreign]}), deadline())
-        .await
-        .expect_err("not changes");
+    let error =
+        kinesis(&recorder, &json!({"Records": [foreign]}), deadline()).await.expect_err("not changes");
     assert_eq!(error.error_type, NOT_CHANGES);
-    assert!(
-        error.error_message.contains("Kinesis record 0 (7): recordFormat"),
-        "{}",
-        error.error_message
-    );
-    assert!(
-        recorder.events.lock().expect("not poisoned").is_empty(),
-        "nothing handled"
-    );
+    assert!(error.error_message.contains("Kinesis record 0 (7): recordFormat"), "{}", error.error_message);
+    assert!(recorder.events.lock().expect("not poisoned").is_empty(), "nothing handled");
 }
 
 #[tokio::test]
@@ -141,13 +125,8 @@ async fn a_dynamodb_event_is_read_in_place_from_the_invocations_bytes() {
         {"eventID": "b", "eventName": "INSERT", "dynamodb": {"Keys": {"pk": {"S": "b"}}, "SequenceNumber": "12"}},
     ]});
     let recorder = Recorder::new(Some("12"));
-    let response = json(&recorder, delivered.to_string().as_bytes(), deadline())
-        .await
-        .expect("handled");
-    assert_eq!(
-        response.batch_item_failures[0].item_identifier.as_deref(),
-        Some("12")
-    );
+    let response = json(&recorder, delivered.to_string().as_bytes(), deadline()).await.expect("handled");
+    assert_eq!(response.batch_item_failures[0].item_identifier.as_deref(), Some("12"));
     let handed = recorder.events.lock().expect("not poisoned");
     let versions: Vec<Option<&str>> = handed[0].iter().map(|(v, _)| v.as_deref()).collect();
     assert_eq!(versions, [Some("11"), Some("12")]);
@@ -162,20 +141,14 @@ async fn bytes_that_are_no_dynamodb_event_fail_the_invocation_named() {
     let cases: [(&[u8], &str); 3] = [
         (b"\xff{}", "not UTF-8"),
         (br#"{"Records": 3}"#, "not a DynamoDB stream event"),
-        (
-            br#"{"Records": [{"dynamodb": {"Keys": {"pk": {"X": "a"}}}}]}"#,
-            "is not a DynamoDB type",
-        ),
+        (br#"{"Records": [{"dynamodb": {"Keys": {"pk": {"X": "a"}}}}]}"#, "is not a DynamoDB type"),
     ];
     for (body, part) in cases {
         let error = json(&recorder, body, deadline()).await.expect_err("not an event");
         assert_eq!(error.error_type, NOT_AN_EVENT);
         assert!(error.error_message.contains(part), "{}", error.error_message);
     }
-    assert!(
-        recorder.events.lock().expect("not poisoned").is_empty(),
-        "nothing handled"
-    );
+    assert!(recorder.events.lock().expect("not poisoned").is_empty(), "nothing handled");
 }
 
 #[tokio::test]
@@ -195,19 +168,9 @@ async fn the_outer_layer_keeps_the_body_and_hands_lambda_runtime_null() {
         let mut context = lambda_runtime::Context::default();
         context.request_id = id.to_owned();
         let (parts, ()) = http::Response::new(()).into_parts();
-        service
-            .call(LambdaInvocation {
-                parts,
-                body: body.clone(),
-                context,
-            })
-            .await
-            .expect("called");
+        service.call(LambdaInvocation { parts, body: body.clone(), context }).await.expect("called");
     }
-    assert_eq!(
-        *seen.lock().expect("not poisoned"),
-        [const { Bytes::from_static(b"null") }; 2]
-    );
+    assert_eq!(*seen.lock().expect("not poisoned"), [const { Bytes::from_static(b"null") }; 2]);
     assert_eq!(bodies.take("r-2"), body);
     assert_eq!(bodies.take("r-1"), body);
     assert!(bodies.take("r-1").is_empty(), "a body is taken once");

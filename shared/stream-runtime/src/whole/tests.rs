@@ -22,11 +22,7 @@ fn from_text_a_record_is_as_lambda_delivered_it() {
     let text = delivered.to_string();
     let opened = Whole::text(&text).open();
     for i in 0..3 {
-        assert_eq!(
-            opened.json(i).as_ref(),
-            Some(&delivered["Records"][i]),
-            "record {i}"
-        );
+        assert_eq!(opened.json(i).as_ref(), Some(&delivered["Records"][i]), "record {i}");
     }
     assert_eq!(opened.json(3), None);
 }
@@ -38,10 +34,7 @@ fn from_decoded_records_a_record_is_as_aws_lambda_events_writes_it() {
     let first = opened.json(0).unwrap();
     assert_eq!(first, serde_json::to_value(&decoded.records[0]).unwrap());
     // Not as delivered: aws_lambda_events writes the time as whole seconds.
-    assert_eq!(
-        first["dynamodb"]["ApproximateCreationDateTime"],
-        json!(1_700_000_000)
-    );
+    assert_eq!(first["dynamodb"]["ApproximateCreationDateTime"], json!(1_700_000_000));
 }
 
 #[test]
@@ -52,9 +45,7 @@ fn a_part_reads_its_own_records_by_their_place_in_the_batch() {
     let positions = [2, 0];
     for whole in [Whole::text(&text), Whole::events(&decoded.records)] {
         let opened = whole.part(&positions).open();
-        let ids: Vec<Value> = (0..2)
-            .map(|i| opened.json(i).unwrap()["eventID"].clone())
-            .collect();
+        let ids: Vec<Value> = (0..2).map(|i| opened.json(i).unwrap()["eventID"].clone()).collect();
         assert_eq!(ids, [json!("c"), json!("a")]);
         assert_eq!(opened.json(2), None);
     }

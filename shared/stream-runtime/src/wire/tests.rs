@@ -26,11 +26,7 @@ fn same_both_ways(event: &serde_json::Value) -> usize {
                 assert_eq!(c.after, r.after().unwrap());
             }
             (Err(e), Ok(r)) => {
-                let expected = r
-                    .keys()
-                    .and_then(|_| r.before())
-                    .and_then(|_| r.after())
-                    .unwrap_err();
+                let expected = r.keys().and_then(|_| r.before()).and_then(|_| r.after()).unwrap_err();
                 assert_eq!(e, expected);
             }
             (Ok(_), Err(e)) => panic!("the lazy view rejects what the whole check takes: {e}"),
@@ -78,38 +74,22 @@ fn every_type_reads_as_aws_lambda_events_reads_it() {
 #[test]
 fn the_change_time_and_source_read_as_aws_lambda_events_reads_them() {
     let keys = json!({"id": {"S": "1"}});
-    let times = [
-        json!(1_700_000_000),
-        json!(1_700_000_000.5),
-        json!(-1.5),
-        json!(0),
-    ];
+    let times = [json!(1_700_000_000), json!(1_700_000_000.5), json!(-1.5), json!(0)];
     let records: Vec<_> = times
         .iter()
-        .map(|t| {
-            record(
-                "REMOVE",
-                json!({"Keys": keys, "OldImage": keys, "ApproximateCreationDateTime": t}),
-            )
-        })
+        .map(|t| record("REMOVE", json!({"Keys": keys, "OldImage": keys, "ApproximateCreationDateTime": t})))
         .collect();
     assert_eq!(same_both_ways(&json!({ "Records": records })), 4);
     let text = json!({ "Records": records }).to_string();
     let batch = Batch::parse(&text).unwrap();
-    assert_eq!(
-        batch.records[0].approximate_creation_date_time.timestamp(),
-        1_700_000_000
-    );
+    assert_eq!(batch.records[0].approximate_creation_date_time.timestamp(), 1_700_000_000);
     assert_eq!(
         batch.records[0].event_source_arn.as_deref(),
         Some("arn:aws:dynamodb:eu-west-1:1:table/t/stream/x")
     );
     // Absent, it is the epoch, as aws_lambda_events has it.
     let bare = r#"{"Records":[{"eventName":"REMOVE","dynamodb":{"Keys":{"id":{"S":"1"}}}}]}"#;
-    assert_eq!(
-        Batch::parse(bare).unwrap().records[0].approximate_creation_date_time,
-        DateTime::UNIX_EPOCH
-    );
+    assert_eq!(Batch::parse(bare).unwrap().records[0].approximate_creation_date_time, DateTime::UNIX_EPOCH);
     // Out of chrono's range: both decoders refuse the event.
     let far =
         json!({"Records": [record("REMOVE", json!({"Keys": keys, "ApproximateCreationDateTime": 1e300}))]});
@@ -145,20 +125,11 @@ fn the_checks_fail_as_records_checks_do() {
     let cases = [
         record("UPSERT", json!({"Keys": keys, "NewImage": keys})),
         record("INSERT", json!({"NewImage": keys})),
-        record(
-            "MODIFY",
-            json!({"Keys": keys, "NewImage": keys, "StreamViewType": "NEW_IMAGE"}),
-        ),
+        record("MODIFY", json!({"Keys": keys, "NewImage": keys, "StreamViewType": "NEW_IMAGE"})),
         record("REMOVE", json!({"Keys": keys, "StreamViewType": "KEYS_ONLY"})),
         record("REMOVE", json!({"Keys": keys})),
-        record(
-            "INSERT",
-            json!({"Keys": keys, "NewImage": null, "OldImage": null}),
-        ),
-        record(
-            "REMOVE",
-            json!({"Keys": keys, "OldImage": keys, "SequenceNumber": ""}),
-        ),
+        record("INSERT", json!({"Keys": keys, "NewImage": null, "OldImage": null})),
+        record("REMOVE", json!({"Keys": keys, "OldImage": keys, "SequenceNumber": ""})),
     ];
     let event = json!({"Records": cases});
     assert_eq!(same_both_ways(&event), cases.len());
@@ -179,20 +150,14 @@ fn the_checks_fail_as_records_checks_do() {
 
 #[test]
 fn a_ttl_deletion_keeps_its_identity() {
-    let mut deletion = record(
-        "REMOVE",
-        json!({"Keys": {"id": {"S": "1"}}, "OldImage": {"id": {"S": "1"}}}),
-    );
+    let mut deletion = record("REMOVE", json!({"Keys": {"id": {"S": "1"}}, "OldImage": {"id": {"S": "1"}}}));
     deletion["userIdentity"] = json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});
     let event = json!({"Records": [deletion]});
     assert_eq!(same_both_ways(&event), 1);
     let text = event.to_string();
     let batch = Batch::parse(&text).unwrap();
     let id = batch.records[0].user_identity.as_ref().unwrap();
-    assert_eq!(
-        (id.type_.as_ref(), id.principal_id.as_ref()),
-        ("Service", crate::record::TTL_PRINCIPAL)
-    );
+    assert_eq!((id.type_.as_ref(), id.principal_id.as_ref()), ("Service", crate::record::TTL_PRINCIPAL));
 }
 
 #[test]
@@ -211,10 +176,7 @@ fn a_malformed_value_is_named() {
         );
         let error = Batch::parse(&text).expect_err(value).to_string();
         assert!(error.contains(message), "{value}: {error}");
-        assert!(
-            error.starts_with("the event is not a DynamoDB stream event"),
-            "{error}"
-        );
+        assert!(error.starts_with("the event is not a DynamoDB stream event"), "{error}");
         // aws_lambda_events refuses it too, and reads the same record with a good value.
         assert!(serde_json::from_str::<Event>(&text.replace(value, r#"{"S":"1"}"#)).is_ok());
         assert!(serde_json::from_str::<Event>(&text).is_err(), "{value}");
@@ -245,14 +207,7 @@ fn a_name_is_found_in_small_images_by_scan_and_in_large_ones_by_halves() {
     // Sizes either side of the switch between the two searches, with names of one length (so the
     // scan compares bytes) and of many (so it skips by length).
     // (Each size gives an image of twice as many attributes.)
-    for size in [
-        0,
-        1,
-        SCAN_UP_TO / 2 - 1,
-        SCAN_UP_TO / 2,
-        SCAN_UP_TO / 2 + 1,
-        3 * SCAN_UP_TO,
-    ] {
+    for size in [0, 1, SCAN_UP_TO / 2 - 1, SCAN_UP_TO / 2, SCAN_UP_TO / 2 + 1, 3 * SCAN_UP_TO] {
         let mut item = serde_dynamo::Item::default();
         for i in 0..size {
             item.insert(format!("a{i:03}"), serde_dynamo::AttributeValue::N(i.to_string()));
@@ -261,16 +216,8 @@ fn a_name_is_found_in_small_images_by_scan_and_in_large_ones_by_halves() {
         let image = Image::from_item(&item);
         assert_eq!(image.len(), 2 * size);
         for i in 0..size {
-            assert_eq!(
-                image.get(&format!("a{i:03}")),
-                Some(&Attr::N(i.to_string().into())),
-                "size {size}"
-            );
-            assert_eq!(
-                image.get(&"b".repeat(i + 1)),
-                Some(&Attr::S(i.to_string().into())),
-                "size {size}"
-            );
+            assert_eq!(image.get(&format!("a{i:03}")), Some(&Attr::N(i.to_string().into())), "size {size}");
+            assert_eq!(image.get(&"b".repeat(i + 1)), Some(&Attr::S(i.to_string().into())), "size {size}");
         }
         for absent in ["", "a", "a1000", "c", &"b".repeat(size + 1), "a00"] {
             assert_eq!(image.get(absent), None, "size {size}: {absent:?}");
@@ -280,20 +227,7 @@ fn a_name_is_found_in_small_images_by_scan_and_in_large_ones_by_halves() {
 
 #[test]
 fn names_are_ordered_by_their_bytes_whichever_byte_differs() {
-    let names = [
-        "",
-        "a",
-        "aa",
-        "ab",
-        "b",
-        "id",
-        "name",
-        "num",
-        "Z",
-        "é",
-        "e\u{301}",
-        "\u{10FFFF}",
-    ];
+    let names = ["", "a", "aa", "ab", "b", "id", "name", "num", "Z", "é", "e\u{301}", "\u{10FFFF}"];
     for a in names {
         for b in names {
             assert_eq!(super::name_order(a, b), a.cmp(b), "{a:?} against {b:?}");

@@ -154,9 +154,7 @@ impl Packer {
 
     /// The last transaction, if any group is left.
     fn finish(self) -> Option<Unit> {
-        Some(self.open)
-            .filter(|open| !open.is_empty())
-            .map(Unit::Transaction)
+        Some(self.open).filter(|open| !open.is_empty()).map(Unit::Transaction)
     }
 }
 
@@ -164,10 +162,7 @@ impl Packer {
 #[cfg(test)]
 fn pack(groups: Vec<Fenced>) -> Vec<Unit> {
     let mut packer = Packer::default();
-    let mut units: Vec<Unit> = groups
-        .into_iter()
-        .filter_map(|group| packer.push(group))
-        .collect();
+    let mut units: Vec<Unit> = groups.into_iter().filter_map(|group| packer.push(group)).collect();
     units.extend(packer.finish());
     units
 }
@@ -229,10 +224,7 @@ fn parts(group: Fenced) -> Vec<Fenced> {
             .last()
             .is_none_or(|p| p.writes.len() + 1 >= MAX_ACTIONS || head + bytes + size > MAX_TRANSACTION_BYTES);
         if full {
-            out.push(Fenced {
-                fence: fence.clone(),
-                writes: Vec::new(),
-            });
+            out.push(Fenced { fence: fence.clone(), writes: Vec::new() });
             bytes = 0;
         }
         bytes += size;
@@ -256,8 +248,7 @@ fn group_size(group: &Fenced) -> usize {
 impl crate::writer::Writer {
     /// Applies `groups` within `budget`, each item's writes fenced by its head ([`Fenced`]).
     pub async fn write_fenced(&self, groups: Vec<Fenced>, budget: &Budget) -> FencedReport {
-        self.write_fenced_as_ready(futures_util::stream::iter([groups]), budget)
-            .await
+        self.write_fenced_as_ready(futures_util::stream::iter([groups]), budget).await
     }
 
     /// Applies groups as they come (a plan's, made in steps), each lot packed into transactions
@@ -268,9 +259,7 @@ impl crate::writer::Writer {
         budget: &Budget,
     ) -> FencedReport {
         let units = pack_as_ready(lots);
-        let reports = budget
-            .in_window_as_ready(units.map(|unit| self.send_unit(unit, budget)))
-            .await;
+        let reports = budget.in_window_as_ready(units.map(|unit| self.send_unit(unit, budget))).await;
         let mut report = FencedReport::default();
         for r in reports {
             report.merge(r);
@@ -548,13 +537,7 @@ fn convert(group: usize, fenced: Fenced, put_head: bool) -> Result<Vec<Action>, 
                 .map(|delete| TransactWriteItem::builder().delete(delete).build()),
         }
         .map_err(|e| (origins.clone(), e.to_string()))?;
-        actions.push(Action {
-            group,
-            origin: write.origin,
-            head: false,
-            writes: true,
-            item,
-        });
+        actions.push(Action { group, origin: write.origin, head: false, writes: true, item });
     }
     let condition = "attribute_not_exists(#v) OR #v < :v";
     let names = HashMap::from([("#v".to_owned(), fence.version_attribute.to_owned())]);
@@ -579,13 +562,7 @@ fn convert(group: usize, fenced: Fenced, put_head: bool) -> Result<Vec<Action>, 
             .map(|check| TransactWriteItem::builder().condition_check(check).build())
     }
     .map_err(|e| (origins, e.to_string()))?;
-    actions.push(Action {
-        group,
-        origin: fence.origin,
-        head: true,
-        writes: put_head,
-        item,
-    });
+    actions.push(Action { group, origin: fence.origin, head: true, writes: put_head, item });
     Ok(actions)
 }
 

@@ -48,8 +48,7 @@ impl Writer {
             }
             chunks.push(chunk);
         }
-        self.write_as_ready(futures_util::stream::iter(chunks), budget)
-            .await
+        self.write_as_ready(futures_util::stream::iter(chunks), budget).await
     }
 
     /// Applies chunks of at most 25 writes as they come (a plan's, made while the batch is still
@@ -60,9 +59,8 @@ impl Writer {
         chunks: impl Stream<Item = Vec<ItemWrite>>,
         budget: &Budget,
     ) -> Report {
-        let reports = budget
-            .in_window_as_ready(chunks.map(|chunk| self.convert_and_write(chunk, budget)))
-            .await;
+        let reports =
+            budget.in_window_as_ready(chunks.map(|chunk| self.convert_and_write(chunk, budget))).await;
         let mut report = Report::default();
         for r in reports {
             report.merge(r);
@@ -113,16 +111,9 @@ impl Writer {
                 }
                 let mut items: HashMap<String, Vec<WriteRequest>> = HashMap::new();
                 for p in &pending {
-                    items
-                        .entry(p.table.to_string())
-                        .or_default()
-                        .push(p.request.clone());
+                    items.entry(p.table.to_string()).or_default().push(p.request.clone());
                 }
-                let call = self
-                    .client
-                    .batch_write_item()
-                    .set_request_items(Some(items))
-                    .send();
+                let call = self.client.batch_write_item().set_request_items(Some(items)).send();
                 let call =
                     Box::pin(async { call.await.map_err(|e| io_policy::classify("BatchWriteItem", &e)) });
                 let answer = attempts.run(call).await;
@@ -166,19 +157,13 @@ impl Pending {
                 WriteRequest::builder().delete_request(delete).build()
             }
         };
-        Ok(Pending {
-            origin: write.origin,
-            table: write.table,
-            request,
-        })
+        Ok(Pending { origin: write.origin, table: write.table, request })
     }
 }
 
 /// A planned item in the SDK's form: the one conversion between plan and request.
 pub(crate) fn sdk_item(item: Attributes) -> HashMap<String, AttributeValue> {
-    item.into_iter()
-        .map(|(name, value)| (name, value.into()))
-        .collect()
+    item.into_iter().map(|(name, value)| (name, value.into())).collect()
 }
 
 /// The writes DynamoDB left unprocessed. If any unprocessed request cannot be matched to one that
@@ -188,16 +173,10 @@ fn still_pending(pending: Vec<Pending>, unprocessed: &HashMap<String, Vec<WriteR
     if total == 0 {
         return Vec::new();
     }
-    let (left, done): (Vec<Pending>, Vec<Pending>) = pending.into_iter().partition(|p| {
-        unprocessed
-            .get(&*p.table)
-            .is_some_and(|rs| rs.contains(&p.request))
-    });
-    if left.len() == total {
-        left
-    } else {
-        left.into_iter().chain(done).collect()
-    }
+    let (left, done): (Vec<Pending>, Vec<Pending>) = pending
+        .into_iter()
+        .partition(|p| unprocessed.get(&*p.table).is_some_and(|rs| rs.contains(&p.request)));
+    if left.len() == total { left } else { left.into_iter().chain(done).collect() }
 }
 
 pub(crate) fn give_up(report: &mut Report, origins: Vec<usize>, failure: &Failure) {
@@ -206,7 +185,5 @@ pub(crate) fn give_up(report: &mut Report, origins: Vec<usize>, failure: &Failur
     }
     tracing::error!(writes = origins.len(), kind = %failure.kind, reason = %failure.message, "giving up on writes");
     report.failed += origins.len() as u64;
-    report
-        .failures
-        .extend(origins.into_iter().map(|origin| (origin, failure.clone())));
+    report.failures.extend(origins.into_iter().map(|origin| (origin, failure.clone())));
 }

@@ -89,11 +89,7 @@ impl Stream {
 
     /// The stream `arn`, if a table writes to it.
     pub fn registered(arn: &str) -> Option<Arc<Stream>> {
-        registry()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(arn)
-            .cloned()
+        registry().lock().unwrap_or_else(PoisonError::into_inner).get(arn).cloned()
     }
 
     /// The stream's ARN.
@@ -104,10 +100,7 @@ impl Stream {
     /// What the deliveries did so far: crossings of one item's records, and duplicates.
     pub fn disorder(&self) -> super::Disorder {
         let n = |a: &AtomicU64| usize::try_from(a.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
-        super::Disorder {
-            duplicated: n(&self.duplicated),
-            crossed: n(&self.crossed),
-        }
+        super::Disorder { duplicated: n(&self.duplicated), crossed: n(&self.crossed) }
     }
 
     /// `record` (a change of the table, as its DynamoDB stream holds it) as the functions read
@@ -162,16 +155,9 @@ impl Stream {
             delivery.push((i, kinesis));
         }
         rng.shuffle(&mut delivery);
-        let cut = if delivery.len() > 1 {
-            rng.usize(1..delivery.len())
-        } else {
-            delivery.len()
-        };
+        let cut = if delivery.len() > 1 { rng.usize(1..delivery.len()) } else { delivery.len() };
         let second = delivery.split_off(cut);
-        self.crossed.fetch_add(
-            crossings(records, delivery.iter().chain(&second)),
-            Ordering::Relaxed,
-        );
+        self.crossed.fetch_add(crossings(records, delivery.iter().chain(&second)), Ordering::Relaxed);
         [delivery, second].into_iter().filter(|p| !p.is_empty()).collect()
     }
 }
@@ -235,10 +221,7 @@ pub fn delivering(stream: Arc<Stream>, filters: Vec<Pattern>, function: KinesisI
 
 /// The sequence number a response checkpoints at, if any.
 fn checkpoint(answer: &Value) -> Option<Value> {
-    answer["batchItemFailures"]
-        .as_array()
-        .and_then(|f| f.first())
-        .map(|f| f["itemIdentifier"].clone())
+    answer["batchItemFailures"].as_array().and_then(|f| f.first()).map(|f| f["itemIdentifier"].clone())
 }
 
 #[cfg(test)]

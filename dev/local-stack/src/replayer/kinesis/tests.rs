@@ -40,12 +40,7 @@ fn written_records_read_back_as_the_changes_with_ordered_versions() {
         .collect();
     assert_eq!(
         versions,
-        [
-            1_795_000_000_000_000,
-            1_795_000_000_000_001,
-            1_795_000_000_000_002,
-            1_795_000_001_000_000
-        ]
+        [1_795_000_000_000_000, 1_795_000_000_000_001, 1_795_000_000_000_002, 1_795_000_001_000_000]
     );
     for (back, original) in batch.event.records.iter().zip(&changes) {
         assert_eq!(back.event_id, original.event_id);
@@ -57,10 +52,7 @@ fn written_records_read_back_as_the_changes_with_ordered_versions() {
         );
     }
     let sequence_numbers: Vec<&str> = batch.places.sequence_numbers().collect();
-    assert!(
-        sequence_numbers.windows(2).all(|w| w[0] < w[1]),
-        "{sequence_numbers:?}"
-    );
+    assert!(sequence_numbers.windows(2).all(|w| w[0] < w[1]), "{sequence_numbers:?}");
 }
 
 #[test]

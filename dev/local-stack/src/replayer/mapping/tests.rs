@@ -37,29 +37,19 @@ fn returned(response: Value) -> Invocation {
 }
 
 fn error() -> Invocation {
-    Invocation::Failed {
-        error_type: "Boom".into(),
-        message: "failed".into(),
-    }
+    Invocation::Failed { error_type: "Boom".into(), message: "failed".into() }
 }
 
 /// A step, in one line.
 fn summary(step: &Step) -> String {
     match step {
-        Step::Checkpointed {
-            records,
-            ignored_failures: 0,
-        } => format!("checkpointed {records}"),
-        Step::Checkpointed {
-            records,
-            ignored_failures,
-        } => format!("checkpointed {records}, ignoring {ignored_failures} failures"),
-        Step::Retrying {
-            checkpointed,
-            records,
-            retry,
-            ..
-        } => format!("checkpointed {checkpointed}, retrying {records} (retry {retry})"),
+        Step::Checkpointed { records, ignored_failures: 0 } => format!("checkpointed {records}"),
+        Step::Checkpointed { records, ignored_failures } => {
+            format!("checkpointed {records}, ignoring {ignored_failures} failures")
+        }
+        Step::Retrying { checkpointed, records, retry, .. } => {
+            format!("checkpointed {checkpointed}, retrying {records} (retry {retry})")
+        }
         Step::Bisected { halves, retry, .. } => {
             format!("bisected {}+{} (retry {retry})", halves.0, halves.1)
         }
@@ -78,10 +68,7 @@ const BISECTING: Settings = Settings {
     parallelization_factor: 1,
 };
 
-const PLAIN: Settings = Settings {
-    bisect: false,
-    ..BISECTING
-};
+const PLAIN: Settings = Settings { bisect: false, ..BISECTING };
 
 /// Answers to invocations in turn, each with the step it should cause and the next batch.
 type Script = Vec<(Invocation, &'static str, &'static str)>;
@@ -136,10 +123,7 @@ fn cases() -> Vec<(&'static str, Settings, usize, Script)> {
             "without bisection the batch is retried whole",
             PLAIN,
             4,
-            vec![
-                (error(), "checkpointed 0, retrying 4 (retry 1)", "1 2 3 4"),
-                (ok(), "checkpointed 4", ""),
-            ],
+            vec![(error(), "checkpointed 0, retrying 4 (retry 1)", "1 2 3 4"), (ok(), "checkpointed 4", "")],
         ),
         (
             "after MaximumRetryAttempts the range is given up and the shard goes on",
@@ -180,41 +164,25 @@ fn cases() -> Vec<(&'static str, Settings, usize, Script)> {
         ),
         (
             "a null or missing list, or an empty response, is a success",
-            Settings {
-                batch_size: 1,
-                ..PLAIN
-            },
+            Settings { batch_size: 1, ..PLAIN },
             3,
             vec![
-                (
-                    returned(json!({"batchItemFailures": null})),
-                    "checkpointed 1",
-                    "2",
-                ),
+                (returned(json!({"batchItemFailures": null})), "checkpointed 1", "2"),
                 (returned(json!({})), "checkpointed 1", "3"),
                 (returned(Value::Null), "checkpointed 1", ""),
             ],
         ),
         (
             "without ReportBatchItemFailures, reported failures are ignored (and lost)",
-            Settings {
-                report_batch_item_failures: false,
-                ..PLAIN
-            },
+            Settings { report_batch_item_failures: false, ..PLAIN },
             2,
             vec![(failed_at("1"), "checkpointed 2, ignoring 1 failures", "")],
         ),
         (
             "MaximumRetryAttempts -1 retries without end",
-            Settings {
-                maximum_retry_attempts: None,
-                ..PLAIN
-            },
+            Settings { maximum_retry_attempts: None, ..PLAIN },
             1,
-            (1..=12)
-                .map(|_| (error(), "", "1"))
-                .chain([(ok(), "checkpointed 1", "")])
-                .collect(),
+            (1..=12).map(|_| (error(), "", "1")).chain([(ok(), "checkpointed 1", "")]).collect(),
         ),
     ]
 }
@@ -245,10 +213,7 @@ fn responses_move_the_checkpoint_like_lambda() {
 
 #[test]
 fn a_given_up_range_carries_what_the_failure_destination_needs() {
-    let mut mapping = Mapping::new(Settings {
-        maximum_retry_attempts: Some(0),
-        ..BISECTING
-    });
+    let mut mapping = Mapping::new(Settings { maximum_retry_attempts: Some(0), ..BISECTING });
     mapping.push((1..=3).map(record));
     mapping.next_batch();
     let Step::GaveUp(range) = mapping.complete(&error()) else {
@@ -259,10 +224,7 @@ fn a_given_up_range_carries_what_the_failure_destination_needs() {
         FailedRange {
             start_sequence_number: "1".into(),
             end_sequence_number: "3".into(),
-            approximate_arrival: (
-                "2023-11-14T22:13:21+00:00".into(),
-                "2023-11-14T22:13:23+00:00".into()
-            ),
+            approximate_arrival: ("2023-11-14T22:13:21+00:00".into(), "2023-11-14T22:13:23+00:00".into()),
             batch_size: 3,
             invocations: 1,
             reason: "function error Boom: failed".into(),

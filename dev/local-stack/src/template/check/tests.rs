@@ -43,10 +43,7 @@ fn problems(template: &str) -> Vec<String> {
         resource: &name,
     };
     let resolver = template.resolver(&BTreeMap::new(), names);
-    check(&template.functions(&resolver).unwrap())
-        .iter()
-        .map(ToString::to_string)
-        .collect()
+    check(&template.functions(&resolver).unwrap()).iter().map(ToString::to_string).collect()
 }
 
 #[test]
@@ -67,43 +64,19 @@ fn each_mistake_is_reported_where_it_is() {
             "",
             "Fn/Events/S/FunctionResponseTypes: [] must be",
         ),
-        (
-            "TRIM_HORIZON",
-            "LATESTX",
-            "Fn/Events/S/StartingPosition: \"LATESTX\" is not one of",
-        ),
-        (
-            "provided.al2023",
-            "provided.al2099",
-            "Fn/Runtime: \"provided.al2099\" is not one of",
-        ),
+        ("TRIM_HORIZON", "LATESTX", "Fn/Events/S/StartingPosition: \"LATESTX\" is not one of"),
+        ("provided.al2023", "provided.al2099", "Fn/Runtime: \"provided.al2099\" is not one of"),
         ("Handler: bootstrap", "Handler: main", "Fn/Handler: \"main\""),
         ("rust-cargolambda", "rust-cargo", "Fn/Metadata/BuildMethod"),
-        (
-            "{ Binary: f }",
-            "{ }",
-            "Fn/Metadata/BuildProperties/Binary: missing",
-        ),
-        (
-            "BatchSize: 100",
-            "BatchSize: 0",
-            "Fn/Events/S/BatchSize: 0 is not from 1 to 10000",
-        ),
-        (
-            "!GetAtt Table.StreamArn",
-            "!GetAtt Table.Arn",
-            "Fn/Events/S/Stream: ",
-        ),
+        ("{ Binary: f }", "{ }", "Fn/Metadata/BuildProperties/Binary: missing"),
+        ("BatchSize: 100", "BatchSize: 0", "Fn/Events/S/BatchSize: 0 is not from 1 to 10000"),
+        ("!GetAtt Table.StreamArn", "!GetAtt Table.Arn", "Fn/Events/S/Stream: "),
         (
             r#"[{"exists":true}]}}}}'"#,
             r#"[{"exists":true}]}}}'"#,
             "Fn/Events/S/FilterCriteria/Filters/0/Pattern: not valid JSON",
         ),
-        (
-            r#"{"SS":[{"exists":true}]}"#,
-            r#"{"M":[{"exists":true}]}"#,
-            "Lambda matches leaves only",
-        ),
+        (r#"{"SS":[{"exists":true}]}"#, r#"{"M":[{"exists":true}]}"#, "Lambda matches leaves only"),
     ];
     for (from, to, expected) in cases {
         assert!(TEMPLATE.contains(from), "{from}");

@@ -60,10 +60,8 @@ fn functions(parameters: &[(&str, &str)]) -> Result<Vec<crate::template::Functio
         stack: "stack".into(),
         resource: &name,
     };
-    let parameters: BTreeMap<String, String> = parameters
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
+    let parameters: BTreeMap<String, String> =
+        parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     template.functions(&template.resolver(&parameters, names))
 }
 
@@ -72,25 +70,14 @@ fn defaults_resolve_with_globals_merged() {
     let [f] = functions(&[]).unwrap().try_into().unwrap();
     assert_eq!(f.logical_id, "Fn");
     assert_eq!(f.binary.as_deref(), Some("fn"));
-    assert_eq!(
-        f.runtime.as_deref(),
-        Some("provided.al2"),
-        "a function's own value wins over Globals"
-    );
+    assert_eq!(f.runtime.as_deref(), Some("provided.al2"), "a function's own value wins over Globals");
     assert_eq!(f.architectures, ["arm64"]);
-    let env: Vec<(&str, &str)> = f
-        .environment
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
+    let env: Vec<(&str, &str)> = f.environment.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     assert_eq!(
         env,
         [
             ("ARN", "arn:aws:dynamodb:eu-west-1:123456789012:table/stack-table"),
-            (
-                "JSON",
-                r#"{"table":"stack-table","region":"eu-west-1","size":10}"#
-            ),
+            ("JSON", r#"{"table":"stack-table","region":"eu-west-1","size":10}"#),
             ("NAME", "named"),
             ("SHARED", "1"),
             ("TABLE", "stack-table"),
@@ -108,10 +95,7 @@ fn defaults_resolve_with_globals_merged() {
 #[test]
 fn parameters_switch_conditions() {
     let found = functions(&[("Existing", "mine"), ("Size", "20")]).unwrap();
-    assert_eq!(
-        found.iter().map(|f| f.logical_id.as_str()).collect::<Vec<_>>(),
-        ["Fn", "Gone"]
-    );
+    assert_eq!(found.iter().map(|f| f.logical_id.as_str()).collect::<Vec<_>>(), ["Fn", "Gone"]);
     let f = &found[0];
     assert_eq!(f.environment["TABLE"], "mine");
     assert_eq!(f.environment["MAYBE"], "yes");
@@ -146,19 +130,12 @@ fn broken_templates_name_the_place() {
         let error = Template::parse(text)
             .and_then(|t| {
                 let name = |id: &str| id.to_owned();
-                let names = Names {
-                    region: "r".into(),
-                    account: "a".into(),
-                    stack: "s".into(),
-                    resource: &name,
-                };
+                let names =
+                    Names { region: "r".into(), account: "a".into(), stack: "s".into(), resource: &name };
                 t.functions(&t.resolver(&BTreeMap::new(), names)).map(|_| ())
             })
             .unwrap_err()
             .to_string();
-        assert!(
-            error.contains(expected),
-            "{text}: {error:?} should mention {expected:?}"
-        );
+        assert!(error.contains(expected), "{text}: {error:?} should mention {expected:?}");
     }
 }

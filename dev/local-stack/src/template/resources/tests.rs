@@ -55,20 +55,14 @@ fn read(template: &str, parameters: &[(&str, &str)]) -> Result<(Vec<Table>, Vec<
         stack: "local".into(),
         resource: &name,
     };
-    let parameters: BTreeMap<String, String> = parameters
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
+    let parameters: BTreeMap<String, String> =
+        parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     let resolver = template.resolver(&parameters, names);
     Ok((template.tables(&resolver)?, template.buckets(&resolver)?))
 }
 
 fn key(name: &str, key_type: &str, attribute_type: &str) -> KeyAttribute {
-    KeyAttribute {
-        name: name.into(),
-        key_type: key_type.into(),
-        attribute_type: attribute_type.into(),
-    }
+    KeyAttribute { name: name.into(), key_type: key_type.into(), attribute_type: attribute_type.into() }
 }
 
 #[test]
@@ -107,10 +101,7 @@ fn tables_and_buckets_resolve_for_the_parameters() {
 
     // Parameters switch conditions and feed the TTL attribute.
     let (tables, buckets) = read(TEMPLATE, &[("Existing", "x"), ("Ttl", "ttl")]).unwrap();
-    let names: Vec<_> = tables
-        .iter()
-        .map(|t| (t.name.as_str(), t.ttl_attribute.as_deref()))
-        .collect();
+    let names: Vec<_> = tables.iter().map(|t| (t.name.as_str(), t.ttl_attribute.as_deref())).collect();
     assert_eq!(names, [("local-items", Some("ttl"))]);
     assert_eq!(buckets.len(), 1);
 }
@@ -122,10 +113,7 @@ fn broken_tables_name_the_place() {
             "KeySchema: [{ AttributeName: id, KeyType: HASH }]",
             "Resources/T/Properties/KeySchema/0: key attribute id is not in AttributeDefinitions",
         ),
-        (
-            "KeySchema: []",
-            "Resources/T/Properties/KeySchema: a key schema needs a HASH attribute",
-        ),
+        ("KeySchema: []", "Resources/T/Properties/KeySchema: a key schema needs a HASH attribute"),
         (
             "AttributeDefinitions: [{ AttributeName: id, AttributeType: S }]\n      KeySchema: [{ AttributeName: id }]",
             "Resources/T/Properties/KeySchema/0/KeyType: a string is needed here",

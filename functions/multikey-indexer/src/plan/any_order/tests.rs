@@ -51,9 +51,7 @@ fn deliver(
     for (_, keys) in changes.heads_by_table(ix) {
         for key in keys {
             if let Some(item) = model.get(&key_of(&*key)) {
-                let AttributeValue::S(pk) = &key["pk"] else {
-                    panic!()
-                };
+                let AttributeValue::S(pk) = &key["pk"] else { panic!() };
                 heads.insert(pk.clone(), Head::read(item).unwrap());
             }
         }
@@ -61,14 +59,7 @@ fn deliver(
     let resolved = resolve(ix, changes, &heads);
     assert_eq!(resolved.plan.failures.stopped, None);
     apply(model, resolved.plan.writes.iter().filter(|w| !fail(w.origin)));
-    apply(
-        model,
-        resolved
-            .heads
-            .iter()
-            .map(|h| &h.write)
-            .filter(|w| !fail(w.origin)),
-    );
+    apply(model, resolved.heads.iter().map(|h| &h.write).filter(|w| !fail(w.origin)));
     (resolved.stale, superseded)
 }
 
@@ -222,10 +213,9 @@ fn a_members_unchanged_by_the_first_record_to_arrive_is_put_all_the_same() {
     let ac = issue("i1", &json!({"a": {"S": "x"}, "c": {"S": "x"}}));
     let insert = record("INSERT", None, Some(ab.clone()), Some(1));
     let modify = record("MODIFY", Some(ab), Some(ac), Some(2));
-    for batches in [
-        vec![vec![modify.clone()], vec![insert.clone()]],
-        vec![vec![modify.clone(), insert.clone()]],
-    ] {
+    for batches in
+        [vec![vec![modify.clone()], vec![insert.clone()]], vec![vec![modify.clone(), insert.clone()]]]
+    {
         let mut model = Model::new();
         for batch in &batches {
             deliver(&ix, &mut model, batch, |_| false);
@@ -241,46 +231,20 @@ fn an_unchanged_newer_record_writes_only_its_head_and_a_record_without_a_version
     let mut touched_elsewhere = a.clone();
     touched_elsewhere["description"] = json!({"S": "not indexed"});
     let mut model = Model::new();
-    deliver(
-        &ix,
-        &mut model,
-        &[record("INSERT", None, Some(a.clone()), Some(1))],
-        |_| false,
-    );
-    let changes = Changes::new(
-        &ix,
-        &[record(
-            "MODIFY",
-            Some(a.clone()),
-            Some(touched_elsewhere),
-            Some(2),
-        )],
-    );
+    deliver(&ix, &mut model, &[record("INSERT", None, Some(a.clone()), Some(1))], |_| false);
+    let changes = Changes::new(&ix, &[record("MODIFY", Some(a.clone()), Some(touched_elsewhere), Some(2))]);
     let heads = HashMap::from([(
         changes.items[0].head.pk.clone(),
         Head::read(
-            model
-                .values()
-                .find(|i| matches!(&i["pk"], AttributeValue::S(pk) if is_head(pk)))
-                .unwrap(),
+            model.values().find(|i| matches!(&i["pk"], AttributeValue::S(pk) if is_head(pk))).unwrap(),
         )
         .unwrap(),
     )]);
     let resolved = resolve(&ix, changes, &heads);
     assert_eq!((resolved.plan.writes.len(), resolved.heads.len()), (0, 1));
 
-    let resolved = resolve(
-        &ix,
-        Changes::new(&ix, &[record("INSERT", None, Some(a), None)]),
-        &HashMap::new(),
-    );
-    let rejected: Vec<String> = resolved
-        .plan
-        .failures
-        .rejected
-        .iter()
-        .map(|f| f.error.to_string())
-        .collect();
+    let resolved = resolve(&ix, Changes::new(&ix, &[record("INSERT", None, Some(a), None)]), &HashMap::new());
+    let rejected: Vec<String> = resolved.plan.failures.rejected.iter().map(|f| f.error.to_string()).collect();
     assert_eq!(
         rejected,
         [

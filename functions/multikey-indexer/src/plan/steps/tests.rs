@@ -75,10 +75,7 @@ fn every_record_is_in_one_step_with_every_other_record_of_its_item_in_order() {
     let mut step_of_item: BTreeMap<String, usize> = BTreeMap::new();
     let mut seen = BTreeSet::new();
     for (n, step) in steps.iter().enumerate() {
-        assert!(
-            step.windows(2).all(|w| w[0] < w[1]),
-            "step {n} is in the batch's order"
-        );
+        assert!(step.windows(2).all(|w| w[0] < w[1]), "step {n} is in the batch's order");
         for &at in step {
             assert!(seen.insert(at), "record {at} is in two steps");
             let id = serde_json::to_value(&events[at].change.keys).unwrap()["id"]["S"]
@@ -100,10 +97,7 @@ fn one_step_holds_the_whole_batch_when_it_is_small() {
     let indexes = synthetic();
     let events = crate::synthetic::batch(STEP_RECORDS, 50, 5).records;
     let wire = WireRecord::view_all(&events);
-    assert_eq!(
-        by_item(&indexes, &wire, STEP_RECORDS),
-        vec![(0..STEP_RECORDS).collect::<Vec<_>>()]
-    );
+    assert_eq!(by_item(&indexes, &wire, STEP_RECORDS), vec![(0..STEP_RECORDS).collect::<Vec<_>>()]);
     assert_eq!(by_item(&indexes, &[], STEP_RECORDS), vec![Vec::<usize>::new()]);
 }
 
@@ -144,10 +138,7 @@ fn a_record_without_its_key_is_planned_in_the_first_step() {
     let wire = WireRecord::view_all(&events);
     let steps = by_item(&indexes, &wire, 8);
     assert!(steps[0].contains(&17));
-    let stopped = Plan::from_wire_at(&indexes, &wire, &steps[0])
-        .failures
-        .stopped
-        .unwrap();
+    let stopped = Plan::from_wire_at(&indexes, &wire, &steps[0]).failures.stopped.unwrap();
     assert_eq!(stopped.record, 17);
     assert!(matches!(stopped.error, PlanError::MissingKeyAttribute { .. }));
 }

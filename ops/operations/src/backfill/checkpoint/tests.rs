@@ -44,19 +44,12 @@ fn a_version_1_checkpoint_is_read() {
     .unwrap();
     let loaded = Checkpoint::load(&path).unwrap().unwrap();
     assert_eq!(
-        (
-            loaded.counts().touched,
-            loaded.counts().untouchable,
-            loaded.untouchable().len()
-        ),
+        (loaded.counts().touched, loaded.counts().untouchable, loaded.untouchable().len()),
         (480, 0, 0)
     );
     loaded.save(&path).unwrap();
     let saved = std::fs::read_to_string(&path).unwrap();
-    assert!(
-        saved.starts_with(r#"{"format":"sidestream-backfill/2""#),
-        "{saved}"
-    );
+    assert!(saved.starts_with(r#"{"format":"sidestream-backfill/2""#), "{saved}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -73,23 +66,13 @@ fn saved_and_loaded_whole_and_checked_against_the_run() {
     assert!(loaded.matches("issues", &["tags".to_owned()], 3).is_ok());
     let cases = [
         ("other", 3, "it is for table \"issues\", not \"other\""),
-        (
-            "issues",
-            4,
-            "it splits the table into 3 segments, not 4 (pass --segments 3)",
-        ),
+        ("issues", 4, "it splits the table into 3 segments, not 4 (pass --segments 3)"),
     ];
     for (table, segments, message) in cases {
-        assert_eq!(
-            loaded.matches(table, &["tags".to_owned()], segments),
-            Err(message.to_owned())
-        );
+        assert_eq!(loaded.matches(table, &["tags".to_owned()], segments), Err(message.to_owned()));
     }
     std::fs::write(&path, r#"{"format":"sidestream-backfill/9"}"#).unwrap();
     let error = Checkpoint::load(&path).unwrap_err().to_string();
-    assert!(
-        error.contains("missing field") || error.contains("format"),
-        "{error}"
-    );
+    assert!(error.contains("missing field") || error.contains("format"), "{error}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

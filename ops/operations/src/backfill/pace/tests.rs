@@ -14,14 +14,8 @@ fn spending_beyond_one_second_of_credit_waits_in_proportion() {
         assert_eq!(pacer.reserve(units, now), Duration::from_millis(wait), "{units}");
     }
     // Two seconds later, the debt is paid and one second of credit is back.
-    assert_eq!(
-        pacer.reserve(100.0, now + Duration::from_millis(3010)),
-        Duration::ZERO
-    );
-    assert_eq!(
-        pacer.reserve(10.0, now + Duration::from_millis(3010)),
-        Duration::from_millis(100)
-    );
+    assert_eq!(pacer.reserve(100.0, now + Duration::from_millis(3010)), Duration::ZERO);
+    assert_eq!(pacer.reserve(10.0, now + Duration::from_millis(3010)), Duration::from_millis(100));
 }
 
 #[test]

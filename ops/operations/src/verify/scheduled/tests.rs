@@ -31,28 +31,16 @@ fn configuration_is_read_once_and_errors_name_the_variable() {
     );
     let cases: [(&[(&str, &str)], &str); 4] = [
         (
-            &[
-                ("MULTIKEY_INDEXES", INDEXES),
-                ("VERIFY_TABLE", "t"),
-                ("VERIFY_CONFIRM_SECONDS", "601"),
-            ],
+            &[("MULTIKEY_INDEXES", INDEXES), ("VERIFY_TABLE", "t"), ("VERIFY_CONFIRM_SECONDS", "601")],
             "VERIFY_CONFIRM_SECONDS",
         ),
         (&[("MULTIKEY_INDEXES", INDEXES)], "VERIFY_TABLE is not set"),
         (
-            &[
-                ("MULTIKEY_INDEXES", INDEXES),
-                ("VERIFY_TABLE", "t"),
-                ("VERIFY_REPAIR", "yes"),
-            ],
+            &[("MULTIKEY_INDEXES", INDEXES), ("VERIFY_TABLE", "t"), ("VERIFY_REPAIR", "yes")],
             "VERIFY_REPAIR is invalid: \"yes\" is not true or false",
         ),
         (
-            &[
-                ("MULTIKEY_INDEXES", INDEXES),
-                ("VERIFY_TABLE", "t"),
-                ("VERIFY_INDEX", "x"),
-            ],
+            &[("MULTIKEY_INDEXES", INDEXES), ("VERIFY_TABLE", "t"), ("VERIFY_INDEX", "x")],
             "VERIFY_INDEX is invalid",
         ),
     ];
@@ -75,15 +63,7 @@ fn the_emf_document_carries_each_kind_and_the_sum_the_alarm_watches() {
     };
     let mut first = drift.clone();
     first.extra = vec![json!({"in flight": true}); 4];
-    let run = Run {
-        first,
-        drift,
-        mended: Some(Mended {
-            touched: 2,
-            deleted: 1,
-            ..Mended::default()
-        }),
-    };
+    let run = Run { first, drift, mended: Some(Mended { touched: 2, deleted: 1, ..Mended::default() }) };
     let doc = emf(&run, "Sidestream", "prod-VerifierFunction-X", 1_800_000_000_000);
     assert_eq!(
         doc,

@@ -77,19 +77,12 @@ fn groups_are_packed_whole_under_both_limits_and_cut_into_parts_only_when_too_la
         (vec![(5, 400_000), (5, 400_000)], vec!["t6", "t6"]),
     ];
     for (groups, expected) in cases {
-        let groups: Vec<Fenced> = groups
-            .into_iter()
-            .enumerate()
-            .map(|(n, (w, b))| group(&format!("g{n}-"), w, b))
-            .collect();
+        let groups: Vec<Fenced> =
+            groups.into_iter().enumerate().map(|(n, (w, b))| group(&format!("g{n}-"), w, b)).collect();
         let writes: usize = groups.iter().map(|g| g.writes.len()).sum();
         let requests = super::requests_for_fenced(&groups);
         let units = pack(groups);
-        assert_eq!(
-            requests,
-            shape(&units).len(),
-            "requests counted as packed: {expected:?}"
-        );
+        assert_eq!(requests, shape(&units).len(), "requests counted as packed: {expected:?}");
         assert_eq!(shape(&units), expected, "{expected:?}");
         let mut sent = 0;
         for unit in &units {
@@ -109,11 +102,7 @@ fn groups_are_packed_whole_under_both_limits_and_cut_into_parts_only_when_too_la
 
 #[test]
 fn a_head_alone_is_a_group_of_one_action() {
-    assert_eq!(
-        shape(&pack(vec![group("a", 0, 0)])),
-        ["t1"],
-        "a head alone still moves"
-    );
+    assert_eq!(shape(&pack(vec![group("a", 0, 0)])), ["t1"], "a head alone still moves");
     assert_eq!(parts(group("a", 250, 10)).len(), 3);
 }
 
@@ -144,9 +133,8 @@ fn a_rejected_transaction_is_halved_between_groups() {
 /// transactions, so the same requests.
 #[tokio::test]
 async fn groups_coming_in_lots_are_packed_as_if_they_came_at_once() {
-    let groups: Vec<Fenced> = (0..300)
-        .map(|n| group(&format!("g{n}-"), if n % 50 == 0 { 120 } else { n % 7 }, 10))
-        .collect();
+    let groups: Vec<Fenced> =
+        (0..300).map(|n| group(&format!("g{n}-"), if n % 50 == 0 { 120 } else { n % 7 }, 10)).collect();
     let whole = pack(groups.clone());
     for lot in [1, 7, 50, 300] {
         let lots: Vec<Vec<Fenced>> = groups.chunks(lot).map(<[Fenced]>::to_vec).collect();

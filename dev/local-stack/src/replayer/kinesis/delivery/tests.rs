@@ -59,20 +59,12 @@ fn deadline() -> Instant {
 
 #[tokio::test]
 async fn every_record_arrives_crossed_and_some_twice_each_change_with_one_version() {
-    let stream = Stream::register(
-        "arn:aws:kinesis:us-east-1:123456789012:stream/test-every",
-        "issues",
-    );
+    let stream = Stream::register("arn:aws:kinesis:us-east-1:123456789012:stream/test-every", "issues");
     let (function, seen) = recorder(None);
     let invoker = delivering(Arc::clone(&stream), Vec::new(), function);
     // 40 batches of 20 changes to 5 items.
-    let batches: Vec<Vec<_>> = (0..40)
-        .map(|b| {
-            (0..20)
-                .map(|i| change(&format!("i{}", i % 5), b * 20 + i))
-                .collect()
-        })
-        .collect();
+    let batches: Vec<Vec<_>> =
+        (0..40).map(|b| (0..20).map(|i| change(&format!("i{}", i % 5), b * 20 + i)).collect()).collect();
     for batch in &batches {
         let answer = invoker(stream_runtime::delivery::event(batch.clone()), deadline()).await;
         assert_eq!(answer, Invocation::Returned(json!({"batchItemFailures": []})));
@@ -97,10 +89,7 @@ async fn every_record_arrives_crossed_and_some_twice_each_change_with_one_versio
 
 #[tokio::test]
 async fn a_stop_answers_with_the_earliest_record_still_to_do() {
-    let stream = Stream::register(
-        "arn:aws:kinesis:us-east-1:123456789012:stream/test-stop",
-        "issues",
-    );
+    let stream = Stream::register("arn:aws:kinesis:us-east-1:123456789012:stream/test-stop", "issues");
     let batch: Vec<_> = (0..30).map(|i| change(&format!("i{}", i % 4), i)).collect();
     let mut checked = 0;
     for at in [0, 3, 10] {
@@ -121,22 +110,11 @@ async fn a_stop_answers_with_the_earliest_record_still_to_do() {
         // stop): Lambda will not deliver it again. And the one named is at or before the first
         // record the first invocation did not do.
         let done: std::collections::BTreeSet<&str> = first[..at].iter().map(|(id, _)| id.as_str()).collect();
-        let Invocation::Returned(answer) = answer else {
-            panic!("{answer:?}")
-        };
-        let named: u32 = answer["batchItemFailures"][0]["itemIdentifier"]
-            .as_str()
-            .unwrap()
-            .parse::<u32>()
-            .unwrap()
-            - 1000;
-        assert!(
-            (0..named).all(|i| done.contains(format!("e{i}").as_str())),
-            "stopped at {at}: {named}"
-        );
-        let first_undone = (0..30)
-            .find(|i| !done.contains(format!("e{i}").as_str()))
-            .unwrap();
+        let Invocation::Returned(answer) = answer else { panic!("{answer:?}") };
+        let named: u32 =
+            answer["batchItemFailures"][0]["itemIdentifier"].as_str().unwrap().parse::<u32>().unwrap() - 1000;
+        assert!((0..named).all(|i| done.contains(format!("e{i}").as_str())), "stopped at {at}: {named}");
+        let first_undone = (0..30).find(|i| !done.contains(format!("e{i}").as_str())).unwrap();
         assert!(named <= first_undone, "stopped at {at}: {named} > {first_undone}");
         assert!(
             !done.contains(format!("e{named}").as_str())

@@ -31,6 +31,14 @@ async fn archiver(bucket: &str) -> Runtime<Archiver> {
     runtime(&[("ARCHIVE_BUCKET", bucket), ("ARCHIVE_PREFIX", "archive/")]).await
 }
 
+/// An S3 client, a fresh archive bucket, and an archiver writing to it.
+async fn archiving() -> (aws_sdk_s3::Client, String, Runtime<Archiver>) {
+    let s3 = s3_client();
+    let bucket = bucket(&s3).await;
+    let archiver = archiver(&bucket).await;
+    (s3, bucket, archiver)
+}
+
 async fn bucket(s3: &aws_sdk_s3::Client) -> String {
     let name = unique("archive");
     s3.create_bucket().bucket(&name).send().await.unwrap();
@@ -71,9 +79,7 @@ fn failures(response: &stream_runtime::DynamoDbEventResponse) -> Vec<String> {
 /// a redelivery of the batch leaves the same objects.
 #[tokio::test]
 async fn a_batch_uploads_exactly_its_ttl_deletes() {
-    let s3 = s3_client();
-    let bucket = bucket(&s3).await;
-    let archiver = archiver(&bucket).await;
+    let (s3, bucket, archiver) = archiving().await;
     let event = fixture!("mixed.json");
     let response = archiver.handle(event.clone(), deadline()).await.unwrap();
     assert_eq!(failures(&response), Vec::<String>::new());
@@ -194,10 +200,8 @@ fn sorted(mut items: Vec<serde_dynamo::Item>) -> Vec<serde_dynamo::Item> {
 #[tokio::test]
 async fn archive_then_restore_gives_back_the_same_items() {
     let sdk = sdk();
-    let s3 = s3_client();
+    let (s3, bucket, archiver) = archiving().await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
-    let bucket = bucket(&s3).await;
-    let archiver = archiver(&bucket).await;
     let issues = unique("restored-issues");
     create_table(&dynamodb, &issues, "id", None, false).await;
     let sessions = sessions_table(&dynamodb, "restored-sessions").await;
@@ -261,10 +265,8 @@ async fn archive_then_restore_gives_back_the_same_items() {
 #[tokio::test]
 async fn overlapping_objects_are_read_and_restored_once() {
     let sdk = sdk();
-    let s3 = s3_client();
+    let (s3, bucket, archiver) = archiving().await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
-    let bucket = bucket(&s3).await;
-    let archiver = archiver(&bucket).await;
     let batch = synthetic::ttl_batch(6, 9, 1_795_168_800, 1.0);
     let response = archiver.handle(batch.clone(), deadline()).await.unwrap();
     assert_eq!(failures(&response), Vec::<String>::new());
@@ -294,9 +296,7 @@ async fn overlapping_objects_are_read_and_restored_once() {
 #[tokio::test]
 async fn cat_and_restore_errors() {
     let sdk = sdk();
-    let s3 = s3_client();
-    let bucket = bucket(&s3).await;
-    let archiver = archiver(&bucket).await;
+    let (s3, bucket, archiver) = archiving().await;
     archiver.handle(fixture!("every-type.json"), deadline()).await.unwrap();
     archiver.handle(synthetic::ttl_batch(3, 1, 1_795_168_800, 1.0), deadline()).await.unwrap();
 
@@ -357,9 +357,7 @@ const NOW: i64 = 1_795_168_800 + 86_400;
 impl Archived {
     async fn new() -> Archived {
         let sdk = sdk();
-        let s3 = s3_client();
-        let bucket = bucket(&s3).await;
-        let archiver = archiver(&bucket).await;
+        let (s3, bucket, archiver) = archiving().await;
         let batch = synthetic::ttl_batch(20, 3, NOW - 86_400, 10.0);
         let response = archiver.handle(batch.clone(), deadline()).await.unwrap();
         assert_eq!(failures(&response), Vec::<String>::new());

@@ -74,7 +74,7 @@ async fn copy_archive(
     root: &Path,
 ) -> Result<Vec<String>> {
     let mut keys = Vec::new();
-    for (key, body) in crate::lambda::objects(s3, bucket).await? {
+    for (key, body) in crate::support::lambda::objects(s3, bucket).await? {
         let Some(relative) = key.strip_prefix(prefix) else {
             continue;
         };

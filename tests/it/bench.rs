@@ -28,11 +28,7 @@ fn options(parts: Vec<Part>) -> Options {
 
 #[tokio::test]
 async fn each_function_is_invoked_whole_and_its_requests_counted() -> Result<()> {
-    let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
-    let progress = Progress::default();
-    let report =
-        local_stack::bench::run(&sdk(), &endpoint, &options(vec![Part::WritePath]), &progress).await?;
-    let summary = serde_json::to_string_pretty(&report)?;
+    let (report, progress, summary) = bench(Part::WritePath).await?;
     let cases: Vec<(&str, &str)> =
         report.write_path.iter().map(|r| (r.case.upstream, r.case.function)).collect();
     let functions = ["multikey-indexer", "ttl-archiver", "counter-aggregator"];
@@ -76,10 +72,7 @@ async fn each_function_is_invoked_whole_and_its_requests_counted() -> Result<()>
 
 #[tokio::test]
 async fn ten_invocations_on_the_same_totals_are_exact_without_conflicts() -> Result<()> {
-    let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
-    let report =
-        local_stack::bench::run(&sdk(), &endpoint, &options(vec![Part::Hot]), &Progress::default()).await?;
-    let summary = serde_json::to_string_pretty(&report)?;
+    let (report, _, summary) = bench(Part::Hot).await?;
     let [row] = report.hot.as_slice() else {
         anyhow::bail!("one case expected: {summary}");
     };
@@ -98,11 +91,7 @@ async fn ten_invocations_on_the_same_totals_are_exact_without_conflicts() -> Res
 
 #[tokio::test]
 async fn one_mapping_makes_the_writes_two_mappings_make() -> Result<()> {
-    let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
-    let progress = Progress::default();
-    let report =
-        local_stack::bench::run(&sdk(), &endpoint, &options(vec![Part::Combined]), &progress).await?;
-    let summary = serde_json::to_string_pretty(&report)?;
+    let (report, progress, summary) = bench(Part::Combined).await?;
     let upstreams: Vec<&str> = report.combined.iter().map(|r| r.upstream).collect();
     ensure!(upstreams == ["moto", "sink"], "upstreams {upstreams:?}: {summary}");
     for row in &report.combined {
@@ -123,12 +112,7 @@ async fn one_mapping_makes_the_writes_two_mappings_make() -> Result<()> {
 
 #[tokio::test]
 async fn a_kinesis_event_makes_the_requests_its_dynamodb_event_makes() -> Result<()> {
-    let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
-    let progress = Progress::default();
-    let report =
-        Box::pin(local_stack::bench::run(&sdk(), &endpoint, &options(vec![Part::Kinesis]), &progress))
-            .await?;
-    let summary = serde_json::to_string_pretty(&report)?;
+    let (report, _, summary) = bench(Part::Kinesis).await?;
     let cases: Vec<(&str, &str)> =
         report.kinesis.iter().map(|r| (r.case.upstream, r.case.function)).collect();
     let expected: Vec<(&str, &str)> = ["moto", "sink"]
@@ -194,4 +178,15 @@ fn ensure_cases(progress: &Progress, cases: u64, summary: &str) -> Result<()> {
     let done = progress.done.load(std::sync::atomic::Ordering::Relaxed);
     ensure!(done == cases, "{done} cases done: {summary}");
     Ok(())
+}
+
+/// The bench's part `part` run against the test's moto: its report, its progress, and the
+/// report as pretty JSON for messages.
+async fn bench(part: Part) -> Result<(local_stack::bench::Report, Progress, String)> {
+    let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
+    let progress = Progress::default();
+    let report =
+        Box::pin(local_stack::bench::run(&sdk(), &endpoint, &options(vec![part]), &progress)).await?;
+    let summary = serde_json::to_string_pretty(&report)?;
+    Ok((report, progress, summary))
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use stream_runtime::{Combined, Runtime, StreamFunction, combined};
 use stream_runtime::{Metric, Vars};
 
-use crate::lambda::{Function, deadline, fixture, items, objects};
+use crate::support::lambda::{Function, deadline, fixture, items, objects};
 use crate::support::moto::{PARKING_BUCKET, create_table, parking_bucket, sdk, unique};
 
 /// The archiver's pattern in template.yaml; the indexer's mapping has none (a map attribute).

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use stream_runtime::Vars;
 use stream_runtime::metrics::Metrics;
 
-use crate::template::{
+use crate::support::template::{
     COMBINED, STREAM_FUNCTIONS, VERIFIER, alarm_metrics, deployments, names, physical, template,
 };
 
@@ -125,54 +125,46 @@ fn emitted(template: &Template, resolver: &Resolver<'_>) -> Result<Emitted> {
 /// machines, S3's buckets, DynamoDB's tables, Kinesis's streams, SQS's queues.
 fn services_series(template: &Template, resolver: &Resolver<'_>) -> Result<BTreeSet<Series>> {
     let mut out = BTreeSet::new();
-    // Step Functions' metrics of each state machine (AWS/States, by `StateMachineArn`).
-    for machine in template.resources_of_type("AWS::Serverless::StateMachine") {
-        if resolver.resource_exists(machine)? {
-            let arn = resolver.string(&json!({"Ref": machine}), machine)?;
-            for metric in
-                ["ExecutionsStarted", "ExecutionsSucceeded", "ExecutionsFailed", "ExecutionsTimedOut"]
-            {
-                out.insert(("AWS/States".into(), metric.into(), "StateMachineArn".into(), arn.clone()));
+    let by_ref = |id: &str| json!({"Ref": id});
+    let queue_name = |id: &str| json!({"Fn::GetAtt": [id, "QueueName"]});
+    type Named<'a> = &'a dyn Fn(&str) -> serde_json::Value;
+    // (resource type, namespace, the dimension that names it, its name, the metrics): Step
+    // Functions' executions of each state machine; each bucket's object count, which S3 publishes
+    // daily (`StorageType` `AllStorageTypes`); each table's consumed write units; each stream's
+    // incoming records; each queue's depth, sends and oldest message.
+    let services: [(&str, &str, &str, Named<'_>, &[&str]); 5] = [
+        (
+            "AWS::Serverless::StateMachine",
+            "AWS/States",
+            "StateMachineArn",
+            &by_ref,
+            &["ExecutionsStarted", "ExecutionsSucceeded", "ExecutionsFailed", "ExecutionsTimedOut"],
+        ),
+        ("AWS::S3::Bucket", "AWS/S3", "BucketName", &by_ref, &["NumberOfObjects"]),
+        ("AWS::DynamoDB::Table", "AWS/DynamoDB", "TableName", &by_ref, &["ConsumedWriteCapacityUnits"]),
+        ("AWS::Kinesis::Stream", "AWS/Kinesis", "StreamName", &by_ref, &["IncomingRecords"]),
+        (
+            "AWS::SQS::Queue",
+            "AWS/SQS",
+            "QueueName",
+            &queue_name,
+            &["ApproximateNumberOfMessagesVisible", "NumberOfMessagesSent", "ApproximateAgeOfOldestMessage"],
+        ),
+    ];
+    for (kind, namespace, dimension, name_of, metrics) in services {
+        for resource in template.resources_of_type(kind) {
+            if resolver.resource_exists(resource)? {
+                let name = resolver.string(&name_of(resource), resource)?;
+                for metric in metrics {
+                    out.insert((namespace.into(), (*metric).into(), dimension.into(), name.clone()));
+                }
             }
         }
     }
-    // S3 publishes each bucket's object count daily (`StorageType` `AllStorageTypes`).
-    for bucket in template.resources_of_type("AWS::S3::Bucket") {
-        if resolver.resource_exists(bucket)? {
-            let name = resolver.string(&json!({"Ref": bucket}), bucket)?;
-            out.insert(("AWS/S3".into(), "NumberOfObjects".into(), "BucketName".into(), name));
-        }
-    }
-    // DynamoDB publishes each table's consumed write units (AWS/DynamoDB, by `TableName`): the
-    // tables the stack creates, and the source tables it is given.
-    for table in template.resources_of_type("AWS::DynamoDB::Table") {
-        if resolver.resource_exists(table)? {
-            let name = resolver.string(&json!({"Ref": table}), table)?;
-            out.insert(dynamodb_writes(name));
-        }
-    }
+    // The source tables a stack is given, besides the tables it creates.
     for function in template.functions(resolver)? {
         if let Some(name) = function.environment.get("SOURCE_TABLE") {
             out.insert(dynamodb_writes(name.clone()));
-        }
-    }
-    // Kinesis publishes each stream's incoming records (AWS/Kinesis, by `StreamName`).
-    for stream in template.resources_of_type("AWS::Kinesis::Stream") {
-        if resolver.resource_exists(stream)? {
-            let name = resolver.string(&json!({"Ref": stream}), stream)?;
-            out.insert(("AWS/Kinesis".into(), "IncomingRecords".into(), "StreamName".into(), name));
-        }
-    }
-    for queue in template.resources_of_type("AWS::SQS::Queue") {
-        if resolver.resource_exists(queue)? {
-            let name = resolver.string(&json!({"Fn::GetAtt": [queue, "QueueName"]}), queue)?;
-            for metric in [
-                "ApproximateNumberOfMessagesVisible",
-                "NumberOfMessagesSent",
-                "ApproximateAgeOfOldestMessage",
-            ] {
-                out.insert(("AWS/SQS".into(), metric.into(), "QueueName".into(), name.clone()));
-            }
         }
     }
     Ok(out)

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, ensure};
 use local_stack::Stack;
 use serde_json::{Value, json};
 
-use crate::lambda::Function;
+use crate::support::lambda::Function;
 use crate::support::moto::{s3, sdk, unique};
 use crate::support::pipeline::stack;
 use crate::support::process::root;

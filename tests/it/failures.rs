@@ -486,8 +486,12 @@ async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it()
     );
     fixed.store(true, Ordering::SeqCst);
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-    let through_stream =
-        operations::verify::Mender::new(writer, crate::mend::indexes(&stack)?, &issues, "replay-kept");
+    let through_stream = operations::verify::Mender::new(
+        writer,
+        crate::support::pipeline::indexes(&stack)?,
+        &issues,
+        "replay-kept",
+    );
     ensure!(through_stream.records(&replayed).await?.touched == 1);
     pipeline.settle().await?;
     assert_index_exact(&sdk, &stack).await?;

@@ -14,11 +14,11 @@ use local_stack::bench::events::CounterSim;
 use local_stack::replayer::kinesis::{Disorder, Writer, disorder};
 use serde_json::{Value, json};
 use sharded_counter::Counters;
+use stream_runtime::EventRecord;
 use stream_runtime::{Deadline, Runtime, StreamFunction};
-use stream_runtime::{EventRecord, Vars};
 
 use crate::support::moto::sdk;
-use crate::support::pipeline::stack;
+use crate::support::pipeline::{index_check, runtime_with, stack};
 
 const STREAM: &str = "arn:aws:kinesis:us-east-1:123456789012:stream/changes";
 
@@ -35,18 +35,6 @@ fn runtime<F: StreamFunction>(
     let mut vars = vec![(stream_runtime::source::SOURCE_VAR, "kinesis")];
     vars.extend_from_slice(extra);
     runtime_with::<F>(stack, binary, &vars)
-}
-
-/// Function `F` as its template environment configures it, with `extra` variables.
-pub(crate) fn runtime_with<F: StreamFunction>(
-    stack: &local_stack::Stack,
-    binary: &str,
-    extra: &[(&str, &str)],
-) -> Result<Runtime<F>> {
-    let mut env = local_stack::environment(stack.function(binary)?);
-    env.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
-    let lookup = |name: &str| env.get(name).cloned();
-    Ok(Runtime::<F>::from_vars(&Vars::new(&lookup), &sdk())?)
 }
 
 /// Indexing in order diffs each record's images in stream order, so out of order it would leave
@@ -107,29 +95,6 @@ async fn shuffled_and_duplicated_issue_changes_index_exactly_in_any_order() -> R
     let naive_check = index_check(&client, &naive_stack, &changes).await?;
     ensure!(!naive_check.is_exact(), "in arrival order, the index misses what the disorder reordered");
     Ok(())
-}
-
-/// `stack`'s index against what the in-order `changes` leave in the issues table.
-pub(crate) async fn index_check(
-    client: &aws_sdk_dynamodb::Client,
-    stack: &local_stack::Stack,
-    changes: &[EventRecord],
-) -> Result<operations::oracle::IndexCheck> {
-    let mut base: std::collections::BTreeMap<String, Value> = std::collections::BTreeMap::new();
-    for change in changes {
-        let key = serde_json::to_string(&change.change.keys)?;
-        if change.change.new_image.is_empty() {
-            base.remove(&key);
-        } else {
-            base.insert(key, serde_json::to_value(&change.change.new_image)?);
-        }
-    }
-    let base: Vec<Value> = base.into_values().collect();
-    let index = local_stack::scan(client, &stack.table("IndexTable")?.name).await?;
-    let lookup =
-        |name: &str| stack.function("multikey-indexer").ok().and_then(|f| f.environment.get(name).cloned());
-    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
-    Ok(operations::oracle::compare(&indexes, &base, &index)?)
 }
 
 /// A whole run through Kinesis (`IssuesChangeSource=Kinesis`, `CounterChangeSource=Kinesis`): the
@@ -307,15 +272,7 @@ async fn shuffled_and_duplicated_ttl_deletions_are_archived_once_each() -> Resul
     let (delivered, counts) = disorder(&written, 16, 0.2, 5, |r| r["kinesis"]["sequenceNumber"].to_string());
     ensure!(counts.duplicated > 10, "{counts:?}");
     deliver_kinesis(&archiver, &delivered).await?;
-    let (bucket, prefix) = stack.archive_location()?;
-    let read_back = operations::archive::items(&local_stack::s3_client(&sdk), &bucket, &prefix).await?;
-    let mut keys: Vec<String> = read_back
-        .iter()
-        .map(|(_, item)| {
-            serde_json::to_value(item).map(|v| v["sk"]["S"].as_str().unwrap_or_default().to_owned())
-        })
-        .collect::<Result<_, _>>()?;
-    keys.sort();
+    let keys = crate::support::pipeline::archived_keys(&sdk, &stack, "sk").await?;
     let mut expected: Vec<String> = (0..120).map(|i| format!("SESSION#{i:08}")).collect();
     expected.sort();
     ensure!(

@@ -7,69 +7,17 @@
 //! cargo-lambda comes from scripts/setup.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::Read;
-use std::path::PathBuf;
-use std::process::Command;
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
-use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::ScalarAttributeType;
-use local_stack::Emulated;
 use serde_json::{Value, json};
-use stream_runtime::{Deadline, Vars};
+use stream_runtime::Vars;
 
 use stream_runtime::{Runtime, StreamFunction};
 
+use crate::support::lambda::{Function, deadline, fixture, items, objects};
 use crate::support::moto::{PARKING_BUCKET, create_table, parked, parking_bucket, sdk, unique};
-use crate::support::process::{binary, root};
-
-fn cargo_lambda() -> Result<PathBuf> {
-    let path = root().join(".tools/bin/cargo-lambda");
-    ensure!(path.exists(), "{} is missing: run scripts/setup", path.display());
-    Ok(path)
-}
-
-/// One function binary, warm, behind its own `cargo lambda watch` runtime API (started the way
-/// `sidestream-local` starts it).
-pub(crate) struct Function(Emulated);
-
-impl Function {
-    pub(crate) fn start(name: &str, env: &BTreeMap<String, String>) -> Result<Function> {
-        let log = std::env::temp_dir().join(format!("{}.log", unique(&format!("sidestream-{name}"))));
-        let emulated = Emulated::start(&cargo_lambda()?, &binary(name)?, env, &log, Duration::from_secs(60))?;
-        Ok(Function(emulated))
-    }
-
-    /// `cargo lambda invoke` with a fixture; the function's response.
-    pub(crate) fn invoke(&self, fixture: &str) -> Result<Value> {
-        let output = Command::new(cargo_lambda()?)
-            .args(["lambda", "invoke", "_", "--output-format", "json", "-A", "127.0.0.1", "-P"])
-            .arg(self.0.port.to_string())
-            .arg("--data-file")
-            .arg(root().join(fixture))
-            .output()?;
-        ensure!(output.status.success(), "invoke {fixture}: {}", String::from_utf8_lossy(&output.stderr));
-        serde_json::from_slice(&output.stdout)
-            .with_context(|| format!("invoke {fixture}: {}", String::from_utf8_lossy(&output.stdout)))
-    }
-
-    /// The function's log lines: every one must be JSON (the tracing logs and the EMF metrics).
-    pub(crate) fn log_lines(&self) -> Result<Vec<Value>> {
-        let mut text = String::new();
-        File::open(&self.0.log)?.read_to_string(&mut text)?;
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).with_context(|| format!("a log line is not JSON: {l}")))
-            .collect()
-    }
-}
-
-pub(crate) fn fixture(path: &str) -> Result<Event> {
-    let text = std::fs::read_to_string(root().join(path))?;
-    Ok(serde_json::from_str(&text)?)
-}
+use crate::support::process::root;
 
 /// A function's environment: `pairs` and the parking bucket.
 fn env(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
@@ -91,10 +39,6 @@ async fn library<F: StreamFunction>(vars: &BTreeMap<String, String>) -> Result<R
     Ok(Runtime::from_vars(&Vars::new(&lookup), &sdk())?)
 }
 
-pub(crate) fn deadline() -> Deadline {
-    Deadline::after(Duration::from_secs(60))
-}
-
 /// Checks the real binary's responses and logs against the in-process handler's responses.
 fn compare(function: &Function, fixtures: &[&str], expected: &[Value]) -> Result<()> {
     for (fixture, expected) in fixtures.iter().zip(expected) {
@@ -109,19 +53,6 @@ fn compare(function: &Function, fixtures: &[&str], expected: &[Value]) -> Result
 
 fn response(r: &stream_runtime::DynamoDbEventResponse) -> Value {
     serde_json::to_value(r).unwrap_or(Value::Null)
-}
-
-/// Every item of a table, as sorted JSON lines.
-pub(crate) async fn items(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<Vec<String>> {
-    let scan = client.scan().table_name(table).send().await?;
-    let mut items: Vec<String> = scan
-        .items()
-        .iter()
-        // Through a JSON value, whose object keys are sorted, unlike the item's HashMap.
-        .map(|i| serde_json::to_value(serde_dynamo::Item::from(i.clone())).map(|v| v.to_string()))
-        .collect::<Result<_, _>>()?;
-    items.sort();
-    Ok(items)
 }
 
 #[tokio::test]
@@ -205,18 +136,6 @@ async fn ttl_archiver_binary_answers_like_the_library() -> Result<()> {
         "the binary parked {docs:#?}, not the record as delivered"
     );
     Ok(())
-}
-
-/// Every object of a bucket: key and bytes.
-pub(crate) async fn objects(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<BTreeMap<String, Vec<u8>>> {
-    let mut out = BTreeMap::new();
-    let listed = s3.list_objects_v2().bucket(bucket).send().await?;
-    for object in listed.contents() {
-        let key = object.key().context("a listed object has no key")?;
-        let body = s3.get_object().bucket(bucket).key(key).send().await?.body.collect().await?;
-        out.insert(key.to_owned(), body.to_vec());
-    }
-    Ok(out)
 }
 
 #[tokio::test]

@@ -147,22 +147,26 @@ async fn a_late_delete_does_not_remove_an_entry_put_back(order: &str) -> Result<
     Ok(())
 }
 
-#[tokio::test]
-async fn in_order_a_superseded_invocations_late_put_does_not_restore_a_deleted_entry() -> Result<()> {
-    a_late_put_does_not_restore_a_deleted_entry("stream").await
+/// Each scenario as two tests: with the indexer in stream order, and in any order.
+macro_rules! in_both_orders {
+    ($($in_order:ident, $in_any_order:ident => $scenario:ident;)*) => {$(
+        #[tokio::test]
+        async fn $in_order() -> Result<()> {
+            $scenario("stream").await
+        }
+
+        #[tokio::test]
+        async fn $in_any_order() -> Result<()> {
+            $scenario("any").await
+        }
+    )*};
 }
 
-#[tokio::test]
-async fn in_any_order_a_superseded_invocations_late_put_does_not_restore_a_deleted_entry() -> Result<()> {
-    a_late_put_does_not_restore_a_deleted_entry("any").await
-}
-
-#[tokio::test]
-async fn in_order_a_superseded_invocations_late_delete_does_not_remove_an_entry_put_back() -> Result<()> {
-    a_late_delete_does_not_remove_an_entry_put_back("stream").await
-}
-
-#[tokio::test]
-async fn in_any_order_a_superseded_invocations_late_delete_does_not_remove_an_entry_put_back() -> Result<()> {
-    a_late_delete_does_not_remove_an_entry_put_back("any").await
+in_both_orders! {
+    in_order_a_superseded_invocations_late_put_does_not_restore_a_deleted_entry,
+    in_any_order_a_superseded_invocations_late_put_does_not_restore_a_deleted_entry
+        => a_late_put_does_not_restore_a_deleted_entry;
+    in_order_a_superseded_invocations_late_delete_does_not_remove_an_entry_put_back,
+    in_any_order_a_superseded_invocations_late_delete_does_not_remove_an_entry_put_back
+        => a_late_delete_does_not_remove_an_entry_put_back;
 }

@@ -13,22 +13,17 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Result, ensure};
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Value, json};
+use stream_runtime::EventRecord;
 use stream_runtime::delivery::{Invoker, in_process};
-use stream_runtime::{EventRecord, Vars};
 
-use local_stack::{Stack, put_json as put};
-use multikey_indexer::{Index, Indexes};
+use local_stack::put_json as put;
+use multikey_indexer::Index;
 use operations::verify::{Mended, Mender};
 
 use crate::support::moto::sdk;
-use crate::support::pipeline::{assert_index_exact, failure_log, issue, pipeline, put_issues, stack};
-
-/// The stack's index definitions, as the indexer is configured.
-pub(crate) fn indexes(stack: &Stack) -> Result<Indexes> {
-    let function = stack.function("multikey-indexer")?;
-    let lookup = |name: &str| function.environment.get(name).cloned();
-    Ok(Indexes::from_vars(&Vars::new(&lookup))?)
-}
+use crate::support::pipeline::{
+    assert_index_exact, failure_log, indexes, issue, pipeline, put_issues, stack,
+};
 
 /// A record's field `f` in the new image (as text), and its event name.
 fn shape(record: &EventRecord) -> (String, String, Option<String>) {

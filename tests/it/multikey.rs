@@ -202,9 +202,7 @@ fn writer(sdk: &aws_config::SdkConfig) -> Writer {
 #[tokio::test]
 async fn the_writer_chunks_by_25_and_reports_failures_by_origin() {
     let sdk = sdk();
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let table = unique("writer");
-    create_table(&client, &table, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
+    let (client, table) = keyed_table(&sdk, "writer").await;
     let writer = writer(&sdk);
     let later = || Policy::default().budget(Deadline::after(Duration::from_secs(60)));
 
@@ -238,9 +236,7 @@ async fn the_writer_chunks_by_25_and_reports_failures_by_origin() {
 #[tokio::test]
 async fn a_rejected_request_is_narrowed_down_to_the_write_that_causes_it() {
     let sdk = sdk();
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let table = unique("narrow");
-    create_table(&client, &table, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
+    let (client, table) = keyed_table(&sdk, "narrow").await;
     let mut writes: Vec<ItemWrite> = (0..30).map(|i| put(&table, i, i)).collect();
     writes[17].op = Op::Put(
         serde_json::from_value::<serde_dynamo::Item>(
@@ -277,7 +273,7 @@ async fn a_batch_planned_in_steps_indexes_exactly_in_as_many_requests_as_planned
 
     let sdk = sdk();
     let stack = crate::support::pipeline::stack(&sdk, &[]).await?;
-    let indexer = crate::kinesis::runtime_with::<Indexer>(&stack, "multikey-indexer", &[])?;
+    let indexer = crate::support::pipeline::runtime_with::<Indexer>(&stack, "multikey-indexer", &[])?;
     let mut changes = multikey_indexer::synthetic::batch(2_600, 300, 21).records;
     for (n, change) in changes.iter_mut().enumerate() {
         change.change.sequence_number = Some((10_u128.pow(20) + n as u128).to_string());
@@ -303,7 +299,7 @@ async fn a_batch_planned_in_steps_indexes_exactly_in_as_many_requests_as_planned
         "{writes} writes in {requests} requests; the whole plan makes {whole_writes} writes in {whole_requests}"
     );
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let check = crate::kinesis::index_check(&client, &stack, &changes).await?;
+    let check = crate::support::pipeline::index_check(&client, &stack, &changes).await?;
     anyhow::ensure!(
         check.is_exact() && check.entries > 500,
         "{} entries; missing {:?}; extra {:?}",
@@ -312,4 +308,12 @@ async fn a_batch_planned_in_steps_indexes_exactly_in_as_many_requests_as_planned
         check.extra
     );
     Ok(())
+}
+
+/// A fresh table named `prefix…` keyed by `pk` and `sk`, as the index is, and a client of it.
+async fn keyed_table(sdk: &aws_config::SdkConfig, prefix: &str) -> (aws_sdk_dynamodb::Client, String) {
+    let client = aws_sdk_dynamodb::Client::new(sdk);
+    let table = unique(prefix);
+    create_table(&client, &table, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
+    (client, table)
 }

@@ -134,13 +134,7 @@ async fn a_validation_exception_parks_exactly_the_record_that_causes_it() {
     assert!(failures.is_empty(), "{failures:?}");
     assert_eq!(counts(&metrics, &OUTCOME), [3, 1, 0, 0]);
     assert_eq!(crate::support::moto::index_partitions(&client, &table).await.len(), 2);
-    let parked = parked("multikey-indexer", &id).await;
-    assert_eq!(parked.len(), 1);
-    assert!(
-        parked[0]["error"].as_str().unwrap().contains("ValidationError: Number overflow"),
-        "{}",
-        parked[0]
-    );
+    assert_parked_once("multikey-indexer", &id, "ValidationError: Number overflow").await;
 }
 
 /// A base-table key that `MULTIKEY_INDEXES` names but the records lack is the configuration's
@@ -235,13 +229,7 @@ async fn a_non_integer_count_is_parked_and_the_other_increments_are_summed() {
         }
     };
     assert_eq!((total("votes").await, total("likes").await), ("12".to_owned(), "2".to_owned()));
-    let parked = parked("counter-aggregator", &id).await;
-    assert_eq!(parked.len(), 1);
-    assert!(
-        parked[0]["error"].as_str().unwrap().contains("where an integer `count` belongs"),
-        "{}",
-        parked[0]
-    );
+    assert_parked_once("counter-aggregator", &id, "where an integer `count` belongs").await;
 }
 
 /// Priming checks the parking bucket like every resource a function writes: a missing one fails
@@ -311,4 +299,11 @@ async fn a_source_stream_without_the_images_fails_init() {
     let ready = indexer(&table, &[("SOURCE_TABLE", &both)]).await;
     let primed = ready.prime().await.unwrap();
     assert!(primed.calls >= 3, "the index table, the parking bucket and the source table: {primed:?}");
+}
+
+/// `function` parked the record `event_id` once, with an error that says `cause`.
+async fn assert_parked_once(function: &str, event_id: &str, cause: &str) {
+    let parked = parked(function, event_id).await;
+    assert_eq!(parked.len(), 1);
+    assert!(parked[0]["error"].as_str().unwrap().contains(cause), "{}", parked[0]);
 }

@@ -120,6 +120,14 @@ fn command(stack: &Stack) -> Result<(bool, serde_json::Value)> {
     Ok((ran.ok, json))
 }
 
+/// `sidestream status --output json` says the stack needs an operator, and `says` holds of its
+/// output.
+fn needs_operator(stack: &Stack, says: impl Fn(&serde_json::Value) -> bool) -> Result<()> {
+    let (ok, json) = command(stack)?;
+    ensure!(!ok && says(&json), "{json}");
+    Ok(())
+}
+
 /// The stack's alarms in ALARM, by logical id.
 fn alarming(stack: &Stack, status: &Status) -> Vec<String> {
     stack
@@ -196,9 +204,7 @@ async fn a_parked_record_needs_an_operator() -> Result<()> {
         "{status}"
     );
 
-    let (ok, json) = command(&stack)?;
-    ensure!(!ok && json["parked"]["counter-aggregator"] == 1, "{json}");
-    Ok(())
+    needs_operator(&stack, |json| json["parked"]["counter-aggregator"] == 1)
 }
 
 /// The indexer as a crashing build: every invocation with the issue "poison" fails (Lambda counts
@@ -247,9 +253,7 @@ async fn a_range_given_up_needs_an_operator() -> Result<()> {
         alarming(&stack, &status)
     );
     ensure!(status.needs_operator(), "{status}");
-    let (ok, json) = command(&stack)?;
-    ensure!(!ok && json["given_up"][0]["pending"] == 1, "{json}");
-    Ok(())
+    needs_operator(&stack, |json| json["given_up"][0]["pending"] == 1)
 }
 
 #[tokio::test]
@@ -259,7 +263,7 @@ async fn an_index_that_drifted_needs_an_operator() -> Result<()> {
     // An entry lost behind the stream's back.
     let index = stack.table("IndexTable")?.name.clone();
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let entries = crate::verify::index_entries(&client, &index).await?;
+    let entries = crate::support::moto::index_entries(&client, &index).await?;
     let first = entries.first().context("an index entry")?;
     let key = |name: &str| first[name]["S"].as_str().map(|s| AttributeValue::S(s.to_owned()));
     client
@@ -280,9 +284,7 @@ async fn an_index_that_drifted_needs_an_operator() -> Result<()> {
     ensure!(drift == Some(1.0), "{status}");
     ensure!(alarming(&stack, &status) == ["IndexDriftAlarm"], "{:?}\n{status}", alarming(&stack, &status));
     ensure!(status.needs_operator() && status.attention.iter().any(|a| a.contains("drifted")), "{status}");
-    let (ok, json) = command(&stack)?;
-    ensure!(!ok && json["indexes"][0]["drift"] == 1.0, "{json}");
-    Ok(())
+    needs_operator(&stack, |json| json["indexes"][0]["drift"] == 1.0)
 }
 
 /// A mapping an operator disabled reads nothing, so its function sends no `IteratorAge` and its

@@ -11,158 +11,12 @@ use local_stack::template::{Function, Names, Resolver, Template, check};
 use serde_json::Value;
 use stream_runtime::Vars;
 
-const REGION: &str = "us-east-1";
-const ACCOUNT: &str = "123456789012";
-/// An existing issues table's and counter table's streams.
-const ISSUES_STREAM: &str =
-    "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-01-01T00:00:00.000";
-const COUNTER_STREAM: &str =
-    "arn:aws:dynamodb:us-east-1:123456789012:table/counters/stream/2026-01-01T00:00:00.000";
+use crate::support::template::{
+    ACCOUNT, COMBINED, COUNTER_STREAM, ISSUES_STREAM, REGION, STREAM_FUNCTIONS, VERIFIER, alarm_metrics,
+    deployments, kinesis_deployments, names, physical, set, template,
+};
 
-pub(crate) fn template() -> Result<Template> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let folder = path.parent().context("the template's folder")?.to_owned();
-    Ok(Template::parse_with(&text, &mut |location| {
-        std::fs::read_to_string(folder.join(location)).map_err(|e| e.to_string())
-    })?)
-}
-
-/// Resource names as a stack named `sidestream` might give them: lowercase, valid for S3.
-pub(crate) fn physical(logical_id: &str) -> String {
-    format!("sidestream-{}", logical_id.to_lowercase())
-}
-
-pub(crate) fn names() -> Names<'static> {
-    Names { region: REGION.into(), account: ACCOUNT.into(), stack: "sidestream".into(), resource: &physical }
-}
-
-/// The parameter sets deployments use: defaults (everything created), existing tables and
-/// bucket, and a set-typed indexed attribute (which turns the indexer's filter on).
-pub(crate) fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
-    let mut all = vec![
-        ("defaults", set(&[])),
-        (
-            "existing resources",
-            set(&[
-                ("IssuesTableStreamArn", ISSUES_STREAM),
-                ("IndexTableName", "issue-attrib-index"),
-                ("CounterTableStreamArn", COUNTER_STREAM),
-                ("ArchiveBucketName", "existing-archive"),
-                ("ArchivePrefix", "ttl/"),
-            ]),
-        ),
-        ("set attribute", set(&[("IndexedAttribute", "tags"), ("IndexedAttributeType", "SS")])),
-        (
-            "backfill on, existing issues table, paced",
-            set(&[
-                ("EnableBackfill", "true"),
-                ("IssuesTableStreamArn", ISSUES_STREAM),
-                ("BackfillWriteUnitsPerSegment", "50"),
-                ("BackfillReadUnitsPerSegment", "200"),
-                ("BackfillReservedConcurrency", "8"),
-            ]),
-        ),
-        ("backfill on", set(&[("EnableBackfill", "true")])),
-        ("scheduled verify", set(&[("IndexVerifySchedule", "rate(1 day)")])),
-        ("combined consumers", set(&[("Consumers", "Combined")])),
-        (
-            "combined consumers, set attribute, existing resources",
-            set(&[
-                ("Consumers", "Combined"),
-                ("IndexedAttribute", "tags"),
-                ("IndexedAttributeType", "SS"),
-                ("IssuesTableStreamArn", ISSUES_STREAM),
-                ("ArchiveBucketName", "existing-archive"),
-            ]),
-        ),
-        (
-            "global table: this Region archives and sums",
-            set(&[("ArchiveRegion", REGION), ("AggregatorRegion", REGION)]),
-        ),
-        (
-            "global table: another Region archives and sums",
-            set(&[("ArchiveRegion", "eu-west-1"), ("AggregatorRegion", "eu-west-1")]),
-        ),
-        (
-            "global table, combined, set attribute: this Region archives",
-            set(&[
-                ("ArchiveRegion", REGION),
-                ("Consumers", "Combined"),
-                ("IndexedAttribute", "tags"),
-                ("IndexedAttributeType", "SS"),
-            ]),
-        ),
-        (
-            "global table, combined, set attribute: another Region archives",
-            set(&[
-                ("ArchiveRegion", "eu-west-1"),
-                ("Consumers", "Combined"),
-                ("IndexedAttribute", "tags"),
-                ("IndexedAttributeType", "SS"),
-            ]),
-        ),
-        (
-            "global table, combined: another Region archives",
-            set(&[("ArchiveRegion", "eu-west-1"), ("Consumers", "Combined")]),
-        ),
-        (
-            "scheduled verify and repair, existing tables",
-            set(&[
-                ("IndexVerifySchedule", "rate(6 hours)"),
-                ("IndexVerifyRepair", "true"),
-                ("IndexTableName", "issue-attrib-index"),
-                ("IssuesTableStreamArn", ISSUES_STREAM),
-            ]),
-        ),
-    ];
-    all.extend(kinesis_deployments());
-    all
-}
-
-/// Deployments reading tables through Kinesis (`IssuesChangeSource`, `CounterChangeSource`).
-fn kinesis_deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
-    vec![
-        (
-            "issues and counters from Kinesis",
-            set(&[("IssuesChangeSource", "Kinesis"), ("CounterChangeSource", "Kinesis")]),
-        ),
-        (
-            "combined from Kinesis, set attribute, existing resources",
-            set(&[
-                ("Consumers", "Combined"),
-                ("IssuesChangeSource", "Kinesis"),
-                ("IndexedAttribute", "tags"),
-                ("IndexedAttributeType", "SS"),
-                ("IssuesTableStreamArn", ISSUES_STREAM),
-                ("CounterTableStreamArn", COUNTER_STREAM),
-                ("CounterChangeSource", "Kinesis"),
-            ]),
-        ),
-        (
-            "global table from Kinesis, set attribute: this Region archives",
-            set(&[
-                ("ArchiveRegion", REGION),
-                ("IssuesChangeSource", "Kinesis"),
-                ("IndexedAttribute", "tags"),
-                ("IndexedAttributeType", "SS"),
-            ]),
-        ),
-    ]
-}
-
-/// A parameter set.
-fn set(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
-}
-
-/// Stream functions' binaries, and the backfill's (only when `EnableBackfill` is "true").
-pub(crate) const STREAM_FUNCTIONS: [&str; 3] = ["counter-aggregator", "multikey-indexer", "ttl-archiver"];
 const BACKFILLER: &str = "index-backfiller";
-/// The scheduled verifier's binary (only when `IndexVerifySchedule` is set).
-pub(crate) const VERIFIER: &str = "index-verifier";
-/// The indexer and the archiver behind one mapping (only when `Consumers` is `Combined`).
-pub(crate) const COMBINED: &str = sidestream_combined::COMBINED_BINARY;
 
 #[test]
 fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
@@ -1436,15 +1290,6 @@ fn every_alarms_evaluation_range_is_one_cloudwatch_accepts() -> Result<()> {
     }
     ensure!(checked > 100, "alarms checked: {checked}");
     Ok(())
-}
-
-/// The metrics an alarm's resolved properties watch: its own (`Namespace`, `MetricName`,
-/// `Dimensions`), or each metric its metric math (`Metrics`) queries.
-pub(crate) fn alarm_metrics(p: &Value) -> Vec<&Value> {
-    match p["Metrics"].as_array() {
-        Some(queries) => queries.iter().filter_map(|q| q.pointer("/MetricStat/Metric")).collect(),
-        None => vec![p],
-    }
 }
 
 fn number_of(value: &Value) -> Result<i64> {

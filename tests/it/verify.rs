@@ -12,7 +12,7 @@ use stream_runtime::Vars;
 
 use local_stack::scan_policy;
 
-use crate::support::moto::sdk;
+use crate::support::moto::{index_entries, sdk};
 use crate::support::pipeline::{assert_index_exact, failure_log, pipeline, put_issues, stack};
 
 #[tokio::test]
@@ -128,13 +128,4 @@ async fn scheduled_sees(
         "the drift persists through the second verification: {emf}"
     );
     Ok(())
-}
-
-/// The index table's entries, its version heads left out.
-pub(crate) async fn index_entries(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<Vec<Value>> {
-    Ok(local_stack::scan(client, table)
-        .await?
-        .into_iter()
-        .filter(|item| !item["pk"]["S"].as_str().is_some_and(formats::head::is_head))
-        .collect())
 }

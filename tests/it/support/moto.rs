@@ -168,3 +168,15 @@ pub(crate) async fn index_partitions(client: &aws_sdk_dynamodb::Client, table: &
     pks.sort();
     pks
 }
+
+/// The index table's entries, its version heads left out.
+pub(crate) async fn index_entries(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    Ok(local_stack::scan(client, table)
+        .await?
+        .into_iter()
+        .filter(|item| !item["pk"]["S"].as_str().is_some_and(formats::head::is_head))
+        .collect())
+}

@@ -15,6 +15,8 @@ use serde_json::{Value, json};
 
 use local_stack::replayer::{FailureLog, Invoker, Pipeline};
 use local_stack::{Stack, in_process_invoker, put_json as put, s3_client};
+use multikey_indexer::Indexes;
+use stream_runtime::{EventRecord, Runtime, StreamFunction, Vars};
 
 use crate::support::moto::unique;
 
@@ -79,16 +81,21 @@ pub(crate) fn issue(id: usize, fields: &Value) -> Value {
 
 /// The `id`s of the items the stack's archive holds, each deletion read once, sorted.
 pub(crate) async fn archived_ids(sdk: &SdkConfig, stack: &Stack) -> Result<Vec<String>> {
+    archived_keys(sdk, stack, "id").await
+}
+
+/// The string attribute `key` of every item in the stack's archive, sorted.
+pub(crate) async fn archived_keys(sdk: &SdkConfig, stack: &Stack, key: &str) -> Result<Vec<String>> {
     let (bucket, prefix) = stack.archive_location()?;
     let archived = operations::archive::items(&s3_client(sdk), &bucket, &prefix).await?;
-    let mut ids: Vec<String> = archived
+    let mut keys: Vec<String> = archived
         .iter()
         .map(|(_, item)| {
-            serde_json::to_value(item).map(|v| v["id"]["S"].as_str().unwrap_or_default().to_owned())
+            serde_json::to_value(item).map(|v| v[key]["S"].as_str().unwrap_or_default().to_owned())
         })
         .collect::<Result<_, _>>()?;
-    ids.sort();
-    Ok(ids)
+    keys.sort();
+    Ok(keys)
 }
 
 /// The index table against what the issues table calls for.
@@ -162,4 +169,43 @@ pub(crate) async fn put_issues(
         put(client, table, &issue(id, &fields(id))).await?;
     }
     Ok(())
+}
+
+/// Function `F` as its template environment configures it, with `extra` variables.
+pub(crate) fn runtime_with<F: StreamFunction>(
+    stack: &local_stack::Stack,
+    binary: &str,
+    extra: &[(&str, &str)],
+) -> Result<Runtime<F>> {
+    let mut env = local_stack::environment(stack.function(binary)?);
+    env.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    let lookup = |name: &str| env.get(name).cloned();
+    Ok(Runtime::<F>::from_vars(&Vars::new(&lookup), &crate::support::moto::sdk())?)
+}
+
+/// `stack`'s index against what the in-order `changes` leave in the issues table.
+pub(crate) async fn index_check(
+    client: &aws_sdk_dynamodb::Client,
+    stack: &local_stack::Stack,
+    changes: &[EventRecord],
+) -> Result<operations::oracle::IndexCheck> {
+    let mut base: std::collections::BTreeMap<String, Value> = std::collections::BTreeMap::new();
+    for change in changes {
+        let key = serde_json::to_string(&change.change.keys)?;
+        if change.change.new_image.is_empty() {
+            base.remove(&key);
+        } else {
+            base.insert(key, serde_json::to_value(&change.change.new_image)?);
+        }
+    }
+    let base: Vec<Value> = base.into_values().collect();
+    let index = local_stack::scan(client, &stack.table("IndexTable")?.name).await?;
+    Ok(operations::oracle::compare(&indexes(stack)?, &base, &index)?)
+}
+
+/// The stack's index definitions, as the indexer is configured.
+pub(crate) fn indexes(stack: &Stack) -> Result<Indexes> {
+    let function = stack.function("multikey-indexer")?;
+    let lookup = |name: &str| function.environment.get(name).cloned();
+    Ok(Indexes::from_vars(&Vars::new(&lookup))?)
 }

@@ -9,10 +9,11 @@ use std::io::Read as _;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::ScalarAttributeType;
+use io_policy::Deadline;
 use operations::archive::{self as archive, Source};
 use serde_json::{Value, json};
 use stream_runtime::Runtime;
-use stream_runtime::{Deadline, Event, EventRecord};
+use stream_runtime::{Event, EventRecord};
 use ttl_archiver::{Archiver, synthetic};
 
 use crate::support::moto::{create_table, parked, runtime, sdk, unique};

@@ -6,9 +6,10 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use counter_aggregator::Aggregator;
 use formats::counter::Sharding;
+use io_policy::Deadline;
 use sharded_counter::Counters;
 use stream_runtime::Runtime;
-use stream_runtime::{Deadline, Event, EventRecord};
+use stream_runtime::{Event, EventRecord};
 
 use crate::support::moto::{create_table, runtime, sdk, stream_records, unique};
 

@@ -121,13 +121,15 @@ fn emitted(template: &Template, resolver: &Resolver<'_>) -> Result<Emitted> {
     Ok(out)
 }
 
+/// How a resource's dimension value is read from its logical id.
+type Named<'a> = &'a dyn Fn(&str) -> serde_json::Value;
+
 /// What the other AWS services publish about the stack's resources: Step Functions' state
 /// machines, S3's buckets, DynamoDB's tables, Kinesis's streams, SQS's queues.
 fn services_series(template: &Template, resolver: &Resolver<'_>) -> Result<BTreeSet<Series>> {
     let mut out = BTreeSet::new();
     let by_ref = |id: &str| json!({"Ref": id});
     let queue_name = |id: &str| json!({"Fn::GetAtt": [id, "QueueName"]});
-    type Named<'a> = &'a dyn Fn(&str) -> serde_json::Value;
     // (resource type, namespace, the dimension that names it, its name, the metrics): Step
     // Functions' executions of each state machine; each bucket's object count, which S3 publishes
     // daily (`StorageType` `AllStorageTypes`); each table's consumed write units; each stream's

@@ -10,12 +10,13 @@ use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use formats::counter::Sharding;
+use io_policy::Deadline;
 use local_stack::bench::events::CounterSim;
 use local_stack::replayer::kinesis::{Disorder, Writer, disorder};
 use serde_json::{Value, json};
 use sharded_counter::Counters;
 use stream_runtime::EventRecord;
-use stream_runtime::{Deadline, Runtime, StreamFunction};
+use stream_runtime::{Runtime, StreamFunction};
 
 use crate::support::moto::sdk;
 use crate::support::pipeline::{index_check, runtime_with, stack};

@@ -16,8 +16,9 @@
 
 use anyhow::{Context as _, Result, ensure};
 use aws_sdk_dynamodb::types::AttributeValue;
+use io_policy::Deadline;
 use multikey_indexer::Indexer;
-use stream_runtime::{Deadline, Event, EventRecord};
+use stream_runtime::{Event, EventRecord};
 
 use crate::support::moto::{create_table, runtime, runtime_at, sdk, stream_records, unique};
 

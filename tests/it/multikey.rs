@@ -5,12 +5,13 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ScalarAttributeType};
+use io_policy::Deadline;
 use io_policy::Policy;
 use multikey_indexer::Indexer;
 use serde_json::{Value, json};
 use stream_runtime::Runtime;
 use stream_runtime::writer::Writer;
-use stream_runtime::{Deadline, Event, EventRecord, ItemWrite, Op};
+use stream_runtime::{Event, EventRecord, ItemWrite, Op};
 
 use crate::support::moto::{create_table, runtime, sdk, stream_records, unique};
 

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::ScalarAttributeType;
 use counter_aggregator::Aggregator;
+use io_policy::Deadline;
 use multikey_indexer::Indexer;
 use serde_json::{Value, json};
-use stream_runtime::{Deadline, Event, EventRecord, Metric, Metrics};
+use stream_runtime::{Event, EventRecord, Metric, Metrics};
 use stream_runtime::{Runtime, StreamFunction};
 
 use crate::support::moto::{create_table, parked, runtime, sdk, unique};

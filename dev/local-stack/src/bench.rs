@@ -45,9 +45,10 @@ use std::time::{Duration, Instant};
 use crate::Stack;
 use aws_config::SdkConfig;
 use aws_lambda_events::event::dynamodb::Event;
+use io_policy::Deadline;
 use serde::Serialize;
-use stream_runtime::{Deadline, Runtime, StreamFunction};
 use stream_runtime::{Metric, Vars};
+use stream_runtime::{Runtime, StreamFunction};
 
 /// A bench that could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -281,7 +282,7 @@ pub struct Ground<'a> {
 
 impl<'a> Ground<'a> {
     /// A proxy with `spec` in front of the emulator, for the ground's stack.
-    pub async fn bench(&self, spec: &str) -> Result<Bench<'a>, BenchError> {
+    pub(crate) async fn bench(&self, spec: &str) -> Result<Bench<'a>, BenchError> {
         Bench::start(self.sdk, self.endpoint, self.stack, spec).await
     }
 }
@@ -428,7 +429,7 @@ pub fn ms(d: Duration) -> f64 {
 }
 
 /// ⌈requests / concurrency⌉ × latency: the least time that many requests can take.
-pub fn request_bound(requests: u64, concurrency: usize, latency: Duration) -> Duration {
+pub(crate) fn request_bound(requests: u64, concurrency: usize, latency: Duration) -> Duration {
     let rounds = requests.div_ceil(concurrency.max(1) as u64);
     latency.saturating_mul(u32::try_from(rounds).unwrap_or(u32::MAX))
 }

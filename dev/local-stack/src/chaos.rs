@@ -60,7 +60,7 @@ pub mod workload;
 
 pub use operations::Operations;
 
-pub use spec::{DEFAULT_SPEC, Faults};
+pub use spec::Faults;
 pub use workload::{Op, generate};
 
 /// Shards of each hot counter.

@@ -146,7 +146,7 @@ impl Feed {
     /// Puts what S3 publishes daily about each of the stack's buckets (`AWS/S3`, by
     /// `BucketName` and `StorageType` `AllStorageTypes`): `NumberOfObjects`, counted now. The
     /// parking bucket's is what `ParkingBucketPendingAlarm` watches.
-    pub async fn bucket_sizes(&self, sdk: &SdkConfig, stack: &Stack) -> Result<(), StackError> {
+    pub(crate) async fn bucket_sizes(&self, sdk: &SdkConfig, stack: &Stack) -> Result<(), StackError> {
         let s3 = crate::s3_client(sdk);
         let now = SystemTime::now();
         for bucket in &stack.buckets {

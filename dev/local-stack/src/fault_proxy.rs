@@ -50,7 +50,7 @@ use tokio::net::TcpListener;
 
 pub mod route;
 
-pub use route::{Unroutable, Upstreams};
+pub use route::Upstreams;
 
 /// What `--faults default` means: every kind, at rates a run of a few thousand records meets
 /// each of several times.
@@ -400,7 +400,7 @@ pub async fn start(upstream: &str, spec: Spec) -> std::io::Result<Proxy> {
 /// Starts a proxy on a free loopback port in front of `upstreams`, each request sent to the one
 /// that holds its tables; it runs until the runtime ends. With a spec of no faults
 /// ([`Spec::none`]) it is a plain router.
-pub async fn start_routed(upstreams: Upstreams, spec: Spec) -> std::io::Result<Proxy> {
+pub(crate) async fn start_routed(upstreams: Upstreams, spec: Spec) -> std::io::Result<Proxy> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let counts = Arc::new(Counts::default());

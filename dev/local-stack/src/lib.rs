@@ -212,14 +212,14 @@ fn resolved_of_type(
 }
 
 /// The name a stack's resource is created under: `<stack>-<logicalid>`, lowercase.
-pub fn resource_name(stack: &str, logical_id: &str) -> String {
+pub(crate) fn resource_name(stack: &str, logical_id: &str) -> String {
     format!("{stack}-{logical_id}").to_lowercase()
 }
 
 /// The name CloudFormation generates for a resource the template does not name, as it does for
 /// functions and alarms: `<stack>-<LogicalId>-<suffix>`, a suffix of 13 upper-case letters and
 /// digits (here derived from the stack and the logical id, so that it stays the same).
-pub fn generated_name(stack: &str, logical_id: &str) -> String {
+pub(crate) fn generated_name(stack: &str, logical_id: &str) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     let suffix: String = (0..13)
         .map(|i| {
@@ -240,7 +240,7 @@ pub fn function_name(stack: &str, logical_id: &str) -> String {
 
 /// The UUID of the event source mapping SAM generates for a function's stream event (logical id
 /// `<Function><Event>`), as the template's `Ref`s to it and the mapping's metrics name it.
-pub fn mapping_uuid(stack: &str, mapping_logical_id: &str) -> String {
+pub(crate) fn mapping_uuid(stack: &str, mapping_logical_id: &str) -> String {
     crate::replayer::failures::uuid(&[stack, mapping_logical_id])
 }
 
@@ -738,7 +738,7 @@ pub fn fed_invoker(
 
 /// [`in_process_invoker`], with the metrics of every invocation added up in `tally` instead of
 /// written out.
-pub fn tallied_invoker(
+pub(crate) fn tallied_invoker(
     function: &Function,
     sdk: &SdkConfig,
     tally: Arc<Tally>,

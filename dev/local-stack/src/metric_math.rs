@@ -72,7 +72,7 @@ pub type Series = BTreeMap<String, Vec<Option<f64>>>;
 
 impl Expr {
     /// The expression's value in period `i` of `series`.
-    pub fn at(&self, series: &Series, i: usize) -> Option<f64> {
+    pub(crate) fn at(&self, series: &Series, i: usize) -> Option<f64> {
         let truth = |b: bool| if b { 1.0 } else { 0.0 };
         match self {
             Expr::Number(n) => Some(*n),
@@ -108,7 +108,7 @@ impl Expr {
     }
 
     /// The ids of the series the expression reads.
-    pub fn ids(&self) -> Vec<&str> {
+    pub(crate) fn ids(&self) -> Vec<&str> {
         let mut ids = Vec::new();
         self.collect_ids(&mut ids);
         ids

@@ -36,7 +36,6 @@ pub mod sweeper;
 pub use error::ReplayError;
 pub use failures::FailureLog;
 pub use faults::{LambdaFaults, Topology};
-pub use lambda_metrics::MetricSink;
 pub use mapping::{FailedRange, Mapping, Settings, Step};
 pub use pipeline::{Counts, Pipeline, Progress, Running, Source};
 pub use stream_runtime::delivery::{Invocation, Invoker};

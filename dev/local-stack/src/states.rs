@@ -19,7 +19,7 @@ use crate::StackError;
 
 /// Invokes a Lambda function (by the `FunctionName` the definition gives) with a payload: its
 /// answer, or its error's type and message.
-pub type TaskInvoker = Arc<
+pub(crate) type TaskInvoker = Arc<
     dyn Fn(String, Value) -> Pin<Box<dyn Future<Output = Result<Value, (String, String)>> + Send>>
         + Send
         + Sync,

@@ -19,14 +19,14 @@ impl Stack {
     /// What `sidestream status` is given for this stack: its name, its metrics namespace, its
     /// parking bucket (its on-failure destination too), an on-failure queue if it has one, and
     /// its archive.
-    pub fn status_target(&self) -> Result<Target, StackError> {
+    pub(crate) fn status_target(&self) -> Target {
         let env = self
             .functions
             .iter()
             .find(|f| !f.streams.is_empty())
             .map(|f| f.environment.clone())
             .unwrap_or_default();
-        Ok(Target {
+        Target {
             stack: self.name.clone(),
             namespace: env
                 .get("METRICS_NAMESPACE")
@@ -42,12 +42,12 @@ impl Stack {
             verify_window: Duration::from_secs(48 * 3600),
             // The template's IteratorAgeAlarmMilliseconds by default, and the CLI's --max-lag.
             max_lag: Duration::from_secs(300),
-        })
+        }
     }
 
     /// The `sidestream status` command line that reads this stack.
     pub fn status_command(&self) -> Result<String, StackError> {
-        let target = self.status_target()?;
+        let target = self.status_target();
         let mut words = vec!["sidestream status --stack".to_owned(), target.stack.clone()];
         if target.namespace != stream_runtime::metrics::DEFAULT_NAMESPACE {
             words.extend(["--namespace".to_owned(), target.namespace.clone()]);
@@ -77,7 +77,7 @@ pub async fn status(sdk: &SdkConfig, stack: &Stack, feed: &Feed) -> Result<Statu
         s3: s3_client(sdk),
         sqs: aws_sdk_sqs::Client::new(sdk),
     };
-    operations::status::read(&clients, &stack.status_target()?, SystemTime::now())
+    operations::status::read(&clients, &stack.status_target(), SystemTime::now())
         .await
         .map_err(|e| StackError::Unusable(e.to_string()))
 }

@@ -24,10 +24,10 @@ mod model;
 mod nested;
 mod resources;
 
-pub use check::{MAX_FILTERS, MAX_PATTERN_CHARS, Problem, check};
+pub use check::check;
 pub use eval::{Names, Resolver};
 pub use model::{Function, StreamSource, Template};
-pub use resources::{Bucket, GlobalIndex, KeyAttribute, Table};
+pub use resources::{Bucket, KeyAttribute, Table};
 pub use stream_runtime::filter::{Comparison, Matcher, Node, Pattern, PatternError};
 
 /// A template that cannot be read or resolved.

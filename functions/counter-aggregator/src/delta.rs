@@ -33,11 +33,11 @@ use crate::plan::{Before, CounterUpdate, ShardState};
 use crate::state::{SHARDS, VERSION};
 
 /// Shards per delta write: about 80 bytes of expression each keeps it well under 4 KB.
-pub const MAX_SHARDS_PER_WRITE: usize = 24;
+pub(crate) const MAX_SHARDS_PER_WRITE: usize = 24;
 
 /// One conditional `UpdateItem` of a total item.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DeltaWrite {
+pub(crate) struct DeltaWrite {
     /// The update expression.
     pub update: String,
     /// The condition expression.
@@ -51,7 +51,7 @@ pub struct DeltaWrite {
 }
 
 /// The delta writes of `update`, or `None` when a shard's state before the batch is unknown.
-pub fn delta_writes(update: &CounterUpdate) -> Option<Vec<DeltaWrite>> {
+pub(crate) fn delta_writes(update: &CounterUpdate) -> Option<Vec<DeltaWrite>> {
     let shards = update
         .shards
         .iter()

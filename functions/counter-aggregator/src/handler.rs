@@ -26,12 +26,13 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use formats::counter::{DEFAULT_PARTITION_KEY, total_key};
+use io_policy::Budget;
 use io_policy::dynamodb::Item;
 use io_policy::{Failure, FailureKind};
 use stream_runtime::limits::{MAX_ITEM_BYTES, item_size};
 use stream_runtime::{
-    Applied, Aws, Budget, ConfigError, ExplainError, Explained, Metric, Planned, RecordFailure, Replay,
-    Resource, StreamFunction, Vars, WireRecord,
+    Applied, Aws, ConfigError, ExplainError, Explained, Metric, Planned, RecordFailure, Replay, Resource,
+    StreamFunction, Vars, WireRecord,
 };
 
 use crate::delta::DeltaWrite;

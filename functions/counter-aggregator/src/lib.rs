@@ -43,5 +43,5 @@ pub mod state;
 pub mod synthetic;
 
 pub use handler::Aggregator;
-pub use plan::{Before, CounterUpdate, Plan, PlanError, ShardState, SkipReason, Skipped};
+pub use plan::{Before, CounterUpdate, Plan, PlanError, SkipReason, Skipped};
 pub use state::Total;

@@ -18,12 +18,13 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::types::KeysAndAttributes;
 use formats::config::VERSION_ATTRIBUTE;
 use formats::head::Head;
+use io_policy::Budget;
 use io_policy::Failure;
 use serde_dynamo::{AttributeValue, Item};
 use stream_runtime::writer::{Fence, Fenced, FencedReport, Writer};
 use stream_runtime::{
-    AnyOrderHint, Applied, Aws, Budget, ConfigError, ExplainError, Explained, Metric, Planned, RecordFailure,
-    Replay, Resource, StreamFunction, Vars, WireRecord,
+    AnyOrderHint, Applied, Aws, ConfigError, ExplainError, Explained, Metric, Planned, RecordFailure, Replay,
+    Resource, StreamFunction, Vars, WireRecord,
 };
 use stream_runtime::{Attributes, ItemWrite, Op};
 
@@ -32,7 +33,7 @@ use crate::plan::any_order::{self, Changes, ResolvedHead};
 use crate::plan::{Plan, PlanError, steps};
 
 /// The variable that chooses in-order or order-insensitive indexing.
-pub const ORDER_VAR: &str = "MULTIKEY_ORDER";
+pub(crate) const ORDER_VAR: &str = "MULTIKEY_ORDER";
 
 /// How the indexer takes one item's records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -51,7 +51,7 @@ use std::sync::Arc;
 use io_policy::FailureKind;
 use serde_dynamo::AttributeValue;
 use stream_runtime::limits::MAX_ITEM_BYTES;
-use stream_runtime::wire::{Attr, Image, WireRecord};
+use stream_runtime::wire::{Attr, WireImage, WireRecord};
 use stream_runtime::{Attributes, ItemWrite, Op, PlanFailures, RecordError};
 
 use crate::config::{Index, Indexes};
@@ -487,7 +487,7 @@ impl<'a> Planner<'a> {
 /// The base table's key attributes of a record's `Keys`, in `base_key`'s order.
 pub(crate) fn base_key<'k, 'a>(
     indexes: &'k Indexes,
-    keys: &'k Image<'a>,
+    keys: &'k WireImage<'a>,
 ) -> Result<Vec<(&'k str, &'k Attr<'a>)>, PlanError> {
     indexes
         .base_key

@@ -18,9 +18,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use aws_types::SdkConfig;
+use io_policy::Deadline;
 use stream_runtime::delivery::{Invocation, Invoker, KinesisInvoker, in_process};
 use stream_runtime::{Combined, ExplainError, Explained, NoCheckpoint, Replay, Runtime, StreamFunction};
-use stream_runtime::{ConfigError, Deadline, DynamoDbEventResponse, Event, Metric, Metrics, Vars};
+use stream_runtime::{ConfigError, DynamoDbEventResponse, Event, Metric, Metrics, Vars};
 
 /// One stream function, as every tool knows it.
 #[derive(Clone, Copy)]

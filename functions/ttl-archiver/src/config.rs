@@ -15,7 +15,7 @@ use stream_runtime::settings::{bucket, normalize_prefix};
 use stream_runtime::{ConfigError, Vars};
 
 /// The storage classes `ARCHIVE_STORAGE_CLASS` accepts (S3's `PutObject` names).
-pub const STORAGE_CLASSES: [&str; 8] = [
+pub(crate) const STORAGE_CLASSES: [&str; 8] = [
     "STANDARD",
     "STANDARD_IA",
     "ONEZONE_IA",
@@ -79,7 +79,7 @@ pub struct ArchiveConfig {
 
 impl ArchiveConfig {
     /// Reads and checks the variables.
-    pub fn from_vars(vars: &Vars<'_>) -> Result<ArchiveConfig, ConfigError> {
+    pub(crate) fn from_vars(vars: &Vars<'_>) -> Result<ArchiveConfig, ConfigError> {
         let bucket = bucket(vars, "ARCHIVE_BUCKET", "the name of the S3 bucket that receives the archive")?;
         let storage_class = vars.optional("ARCHIVE_STORAGE_CLASS").unwrap_or_else(|| "STANDARD".to_owned());
         if !STORAGE_CLASSES.contains(&storage_class.as_str()) {

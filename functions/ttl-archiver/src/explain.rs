@@ -15,11 +15,11 @@ use crate::{ObjectSettings, Plan};
 /// Skipped records, keys-only records and what planning rejected or stopped at are notes.
 pub(crate) fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Explained, ExplainError> {
     let layout = ObjectSettings::from_vars(vars)?;
-    let plan = Plan::from_wire(&layout, records);
+    let Plan { objects, skipped, keys_only, failures } = Plan::from_wire(&layout, records);
     let mut explained = Explained::default();
-    for o in &plan.objects {
-        let keys_only =
-            plan.keys_only.iter().filter(|&&i| (o.first_record..=o.last_record).contains(&i)).count();
+    // The objects move into the files: a batch's archive is not copied to be explained.
+    for o in objects {
+        let keys_only = keys_only.iter().filter(|&&i| (o.first_record..=o.last_record).contains(&i)).count();
         let key = (o.items > 0).then_some(&o.data_key);
         explained.writes.push(json!({
             "key": key, "metaKey": o.meta_key, "records": o.records, "items": o.items,
@@ -28,18 +28,18 @@ pub(crate) fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Exp
             "firstSequenceNumber": o.first_sequence_number, "lastSequenceNumber": o.last_sequence_number,
         }));
         if o.items > 0 {
-            explained.files.push((o.data_key.clone(), o.data.clone()));
+            explained.files.push((o.data_key, o.data));
         }
-        explained.files.push((o.meta_key.clone(), o.meta.clone()));
+        explained.files.push((o.meta_key, o.meta));
     }
-    for s in &plan.skipped {
+    for s in &skipped {
         explained.notes.push(format!("record {} not archived: {}", s.record, s.reason));
     }
-    for i in &plan.keys_only {
+    for i in &keys_only {
         explained.notes.push(format!(
             "record {i} has no OldImage: only its keys are archived (keysOnly), in the metadata object"
         ));
     }
-    explained.note_failures(records, &plan.failures);
+    explained.note_failures(records, &failures);
     Ok(explained)
 }

@@ -9,10 +9,11 @@
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::StorageClass;
 use bytes::Bytes;
+use io_policy::Budget;
 use io_policy::{Failure, FailureKind};
 use stream_runtime::{
-    Applied, Aws, Budget, ConfigError, ExplainError, Explained, Metric, Planned, RecordFailure, Replay,
-    Resource, StreamFunction, Vars, WireRecord,
+    Applied, Aws, ConfigError, ExplainError, Explained, Metric, Planned, RecordFailure, Replay, Resource,
+    StreamFunction, Vars, WireRecord,
 };
 
 use crate::config::{Config, ObjectSettings};

@@ -35,6 +35,6 @@ pub mod plan;
 #[cfg(any(test, feature = "synthetic"))]
 pub mod synthetic;
 
-pub use config::{ArchiveConfig, Config, ObjectSettings};
+pub use config::{Config, ObjectSettings};
 pub use handler::Archiver;
 pub use plan::{Object, Plan, PlanError, SkipReason, Skipped};

@@ -220,7 +220,7 @@ const TTL_IGNORED_AFTER_SECONDS: f64 = 5.0 * 365.0 * 24.0 * 3600.0;
 /// old that DynamoDB ignores it: on a global table, a TTL delete replicated from another Region
 /// if replication drops the identity. A user's delete of an item that had expired but was not yet
 /// swept reads the same, and is archived too: the item was due for deletion by TTL.
-pub fn replicated_ttl_delete(record: &Record<'_, '_>, attribute: &str) -> bool {
+pub(crate) fn replicated_ttl_delete(record: &Record<'_, '_>, attribute: &str) -> bool {
     if record.kind() != ChangeKind::Remove || record.raw().user_identity.is_some() {
         return false;
     }
@@ -239,7 +239,7 @@ pub fn replicated_ttl_delete(record: &Record<'_, '_>, attribute: &str) -> bool {
 
 /// The table name in a stream ARN (`arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL`),
 /// when it is a valid DynamoDB table name (3-255 of `A-Z a-z 0-9 _ - .`), so it is safe in a key.
-pub fn table_of_arn(arn: &str) -> Option<&str> {
+pub(crate) fn table_of_arn(arn: &str) -> Option<&str> {
     let (_, rest) = arn.split_once(":table/")?;
     let name = rest.split('/').next()?;
     let valid = (3..=255).contains(&name.len())

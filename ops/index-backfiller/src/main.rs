@@ -1,9 +1,10 @@
 //! The index-backfiller Lambda: one scan segment per invocation (`operations::backfill::task`),
 //! configured once at cold start from `MULTIKEY_INDEXES` and `BACKFILL_*`.
 
+use io_policy::Deadline;
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use operations::backfill::{Backfill, Task};
-use stream_runtime::{Deadline, Vars};
+use stream_runtime::Vars;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {

@@ -46,7 +46,7 @@ use serde_json::Value;
 use stream_runtime::limits::item_size;
 
 pub use checkpoint::{Checkpoint, Counts, Cursor};
-pub use pace::Pacer;
+pub(crate) use pace::Pacer;
 pub use task::Task;
 
 /// How long one page (its scan and its touches, retries included) may take.
@@ -371,7 +371,7 @@ impl Backfill {
 /// item existing and not already carrying `run_id`. `Ok(false)` when the condition failed (the
 /// item is gone, or this run touched it already): nothing was written. Backfills, repairs and
 /// replays all touch through this one call.
-pub async fn touch_item<S: std::hash::BuildHasher + Clone>(
+pub(crate) async fn touch_item<S: std::hash::BuildHasher + Clone>(
     client: &aws_sdk_dynamodb::Client,
     budget: &io_policy::Budget,
     table: &str,

@@ -623,7 +623,7 @@ pub async fn rerun(records: Vec<EventRecord>, invoker: &Invoker, timeout: Durati
 
 /// How many empty pages in a row a range's read goes through before it stops: the stream may
 /// answer several empty pages before the part of the shard that holds records.
-pub const MAX_EMPTY_PAGES: usize = 100;
+pub(crate) const MAX_EMPTY_PAGES: usize = 100;
 
 /// The records from `start` to `end` of a shard, both included, read past empty pages (at most
 /// [`MAX_EMPTY_PAGES`] in a row) until the end record, a record past it, or the shard's end;

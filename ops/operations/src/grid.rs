@@ -17,6 +17,7 @@ pub mod query;
 mod read;
 pub mod schema;
 
-pub use query::{Filter, MAX_LIMIT, Query, QueryError};
-pub use read::{Grid, GridError, PAGE_TIME, Page, Requests, Row};
+pub(crate) use query::MAX_LIMIT;
+pub use query::{Filter, Query, QueryError};
+pub use read::{Grid, GridError, Page, Requests, Row};
 pub use schema::{GridSchema, SchemaError};

@@ -34,7 +34,7 @@ const SCRIPT: &str = include_str!("../assets/grid.js");
 const STYLE: &str = include_str!("../assets/grid.css");
 
 /// The attribute of a scope's definition item that names its custom fields.
-pub const DEFINITIONS: &str = "fields";
+pub(crate) const DEFINITIONS: &str = "fields";
 
 /// What the server reads: a grid, and the client it reads field definitions with.
 #[derive(Debug, Clone)]

@@ -76,7 +76,7 @@ pub fn compare(indexes: &Indexes, base: &[Value], index: &[Value]) -> Result<Ind
 /// The index items `indexes` calls for, given the base table's items (DynamoDB JSON): one JSON
 /// line each, sorted. An item without its base key is an error; a member that cannot be keyed
 /// (its value is a map, list or set, or too long for the key) has no entry.
-pub fn expected_index(indexes: &Indexes, base: &[Value]) -> Result<Vec<String>, OracleError> {
+pub(crate) fn expected_index(indexes: &Indexes, base: &[Value]) -> Result<Vec<String>, OracleError> {
     let mut lines = Vec::new();
     for (i, item) in base.iter().enumerate() {
         let Some(item) = item.as_object() else {

@@ -36,7 +36,7 @@ pub use crate::backfill::run_id;
 pub use mend::{Mended, Mender};
 
 /// How long one table's scan may take, retries included.
-pub const SCAN_TIME: Duration = Duration::from_secs(3600);
+pub(crate) const SCAN_TIME: Duration = Duration::from_secs(3600);
 
 /// Why an index cannot be verified or repaired.
 #[derive(Debug, thiserror::Error)]

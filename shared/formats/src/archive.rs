@@ -14,7 +14,7 @@ use key_codec::SequenceNumber;
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_dynamo::Item;
-use stream_runtime::wire::{Attr, Image};
+use stream_runtime::wire::{Attr, WireImage};
 
 /// The format version written, in every metadata line and on every object. Version 2 names an
 /// object by its run's first and last sequence numbers (version 1: by the first alone); the
@@ -25,7 +25,7 @@ pub const VERSION: u32 = 2;
 pub const READS: [u32; 2] = [1, VERSION];
 
 /// The folder, right under the prefix, that holds the metadata objects.
-pub const META_DIR: &str = "_meta";
+pub(crate) const META_DIR: &str = "_meta";
 
 /// The suffix of every archive object.
 pub const SUFFIX: &str = ".json.gz";
@@ -106,7 +106,7 @@ pub struct DynamoJson<'a>(pub &'a Item);
 
 impl Serialize for DynamoJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        ImageJson(&Image::from_item(self.0)).serialize(serializer)
+        ImageJson(&WireImage::from_item(self.0)).serialize(serializer)
     }
 }
 
@@ -126,7 +126,7 @@ impl Serialize for Base64List<'_> {
 /// `{"B":"<base64>"}`, and so on, attributes in byte order of their names (an image keeps them
 /// so), binary as standard base64.
 #[derive(Debug, Clone, Copy)]
-pub struct ImageJson<'r, 'a>(pub &'r Image<'a>);
+pub struct ImageJson<'r, 'a>(pub &'r WireImage<'a>);
 
 impl Serialize for ImageJson<'_, '_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

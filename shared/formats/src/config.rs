@@ -38,10 +38,10 @@ use serde::Deserialize;
 use stream_runtime::{ConfigError, Vars};
 
 /// The variable that holds the index definitions.
-pub const INDEXES_VAR: &str = "MULTIKEY_INDEXES";
+pub(crate) const INDEXES_VAR: &str = "MULTIKEY_INDEXES";
 
 /// Attribute names every index entry has besides its keys.
-pub const ENTRY_ATTRIBUTE: &str = "entry";
+pub(crate) const ENTRY_ATTRIBUTE: &str = "entry";
 /// The map value of an entry from a map source.
 pub const VALUE_ATTRIBUTE: &str = "value";
 /// The entry's version: the stream sequence number of the record whose write put it, as 40

@@ -15,9 +15,9 @@ pub const TOTAL_ATTRIBUTE: &str = "total";
 /// The partition key attribute a [`Sharding`] uses unless told otherwise.
 pub const DEFAULT_PARTITION_KEY: &str = "pk";
 /// The most shards a counter may have: enough for 1,000,000 writes per second.
-pub const MAX_SHARDS: u32 = 1_000;
+pub(crate) const MAX_SHARDS: u32 = 1_000;
 /// The most Regions that may write one global table's counters, each to its own shards.
-pub const MAX_REGIONS: u32 = 32;
+pub(crate) const MAX_REGIONS: u32 = 32;
 
 /// Why a key cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -14,13 +14,13 @@ use std::borrow::Cow;
 
 use key_codec::{BinaryKey, Dir, HierKey, KeyKind, Number, TextKey, truncate_for_binary, truncate_for_text};
 use serde_dynamo::{AttributeValue, Item};
-use stream_runtime::wire::{Attr, Image};
+use stream_runtime::wire::{Attr, WireImage};
 use stream_runtime::{Attributes, limits};
 
 use crate::config::{ENTRY_ATTRIBUTE, Index, KeyFormat, VALUE_ATTRIBUTE, VERSION_ATTRIBUTE};
 
 /// A value that cannot go into an index key, and why.
-pub type Unkeyable = String;
+pub(crate) type Unkeyable = String;
 
 /// One fanned-out member of an image's source attribute.
 #[derive(Debug, PartialEq)]
@@ -90,7 +90,7 @@ pub struct IndexView<'a> {
 
 impl<'a> IndexView<'a> {
     /// Looks up what `index` reads of `image`.
-    pub fn new(index: &'a Index, image: &'a Image<'a>) -> IndexView<'a> {
+    pub fn new(index: &'a Index, image: &'a WireImage<'a>) -> IndexView<'a> {
         let names = index.scope.iter().chain(&index.tiebreakers).chain(&index.include);
         IndexView {
             index,
@@ -158,7 +158,11 @@ pub struct ImageEntries<'a> {
 
 impl<'a> ImageEntries<'a> {
     /// The entries `image` (an item of the base table, whose key is `base_key`) yields for `index`.
-    pub fn new(index: &'a Index, base_key: &[(&str, &Attr<'_>)], image: &'a Image<'a>) -> ImageEntries<'a> {
+    pub fn new(
+        index: &'a Index,
+        base_key: &[(&str, &Attr<'_>)],
+        image: &'a WireImage<'a>,
+    ) -> ImageEntries<'a> {
         ImageEntries::from_view(base_key, IndexView::new(index, image))
     }
 
@@ -533,7 +537,7 @@ pub fn item_key(base_key: &[(&str, &Attr<'_>)]) -> Result<String, Unkeyable> {
 /// for `member` (a map key, or an element's text) in `index`: whether the indexer writes one.
 /// An item that lacks the member, or whose value cannot be keyed, has none.
 pub fn has_entry(index: &Index, base_key: &[String], item: &Item, member: &str) -> bool {
-    let item = Image::from_item(item);
+    let item = WireImage::from_item(item);
     let Some(key) =
         base_key.iter().map(|name| item.get(name).map(|v| (name.as_str(), v))).collect::<Option<Vec<_>>>()
     else {

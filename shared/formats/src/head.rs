@@ -18,7 +18,7 @@
 //! [`is_head`].
 
 use serde_dynamo::{AttributeValue, Item};
-use stream_runtime::wire::{Attr, Image};
+use stream_runtime::wire::{Attr, WireImage};
 
 use crate::config::{Index, KeyFormat, VERSION_ATTRIBUTE};
 use crate::entries::{EntryKey, KeyBuf, Unkeyable};
@@ -29,11 +29,11 @@ pub const HEAD_PREFIX: &str = "%head#";
 
 /// The head's attribute holding the applied image's indexed attributes (M); absent after a
 /// REMOVE.
-pub const IMAGE_ATTRIBUTE: &str = "sidestream_image";
+pub(crate) const IMAGE_ATTRIBUTE: &str = "sidestream_image";
 
 /// The attribute that marks a head written by the in-order indexer (`stream`): it holds only the
 /// version, the fence of the item's entry writes, and no image.
-pub const ORDER_ATTRIBUTE: &str = "sidestream_order";
+pub(crate) const ORDER_ATTRIBUTE: &str = "sidestream_order";
 
 /// Whether an index table's partition key value is a head's.
 pub fn is_head(partition_key: &str) -> bool {
@@ -69,7 +69,7 @@ pub fn key(index: &Index, base_key: &[(&str, &Attr<'_>)]) -> Result<EntryKey, Un
 
 /// The attributes of `image` that `index` reads: its source, scope, tiebreaker and `include`
 /// attributes, those present.
-pub fn projection(index: &Index, image: &Image<'_>) -> Item {
+pub fn projection(index: &Index, image: &WireImage<'_>) -> Item {
     let mut out = Item::default();
     for name in
         std::iter::once(&index.source).chain(&index.scope).chain(&index.tiebreakers).chain(&index.include)

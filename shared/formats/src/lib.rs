@@ -25,7 +25,5 @@ pub mod entries;
 pub mod head;
 pub mod touch;
 
-pub use config::{
-    ENTRY_ATTRIBUTE, INDEXES_VAR, Index, Indexes, KeyFormat, VALUE_ATTRIBUTE, VERSION_ATTRIBUTE,
-};
+pub use config::{Index, Indexes, KeyFormat, VALUE_ATTRIBUTE, VERSION_ATTRIBUTE};
 pub use entries::{EntryKey, has_entry};

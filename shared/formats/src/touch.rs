@@ -14,14 +14,14 @@
 //! The marker is the only attribute a touch writes: it never changes user data, and never sets
 //! or moves a TTL. Its name and value are part of the persisted formats (`docs/formats.md`).
 
-use stream_runtime::wire::Image;
+use stream_runtime::wire::WireImage;
 
 /// The attribute a backfill sets on each item it touches: the backfill's run id (S).
 pub const TOUCH_ATTRIBUTE: &str = "sidestream_touch";
 
 /// Whether a change sets a touch marker the item did not have before: a backfill touched it
 /// (perhaps together with other changes). `false` for an INSERT or a REMOVE.
-pub fn is_touched(before: Option<&Image<'_>>, after: Option<&Image<'_>>) -> bool {
+pub fn is_touched(before: Option<&WireImage<'_>>, after: Option<&WireImage<'_>>) -> bool {
     match (before, after) {
         (Some(old), Some(new)) => {
             new.get(TOUCH_ATTRIBUTE).is_some() && new.get(TOUCH_ATTRIBUTE) != old.get(TOUCH_ATTRIBUTE)
@@ -32,11 +32,11 @@ pub fn is_touched(before: Option<&Image<'_>>, after: Option<&Image<'_>>) -> bool
 
 /// Whether a change is a touch and nothing else: the marker changed and every other attribute
 /// is as it was.
-pub fn is_touch_only(before: Option<&Image<'_>>, after: Option<&Image<'_>>) -> bool {
+pub fn is_touch_only(before: Option<&WireImage<'_>>, after: Option<&WireImage<'_>>) -> bool {
     let (Some(old), Some(new)) = (before, after) else {
         return false;
     };
-    let others = |image: &Image<'_>| image.iter().filter(|(name, _)| *name != TOUCH_ATTRIBUTE).count();
+    let others = |image: &WireImage<'_>| image.iter().filter(|(name, _)| *name != TOUCH_ATTRIBUTE).count();
     is_touched(before, after)
         && others(old) == others(new)
         && new

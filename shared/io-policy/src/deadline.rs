@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The longest a Lambda invocation can run.
-pub const MAX_INVOCATION: Duration = Duration::from_secs(15 * 60);
+pub(crate) const MAX_INVOCATION: Duration = Duration::from_secs(15 * 60);
 
 /// Time left before `deadline_ms`, at `now_ms` (both epoch milliseconds); see
 /// [`Deadline::from_epoch_millis`] for deadlines that are really timeouts.

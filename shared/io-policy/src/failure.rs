@@ -129,7 +129,7 @@ const SCHEMA_MISMATCH: [&str; 4] = [
 ///
 /// Unknown client errors are systemic rather than record-permanent: checkpointing stalls a shard
 /// until an operator looks, but parking would move every record of the stream aside.
-pub fn kind_of(code: Option<&str>, status: u16, message: &str) -> FailureKind {
+pub(crate) fn kind_of(code: Option<&str>, status: u16, message: &str) -> FailureKind {
     match code {
         Some(code) if THROTTLING.contains(&code) || SERVER.contains(&code) => FailureKind::Transient,
         Some("ValidationException") if blames_the_schema(message) => FailureKind::Systemic,

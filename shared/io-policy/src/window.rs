@@ -27,7 +27,7 @@ pub struct Window {
 
 /// A request's place in the window, given back when dropped.
 #[derive(Debug)]
-pub struct Slot<'w>(&'w Window);
+pub(crate) struct Slot<'w>(&'w Window);
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
@@ -47,7 +47,7 @@ struct State {
 
 impl Window {
     /// At most one halving per this long.
-    pub const HOLD: Duration = Duration::from_millis(100);
+    pub(crate) const HOLD: Duration = Duration::from_millis(100);
 
     /// A window of `start` requests that may grow to `cap` (a fixed one when `cap <= start`).
     pub fn new(start: usize, cap: usize) -> Window {
@@ -76,7 +76,7 @@ impl Window {
     }
 
     /// Waits for a slot: until fewer requests than the window's size are in flight.
-    pub async fn enter(&self) -> Slot<'_> {
+    pub(crate) async fn enter(&self) -> Slot<'_> {
         loop {
             let freed = self.freed.notified();
             tokio::pin!(freed);

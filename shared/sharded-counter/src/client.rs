@@ -12,7 +12,7 @@ use formats::counter::{COUNT, Sharding, ShardingError, TOTAL_ATTRIBUTE};
 const BATCH_GET_MAX: usize = 100;
 
 /// How long one operation may take by default, every request and retry included.
-pub const OPERATION_TIME: Duration = Duration::from_secs(20);
+pub(crate) const OPERATION_TIME: Duration = Duration::from_secs(20);
 
 /// Why a counter operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -24,4 +24,4 @@
 
 pub mod client;
 
-pub use client::{CounterError, Counters, OPERATION_TIME};
+pub use client::{CounterError, Counters};

@@ -248,7 +248,7 @@ pub fn select(records: &[EventRecord], patterns: &[Pattern]) -> Vec<usize> {
 /// [`select`] for each of several functions' patterns, over a batch of `count` records that
 /// `whole` shows whole: each record shown as JSON once at most, however many functions have
 /// patterns, and none when no function has any.
-pub fn select_each(count: usize, whole: Whole<'_>, patterns: &[&[Pattern]]) -> Vec<Vec<usize>> {
+pub(crate) fn select_each(count: usize, whole: Whole<'_>, patterns: &[&[Pattern]]) -> Vec<Vec<usize>> {
     let mut chosen = vec![Vec::new(); patterns.len()];
     let opened = patterns.iter().any(|set| !set.is_empty()).then(|| whole.open());
     for i in 0..count {

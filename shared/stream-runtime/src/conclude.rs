@@ -80,7 +80,7 @@ impl From<NoCheckpoint> for lambda_runtime::Diagnostic {
 /// Ends an invocation that stopped at `stopped_at` (`None`: it finished): counts the records
 /// done, logs the checkpoint (or why there is none) and returns the response. The caller writes
 /// the metrics.
-pub fn conclude(
+pub(crate) fn conclude(
     records: &[WireRecord<'_>],
     stopped_at: Option<usize>,
     metrics: &mut Metrics,

@@ -12,7 +12,7 @@ use crate::RecordFailure;
 
 /// What to do with a batch's failures.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
+pub(crate) struct Decision {
     /// Where the batch resumes, and the failure that put it there.
     pub checkpoint: Option<RecordFailure>,
     /// Records to park, in batch order.
@@ -20,7 +20,7 @@ pub struct Decision {
 }
 
 /// Decides from every failure of a batch, in any order.
-pub fn decide(failures: &[RecordFailure]) -> Decision {
+pub(crate) fn decide(failures: &[RecordFailure]) -> Decision {
     let checkpoint = failures
         .iter()
         .filter(|f| f.failure.kind != FailureKind::RecordPermanent)
@@ -39,7 +39,7 @@ pub fn decide(failures: &[RecordFailure]) -> Decision {
 
 impl Decision {
     /// Moves the checkpoint back to `record`, which could not be parked.
-    pub fn unparked(&mut self, record: usize, failure: Failure) {
+    pub(crate) fn unparked(&mut self, record: usize, failure: Failure) {
         if self.checkpoint.as_ref().is_none_or(|c| record < c.record) {
             self.checkpoint = Some(RecordFailure { record, failure });
         }

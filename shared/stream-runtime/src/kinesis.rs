@@ -44,7 +44,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 /// The only `recordFormat` Kinesis Data Streams for DynamoDB writes.
-pub const RECORD_FORMAT: &str = "application/json";
+pub(crate) const RECORD_FORMAT: &str = "application/json";
 
 /// Why a Kinesis event cannot be taken as DynamoDB change records.
 #[derive(Debug, thiserror::Error)]
@@ -92,7 +92,7 @@ const SECONDS: std::ops::Range<u64> = 1_000_000_000..10_000_000_000;
 impl ChangeTime {
     /// The time an `ApproximateCreationDateTime` of `raw` means, its unit known from its size:
     /// seconds, milliseconds or microseconds between 2001 and 2286. `None` outside them all.
-    pub fn from_raw(raw: u64) -> Option<ChangeTime> {
+    pub(crate) fn from_raw(raw: u64) -> Option<ChangeTime> {
         let within = |scale: u64| (SECONDS.start * scale..SECONDS.end * scale).contains(&raw);
         let (micros, precision) = if within(1) {
             (raw * 1_000_000, Precision::Seconds)

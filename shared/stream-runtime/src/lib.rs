@@ -56,7 +56,7 @@ pub mod writer;
 
 use std::future::Future;
 
-use io_policy::{Failure, FailureKind};
+use io_policy::{Budget, Failure, FailureKind};
 
 pub use aws::Aws;
 pub use aws_lambda_events::event::dynamodb::{Event, EventRecord};
@@ -65,13 +65,14 @@ pub use combined::{Combined, Member};
 pub use conclude::{Checkpoint, NoCheckpoint};
 pub use env::{ConfigError, Vars};
 pub use explain::{ExplainError, Explained};
-pub use io_policy::{Budget, Deadline, Policy};
 pub use metrics::{Metric, Metrics};
 pub use outcome::{PlanFailure, PlanFailures, Skipped};
-pub use prime::{PrimeError, Primed, Resource};
+pub use prime::Resource;
+pub(crate) use prime::{PrimeError, Primed};
 pub use record::{ChangeKind, Image, Record, RecordError};
 pub use runtime::{Runtime, main, run};
-pub use settings::{ParkingPlace, Settings};
+pub use settings::ParkingPlace;
+pub use settings::Settings;
 pub use source::Source;
 pub use whole::Whole;
 pub use wire::WireRecord;

@@ -109,7 +109,7 @@ pub struct Metrics {
 
 /// The log level of every EMF line: `FATAL`, the one level that every `ApplicationLogLevel`
 /// (TRACE to FATAL) lets through to CloudWatch Logs, where the metrics are made.
-pub const EMF_LEVEL: &str = "FATAL";
+pub(crate) const EMF_LEVEL: &str = "FATAL";
 
 /// The fields that make an EMF line pass Lambda's log-level filter whatever `ApplicationLogLevel`
 /// is: `level` ([`EMF_LEVEL`]) and `timestamp`, the line's time as RFC 3339 (without a valid
@@ -152,7 +152,7 @@ impl Metrics {
 
     /// Fresh counters for one invocation of `records` records, with `RecordsIn` counted.
     #[must_use]
-    pub fn for_batch(&self, records: usize) -> Metrics {
+    pub(crate) fn for_batch(&self, records: usize) -> Metrics {
         let mut metrics = Metrics::new(self.namespace.clone(), self.function.clone());
         metrics.add(Metric::RecordsIn, records as u64);
         metrics

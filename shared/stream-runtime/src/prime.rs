@@ -23,7 +23,7 @@ use io_policy::{Failure, FailureKind, Policy};
 use crate::Aws;
 
 /// The most time priming may take in all, retries included: well inside Lambda's 10 s init.
-pub const PRIME_TIME: Duration = Duration::from_secs(3);
+pub(crate) const PRIME_TIME: Duration = Duration::from_secs(3);
 
 /// A resource a function writes, as its configuration names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,7 +204,7 @@ fn unusable(resource: &Resource, failure: &Failure, primed: &mut Primed) -> Resu
 
 /// Whether a stream of view type `found` (`None`: the table has no stream enabled) carries what
 /// a function that works from `views` reads.
-pub fn stream_view(
+pub(crate) fn stream_view(
     variable: &'static str,
     table: &str,
     found: Option<&str>,

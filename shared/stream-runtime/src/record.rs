@@ -4,7 +4,7 @@ use std::fmt;
 
 use io_policy::FailureKind;
 
-use crate::wire::{Image as WireImage, WireRecord};
+use crate::wire::{WireImage, WireRecord};
 
 /// What happened to the item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -105,7 +105,7 @@ impl RecordError {
 }
 
 /// The principal that performs TTL deletes.
-pub const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
+pub(crate) const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
 
 /// A stream record whose change kind has been checked; its keys and images are checked when
 /// asked for, so that a function reads only what it needs (the aggregator, say, takes a record

@@ -50,7 +50,7 @@ pub struct ParkingPlace {
 }
 
 /// The default `PARKING_PREFIX`.
-pub const DEFAULT_PARKING_PREFIX: &str = "parked/";
+pub(crate) const DEFAULT_PARKING_PREFIX: &str = "parked/";
 
 impl Settings {
     /// Reads the variables for the function `name`; errors name the variable.
@@ -87,7 +87,7 @@ fn source_table(vars: &Vars<'_>) -> Result<Option<String>, ConfigError> {
 
 impl ParkingPlace {
     /// Reads `PARKING_BUCKET` and `PARKING_PREFIX`.
-    pub fn from_vars(vars: &Vars<'_>) -> Result<ParkingPlace, ConfigError> {
+    pub(crate) fn from_vars(vars: &Vars<'_>) -> Result<ParkingPlace, ConfigError> {
         let bucket =
             bucket(vars, "PARKING_BUCKET", "the S3 bucket where records that can never succeed are parked")?;
         let prefix = vars.optional("PARKING_PREFIX").unwrap_or_else(|| DEFAULT_PARKING_PREFIX.to_owned());
@@ -144,7 +144,7 @@ fn flag(vars: &Vars<'_>, var: &'static str, default: bool) -> Result<bool, Confi
 
 /// The longest key prefix: S3 keys are at most 1024 bytes, and what follows a prefix needs up to
 /// about 400 of them.
-pub const MAX_PREFIX_BYTES: usize = 512;
+pub(crate) const MAX_PREFIX_BYTES: usize = 512;
 
 /// Checks an S3 key prefix and makes it end in `/` (an empty prefix stays empty).
 pub fn normalize_prefix(raw: &str) -> Result<String, String> {
@@ -178,7 +178,7 @@ pub fn bucket(vars: &Vars<'_>, var: &'static str, what: &'static str) -> Result<
 
 /// S3's bucket naming rules (general purpose buckets): 3-63 characters of lowercase letters,
 /// digits, `.` and `-`, starting and ending with a letter or digit.
-pub fn check_bucket(name: &str) -> Result<(), String> {
+pub(crate) fn check_bucket(name: &str) -> Result<(), String> {
     let ok_chars =
         name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
     let ok_ends = name

@@ -119,18 +119,18 @@ pub async fn json<H: Handler>(
 }
 
 /// The `errorType` of an invocation whose payload is not a DynamoDB stream event.
-pub const NOT_AN_EVENT: &str = "NotDynamoDbStreamEvent";
+pub(crate) const NOT_AN_EVENT: &str = "NotDynamoDbStreamEvent";
 
 /// The invocations' bodies, kept by request id between the outermost layer, which takes each
 /// body as `lambda_runtime` received it, and the handler, which reads it. The inner layers see
 /// `null` in its place, so `lambda_runtime` never decodes the event. The bytes are shared, not
 /// copied.
 #[derive(Debug, Clone, Default)]
-pub struct Bodies(Arc<Mutex<HashMap<String, Bytes>>>);
+pub(crate) struct Bodies(Arc<Mutex<HashMap<String, Bytes>>>);
 
 impl Bodies {
     /// The body of invocation `request_id`, once; empty when none was kept.
-    pub fn take(&self, request_id: &str) -> Bytes {
+    pub(crate) fn take(&self, request_id: &str) -> Bytes {
         self.lock().remove(request_id).unwrap_or_default()
     }
 
@@ -154,7 +154,7 @@ impl<S> Layer<S> for Bodies {
 
 /// The service [`Bodies`] puts around `lambda_runtime`'s own.
 #[derive(Debug)]
-pub struct KeepBody<S> {
+pub(crate) struct KeepBody<S> {
     bodies: Bodies,
     inner: S,
 }

@@ -25,10 +25,10 @@ use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor}
 use serde_dynamo::{AttributeValue, Item};
 
 use crate::EventRecord;
-use crate::record::{ChangeKind, Image as RecordImage, RecordError};
+use crate::record::{ChangeKind, Image, RecordError};
 
 /// A string of the event: borrowed unless it held escapes.
-pub type Str<'a> = Cow<'a, str>;
+pub(crate) type Str<'a> = Cow<'a, str>;
 
 /// One attribute value, borrowed from the event where it can be.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,7 +44,7 @@ pub enum Attr<'a> {
     /// Null.
     Null,
     /// A map.
-    M(Image<'a>),
+    M(WireImage<'a>),
     /// A list.
     L(Vec<Attr<'a>>),
     /// A string set.
@@ -57,12 +57,12 @@ pub enum Attr<'a> {
 
 /// An item, an image or a map: (name, value) pairs sorted by name, names unique.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Image<'a>(Vec<(Str<'a>, Attr<'a>)>);
+pub struct WireImage<'a>(Vec<(Str<'a>, Attr<'a>)>);
 
 /// Images up to this many attributes are searched by a scan, larger ones by halves.
 const SCAN_UP_TO: usize = 16;
 
-impl<'a> Image<'a> {
+impl<'a> WireImage<'a> {
     /// The value of `name`, if the image has it.
     pub fn get(&self, name: &str) -> Option<&Attr<'a>> {
         // Most images are small: a scan that compares lengths first costs fewer string
@@ -104,14 +104,14 @@ impl<'a> Image<'a> {
     }
 
     /// An image borrowing from an owned item.
-    pub fn from_item(item: &'a Item) -> Image<'a> {
-        Image::from_pairs(
+    pub fn from_item(item: &'a Item) -> WireImage<'a> {
+        WireImage::from_pairs(
             item.iter().map(|(n, v)| (Cow::Borrowed(n.as_str()), Attr::from_attribute(v))).collect(),
         )
     }
 
     /// Sorts and deduplicates pairs (the last of equal names wins, as in a JSON object read into a map).
-    fn from_pairs(mut pairs: Vec<(Str<'a>, Attr<'a>)>) -> Image<'a> {
+    fn from_pairs(mut pairs: Vec<(Str<'a>, Attr<'a>)>) -> WireImage<'a> {
         if !pairs.is_sorted_by(|a, b| name_order(&a.0, &b.0).is_lt()) {
             // Stable, so that among equal names the last written comes last; `dedup_by` keeps
             // the first of a run, so the later value is swapped into it.
@@ -124,7 +124,7 @@ impl<'a> Image<'a> {
                 same
             });
         }
-        Image(pairs)
+        WireImage(pairs)
     }
 }
 
@@ -183,7 +183,7 @@ impl<'a> Attr<'a> {
             AttributeValue::B(b) => Attr::B(b.clone()),
             AttributeValue::Bool(b) => Attr::Bool(*b),
             AttributeValue::Null(_) => Attr::Null,
-            AttributeValue::M(m) => Attr::M(Image::from_pairs(
+            AttributeValue::M(m) => Attr::M(WireImage::from_pairs(
                 m.iter().map(|(n, v)| (Cow::Borrowed(n.as_str()), Attr::from_attribute(v))).collect(),
             )),
             AttributeValue::L(l) => Attr::L(l.iter().map(Attr::from_attribute).collect()),
@@ -245,11 +245,11 @@ pub struct WireRecord<'a> {
     /// `userIdentity`.
     pub user_identity: Option<Identity<'a>>,
     /// `dynamodb.Keys`.
-    pub keys: Image<'a>,
+    pub keys: WireImage<'a>,
     /// `dynamodb.NewImage`, empty when absent.
-    pub new_image: Image<'a>,
+    pub new_image: WireImage<'a>,
     /// `dynamodb.OldImage`, empty when absent.
-    pub old_image: Image<'a>,
+    pub old_image: WireImage<'a>,
     /// `dynamodb.SequenceNumber`.
     pub sequence_number: Option<Str<'a>>,
     /// `dynamodb.StreamViewType`.
@@ -296,9 +296,9 @@ impl<'a> WireRecord<'a> {
                 type_: Cow::Borrowed(&id.type_),
                 principal_id: Cow::Borrowed(&id.principal_id),
             }),
-            keys: Image::from_item(&change.keys),
-            new_image: Image::from_item(&change.new_image),
-            old_image: Image::from_item(&change.old_image),
+            keys: WireImage::from_item(&change.keys),
+            new_image: WireImage::from_item(&change.new_image),
+            old_image: WireImage::from_item(&change.old_image),
             sequence_number: change.sequence_number.as_deref().map(Cow::Borrowed),
             stream_view_type: change.stream_view_type.as_ref().map(|v| Cow::Owned(view_name(v))),
             event_source_arn: raw.event_source_arn.as_deref().map(Cow::Borrowed),
@@ -313,10 +313,10 @@ impl<'a> WireRecord<'a> {
         if self.keys.is_empty() {
             return Err(RecordError::MissingKeys(kind));
         }
-        let image = |which: RecordImage| {
+        let image = |which: Image| {
             let image = match which {
-                RecordImage::Old => &self.old_image,
-                RecordImage::New => &self.new_image,
+                Image::Old => &self.old_image,
+                Image::New => &self.new_image,
             };
             if image.is_empty() {
                 Err(RecordError::MissingImage {
@@ -330,11 +330,11 @@ impl<'a> WireRecord<'a> {
         };
         let before = match kind {
             ChangeKind::Insert => None,
-            ChangeKind::Modify | ChangeKind::Remove => Some(image(RecordImage::Old)?),
+            ChangeKind::Modify | ChangeKind::Remove => Some(image(Image::Old)?),
         };
         let after = match kind {
             ChangeKind::Remove => None,
-            ChangeKind::Insert | ChangeKind::Modify => Some(image(RecordImage::New)?),
+            ChangeKind::Insert | ChangeKind::Modify => Some(image(Image::New)?),
         };
         Ok(Change { kind, keys: &self.keys, before, after })
     }
@@ -360,11 +360,11 @@ pub struct Change<'r, 'a> {
     /// What happened to the item.
     pub kind: ChangeKind,
     /// The item's primary key, never empty.
-    pub keys: &'r Image<'a>,
+    pub keys: &'r WireImage<'a>,
     /// The item before the change: `None` for an INSERT.
-    pub before: Option<&'r Image<'a>>,
+    pub before: Option<&'r WireImage<'a>>,
     /// The item after the change: `None` for a REMOVE.
-    pub after: Option<&'r Image<'a>>,
+    pub after: Option<&'r WireImage<'a>>,
 }
 
 /// The `StreamViewType` spelling of a view type.
@@ -392,11 +392,11 @@ struct RecordFields<'a> {
 #[derive(Default, serde::Deserialize)]
 struct ChangeFields<'a> {
     #[serde(rename = "Keys", borrow, default)]
-    keys: Option<Image<'a>>,
+    keys: Option<WireImage<'a>>,
     #[serde(rename = "NewImage", borrow, default)]
-    new_image: Option<Image<'a>>,
+    new_image: Option<WireImage<'a>>,
     #[serde(rename = "OldImage", borrow, default)]
-    old_image: Option<Image<'a>>,
+    old_image: Option<WireImage<'a>>,
     #[serde(rename = "SequenceNumber", borrow, default)]
     sequence_number: Option<S<'a>>,
     #[serde(rename = "StreamViewType", borrow, default)]
@@ -501,7 +501,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Identity<'a> {
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for Image<'a> {
+impl<'de: 'a, 'a> Deserialize<'de> for WireImage<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_map(ImageVisitor)
     }
@@ -510,7 +510,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Image<'a> {
 struct ImageVisitor;
 
 impl<'de> Visitor<'de> for ImageVisitor {
-    type Value = Image<'de>;
+    type Value = WireImage<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an item: a map of attribute names to DynamoDB values")
@@ -521,7 +521,7 @@ impl<'de> Visitor<'de> for ImageVisitor {
         while let Some(name) = map.next_key::<S<'de>>()? {
             pairs.push((name.0, map.next_value::<Attr<'de>>()?));
         }
-        Ok(Image::from_pairs(pairs))
+        Ok(WireImage::from_pairs(pairs))
     }
 }
 

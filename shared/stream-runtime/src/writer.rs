@@ -31,7 +31,7 @@ mod fenced;
 mod send;
 
 pub use crate::{ItemWrite, Op};
-pub use fenced::{Fence, Fenced, FencedReport, MAX_ACTIONS, MAX_TRANSACTION_BYTES, requests_for_fenced};
+pub use fenced::{Fence, Fenced, FencedReport, MAX_ACTIONS, requests_for_fenced};
 pub use send::Writer;
 
 use io_policy::Failure;
@@ -56,7 +56,7 @@ impl Report {
 }
 
 /// DynamoDB's limit on writes per `BatchWriteItem` request.
-pub const MAX_BATCH: usize = 25;
+pub(crate) const MAX_BATCH: usize = 25;
 
 /// The number of requests a call with `writes` writes makes when nothing is retried.
 pub const fn requests_for(writes: usize) -> usize {

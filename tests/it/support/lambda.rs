@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use aws_lambda_events::event::dynamodb::Event;
+use io_policy::Deadline;
 use local_stack::Emulated;
 use serde_json::Value;
-use stream_runtime::Deadline;
 
 use crate::support::moto::unique;
 use crate::support::process::{binary, root};

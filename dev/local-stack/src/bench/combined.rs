@@ -13,19 +13,20 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::Stack;
+use io_policy::Deadline;
 use multikey_indexer::Indexer;
 use serde::Serialize;
 use stream_runtime::combined::{Combined, select};
 use stream_runtime::filter::Pattern;
-use stream_runtime::{Deadline, Runtime, StreamFunction};
 use stream_runtime::{Event, EventRecord, Metric, Vars};
+use stream_runtime::{Runtime, StreamFunction};
 use ttl_archiver::Archiver;
 
 use crate::bench::events::{self, Batch};
 use crate::bench::{Bench, BenchError, Ground, Options, Progress, Sample, invoke, ms};
 
 /// The parameters that make the template's combined stack.
-pub const PARAMETERS: [(&str, &str); 1] = [("Consumers", "Combined")];
+pub(crate) const PARAMETERS: [(&str, &str); 1] = [("Consumers", "Combined")];
 
 /// One batch size, both ways.
 #[derive(Debug, Clone, Serialize)]
@@ -67,7 +68,7 @@ pub struct Side {
 
 /// Creates the combined stack beside the ground's and measures both ways against moto and the
 /// sink, behind proxies made from `spec`.
-pub async fn both_upstreams(ground: Ground<'_>) -> Result<Vec<Row>, BenchError> {
+pub(crate) async fn both_upstreams(ground: Ground<'_>) -> Result<Vec<Row>, BenchError> {
     let Ground { sdk, endpoint, options, progress, .. } = ground;
     let parameters = PARAMETERS.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     let name = format!("{}-combined", options.stack);

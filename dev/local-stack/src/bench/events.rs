@@ -82,7 +82,7 @@ pub fn ttl_deletes(batch: Batch, seed: u64) -> (usize, Vec<u8>) {
 /// The issues stream as a combined mapping sees it: nine issue changes to one TTL deletion,
 /// renumbered into one shard's order under the issues table's stream. The deleted items are the
 /// archiver's synthetic ones, keyed as issues (`id`) and without custom fields.
-pub fn issues_stream(batch: Batch, seed: u64) -> (usize, Vec<u8>) {
+pub(crate) fn issues_stream(batch: Batch, seed: u64) -> (usize, Vec<u8>) {
     let n = batch.generate(1_200);
     let changes = multikey_indexer::synthetic::batch(n, (n / 2).max(50), seed).records;
     let deletions = ttl_archiver::synthetic::ttl_batch(n / 10 + 1, seed, 1_795_168_800, 1.0).records;
@@ -199,7 +199,7 @@ impl CounterSim {
 
 /// The lane of a shard item among `lanes` concurrent batches, as `ParallelizationFactor` hashes
 /// partition keys: one item's records always go to the same lane, in order.
-pub fn lane(key: &str, lanes: usize) -> usize {
+pub(crate) fn lane(key: &str, lanes: usize) -> usize {
     // FNV-1a.
     let hash =
         key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));

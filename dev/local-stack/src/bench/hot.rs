@@ -23,7 +23,7 @@ pub const COUNTERS: usize = 4;
 /// Shards per counter.
 pub const SHARDS: u32 = 16;
 /// Records per lane per round.
-pub const RECORDS_PER_BATCH: usize = 100;
+pub(crate) const RECORDS_PER_BATCH: usize = 100;
 
 /// One number of concurrent invocations.
 #[derive(Debug, Clone, Serialize)]

@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 use crate::replayer::kinesis::Writer;
 use counter_aggregator::Aggregator;
 use formats::counter::Sharding;
+use io_policy::Deadline;
 use serde::Serialize;
 use serde_json::{Value, json};
-use stream_runtime::{Deadline, Runtime, StreamFunction};
 use stream_runtime::{Event, Metric};
+use stream_runtime::{Runtime, StreamFunction};
 use ttl_archiver::Archiver;
 
 use crate::bench::events::{Batch, CounterSim};
@@ -41,7 +42,7 @@ pub struct Row {
 }
 
 /// Measures both sources against moto and against the sink, behind proxies made from `spec`.
-pub async fn both_upstreams(ground: Ground<'_>) -> Result<Vec<Row>, BenchError> {
+pub(crate) async fn both_upstreams(ground: Ground<'_>) -> Result<Vec<Row>, BenchError> {
     let mut rows = Vec::new();
     for (upstream, spec) in crate::bench::upstreams(ground.spec) {
         rows.extend(run(&ground.bench(&spec).await?, upstream, ground).await?);

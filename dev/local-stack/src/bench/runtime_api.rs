@@ -29,7 +29,7 @@ pub struct Seen {
 
 /// A running Runtime API.
 #[derive(Debug)]
-pub struct RuntimeApi {
+pub(crate) struct RuntimeApi {
     /// Where it listens: the value of `AWS_LAMBDA_RUNTIME_API`.
     pub addr: SocketAddr,
     state: Arc<State>,
@@ -44,7 +44,7 @@ struct State {
 
 impl RuntimeApi {
     /// Starts an API on a free loopback port that will hand out `events`, in order.
-    pub async fn start(events: Vec<Vec<u8>>) -> std::io::Result<RuntimeApi> {
+    pub(crate) async fn start(events: Vec<Vec<u8>>) -> std::io::Result<RuntimeApi> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let state = Arc::new(State {
@@ -61,7 +61,7 @@ impl RuntimeApi {
     }
 
     /// Waits until `done` holds of what has been seen, and returns it.
-    pub async fn until(&self, done: impl Fn(&Seen) -> bool) -> Seen {
+    pub(crate) async fn until(&self, done: impl Fn(&Seen) -> bool) -> Seen {
         loop {
             let changed = self.state.changed.notified();
             tokio::pin!(changed);
@@ -75,7 +75,7 @@ impl RuntimeApi {
     }
 
     /// What has been seen so far.
-    pub fn seen(&self) -> Seen {
+    pub(crate) fn seen(&self) -> Seen {
         self.state.seen.lock().map(|s| s.clone()).unwrap_or_default()
     }
 }

@@ -44,7 +44,7 @@ pub struct Row {
 
 /// The settings compared: the default start fixed, a larger fixed window, and the default
 /// adaptive window.
-pub const SETTINGS: [(&str, usize, usize); 3] =
+pub(crate) const SETTINGS: [(&str, usize, usize); 3] =
     [("fixed 4", 4, 4), ("fixed 16", 16, 16), ("adaptive 4-16", 4, 16)];
 
 /// Measures each of [`SETTINGS`] behind the sink at each of `options.capacities` (0: no limit).

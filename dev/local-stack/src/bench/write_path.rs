@@ -55,7 +55,7 @@ pub async fn run(
     ground: Ground<'_>,
 ) -> Result<Vec<Row>, BenchError> {
     // A fixed window, so that the request bound and the floor know the concurrency.
-    let concurrency = stream_runtime::Policy::default().concurrency;
+    let concurrency = io_policy::Policy::default().concurrency;
     let fixed =
         [("WRITE_CONCURRENCY", concurrency.to_string()), ("WRITE_MAX_CONCURRENCY", concurrency.to_string())];
     let on = Fixed { bench, upstream, concurrency, ground };

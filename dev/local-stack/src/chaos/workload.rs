@@ -40,7 +40,7 @@ pub enum Op {
 
 impl Op {
     /// The item or counter the op writes, which orders it: ops on one item are made in order.
-    pub fn subject(&self) -> &str {
+    pub(crate) fn subject(&self) -> &str {
         match self {
             Op::Put(item) | Op::Expiring { item, .. } => item["id"].as_str().unwrap_or_default(),
             Op::Delete(id) => id,

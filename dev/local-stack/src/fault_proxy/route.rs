@@ -67,7 +67,7 @@ impl Upstreams {
 
     /// The emulators at `urls`: a table's requests go to `urls[table(name)]`, and requests to
     /// other services to `urls[others]` (indices past the end wrap).
-    pub fn by_table(
+    pub(crate) fn by_table(
         urls: Vec<String>,
         table: impl Fn(&str) -> usize + Send + Sync + 'static,
         others: usize,
@@ -117,7 +117,7 @@ impl Upstreams {
 /// The tables a DynamoDB or DynamoDB Streams request body names, in order, each once. Stream
 /// ARNs and moto's shard iterators (which begin with the stream's ARN) name their table.
 #[expect(clippy::zero_sized_map_values, reason = "of `RequestItems` only the keys are read: the tables")]
-pub fn tables_named(body: &[u8]) -> Vec<String> {
+pub(crate) fn tables_named(body: &[u8]) -> Vec<String> {
     let Ok(request) = serde_json::from_slice::<Named<'_>>(body) else {
         return Vec::new();
     };

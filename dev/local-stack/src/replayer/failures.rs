@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use crate::replayer::{FailedRange, ReplayError};
 
 /// Where Lambda writes S3 on-failure records, under the bucket's root.
-pub const S3_PREFIX: &str = "aws/lambda/";
+pub(crate) const S3_PREFIX: &str = "aws/lambda/";
 
 /// Where a failed range came from.
 #[derive(Debug, Clone, Copy)]
@@ -75,7 +75,7 @@ fn utc(at: SystemTime) -> Option<chrono::DateTime<chrono::Utc>> {
 
 /// The S3 object Lambda writes for a range given up: its key and its body, the failure-log
 /// record with the invocation's event (the range's records) as `payload`.
-pub fn s3_object(range: &FailedRange, origin: Origin<'_>, now: SystemTime) -> (String, Value) {
+pub(crate) fn s3_object(range: &FailedRange, origin: Origin<'_>, now: SystemTime) -> (String, Value) {
     let mut body = entry(range, origin, now);
     // The invocation's event, as Lambda sent it: `{"Records": [...]}`.
     body["payload"] = json!({ "Records": range.records });
@@ -132,7 +132,7 @@ impl FailureLog {
     /// Also sends each range given up to the queue at `queue_url`, as Lambda sends to an SQS
     /// on-failure destination: the log's line as the message body.
     #[must_use]
-    pub fn with_sqs_destination(
+    pub(crate) fn with_sqs_destination(
         mut self,
         client: aws_sdk_sqs::Client,
         queue_url: impl Into<String>,

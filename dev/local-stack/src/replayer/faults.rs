@@ -19,17 +19,18 @@ use std::time::Duration;
 use thiserror::Error;
 
 /// A killed invocation dies at a random point within this time from its start.
-pub const KILL_WITHIN: Duration = Duration::from_millis(60);
+pub(crate) const KILL_WITHIN: Duration = Duration::from_millis(60);
 
 /// An injected timeout is drawn within this range.
-pub const TIMEOUT_WITHIN: (Duration, Duration) = (Duration::from_millis(5), Duration::from_millis(120));
+pub(crate) const TIMEOUT_WITHIN: (Duration, Duration) =
+    (Duration::from_millis(5), Duration::from_millis(120));
 
 /// The keys of a spec that [`LambdaFaults::parse`] takes.
 pub const KEYS: [&str; 4] = ["kill", "timeout", "duplicate", "seed"];
 
 /// The most shards a split topology fans out to: a shard splits in two per generation until
 /// this many, then each shard rolls over to one child.
-pub const MAX_SPLIT_WIDTH: u32 = 8;
+pub(crate) const MAX_SPLIT_WIDTH: u32 = 8;
 
 /// A spec that cannot be used.
 #[derive(Debug, Error, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 /// The namespace Lambda publishes in.
-pub const NAMESPACE: &str = "AWS/Lambda";
+pub(crate) const NAMESPACE: &str = "AWS/Lambda";
 
 /// One data point.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,10 +35,10 @@ pub struct Datum {
 pub type MetricSink = Arc<dyn Fn(Vec<Datum>) + Send + Sync>;
 
 /// The dimension of function metrics.
-pub const FUNCTION_NAME: &str = "FunctionName";
+pub(crate) const FUNCTION_NAME: &str = "FunctionName";
 
 /// The dimension of a mapping's event counts.
-pub const MAPPING_UUID: &str = "EventSourceMappingUUID";
+pub(crate) const MAPPING_UUID: &str = "EventSourceMappingUUID";
 
 /// What one invocation reports: `Invocations`, `Errors`, `Duration` and `IteratorAge`.
 pub fn invocation(

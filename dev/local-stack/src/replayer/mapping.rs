@@ -48,7 +48,7 @@ impl Settings {
     /// The settings of a `template.yaml` stream source, with Lambda's defaults for what it leaves
     /// out (`BatchSize` 100, `MaximumRetryAttempts` -1, no bisection, no partial responses,
     /// `ParallelizationFactor` 1).
-    pub fn from_source(source: &StreamSource) -> Result<Settings, String> {
+    pub(crate) fn from_source(source: &StreamSource) -> Result<Settings, String> {
         let at = &source.name;
         let batch_size = match source.batch_size {
             None => 100,
@@ -175,7 +175,7 @@ impl Mapping {
     }
 
     /// Whether every record has been delivered.
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         self.queue.is_empty()
     }
 
@@ -186,7 +186,7 @@ impl Mapping {
 
     /// The records of the next invocation; `None` when idle. Asking again before
     /// [`Mapping::complete`] gives the same batch.
-    pub fn next_batch(&mut self) -> Option<Vec<EventRecord>> {
+    pub(crate) fn next_batch(&mut self) -> Option<Vec<EventRecord>> {
         if self.queue.is_empty() {
             return None;
         }

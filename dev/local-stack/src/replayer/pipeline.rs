@@ -215,7 +215,7 @@ impl Pipeline {
 
     /// Injects `faults` into the invocations from now on.
     #[must_use]
-    pub fn with_faults(mut self, faults: LambdaFaults) -> Pipeline {
+    pub(crate) fn with_faults(mut self, faults: LambdaFaults) -> Pipeline {
         self.faults = faults;
         for stream in &mut self.streams {
             for lane in &mut stream.lanes {

@@ -51,11 +51,11 @@ pub struct Sweeper {
 }
 
 /// The header that marks the sweeper's deletes as DynamoDB's own (with the value `service`).
-pub const TTL_DELETE_HEADER: &str = "x-sidestream-ttl-delete";
+pub(crate) const TTL_DELETE_HEADER: &str = "x-sidestream-ttl-delete";
 
 /// The TTL value of every live item with one, as the stream has told it so far.
 #[derive(Debug, Default)]
-pub struct Expiries {
+pub(crate) struct Expiries {
     /// By the item's key (its key attributes' DynamoDB JSON, in key order): the TTL attribute's
     /// Number value and the key itself.
     items: HashMap<String, (String, HashMap<String, AttributeValue>)>,
@@ -66,7 +66,7 @@ pub struct Expiries {
 impl Expiries {
     /// Takes in one stream record of the table: an item's TTL value from its new image (or its
     /// absence, which forgets the item), or its deletion.
-    pub fn observe(&mut self, record: &EventRecord, attribute: &str, key: &[String]) {
+    pub(crate) fn observe(&mut self, record: &EventRecord, attribute: &str, key: &[String]) {
         let name =
             |k: &String| record.change.keys.get(k).map(|v| serde_json::to_string(v).unwrap_or_default());
         let Some(id) = key.iter().map(name).collect::<Option<Vec<_>>>().map(|parts| parts.join("|")) else {
@@ -104,34 +104,36 @@ impl Expiries {
     }
 
     /// Whether the stream could not say which items carry a TTL.
-    pub fn blind(&self) -> bool {
+    pub(crate) fn blind(&self) -> bool {
         self.blind
     }
 
     /// The items due at `now` (epoch seconds), by their ids for [`Expiries::key`] and
     /// [`Expiries::forget`].
-    pub fn due(&self, now: i64) -> Vec<String> {
+    pub(crate) fn due(&self, now: i64) -> Vec<String> {
         self.items.iter().filter(|(_, (at, _))| expired(at, now)).map(|(id, _)| id.clone()).collect()
     }
 
     /// The key of the item with this id.
-    pub fn key(&self, id: &str) -> Option<&HashMap<String, AttributeValue>> {
+    pub(crate) fn key(&self, id: &str) -> Option<&HashMap<String, AttributeValue>> {
         self.items.get(id).map(|(_, key)| key)
     }
 
     /// Forgets an item once the sweep has deleted it, or found it changed: a record of the change
     /// will tell its TTL again.
-    pub fn forget(&mut self, id: &str) {
+    pub(crate) fn forget(&mut self, id: &str) {
         self.items.remove(id);
     }
 
     /// How many items with a TTL are known.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.items.len()
     }
 
     /// Whether no item with a TTL is known.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 }
@@ -154,7 +156,7 @@ impl Sweeper {
     }
 
     /// Takes in a record read from the table's stream (see [`Expiries::observe`]).
-    pub fn observe(&mut self, record: &EventRecord) {
+    pub(crate) fn observe(&mut self, record: &EventRecord) {
         self.expiries.observe(record, &self.attribute, &self.key);
     }
 

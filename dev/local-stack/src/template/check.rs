@@ -23,9 +23,9 @@ impl fmt::Display for Problem {
 }
 
 /// Lambda's quota of filters per event source mapping.
-pub const MAX_FILTERS: usize = 5;
+pub(crate) const MAX_FILTERS: usize = 5;
 /// Lambda's limit on one pattern's length, in characters.
-pub const MAX_PATTERN_CHARS: usize = 4096;
+pub(crate) const MAX_PATTERN_CHARS: usize = 4096;
 
 /// Checks every function and its DynamoDB stream sources.
 pub fn check(functions: &[Function]) -> Vec<Problem> {

@@ -302,7 +302,7 @@ impl<'a> Resolver<'a> {
 
     /// The function whose stream event SAM turns into the event source mapping `logical_id`
     /// (SAM names it by the function's logical id and then the event's name).
-    pub fn generated_mapping(&self, logical_id: &str) -> Option<&str> {
+    pub(crate) fn generated_mapping(&self, logical_id: &str) -> Option<&str> {
         let resources = self.root.get("Resources")?.as_object()?;
         resources.iter().find_map(|(function, resource)| {
             let event = logical_id.strip_prefix(function.as_str())?;

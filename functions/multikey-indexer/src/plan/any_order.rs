@@ -41,7 +41,7 @@ use formats::entries::IndexView;
 use formats::head::{self, Head};
 use serde_dynamo::{AttributeValue, Item};
 use stream_runtime::limits::{MAX_ITEM_BYTES, item_size};
-use stream_runtime::wire::{Attr, Image, WireRecord};
+use stream_runtime::wire::{Attr, WireImage, WireRecord};
 use stream_runtime::{EventRecord, ItemWrite, Op, PlanFailure, PlanFailures, Record};
 
 use super::{Plan, PlanError, Planner, base_key};
@@ -121,7 +121,7 @@ impl Changes {
     }
 
     /// The heads to read, per index table.
-    pub fn heads_by_table(&self, indexes: &Indexes) -> Vec<(Arc<str>, Vec<Item>)> {
+    pub(crate) fn heads_by_table(&self, indexes: &Indexes) -> Vec<(Arc<str>, Vec<Item>)> {
         let mut tables: Vec<(Arc<str>, Vec<Item>)> = Vec::new();
         for change in &self.items {
             let index = &indexes.indexes[change.index];
@@ -149,7 +149,7 @@ impl Change {
         let touched = formats::touch::is_touched(before, after);
         let mut changes = Vec::new();
         for (ix, index) in indexes.indexes.iter().enumerate() {
-            let has = |image: Option<&Image<'_>>| image.is_some_and(|i| i.contains_key(&index.source));
+            let has = |image: Option<&WireImage<'_>>| image.is_some_and(|i| i.contains_key(&index.source));
             if !has(before) && !has(after) {
                 continue;
             }
@@ -221,7 +221,7 @@ pub fn resolve<S: BuildHasher>(
             };
             let key_values: Vec<Attr<'_>> =
                 change.base_key.iter().map(|(_, v)| Attr::from_attribute(v)).collect();
-            let images = (old.map(Image::from_item), change.after.as_ref().map(Image::from_item));
+            let images = (old.map(WireImage::from_item), change.after.as_ref().map(WireImage::from_item));
             (key_values, images)
         })
         .collect();

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 /// Spends at most `rate` units per second on average, with bursts of up to one second's worth.
 #[derive(Debug)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     rate: Option<f64>,
     /// When the units spent so far are paid for.
     paid_until: Mutex<Option<Instant>>,
@@ -13,12 +13,12 @@ pub struct Pacer {
 
 impl Pacer {
     /// A pacer at `rate` units per second; `None` does not pace.
-    pub fn new(rate: Option<f64>) -> Pacer {
+    pub(crate) fn new(rate: Option<f64>) -> Pacer {
         Pacer { rate: rate.filter(|r| r.is_finite() && *r > 0.0), paid_until: Mutex::new(None) }
     }
 
     /// How long to wait, from `now`, before spending `units`; records them as spent.
-    pub fn reserve(&self, units: f64, now: Instant) -> Duration {
+    pub(crate) fn reserve(&self, units: f64, now: Instant) -> Duration {
         let Some(rate) = self.rate else {
             return Duration::ZERO;
         };
@@ -32,7 +32,7 @@ impl Pacer {
     }
 
     /// Waits until `units` may be spent, and spends them.
-    pub async fn spend(&self, units: f64) {
+    pub(crate) async fn spend(&self, units: f64) {
         let wait = self.reserve(units, Instant::now());
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;

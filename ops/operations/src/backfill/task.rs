@@ -17,16 +17,16 @@ use crate::backfill::checkpoint::{Counts, Cursor};
 use crate::backfill::{Backfill, BackfillError, Settings, Target};
 
 /// The variable naming the base table.
-pub const TABLE_VAR: &str = "BACKFILL_TABLE";
+pub(crate) const TABLE_VAR: &str = "BACKFILL_TABLE";
 /// The variable naming the index to backfill (every index when unset).
-pub const INDEX_VAR: &str = "BACKFILL_INDEX";
+pub(crate) const INDEX_VAR: &str = "BACKFILL_INDEX";
 /// Read capacity units per second, per invocation (unset: no limit).
-pub const READ_UNITS_VAR: &str = "BACKFILL_READ_UNITS";
+pub(crate) const READ_UNITS_VAR: &str = "BACKFILL_READ_UNITS";
 /// Write capacity units per second, per invocation (unset: no limit).
-pub const WRITE_UNITS_VAR: &str = "BACKFILL_WRITE_UNITS";
+pub(crate) const WRITE_UNITS_VAR: &str = "BACKFILL_WRITE_UNITS";
 
 /// Items per scan page (default 500).
-pub const PAGE_SIZE_VAR: &str = "BACKFILL_PAGE_SIZE";
+pub(crate) const PAGE_SIZE_VAR: &str = "BACKFILL_PAGE_SIZE";
 
 /// No page starts later than this before the invocation's deadline: a page's calls are bounded
 /// by a minute, and the answer must still be returned.

@@ -12,7 +12,7 @@ use crate::grid::schema::GridSchema;
 use formats::cursor::fingerprint;
 
 /// The largest page: one `BatchGetItem` holds 100 keys.
-pub const MAX_LIMIT: usize = 100;
+pub(crate) const MAX_LIMIT: usize = 100;
 
 /// A filter on the sorted value. Items without the field never match one, so a filtered query
 /// has no nulls phase.
@@ -66,7 +66,7 @@ pub enum QueryError {
 
 /// The index table's `KeyConditionExpression` with its values.
 #[derive(Debug, Clone, PartialEq)]
-pub struct KeyCondition {
+pub(crate) struct KeyCondition {
     /// The expression over `#pk` and `#sk`.
     pub expression: String,
     /// `:pk` and, with a filter, `:lo`/`:hi` or `:prefix`.
@@ -102,7 +102,7 @@ impl Query {
     }
 
     /// The key condition of the index phase.
-    pub fn key_condition(&self) -> Result<KeyCondition, QueryError> {
+    pub(crate) fn key_condition(&self) -> Result<KeyCondition, QueryError> {
         let mut values = HashMap::from([(":pk".to_owned(), AttributeValue::S(self.partition_key()?))]);
         let expression = match &self.filter {
             Filter::None => "#pk = :pk",
@@ -128,14 +128,14 @@ impl Query {
 
     /// Whether the index items lack an attribute the caller asked for, so that the page needs
     /// the base items too.
-    pub fn needs_base_items(&self, schema: &GridSchema) -> bool {
+    pub(crate) fn needs_base_items(&self, schema: &GridSchema) -> bool {
         self.attributes.iter().any(|a| {
             a != schema.key() && a != schema.scope() && a != schema.order() && !schema.projected().contains(a)
         })
     }
 
     /// Whether the nulls phase follows the index phase.
-    pub fn has_nulls_phase(&self) -> bool {
+    pub(crate) fn has_nulls_phase(&self) -> bool {
         self.filter == Filter::None
     }
 }

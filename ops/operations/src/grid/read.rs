@@ -71,7 +71,7 @@ pub struct Requests {
 }
 
 /// How long one page may take by default, every request and retry included.
-pub const PAGE_TIME: Duration = Duration::from_secs(20);
+pub(crate) const PAGE_TIME: Duration = Duration::from_secs(20);
 
 /// Pages through one index's items.
 #[derive(Debug, Clone)]

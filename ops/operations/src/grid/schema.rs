@@ -130,7 +130,7 @@ impl GridSchema {
     }
 
     /// The index table's partition and sort key attributes.
-    pub fn index_keys(&self) -> (&str, &str) {
+    pub(crate) fn index_keys(&self) -> (&str, &str) {
         (&self.index.partition_key, &self.index.sort_key)
     }
 }

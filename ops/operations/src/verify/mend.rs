@@ -320,7 +320,7 @@ fn failed(operation: &'static str, table: &str, failure: Failure) -> VerifyError
 
 /// The table a stream record comes from, by its `eventSourceARN`
 /// (`arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>`).
-pub fn table_of(record: &EventRecord) -> Option<&str> {
+pub(crate) fn table_of(record: &EventRecord) -> Option<&str> {
     record
         .event_source_arn
         .as_deref()?

@@ -67,7 +67,7 @@ fn items_encode_sorted_and_read_back_unchanged() {
         r#"{"Item":{"a":{"N":"12345678901234567890123456789012345678"},"b":{"B":"AAEC/w=="},"m":{"M":{"x":{"L":[{"BOOL":false},{"BS":["AQ=="]}]},"y":{"NULL":true}}},"ns":{"NS":["2","1"]},"ss":{"SS":["q","p"]},"z":{"S":""}}}"#
     );
     // The archiver writes images read in place: the same bytes.
-    let image = Image::from_item(&every);
+    let image = WireImage::from_item(&every);
     assert_eq!(serde_json::to_string(&ItemLineRef { item: ImageJson(&image) }).unwrap(), line);
     let mut lines = GzLines::new(6);
     lines.push(&ItemLineRef { item: DynamoJson(&every) }).unwrap();

@@ -85,7 +85,7 @@ fn a_head_reads_only_what_the_index_reads() {
         ("num".to_owned(), AttributeValue::N("3".into())),
         ("description".to_owned(), s("long text the index never reads")),
     ]));
-    let p = projection(index, &stream_runtime::wire::Image::from_item(&image));
+    let p = projection(index, &stream_runtime::wire::WireImage::from_item(&image));
     let mut names: Vec<_> = p.keys().cloned().collect();
     names.sort();
     assert_eq!(names, ["custom_fields", "num", "project"]);

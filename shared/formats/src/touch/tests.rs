@@ -3,7 +3,7 @@
 use serde_dynamo::{AttributeValue, Item};
 
 use super::{TOUCH_ATTRIBUTE, is_touch_only, is_touched};
-use stream_runtime::wire::Image;
+use stream_runtime::wire::WireImage;
 
 fn item(pairs: &[(&str, &str)]) -> Item {
     Item::from(
@@ -37,7 +37,7 @@ fn touches_are_told_from_other_changes() {
         (Some(&touched), None, false, false),
     ];
     for (i, (before, after, touched, only)) in cases.into_iter().enumerate() {
-        let (before, after) = (before.map(Image::from_item), after.map(Image::from_item));
+        let (before, after) = (before.map(WireImage::from_item), after.map(WireImage::from_item));
         let (before, after) = (before.as_ref(), after.as_ref());
         assert_eq!(is_touched(before, after), touched, "case {i}: is_touched");
         assert_eq!(is_touch_only(before, after), only, "case {i}: is_touch_only");

@@ -193,7 +193,7 @@ fn owned_items_convert_both_ways() {
     }))]});
     let owned: Event = serde_json::from_value(event).unwrap();
     let item = &owned.records[0].change.new_image;
-    let image = Image::from_item(item);
+    let image = WireImage::from_item(item);
     assert_eq!(&image.to_item(), item);
     let names: Vec<&str> = match image.get("m") {
         Some(Attr::M(m)) => m.iter().map(|(n, _)| n).collect(),
@@ -213,7 +213,7 @@ fn a_name_is_found_in_small_images_by_scan_and_in_large_ones_by_halves() {
             item.insert(format!("a{i:03}"), serde_dynamo::AttributeValue::N(i.to_string()));
             item.insert("b".repeat(i + 1), serde_dynamo::AttributeValue::S(i.to_string()));
         }
-        let image = Image::from_item(&item);
+        let image = WireImage::from_item(&item);
         assert_eq!(image.len(), 2 * size);
         for i in 0..size {
             assert_eq!(image.get(&format!("a{i:03}")), Some(&Attr::N(i.to_string().into())), "size {size}");

@@ -43,7 +43,7 @@ pub const MAX_ACTIONS: usize = 100;
 
 /// DynamoDB's limit on a transaction's size is 4 MB; items are counted by DynamoDB's size rules,
 /// with room left for the request's own encoding.
-pub const MAX_TRANSACTION_BYTES: usize = 3_500_000;
+pub(crate) const MAX_TRANSACTION_BYTES: usize = 3_500_000;
 
 /// The version head that fences one item's writes.
 #[derive(Debug, Clone, PartialEq)]

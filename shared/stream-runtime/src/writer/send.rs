@@ -54,7 +54,7 @@ impl Writer {
     /// Applies chunks of at most 25 writes as they come (a plan's, made while the batch is still
     /// being planned), each sent once it has come and the window admits it. The table and key
     /// pairs of all the chunks must be distinct.
-    pub async fn write_as_ready(
+    pub(crate) async fn write_as_ready(
         &self,
         chunks: impl Stream<Item = Vec<ItemWrite>>,
         budget: &Budget,

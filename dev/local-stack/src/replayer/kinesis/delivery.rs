@@ -69,7 +69,7 @@ fn registry() -> &'static Mutex<BTreeMap<String, Arc<Stream>>> {
 
 impl Stream {
     /// The stream `arn`, written by `table`: registered now, or as it was.
-    pub fn register(arn: &str, table: &str) -> Arc<Stream> {
+    pub(crate) fn register(arn: &str, table: &str) -> Arc<Stream> {
         let mut streams = registry().lock().unwrap_or_else(PoisonError::into_inner);
         Arc::clone(streams.entry(arn.to_owned()).or_insert_with(|| {
             Arc::new(Stream {
@@ -106,7 +106,7 @@ impl Stream {
     /// `record` (a change of the table, as its DynamoDB stream holds it) as the functions read
     /// it from this stream: its version, the change time in microseconds, as its sequence
     /// number; `None` if it was never written to the stream.
-    pub fn as_read(&self, record: &EventRecord) -> Option<EventRecord> {
+    pub(crate) fn as_read(&self, record: &EventRecord) -> Option<EventRecord> {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let (_, micros) = state.written.get(&record.event_id)?;
         let mut read = record.clone();

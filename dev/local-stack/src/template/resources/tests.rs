@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::template::{Bucket, GlobalIndex, KeyAttribute, Names, Table, Template, TemplateError};
+use crate::template::resources::GlobalIndex;
+use crate::template::{Bucket, KeyAttribute, Names, Table, Template, TemplateError};
 
 const TEMPLATE: &str = r#"
 Parameters:

@@ -97,7 +97,7 @@ fn verify(
 fn counts(drift: &Drift) -> serde_json::Value {
     serde_json::json!({
         "index": drift.index, "table": drift.table, "entries": drift.entries, "expected": drift.expected,
-        "missing": drift.missing.len(), "stale": drift.stale.len(), "extra": drift.extra.len(),
+        "missing": drift.counts.missing, "stale": drift.counts.stale, "extra": drift.counts.extra,
         "exact": drift.is_exact(),
     })
 }
@@ -130,9 +130,9 @@ fn text(
         drift.table,
         drift.entries,
         drift.expected,
-        drift.missing.len(),
-        drift.stale.len(),
-        drift.extra.len()
+        drift.counts.missing,
+        drift.counts.stale,
+        drift.counts.extra
     )?;
     for (kind, items) in
         [("missing", &drift.missing), ("stale (as it should be)", &drift.stale), ("extra", &drift.extra)]
@@ -140,6 +140,14 @@ fn text(
         for item in items.iter().take(EXAMPLES) {
             writeln!(out, "  {kind}: {item}")?;
         }
+    }
+    if repaired.is_some() && drift.truncated() {
+        writeln!(
+            out,
+            "More than {} differences of a kind: the first {} of each were repaired; run again for the rest.",
+            operations::verify::KEPT,
+            operations::verify::KEPT
+        )?;
     }
     if let Some(repaired) = repaired {
         writeln!(
@@ -153,9 +161,7 @@ fn text(
         writeln!(
             out,
             "After the repair: {} missing, {} stale, {} extra",
-            after.missing.len(),
-            after.stale.len(),
-            after.extra.len()
+            after.counts.missing, after.counts.stale, after.counts.extra
         )?;
     }
     writeln!(

@@ -337,7 +337,8 @@ async fn cat_and_restore_errors() {
     );
     let missing = err(restore("archive/table=issues/", "no-such-table").await);
     assert!(
-        missing.contains("DescribeTable no-such-table") && missing.contains("existing table"),
+        missing.contains("DescribeTable on no-such-table (systemic): ResourceNotFoundException")
+            && missing.contains("existing table"),
         "{missing}"
     );
 }

@@ -202,15 +202,7 @@ fn sidestream_series(function: &Function, name: &str) -> Result<Vec<Series>> {
     }
     if binary == VERIFIER {
         let config = operations::verify::scheduled::Config::from_vars(&vars)?;
-        let drift = operations::verify::Drift {
-            index: config.index.name.clone(),
-            table: config.index.table.to_string(),
-            entries: 0,
-            expected: 0,
-            missing: Vec::new(),
-            stale: Vec::new(),
-            extra: Vec::new(),
-        };
+        let drift = operations::verify::Drift::none(&config.index);
         let run = operations::verify::scheduled::Run { first: drift.clone(), drift, mended: None };
         return emf_series(&operations::verify::scheduled::emf(&run, &config.namespace, &config.function, 0));
     }

@@ -203,13 +203,9 @@ async fn a_repair_racing_the_stream_neither_deletes_a_fresh_entry_nor_restores_a
     // and the entry the indexer wrote after the verify.
     set_f(&client, &issues, "i001", 7).await?;
     let drift = operations::verify::Drift {
-        index: index.name.clone(),
-        table: index.table.to_string(),
-        entries: 0,
-        expected: 0,
-        missing: vec![],
-        stale: vec![],
+        counts: operations::verify::Counts { extra: 1, ..Default::default() },
         extra: vec![seen],
+        ..operations::verify::Drift::none(&index)
     };
     let mended = Mender::new(writer, indexes, &issues, "repair-test-2").drift(&index, &drift).await?;
     ensure!(

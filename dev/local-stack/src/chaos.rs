@@ -983,7 +983,7 @@ async fn apply(
                 .await
                 .map_err(|e| ChaosError::Write {
                     op: format!("DeleteItem {id}"),
-                    message: aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string(),
+                    message: io_policy::describe(&e),
                 })?;
         }
         Op::Increment { counter, by } => {

@@ -291,12 +291,7 @@ async fn put(client: &aws_sdk_cloudwatch::Client, data: Vec<Point>) -> Result<()
                 .set_metric_data(Some(chunk.to_vec()))
                 .send()
                 .await
-                .map_err(|e| {
-                    format!(
-                        "PutMetricData {namespace}: {}",
-                        aws_sdk_cloudwatch::error::DisplayErrorContext(&e)
-                    )
-                })?;
+                .map_err(|e| format!("PutMetricData {namespace}: {}", io_policy::describe(&e)))?;
         }
     }
     Ok(())

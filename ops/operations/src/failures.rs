@@ -653,7 +653,7 @@ async fn read_range(
                 .as_service_error()
                 .is_some_and(|s| s.is_trimmed_data_access_exception() || s.is_resource_not_found_exception());
             if gone {
-                return Ok(Err(aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e).to_string()));
+                return Ok(Err(io_policy::describe(&e)));
             }
             return Err(RequestFailed::sdk("GetShardIterator", target, &e).into());
         }

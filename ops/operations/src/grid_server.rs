@@ -97,7 +97,7 @@ impl App {
             .expression_attribute_names("#d", DEFINITIONS)
             .send()
             .await
-            .map_err(|e| ServeError::Dynamo(aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string()))?;
+            .map_err(|e| ServeError::Dynamo(io_policy::describe(&e)))?;
         let defined: BTreeMap<String, String> =
             match definitions.item.as_ref().and_then(|i| i.get(DEFINITIONS)) {
                 Some(AttributeValue::M(map)) => map

@@ -1,18 +1,21 @@
 //! An index table checked against what the base table calls for, and repaired.
 //!
-//! [`verify`] reads both tables with consistent scans and computes the expected entries with
-//! `operations::oracle` (the format's rules over the base items, not the indexer's plan).
-//! Every difference is one of three:
+//! [`verify`] reads both tables one scan page at a time, in segments (`verify::pass`): the
+//! entries each page of base items calls for (computed by `operations::oracle`, the format's
+//! rules over the base items, not the indexer's plan) are looked up in the index table, and the
+//! base items of each page of index entries are looked up in the base table; the lookups are
+//! batched and consistent. No table is held: memory is a page and the drift kept ([`KEPT`] entries
+//! of each kind; the counts count them all). Every difference is one of three:
 //!
 //! - **missing**: the base calls for an entry whose key the index lacks;
 //! - **stale**: the index has the key, with other content (a value, a tiebreaker, an included
 //!   attribute);
 //! - **extra**: the index has a key no base item calls for.
 //!
-//! The scans are consistent but not a snapshot: an item changed between the base scan and the
-//! index scan shows as drift that the indexer is about to mend by itself. [`persistent`] keeps
-//! only the differences seen again by a second verification, which is what the scheduled
-//! verifier ([`scheduled`]) alarms on and repairs.
+//! The scans are consistent but not a snapshot: an item changed while the passes ran shows as
+//! drift that the indexer is about to mend by itself. [`confirm`] looks at each difference kept
+//! again, key by key, after a pause: what persists is what the scheduled verifier
+//! ([`scheduled`]) alarms on and repairs.
 //!
 //! A repair never writes entries from what the scans read: [`mend`] touches the base items of
 //! missing and stale entries, so the indexer re-puts them from the stream in the item's order,
@@ -21,9 +24,12 @@
 //! back a stale entry nor delete a fresh one.
 
 pub mod mend;
+mod pass;
 pub mod scheduled;
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::oracle::content;
@@ -37,6 +43,13 @@ pub use mend::{Mended, Mender};
 
 /// How long one table's scan may take, retries included.
 pub(crate) const SCAN_TIME: Duration = Duration::from_secs(3600);
+
+/// Entries of each kind a drift keeps: the examples reported, what one confirmation looks at
+/// again and one repair mends. The counts count every difference.
+pub const KEPT: usize = 1_000;
+
+/// Segments each table is scanned in, at once: a parallel scan, each segment a page at a time.
+pub const SEGMENTS: u32 = 4;
 
 /// Why an index cannot be verified or repaired.
 #[derive(Debug, thiserror::Error)]
@@ -66,44 +79,100 @@ pub struct Drift {
     pub entries: usize,
     /// Entries the base table calls for.
     pub expected: usize,
-    /// Entries the base calls for whose key the index lacks (DynamoDB JSON).
+    /// How many differences of each kind there are.
+    pub counts: Counts,
+    /// Entries the base calls for whose key the index lacks (DynamoDB JSON): the first [`KEPT`].
     pub missing: Vec<Value>,
-    /// Entries whose key the index has with other content: what the base calls for.
+    /// Entries whose key the index has with other content: what the base calls for, the first
+    /// [`KEPT`].
     pub stale: Vec<Value>,
     /// Entries whose key no base item calls for (DynamoDB JSON, as the index has them, with
-    /// their version).
+    /// their version): the first [`KEPT`].
     pub extra: Vec<Value>,
 }
 
+/// How many differences of each kind a drift counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Missing entries.
+    pub missing: usize,
+    /// Stale entries.
+    pub stale: usize,
+    /// Extra entries.
+    pub extra: usize,
+}
+
+/// A kind of difference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Missing,
+    Stale,
+    Extra,
+}
+
 impl Drift {
+    /// No difference yet, for `index`.
+    pub fn none(index: &Index) -> Drift {
+        Drift {
+            index: index.name.clone(),
+            table: index.table.to_string(),
+            entries: 0,
+            expected: 0,
+            counts: Counts::default(),
+            missing: Vec::new(),
+            stale: Vec::new(),
+            extra: Vec::new(),
+        }
+    }
+
     /// Whether the index is exact.
     pub fn is_exact(&self) -> bool {
-        self.missing.is_empty() && self.stale.is_empty() && self.extra.is_empty()
+        self.count() == 0
     }
 
     /// Missing, stale and extra entries together.
     pub fn count(&self) -> usize {
-        self.missing.len() + self.stale.len() + self.extra.len()
+        self.counts.missing + self.counts.stale + self.counts.extra
     }
-}
 
-/// The drift seen by both of two verifications of one index: the same key missing in both, stale
-/// in both with the same content called for, or extra in both with the same version. Drift the
-/// stream was about to mend when the first ran (an item changed between the two scans, a batch
-/// in flight) is gone by the second; what is left is what the stream will not mend by itself.
-/// The entries are the second verification's.
-pub fn persistent(first: &Drift, second: &Drift) -> Drift {
-    let keep = |a: &[Value], b: &[Value]| -> Vec<Value> {
-        b.iter().filter(|entry| a.contains(entry)).cloned().collect()
-    };
-    Drift {
-        index: second.index.clone(),
-        table: second.table.clone(),
-        entries: second.entries,
-        expected: second.expected,
-        missing: keep(&first.missing, &second.missing),
-        stale: keep(&first.stale, &second.stale),
-        extra: keep(&first.extra, &second.extra),
+    /// Whether there are more differences than the drift keeps.
+    pub fn truncated(&self) -> bool {
+        self.count() > self.missing.len() + self.stale.len() + self.extra.len()
+    }
+
+    /// Counts a difference, and keeps its entry while fewer than [`KEPT`] of its kind are kept.
+    pub(crate) fn note(&mut self, kind: Kind, entry: Value) {
+        let (count, kept) = match kind {
+            Kind::Missing => (&mut self.counts.missing, &mut self.missing),
+            Kind::Stale => (&mut self.counts.stale, &mut self.stale),
+            Kind::Extra => (&mut self.counts.extra, &mut self.extra),
+        };
+        *count += 1;
+        if kept.len() < KEPT {
+            kept.push(entry);
+        }
+    }
+
+    /// Adds what another segment found: its counts, and its entries while there is room.
+    fn merge(&mut self, other: Drift) {
+        self.entries += other.entries;
+        self.expected += other.expected;
+        let kinds = [
+            (Kind::Missing, other.counts.missing, other.missing),
+            (Kind::Stale, other.counts.stale, other.stale),
+            (Kind::Extra, other.counts.extra, other.extra),
+        ];
+        for (kind, count, kept) in kinds {
+            let unkept = count - kept.len();
+            for entry in kept {
+                self.note(kind, entry);
+            }
+            match kind {
+                Kind::Missing => self.counts.missing += unkept,
+                Kind::Stale => self.counts.stale += unkept,
+                Kind::Extra => self.counts.extra += unkept,
+            }
+        }
     }
 }
 
@@ -122,22 +191,63 @@ pub fn choose<'a>(indexes: &'a Indexes, name: Option<&str>) -> Result<&'a Index,
     }
 }
 
-/// Compares `index`'s table with what `base_table` calls for under `indexes`' base key, calling
-/// `progress` with the items scanned so far (both tables) after each page: the base table is
-/// scanned first, then the index table, and the two are [`compare`]d. Each page is read under
-/// `policy` ([`scan`]), so `client` must have the SDK's retries off.
+/// Compares `index`'s table with what `base_table` calls for under `indexes`' base key
+/// (`verify::pass`), each table in [`SEGMENTS`] segments at once, calling `progress` with the
+/// items scanned so far (both tables). Every call is under `policy`, so `client` must have the
+/// SDK's retries off.
 pub async fn verify(
     client: &aws_sdk_dynamodb::Client,
     policy: Policy,
     indexes: &Indexes,
     index: &Index,
     base_table: &str,
-    progress: &mut dyn FnMut(usize),
+    progress: &mut (dyn FnMut(usize) + Send),
 ) -> Result<Drift, VerifyError> {
-    let base = scan(client, policy, base_table, &mut |n| progress(n)).await?;
-    let scanned = base.len();
-    let actual = scan(client, policy, &index.table, &mut |n| progress(scanned + n)).await?;
-    compare(indexes, index, &base, actual)
+    let budget = policy.within(SCAN_TIME);
+    let scanned = AtomicUsize::new(0);
+    let progress = Mutex::new(progress);
+    let count = |n: usize| {
+        let total = scanned.fetch_add(n, Ordering::Relaxed) + n;
+        if let Ok(mut progress) = progress.lock() {
+            progress(total);
+        }
+    };
+    let passes = pass::Passes::new(client, &budget, indexes, index, base_table, &count);
+    let segments = (0..SEGMENTS).map(|segment| {
+        let passes = &passes;
+        async move {
+            let mut drift = Drift::none(index);
+            passes.base((segment, SEGMENTS), &mut drift).await?;
+            passes.index_table((segment, SEGMENTS), &mut drift).await?;
+            Ok::<Drift, VerifyError>(drift)
+        }
+    });
+    let mut drift = Drift::none(index);
+    for found in futures_util::future::join_all(segments).await {
+        drift.merge(found?);
+    }
+    Ok(drift)
+}
+
+/// The differences of `first` (a verification of `index`) that are still there, looked at again
+/// key by key with consistent reads (`verify::pass`): a missing or stale entry whose base item
+/// still calls for it and the index still lacks or holds otherwise; an extra entry that no base
+/// item calls for. What the stream mended meanwhile, or an item changed since, is gone. Only the
+/// entries `first` kept are looked at: of a drift of more than [`KEPT`] of a kind, the first
+/// [`KEPT`] are confirmed.
+pub async fn confirm(
+    client: &aws_sdk_dynamodb::Client,
+    policy: Policy,
+    indexes: &Indexes,
+    index: &Index,
+    base_table: &str,
+    first: &Drift,
+) -> Result<Drift, VerifyError> {
+    let budget = policy.within(SCAN_TIME);
+    let passes = pass::Passes::new(client, &budget, indexes, index, base_table, &|_| {});
+    let mut drift = Drift { entries: first.entries, expected: first.expected, ..Drift::none(index) };
+    passes.again(first, &mut drift).await?;
+    Ok(drift)
 }
 
 /// How `actual` (the index table's items) differs from what `base` (the base table's items)
@@ -170,23 +280,19 @@ pub fn compare(
             have.insert(key(&item)?, item);
         }
     }
-    let mut drift = Drift {
-        index: index.name.clone(),
-        table: index.table.to_string(),
-        entries: have.len(),
-        expected: want.len(),
-        missing: Vec::new(),
-        stale: Vec::new(),
-        extra: Vec::new(),
-    };
+    let mut drift = Drift { entries: have.len(), expected: want.len(), ..Drift::none(index) };
     for (k, item) in &want {
         match have.get(k) {
-            None => drift.missing.push(item.clone()),
-            Some(found) if content(found) != *item => drift.stale.push(item.clone()),
+            None => drift.note(Kind::Missing, item.clone()),
+            Some(found) if content(found) != *item => drift.note(Kind::Stale, item.clone()),
             Some(_) => {}
         }
     }
-    drift.extra = have.into_iter().filter(|(k, _)| !want.contains_key(k)).map(|(_, item)| item).collect();
+    for (k, item) in have {
+        if !want.contains_key(&k) {
+            drift.note(Kind::Extra, item);
+        }
+    }
     Ok(drift)
 }
 

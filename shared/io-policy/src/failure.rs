@@ -13,7 +13,6 @@ use std::fmt;
 
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_runtime_api::http::Response;
-use aws_smithy_types::error::display::DisplayErrorContext;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
 /// The three kinds of failure.
@@ -145,12 +144,39 @@ fn blames_the_schema(message: &str) -> bool {
     SCHEMA_MISMATCH.iter().any(|m| message.contains(&m.to_ascii_lowercase()))
 }
 
+/// What an AWS SDK error says, for people: a service's error code and message, or else the
+/// error and its causes, each by its `Display` (not the SDK's `Debug` dump of the response).
+pub fn describe<E>(err: &SdkError<E, Response>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    if let SdkError::ServiceError(ctx) = err {
+        let (e, status) = (ctx.err(), ctx.raw().status().as_u16());
+        return match (e.code(), e.message()) {
+            (Some(code), Some(message)) => format!("{code}: {message}"),
+            (Some(code), None) => format!("{code} (HTTP {status})"),
+            _ => format!("HTTP {status}: {e}"),
+        };
+    }
+    let mut text = err.to_string();
+    let mut cause = std::error::Error::source(err);
+    while let Some(inner) = cause {
+        let said = inner.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = inner.source();
+    }
+    text
+}
+
 /// Classifies an AWS SDK error from operation `op` (named in the message).
 pub fn classify<E>(op: &str, err: &SdkError<E, Response>) -> Failure
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
-    let message = format!("{op}: {}", DisplayErrorContext(err));
+    let message = format!("{op}: {}", describe(err));
     let kind = match err {
         SdkError::ServiceError(ctx) => {
             kind_of(ctx.err().code(), ctx.raw().status().as_u16(), ctx.err().message().unwrap_or_default())

@@ -21,7 +21,7 @@ pub mod window;
 
 pub use deadline::Deadline;
 pub use dynamodb::{batch_get_item, conditional};
-pub use failure::{Failure, FailureKind, RequestFailed, classify};
+pub use failure::{Failure, FailureKind, RequestFailed, classify, describe};
 pub use policy::{Attempts, Bounded, Budget, Policy, Tally};
 pub use window::Window;
 

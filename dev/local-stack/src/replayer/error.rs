@@ -22,11 +22,14 @@ pub enum ReplayError {
 }
 
 impl ReplayError {
-    pub(crate) fn request(
+    pub(crate) fn request<E>(
         operation: &'static str,
         target: &str,
-        error: &(impl std::error::Error + 'static),
-    ) -> ReplayError {
+        error: &aws_sdk_dynamodbstreams::error::SdkError<E>,
+    ) -> ReplayError
+    where
+        E: aws_sdk_dynamodbstreams::error::ProvideErrorMetadata + std::error::Error + 'static,
+    {
         ReplayError::Request(RequestError::request(operation, target, error))
     }
 

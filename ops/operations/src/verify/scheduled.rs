@@ -10,16 +10,17 @@
 //! | `VERIFY_CONFIRM_SECONDS` | `60` (0-600) | the pause before the second verification |
 //! | `METRICS_NAMESPACE` | `Sidestream` | the EMF namespace |
 //!
-//! A run verifies once; if it finds drift, it waits `VERIFY_CONFIRM_SECONDS` and verifies again,
-//! and only the drift both saw ([`crate::verify::persistent`]) counts: an item that changed between the
-//! base and the index scan, or a batch still in flight, is mended by the stream within that pause
-//! and raises no alarm. `IndexDrift`, the alarm's metric, is the persistent drift.
+//! A run verifies once; if it finds drift, it waits `VERIFY_CONFIRM_SECONDS` and looks again at
+//! each difference, key by key ([`crate::verify::confirm`]), and only what is still there counts:
+//! an item that changed while the scans ran, or a batch still in flight, is mended by the stream
+//! within that pause and raises no alarm. `IndexDrift`, the alarm's metric, is the persistent
+//! drift (of the first [`crate::verify::KEPT`] of each kind).
 //!
 //! Report-only by default: drift is an alarm for an operator, who can read the examples in the
 //! log and run `sidestream index verify --repair`. With `VERIFY_REPAIR=true` the run mends the
 //! persistent drift through the stream (touches, and deletes conditioned on versions), which is
-//! safe while the indexer runs. The run reads both tables whole into memory, so it suits tables
-//! whose scans fit one invocation (15 minutes); run the CLI for larger ones.
+//! safe while the indexer runs. The run reads both tables a page at a time (its memory does not
+//! grow with them), so it suits tables whose scans fit one invocation (15 minutes).
 
 use std::time::Duration;
 
@@ -105,17 +106,13 @@ pub async fn run(
     run_id: &str,
 ) -> Result<Run, VerifyError> {
     let policy = Policy::default();
-    let verify = async || {
-        crate::verify::verify(client, policy, &config.indexes, &config.index, &config.table, &mut |_| {})
-            .await
-    };
-    let first = verify().await?;
+    let (indexes, index, table) = (&config.indexes, &config.index, config.table.as_str());
+    let first = crate::verify::verify(client, policy, indexes, index, table, &mut |_| {}).await?;
     if first.is_exact() {
         return Ok(Run { drift: first.clone(), first, mended: None });
     }
     tokio::time::sleep(config.confirm_after).await;
-    let second = verify().await?;
-    let drift = crate::verify::persistent(&first, &second);
+    let drift = crate::verify::confirm(client, policy, indexes, index, table, &first).await?;
     let mut mended = None;
     if config.repair && !drift.is_exact() {
         let by_stream = Mender::new(client.clone(), config.indexes.clone(), &config.table, run_id);
@@ -133,9 +130,9 @@ pub fn emf(run: &Run, namespace: &str, function: &str, timestamp_ms: u64) -> Val
     let d = &run.drift;
     let metrics = [
         ("IndexDrift", d.count()),
-        ("IndexMissing", d.missing.len()),
-        ("IndexStale", d.stale.len()),
-        ("IndexExtra", d.extra.len()),
+        ("IndexMissing", d.counts.missing),
+        ("IndexStale", d.counts.stale),
+        ("IndexExtra", d.counts.extra),
         ("IndexDriftSeen", run.first.count()),
         ("IndexEntries", d.entries),
         ("IndexRepairs", run.mended.map_or(0, |m| m.touched + m.deleted)),
@@ -169,7 +166,7 @@ pub fn summary(run: &Run) -> Value {
     let first = |items: &[Value]| items.iter().take(5).cloned().collect::<Vec<_>>();
     json!({
         "index": d.index, "table": d.table, "entries": d.entries, "expected": d.expected,
-        "missing": d.missing.len(), "stale": d.stale.len(), "extra": d.extra.len(), "exact": d.is_exact(),
+        "missing": d.counts.missing, "stale": d.counts.stale, "extra": d.counts.extra, "exact": d.is_exact(),
         "seen": run.first.count(),
         "examples": {"missing": first(&d.missing), "stale": first(&d.stale), "extra": first(&d.extra)},
         "mended": run.mended,

@@ -1,8 +1,6 @@
 //! A request that failed, or an answer no real service gives: each names the operation and its
 //! target (a stream, a table, a bucket).
 
-use aws_sdk_dynamodbstreams::error::DisplayErrorContext;
-
 /// A request that failed, or an answer no real service gives.
 #[derive(Debug, thiserror::Error)]
 pub enum RequestError {
@@ -27,17 +25,17 @@ pub enum RequestError {
 }
 
 impl RequestError {
-    /// A failed request: `operation` on `target`, with the SDK's error in full.
-    pub fn request(
+    /// A failed request: `operation` on `target`, with what the SDK's error says
+    /// (`io_policy::describe`).
+    pub fn request<E>(
         operation: &'static str,
         target: &str,
-        error: &(impl std::error::Error + 'static),
-    ) -> RequestError {
-        RequestError::Request {
-            operation,
-            target: target.to_owned(),
-            message: DisplayErrorContext(error).to_string(),
-        }
+        error: &aws_sdk_dynamodbstreams::error::SdkError<E>,
+    ) -> RequestError
+    where
+        E: aws_sdk_dynamodbstreams::error::ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        RequestError::Request { operation, target: target.to_owned(), message: io_policy::describe(error) }
     }
 
     /// An answer no real service gives.

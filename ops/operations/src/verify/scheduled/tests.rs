@@ -6,7 +6,7 @@ use serde_json::json;
 use stream_runtime::Vars;
 
 use super::{Config, Run, emf};
-use crate::verify::{Drift, Mended};
+use crate::verify::{Counts, Drift, KEPT, Kind, Mended};
 
 const INDEXES: &str =
     r#"{"base_key":["id"],"indexes":[{"name":"cf","table":"ix","source":"custom_fields"}]}"#;
@@ -57,12 +57,14 @@ fn the_emf_document_carries_each_kind_and_the_sum_the_alarm_watches() {
         table: "ix".into(),
         entries: 10,
         expected: 11,
+        counts: Counts { missing: 2, stale: 1, extra: 0 },
         missing: vec![json!({}), json!({})],
         stale: vec![json!({})],
         extra: vec![],
     };
     let mut first = drift.clone();
     first.extra = vec![json!({"in flight": true}); 4];
+    first.counts.extra = 4;
     let run = Run { first, drift, mended: Some(Mended { touched: 2, deleted: 1, ..Mended::default() }) };
     let doc = emf(&run, "Sidestream", "prod-VerifierFunction-X", 1_800_000_000_000);
     assert_eq!(
@@ -81,23 +83,23 @@ fn the_emf_document_carries_each_kind_and_the_sum_the_alarm_watches() {
 }
 
 #[test]
-fn only_drift_both_verifications_saw_persists() {
-    let drift = |missing: Vec<serde_json::Value>, extra: Vec<serde_json::Value>| Drift {
+fn a_drift_counts_every_difference_and_keeps_the_first_of_each_kind() {
+    let mut drift = Drift {
         index: "cf".into(),
         table: "ix".into(),
-        entries: 3,
-        expected: 3,
-        missing,
+        entries: 0,
+        expected: 0,
+        counts: Counts::default(),
+        missing: vec![],
         stale: vec![],
-        extra,
+        extra: vec![],
     };
-    let a = json!({"pk": {"S": "a"}});
-    let b = json!({"pk": {"S": "b"}});
-    let extra_v1 = json!({"pk": {"S": "x"}, "sidestream_seq": {"S": "1"}});
-    let extra_v2 = json!({"pk": {"S": "x"}, "sidestream_seq": {"S": "2"}});
-    let first = drift(vec![a.clone(), b.clone()], vec![extra_v1]);
-    let second = drift(vec![b.clone()], vec![extra_v2]);
-    let persistent = crate::verify::persistent(&first, &second);
-    // a was mended by the stream in between; x was written again (a new version): neither persists.
-    assert_eq!((persistent.missing, persistent.extra.len()), (vec![b], 0));
+    for i in 0..KEPT + 5 {
+        drift.note(Kind::Missing, json!({"pk": {"S": i.to_string()}}));
+    }
+    drift.note(Kind::Extra, json!({"pk": {"S": "x"}}));
+    assert_eq!(drift.counts, Counts { missing: KEPT + 5, stale: 0, extra: 1 });
+    assert_eq!((drift.missing.len(), drift.extra.len(), drift.count()), (KEPT, 1, KEPT + 6));
+    assert!(drift.truncated() && !drift.is_exact());
+    assert_eq!(drift.missing[0], json!({"pk": {"S": "0"}}), "the first ones are kept");
 }

@@ -273,13 +273,20 @@ async fn the_templates_state_machine_backfills_through_the_local_stack() -> Resu
     let invocations = invocations.load(Ordering::Relaxed);
     // States.ArrayRange's 1,000 items bound the segments: more, or none, fail by name before
     // any invocation.
-    for total_segments in [1001, 0] {
-        let input = json!({"run_id": "bf-local", "total_segments": total_segments, "max_concurrency": 2});
+    // And a max_concurrency of 0 (no limit) or above the function's reserved concurrency (10 by
+    // default: segments would wait throttled) fails by name too.
+    for (total_segments, max_concurrency, error) in [
+        (1001, 2, "SegmentsOutOfRange"),
+        (0, 2, "SegmentsOutOfRange"),
+        (3, 0, "ConcurrencyOutOfRange"),
+        (3, 11, "ConcurrencyOutOfRange"),
+    ] {
+        let input = json!({"run_id": "bf-local", "total_segments": total_segments, "max_concurrency": max_concurrency});
         let refused =
             local_stack::states::execute(stack.state_machine("BackfillStateMachine")?, input, &invoke).await;
         ensure!(
-            matches!(&refused, Err(e) if e.to_string().contains("SegmentsOutOfRange")),
-            "{total_segments} segments: {refused:?}"
+            matches!(&refused, Err(e) if e.to_string().contains(error)),
+            "{total_segments} segments, max_concurrency {max_concurrency}: {refused:?}"
         );
     }
     ensure!(invocations >= (SMALL / 25) as u64, "one page of 25 per invocation: {invocations} invocations");

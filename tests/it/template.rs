@@ -1340,13 +1340,31 @@ fn the_rules_refuse_what_cannot_work() -> Result<()> {
             "IndexTableSettingsNeedANewTable",
         ),
         (vec![topic, ("IndexVerifyRepair", "true")], "VerifierSettingsNeedASchedule"),
-        (vec![topic, ("BackfillReservedConcurrency", "8")], "BackfillSettingsNeedTheBackfill"),
     ] {
         let broken = template.resolver(&set(&parameters), names()).broken_rules()?;
         ensure!(
             broken.len() == 1 && broken[0].starts_with(&format!("{rule}: ")),
             "{parameters:?}: broke {broken:?}, not only {rule}"
         );
+    }
+    // Values their declarations refuse, as CloudFormation refuses them before the Rules.
+    for (parameter, value, refusal) in [
+        ("BackfillReservedConcurrency", "0", "below its MinValue"),
+        ("BackfillReservedConcurrency", "1001", "above its MaxValue"),
+        ("BackfillWriteUnitsPerSegment", "lots", "does not match its AllowedPattern"),
+        ("Consumers", "Both", "is not one of its AllowedValues"),
+    ] {
+        let refused = template.resolver(&set(&[topic, (parameter, value)]), names()).refused_parameters();
+        ensure!(
+            refused.len() == 1
+                && refused[0].starts_with(&format!("{parameter}: "))
+                && refused[0].contains(refusal),
+            "{parameter}={value}: {refused:?}"
+        );
+    }
+    for (deployment, parameters) in deployable() {
+        let refused = template.resolver(&parameters, names()).refused_parameters();
+        ensure!(refused.is_empty(), "{deployment}: {refused:?}");
     }
     for (parameters, what) in [
         (vec![("AlarmOptOut", "true")], "an explicit opt-out"),

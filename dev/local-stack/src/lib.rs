@@ -319,7 +319,15 @@ impl Stack {
             resource: &name,
         };
         let resolver = parsed.resolver(&local_parameters(parameters), names);
-        // CloudFormation refuses parameters its Rules refuse, before anything is made.
+        // CloudFormation refuses parameter values their declarations do not allow, and then
+        // parameters its Rules refuse, before anything is made.
+        let refused = resolver.refused_parameters();
+        if !refused.is_empty() {
+            return Err(StackError::Unusable(format!(
+                "the template's parameters refuse these values: {}",
+                refused.join("; ")
+            )));
+        }
         let broken = resolver.broken_rules().map_err(in_template)?;
         if !broken.is_empty() {
             return Err(StackError::Unusable(format!(

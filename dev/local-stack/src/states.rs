@@ -234,7 +234,7 @@ async fn task(
 }
 
 /// A `Choice` of rules on one `Variable` each (`BooleanEquals`, `NumericGreaterThan`,
-/// `NumericLessThan`): the next state's name.
+/// `NumericGreaterThanPath`, `NumericLessThan`): the next state's name.
 fn choose(name: &str, state: &Value, data: &Value) -> Result<String, StackError> {
     for rule in state["Choices"].as_array().into_iter().flatten() {
         let variable = rule["Variable"]
@@ -248,9 +248,16 @@ fn choose(name: &str, state: &Value, data: &Value) -> Result<String, StackError>
             number.is_some_and(|n| n > bound)
         } else if let Some(bound) = rule["NumericLessThan"].as_f64() {
             number.is_some_and(|n| n < bound)
+        } else if let Some(bound) = rule["NumericGreaterThanPath"].as_str() {
+            let bound = evaluate(bound, data, &Value::Null)?;
+            let bound = bound.as_f64().ok_or_else(|| {
+                unusable(format!("state {name}: NumericGreaterThanPath {bound} is not a number"))
+            })?;
+            number.is_some_and(|n| n > bound)
         } else {
             return Err(unusable(format!(
-                "state {name}: only BooleanEquals, NumericGreaterThan and NumericLessThan rules are emulated"
+                "state {name}: only BooleanEquals, NumericGreaterThan, NumericGreaterThanPath and \
+                 NumericLessThan rules are emulated"
             )));
         };
         if matched {

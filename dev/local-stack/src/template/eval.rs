@@ -86,6 +86,55 @@ impl<'a> Resolver<'a> {
         }
     }
 
+    /// The parameter values CloudFormation refuses before anything else: each against its
+    /// declaration's `AllowedValues`, `AllowedPattern` (the whole value), `MinLength`,
+    /// `MaxLength` and, for a `Number`, `MinValue` and `MaxValue`. Empty when every value is
+    /// allowed.
+    pub fn refused_parameters(&self) -> Vec<String> {
+        let mut refused = Vec::new();
+        let declared = self.root.get("Parameters").and_then(Value::as_object);
+        for (name, declaration) in declared.into_iter().flatten() {
+            let Some(value) = self.parameters.get(name) else { continue };
+            let number =
+                |key: &str| declaration.get(key).map(scalar_string).and_then(|n| n.parse::<f64>().ok());
+            if let Some(allowed) = declaration.get("AllowedValues").and_then(Value::as_array)
+                && !allowed.iter().any(|a| scalar_string(a) == *value)
+            {
+                refused.push(format!("{name}: {value:?} is not one of its AllowedValues"));
+            }
+            if let Some(pattern) = declaration.get("AllowedPattern").and_then(Value::as_str) {
+                let problem = match regex_lite::Regex::new(&format!("^(?:{pattern})$")) {
+                    Ok(re) if re.is_match(value) => None,
+                    Ok(_) => Some(format!("{value:?} does not match its AllowedPattern {pattern}")),
+                    Err(e) => Some(format!("its AllowedPattern {pattern} is not a pattern: {e}")),
+                };
+                refused.extend(problem.map(|problem| format!("{name}: {problem}")));
+            }
+            let length = |key: &str| declaration.get(key).and_then(Value::as_u64);
+            let chars = u64::try_from(value.chars().count()).unwrap_or(u64::MAX);
+            if length("MinLength").is_some_and(|min| chars < min) {
+                refused.push(format!("{name}: {value:?} is shorter than its MinLength"));
+            }
+            if length("MaxLength").is_some_and(|max| chars > max) {
+                refused.push(format!("{name}: {value:?} is longer than its MaxLength"));
+            }
+            if declaration.get("Type").and_then(Value::as_str) == Some("Number") {
+                match value.parse::<f64>() {
+                    Err(_) => refused.push(format!("{name}: {value:?} is not a number")),
+                    Ok(n) => {
+                        if let Some(min) = number("MinValue").filter(|min| n < *min) {
+                            refused.push(format!("{name}: {value} is below its MinValue {min}"));
+                        }
+                        if let Some(max) = number("MaxValue").filter(|max| n > *max) {
+                            refused.push(format!("{name}: {value} is above its MaxValue {max}"));
+                        }
+                    }
+                }
+            }
+        }
+        refused
+    }
+
     /// The `Rules` these parameters break, as CloudFormation checks them before it changes
     /// anything: each failed assertion's rule and `AssertDescription`. Empty when every rule
     /// holds (a rule whose `RuleCondition` is false holds).

@@ -226,6 +226,37 @@ pub(crate) enum ArchiveCommand {
         #[arg(long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
+    /// Creates a new table from the items archived from one source table, by DynamoDB's
+    /// `ImportTable` (no write capacity used; at most 50,000 objects an import), and follows it
+    /// until it ends. The new table has no TTL: the archived items' TTL has passed, and enabling
+    /// it on that attribute would delete them again. To put items into an existing table, use
+    /// `archive restore`.
+    Import {
+        /// The archive bucket.
+        #[arg(long)]
+        bucket: String,
+        /// The archive's prefix (the template's `ArchivePrefix`).
+        #[arg(long, default_value = "archive/")]
+        prefix: String,
+        /// The source table whose archived items to import (`table=SOURCE/` under the prefix).
+        #[arg(long)]
+        source: String,
+        /// The table to create.
+        #[arg(long)]
+        table: String,
+        /// Its partition key: `NAME` (a string) or `NAME:S`, `NAME:N`, `NAME:B`.
+        #[arg(long, value_name = "NAME[:TYPE]", value_parser = operations::archive::import::KeyAttribute::parse)]
+        partition_key: operations::archive::import::KeyAttribute,
+        /// Its sort key, if it has one, the same way.
+        #[arg(long, value_name = "NAME[:TYPE]", value_parser = operations::archive::import::KeyAttribute::parse)]
+        sort_key: Option<operations::archive::import::KeyAttribute>,
+        /// Start the import and print it without waiting for it to end.
+        #[arg(long)]
+        no_wait: bool,
+        /// `text` (the import's progress, then a summary) or `json` (the import's last state).
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
 }
 
 /// `sidestream index backfill`'s flags.

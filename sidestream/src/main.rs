@@ -231,6 +231,41 @@ fn run_archive(command: ArchiveCommand) -> anyhow::Result<ExitCode> {
                     )?,
                 }
             }
+            ArchiveCommand::Import { bucket, prefix, source, table, partition_key, sort_key, no_wait, output } => {
+                let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
+                let import =
+                    archive::import::Import::of_source(&bucket, &prefix, &source, &table, (partition_key, sort_key));
+                let mut state = archive::import::start(&s3, &dynamodb, &import).await?;
+                if !no_wait {
+                    let mut bar = (output == Output::Text).then(|| operations::progress::Bar::new("lines"));
+                    let mut show = |now: &archive::import::Imported| {
+                        if let Some(bar) = &mut bar {
+                            let read = u64::try_from(now.processed_items).unwrap_or(0);
+                            let extra = format!(" | {} items imported, {}", now.imported_items, now.status);
+                            bar.show(read, read, &extra, now.ended());
+                        }
+                    };
+                    state = archive::import::wait(&dynamodb, &state.import_arn, &mut show).await?;
+                }
+                let mut out = io::stdout().lock();
+                match output {
+                    Output::Json => writeln!(out, "{}", serde_json::to_string(&state)?)?,
+                    Output::Text => writeln!(
+                        out,
+                        "Import {} into {table} (s3://{bucket}/{}): {}, {} lines read, {} items imported, {} errors{}",
+                        state.import_arn,
+                        import.prefix,
+                        state.status,
+                        state.processed_items,
+                        state.imported_items,
+                        state.errors,
+                        state.failure.as_deref().map(|f| format!(": {f}")).unwrap_or_default()
+                    )?,
+                }
+                if state.ended() && state.status != "COMPLETED" {
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
         }
         Ok(ExitCode::SUCCESS)
     })

@@ -182,6 +182,15 @@ async fn assert_holds_old_images(client: &aws_sdk_dynamodb::Client, table: &str,
     assert_eq!(scan(client, table).await, sorted(want));
 }
 
+/// Archives `batch`, then the batch again from record `from` (Lambda's redelivery after a
+/// checkpoint there): two objects, the second overlapping the first. Neither delivery fails.
+async fn archive_with_redelivery(archiver: &Runtime<Archiver>, batch: &Event, from: usize) {
+    assert_eq!(failures(&archiver.handle(batch.clone(), deadline()).await.unwrap()), Vec::<String>::new());
+    let mut again = Event::default();
+    again.records = batch.records[from..].to_vec();
+    assert_eq!(failures(&archiver.handle(again, deadline()).await.unwrap()), Vec::<String>::new());
+}
+
 /// Restores the objects under `(bucket, prefix)` into `table` as they were archived.
 async fn restore_kept(
     s3: &aws_sdk_s3::Client,
@@ -269,13 +278,8 @@ async fn overlapping_objects_are_read_and_restored_once() {
     let (s3, bucket, archiver) = archiving().await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
     let batch = synthetic::ttl_batch(6, 9, 1_795_168_800, 1.0);
-    let response = archiver.handle(batch.clone(), deadline()).await.unwrap();
-    assert_eq!(failures(&response), Vec::<String>::new());
     // Lambda delivers the batch again from its fourth record (as after a checkpoint there).
-    let mut again = Event::default();
-    again.records = batch.records[3..].to_vec();
-    let response = archiver.handle(again, deadline()).await.unwrap();
-    assert_eq!(failures(&response), Vec::<String>::new());
+    archive_with_redelivery(&archiver, &batch, 3).await;
     let data_objects = objects(&s3, &bucket)
         .await
         .into_iter()
@@ -291,6 +295,48 @@ async fn overlapping_objects_are_read_and_restored_once() {
     let restored = restore_kept(&s3, &config, (&bucket, "archive/", &sessions)).await;
     assert_eq!((restored.objects, restored.items, restored.duplicates), (2, 6, 3));
     assert_holds_old_images(&dynamodb, &sessions, &batch).await;
+}
+
+/// An archive becomes a new table through DynamoDB's `ImportTable` (`archive import`): the
+/// request Sidestream builds from the archive prefix is one the emulator carries out, reading the
+/// source table's item objects (not the metadata beside them), and the table it creates holds
+/// the archived items; an overlapping object's repeated lines are the same items again. The CLI
+/// does the same, and refuses a prefix with nothing to import.
+#[tokio::test]
+async fn an_archive_is_imported_into_a_new_table() {
+    use operations::archive::import::{self, Import, KeyAttribute};
+    let (s3, bucket, archiver) = archiving().await;
+    let batch = synthetic::ttl_batch(40, 21, 1_795_168_800, 30.0);
+    let dynamodb = aws_sdk_dynamodb::Client::new(&sdk());
+    archive_with_redelivery(&archiver, &batch, 30).await;
+
+    let key = || (KeyAttribute::parse("pk").unwrap(), Some(KeyAttribute::parse("sk").unwrap()));
+    let table = unique("imported-sessions");
+    let request = Import::of_source(&bucket, "archive/", "sessions", &table, key());
+    let started = import::start(&s3, &dynamodb, &request).await.unwrap();
+    let mut reads = 0;
+    let done = import::wait(&dynamodb, &started.import_arn, &mut |_| reads += 1).await.unwrap();
+    assert!(reads >= 1 && done.ended(), "{done:?}");
+    // 50 lines read: the 40 deletions and the 10 the overlapping object repeats.
+    assert_eq!((done.status.as_str(), done.processed_items, done.errors), ("COMPLETED", 50, 0), "{done:?}");
+    assert_holds_old_images(&dynamodb, &table, &batch).await;
+
+    let cli = unique("imported-by-cli");
+    let args = ["archive", "import", "--bucket", &bucket, "--source", "sessions", "--table", &cli];
+    let keys = ["--partition-key", "pk", "--sort-key", "sk:S", "--output", "json"];
+    let ran = crate::support::process::sidestream(&[&args[..], &keys[..]].concat(), "", &[]);
+    assert!(ran.ok, "{ran:?}");
+    let state: Value = serde_json::from_str(&ran.out).unwrap();
+    assert_eq!(
+        (state["status"].as_str(), state["imported_items"].as_i64()),
+        (Some("COMPLETED"), Some(50)),
+        "{state}"
+    );
+    assert_holds_old_images(&dynamodb, &cli, &batch).await;
+
+    let nothing = Import::of_source(&bucket, "archive/", "no-such-source", &unique("never"), key());
+    let refused = import::start(&s3, &dynamodb, &nothing).await.unwrap_err().to_string();
+    assert!(refused.contains("no archive objects (*.json.gz) under"), "{refused}");
 }
 
 /// `archive cat` reads an object from S3 as plain JSON lines; restore refuses what it cannot do.

@@ -12,6 +12,7 @@
 //! which is stream order) already held is left out and counted. An item object without its
 //! metadata object is read whole.
 
+pub mod import;
 mod plain;
 mod restore;
 pub mod ttl;

@@ -203,7 +203,12 @@ fn sidestream_series(function: &Function, name: &str) -> Result<Vec<Series>> {
     if binary == VERIFIER {
         let config = operations::verify::scheduled::Config::from_vars(&vars)?;
         let drift = operations::verify::Drift::none(&config.index);
-        let run = operations::verify::scheduled::Run { first: drift.clone(), drift, mended: None };
+        let run = operations::verify::scheduled::Run {
+            first: drift.clone(),
+            drift,
+            mended: None,
+            paused: std::time::Duration::ZERO,
+        };
         return emf_series(&operations::verify::scheduled::emf(&run, &config.namespace, &config.function, 0));
     }
     Ok(Vec::new())

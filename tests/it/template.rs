@@ -401,6 +401,9 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                     }) || *r == destination
                 }
                 "logs:CreateLogStream" | "logs:PutLogEvents" => *r == log_group_arn,
+                // The verifier's read of the indexer's IteratorAge: CloudWatch's metric reads
+                // take no resource.
+                "cloudwatch:GetMetricStatistics" => *r == "*",
                 _ => false,
             };
             for r in &resources {
@@ -476,11 +479,17 @@ fn own_actions(binary: Option<&str>, uses: &Uses) -> &'static [&'static str] {
             &["dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
         }
         Some(BACKFILLER) => &["dynamodb:Scan", "dynamodb:UpdateItem"],
-        // A repair reads and touches base items, and deletes index entries.
-        Some(VERIFIER) if uses.repairs => {
-            &["dynamodb:Scan", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
-        }
-        Some(VERIFIER) => &["dynamodb:Scan"],
+        // A verification scans both tables and looks each page up in the other, and reads the
+        // indexer's lag; a repair reads and touches base items, and deletes index entries.
+        Some(VERIFIER) if uses.repairs => &[
+            "dynamodb:Scan",
+            "dynamodb:BatchGetItem",
+            "cloudwatch:GetMetricStatistics",
+            "dynamodb:GetItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+        ],
+        Some(VERIFIER) => &["dynamodb:Scan", "dynamodb:BatchGetItem", "cloudwatch:GetMetricStatistics"],
         _ => &[],
     }
 }

@@ -116,7 +116,8 @@ async fn scheduled_sees(
         other => function.environment.get(other).cloned(),
     };
     let config = verify::scheduled::Config::from_vars(&Vars::new(&lookup))?;
-    let run = verify::scheduled::run(writer, &config, "verify-test").await?;
+    let cloudwatch = aws_sdk_cloudwatch::Client::new(&crate::support::moto::sdk());
+    let run = verify::scheduled::run(writer, &cloudwatch, &config, "verify-test").await?;
     let emf = verify::scheduled::emf(&run, "Sidestream", "index-verifier", 0);
     ensure!(
         (

@@ -94,7 +94,7 @@ pub enum Destination {
 }
 
 /// The variable in which Lambda gives a function its name.
-const FUNCTION_NAME_VAR: &str = "AWS_LAMBDA_FUNCTION_NAME";
+pub(crate) const FUNCTION_NAME_VAR: &str = "AWS_LAMBDA_FUNCTION_NAME";
 
 /// The account moto reports.
 const ACCOUNT: &str = "123456789012";

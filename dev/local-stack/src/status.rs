@@ -98,9 +98,15 @@ pub async fn verify(
     let config = operations::verify::scheduled::Config::from_vars(&Vars::new(&lookup))
         .map_err(|source| StackError::Config { function: function.logical_id.clone(), cause: source })?;
     let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
-    let run = operations::verify::scheduled::run(&client, &config, &operations::verify::run_id("verify"))
-        .await
-        .map_err(|e| StackError::Unusable(format!("{}: {e}", function.logical_id)))?;
+    let cloudwatch = aws_sdk_cloudwatch::Client::new(sdk);
+    let run = operations::verify::scheduled::run(
+        &client,
+        &cloudwatch,
+        &config,
+        &operations::verify::run_id("verify"),
+    )
+    .await
+    .map_err(|e| StackError::Unusable(format!("{}: {e}", function.logical_id)))?;
     let now = SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));

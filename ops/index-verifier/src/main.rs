@@ -18,9 +18,11 @@ async fn serve() -> Result<(), lambda_runtime::Error> {
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     // Every call goes through the I/O policy, which does the retrying.
     let client = &aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+    // The indexer's lag, read once a run that found drift.
+    let cloudwatch = &aws_sdk_cloudwatch::Client::new(&sdk);
     lambda_runtime::run(service_fn(move |_: LambdaEvent<Value>| async move {
         let run_id = operations::verify::run_id("verify");
-        let run = scheduled::run(client, config, &run_id)
+        let run = scheduled::run(client, cloudwatch, config, &run_id)
             .await
             .map_err(|e| Diagnostic { error_type: "VerifyError".to_owned(), error_message: e.to_string() })?;
         let now = std::time::SystemTime::now()

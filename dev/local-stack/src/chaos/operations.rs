@@ -155,6 +155,7 @@ impl Operator<'_> {
         let mut ops = Operations { repair: self.repair, ..Operations::default() };
         let config = self.verifier_config(self.repair)?;
         let client = self.client();
+        let cloudwatch = aws_sdk_cloudwatch::Client::new(self.sdk);
         let backfill = async {
             while !done.load(Ordering::Relaxed)
                 && progress.written.load(Ordering::Relaxed) * 2 < progress.ops.load(Ordering::Relaxed)
@@ -166,7 +167,7 @@ impl Operator<'_> {
         let repeat = async {
             loop {
                 let run_id = format!("chaos-verify-{}", ops.verifications);
-                let run = operations::verify::scheduled::run(&client, &config, &run_id)
+                let run = operations::verify::scheduled::run(&client, &cloudwatch, &config, &run_id)
                     .await
                     .map_err(|e| ChaosError::Check(format!("the scheduled verifier: {e}")))?;
                 ops.verifications += 1;
@@ -202,7 +203,8 @@ impl Operator<'_> {
     pub(crate) async fn drift_at_end(&self) -> Result<u64, ChaosError> {
         let config = self.verifier_config(false)?;
         let client = self.client();
-        let run = operations::verify::scheduled::run(&client, &config, "chaos-verify-end")
+        let cloudwatch = aws_sdk_cloudwatch::Client::new(self.sdk);
+        let run = operations::verify::scheduled::run(&client, &cloudwatch, &config, "chaos-verify-end")
             .await
             .map_err(|e| ChaosError::Check(format!("the last verification: {e}")))?;
         Ok(run.drift.count() as u64)
@@ -220,6 +222,8 @@ impl Operator<'_> {
             "VERIFY_TABLE" => Some(issues.clone()),
             "VERIFY_REPAIR" => Some(repair.to_string()),
             "VERIFY_CONFIRM_SECONDS" => Some("1".to_owned()),
+            // The pause lasts the indexer's lag, read from the emulator's CloudWatch.
+            "VERIFY_LAG_FUNCTION" => function.environment.get(crate::FUNCTION_NAME_VAR).cloned(),
             other => function.environment.get(other).cloned(),
         };
         operations::verify::scheduled::Config::from_vars(&Vars::new(&lookup))

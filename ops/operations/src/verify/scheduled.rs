@@ -7,14 +7,20 @@
 //! | `VERIFY_TABLE` | (required) | the base table |
 //! | `VERIFY_INDEX` | the only index | which index to verify |
 //! | `VERIFY_REPAIR` | `false` | `true` mends the persistent drift after reporting it ([`crate::verify::mend`]) |
-//! | `VERIFY_CONFIRM_SECONDS` | `60` (0-600) | the pause before the second verification |
+//! | `VERIFY_CONFIRM_SECONDS` | `60` (0-600) | the least pause before the confirmation |
+//! | `VERIFY_LAG_FUNCTION` | none | the indexer's function name: the pause lasts its `IteratorAge` too |
 //! | `METRICS_NAMESPACE` | `Sidestream` | the EMF namespace |
 //!
-//! A run verifies once; if it finds drift, it waits `VERIFY_CONFIRM_SECONDS` and looks again at
-//! each difference, key by key ([`crate::verify::confirm`]), and only what is still there counts:
-//! an item that changed while the scans ran, or a batch still in flight, is mended by the stream
-//! within that pause and raises no alarm. `IndexDrift`, the alarm's metric, is the persistent
-//! drift (of the first [`crate::verify::KEPT`] of each kind).
+//! A run verifies once; if it finds drift, it waits and looks again at each difference, key by
+//! key ([`crate::verify::confirm`]), and only what is still there counts: an item that changed
+//! while the scans ran, or a batch still in flight, is mended by the stream within the pause and
+//! raises no alarm, and neither is it repaired. The pause is `VERIFY_CONFIRM_SECONDS`, or, with
+//! `VERIFY_LAG_FUNCTION`, the indexer's lag if that is longer: its `IteratorAge` (the maximum
+//! over the last five minutes) and [`LAG_MARGIN`], at most [`MAX_PAUSE`]. A stream minutes behind
+//! makes every change of those minutes look like drift; waiting for it leaves the drift the
+//! stream will not mend by itself. `IndexDrift`, the alarm's metric, is the persistent drift (of
+//! the first [`crate::verify::KEPT`] of each kind); `IndexDriftSeen` less `IndexDrift` is what the
+//! pause saw mended.
 //!
 //! Report-only by default: drift is an alarm for an operator, who can read the examples in the
 //! log and run `sidestream index verify --repair`. With `VERIFY_REPAIR=true` the run mends the
@@ -42,8 +48,10 @@ pub struct Config {
     pub table: String,
     /// Whether to mend persistent drift.
     pub repair: bool,
-    /// The pause before the second verification.
+    /// The least pause before the confirmation.
     pub confirm_after: Duration,
+    /// The indexer's function name, whose `IteratorAge` lengthens the pause.
+    pub lag_function: Option<String>,
     /// The EMF namespace.
     pub namespace: String,
     /// The function's name (`AWS_LAMBDA_FUNCTION_NAME`, which Lambda sets): the EMF `Function`
@@ -53,7 +61,8 @@ pub struct Config {
 
 impl Config {
     /// Reads `MULTIKEY_INDEXES`, `VERIFY_TABLE`, `VERIFY_INDEX`, `VERIFY_REPAIR`,
-    /// `VERIFY_CONFIRM_SECONDS`, `METRICS_NAMESPACE` and `AWS_LAMBDA_FUNCTION_NAME`.
+    /// `VERIFY_CONFIRM_SECONDS`, `VERIFY_LAG_FUNCTION`, `METRICS_NAMESPACE` and
+    /// `AWS_LAMBDA_FUNCTION_NAME`.
     pub fn from_vars(vars: &Vars<'_>) -> Result<Config, ConfigError> {
         let indexes = Indexes::from_vars(vars)?;
         let table = vars.required("VERIFY_TABLE", "the base table whose index is verified")?;
@@ -77,6 +86,7 @@ impl Config {
             table,
             repair,
             confirm_after,
+            lag_function: vars.optional("VERIFY_LAG_FUNCTION"),
             namespace: vars.optional("METRICS_NAMESPACE").unwrap_or_else(|| "Sidestream".to_owned()),
             function: vars
                 .optional("AWS_LAMBDA_FUNCTION_NAME")
@@ -95,13 +105,24 @@ pub struct Run {
     pub drift: Drift,
     /// What the mend wrote, when repairing.
     pub mended: Option<Mended>,
+    /// How long the run waited before the confirmation.
+    pub paused: Duration,
 }
 
-/// Verifies, confirms any drift with a second verification, and with `repair` mends what
-/// persists (touches carry `run_id`). Every call is under the I/O policy, so `client` must have
-/// the SDK's retries off (`io_policy::without_sdk_retries`).
+/// Added to the indexer's lag in the pause before a confirmation.
+pub const LAG_MARGIN: Duration = Duration::from_secs(10);
+
+/// The longest pause before a confirmation, whatever the lag: the run must end within a Lambda
+/// invocation's 15 minutes.
+pub const MAX_PAUSE: Duration = Duration::from_secs(600);
+
+/// Verifies, confirms any drift key by key after the pause, and with `repair` mends what
+/// persists (touches carry `run_id`). `cloudwatch` reads the indexer's lag. Every DynamoDB call
+/// is under the I/O policy, so `client` must have the SDK's retries off
+/// (`io_policy::without_sdk_retries`).
 pub async fn run(
     client: &aws_sdk_dynamodb::Client,
+    cloudwatch: &aws_sdk_cloudwatch::Client,
     config: &Config,
     run_id: &str,
 ) -> Result<Run, VerifyError> {
@@ -109,16 +130,60 @@ pub async fn run(
     let (indexes, index, table) = (&config.indexes, &config.index, config.table.as_str());
     let first = crate::verify::verify(client, policy, indexes, index, table, &mut |_| {}).await?;
     if first.is_exact() {
-        return Ok(Run { drift: first.clone(), first, mended: None });
+        return Ok(Run { drift: first.clone(), first, mended: None, paused: Duration::ZERO });
     }
-    tokio::time::sleep(config.confirm_after).await;
+    let lag = match &config.lag_function {
+        Some(function) => lag(cloudwatch, function).await,
+        None => None,
+    };
+    let paused = pause(config.confirm_after, lag);
+    tokio::time::sleep(paused).await;
     let drift = crate::verify::confirm(client, policy, indexes, index, table, &first).await?;
     let mut mended = None;
     if config.repair && !drift.is_exact() {
         let by_stream = Mender::new(client.clone(), config.indexes.clone(), &config.table, run_id);
         mended = Some(by_stream.drift(&config.index, &drift).await?);
     }
-    Ok(Run { first, drift, mended })
+    Ok(Run { first, drift, mended, paused })
+}
+
+/// The pause before a confirmation: `least`, or the indexer's `lag` and [`LAG_MARGIN`] if that is
+/// longer, at most [`MAX_PAUSE`].
+pub fn pause(least: Duration, lag: Option<Duration>) -> Duration {
+    lag.map_or(least, |lag| least.max(lag + LAG_MARGIN)).min(MAX_PAUSE)
+}
+
+/// The indexer's lag: the most its `IteratorAge` (`AWS/Lambda`, by `FunctionName`) reached over
+/// the last five minutes. `None` when there is no such metric or it cannot be read: the pause is
+/// then the configured one, and the log says so.
+async fn lag(cloudwatch: &aws_sdk_cloudwatch::Client, function: &str) -> Option<Duration> {
+    use aws_sdk_cloudwatch::types::{Dimension, Statistic};
+    let now = std::time::SystemTime::now();
+    let asked = cloudwatch
+        .get_metric_statistics()
+        .namespace("AWS/Lambda")
+        .metric_name("IteratorAge")
+        .dimensions(Dimension::builder().name("FunctionName").value(function).build())
+        .start_time(aws_sdk_cloudwatch::primitives::DateTime::from(now - Duration::from_secs(300)))
+        .end_time(aws_sdk_cloudwatch::primitives::DateTime::from(now))
+        .period(60)
+        .statistics(Statistic::Maximum)
+        .send()
+        .await;
+    match asked {
+        Ok(answer) => {
+            let most = answer
+                .datapoints()
+                .iter()
+                .filter_map(aws_sdk_cloudwatch::types::Datapoint::maximum)
+                .fold(None, |most: Option<f64>, ms| Some(most.map_or(ms, |most| most.max(ms))))?;
+            Some(Duration::from_secs_f64(most.max(0.0) / 1000.0))
+        }
+        Err(e) => {
+            tracing::warn!(function, error = %io_policy::describe(&e), "the indexer's IteratorAge cannot be read");
+            None
+        }
+    }
 }
 
 /// The run as one EMF document (dimension `Function`, the verifier's name, which names its stack:
@@ -167,7 +232,7 @@ pub fn summary(run: &Run) -> Value {
     json!({
         "index": d.index, "table": d.table, "entries": d.entries, "expected": d.expected,
         "missing": d.counts.missing, "stale": d.counts.stale, "extra": d.counts.extra, "exact": d.is_exact(),
-        "seen": run.first.count(),
+        "seen": run.first.count(), "paused_seconds": run.paused.as_secs(),
         "examples": {"missing": first(&d.missing), "stale": first(&d.stale), "extra": first(&d.extra)},
         "mended": run.mended,
     })

@@ -1,11 +1,13 @@
 //! The verifier's configuration and its EMF document.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use serde_json::json;
 use stream_runtime::Vars;
 
-use super::{Config, Run, emf};
+use super::{Config, LAG_MARGIN, MAX_PAUSE, Run, emf, pause};
+
 use crate::verify::{Counts, Drift, KEPT, Kind, Mended};
 
 const INDEXES: &str =
@@ -65,7 +67,12 @@ fn the_emf_document_carries_each_kind_and_the_sum_the_alarm_watches() {
     let mut first = drift.clone();
     first.extra = vec![json!({"in flight": true}); 4];
     first.counts.extra = 4;
-    let run = Run { first, drift, mended: Some(Mended { touched: 2, deleted: 1, ..Mended::default() }) };
+    let run = Run {
+        first,
+        drift,
+        mended: Some(Mended { touched: 2, deleted: 1, ..Mended::default() }),
+        paused: Duration::from_secs(60),
+    };
     let doc = emf(&run, "Sidestream", "prod-VerifierFunction-X", 1_800_000_000_000);
     assert_eq!(
         doc,
@@ -102,4 +109,13 @@ fn a_drift_counts_every_difference_and_keeps_the_first_of_each_kind() {
     assert_eq!((drift.missing.len(), drift.extra.len(), drift.count()), (KEPT, 1, KEPT + 6));
     assert!(drift.truncated() && !drift.is_exact());
     assert_eq!(drift.missing[0], json!({"pk": {"S": "0"}}), "the first ones are kept");
+}
+
+#[test]
+fn the_pause_lasts_the_indexers_lag_within_bounds() {
+    let secs = Duration::from_secs;
+    assert_eq!(pause(secs(60), None), secs(60), "no lag known: the configured pause");
+    assert_eq!(pause(secs(60), Some(secs(5))), secs(60), "a short lag: the configured pause");
+    assert_eq!(pause(secs(1), Some(secs(120))), secs(120) + LAG_MARGIN, "the lag and the margin");
+    assert_eq!(pause(secs(1), Some(secs(3600))), MAX_PAUSE, "never longer than an invocation allows");
 }

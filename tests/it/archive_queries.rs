@@ -114,7 +114,7 @@ async fn the_named_queries_return_exactly_the_archived_deletions() -> Result<()>
     let stack = stack(&sdk, &[("ArchiveQueries", "true")]).await?;
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let table = stack.table("IssuesTable")?.name.clone();
+    let table = crate::support::pipeline::issues_table(&stack)?;
     let t = now();
     let item = |id: &str, num: i64, name: &str, expires: i64| {
         json!({"id": id, "project": "p1", "num": num, "name": name, "state": "open",

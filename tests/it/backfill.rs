@@ -53,7 +53,7 @@ async fn backfill_with_writers(kill: bool) -> Result<()> {
     let stack = stack(&sdk, &[]).await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let writer_client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     let index_table = stack.table("IndexTable")?.name.clone();
 
     // The items exist before the indexer does: it is detached (answers without seeing the
@@ -250,7 +250,7 @@ async fn the_templates_state_machine_backfills_through_the_local_stack() -> Resu
     let sdk = sdk();
     let stack = stack(&sdk, &[("EnableBackfill", "true")]).await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     let (mut pipeline, attached) = detachable(&sdk, &stack)?;
     seed(&aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk)), &issues, SMALL).await?;
     pipeline.settle().await?;
@@ -362,7 +362,7 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
     let stack = stack(&sdk, &[]).await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     let deployed: Arc<std::sync::Mutex<Option<stream_runtime::delivery::Invoker>>> = Arc::default();
     let slot = Arc::clone(&deployed);
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), move |name, inner| {
@@ -460,7 +460,7 @@ async fn the_cli_backfills_dry_and_for_real_and_resumes_its_checkpoint() -> Resu
     let sdk = sdk();
     let stack = stack(&sdk, &[]).await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     seed(&client, &issues, N).await?;
     let indexes = stack.environment("multikey-indexer")?["MULTIKEY_INDEXES"].clone();
     let checkpoint = std::env::temp_dir().join(format!("{}.json", unique("cli-backfill")));
@@ -512,7 +512,7 @@ async fn an_item_that_cannot_take_the_marker_is_listed_and_the_backfill_goes_on(
     let sdk = sdk();
     let stack = stack(&sdk, &[]).await?;
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     for id in 0..4 {
         local_stack::put_json(&writer, &issues, &issue(id, &json!({"f": id}))).await?;
     }

@@ -309,7 +309,7 @@ async fn the_web_grid_sorts_and_pages_every_issue_in_a_browser() -> Result<()> {
     let log = std::env::temp_dir().join(format!("{}.jsonl", unique("web-failures")));
     let mut pipeline = stack.pipeline(&sdk, |f| in_process_invoker(f, &sdk), FailureLog::new(log))?;
     let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     let tracker: Value =
         serde_json::from_str(include_str!("../../dev/sidestream-local/demo/issue-tracker.json"))?;
     for item in tracker["projects"]

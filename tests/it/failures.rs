@@ -91,7 +91,7 @@ async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exac
         as_it_was(inner, prefix_for_parking.clone(), seen.clone(), Arc::clone(&fix))
     })?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     for id in 0..6 {
         put(&client, &issues, &issue(id, &json!({"f": id}))).await?;
     }
@@ -306,7 +306,7 @@ async fn old_records_rerun_through_the_aggregator_and_the_archiver_undo_nothing_
     );
 
     // An item deleted by TTL, recreated, and deleted by TTL again; then the first deletion rerun.
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     let expired = chrono::Utc::now().timestamp() - 60;
     for name in ["first life", "second life"] {
         put(
@@ -436,7 +436,7 @@ async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it()
         _ => invoker,
     })?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     put(&client, &issues, &json!({"id": "poison", "project": "p0", "num": 9, "custom_fields": {"f": 9}}))
         .await?;
     pipeline.settle().await?;
@@ -530,7 +530,7 @@ async fn a_combined_functions_range_is_replayed_by_each_of_its_functions() -> Re
         crashing_on_the_deletion(inner, Arc::clone(&crashing), Arc::clone(&fix))
     })?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     put_issues(&client, &issues, 0..3, |id| json!({"f": id})).await?;
     let expired = chrono::Utc::now().timestamp() - 60;
     let item = json!({"id": "expired", "project": "p0", "num": 7, "name": "Expired",
@@ -615,7 +615,7 @@ async fn a_given_up_archiver_range_is_recovered_after_its_records_left_the_strea
         _ => invoker,
     })?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     let expired = chrono::Utc::now().timestamp() - 60;
     let item = json!({"id": "expired", "project": "p0", "num": 7, "name": "Expired",
                       "custom_fields": {"f": 7}, "expires_at": expired});

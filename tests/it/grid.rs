@@ -140,7 +140,7 @@ async fn world(sdk: &SdkConfig, generated: usize) -> Result<World> {
     let log = std::env::temp_dir().join(format!("{}.jsonl", unique("grid-failures")));
     let mut pipeline = stack.pipeline(sdk, |f| in_process_invoker(f, sdk), FailureLog::new(log))?;
     let client = aws_sdk_dynamodb::Client::new(sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     let tracker: Value =
         serde_json::from_str(include_str!("../../dev/sidestream-local/demo/issue-tracker.json"))?;
     let items: Vec<Value> = tracker["issues"].as_array().cloned().unwrap_or_default();
@@ -204,7 +204,7 @@ async fn all_pages(
         }
         let inserts = between(page_number);
         if !inserts.is_empty() {
-            let issues = world.stack.table("IssuesTable")?.name.clone();
+            let issues = crate::support::pipeline::issues_table(&world.stack)?;
             put_typed(&world.client, &issues, inserts).await?;
             world.pipeline.step().await?;
         }

@@ -111,7 +111,7 @@ async fn a_whole_run_through_kinesis_keeps_index_archive_and_totals_exact() -> R
     )
     .await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     let counters = Counters::new(client.clone(), &stack.table("CounterTable")?.name, Sharding::new(4)?);
     let mut pipeline =
         crate::support::pipeline::pipeline(&sdk, &stack, &crate::support::pipeline::failure_log(), |_, i| i)?;

@@ -46,7 +46,7 @@ async fn ttl_expiry_is_archived_exactly_and_user_deletes_are_not() -> Result<()>
     let sdk = sdk();
     let stack = stack(&sdk, &[]).await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     let now = now();
     // (id, expires_at): past, future, absent, more than five years past (DynamoDB ignores it),
@@ -105,7 +105,7 @@ async fn an_archiving_region_also_archives_expired_items_deleted_without_the_ttl
     archiver.environment.insert("ARCHIVE_REPLICATED_TTL_ATTRIBUTE".into(), "expires_at".into());
     archiver.streams[0].filters = vec![r#"{"eventName": ["REMOVE"]}"#.to_owned()];
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     let now = now();
     for (id, expires_at) in
@@ -287,7 +287,7 @@ async fn records_that_always_fail_go_to_the_failure_log_and_the_rest_goes_on() -
         })
     })?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     put_issues(&client, &issues, 0..6, |id| json!({"f": id})).await?;
     put(&client, &issues, &json!({"id": "poison", "project": "p0", "num": 99, "custom_fields": {"f": 1}}))
         .await?;
@@ -327,7 +327,7 @@ async fn under_every_injected_fault_nothing_is_lost_and_nothing_doubled() -> Res
     let sdk = sdk();
     let stack = stack(&sdk, &[("BatchSize", "10")]).await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     let spec = local_stack::fault_proxy::Spec::parse(
         "throttle=0.08,5xx=0.05,partial=0.3,apply-then-fail=0.05,reset=0.04,stall=0.03,stall-for=1500ms,late=0.03,late-for=2000ms,latency=1ms,seed=11",
     )?;

@@ -71,7 +71,7 @@ async fn delivered(
     ensure!(after.alarms.is_empty(), "the first verification reported\n{after}");
     let mut pipeline = fed_pipeline(&stack, &feed, wrap)?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     put_issues(&client, &issues, 0..6, |id| json!({"f": id, "g": format!("v{id}")})).await?;
     pipeline.settle().await?;
     Ok((stack, feed, pipeline))
@@ -224,7 +224,7 @@ async fn a_range_given_up_needs_an_operator() -> Result<()> {
         if function == "multikey-indexer" { crashing_on_poison(inner, Arc::clone(&seen)) } else { inner }
     })
     .await?;
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     put(&client, &issues, &json!({"id": "poison", "project": "p0", "num": 99, "custom_fields": {"f": 1}}))
         .await?;

@@ -20,7 +20,7 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
     let sdk = sdk();
     let stack = stack(&sdk, &[]).await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let issues = stack.table("IssuesTable")?.name.clone();
+    let issues = crate::support::pipeline::issues_table(&stack)?;
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     put_issues(&client, &issues, 0..20, |id| json!({"f1": id, "f2": format!("v{id}")})).await?;
     pipeline.settle().await?;

@@ -209,3 +209,8 @@ pub(crate) fn indexes(stack: &Stack) -> Result<Indexes> {
     let lookup = |name: &str| function.environment.get(name).cloned();
     Ok(Indexes::from_vars(&Vars::new(&lookup))?)
 }
+
+/// The name of the stack's issues table.
+pub(crate) fn issues_table(stack: &Stack) -> Result<String> {
+    Ok(stack.table("IssuesTable")?.name.clone())
+}

@@ -16,7 +16,7 @@
 //! while the scans ran, or a batch still in flight, is mended by the stream within the pause and
 //! raises no alarm, and neither is it repaired. The pause is `VERIFY_CONFIRM_SECONDS`, or, with
 //! `VERIFY_LAG_FUNCTION`, the indexer's lag if that is longer: its `IteratorAge` (the maximum
-//! over the last five minutes) and [`LAG_MARGIN`], at most [`MAX_PAUSE`]. A stream minutes behind
+//! over the last five minutes) and as much again up to [`LAG_MARGIN`], at most [`MAX_PAUSE`]. A stream minutes behind
 //! makes every change of those minutes look like drift; waiting for it leaves the drift the
 //! stream will not mend by itself. `IndexDrift`, the alarm's metric, is the persistent drift (of
 //! the first [`crate::verify::KEPT`] of each kind); `IndexDriftSeen` less `IndexDrift` is what the
@@ -109,7 +109,9 @@ pub struct Run {
     pub paused: Duration,
 }
 
-/// Added to the indexer's lag in the pause before a confirmation.
+/// How much longer than the indexer's lag the pause before a confirmation lasts, at most: the
+/// metric is a minute's maximum, read up to a minute late. A lag shorter than this adds itself
+/// again, so a stream that has caught up adds nothing.
 pub const LAG_MARGIN: Duration = Duration::from_secs(10);
 
 /// The longest pause before a confirmation, whatever the lag: the run must end within a Lambda
@@ -147,10 +149,11 @@ pub async fn run(
     Ok(Run { first, drift, mended, paused })
 }
 
-/// The pause before a confirmation: `least`, or the indexer's `lag` and [`LAG_MARGIN`] if that is
-/// longer, at most [`MAX_PAUSE`].
+/// The pause before a confirmation: `least`, or twice the indexer's `lag` (at most `lag` and
+/// [`LAG_MARGIN`]) if that is longer, and at most [`MAX_PAUSE`]. A stream that has caught up adds
+/// nothing.
 pub fn pause(least: Duration, lag: Option<Duration>) -> Duration {
-    lag.map_or(least, |lag| least.max(lag + LAG_MARGIN)).min(MAX_PAUSE)
+    lag.map_or(least, |lag| least.max(lag + lag.min(LAG_MARGIN))).min(MAX_PAUSE)
 }
 
 /// The indexer's lag: the most its `IteratorAge` (`AWS/Lambda`, by `FunctionName`) reached over

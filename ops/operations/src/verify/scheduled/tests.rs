@@ -117,5 +117,7 @@ fn the_pause_lasts_the_indexers_lag_within_bounds() {
     assert_eq!(pause(secs(60), None), secs(60), "no lag known: the configured pause");
     assert_eq!(pause(secs(60), Some(secs(5))), secs(60), "a short lag: the configured pause");
     assert_eq!(pause(secs(1), Some(secs(120))), secs(120) + LAG_MARGIN, "the lag and the margin");
+    assert_eq!(pause(secs(1), Some(secs(4))), secs(8), "a short lag, twice");
+    assert_eq!(pause(secs(1), Some(Duration::ZERO)), secs(1), "a stream caught up adds nothing");
     assert_eq!(pause(secs(1), Some(secs(3600))), MAX_PAUSE, "never longer than an invocation allows");
 }

@@ -94,25 +94,17 @@ fn verify(
     })
 }
 
-fn counts(drift: &Drift) -> serde_json::Value {
-    serde_json::json!({
-        "index": drift.index, "table": drift.table, "entries": drift.entries, "expected": drift.expected,
-        "missing": drift.counts.missing, "stale": drift.counts.stale, "extra": drift.counts.extra,
-        "exact": drift.is_exact(),
-    })
-}
-
 fn json(drift: &Drift, repaired: Option<Mended>, after: Option<&Drift>) -> serde_json::Value {
-    let first = |items: &[serde_json::Value]| items.iter().take(EXAMPLES).cloned().collect::<Vec<_>>();
-    let mut doc = counts(drift);
-    doc["examples"] = serde_json::json!({
-        "missing": first(&drift.missing), "stale": first(&drift.stale), "extra": first(&drift.extra),
-    });
+    let mut doc = drift.report(EXAMPLES);
     if let Some(repaired) = repaired {
         doc["repaired"] = serde_json::json!(repaired);
     }
     if let Some(after) = after {
-        doc["after"] = counts(after);
+        let mut counts = after.report(0);
+        if let Some(counts) = counts.as_object_mut() {
+            counts.remove("examples");
+        }
+        doc["after"] = counts;
     }
     doc
 }

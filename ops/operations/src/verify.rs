@@ -135,6 +135,18 @@ impl Drift {
         self.counts.missing + self.counts.stale + self.counts.extra
     }
 
+    /// The drift as JSON for a report: the index, the counts, whether it is exact, and the first
+    /// `examples` entries of each kind.
+    pub fn report(&self, examples: usize) -> Value {
+        let first = |items: &[Value]| items.iter().take(examples).cloned().collect::<Vec<_>>();
+        serde_json::json!({
+            "index": self.index, "table": self.table, "entries": self.entries, "expected": self.expected,
+            "missing": self.counts.missing, "stale": self.counts.stale, "extra": self.counts.extra,
+            "exact": self.is_exact(),
+            "examples": {"missing": first(&self.missing), "stale": first(&self.stale), "extra": first(&self.extra)},
+        })
+    }
+
     /// Whether there are more differences than the drift keeps.
     pub fn truncated(&self) -> bool {
         self.count() > self.missing.len() + self.stale.len() + self.extra.len()

@@ -230,15 +230,11 @@ pub fn emf(run: &Run, namespace: &str, function: &str, timestamp_ms: u64) -> Val
 /// The function's answer: the persistent drift's counts, its first examples of each kind, the
 /// first verification's count, and the mend's.
 pub fn summary(run: &Run) -> Value {
-    let d = &run.drift;
-    let first = |items: &[Value]| items.iter().take(5).cloned().collect::<Vec<_>>();
-    json!({
-        "index": d.index, "table": d.table, "entries": d.entries, "expected": d.expected,
-        "missing": d.counts.missing, "stale": d.counts.stale, "extra": d.counts.extra, "exact": d.is_exact(),
-        "seen": run.first.count(), "paused_seconds": run.paused.as_secs(),
-        "examples": {"missing": first(&d.missing), "stale": first(&d.stale), "extra": first(&d.extra)},
-        "mended": run.mended,
-    })
+    let mut doc = run.drift.report(5);
+    doc["seen"] = json!(run.first.count());
+    doc["paused_seconds"] = json!(run.paused.as_secs());
+    doc["mended"] = json!(run.mended);
+    doc
 }
 
 #[cfg(test)]

@@ -314,7 +314,9 @@ fn verifier_uses(vars: &Vars<'_>, parameter: &dyn Fn(&str) -> String) -> Result<
         config.table
     );
     ensure!(config.repair == (parameter("IndexVerifyRepair") == "true"), "repairs: {}", config.repair);
+    let results = operations::verify::job::Results::from_vars(vars)?;
     uses.tables.extend([issues, index_table]);
+    uses.objects.push(format!("{}/{}", results.bucket, results.prefix));
     uses.repairs = config.repair;
     Ok(uses)
 }
@@ -393,6 +395,8 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                     uses.objects.iter().chain(&uses.parked).any(|o| *r == format!("arn:aws:s3:::{o}*"))
                         || *r == format!("{destination}/aws/lambda/*")
                 }
+                // The verify job reads back the state it wrote.
+                "s3:GetObject" => uses.objects.iter().any(|o| *r == format!("arn:aws:s3:::{o}*")),
                 // HeadBucket at init: the archive and the parking bucket themselves; Lambda
                 // lists the destination.
                 "s3:ListBucket" => {
@@ -481,15 +485,24 @@ fn own_actions(binary: Option<&str>, uses: &Uses) -> &'static [&'static str] {
         Some(BACKFILLER) => &["dynamodb:Scan", "dynamodb:UpdateItem"],
         // A verification scans both tables and looks each page up in the other, and reads the
         // indexer's lag; a repair reads and touches base items, and deletes index entries.
+        // The job keeps its segments' state and its results in its bucket.
         Some(VERIFIER) if uses.repairs => &[
             "dynamodb:Scan",
             "dynamodb:BatchGetItem",
             "cloudwatch:GetMetricStatistics",
+            "s3:GetObject",
+            "s3:PutObject",
             "dynamodb:GetItem",
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
         ],
-        Some(VERIFIER) => &["dynamodb:Scan", "dynamodb:BatchGetItem", "cloudwatch:GetMetricStatistics"],
+        Some(VERIFIER) => &[
+            "dynamodb:Scan",
+            "dynamodb:BatchGetItem",
+            "cloudwatch:GetMetricStatistics",
+            "s3:GetObject",
+            "s3:PutObject",
+        ],
         _ => &[],
     }
 }
@@ -556,27 +569,44 @@ fn strings(value: &Value) -> Vec<String> {
     }
 }
 
-/// The backfill's state machine may invoke only the backfill function, and start, watch and
-/// stop only its own child executions (a Distributed Map runs each segment as one); its
-/// definition invokes that same function.
+/// Each state machine, the backfill's and the verify's, may invoke only its own function, and
+/// start, watch and stop only its own child executions (a Distributed Map runs each segment as
+/// one); its definition invokes that same function.
 #[test]
-fn the_backfill_state_machine_invokes_only_the_backfiller_and_runs_only_its_own_children() -> Result<()> {
+fn each_state_machine_invokes_only_its_function_and_runs_only_its_own_children() -> Result<()> {
+    for (machine, role, function, task) in [
+        ("BackfillStateMachine", "BackfillStateMachineRole", "BackfillFunction", "Touch"),
+        ("VerifyStateMachine", "VerifyStateMachineRole", "VerifierFunction", "Check"),
+    ] {
+        one_state_machine(machine, role, function, task).with_context(|| machine.to_owned())?;
+    }
+    Ok(())
+}
+
+fn one_state_machine(machine_id: &str, role: &str, function_id: &str, task: &str) -> Result<()> {
     let template = template()?;
-    let parameters = BTreeMap::from([("EnableBackfill".to_owned(), "true".to_owned())]);
+    let parameters = set(&[("EnableBackfill", "true"), ("IndexVerifySchedule", "rate(1 day)")]);
     let resolver = template.resolver(&parameters, names());
     let resources = &template.root()["Resources"];
     let machine = resolver
-        .resolve(&resources["BackfillStateMachine"]["Properties"], "BackfillStateMachine")?
-        .context("the state machine exists with EnableBackfill")?;
-    let function = format!("arn:aws:lambda:{REGION}:{ACCOUNT}:function:{}", physical("BackfillFunction"));
-    ensure!(machine["DefinitionSubstitutions"]["BackfillFunctionArn"] == function.as_str(), "{machine:#}");
+        .resolve(&resources[machine_id]["Properties"], machine_id)?
+        .context("the state machine exists with EnableBackfill and IndexVerifySchedule")?;
+    let function = format!("arn:aws:lambda:{REGION}:{ACCOUNT}:function:{}", physical(function_id));
+    let substitution = format!("{function_id}Arn");
+    ensure!(machine["DefinitionSubstitutions"][&substitution] == function.as_str(), "{machine:#}");
     let states = &machine["Definition"]["States"];
-    let touch = &states["EachSegment"]["ItemProcessor"]["States"]["Touch"];
+    let touch = &states["EachSegment"]["ItemProcessor"]["States"][task];
     ensure!(
-        touch["Parameters"]["FunctionName"] == "${BackfillFunctionArn}"
+        touch["Parameters"]["FunctionName"] == format!("${{{substitution}}}")
             && states["EachSegment"]["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED",
         "{touch:#}"
     );
+    // Every task invokes the one function.
+    for (name, state) in states.as_object().into_iter().flatten() {
+        if state["Type"] == "Task" {
+            ensure!(state["Parameters"]["FunctionName"] == format!("${{{substitution}}}"), "{name}: {state}");
+        }
+    }
     let name = machine["Name"].as_str().context("the state machine is named")?;
     // Each child's output is small and fixed, so 1,000 fit the Map's 256 KiB result.
     let finished = &states["EachSegment"]["ItemProcessor"]["States"]["Finished"];
@@ -589,7 +619,7 @@ fn the_backfill_state_machine_invokes_only_the_backfiller_and_runs_only_its_own_
     let long_names = Names { stack: longest.clone(), ..names() };
     let long = template
         .resolver(&parameters, long_names)
-        .resolve(&resources["BackfillStateMachine"]["Properties"]["Name"], "Name")?
+        .resolve(&resources[machine_id]["Properties"]["Name"], "Name")?
         .context("a name")?;
     let long = long.as_str().context("a name")?;
     ensure!(
@@ -600,7 +630,7 @@ fn the_backfill_state_machine_invokes_only_the_backfiller_and_runs_only_its_own_
     let own = format!("arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{name}");
     let children = format!("arn:aws:states:{REGION}:{ACCOUNT}:execution:{name}/*");
     let policies = resolver
-        .resolve(&resources["BackfillStateMachineRole"]["Properties"]["Policies"], "role")?
+        .resolve(&resources[role]["Properties"]["Policies"], "role")?
         .context("the role has policies")?;
     let mut granted = BTreeSet::new();
     for statement in statements(&policies) {
@@ -893,17 +923,20 @@ fn the_template_holds_what_a_production_review_asks() -> Result<()> {
         ("IndexVerifySchedule".to_owned(), "rate(1 day)".to_owned()),
     ]);
     let resolver = template.resolver(&parameters, names());
-    let trust = resolver
-        .resolve(&resources["BackfillStateMachineRole"]["Properties"]["AssumeRolePolicyDocument"], "trust")?
-        .context("a trust policy")?;
-    for statement in trust["Statement"].as_array().context("statements")? {
-        ensure!(
-            statement["Condition"]["StringEquals"]["aws:SourceAccount"] == ACCOUNT
-                && statement["Condition"]["ArnLike"]["aws:SourceArn"].as_str().is_some_and(
-                    |arn| arn.starts_with(&format!("arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:"))
-                ),
-            "the state machine's role trusts only this account's state machine: {statement}"
-        );
+    for role in ["BackfillStateMachineRole", "VerifyStateMachineRole"] {
+        let trust = resolver
+            .resolve(&resources[role]["Properties"]["AssumeRolePolicyDocument"], "trust")?
+            .context("a trust policy")?;
+        for statement in trust["Statement"].as_array().context("statements")? {
+            ensure!(
+                statement["Condition"]["StringEquals"]["aws:SourceAccount"] == ACCOUNT
+                    && statement["Condition"]["ArnLike"]["aws:SourceArn"]
+                        .as_str()
+                        .is_some_and(|arn| arn
+                            .starts_with(&format!("arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:"))),
+                "{role} trusts only this account's state machine: {statement}"
+            );
+        }
     }
     let machine = resolver
         .resolve(&resources["BackfillStateMachine"]["Properties"], "machine")?
@@ -914,10 +947,16 @@ fn the_template_holds_what_a_production_review_asks() -> Result<()> {
             && machine["DefinitionSubstitutions"]["LambdaInvoke"] == "arn:aws:states:::lambda:invoke",
         "the Lambda integration is the stack's partition's: {touch}"
     );
+    // The schedule starts the verify job, whose state machine invokes the verifier, held to
+    // IndexVerifyConcurrency: the function has no event of its own.
     let verifier = &resources["VerifierFunction"]["Properties"];
+    let job = &resources["VerifyStateMachine"]["Properties"];
     ensure!(
-        verifier["EventInvokeConfig"]["MaximumRetryAttempts"] == 0,
-        "the scheduled verifier is not retried"
+        verifier.get("Events").is_none()
+            && verifier["ReservedConcurrentExecutions"]["Ref"] == "IndexVerifyConcurrency"
+            && job["Events"]["Schedule"]["Properties"]["ScheduleExpression"]["Ref"] == "IndexVerifySchedule"
+            && job["DefinitionSubstitutions"]["Concurrency"]["Ref"] == "IndexVerifyConcurrency",
+        "the schedule starts the job, and the verifier's concurrency is the job's: {verifier} {job}"
     );
     // The backfill can be held to a share of the account's concurrency.
     let paced = set(&[("EnableBackfill", "true"), ("BackfillReservedConcurrency", "8")]);
@@ -1202,6 +1241,7 @@ fn customer_managed_keys_are_used_through_their_service() -> Result<()> {
         ("VerifierRole", &[1, 2][..]),
         ("IssuesStreamRole", &[1, 2, 4][..]),
         ("BackfillStateMachineRole", &[][..]),
+        ("VerifyStateMachineRole", &[][..]),
         ("PreTrafficHookRole", &[][..]),
     ]);
     for (deployment, parameters, keys_given) in
@@ -1589,7 +1629,7 @@ fn one_key_covers_every_store() -> Result<()> {
     ensure!(keyed_stores >= 15, "stores checked: {keyed_stores}");
     // Each function's role may use it, through the stores' services only.
     for (role, statements) in role_statements(&template, &resolver)? {
-        if role == "BackfillStateMachineRole" || role == "PreTrafficHookRole" {
+        if ["BackfillStateMachineRole", "VerifyStateMachineRole", "PreTrafficHookRole"].contains(&role) {
             continue;
         }
         let uses = statements.iter().find(|s| s["Sid"] == "UseStackKey");

@@ -1,6 +1,7 @@
 //! `operations::verify`: drift injected into an index the indexer built (an entry deleted, an entry
 //! added, a stale value, a stale included attribute) is found, each difference as its kind; the
-//! scheduled verifier confirms it with a second verification; and the mend touches exactly the
+//! verify job (the template's state machine, its segments taking an invocation a page) finds the
+//! same and confirms it after its pause; and the mend touches exactly the
 //! items of the missing and stale entries and deletes the extra one, so that once the stream has
 //! carried the touches the index is exact, and a second verify finds nothing to mend.
 
@@ -18,7 +19,7 @@ use crate::support::pipeline::{assert_index_exact, failure_log, pipeline, put_is
 #[tokio::test]
 async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Result<()> {
     let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
+    let stack = stack(&sdk, &[("IndexVerifySchedule", "rate(1 day)"), ("IndexVerifySegments", "4")]).await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = crate::support::pipeline::issues_table(&stack)?;
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
@@ -80,7 +81,7 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
     );
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
 
-    scheduled_sees(&writer, &issues, function).await?;
+    job_sees(&sdk, &stack, entries).await?;
 
     let through_stream = verify::Mender::new(writer.clone(), indexes.clone(), &issues, "repair-test");
     let mended = through_stream.drift(index, &drift).await?;
@@ -103,22 +104,20 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
     Ok(())
 }
 
-/// The scheduled verifier, report-only as deployed by default, sees the drift twice (it
-/// persists) and writes nothing; its EMF document carries the sum the template's alarm watches.
-async fn scheduled_sees(
-    writer: &aws_sdk_dynamodb::Client,
-    issues: &str,
-    function: &local_stack::template::Function,
-) -> Result<()> {
-    let lookup = |name: &str| match name {
-        "VERIFY_TABLE" => Some(issues.to_owned()),
-        "VERIFY_CONFIRM_SECONDS" => Some("0".to_owned()),
-        other => function.environment.get(other).cloned(),
-    };
-    let config = verify::scheduled::Config::from_vars(&Vars::new(&lookup))?;
-    let cloudwatch = aws_sdk_cloudwatch::Client::new(&crate::support::moto::sdk());
-    let run = verify::scheduled::run(writer, &cloudwatch, &config, "verify-test").await?;
-    let emf = verify::scheduled::emf(&run, "Sidestream", "index-verifier", 0);
+/// The verify job, report-only as deployed by default, sees the drift twice (it persists) and
+/// writes nothing; its EMF document carries the sum the template's alarm watches. Each
+/// invocation has time for one page of 8 items, so that every segment takes several invocations
+/// and carries its state through S3 between them.
+async fn job_sees(sdk: &aws_config::SdkConfig, stack: &local_stack::Stack, entries: usize) -> Result<()> {
+    let invocations = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (run, emf) = local_stack::verify_job(
+        sdk,
+        stack,
+        &[("VERIFY_CONFIRM_SECONDS", "0"), ("VERIFY_PAGE_SIZE", "8")],
+        verify::job::STOP_BEFORE_DEADLINE + std::time::Duration::from_millis(1),
+        &invocations,
+    )
+    .await?;
     ensure!(
         (
             emf["IndexDrift"].as_u64(),
@@ -126,7 +125,13 @@ async fn scheduled_sees(
             emf["IndexRepairs"].as_u64(),
             run.mended.is_none()
         ) == (Some(4), Some(4), Some(0), true),
-        "the drift persists through the second verification: {emf}"
+        "the drift persists through the confirmation: {emf}"
     );
+    // Four segments, one page of at most 8 items an invocation: each segment's base pass takes
+    // one invocation at least, and the index passes (the entries and a head per issue) take
+    // every page of the index table; the merge and the confirmation one each.
+    let invocations = invocations.load(std::sync::atomic::Ordering::Relaxed);
+    let least = 4 + (entries + 20).div_ceil(8) as u64 + 2;
+    ensure!(invocations >= least, "one page an invocation: {invocations} invocations, {least} at least");
     Ok(())
 }

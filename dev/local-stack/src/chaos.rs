@@ -170,10 +170,12 @@ impl Options {
         }
     }
 
-    /// The template parameters of the run: `parameters`, and for two Regions the global-table
-    /// deployment where they do not say otherwise.
+    /// The template parameters of the run: `parameters`, a verify schedule, and for two Regions
+    /// the global-table deployment where they do not say otherwise.
     fn parameters(&self) -> BTreeMap<String, String> {
         let mut parameters = self.parameters.clone();
+        // The verify job the operations phase runs (its state machine, function and bucket).
+        parameters.entry("IndexVerifySchedule".to_owned()).or_insert_with(|| "rate(1 day)".to_owned());
         if self.regions == 2 {
             for (name, value) in
                 [("Consumers", "Combined"), ("ArchiveRegion", REGIONS[0]), ("AggregatorRegion", REGIONS[0])]

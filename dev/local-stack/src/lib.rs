@@ -14,7 +14,7 @@ pub mod states;
 mod status;
 pub mod template;
 
-pub use status::{status, verify};
+pub use status::{status, verify, verify_job};
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -407,7 +407,8 @@ impl Stack {
     pub fn state_machine(&self, logical_id: &str) -> Result<&serde_json::Value, StackError> {
         self.state_machines.get(logical_id).ok_or_else(|| {
             StackError::Unusable(format!(
-                "the template has no state machine {logical_id} with these parameters (is EnableBackfill \"true\"?)"
+                "the template has no state machine {logical_id} with these parameters (is EnableBackfill \"true\", \
+                 or IndexVerifySchedule set?)"
             ))
         })
     }
@@ -814,6 +815,64 @@ pub fn backfill_invoker(
                 .await
                 .map_err(|e| ("BackfillError".to_owned(), e.to_string()))?;
             serde_json::to_value(answer).map_err(|e| ("Runtime.MarshalError".to_owned(), e.to_string()))
+        })
+    }))
+}
+
+/// What a confirmation step of the verify job answered, as the local stack keeps it: the run,
+/// and its EMF line as the function prints it.
+pub type Confirmed = (operations::verify::scheduled::Run, serde_json::Value);
+
+/// A [`states::TaskInvoker`] that runs the verifier function (`index-verifier`) in this
+/// process, configured from its template environment with `overrides` on top, each invocation
+/// given `timeout` before its deadline (a segment stops starting pages 75 s before it), as the
+/// function's `main` runs a step. `invocations` counts the invocations; each confirmation's run
+/// and EMF line go to `confirmed`.
+pub fn verifier_invoker(
+    function: &Function,
+    sdk: &SdkConfig,
+    overrides: &[(&str, &str)],
+    timeout: Duration,
+    invocations: Arc<AtomicU64>,
+    confirmed: Arc<std::sync::Mutex<Vec<Confirmed>>>,
+) -> Result<states::TaskInvoker, StackError> {
+    use operations::verify::job::{Answer, Job, Results, Step};
+    use operations::verify::scheduled;
+    let mut env = environment(function);
+    env.extend(overrides.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    let lookup = |name: &str| env.get(name).cloned();
+    let vars = Vars::new(&lookup);
+    let config_error = |source| StackError::Config { function: function.logical_id.clone(), cause: source };
+    let config = scheduled::Config::from_vars(&vars).map_err(config_error)?;
+    let results = Results::from_vars(&vars).map_err(config_error)?;
+    let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
+    let job =
+        Arc::new(Job::new(client, s3_client(sdk), aws_sdk_cloudwatch::Client::new(sdk), config, results));
+    Ok(Arc::new(move |_function: String, payload: serde_json::Value| {
+        let (job, confirmed) = (Arc::clone(&job), Arc::clone(&confirmed));
+        invocations.fetch_add(1, Ordering::Relaxed);
+        Box::pin(async move {
+            let marshal = |e: serde_json::Error| ("Runtime.MarshalError".to_owned(), e.to_string());
+            let step: Step = serde_json::from_value(payload)
+                .map_err(|e| ("Runtime.UnmarshalError".to_owned(), e.to_string()))?;
+            let answer = job
+                .step(step, Instant::now() + timeout)
+                .await
+                .map_err(|e| ("VerifyError".to_owned(), e.to_string()))?;
+            match answer {
+                Answer::Segment(task) => serde_json::to_value(task).map_err(marshal),
+                Answer::Merged(merged) => serde_json::to_value(merged).map_err(marshal),
+                Answer::Confirmed(run) => {
+                    let config = job.config();
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+                    let emf = scheduled::emf(&run, &config.namespace, &config.function, now);
+                    let summary = scheduled::summary(&run);
+                    confirmed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((run, emf));
+                    Ok(summary)
+                }
+            }
         })
     }))
 }

@@ -1,12 +1,14 @@
 //! A Step Functions state machine from the template, run in process: the states and the few
 //! path and intrinsic forms the template's definitions use, no more.
 //!
-//! It runs the backfill's state machine as written in `template.yaml` (its `Pass` with
-//! `States.ArrayRange`, its Distributed `Map` over segments, its `Task` that invokes the
-//! backfill function, its `Choice` loop), with each Lambda invocation handed to a caller-given
-//! invoker. What it does not know (another state type, a field it would have to ignore, another
+//! It runs the backfill's and the verify's state machines as written in `template.yaml` (their
+//! `Pass` with `States.ArrayRange`, their Distributed `Map` over segments, their `Task`s that
+//! invoke a function, their `Choice` loops, the verify's `Wait` and `ResultPath`), with each
+//! Lambda invocation handed to a caller-given invoker, and `$$.Execution.Name` the execution's.
+//! What it does not know (another state type, a field it would have to ignore, another
 //! intrinsic) is an error naming it, never a silent difference. Retry intervals are not waited:
-//! a retry happens at once, and counts against `MaxAttempts`.
+//! a retry happens at once, and counts against `MaxAttempts`. A `Wait` waits, as Step Functions
+//! does.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -29,9 +31,23 @@ fn unusable(message: impl Into<String>) -> StackError {
     StackError::Unusable(message.into())
 }
 
-/// Runs `definition` (ASL, as JSON) on `input` and returns its output.
+/// Runs `definition` (ASL, as JSON) on `input` and returns its output; the execution's name
+/// (`$$.Execution.Name`) is made unique in this process.
 pub async fn execute(definition: &Value, input: Value, invoke: &TaskInvoker) -> Result<Value, StackError> {
-    run(definition, input, &Value::Null, invoke).await
+    static EXECUTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let n = EXECUTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    execute_as(definition, &format!("local-{}-{n}", since.as_millis()), input, invoke).await
+}
+
+/// Runs `definition` as the execution named `name` (`$$.Execution.Name`).
+pub async fn execute_as(
+    definition: &Value,
+    name: &str,
+    input: Value,
+    invoke: &TaskInvoker,
+) -> Result<Value, StackError> {
+    run(definition, input, &json!({"Execution": {"Name": name}}), invoke).await
 }
 
 /// Runs the states of `machine` (`StartAt`, `States`) from its start, with `context` as `$$`.
@@ -55,8 +71,29 @@ fn run<'a>(
                     Some(result) => result.clone(),
                     None => parameters(state, &data, context)?,
                 },
-                "Task" => task(&name, state, data, context, invoke).await?,
-                "Map" => map(&name, state, data, invoke).await?,
+                "Task" => {
+                    let result = task(&name, state, &data, context, invoke).await?;
+                    let result = match state.get("ResultSelector") {
+                        Some(selector) => fill(selector, &result, context)?,
+                        None => result,
+                    };
+                    output(&name, state, data, result, context)?
+                }
+                "Map" => {
+                    let result = map(&name, state, data.clone(), context, invoke).await?;
+                    output(&name, state, data, result, context)?
+                }
+                "Wait" => {
+                    let seconds = match state.get("SecondsPath").and_then(Value::as_str) {
+                        Some(p) => evaluate(p, &data, context)?.as_u64(),
+                        None => state["Seconds"].as_u64(),
+                    }
+                    .ok_or_else(|| {
+                        unusable(format!("state {name}: Seconds or SecondsPath must give whole seconds"))
+                    })?;
+                    tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+                    data
+                }
                 "Choice" => {
                     name = choose(&name, state, &data)?;
                     continue;
@@ -191,30 +228,55 @@ fn path(root: &Value, rest: &str, expr: &str) -> Result<Value, StackError> {
     Ok(at.clone())
 }
 
-/// A `Task` that invokes a Lambda function (`arn:aws:states:::lambda:invoke`).
-async fn task(
+/// A state's output from its input `data` and its `result`: `ResultPath` (`$`, the default,
+/// takes the result; `null` keeps the input; `$.field` puts the result into the input), then
+/// `OutputPath`.
+fn output(
     name: &str,
     state: &Value,
     data: Value,
+    result: Value,
+    context: &Value,
+) -> Result<Value, StackError> {
+    let combined = match state.get("ResultPath") {
+        None => result,
+        Some(Value::Null) => data,
+        Some(Value::String(p)) if p == "$" => result,
+        Some(Value::String(p)) if p.starts_with("$.") && !p[2..].contains('.') => {
+            let mut data = data;
+            let fields = data.as_object_mut().ok_or_else(|| {
+                unusable(format!("state {name}: ResultPath {p} into a value that is not an object"))
+            })?;
+            fields.insert(p[2..].to_owned(), result);
+            data
+        }
+        Some(other) => return Err(unusable(format!("state {name}: ResultPath {other} is not emulated"))),
+    };
+    match state["OutputPath"].as_str() {
+        Some(out) => evaluate(out, &combined, context),
+        None => Ok(combined),
+    }
+}
+
+/// A `Task` that invokes a Lambda function (`arn:aws:states:::lambda:invoke`): its result,
+/// `{"Payload": …, "StatusCode": 200}`.
+async fn task(
+    name: &str,
+    state: &Value,
+    data: &Value,
     context: &Value,
     invoke: &TaskInvoker,
 ) -> Result<Value, StackError> {
     if state["Resource"] != "arn:aws:states:::lambda:invoke" {
         return Err(unusable(format!("state {name}: only lambda:invoke tasks are emulated")));
     }
-    let request = parameters(state, &data, context)?;
+    let request = parameters(state, data, context)?;
     let function = request["FunctionName"].as_str().unwrap_or_default().to_owned();
     let retriers = state["Retry"].as_array().cloned().unwrap_or_default();
     let mut attempts = vec![0_u64; retriers.len()];
     loop {
         match invoke(function.clone(), request["Payload"].clone()).await {
-            Ok(payload) => {
-                let result = json!({ "Payload": payload, "StatusCode": 200 });
-                return match state["OutputPath"].as_str() {
-                    Some(out) => evaluate(out, &result, context),
-                    None => Ok(result),
-                };
-            }
+            Ok(payload) => return Ok(json!({ "Payload": payload, "StatusCode": 200 })),
             Err((error, message)) => {
                 let retrier = retriers.iter().position(|r| {
                     r["ErrorEquals"]
@@ -276,7 +338,13 @@ fn choose(name: &str, state: &Value, data: &Value) -> Result<String, StackError>
 /// A `Map` over `ItemsPath`, each item's `ItemSelector` input run through `ItemProcessor`, at
 /// most `MaxConcurrency` (or `MaxConcurrencyPath`) at once; the results through
 /// `ResultSelector`.
-async fn map(name: &str, state: &Value, data: Value, invoke: &TaskInvoker) -> Result<Value, StackError> {
+async fn map(
+    name: &str,
+    state: &Value,
+    data: Value,
+    context: &Value,
+    invoke: &TaskInvoker,
+) -> Result<Value, StackError> {
     let items = evaluate(state["ItemsPath"].as_str().unwrap_or("$"), &data, &Value::Null)?;
     let items =
         items.as_array().ok_or_else(|| unusable(format!("state {name}: ItemsPath is not an array")))?.clone();
@@ -290,7 +358,10 @@ async fn map(name: &str, state: &Value, data: Value, invoke: &TaskInvoker) -> Re
     let data = &data;
     let results: Vec<Result<Value, StackError>> = futures_util::stream::iter(items.into_iter().enumerate())
         .map(|(index, item)| async move {
-            let context = json!({"Map": {"Item": {"Index": index, "Value": item}}});
+            let context = json!({
+                "Execution": context["Execution"].clone(),
+                "Map": {"Item": {"Index": index, "Value": item}},
+            });
             let input = match state.get("ItemSelector") {
                 Some(selector) => fill(selector, data, &context)?,
                 None => context["Map"]["Item"]["Value"].clone(),

@@ -3,14 +3,15 @@
 //! depth published, the alarms evaluated), and the scheduled verifier run in process with its
 //! EMF line fed, as on Lambda.
 
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use aws_config::SdkConfig;
 use operations::status::{Clients, Status, Target};
-use stream_runtime::Vars;
 
 use crate::cloudwatch::{self, Feed};
-use crate::{Stack, StackError, environment, s3_client};
+use crate::{Stack, StackError, s3_client};
 
 /// The window `sidestream status` reads by default, in minutes.
 const WINDOW_MINUTES: u64 = 15;
@@ -82,34 +83,49 @@ pub async fn status(sdk: &SdkConfig, stack: &Stack, feed: &Feed) -> Result<Statu
         .map_err(|e| StackError::Unusable(e.to_string()))
 }
 
-/// Runs the scheduled verifier (`index-verifier`, which the template creates when
-/// `IndexVerifySchedule` is set) once in process, configured from its template environment
-/// with `overrides` on top, and feeds its EMF line to `feed`, as Lambda would.
+/// Runs the verify job once in process (`VerifyStateMachine`, which the template creates when
+/// `IndexVerifySchedule` is set, with the verifier function's steps configured from its template
+/// environment and `overrides` on top), and feeds the confirmation's EMF line to `feed`, as
+/// Lambda would.
 pub async fn verify(
     sdk: &SdkConfig,
     stack: &Stack,
     feed: &Feed,
     overrides: &[(&str, &str)],
 ) -> Result<operations::verify::scheduled::Run, StackError> {
-    let function = stack.function("index-verifier")?;
-    let mut env = environment(function);
-    env.extend(overrides.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
-    let lookup = |name: &str| env.get(name).cloned();
-    let config = operations::verify::scheduled::Config::from_vars(&Vars::new(&lookup))
-        .map_err(|source| StackError::Config { function: function.logical_id.clone(), cause: source })?;
-    let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
-    let cloudwatch = aws_sdk_cloudwatch::Client::new(sdk);
-    let run = operations::verify::scheduled::run(
-        &client,
-        &cloudwatch,
-        &config,
-        &operations::verify::run_id("verify"),
-    )
-    .await
-    .map_err(|e| StackError::Unusable(format!("{}: {e}", function.logical_id)))?;
-    let now = SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    feed.emf(&operations::verify::scheduled::emf(&run, &config.namespace, &config.function, now).to_string());
+    let invocations = Arc::new(AtomicU64::new(0));
+    let (run, emf) = verify_job(sdk, stack, overrides, Duration::from_secs(900), &invocations).await?;
+    feed.emf(&emf.to_string());
     Ok(run)
+}
+
+/// Runs the verify job once in process, each invocation of the verifier given `timeout` before
+/// its deadline and counted in `invocations`: the confirmation's run and EMF line.
+pub async fn verify_job(
+    sdk: &SdkConfig,
+    stack: &Stack,
+    overrides: &[(&str, &str)],
+    timeout: Duration,
+    invocations: &Arc<AtomicU64>,
+) -> Result<crate::Confirmed, StackError> {
+    let function = stack.function("index-verifier")?;
+    let confirmed = Arc::new(Mutex::new(Vec::new()));
+    let invoke = crate::verifier_invoker(
+        function,
+        sdk,
+        overrides,
+        timeout,
+        Arc::clone(invocations),
+        Arc::clone(&confirmed),
+    )?;
+    crate::states::execute(stack.state_machine("VerifyStateMachine")?, serde_json::json!({}), &invoke)
+        .await?;
+    let mut confirmed = confirmed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match (confirmed.pop(), confirmed.len()) {
+        (Some(run), 0) => Ok(run),
+        (run, others) => Err(StackError::Unusable(format!(
+            "the verify job confirmed {} times, not once",
+            others + usize::from(run.is_some())
+        ))),
+    }
 }

@@ -1,7 +1,10 @@
-//! The index-verifier Lambda: `operations::verify::scheduled` on a schedule, configured once at cold
-//! start; the drift goes to stdout as one EMF line, for the template's drift alarm.
+//! The index-verifier Lambda: the steps of the verify job that the template's
+//! `VerifyStateMachine` runs (`operations::verify::job`), configured once at cold start; the
+//! confirmation's drift goes to stdout as one EMF line, for the template's drift alarm.
 
+use io_policy::Deadline;
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
+use operations::verify::job::{Answer, Job, Results, Step};
 use operations::verify::scheduled::{self, Config};
 use serde_json::Value;
 use stream_runtime::Vars;
@@ -14,30 +17,49 @@ async fn main() -> std::process::ExitCode {
 /// Configuration once at cold start, then every invocation.
 async fn serve() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    let config = &Config::from_vars(&Vars::new(&Vars::process_lookup))?;
+    let vars = Vars::new(&Vars::process_lookup);
+    let config = Config::from_vars(&vars)?;
+    let results = Results::from_vars(&vars)?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    // Every call goes through the I/O policy, which does the retrying.
-    let client = &aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-    // The indexer's lag, read once a run that found drift.
-    let cloudwatch = &aws_sdk_cloudwatch::Client::new(&sdk);
-    lambda_runtime::run(service_fn(move |_: LambdaEvent<Value>| async move {
-        let run_id = operations::verify::run_id("verify");
-        let run = scheduled::run(client, cloudwatch, config, &run_id)
+    // Every DynamoDB and S3 call goes through the I/O policy, which does the retrying.
+    let quiet = io_policy::without_sdk_retries(&sdk);
+    let s3 = stream_runtime::aws::s3_client(&quiet, &vars)?;
+    // The indexer's lag, read once a job that found drift.
+    let cloudwatch = aws_sdk_cloudwatch::Client::new(&sdk);
+    let job = &Job::new(aws_sdk_dynamodb::Client::new(&quiet), s3, cloudwatch, config, results);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Step>| async move {
+        let deadline = Deadline::from_epoch_millis(event.context.deadline).less(std::time::Duration::ZERO);
+        let answer = job
+            .step(event.payload, deadline)
             .await
             .map_err(|e| Diagnostic { error_type: "VerifyError".to_owned(), error_message: e.to_string() })?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        emit(&scheduled::emf(&run, &config.namespace, &config.function, now));
-        let summary = scheduled::summary(&run);
-        if run.drift.is_exact() {
-            tracing::info!(%summary, "the index is exact");
-        } else {
-            tracing::error!(%summary, "the index has drifted");
-        }
-        Ok::<Value, Diagnostic>(summary)
+        answered(job.config(), answer)
     }))
     .await
+}
+
+/// A step's answer to the state machine; a confirmation's drift also goes out as EMF.
+fn answered(config: &Config, answer: Answer) -> Result<Value, Diagnostic> {
+    let json = |value: Result<Value, serde_json::Error>| {
+        value.map_err(|e| Diagnostic { error_type: "VerifyError".to_owned(), error_message: e.to_string() })
+    };
+    match answer {
+        Answer::Segment(task) => json(serde_json::to_value(task)),
+        Answer::Merged(merged) => json(serde_json::to_value(merged)),
+        Answer::Confirmed(run) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            emit(&scheduled::emf(&run, &config.namespace, &config.function, now));
+            let summary = scheduled::summary(&run);
+            if run.drift.is_exact() {
+                tracing::info!(%summary, "the index is exact");
+            } else {
+                tracing::error!(%summary, "the index has drifted");
+            }
+            Ok(summary)
+        }
+    }
 }
 
 /// EMF is delivered through stdout, where Lambda's log agent picks it up.

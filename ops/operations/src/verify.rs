@@ -23,6 +23,7 @@
 //! conditioned on the version the verify saw. So a repair racing the live stream can neither put
 //! back a stale entry nor delete a fresh one.
 
+pub mod job;
 pub mod mend;
 mod pass;
 pub mod scheduled;
@@ -35,11 +36,12 @@ use std::time::Duration;
 use crate::oracle::content;
 use formats::{Index, Indexes};
 use io_policy::Policy;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::backfill::run_id;
 pub use mend::{Mended, Mender};
+pub use pass::{PAGE_ITEMS, Pass};
 
 /// How long one table's scan may take, retries included.
 pub(crate) const SCAN_TIME: Duration = Duration::from_secs(3600);
@@ -69,7 +71,7 @@ pub enum VerifyError {
 }
 
 /// How an index table differs from what the base table calls for.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Drift {
     /// The index's name.
     pub index: String,
@@ -92,7 +94,7 @@ pub struct Drift {
 }
 
 /// How many differences of each kind a drift counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     /// Missing entries.
     pub missing: usize,
@@ -229,8 +231,7 @@ pub async fn verify(
         let passes = &passes;
         async move {
             let mut drift = Drift::none(index);
-            passes.base((segment, SEGMENTS), &mut drift).await?;
-            passes.index_table((segment, SEGMENTS), &mut drift).await?;
+            passes.segment((segment, SEGMENTS), &mut drift).await?;
             Ok::<Drift, VerifyError>(drift)
         }
     });

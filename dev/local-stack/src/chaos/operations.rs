@@ -1,8 +1,9 @@
 //! The operations phase: what an operator runs against a live table, run while the workload
 //! writes and the functions replay under faults, so that the oracles check the operations too.
 //!
-//! - **the scheduled verifier with repair**, again and again (`operations::verify::scheduled::run`
-//!   with `repair` on): persistent drift mended through the stream;
+//! - **the scheduled verify job with repair**, again and again (the template's
+//!   `VerifyStateMachine`, its verifier steps in process, with `VERIFY_REPAIR=true`): persistent
+//!   drift mended through the stream;
 //! - **a backfill** of the whole issues table (`index_backfill`), touching every item;
 //! - **replays of old records**: records the functions were invoked with earlier in the run, of
 //!   items changed since, replayed as `failures replay` does: the indexer's through the stream
@@ -153,9 +154,6 @@ impl Operator<'_> {
         progress: &crate::chaos::Progress,
     ) -> Result<Operations, ChaosError> {
         let mut ops = Operations { repair: self.repair, ..Operations::default() };
-        let config = self.verifier_config(self.repair)?;
-        let client = self.client();
-        let cloudwatch = aws_sdk_cloudwatch::Client::new(self.sdk);
         let backfill = async {
             while !done.load(Ordering::Relaxed)
                 && progress.written.load(Ordering::Relaxed) * 2 < progress.ops.load(Ordering::Relaxed)
@@ -166,10 +164,7 @@ impl Operator<'_> {
         };
         let repeat = async {
             loop {
-                let run_id = format!("chaos-verify-{}", ops.verifications);
-                let run = operations::verify::scheduled::run(&client, &cloudwatch, &config, &run_id)
-                    .await
-                    .map_err(|e| ChaosError::Check(format!("the scheduled verifier: {e}")))?;
+                let run = self.verify(self.repair).await?;
                 ops.verifications += 1;
                 ops.drift_during_run += run.drift.count() as u64;
                 if let Some(m) = run.mended {
@@ -201,13 +196,25 @@ impl Operator<'_> {
 
     /// The persistent drift of one last verification (run once the replay has settled).
     pub(crate) async fn drift_at_end(&self) -> Result<u64, ChaosError> {
-        let config = self.verifier_config(false)?;
-        let client = self.client();
-        let cloudwatch = aws_sdk_cloudwatch::Client::new(self.sdk);
-        let run = operations::verify::scheduled::run(&client, &cloudwatch, &config, "chaos-verify-end")
-            .await
-            .map_err(|e| ChaosError::Check(format!("the last verification: {e}")))?;
-        Ok(run.drift.count() as u64)
+        Ok(self.verify(false).await?.drift.count() as u64)
+    }
+
+    /// One run of the template's verify job (its state machine run in process, the verifier's
+    /// steps too), repairing or not, with a 1 s least pause before the confirmation.
+    async fn verify(&self, repair: bool) -> Result<operations::verify::scheduled::Run, ChaosError> {
+        // The pause lasts the indexer's lag, read from the emulator's CloudWatch.
+        let lag = self.stack.function(Indexer::NAME)?.environment.get(crate::FUNCTION_NAME_VAR).cloned();
+        let repair = repair.to_string();
+        let mut overrides = vec![("VERIFY_REPAIR", repair.as_str()), ("VERIFY_CONFIRM_SECONDS", "1")];
+        if let Some(lag) = &lag {
+            overrides.push(("VERIFY_LAG_FUNCTION", lag.as_str()));
+        }
+        let invocations = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (run, _) =
+            crate::verify_job(self.sdk, self.stack, &overrides, Duration::from_secs(900), &invocations)
+                .await
+                .map_err(|e| ChaosError::Check(format!("the verify job: {e}")))?;
+        Ok(run)
     }
 
     /// A client for calls under the I/O policy: the SDK's retries off.
@@ -215,26 +222,19 @@ impl Operator<'_> {
         aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(self.sdk))
     }
 
-    fn verifier_config(&self, repair: bool) -> Result<operations::verify::scheduled::Config, ChaosError> {
+    /// The indexer's definitions, from its configuration.
+    fn indexes(&self) -> Result<multikey_indexer::Indexes, ChaosError> {
         let function = self.stack.function(Indexer::NAME)?;
-        let issues = self.stack.table("IssuesTable")?.name.clone();
-        let lookup = |name: &str| match name {
-            "VERIFY_TABLE" => Some(issues.clone()),
-            "VERIFY_REPAIR" => Some(repair.to_string()),
-            "VERIFY_CONFIRM_SECONDS" => Some("1".to_owned()),
-            // The pause lasts the indexer's lag, read from the emulator's CloudWatch.
-            "VERIFY_LAG_FUNCTION" => function.environment.get(crate::FUNCTION_NAME_VAR).cloned(),
-            other => function.environment.get(other).cloned(),
-        };
-        operations::verify::scheduled::Config::from_vars(&Vars::new(&lookup))
-            .map_err(|e| ChaosError::Check(format!("the verifier's configuration: {e}")))
+        let lookup = |name: &str| function.environment.get(name).cloned();
+        multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))
+            .map_err(|e| ChaosError::Check(format!("the indexer's configuration: {e}")))
     }
 
     /// One backfill of the whole issues table; (items scanned, items touched).
     async fn backfill(&self) -> Result<(u64, u64), ChaosError> {
-        let config = self.verifier_config(false)?;
+        let indexes = self.indexes()?;
         let issues = self.stack.table("IssuesTable")?.name.clone();
-        let target = operations::backfill::Target::new(&issues, &config.indexes, None)
+        let target = operations::backfill::Target::new(&issues, &indexes, None)
             .map_err(|e| ChaosError::Check(format!("the backfill: {e}")))?;
         let mut checkpoint = operations::backfill::Checkpoint::new(&issues, "bf-chaos", &target.sources, 2);
         let writer = self.client();
@@ -271,12 +271,12 @@ impl Operator<'_> {
     async fn replay(&self, ops: &mut Operations) -> Result<(), ChaosError> {
         let records = self.as_read(self.kept.take(Indexer::NAME))?;
         if !records.is_empty() {
-            let config = self.verifier_config(false)?;
+            let indexes = self.indexes()?;
             let writer = self.client();
             let table = self.stack.table("IssuesTable")?.name.clone();
             let through_stream = operations::verify::Mender::new(
                 writer,
-                config.indexes,
+                indexes,
                 &table,
                 &format!("chaos-replay-{}", ops.verifications),
             );

@@ -115,9 +115,8 @@ impl Mender {
             keys.insert(key_text(&key), key);
         }
         self.touch_all(&budget, keys.values(), &mut mended).await?;
-        let mut extras = futures_util::stream::iter(&drift.extra)
-            .map(|entry| self.extra(&budget, index, entry))
-            .buffer_unordered(self.policy.concurrency.max(1));
+        let extras: Vec<_> = drift.extra.iter().map(|entry| self.extra(&budget, index, entry)).collect();
+        let mut extras = futures_util::stream::iter(extras).buffer_unordered(self.policy.concurrency.max(1));
         while let Some(one) = extras.next().await {
             mended.add(one?);
         }
@@ -221,9 +220,13 @@ impl Mender {
         keys: impl Iterator<Item = &HashMap<String, AttributeValue>>,
         mended: &mut Mended,
     ) -> Result<(), VerifyError> {
-        let mut touches = futures_util::stream::iter(keys)
+        // The futures made first and then streamed (not made by a stream's `map`): a future
+        // that a closure over borrowed items makes cannot be shown `Send` to a boxing caller.
+        let touches: Vec<_> = keys
             .map(|key| crate::backfill::touch_item(&self.client, budget, &self.base_table, key, &self.run_id))
-            .buffer_unordered(self.policy.concurrency.max(1));
+            .collect();
+        let mut touches =
+            futures_util::stream::iter(touches).buffer_unordered(self.policy.concurrency.max(1));
         while let Some(touched) = touches.next().await {
             if touched.map_err(|failure| failed("UpdateItem", &self.base_table, failure))? {
                 mended.touched += 1;

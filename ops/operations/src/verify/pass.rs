@@ -16,19 +16,31 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use formats::{Index, Indexes};
 use io_policy::{Budget, RequestFailed};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::backfill::pace::Pacer;
 use crate::oracle::content;
 use crate::verify::{Drift, Kind, VerifyError};
 
-/// Items a scan page asks for: what one step of a pass holds.
-pub(crate) const PAGE_ITEMS: i32 = 250;
+/// The two passes of a segment, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pass {
+    /// The base table's segment: missing and stale entries.
+    Base,
+    /// The index table's segment: extra entries.
+    Index,
+}
+
+/// Items a scan page asks for by default: what one step of a pass holds.
+pub const PAGE_ITEMS: i32 = 250;
 
 /// Keys one `BatchGetItem` asks for (DynamoDB's limit).
 const BATCH_KEYS: usize = 100;
 
 /// An item as the SDK has it.
-type Item = HashMap<String, AttributeValue>;
+pub(crate) type Item = HashMap<String, AttributeValue>;
 
 /// One index of one base table, checked with `client` under a budget.
 pub(crate) struct Passes<'a> {
@@ -39,6 +51,10 @@ pub(crate) struct Passes<'a> {
     pub(crate) base_table: &'a str,
     /// Called with each page's item count.
     pub(crate) progress: &'a (dyn Fn(usize) + Sync),
+    /// Items a scan page asks for.
+    page_items: i32,
+    /// Read units a second, counted as one an item read (none: no limit).
+    pacer: Pacer,
 }
 
 impl<'a> Passes<'a> {
@@ -53,7 +69,14 @@ impl<'a> Passes<'a> {
         progress: &'a (dyn Fn(usize) + Sync),
     ) -> Passes<'a> {
         let one = Indexes { base_key: indexes.base_key.clone(), indexes: vec![index.clone()] };
-        Passes { client, budget, one, base_table, progress }
+        Passes { client, budget, one, base_table, progress, page_items: PAGE_ITEMS, pacer: Pacer::new(None) }
+    }
+
+    /// These passes with scan pages of `page_items` items, reading at most `read_units` a
+    /// second (`None`: no limit), each item read counted as one unit: exact for a consistent
+    /// lookup of an item under 4 KB, more than a scan spends (one unit per 4 KB of its page).
+    pub(crate) fn paced(self, page_items: i32, read_units: Option<f64>) -> Passes<'a> {
+        Passes { page_items, pacer: Pacer::new(read_units), ..self }
     }
 
     fn index(&self) -> &Index {
@@ -91,48 +114,54 @@ impl<'a> Passes<'a> {
         Ok(())
     }
 
-    /// Checks segment `segment` of `total` of the base table: missing and stale entries, and
-    /// the entries called for (`expected`). Each page's item count goes to the passes' `progress`.
-    pub(crate) async fn base(
+    /// Checks one page of segment `segment` of `total` of the table `pass` reads, from `start`,
+    /// noting its differences in `drift`, and answers where the next page starts (`None`: the
+    /// segment is done). The base pass notes missing and stale entries and counts the entries
+    /// called for (`expected`); the index pass notes extra entries and counts the entries there
+    /// (`entries`; version heads are not entries). The page's item count goes to `progress`.
+    pub(crate) async fn page_of(
         &self,
+        pass: Pass,
         (segment, total): (u32, u32),
+        start: Option<Item>,
         drift: &mut Drift,
-    ) -> Result<(), VerifyError> {
-        let mut start = None;
-        loop {
-            let (items, next) = self.page(self.base_table, (segment, total), start.take()).await?;
-            (self.progress)(items.len());
-            let wanted = self.called_for(&items)?;
-            drift.expected += wanted.len();
-            self.against_index(wanted, drift).await?;
-            match next {
-                Some(next) => start = Some(next),
-                None => return Ok(()),
+    ) -> Result<Option<Item>, VerifyError> {
+        let table = match pass {
+            Pass::Base => self.base_table.to_owned(),
+            Pass::Index => self.index().table.to_string(),
+        };
+        let (items, next) = self.page(&table, (segment, total), start).await?;
+        (self.progress)(items.len());
+        match pass {
+            Pass::Base => {
+                let wanted = self.called_for(&items)?;
+                drift.expected += wanted.len();
+                self.against_index(wanted, drift).await?;
+            }
+            Pass::Index => {
+                let entries: Vec<Value> =
+                    items.into_iter().filter(|item| !crate::oracle::is_head(&self.one, item)).collect();
+                drift.entries += entries.len();
+                self.against_base(entries, drift).await?;
             }
         }
+        Ok(next)
     }
 
-    /// Checks segment `segment` of `total` of the index table: extra entries, and the entries
-    /// there (`entries`; version heads are not entries). Each page's item count goes to the passes' `progress`.
-    pub(crate) async fn index_table(
+    /// Checks segment `segment` of `total` in both passes, the base table's and then the index
+    /// table's, page by page.
+    pub(crate) async fn segment(
         &self,
         (segment, total): (u32, u32),
         drift: &mut Drift,
     ) -> Result<(), VerifyError> {
-        let table = self.index().table.to_string();
-        let mut start = None;
-        loop {
-            let (items, next) = self.page(&table, (segment, total), start.take()).await?;
-            (self.progress)(items.len());
-            let entries: Vec<Value> =
-                items.into_iter().filter(|item| !crate::oracle::is_head(&self.one, item)).collect();
-            drift.entries += entries.len();
-            self.against_base(entries, drift).await?;
-            match next {
-                Some(next) => start = Some(next),
-                None => return Ok(()),
+        for pass in [Pass::Base, Pass::Index] {
+            let mut start = None;
+            while let Some(next) = self.page_of(pass, (segment, total), start.take(), drift).await? {
+                start = Some(next);
             }
         }
+        Ok(())
     }
 
     /// Notes each entry of `wanted` (called for, by index key) that the index lacks (missing) or
@@ -222,7 +251,7 @@ impl<'a> Passes<'a> {
                     .scan()
                     .table_name(table)
                     .consistent_read(true)
-                    .limit(PAGE_ITEMS)
+                    .limit(self.page_items)
                     .segment(i32::try_from(segment).unwrap_or(i32::MAX))
                     .total_segments(i32::try_from(total).unwrap_or(i32::MAX))
                     .set_exclusive_start_key(start.clone());
@@ -232,7 +261,9 @@ impl<'a> Passes<'a> {
             .map_err(|failure| RequestFailed::new("Scan", table, failure))?;
         let items: Result<Vec<Value>, VerifyError> =
             page.items.unwrap_or_default().into_iter().map(|item| json(table, item)).collect();
-        Ok((items?, page.last_evaluated_key.filter(|key| !key.is_empty())))
+        let items = items?;
+        self.pacer.spend(units(items.len().max(1))).await;
+        Ok((items, page.last_evaluated_key.filter(|key| !key.is_empty())))
     }
 
     /// The items of `table` with `keys` (at most [`BATCH_KEYS`]), read consistently, as DynamoDB
@@ -241,13 +272,16 @@ impl<'a> Passes<'a> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
+        let keys_len = keys.len();
         let wanted =
             KeysAndAttributes::builder().set_keys(Some(keys)).consistent_read(true).build().map_err(|e| {
                 RequestFailed::new("BatchGetItem", table, io_policy::Failure::systemic(e.to_string()))
             })?;
+        let asked = keys_len;
         let items = io_policy::batch_get_item(self.budget, self.client, table, wanted, || {})
             .await
             .map_err(|failure| RequestFailed::new("BatchGetItem", table, failure))?;
+        self.pacer.spend(units(asked)).await;
         items.into_iter().map(|item| json(table, item)).collect()
     }
 
@@ -266,6 +300,11 @@ impl<'a> Passes<'a> {
     fn base_key(&self, entry: &Value) -> Result<Item, VerifyError> {
         key_of(entry, &self.one.base_key)
     }
+}
+
+/// Items read, as the read units a pacer counts (a page or a lookup holds far fewer than 2^32).
+fn units(items: usize) -> f64 {
+    f64::from(u32::try_from(items).unwrap_or(u32::MAX))
 }
 
 /// An item as DynamoDB JSON.

@@ -1,41 +1,45 @@
-//! `index verify` as a scheduled Lambda function (`ops/index-verifier`): its configuration,
-//! one run, and the drift as CloudWatch EMF metrics for the template's alarm.
+//! The scheduled verify's configuration, its pause and its report: what the verify job's steps
+//! (`crate::verify::job`, run by the template's `VerifyStateMachine` on a schedule, each step an
+//! invocation of `ops/index-verifier`) read at cold start, how long the job waits before its
+//! confirmation, and the drift as CloudWatch EMF metrics for the template's alarm.
 //!
 //! | variable | default | meaning |
 //! |---|---|---|
 //! | `MULTIKEY_INDEXES` | (required) | the indexer's definitions |
 //! | `VERIFY_TABLE` | (required) | the base table |
 //! | `VERIFY_INDEX` | the only index | which index to verify |
+//! | `VERIFY_BUCKET` | (required) | where the job keeps its state and results ([`crate::verify::job::Results`]) |
+//! | `VERIFY_PREFIX` | `verify/` | their key prefix |
 //! | `VERIFY_REPAIR` | `false` | `true` mends the persistent drift after reporting it ([`crate::verify::mend`]) |
 //! | `VERIFY_CONFIRM_SECONDS` | `60` (0-600) | the least pause before the confirmation |
 //! | `VERIFY_LAG_FUNCTION` | none | the indexer's function name: the pause lasts its `IteratorAge` too |
+//! | `VERIFY_PAGE_SIZE` | `250` (1-10,000) | items a scan page asks for |
+//! | `VERIFY_READ_UNITS` | no limit | read units a second each segment may spend, one an item read |
 //! | `METRICS_NAMESPACE` | `Sidestream` | the EMF namespace |
 //!
-//! A run verifies once; if it finds drift, it waits and looks again at each difference, key by
+//! A job verifies once; if it finds drift, it waits and looks again at each difference, key by
 //! key ([`crate::verify::confirm`]), and only what is still there counts: an item that changed
 //! while the scans ran, or a batch still in flight, is mended by the stream within the pause and
-//! raises no alarm, and neither is it repaired. The pause is `VERIFY_CONFIRM_SECONDS`, or, with
-//! `VERIFY_LAG_FUNCTION`, the indexer's lag if that is longer: its `IteratorAge` (the maximum
-//! over the last five minutes) and as much again up to [`LAG_MARGIN`], at most [`MAX_PAUSE`]. A stream minutes behind
-//! makes every change of those minutes look like drift; waiting for it leaves the drift the
-//! stream will not mend by itself. `IndexDrift`, the alarm's metric, is the persistent drift (of
-//! the first [`crate::verify::KEPT`] of each kind); `IndexDriftSeen` less `IndexDrift` is what the
-//! pause saw mended.
+//! raises no alarm, and neither is it repaired. The pause ([`pause`]) is `VERIFY_CONFIRM_SECONDS`,
+//! or, with `VERIFY_LAG_FUNCTION`, the indexer's lag if that is longer: its `IteratorAge` (the
+//! maximum over the last five minutes) and as much again up to [`LAG_MARGIN`], at most
+//! [`MAX_PAUSE`]. A stream minutes behind makes every change of those minutes look like drift;
+//! waiting for it leaves the drift the stream will not mend by itself. `IndexDrift`, the alarm's
+//! metric, is the persistent drift (of the first [`crate::verify::KEPT`] of each kind);
+//! `IndexDriftSeen` less `IndexDrift` is what the pause saw mended.
 //!
 //! Report-only by default: drift is an alarm for an operator, who can read the examples in the
-//! log and run `sidestream index verify --repair`. With `VERIFY_REPAIR=true` the run mends the
-//! persistent drift through the stream (touches, and deletes conditioned on versions), which is
-//! safe while the indexer runs. The run reads both tables a page at a time (its memory does not
-//! grow with them), so it suits tables whose scans fit one invocation (15 minutes).
+//! log (and the run's `report.json`) and run `sidestream index verify --repair`. With
+//! `VERIFY_REPAIR=true` the job mends the persistent drift through the stream (touches, and
+//! deletes conditioned on versions), which is safe while the indexer runs.
 
 use std::time::Duration;
 
 use formats::{Index, Indexes};
-use io_policy::Policy;
 use serde_json::{Value, json};
 use stream_runtime::{ConfigError, Vars};
 
-use crate::verify::{Drift, Mended, Mender, VerifyError};
+use crate::verify::{Drift, Mended};
 
 /// The verifier's configuration, read once at cold start.
 #[derive(Debug, Clone)]
@@ -52,6 +56,10 @@ pub struct Config {
     pub confirm_after: Duration,
     /// The indexer's function name, whose `IteratorAge` lengthens the pause.
     pub lag_function: Option<String>,
+    /// Items a scan page asks for.
+    pub page_items: i32,
+    /// Read units a second each segment may spend (`None`: no limit).
+    pub read_units: Option<f64>,
     /// The EMF namespace.
     pub namespace: String,
     /// The function's name (`AWS_LAMBDA_FUNCTION_NAME`, which Lambda sets): the EMF `Function`
@@ -61,7 +69,8 @@ pub struct Config {
 
 impl Config {
     /// Reads `MULTIKEY_INDEXES`, `VERIFY_TABLE`, `VERIFY_INDEX`, `VERIFY_REPAIR`,
-    /// `VERIFY_CONFIRM_SECONDS`, `VERIFY_LAG_FUNCTION`, `METRICS_NAMESPACE` and
+    /// `VERIFY_CONFIRM_SECONDS`, `VERIFY_LAG_FUNCTION`, `VERIFY_PAGE_SIZE`, `VERIFY_READ_UNITS`,
+    /// `METRICS_NAMESPACE` and
     /// `AWS_LAMBDA_FUNCTION_NAME`.
     pub fn from_vars(vars: &Vars<'_>) -> Result<Config, ConfigError> {
         let indexes = Indexes::from_vars(vars)?;
@@ -87,6 +96,19 @@ impl Config {
             repair,
             confirm_after,
             lag_function: vars.optional("VERIFY_LAG_FUNCTION"),
+            page_items: vars.integer("VERIFY_PAGE_SIZE", crate::verify::PAGE_ITEMS, 1, 10_000)?,
+            read_units: match vars.optional("VERIFY_READ_UNITS") {
+                None => None,
+                Some(text) => match text.parse::<f64>() {
+                    Ok(units) if units.is_finite() && units > 0.0 => Some(units),
+                    _ => {
+                        return Err(ConfigError::Invalid {
+                            var: "VERIFY_READ_UNITS",
+                            reason: format!("{text:?} is not a positive number of read units a second"),
+                        });
+                    }
+                },
+            },
             namespace: vars.optional("METRICS_NAMESPACE").unwrap_or_else(|| "Sidestream".to_owned()),
             function: vars
                 .optional("AWS_LAMBDA_FUNCTION_NAME")
@@ -95,8 +117,8 @@ impl Config {
     }
 }
 
-/// One scheduled run: the drift of the first verification, the persistent drift, and what a
-/// mend wrote.
+/// One run of the verify job: the drift of the first verification, the persistent drift, and
+/// what a mend wrote.
 #[derive(Debug, Clone)]
 pub struct Run {
     /// What the first verification found.
@@ -114,40 +136,9 @@ pub struct Run {
 /// again, so a stream that has caught up adds nothing.
 pub const LAG_MARGIN: Duration = Duration::from_secs(10);
 
-/// The longest pause before a confirmation, whatever the lag: the run must end within a Lambda
-/// invocation's 15 minutes.
+/// The longest pause before a confirmation, whatever the lag: ten minutes of a stream's lag is
+/// an alarm of its own (the iterator-age alarms), not drift to wait for.
 pub const MAX_PAUSE: Duration = Duration::from_secs(600);
-
-/// Verifies, confirms any drift key by key after the pause, and with `repair` mends what
-/// persists (touches carry `run_id`). `cloudwatch` reads the indexer's lag. Every DynamoDB call
-/// is under the I/O policy, so `client` must have the SDK's retries off
-/// (`io_policy::without_sdk_retries`).
-pub async fn run(
-    client: &aws_sdk_dynamodb::Client,
-    cloudwatch: &aws_sdk_cloudwatch::Client,
-    config: &Config,
-    run_id: &str,
-) -> Result<Run, VerifyError> {
-    let policy = Policy::default();
-    let (indexes, index, table) = (&config.indexes, &config.index, config.table.as_str());
-    let first = crate::verify::verify(client, policy, indexes, index, table, &mut |_| {}).await?;
-    if first.is_exact() {
-        return Ok(Run { drift: first.clone(), first, mended: None, paused: Duration::ZERO });
-    }
-    let lag = match &config.lag_function {
-        Some(function) => lag(cloudwatch, function).await,
-        None => None,
-    };
-    let paused = pause(config.confirm_after, lag);
-    tokio::time::sleep(paused).await;
-    let drift = crate::verify::confirm(client, policy, indexes, index, table, &first).await?;
-    let mut mended = None;
-    if config.repair && !drift.is_exact() {
-        let by_stream = Mender::new(client.clone(), config.indexes.clone(), &config.table, run_id);
-        mended = Some(by_stream.drift(&config.index, &drift).await?);
-    }
-    Ok(Run { first, drift, mended, paused })
-}
 
 /// The pause before a confirmation: `least`, or twice the indexer's `lag` (at most `lag` and
 /// [`LAG_MARGIN`]) if that is longer, and at most [`MAX_PAUSE`]. A stream that has caught up adds
@@ -159,7 +150,7 @@ pub fn pause(least: Duration, lag: Option<Duration>) -> Duration {
 /// The indexer's lag: the most its `IteratorAge` (`AWS/Lambda`, by `FunctionName`) reached over
 /// the last five minutes. `None` when there is no such metric or it cannot be read: the pause is
 /// then the configured one, and the log says so.
-async fn lag(cloudwatch: &aws_sdk_cloudwatch::Client, function: &str) -> Option<Duration> {
+pub(crate) async fn lag(cloudwatch: &aws_sdk_cloudwatch::Client, function: &str) -> Option<Duration> {
     use aws_sdk_cloudwatch::types::{Dimension, Statistic};
     let now = std::time::SystemTime::now();
     let asked = cloudwatch

@@ -135,3 +135,62 @@ async fn job_sees(sdk: &aws_config::SdkConfig, stack: &local_stack::Stack, entri
     ensure!(invocations >= least, "one page an invocation: {invocations} invocations, {least} at least");
     Ok(())
 }
+
+/// `sidestream index verify --repair`, as an operator runs it while the indexer runs: it finds
+/// one missing and one extra entry, touches the one item and deletes the other entry, then looks
+/// again at what it mended (not the tables) until the stream has brought the entry back, and
+/// exits 0 with the index exact.
+#[tokio::test]
+async fn the_cli_repairs_through_the_stream_and_settles_on_what_it_mended() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[]).await?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let issues = crate::support::pipeline::issues_table(&stack)?;
+    let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
+    put_issues(&client, &issues, 0..10, |id| json!({"f1": id})).await?;
+    pipeline.settle().await?;
+    assert_index_exact(&sdk, &stack).await?;
+
+    let indexes_json = stack.environment("multikey-indexer")?["MULTIKEY_INDEXES"].clone();
+    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&|name: &str| {
+        (name == "MULTIKEY_INDEXES").then(|| indexes_json.clone())
+    }))?;
+    let index = verify::choose(&indexes, None)?;
+    let table = index.table.to_string();
+    let (pk, sk) = (index.partition_key.as_str(), index.sort_key.as_str());
+    let items = index_entries(&client, &table).await?;
+    let Some(deleted) = items.first() else { anyhow::bail!("no entries") };
+    let key = |item: &Value| -> Result<_> {
+        let item: serde_dynamo::Item =
+            serde_json::from_value(json!({pk: item[pk].clone(), sk: item[sk].clone()}))?;
+        Ok(item.into())
+    };
+    client.delete_item().table_name(&table).set_key(Some(key(deleted)?)).send().await?;
+    let mut extra = deleted.clone();
+    extra[sk] = json!({"S": "an entry no item calls for"});
+    let extra: serde_dynamo::Item = serde_json::from_value(extra)?;
+    client.put_item().table_name(&table).set_item(Some(extra.into())).send().await?;
+
+    let running = pipeline.spawn(std::time::Duration::from_millis(50));
+    let repair = tokio::task::spawn_blocking(move || {
+        crate::support::process::sidestream(
+            &["index", "verify", "--table", &issues, "--repair", "--output", "json"],
+            "",
+            &[("MULTIKEY_INDEXES", indexes_json.as_str())],
+        )
+    })
+    .await?;
+    running.finish().await?;
+    ensure!(repair.ok, "{}\n{}", repair.out, repair.err);
+    let doc: Value = serde_json::from_str(&repair.out)?;
+    ensure!(
+        (doc["missing"].as_u64(), doc["extra"].as_u64(), doc["stale"].as_u64())
+            == (Some(1), Some(1), Some(0))
+            && doc["repaired"]["touched"] == 1
+            && doc["repaired"]["deleted"] == 1
+            && doc["after"]["exact"] == true,
+        "one missing entry mended by a touch, one extra deleted, and then none left: {doc}"
+    );
+    assert_index_exact(&sdk, &stack).await?;
+    Ok(())
+}

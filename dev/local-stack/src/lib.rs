@@ -837,13 +837,12 @@ pub fn verifier_invoker(
     confirmed: Arc<std::sync::Mutex<Vec<Confirmed>>>,
 ) -> Result<states::TaskInvoker, StackError> {
     use operations::verify::job::{Answer, Job, Results, Step};
-    use operations::verify::scheduled;
     let mut env = environment(function);
     env.extend(overrides.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     let lookup = |name: &str| env.get(name).cloned();
     let vars = Vars::new(&lookup);
     let config_error = |source| StackError::Config { function: function.logical_id.clone(), cause: source };
-    let config = scheduled::Config::from_vars(&vars).map_err(config_error)?;
+    let config = operations::verify::scheduled::Config::from_vars(&vars).map_err(config_error)?;
     let results = Results::from_vars(&vars).map_err(config_error)?;
     let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
     let job =
@@ -852,27 +851,18 @@ pub fn verifier_invoker(
         let (job, confirmed) = (Arc::clone(&job), Arc::clone(&confirmed));
         invocations.fetch_add(1, Ordering::Relaxed);
         Box::pin(async move {
-            let marshal = |e: serde_json::Error| ("Runtime.MarshalError".to_owned(), e.to_string());
             let step: Step = serde_json::from_value(payload)
                 .map_err(|e| ("Runtime.UnmarshalError".to_owned(), e.to_string()))?;
-            let answer = job
-                .step(step, Instant::now() + timeout)
-                .await
-                .map_err(|e| ("VerifyError".to_owned(), e.to_string()))?;
-            match answer {
-                Answer::Segment(task) => serde_json::to_value(task).map_err(marshal),
-                Answer::Merged(merged) => serde_json::to_value(merged).map_err(marshal),
-                Answer::Confirmed(run) => {
-                    let config = job.config();
-                    let now = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-                    let emf = scheduled::emf(&run, &config.namespace, &config.function, now);
-                    let summary = scheduled::summary(&run);
-                    confirmed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((run, emf));
-                    Ok(summary)
-                }
+            let failed = |e: operations::verify::VerifyError| ("VerifyError".to_owned(), e.to_string());
+            let answer = job.step(step, Instant::now() + timeout).await.map_err(failed)?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            let reply = answer.reply(job.config(), now).map_err(failed)?;
+            if let (Answer::Confirmed(run), Some(emf)) = (answer, reply.emf) {
+                confirmed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((run, emf));
             }
+            Ok(reply.output)
         })
     }))
 }

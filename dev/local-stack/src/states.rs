@@ -3,7 +3,7 @@
 //!
 //! It runs the backfill's and the verify's state machines as written in `template.yaml` (their
 //! `Pass` with `States.ArrayRange`, their Distributed `Map` over segments, their `Task`s that
-//! invoke a function, their `Choice` loops, the verify's `Wait` and `ResultPath`), with each
+//! invoke a function, their `Choice` loops, the verify's `Wait` and `ResultPath: null`), with each
 //! Lambda invocation handed to a caller-given invoker, and `$$.Execution.Name` the execution's.
 //! What it does not know (another state type, a field it would have to ignore, another
 //! intrinsic) is an error naming it, never a silent difference. Retry intervals are not waited:
@@ -37,16 +37,7 @@ pub async fn execute(definition: &Value, input: Value, invoke: &TaskInvoker) -> 
     static EXECUTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let n = EXECUTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    execute_as(definition, &format!("local-{}-{n}", since.as_millis()), input, invoke).await
-}
-
-/// Runs `definition` as the execution named `name` (`$$.Execution.Name`).
-pub async fn execute_as(
-    definition: &Value,
-    name: &str,
-    input: Value,
-    invoke: &TaskInvoker,
-) -> Result<Value, StackError> {
+    let name = format!("local-{}-{n}", since.as_millis());
     run(definition, input, &json!({"Execution": {"Name": name}}), invoke).await
 }
 
@@ -73,14 +64,10 @@ fn run<'a>(
                 },
                 "Task" => {
                     let result = task(&name, state, &data, context, invoke).await?;
-                    let result = match state.get("ResultSelector") {
-                        Some(selector) => fill(selector, &result, context)?,
-                        None => result,
-                    };
                     output(&name, state, data, result, context)?
                 }
                 "Map" => {
-                    let result = map(&name, state, data.clone(), context, invoke).await?;
+                    let result = map(&name, state, &data, context, invoke).await?;
                     output(&name, state, data, result, context)?
                 }
                 "Wait" => {
@@ -228,8 +215,8 @@ fn path(root: &Value, rest: &str, expr: &str) -> Result<Value, StackError> {
     Ok(at.clone())
 }
 
-/// A state's output from its input `data` and its `result`: `ResultPath` (`$`, the default,
-/// takes the result; `null` keeps the input; `$.field` puts the result into the input), then
+/// A `Task`'s or a `Map`'s output from its input `data` and its `result`: `ResultSelector`,
+/// then `ResultPath` (`$`, the default, takes the result; `null` keeps the input), then
 /// `OutputPath`.
 fn output(
     name: &str,
@@ -238,18 +225,14 @@ fn output(
     result: Value,
     context: &Value,
 ) -> Result<Value, StackError> {
+    let result = match state.get("ResultSelector") {
+        Some(selector) => fill(selector, &result, context)?,
+        None => result,
+    };
     let combined = match state.get("ResultPath") {
         None => result,
         Some(Value::Null) => data,
         Some(Value::String(p)) if p == "$" => result,
-        Some(Value::String(p)) if p.starts_with("$.") && !p[2..].contains('.') => {
-            let mut data = data;
-            let fields = data.as_object_mut().ok_or_else(|| {
-                unusable(format!("state {name}: ResultPath {p} into a value that is not an object"))
-            })?;
-            fields.insert(p[2..].to_owned(), result);
-            data
-        }
         Some(other) => return Err(unusable(format!("state {name}: ResultPath {other} is not emulated"))),
     };
     match state["OutputPath"].as_str() {
@@ -336,26 +319,24 @@ fn choose(name: &str, state: &Value, data: &Value) -> Result<String, StackError>
 }
 
 /// A `Map` over `ItemsPath`, each item's `ItemSelector` input run through `ItemProcessor`, at
-/// most `MaxConcurrency` (or `MaxConcurrencyPath`) at once; the results through
-/// `ResultSelector`.
+/// most `MaxConcurrency` (or `MaxConcurrencyPath`) at once: the items' results, in order.
 async fn map(
     name: &str,
     state: &Value,
-    data: Value,
+    data: &Value,
     context: &Value,
     invoke: &TaskInvoker,
 ) -> Result<Value, StackError> {
-    let items = evaluate(state["ItemsPath"].as_str().unwrap_or("$"), &data, &Value::Null)?;
+    let items = evaluate(state["ItemsPath"].as_str().unwrap_or("$"), data, &Value::Null)?;
     let items =
         items.as_array().ok_or_else(|| unusable(format!("state {name}: ItemsPath is not an array")))?.clone();
     let concurrency = match state["MaxConcurrencyPath"].as_str() {
-        Some(p) => evaluate(p, &data, &Value::Null)?.as_u64(),
+        Some(p) => evaluate(p, data, &Value::Null)?.as_u64(),
         None => state["MaxConcurrency"].as_u64(),
     }
     .filter(|n| *n > 0)
     .map_or(items.len().max(1), |n| usize::try_from(n).unwrap_or(usize::MAX));
     let processor = &state["ItemProcessor"];
-    let data = &data;
     let results: Vec<Result<Value, StackError>> = futures_util::stream::iter(items.into_iter().enumerate())
         .map(|(index, item)| async move {
             let context = json!({
@@ -371,11 +352,7 @@ async fn map(
         .buffered(concurrency)
         .collect()
         .await;
-    let results = Value::Array(results.into_iter().collect::<Result<_, _>>()?);
-    match state.get("ResultSelector") {
-        Some(selector) => fill(selector, &results, &Value::Null),
-        None => Ok(results),
-    }
+    Ok(Value::Array(results.into_iter().collect::<Result<_, _>>()?))
 }
 
 #[cfg(test)]

@@ -121,11 +121,8 @@ pub async fn verify_job(
     crate::states::execute(stack.state_machine("VerifyStateMachine")?, serde_json::json!({}), &invoke)
         .await?;
     let mut confirmed = confirmed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    match (confirmed.pop(), confirmed.len()) {
-        (Some(run), 0) => Ok(run),
-        (run, others) => Err(StackError::Unusable(format!(
-            "the verify job confirmed {} times, not once",
-            others + usize::from(run.is_some())
-        ))),
+    match confirmed.len() {
+        1 => Ok(confirmed.remove(0)),
+        n => Err(StackError::Unusable(format!("the verify job confirmed {n} times, not once"))),
     }
 }

@@ -4,8 +4,9 @@
 
 use io_policy::Deadline;
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
+use operations::verify::VerifyError;
 use operations::verify::job::{Answer, Job, Results, Step};
-use operations::verify::scheduled::{self, Config};
+use operations::verify::scheduled::Config;
 use serde_json::Value;
 use stream_runtime::Vars;
 
@@ -29,37 +30,26 @@ async fn serve() -> Result<(), lambda_runtime::Error> {
     let job = &Job::new(aws_sdk_dynamodb::Client::new(&quiet), s3, cloudwatch, config, results);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Step>| async move {
         let deadline = Deadline::from_epoch_millis(event.context.deadline).less(std::time::Duration::ZERO);
-        let answer = job
-            .step(event.payload, deadline)
-            .await
-            .map_err(|e| Diagnostic { error_type: "VerifyError".to_owned(), error_message: e.to_string() })?;
-        answered(job.config(), answer)
+        let failed = |e: VerifyError| Diagnostic {
+            error_type: "VerifyError".to_owned(),
+            error_message: e.to_string(),
+        };
+        let answer = job.step(event.payload, deadline).await.map_err(failed)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let reply = answer.reply(job.config(), now).map_err(failed)?;
+        if let (Some(emf), Answer::Confirmed(run)) = (&reply.emf, &answer) {
+            emit(emf);
+            if run.drift.is_exact() {
+                tracing::info!(summary = %reply.output, "the index is exact");
+            } else {
+                tracing::error!(summary = %reply.output, "the index has drifted");
+            }
+        }
+        Ok::<Value, Diagnostic>(reply.output)
     }))
     .await
-}
-
-/// A step's answer to the state machine; a confirmation's drift also goes out as EMF.
-fn answered(config: &Config, answer: Answer) -> Result<Value, Diagnostic> {
-    let json = |value: Result<Value, serde_json::Error>| {
-        value.map_err(|e| Diagnostic { error_type: "VerifyError".to_owned(), error_message: e.to_string() })
-    };
-    match answer {
-        Answer::Segment(task) => json(serde_json::to_value(task)),
-        Answer::Merged(merged) => json(serde_json::to_value(merged)),
-        Answer::Confirmed(run) => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-            emit(&scheduled::emf(&run, &config.namespace, &config.function, now));
-            let summary = scheduled::summary(&run);
-            if run.drift.is_exact() {
-                tracing::info!(%summary, "the index is exact");
-            } else {
-                tracing::error!(%summary, "the index has drifted");
-            }
-            Ok(summary)
-        }
-    }
 }
 
 /// EMF is delivered through stdout, where Lambda's log agent picks it up.

@@ -163,6 +163,32 @@ pub enum Answer {
     Confirmed(Run),
 }
 
+/// A step's answer as the function gives it: the JSON the state machine receives, and for a
+/// confirmation the EMF line the drift alarm reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The step's output.
+    pub output: Value,
+    /// The confirmation's EMF document (`scheduled::emf`).
+    pub emf: Option<Value>,
+}
+
+impl Answer {
+    /// This answer as the function replies with it, `now_ms` the EMF timestamp: a confirmation
+    /// answers its summary (`scheduled::summary`).
+    pub fn reply(&self, config: &Config, now_ms: u64) -> Result<Reply, VerifyError> {
+        let json = |v: Result<Value, serde_json::Error>| v.map_err(|e| VerifyError::Format(e.to_string()));
+        Ok(match self {
+            Answer::Segment(task) => Reply { output: json(serde_json::to_value(task))?, emf: None },
+            Answer::Merged(merged) => Reply { output: json(serde_json::to_value(merged))?, emf: None },
+            Answer::Confirmed(run) => Reply {
+                output: crate::verify::scheduled::summary(run),
+                emf: Some(crate::verify::scheduled::emf(run, &config.namespace, &config.function, now_ms)),
+            },
+        })
+    }
+}
+
 /// The verifier function's work: its configuration and clients, built once at cold start.
 #[derive(Debug)]
 pub struct Job {

@@ -32,6 +32,7 @@ mod parking;
 mod pipeline;
 mod plan_cli;
 mod policy;
+mod restore;
 mod status;
 mod support;
 mod template;

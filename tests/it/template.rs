@@ -18,6 +18,9 @@ use crate::support::template::{
 
 const BACKFILLER: &str = "index-backfiller";
 
+/// The restore job's function (only when `EnableArchiveRestore` is "true").
+const RESTORER: &str = "archive-restorer";
+
 #[test]
 fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
     let template = template()?;
@@ -45,6 +48,10 @@ fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
         if parameters.get("IndexVerifySchedule").is_some_and(|v| !v.is_empty()) {
             expected.insert(VERIFIER);
         }
+        if parameters.get("EnableArchiveRestore").is_some_and(|v| v == "true") && !elsewhere("ArchiveRegion")
+        {
+            expected.insert(RESTORER);
+        }
         ensure!(binaries == expected, "{deployment}: the template's functions run {binaries:?}");
         for f in &functions {
             ensure!(
@@ -52,7 +59,7 @@ fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
                 "{}: arm64, JSON logs",
                 f.logical_id
             );
-            if matches!(f.binary.as_deref(), Some(BACKFILLER | VERIFIER)) {
+            if matches!(f.binary.as_deref(), Some(BACKFILLER | VERIFIER | RESTORER)) {
                 ensure!(
                     f.streams.is_empty() && f.timeout == Some(900),
                     "{}: no stream, 15 minutes",
@@ -110,6 +117,8 @@ struct Uses {
     tables: BTreeSet<String>,
     /// `bucket/prefix` it writes under.
     objects: Vec<String>,
+    /// `bucket/prefix` it only reads under (the restorer: the archive).
+    reads: Vec<String>,
     /// `bucket/prefix` it parks records under.
     parked: Vec<String>,
     /// Whether it writes to the index (the verifier, when configured to repair).
@@ -207,6 +216,9 @@ fn function_uses(
     }
     if binary == VERIFIER {
         return verifier_uses(vars, &parameter);
+    }
+    if binary == RESTORER {
+        return restorer_uses(vars, &parameter);
     }
     let settings = stream_runtime::Settings::from_vars(vars, binary)?;
     ensure!(
@@ -321,6 +333,29 @@ fn verifier_uses(vars: &Vars<'_>, parameter: &dyn Fn(&str) -> String) -> Result<
     Ok(uses)
 }
 
+/// What the restore job's function touches: it reads the archive, keeps its state in its own
+/// bucket, and puts items into the issues table, paced and bounded as the parameters say.
+fn restorer_uses(vars: &Vars<'_>, parameter: &dyn Fn(&str) -> String) -> Result<Uses> {
+    let mut uses = Uses::default();
+    let config = operations::archive::job::Config::from_vars(vars)?;
+    let issues = issues_table(parameter);
+    let archive = match parameter("ArchiveBucketName") {
+        name if name.is_empty() => physical("ArchiveBucket"),
+        name => name,
+    };
+    ensure!(config.table == issues, "restores into {}, not the issues table {issues}", config.table);
+    ensure!(config.archive_bucket == archive, "reads {}, not the archive {archive}", config.archive_bucket);
+    ensure!(config.ttl_attribute == parameter("TtlAttribute"), "TTL attribute {}", config.ttl_attribute);
+    ensure!(config.bucket == physical("RestoreBucket"), "keeps its state in {}", config.bucket);
+    let units = parameter("RestoreWriteUnitsPerPartition");
+    ensure!(config.write_units == units.parse().ok(), "paces at {:?}, not {units:?}", config.write_units);
+    ensure!(config.reserved.to_string() == parameter("RestoreConcurrency"), "bounded at {}", config.reserved);
+    uses.tables.insert(issues);
+    uses.objects.push(format!("{}/{}", config.bucket, config.prefix));
+    uses.reads.push(format!("{archive}/{}", parameter("ArchivePrefix")));
+    Ok(uses)
+}
+
 /// What the backfill function touches: the issues table, the items with the indexed attribute.
 fn backfiller_uses(vars: &Vars<'_>, parameter: &dyn Fn(&str) -> String) -> Result<Uses> {
     let mut uses = Uses::default();
@@ -396,7 +431,10 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                         || *r == format!("{destination}/aws/lambda/*")
                 }
                 // The verify job reads back the state it wrote.
-                "s3:GetObject" => uses.objects.iter().any(|o| *r == format!("arn:aws:s3:::{o}*")),
+                // The restorer reads the archive.
+                "s3:GetObject" => {
+                    uses.objects.iter().chain(&uses.reads).any(|o| *r == format!("arn:aws:s3:::{o}*"))
+                }
                 // HeadBucket at init: the archive and the parking bucket themselves; Lambda
                 // lists the destination.
                 "s3:ListBucket" => {
@@ -483,6 +521,16 @@ fn own_actions(binary: Option<&str>, uses: &Uses) -> &'static [&'static str] {
             &["dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
         }
         Some(BACKFILLER) => &["dynamodb:Scan", "dynamodb:UpdateItem"],
+        // The key schema, then whole items put (BatchWriteItem; PutItem with if_absent); the
+        // archive read; the job's parts and cursors listed, read and written in its bucket.
+        Some(RESTORER) => &[
+            "dynamodb:DescribeTable",
+            "dynamodb:BatchWriteItem",
+            "dynamodb:PutItem",
+            "s3:GetObject",
+            "s3:PutObject",
+            "s3:ListBucket",
+        ],
         // A verification scans both tables and looks each page up in the other, and reads the
         // indexer's lag; a repair reads and touches base items, and deletes index entries.
         // The job keeps its segments' state and its results in its bucket.
@@ -569,51 +617,93 @@ fn strings(value: &Value) -> Vec<String> {
     }
 }
 
-/// Each state machine, the backfill's and the verify's, may invoke only its own function, and
-/// start, watch and stop only its own child executions (a Distributed Map runs each segment as
-/// one); its definition invokes that same function.
+/// Each state machine, the backfill's, the verify's and the restore's, may invoke only its own
+/// function, and start, watch and stop only its own child executions (a Distributed Map runs each
+/// segment, batch or partition as one); its definition invokes that same function. The restore's
+/// may list the archive too (its `ItemReader`), and nothing else of S3.
 #[test]
 fn each_state_machine_invokes_only_its_function_and_runs_only_its_own_children() -> Result<()> {
-    for (machine, role, function, task) in [
-        ("BackfillStateMachine", "BackfillStateMachineRole", "BackfillFunction", "Touch"),
-        ("VerifyStateMachine", "VerifyStateMachineRole", "VerifierFunction", "Check"),
+    let archive = format!("arn:aws:s3:::{}", physical("ArchiveBucket"));
+    for (machine, role, function, maps, lists) in [
+        (
+            "BackfillStateMachine",
+            "BackfillStateMachineRole",
+            "BackfillFunction",
+            &[("EachSegment", "Touch")][..],
+            None,
+        ),
+        (
+            "VerifyStateMachine",
+            "VerifyStateMachineRole",
+            "VerifierFunction",
+            &[("EachSegment", "Check")][..],
+            None,
+        ),
+        (
+            "RestoreStateMachine",
+            "RestoreStateMachineRole",
+            "RestoreFunction",
+            &[("Split", "SplitBatch"), ("Restore", "Put")][..],
+            Some(archive.as_str()),
+        ),
     ] {
-        one_state_machine(machine, role, function, task).with_context(|| machine.to_owned())?;
+        one_state_machine(machine, role, function, maps, lists).with_context(|| machine.to_owned())?;
     }
     Ok(())
 }
 
-fn one_state_machine(machine_id: &str, role: &str, function_id: &str, task: &str) -> Result<()> {
+fn one_state_machine(
+    machine_id: &str,
+    role: &str,
+    function_id: &str,
+    maps: &[(&str, &str)],
+    lists: Option<&str>,
+) -> Result<()> {
     let template = template()?;
-    let parameters = set(&[("EnableBackfill", "true"), ("IndexVerifySchedule", "rate(1 day)")]);
+    let parameters = set(&[
+        ("EnableBackfill", "true"),
+        ("IndexVerifySchedule", "rate(1 day)"),
+        ("EnableArchiveRestore", "true"),
+    ]);
     let resolver = template.resolver(&parameters, names());
     let resources = &template.root()["Resources"];
-    let machine = resolver
-        .resolve(&resources[machine_id]["Properties"], machine_id)?
-        .context("the state machine exists with EnableBackfill and IndexVerifySchedule")?;
+    let machine = resolver.resolve(&resources[machine_id]["Properties"], machine_id)?.context(
+        "the state machine exists with EnableBackfill, IndexVerifySchedule and EnableArchiveRestore",
+    )?;
     let function = format!("arn:aws:lambda:{REGION}:{ACCOUNT}:function:{}", physical(function_id));
     let substitution = format!("{function_id}Arn");
     ensure!(machine["DefinitionSubstitutions"][&substitution] == function.as_str(), "{machine:#}");
     let states = &machine["Definition"]["States"];
-    let touch = &states["EachSegment"]["ItemProcessor"]["States"][task];
-    ensure!(
-        touch["Parameters"]["FunctionName"] == format!("${{{substitution}}}")
-            && states["EachSegment"]["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED",
-        "{touch:#}"
-    );
+    let invokes = format!("${{{substitution}}}");
+    for (map, task) in maps {
+        let processor = &states[*map]["ItemProcessor"];
+        let touch = &processor["States"][*task];
+        ensure!(
+            touch["Parameters"]["FunctionName"] == invokes.as_str()
+                && processor["ProcessorConfig"]["Mode"] == "DISTRIBUTED",
+            "{map}: {touch:#}"
+        );
+        // Each child's output is small and fixed, or dropped, so 1,000 fit the Map's 256 KiB result.
+        let small = processor["States"].as_object().into_iter().flatten().any(|(_, s)| {
+            s["Type"] == "Pass" && s["End"] == true && s["Result"].to_string().len() * 1000 < 256 * 1024
+        });
+        ensure!(
+            small || states[*map]["ResultPath"].is_null() && states[*map].get("ResultPath").is_some(),
+            "{map}"
+        );
+        for (name, state) in processor["States"].as_object().into_iter().flatten() {
+            if state["Type"] == "Task" {
+                ensure!(state["Parameters"]["FunctionName"] == invokes.as_str(), "{name}: {state}");
+            }
+        }
+    }
     // Every task invokes the one function.
     for (name, state) in states.as_object().into_iter().flatten() {
         if state["Type"] == "Task" {
-            ensure!(state["Parameters"]["FunctionName"] == format!("${{{substitution}}}"), "{name}: {state}");
+            ensure!(state["Parameters"]["FunctionName"] == invokes.as_str(), "{name}: {state}");
         }
     }
     let name = machine["Name"].as_str().context("the state machine is named")?;
-    // Each child's output is small and fixed, so 1,000 fit the Map's 256 KiB result.
-    let finished = &states["EachSegment"]["ItemProcessor"]["States"]["Finished"];
-    ensure!(
-        finished["Type"] == "Pass" && finished["Result"].to_string().len() * 1000 < 256 * 1024,
-        "{finished}"
-    );
     // Step Functions names are at most 80 characters; CloudFormation's stack names 128.
     let longest = "s".repeat(128);
     let long_names = Names { stack: longest.clone(), ..names() };
@@ -640,6 +730,7 @@ fn one_state_machine(machine_id: &str, role: &str, function_id: &str, task: &str
                     "lambda:InvokeFunction" => resource == function,
                     "states:StartExecution" => resource == own,
                     "states:DescribeExecution" | "states:StopExecution" => resource == children,
+                    "s3:ListBucket" => Some(resource.as_str()) == lists,
                     // Step Functions' log delivery takes no resource but "*".
                     a if a.starts_with("logs:") => resource == "*",
                     _ => false,
@@ -652,6 +743,7 @@ fn one_state_machine(machine_id: &str, role: &str, function_id: &str, task: &str
     for needed in ["lambda:InvokeFunction", "states:StartExecution", "states:DescribeExecution"] {
         ensure!(granted.contains(needed), "the state machine needs {needed}: {granted:?}");
     }
+    ensure!(lists.is_none() || granted.contains("s3:ListBucket"), "its ItemReader lists the archive");
     Ok(())
 }
 
@@ -1115,6 +1207,19 @@ fn no_role_writes_a_source_table_unconditioned() -> Result<()> {
                 let writes = strings(&statement["Action"]).into_iter().any(|a| WRITES.contains(&a.as_str()));
                 let resources = strings(&statement["Resource"]);
                 let at = format!("{deployment}: {role} {}", statement["Sid"]);
+                if writes && resources.contains(&issues) && role == "RestoreRole" {
+                    // The restore puts whole items back into the issues table: that is what an
+                    // operator starts it for, as an application's write (the stream then brings
+                    // each item into the index), and nothing else of the table.
+                    ensure!(
+                        strings(&statement["Action"])
+                            == ["dynamodb:DescribeTable", "dynamodb:PutItem", "dynamodb:BatchWriteItem"]
+                            && resources == [issues.clone()],
+                        "{at}: the restore writes more than items of the issues table: {statement}"
+                    );
+                    checked.insert(role.to_owned());
+                    continue;
+                }
                 if writes && resources.contains(&issues) {
                     let condition = &statement["Condition"];
                     ensure!(
@@ -1139,8 +1244,8 @@ fn no_role_writes_a_source_table_unconditioned() -> Result<()> {
         }
     }
     ensure!(
-        checked.len() == 3,
-        "the backfiller's, the verifier's and the aggregator's writes checked: {checked:?}"
+        checked.len() == 4,
+        "the backfiller's, the verifier's, the restorer's and the aggregator's writes checked: {checked:?}"
     );
     Ok(())
 }
@@ -1522,6 +1627,7 @@ fn production() -> BTreeMap<String, String> {
         ("CounterChangeSource", "Kinesis"),
         ("IndexVerifySchedule", "rate(1 day)"),
         ("EnableBackfill", "true"),
+        ("EnableArchiveRestore", "true"),
         ("IndexWarmWriteUnitsPerSecond", "12000"),
     ])
 }
@@ -1629,7 +1735,14 @@ fn one_key_covers_every_store() -> Result<()> {
     ensure!(keyed_stores >= 15, "stores checked: {keyed_stores}");
     // Each function's role may use it, through the stores' services only.
     for (role, statements) in role_statements(&template, &resolver)? {
-        if ["BackfillStateMachineRole", "VerifyStateMachineRole", "PreTrafficHookRole"].contains(&role) {
+        if [
+            "BackfillStateMachineRole",
+            "VerifyStateMachineRole",
+            "RestoreStateMachineRole",
+            "PreTrafficHookRole",
+        ]
+        .contains(&role)
+        {
             continue;
         }
         let uses = statements.iter().find(|s| s["Sid"] == "UseStackKey");

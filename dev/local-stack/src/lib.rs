@@ -10,10 +10,12 @@ pub mod cloudwatch;
 pub mod fault_proxy;
 pub mod metric_math;
 pub mod replayer;
+mod restore;
 pub mod states;
 mod status;
 pub mod template;
 
+pub use restore::{restore_job, restorer_invoker};
 pub use status::{status, verify, verify_job};
 
 use std::collections::BTreeMap;
@@ -786,6 +788,13 @@ pub fn invoker(function: &Function, sdk: &SdkConfig, metrics: MetricsTo) -> Resu
     Ok(crate::replayer::kinesis::delivery::delivering(stream, filters, function))
 }
 
+/// A function's template environment with `overrides` on top.
+pub(crate) fn overridden(function: &Function, overrides: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut env = environment(function);
+    env.extend(overrides.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    env
+}
+
 /// A [`states::TaskInvoker`] that runs the backfill function (`index-backfiller`) in this
 /// process, configured from its template environment with `overrides` on top, each invocation
 /// given `timeout` before its deadline (the function stops starting pages 75 s before it).
@@ -797,8 +806,7 @@ pub fn backfill_invoker(
     timeout: Duration,
     invocations: Arc<AtomicU64>,
 ) -> Result<states::TaskInvoker, StackError> {
-    let mut env = environment(function);
-    env.extend(overrides.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    let env = overridden(function, overrides);
     let lookup = |name: &str| env.get(name).cloned();
     let (target, settings) = operations::backfill::task::target_from_vars(&Vars::new(&lookup))
         .map_err(|source| StackError::Config { function: function.logical_id.clone(), cause: source })?;
@@ -837,8 +845,7 @@ pub fn verifier_invoker(
     confirmed: Arc<std::sync::Mutex<Vec<Confirmed>>>,
 ) -> Result<states::TaskInvoker, StackError> {
     use operations::verify::job::{Answer, Job, Results, Step};
-    let mut env = environment(function);
-    env.extend(overrides.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    let env = overridden(function, overrides);
     let lookup = |name: &str| env.get(name).cloned();
     let vars = Vars::new(&lookup);
     let config_error = |source| StackError::Config { function: function.logical_id.clone(), cause: source };

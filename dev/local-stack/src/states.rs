@@ -1,10 +1,12 @@
 //! A Step Functions state machine from the template, run in process: the states and the few
 //! path and intrinsic forms the template's definitions use, no more.
 //!
-//! It runs the backfill's and the verify's state machines as written in `template.yaml` (their
-//! `Pass` with `States.ArrayRange`, their Distributed `Map` over segments, their `Task`s that
-//! invoke a function, their `Choice` loops, the verify's `Wait` and `ResultPath: null`), with each
-//! Lambda invocation handed to a caller-given invoker, and `$$.Execution.Name` the execution's.
+//! It runs the backfill's, the verify's and the restore's state machines as written in
+//! `template.yaml` (their `Pass` with `States.ArrayRange`, their Distributed `Map` over segments,
+//! the restore's `Map` over the objects its `ItemReader` lists (`s3:listObjectsV2`, against the
+//! emulator's S3) in `ItemBatcher` batches, their `Task`s that invoke a function, their `Choice`
+//! loops, the verify's `Wait`, `ResultPath: null`), with each Lambda invocation handed to a
+//! caller-given invoker, and `$$.Execution.Name` the execution's.
 //! What it does not know (another state type, a field it would have to ignore, another
 //! intrinsic) is an error naming it, never a silent difference. Retry intervals are not waited:
 //! a retry happens at once, and counts against `MaxAttempts`. A `Wait` waits, as Step Functions
@@ -31,14 +33,34 @@ fn unusable(message: impl Into<String>) -> StackError {
     StackError::Unusable(message.into())
 }
 
+/// What a state machine's states reach: Lambda (its `Task`s), and S3 for a `Map`'s `ItemReader`.
+struct Engine {
+    invoke: TaskInvoker,
+    s3: Option<aws_sdk_s3::Client>,
+}
+
 /// Runs `definition` (ASL, as JSON) on `input` and returns its output; the execution's name
 /// (`$$.Execution.Name`) is made unique in this process.
 pub async fn execute(definition: &Value, input: Value, invoke: &TaskInvoker) -> Result<Value, StackError> {
+    execute_on(definition, input, Engine { invoke: Arc::clone(invoke), s3: None }).await
+}
+
+/// [`execute`], with `s3` for a `Map` whose `ItemReader` lists objects (`s3:listObjectsV2`).
+pub async fn execute_reading(
+    definition: &Value,
+    input: Value,
+    invoke: &TaskInvoker,
+    s3: aws_sdk_s3::Client,
+) -> Result<Value, StackError> {
+    execute_on(definition, input, Engine { invoke: Arc::clone(invoke), s3: Some(s3) }).await
+}
+
+async fn execute_on(definition: &Value, input: Value, engine: Engine) -> Result<Value, StackError> {
     static EXECUTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let n = EXECUTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let name = format!("local-{}-{n}", since.as_millis());
-    run(definition, input, &json!({"Execution": {"Name": name}}), invoke).await
+    run(definition, input, &json!({"Execution": {"Name": name}}), &engine).await
 }
 
 /// Runs the states of `machine` (`StartAt`, `States`) from its start, with `context` as `$$`.
@@ -46,7 +68,7 @@ fn run<'a>(
     machine: &'a Value,
     input: Value,
     context: &'a Value,
-    invoke: &'a TaskInvoker,
+    engine: &'a Engine,
 ) -> Pin<Box<dyn Future<Output = Result<Value, StackError>> + Send + 'a>> {
     Box::pin(async move {
         let mut name = machine["StartAt"]
@@ -63,11 +85,11 @@ fn run<'a>(
                     None => parameters(state, &data, context)?,
                 },
                 "Task" => {
-                    let result = task(&name, state, &data, context, invoke).await?;
+                    let result = task(&name, state, &data, context, &engine.invoke).await?;
                     output(&name, state, data, result, context)?
                 }
                 "Map" => {
-                    let result = map(&name, state, &data, context, invoke).await?;
+                    let result = map(&name, state, &data, context, engine).await?;
                     output(&name, state, data, result, context)?
                 }
                 "Wait" => {
@@ -318,41 +340,119 @@ fn choose(name: &str, state: &Value, data: &Value) -> Result<String, StackError>
         .ok_or_else(|| unusable(format!("state {name}: no rule matched and no Default")))
 }
 
-/// A `Map` over `ItemsPath`, each item's `ItemSelector` input run through `ItemProcessor`, at
-/// most `MaxConcurrency` (or `MaxConcurrencyPath`) at once: the items' results, in order.
+/// A `Map` over `ItemsPath`, or over the objects its `ItemReader` lists: each item's
+/// `ItemSelector` input, grouped by `ItemBatcher` when it has one, run through `ItemProcessor`, at
+/// most `MaxConcurrency` (or `MaxConcurrencyPath`) at once: the results, in order.
 async fn map(
     name: &str,
     state: &Value,
     data: &Value,
     context: &Value,
-    invoke: &TaskInvoker,
+    engine: &Engine,
 ) -> Result<Value, StackError> {
-    let items = evaluate(state["ItemsPath"].as_str().unwrap_or("$"), data, &Value::Null)?;
-    let items =
-        items.as_array().ok_or_else(|| unusable(format!("state {name}: ItemsPath is not an array")))?.clone();
+    let items = if let Some(reader) = state.get("ItemReader") {
+        list_objects(name, reader, data, context, engine.s3.as_ref()).await?
+    } else {
+        let items = evaluate(state["ItemsPath"].as_str().unwrap_or("$"), data, &Value::Null)?;
+        items.as_array().ok_or_else(|| unusable(format!("state {name}: ItemsPath is not an array")))?.clone()
+    };
     let concurrency = match state["MaxConcurrencyPath"].as_str() {
         Some(p) => evaluate(p, data, &Value::Null)?.as_u64(),
         None => state["MaxConcurrency"].as_u64(),
     }
     .filter(|n| *n > 0)
     .map_or(items.len().max(1), |n| usize::try_from(n).unwrap_or(usize::MAX));
+    let mut inputs = Vec::with_capacity(items.len());
+    for (index, item) in items.into_iter().enumerate() {
+        let context = json!({
+            "Execution": context["Execution"].clone(),
+            "Map": {"Item": {"Index": index, "Value": item}},
+        });
+        inputs.push(match state.get("ItemSelector") {
+            Some(selector) => fill(selector, data, &context)?,
+            None => context["Map"]["Item"]["Value"].clone(),
+        });
+    }
+    if let Some(batcher) = state.get("ItemBatcher") {
+        inputs = batches(name, batcher, &inputs, data, context)?;
+    }
     let processor = &state["ItemProcessor"];
-    let results: Vec<Result<Value, StackError>> = futures_util::stream::iter(items.into_iter().enumerate())
-        .map(|(index, item)| async move {
-            let context = json!({
-                "Execution": context["Execution"].clone(),
-                "Map": {"Item": {"Index": index, "Value": item}},
-            });
-            let input = match state.get("ItemSelector") {
-                Some(selector) => fill(selector, data, &context)?,
-                None => context["Map"]["Item"]["Value"].clone(),
-            };
-            run(processor, input, &Value::Null, invoke).await
-        })
+    let results: Vec<Result<Value, StackError>> = futures_util::stream::iter(inputs)
+        .map(|input| run(processor, input, &Value::Null, engine))
         .buffered(concurrency)
         .collect()
         .await;
     Ok(Value::Array(results.into_iter().collect::<Result<_, _>>()?))
+}
+
+/// Items grouped as `ItemBatcher` says (`MaxItemsPerBatch`; `BatchInput` filled from the
+/// state's input): each child's input, `{"BatchInput": …, "Items": […]}`.
+fn batches(
+    name: &str,
+    batcher: &Value,
+    items: &[Value],
+    data: &Value,
+    context: &Value,
+) -> Result<Vec<Value>, StackError> {
+    let size = batcher["MaxItemsPerBatch"]
+        .as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| *n > 0)
+        .ok_or_else(|| unusable(format!("state {name}: only ItemBatcher's MaxItemsPerBatch is emulated")))?;
+    let batch_input = batcher.get("BatchInput").map(|b| fill(b, data, context)).transpose()?;
+    Ok(items
+        .chunks(size)
+        .map(|chunk| {
+            let mut batch = json!({ "Items": chunk });
+            if let Some(input) = &batch_input {
+                batch["BatchInput"] = input.clone();
+            }
+            batch
+        })
+        .collect())
+}
+
+/// The objects an `ItemReader` with `s3:listObjectsV2` lists (`Bucket`, `Prefix`), each as
+/// Step Functions gives it: `Etag`, `Key`, `LastModified` (epoch seconds), `Size`,
+/// `StorageClass`, in key order.
+async fn list_objects(
+    name: &str,
+    reader: &Value,
+    data: &Value,
+    context: &Value,
+    s3: Option<&aws_sdk_s3::Client>,
+) -> Result<Vec<Value>, StackError> {
+    if reader["Resource"] != "arn:aws:states:::s3:listObjectsV2" || reader.get("ReaderConfig").is_some() {
+        return Err(unusable(format!(
+            "state {name}: only an ItemReader of s3:listObjectsV2 without ReaderConfig is emulated"
+        )));
+    }
+    let parameters = fill(&reader["Parameters"], data, context)?;
+    if parameters.as_object().is_some_and(|p| p.keys().any(|k| k != "Bucket" && k != "Prefix")) {
+        return Err(unusable(format!("state {name}: only the ItemReader's Bucket and Prefix are emulated")));
+    }
+    let bucket = parameters["Bucket"]
+        .as_str()
+        .ok_or_else(|| unusable(format!("state {name}: the ItemReader names no Bucket")))?;
+    let prefix = parameters["Prefix"].as_str().unwrap_or_default();
+    let s3 = s3
+        .ok_or_else(|| unusable(format!("state {name}: an ItemReader needs S3: run with execute_reading")))?;
+    let mut pages = s3.list_objects_v2().bucket(bucket).prefix(prefix).into_paginator().send();
+    let mut objects = Vec::new();
+    while let Some(page) = pages.next().await {
+        let page =
+            page.map_err(|e| unusable(format!("state {name}: ListObjectsV2 s3://{bucket}/{prefix}: {e:?}")))?;
+        objects.extend(page.contents().iter().map(|o| {
+            json!({
+                "Etag": o.e_tag(),
+                "Key": o.key(),
+                "LastModified": o.last_modified().map(aws_smithy_types::DateTime::secs),
+                "Size": o.size(),
+                "StorageClass": o.storage_class().map(|c| c.as_str().to_owned()),
+            })
+        }));
+    }
+    Ok(objects)
 }
 
 #[cfg(test)]

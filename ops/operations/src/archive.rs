@@ -1,5 +1,6 @@
 //! The ttl-archiver's archives read back (format v1, see `docs/formats.md`).
 //!
+//! - [`job`]: the same restore as a job on Step Functions, for an archive of any size.
 //! - [`Source`]: one archive object, a local file or `s3://bucket/key`.
 //! - [`cat`]: an object's lines as plain JSON (or as archived).
 //! - [`items`] and [`restore`]: every item under a prefix, read back or put into a table; [`ttl`]:
@@ -13,6 +14,7 @@
 //! metadata object is read whole.
 
 pub mod import;
+pub mod job;
 mod plain;
 mod restore;
 pub mod ttl;
@@ -79,6 +81,17 @@ pub enum ArchiveError {
         /// Why it failed.
         cause: std::io::Error,
     },
+}
+
+impl From<crate::job_store::StoreError> for ArchiveError {
+    fn from(error: crate::job_store::StoreError) -> ArchiveError {
+        match error {
+            crate::job_store::StoreError::Request(failed) => ArchiveError::Request(failed),
+            crate::job_store::StoreError::Format { object, job, cause } => {
+                ArchiveError::Content { object, reason: format!("not what {job} writes: {cause}") }
+            }
+        }
+    }
 }
 
 /// Where an archive object is: a local file or `s3://bucket/key`.

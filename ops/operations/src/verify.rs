@@ -70,6 +70,15 @@ pub enum VerifyError {
     Format(String),
 }
 
+impl From<crate::job_store::StoreError> for VerifyError {
+    fn from(error: crate::job_store::StoreError) -> VerifyError {
+        match error {
+            crate::job_store::StoreError::Request(failed) => VerifyError::Request(failed),
+            format @ crate::job_store::StoreError::Format { .. } => VerifyError::Format(format.to_string()),
+        }
+    }
+}
+
 /// How an index table differs from what the base table calls for.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Drift {

@@ -74,6 +74,19 @@ impl<'a> Vars<'a> {
         })
     }
 
+    /// A positive rate (capacity units per second), or `None` when unset.
+    pub fn rate(&self, var: &'static str) -> Result<Option<f64>, ConfigError> {
+        self.optional(var)
+            .map(|text| match text.trim().parse::<f64>() {
+                Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+                _ => Err(ConfigError::Invalid {
+                    var,
+                    reason: format!("{text:?} is not a positive number of capacity units per second"),
+                }),
+            })
+            .transpose()
+    }
+
     /// An integer in `min..=max`, or `default` when unset.
     pub fn integer<T>(&self, var: &'static str, default: T, min: T, max: T) -> Result<T, ConfigError>
     where

@@ -51,16 +51,21 @@ pub(crate) fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
         ),
         ("set attribute", set(&[("IndexedAttribute", "tags"), ("IndexedAttributeType", "SS")])),
         (
-            "backfill on, existing issues table, paced",
+            "backfill and restore on, existing issues table and archive, paced",
             set(&[
                 ("EnableBackfill", "true"),
+                ("EnableArchiveRestore", "true"),
+                ("ArchiveBucketName", "existing-archive"),
+                ("ArchivePrefix", "ttl/"),
+                ("RestoreWriteUnitsPerPartition", "250"),
+                ("RestoreConcurrency", "6"),
                 ("IssuesTableStreamArn", ISSUES_STREAM),
                 ("BackfillWriteUnitsPerSegment", "50"),
                 ("BackfillReadUnitsPerSegment", "200"),
                 ("BackfillReservedConcurrency", "8"),
             ]),
         ),
-        ("backfill on", set(&[("EnableBackfill", "true")])),
+        ("backfill and restore on", set(&[("EnableBackfill", "true"), ("EnableArchiveRestore", "true")])),
         ("scheduled verify", set(&[("IndexVerifySchedule", "rate(1 day)")])),
         ("combined consumers", set(&[("Consumers", "Combined")])),
         (

@@ -240,7 +240,7 @@ async fn read_object(
 
 /// Puts every item with `BatchWriteItem`; on failure, how many were not written and the first
 /// failure.
-async fn put_all(
+pub(super) async fn put_all(
     writer: &Writer,
     table: &str,
     items: Vec<Item>,
@@ -261,7 +261,7 @@ async fn put_all(
 
 /// Puts each item only if the table has no item with its key (`attribute_not_exists` on the
 /// partition key), concurrently under `budget`; how many already existed.
-async fn put_absent(
+pub(super) async fn put_absent(
     dynamodb: &aws_sdk_dynamodb::Client,
     table: &str,
     partition_key: &str,
@@ -329,6 +329,23 @@ async fn object_items(
     key: &str,
     seen: &mut HashSet<String>,
 ) -> Result<(Vec<Line>, usize), ArchiveError> {
+    let lines = object_lines(s3, bucket, key).await?;
+    let before = lines.len();
+    let kept: Vec<Line> = lines
+        .into_iter()
+        .filter_map(|(line, event)| event.is_none_or(|event| seen.insert(event)).then_some(line))
+        .collect();
+    let left_out = before - kept.len();
+    Ok((kept, left_out))
+}
+
+/// The lines of the item object `key`, each with its deletion's `eventID` from the metadata
+/// object beside it (`None` when there is none).
+pub(super) async fn object_lines(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+) -> Result<Vec<(Line, Option<String>)>, ArchiveError> {
     let object = format!("s3://{bucket}/{key}");
     let read = |bytes: &[u8], object: &str| {
         archive::read(bytes)
@@ -336,11 +353,12 @@ async fn object_items(
     };
     let bytes = get(s3, bucket, key).await?.ok_or_else(|| not_found(bucket, key))?;
     let lines = read(&bytes, &object)?;
-    let Some(meta_key) = archive::meta_key_of(key) else {
-        return Ok((lines, 0));
+    let meta = match archive::meta_key_of(key) {
+        Some(meta_key) => get(s3, bucket, &meta_key).await?.map(|meta| (meta_key, meta)),
+        None => None,
     };
-    let Some(meta) = get(s3, bucket, &meta_key).await? else {
-        return Ok((lines, 0));
+    let Some((meta_key, meta)) = meta else {
+        return Ok(lines.into_iter().map(|line| (line, None)).collect());
     };
     let events: Vec<String> = read(&meta, &format!("s3://{bucket}/{meta_key}"))?
         .into_iter()
@@ -359,14 +377,7 @@ async fn object_items(
             ),
         });
     }
-    let before = lines.len();
-    let kept: Vec<Line> = lines
-        .into_iter()
-        .zip(events)
-        .filter_map(|(line, event)| seen.insert(event).then_some(line))
-        .collect();
-    let left_out = before - kept.len();
-    Ok((kept, left_out))
+    Ok(lines.into_iter().zip(events.into_iter().map(Some)).collect())
 }
 
 /// The item objects under a prefix, in key order.
@@ -379,7 +390,10 @@ async fn list(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> Result<Vec
 }
 
 /// The table's key attribute names. Fails, saying what to do, when the table does not exist.
-async fn key_schema(dynamodb: &aws_sdk_dynamodb::Client, table: &str) -> Result<Vec<String>, ArchiveError> {
+pub(super) async fn key_schema(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<Vec<String>, ArchiveError> {
     let described = dynamodb.describe_table().table_name(table).send().await.map_err(|e| {
         let mut failed = RequestFailed::sdk("DescribeTable", table, &e);
         failed.message.push_str(
@@ -394,7 +408,7 @@ async fn key_schema(dynamodb: &aws_sdk_dynamodb::Client, table: &str) -> Result<
 }
 
 /// An item's key as canonical text (its key attributes in DynamoDB JSON), to compare keys by.
-fn key_of(item: &Item, key_names: &[String]) -> Result<String, String> {
+pub(super) fn key_of(item: &Item, key_names: &[String]) -> Result<String, String> {
     let key: Item = key_names
         .iter()
         .map(|name| {

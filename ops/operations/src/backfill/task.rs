@@ -70,21 +70,10 @@ pub fn target_from_vars(vars: &Vars<'_>) -> Result<(Target, Settings), ConfigErr
     let index = vars.optional(INDEX_VAR);
     let target = Target::new(&table, &indexes, index.as_deref())
         .map_err(|e| ConfigError::Invalid { var: INDEX_VAR, reason: e.to_string() })?;
-    let rate = |var: &'static str| -> Result<Option<f64>, ConfigError> {
-        vars.optional(var)
-            .map(|text| match text.parse::<f64>() {
-                Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
-                _ => Err(ConfigError::Invalid {
-                    var,
-                    reason: format!("{text:?} is not a positive number of capacity units per second"),
-                }),
-            })
-            .transpose()
-    };
     let settings = Settings {
         page_size: vars.integer(PAGE_SIZE_VAR, 500, 1, 10_000)?,
-        read_units_per_second: rate(READ_UNITS_VAR)?,
-        write_units_per_second: rate(WRITE_UNITS_VAR)?,
+        read_units_per_second: vars.rate(READ_UNITS_VAR)?,
+        write_units_per_second: vars.rate(WRITE_UNITS_VAR)?,
         ..Settings::default()
     };
     Ok((target, settings))

@@ -27,11 +27,12 @@
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use io_policy::{Policy, RequestFailed};
+use io_policy::Policy;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use stream_runtime::{ConfigError, Vars};
 
+use crate::job_store::Store;
 use crate::verify::pass::{Pass, Passes};
 use crate::verify::scheduled::{Config, Run};
 use crate::verify::{Drift, Mender, VerifyError};
@@ -193,10 +194,9 @@ impl Answer {
 #[derive(Debug)]
 pub struct Job {
     client: aws_sdk_dynamodb::Client,
-    s3: aws_sdk_s3::Client,
+    store: Store,
     cloudwatch: aws_sdk_cloudwatch::Client,
     config: Config,
-    results: Results,
 }
 
 impl Job {
@@ -209,7 +209,8 @@ impl Job {
         config: Config,
         results: Results,
     ) -> Job {
-        Job { client, s3, cloudwatch, config, results }
+        let store = Store::new(s3, results.bucket, results.prefix, "a verify job");
+        Job { client, store, cloudwatch, config }
     }
 
     /// The verifier's configuration.
@@ -239,7 +240,7 @@ impl Job {
                 {
                     return Err(VerifyError::Format(format!(
                         "{} holds segment {} of {} of run {} (version {}), not segment {} of {} of run {}",
-                        self.results.key(&task.run_id, &name),
+                        self.store.key(&task.run_id, &name),
                         state.segment,
                         state.total_segments,
                         state.run_id,
@@ -312,7 +313,7 @@ impl Job {
                     Some(state) if state.done => Ok(state),
                     _ => Err(VerifyError::Format(format!(
                         "{} is not a finished segment: every segment must be done before the merge",
-                        self.results.key(run_id, &name)
+                        self.store.key(run_id, &name)
                     ))),
                 }
             })
@@ -347,7 +348,7 @@ impl Job {
         let merged = self.read::<Merged>(run_id, "first.json").await?.ok_or_else(|| {
             VerifyError::Format(format!(
                 "{} is missing: the merge step writes it",
-                self.results.key(run_id, "first.json")
+                self.store.key(run_id, "first.json")
             ))
         })?;
         let first = merged.drift.unwrap_or_else(|| Drift::none(&self.config.index));
@@ -374,38 +375,12 @@ impl Job {
         run_id: &str,
         name: &str,
     ) -> Result<Option<T>, VerifyError> {
-        let key = self.results.key(run_id, name);
-        let Some(bytes) = stream_runtime::aws::get_object(&self.s3, &self.results.bucket, &key).await? else {
-            return Ok(None);
-        };
-        serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-            VerifyError::Format(format!(
-                "s3://{}/{key} is not what a verify job writes: {e}",
-                self.results.bucket
-            ))
-        })
+        Ok(self.store.read(run_id, name).await?)
     }
 
     /// Writes `value` as the object `name` of run `run_id`, under the I/O policy.
     async fn write<T: Serialize>(&self, run_id: &str, name: &str, value: &T) -> Result<(), VerifyError> {
-        let key = self.results.key(run_id, name);
-        let target = format!("s3://{}/{key}", self.results.bucket);
-        let body = serde_json::to_vec(value).map_err(|e| VerifyError::Format(format!("{target}: {e}")))?;
-        let budget = Policy::default().within(Duration::from_secs(60));
-        budget
-            .call(|| {
-                let request = self
-                    .s3
-                    .put_object()
-                    .bucket(&self.results.bucket)
-                    .key(&key)
-                    .content_type("application/json")
-                    .body(body.clone().into());
-                async move { request.send().await.map_err(|e| io_policy::classify("PutObject", &e)) }
-            })
-            .await
-            .map_err(|failure| RequestFailed::new("PutObject", target, failure))?;
-        Ok(())
+        Ok(self.store.write(run_id, name, value).await?)
     }
 }
 

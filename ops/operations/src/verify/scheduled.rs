@@ -97,18 +97,7 @@ impl Config {
             confirm_after,
             lag_function: vars.optional("VERIFY_LAG_FUNCTION"),
             page_items: vars.integer("VERIFY_PAGE_SIZE", crate::verify::PAGE_ITEMS, 1, 10_000)?,
-            read_units: match vars.optional("VERIFY_READ_UNITS") {
-                None => None,
-                Some(text) => match text.parse::<f64>() {
-                    Ok(units) if units.is_finite() && units > 0.0 => Some(units),
-                    _ => {
-                        return Err(ConfigError::Invalid {
-                            var: "VERIFY_READ_UNITS",
-                            reason: format!("{text:?} is not a positive number of read units a second"),
-                        });
-                    }
-                },
-            },
+            read_units: vars.rate("VERIFY_READ_UNITS")?,
             namespace: vars.optional("METRICS_NAMESPACE").unwrap_or_else(|| "Sidestream".to_owned()),
             function: vars
                 .optional("AWS_LAMBDA_FUNCTION_NAME")

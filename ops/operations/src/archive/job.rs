@@ -444,13 +444,15 @@ impl Job {
 
     /// Runs `step`, within `deadline` (the invocation's), `now` in epoch seconds.
     pub async fn step(&self, step: Step, deadline: Instant, now: i64) -> Result<Answer, ArchiveError> {
+        // Each step's future is boxed: nested in the function's, their layout would otherwise go
+        // deeper than the compiler's query limit.
         match step {
             Step::Plan { run_id, request } => {
                 plan(run_id, request, self.config.reserved, now).map(Answer::Plan)
             }
-            Step::Split { plan, objects } => self.split(&plan, &objects).await.map(Answer::Split),
-            Step::Restore(task) => self.restore(task, deadline).await.map(Answer::Restore),
-            Step::Report { plan } => self.report(&plan).await.map(Answer::Report),
+            Step::Split { plan, objects } => Box::pin(self.split(&plan, &objects)).await.map(Answer::Split),
+            Step::Restore(task) => Box::pin(self.restore(task, deadline)).await.map(Answer::Restore),
+            Step::Report { plan } => Box::pin(self.report(&plan)).await.map(Answer::Report),
         }
     }
 

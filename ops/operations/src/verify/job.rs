@@ -220,12 +220,16 @@ impl Job {
 
     /// Runs `step`, within `deadline` (the invocation's).
     pub async fn step(&self, step: Step, deadline: Instant) -> Result<Answer, VerifyError> {
+        // Each step's future is boxed: nested in the function's, their layout would otherwise go
+        // deeper than the compiler's query limit.
         match step {
-            Step::Segment(task) => self.segment(task, deadline).await.map(Answer::Segment),
+            Step::Segment(task) => Box::pin(self.segment(task, deadline)).await.map(Answer::Segment),
             Step::Merge { run_id, total_segments } => {
-                self.merge(&run_id, total_segments).await.map(Answer::Merged)
+                Box::pin(self.merge(&run_id, total_segments)).await.map(Answer::Merged)
             }
-            Step::Confirm { run_id } => self.confirm(&run_id, deadline).await.map(Answer::Confirmed),
+            Step::Confirm { run_id } => {
+                Box::pin(self.confirm(&run_id, deadline)).await.map(Answer::Confirmed)
+            }
         }
     }
 

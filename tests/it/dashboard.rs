@@ -30,6 +30,8 @@ type TimeoutLines = Vec<(String, i64)>;
 
 /// Lambda's function metrics that the dashboard and alarms may use (AWS/Lambda, `FunctionName`).
 const FUNCTION_METRICS: [&str; 4] = ["Errors", "Throttles", "Duration", "Invocations"];
+/// What a function URL emits (AWS/Lambda, `FunctionName`); the dashboard shows the counts.
+const URL_METRICS: [&str; 3] = ["UrlRequestCount", "Url4xxCount", "Url5xxCount"];
 /// A stream mapping's function metric.
 const STREAM_METRIC: &str = "IteratorAge";
 /// What a mapping with `MetricsConfig: {Metrics: [EventCount]}` emits (AWS/Lambda,
@@ -84,6 +86,17 @@ fn emitted(template: &Template, resolver: &Resolver<'_>) -> Result<Emitted> {
         out.timeouts.insert(name.clone(), function.timeout.unwrap_or(3) * 1000);
         for metric in FUNCTION_METRICS {
             out.series.insert(lambda(metric, "FunctionName", &name));
+        }
+        // A function URL's metrics (AWS/Lambda, `FunctionName`; Lambda developer guide,
+        // "Monitoring function URLs"), for the function that has one: the grid API's.
+        let url = template
+            .root()
+            .pointer(&format!("/Resources/{}/Properties/FunctionUrlConfig", function.logical_id));
+        if url.is_some() {
+            for metric in URL_METRICS {
+                out.series.insert(lambda(metric, "FunctionName", &name));
+                out.required.insert(lambda(metric, "FunctionName", &name));
+            }
         }
         for stream in &function.streams {
             out.series.insert(lambda(STREAM_METRIC, "FunctionName", &name));

@@ -123,7 +123,7 @@ fn every_cli_error_is_one_readable_line() -> Result<()> {
 fn every_init_failure_is_one_readable_line_naming_the_variable() -> Result<()> {
     // Each function's own variable; PARKING_BUCKET, which every stream function reads first, set.
     const PARKED: Var<'static> = ("PARKING_BUCKET", "parked");
-    let cases: [(&str, &[Var<'_>], &str); 11] = [
+    let cases: [(&str, &[Var<'_>], &str); 12] = [
         ("multikey-indexer", &[], "PARKING_BUCKET"),
         ("multikey-indexer", &[PARKED, ("MULTIKEY_INDEXES", "{")], "MULTIKEY_INDEXES"),
         ("ttl-archiver", &[PARKED], "ARCHIVE_BUCKET"),
@@ -139,6 +139,7 @@ fn every_init_failure_is_one_readable_line_naming_the_variable() -> Result<()> {
         ("index-verifier", &[], "MULTIKEY_INDEXES"),
         ("index-backfiller", &[], "MULTIKEY_INDEXES"),
         ("archive-restorer", &[], "RESTORE_TABLE"),
+        ("grid-api", &[("MULTIKEY_INDEXES", "{}")], "MULTIKEY_INDEXES"),
     ];
     let mut problems = Vec::new();
     for (binary, env, var) in cases {

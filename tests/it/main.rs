@@ -21,6 +21,7 @@ mod fixtures;
 mod formats;
 mod global;
 mod grid;
+mod grid_api;
 mod key_cli;
 mod kinesis;
 mod lambda;

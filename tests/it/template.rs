@@ -21,6 +21,9 @@ const BACKFILLER: &str = "index-backfiller";
 /// The restore job's function (only when `EnableArchiveRestore` is "true").
 const RESTORER: &str = "archive-restorer";
 
+/// The grid API's function (only when `GridApi` is "true").
+const GRID_API: &str = "grid-api";
+
 #[test]
 fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
     let template = template()?;
@@ -52,6 +55,9 @@ fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
         {
             expected.insert(RESTORER);
         }
+        if parameters.get("GridApi").is_some_and(|v| v == "true") {
+            expected.insert(GRID_API);
+        }
         ensure!(binaries == expected, "{deployment}: the template's functions run {binaries:?}");
         for f in &functions {
             ensure!(
@@ -65,6 +71,11 @@ fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
                     "{}: no stream, 15 minutes",
                     f.logical_id
                 );
+                continue;
+            }
+            if f.binary.as_deref() == Some(GRID_API) {
+                // A page stops at 20 s; the function answers within its 30.
+                ensure!(f.streams.is_empty() && f.timeout == Some(30), "{}: no stream, 30 s", f.logical_id);
                 continue;
             }
             ensure!(f.streams.len() == 1, "{}: one stream source", f.logical_id);
@@ -119,6 +130,11 @@ struct Uses {
     objects: Vec<String>,
     /// `bucket/prefix` it only reads under (the restorer: the archive).
     reads: Vec<String>,
+    /// Indexes of its tables it queries (`table/<table>/index/<index>`: the grid API's nulls
+    /// index).
+    table_indexes: BTreeSet<String>,
+    /// The secret it reads (the grid API's cursor key).
+    secret: Option<String>,
     /// `bucket/prefix` it parks records under.
     parked: Vec<String>,
     /// Whether it writes to the index (the verifier, when configured to repair).
@@ -219,6 +235,9 @@ fn function_uses(
     }
     if binary == RESTORER {
         return restorer_uses(vars, &parameter);
+    }
+    if binary == GRID_API {
+        return grid_api_uses(vars, &parameter, resolver);
     }
     let settings = stream_runtime::Settings::from_vars(vars, binary)?;
     ensure!(
@@ -333,6 +352,28 @@ fn verifier_uses(vars: &Vars<'_>, parameter: &dyn Fn(&str) -> String) -> Result<
     Ok(uses)
 }
 
+/// What the grid API reads: the index table, the issues table and its nulls index, and its
+/// secret.
+fn grid_api_uses(
+    vars: &Vars<'_>,
+    parameter: &dyn Fn(&str) -> String,
+    resolver: &Resolver<'_>,
+) -> Result<Uses> {
+    let mut uses = Uses::default();
+    let config = operations::grid_api::Config::from_vars(vars)?;
+    let issues = issues_table(parameter);
+    ensure!(config.table == issues, "pages {}, not the issues table {issues}", config.table);
+    let index = operations::grid::GridSchema::new(&config.indexes, None, &config.table, &config.nulls_index)?;
+    let secret =
+        resolver.string(&serde_json::json!({"Ref": "GridApiCursorSecret"}), "GridApiCursorSecret")?;
+    ensure!(config.secret == secret, "reads the cursor key from {}, not the stack's secret", config.secret);
+    uses.tables.extend([issues.clone(), index.index_table().to_owned()]);
+    uses.table_indexes
+        .insert(format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{issues}/index/{}", config.nulls_index));
+    uses.secret = Some(secret);
+    Ok(uses)
+}
+
 /// What the restore job's function touches: it reads the archive, keeps its state in its own
 /// bucket, and puts items into the issues table, paced and bounded as the parameters say.
 fn restorer_uses(vars: &Vars<'_>, parameter: &dyn Fn(&str) -> String) -> Result<Uses> {
@@ -424,7 +465,11 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                 | "kinesis:ListShards" => *r == stream,
                 // Priming: the written tables' key schemas, and the source stream's view type.
                 "dynamodb:DescribeTable" => table_arns.contains(r) || Some(r.as_str()) == source_table,
+                // The grid API queries the issues table's nulls index too.
+                "dynamodb:Query" => table_arns.contains(r) || uses.table_indexes.contains(r),
                 a if a.starts_with("dynamodb:") => table_arns.contains(r),
+                // The grid API's cursor key, its own secret only.
+                "secretsmanager:GetSecretValue" => uses.secret.as_deref() == Some(r.as_str()),
                 // Lambda writes what it gives up under aws/lambda/ in the destination bucket.
                 "s3:PutObject" => {
                     uses.objects.iter().chain(&uses.parked).any(|o| *r == format!("arn:aws:s3:::{o}*"))
@@ -521,6 +566,9 @@ fn own_actions(binary: Option<&str>, uses: &Uses) -> &'static [&'static str] {
             &["dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
         }
         Some(BACKFILLER) => &["dynamodb:Scan", "dynamodb:UpdateItem"],
+        // A page: the index's entries (Query), the issues without one (Query on the nulls
+        // index), the attributes asked for (BatchGetItem); the cursor key at cold start.
+        Some(GRID_API) => &["dynamodb:Query", "dynamodb:BatchGetItem", "secretsmanager:GetSecretValue"],
         // The key schema, then whole items put (BatchWriteItem; PutItem with if_absent); the
         // archive read; the job's parts and cursors listed, read and written in its bucket.
         Some(RESTORER) => &[
@@ -1628,6 +1676,7 @@ fn production() -> BTreeMap<String, String> {
         ("IndexVerifySchedule", "rate(1 day)"),
         ("EnableBackfill", "true"),
         ("EnableArchiveRestore", "true"),
+        ("GridApi", "true"),
         ("IndexWarmWriteUnitsPerSecond", "12000"),
     ])
 }
@@ -1973,5 +2022,55 @@ fn the_registry_names_each_function_as_the_template_deploys_it() -> Result<()> {
     }
     // Every entry was deployed by some deployment: none is checked by its absence.
     ensure!(checked.len() == sidestream_combined::FUNCTIONS.len() + 1, "{checked:?}");
+    Ok(())
+}
+
+/// With `GridApi=true` the grid API is reached through its function URL with IAM authentication
+/// only (no other permission lets anyone invoke it), signs cursors with the stack's own secret
+/// (generated, never the development key), has a reserved concurrency and both its alarms;
+/// without it, none of that exists.
+#[test]
+fn the_grid_api_is_reached_only_with_iam_and_signs_with_its_own_secret() -> Result<()> {
+    let template = template()?;
+    let resources = &template.root()["Resources"];
+    let on = template.resolver(&set(&[("GridApi", "true")]), names());
+    let function = properties(&template, &on, "GridApiFunction")?;
+    ensure!(
+        function["FunctionUrlConfig"] == serde_json::json!({"AuthType": "AWS_IAM"}),
+        "{}",
+        function["FunctionUrlConfig"]
+    );
+    ensure!(number_of(&function["ReservedConcurrentExecutions"])? >= 1, "a reserved concurrency");
+    for permission in template.resources_of_type("AWS::Lambda::Permission") {
+        let text = resources[permission].to_string();
+        ensure!(!text.contains("GridApiFunction"), "{permission} lets someone invoke the grid API: {text}");
+    }
+    let secret = properties(&template, &on, "GridApiCursorSecret")?;
+    let length = secret["GenerateSecretString"]["PasswordLength"].as_u64().unwrap_or(0);
+    ensure!(
+        usize::try_from(length)? >= operations::grid_api::MIN_KEY_BYTES
+            && secret.get("SecretString").is_none(),
+        "a generated key of at least {} characters: {secret}",
+        operations::grid_api::MIN_KEY_BYTES
+    );
+    let secret_ref = on.string(&serde_json::json!({"Ref": "GridApiCursorSecret"}), "GridApiCursorSecret")?;
+    ensure!(function["Environment"]["Variables"]["GRID_CURSOR_SECRET"] == secret_ref.as_str(), "{function}");
+    for alarm in ["GridApiErrorsAlarm", "GridApiServerErrorsAlarm"] {
+        ensure!(on.resource_exists(alarm)?, "{alarm}");
+    }
+    ensure!(
+        template.root()["Outputs"]["GridApiUrl"]["Value"]
+            == serde_json::json!({"Fn::GetAtt": ["GridApiFunctionUrl", "FunctionUrl"]})
+    );
+    let off = template.resolver(&set(&[]), names());
+    for id in [
+        "GridApiFunction",
+        "GridApiRole",
+        "GridApiCursorSecret",
+        "GridApiErrorsAlarm",
+        "GridApiServerErrorsAlarm",
+    ] {
+        ensure!(!off.resource_exists(id)?, "{id} exists without GridApi");
+    }
     Ok(())
 }

@@ -8,13 +8,16 @@ pub mod bench;
 pub mod chaos;
 pub mod cloudwatch;
 pub mod fault_proxy;
+mod grid_api;
 pub mod metric_math;
 pub mod replayer;
 mod restore;
+pub mod sigv4;
 pub mod states;
 mod status;
 pub mod template;
 
+pub use grid_api::{GridApi, serve_grid_api};
 pub use restore::{restore_job, restorer_invoker};
 pub use status::{status, verify, verify_job};
 
@@ -370,6 +373,20 @@ impl Stack {
             if resolver.resource_exists(id).map_err(in_template)? {
                 queues.insert(id.to_owned(), resources::create_queue(&sqs, &name(id)).await?);
             }
+        }
+        // Each secret with a random string of the length its GenerateSecretString asks for, as
+        // Secrets Manager makes one when CloudFormation creates it.
+        let secrets = aws_sdk_secretsmanager::Client::new(sdk);
+        for (id, properties) in
+            resolved_of_type(&parsed, &resolver, "AWS::SecretsManager::Secret").map_err(in_template)?
+        {
+            let length = properties["GenerateSecretString"]["PasswordLength"].as_u64().unwrap_or(32);
+            let value: String = std::iter::repeat_with(fastrand::alphanumeric)
+                .take(usize::try_from(length).unwrap_or(32))
+                .collect();
+            secrets.create_secret().name(name(&id)).secret_string(value).send().await.map_err(|e| {
+                StackError::Unusable(format!("{id}: CreateSecret: {}", io_policy::describe(&e)))
+            })?;
         }
         let mut alarms = BTreeMap::new();
         for (id, properties) in

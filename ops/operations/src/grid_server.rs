@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::grid::{Filter, Grid, GridError, Query};
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
@@ -72,6 +72,16 @@ impl App {
         }
     }
 
+    /// Answers one request of the JSON paths only (`/api/page`, `/api/fields`), anything else
+    /// with 404: the grid API's function, whose callers sign their requests and read JSON.
+    pub async fn answer_api(&self, method: &Method, path: &str, query: &str) -> Response<Full<Bytes>> {
+        if path.starts_with("/api/") {
+            return self.answer(method, path, query).await;
+        }
+        let error = format!("no API at {path}: the grid API serves /api/page and /api/fields");
+        json_response(StatusCode::NOT_FOUND, &json!({ "error": error }))
+    }
+
     async fn page(&self, params: &HashMap<String, String>) -> Result<Value, ServeError> {
         let query = page_query(params)?;
         let started = Instant::now();
@@ -88,24 +98,35 @@ impl App {
     async fn fields(&self, params: &HashMap<String, String>) -> Result<Value, ServeError> {
         let scope = required(params, "scope")?;
         let schema = self.grid.schema();
-        let definitions = self
-            .client
-            .get_item()
-            .table_name(schema.table())
-            .key(schema.key(), AttributeValue::S(scope.to_owned()))
+        // BatchGetItem, not GetItem: the grid reads the base table with Query and BatchGetItem
+        // only, and the grid API's role allows no more.
+        let wanted = KeysAndAttributes::builder()
+            .keys([(schema.key().to_owned(), AttributeValue::S(scope.to_owned()))].into())
             .projection_expression("#d")
             .expression_attribute_names("#d", DEFINITIONS)
+            .consistent_read(false)
+            .build()
+            .map_err(|e| ServeError::Dynamo(e.to_string()))?;
+        let read = self
+            .client
+            .batch_get_item()
+            .request_items(schema.table(), wanted)
             .send()
             .await
             .map_err(|e| ServeError::Dynamo(io_policy::describe(&e)))?;
-        let defined: BTreeMap<String, String> =
-            match definitions.item.as_ref().and_then(|i| i.get(DEFINITIONS)) {
-                Some(AttributeValue::M(map)) => map
-                    .iter()
-                    .map(|(id, name)| (id.clone(), name.as_s().map_or_else(|_| id.clone(), Clone::clone)))
-                    .collect(),
-                _ => BTreeMap::new(),
-            };
+        if read.unprocessed_keys().is_some_and(|u| !u.is_empty()) {
+            return Err(ServeError::Dynamo(format!(
+                "BatchGetItem left the definition item of {scope} unprocessed (throttled): try again"
+            )));
+        }
+        let definition = read.responses().and_then(|r| r.get(schema.table())).and_then(|items| items.first());
+        let defined: BTreeMap<String, String> = match definition.and_then(|i| i.get(DEFINITIONS)) {
+            Some(AttributeValue::M(map)) => map
+                .iter()
+                .map(|(id, name)| (id.clone(), name.as_s().map_or_else(|_| id.clone(), Clone::clone)))
+                .collect(),
+            _ => BTreeMap::new(),
+        };
         let (fields, names) = if defined.is_empty() {
             (self.fields_in_data(scope).await?, "data")
         } else {

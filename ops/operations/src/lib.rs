@@ -5,6 +5,7 @@ pub mod archive;
 pub mod backfill;
 pub mod failures;
 pub mod grid;
+pub mod grid_api;
 pub mod grid_server;
 pub mod job_store;
 pub mod oracle;

@@ -74,6 +74,18 @@ impl<'a> Vars<'a> {
         })
     }
 
+    /// `true`/`1` or `false`/`0`, or `default` when unset.
+    pub fn flag(&self, var: &'static str, default: bool) -> Result<bool, ConfigError> {
+        match self.optional(var).as_deref().map(str::trim) {
+            None => Ok(default),
+            Some("false" | "0") => Ok(false),
+            Some("true" | "1") => Ok(true),
+            Some(other) => {
+                Err(ConfigError::Invalid { var, reason: format!("{other:?} is not true or false") })
+            }
+        }
+    }
+
     /// A positive rate (capacity units per second), or `None` when unset.
     pub fn rate(&self, var: &'static str) -> Result<Option<f64>, ConfigError> {
         self.optional(var)

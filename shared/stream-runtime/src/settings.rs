@@ -60,7 +60,7 @@ impl Settings {
             policy: policy(vars)?,
             parking: ParkingPlace::from_vars(vars)?,
             force_path_style: path_style(vars)?,
-            prime: flag(vars, "PRIME_AT_INIT", true)?,
+            prime: vars.flag("PRIME_AT_INIT", true)?,
             source: crate::Source::from_vars(vars)?,
             source_table: source_table(vars)?,
         })
@@ -129,17 +129,7 @@ pub fn policy(vars: &Vars<'_>) -> Result<Policy, ConfigError> {
 
 /// Reads `S3_FORCE_PATH_STYLE`: `true`/`1` or `false`/`0` (unset: false).
 pub fn path_style(vars: &Vars<'_>) -> Result<bool, ConfigError> {
-    flag(vars, "S3_FORCE_PATH_STYLE", false)
-}
-
-/// Reads the boolean variable `var` (`true`/`false`/`1`/`0`), `default` when unset.
-fn flag(vars: &Vars<'_>, var: &'static str, default: bool) -> Result<bool, ConfigError> {
-    match vars.optional(var).as_deref() {
-        None => Ok(default),
-        Some("false" | "0") => Ok(false),
-        Some("true" | "1") => Ok(true),
-        Some(other) => Err(ConfigError::Invalid { var, reason: format!("{other:?} is not true or false") }),
-    }
+    vars.flag("S3_FORCE_PATH_STYLE", false)
 }
 
 /// The longest key prefix: S3 keys are at most 1024 bytes, and what follows a prefix needs up to

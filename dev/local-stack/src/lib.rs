@@ -374,19 +374,14 @@ impl Stack {
                 queues.insert(id.to_owned(), resources::create_queue(&sqs, &name(id)).await?);
             }
         }
-        // Each secret with a random string of the length its GenerateSecretString asks for, as
-        // Secrets Manager makes one when CloudFormation creates it.
+        // Each secret with a random string, as Secrets Manager makes one when CloudFormation
+        // creates it.
         let secrets = aws_sdk_secretsmanager::Client::new(sdk);
         for (id, properties) in
             resolved_of_type(&parsed, &resolver, "AWS::SecretsManager::Secret").map_err(in_template)?
         {
             let length = properties["GenerateSecretString"]["PasswordLength"].as_u64().unwrap_or(32);
-            let value: String = std::iter::repeat_with(fastrand::alphanumeric)
-                .take(usize::try_from(length).unwrap_or(32))
-                .collect();
-            secrets.create_secret().name(name(&id)).secret_string(value).send().await.map_err(|e| {
-                StackError::Unusable(format!("{id}: CreateSecret: {}", io_policy::describe(&e)))
-            })?;
+            resources::create_secret(&secrets, &name(&id), usize::try_from(length).unwrap_or(32)).await?;
         }
         let mut alarms = BTreeMap::new();
         for (id, properties) in

@@ -132,6 +132,27 @@ pub async fn create_queue(client: &aws_sdk_sqs::Client, name: &str) -> Result<St
         .ok_or_else(|| ReplayError::unexpected(name, "CreateQueue answered without a QueueUrl"))
 }
 
+/// Creates the secret `name` with `length` random letters and digits, as `GenerateSecretString`
+/// does, or leaves it as it is if it exists (the stack made again on the same emulator).
+pub async fn create_secret(
+    client: &aws_sdk_secretsmanager::Client,
+    name: &str,
+    length: usize,
+) -> Result<(), ReplayError> {
+    let value: String = std::iter::repeat_with(fastrand::alphanumeric).take(length).collect();
+    match client.create_secret().name(name).secret_string(value).send().await {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.as_service_error().is_some_and(
+                aws_sdk_secretsmanager::operation::create_secret::CreateSecretError::is_resource_exists_exception,
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(ReplayError::request("CreateSecret", name, &e)),
+    }
+}
+
 fn definition(attribute: &KeyAttribute, table: &str) -> Result<AttributeDefinition, ReplayError> {
     AttributeDefinition::builder()
         .attribute_name(&attribute.name)

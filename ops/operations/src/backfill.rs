@@ -23,13 +23,12 @@
 //! event source mapping enabled) before the backfill starts.
 //!
 //! **The work.** A parallel scan in `total_segments` segments ([`Backfill::segment`] runs one),
-//! paced in read and write capacity units per second ([`pace::Pacer`]), checkpointed after every
+//! paced in read and write capacity units per second ([`crate::pace::Pacer`]), checkpointed after every
 //! page ([`checkpoint`]) so that a backfill killed at any point resumes where it was. The CLI
 //! runs the segments concurrently in one process ([`Backfill::run`]); the template's optional
 //! state machine runs each segment in a Lambda function, resuming from the cursor it returns.
 
 pub mod checkpoint;
-pub mod pace;
 pub mod rebuild;
 pub mod task;
 
@@ -45,8 +44,8 @@ use io_policy::{Failure, Policy};
 use serde_json::Value;
 use stream_runtime::limits::item_size;
 
+pub(crate) use crate::pace::Pacer;
 pub use checkpoint::{Checkpoint, Counts, Cursor};
-pub(crate) use pace::Pacer;
 pub use task::Task;
 
 /// How long one page (its scan and its touches, retries included) may take.

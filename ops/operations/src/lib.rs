@@ -9,6 +9,7 @@ pub mod grid_api;
 pub mod grid_server;
 pub mod job_store;
 pub mod oracle;
+pub mod pace;
 pub mod progress;
 pub mod status;
 pub mod verify;

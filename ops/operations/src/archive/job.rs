@@ -41,8 +41,8 @@ use stream_runtime::{ConfigError, Vars};
 use crate::archive::ArchiveError;
 use crate::archive::restore::{key_of, key_schema, object_lines, put_absent, put_all};
 use crate::archive::ttl::{self, TtlChoice};
-use crate::backfill::pace::Pacer;
 use crate::job_store::Store;
+use crate::pace::Pacer;
 
 /// The version of the objects a job writes (docs/formats.md).
 pub const FORMAT_VERSION: u32 = 1;

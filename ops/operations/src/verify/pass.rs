@@ -19,8 +19,8 @@ use io_policy::{Budget, RequestFailed};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::backfill::pace::Pacer;
 use crate::oracle::content;
+use crate::pace::Pacer;
 use crate::verify::{Drift, Kind, VerifyError};
 
 /// The two passes of a segment, in the order they run.

@@ -1,4 +1,5 @@
-//! A token bucket in capacity units per second, shared by every segment of a backfill.
+//! A token bucket in capacity units per second: how the backfill, the verify and the restore pace
+//! what they spend of a production table.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

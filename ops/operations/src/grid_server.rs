@@ -33,6 +33,9 @@ const PAGE: &str = include_str!("../assets/index.html");
 const SCRIPT: &str = include_str!("../assets/grid.js");
 const STYLE: &str = include_str!("../assets/grid.css");
 
+/// How long reading a scope's definition item may take, retries included.
+const FIELDS_TIME: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// The attribute of a scope's definition item that names its custom fields.
 pub(crate) const DEFINITIONS: &str = "fields";
 
@@ -107,20 +110,13 @@ impl App {
             .consistent_read(false)
             .build()
             .map_err(|e| ServeError::Dynamo(e.to_string()))?;
-        let read = self
-            .client
-            .batch_get_item()
-            .request_items(schema.table(), wanted)
-            .send()
+        let budget = io_policy::Policy::default().within(FIELDS_TIME);
+        let definition = io_policy::batch_get_item(&budget, &self.client, schema.table(), wanted, || {})
             .await
-            .map_err(|e| ServeError::Dynamo(io_policy::describe(&e)))?;
-        if read.unprocessed_keys().is_some_and(|u| !u.is_empty()) {
-            return Err(ServeError::Dynamo(format!(
-                "BatchGetItem left the definition item of {scope} unprocessed (throttled): try again"
-            )));
-        }
-        let definition = read.responses().and_then(|r| r.get(schema.table())).and_then(|items| items.first());
-        let defined: BTreeMap<String, String> = match definition.and_then(|i| i.get(DEFINITIONS)) {
+            .map_err(|failure| ServeError::Dynamo(format!("BatchGetItem {}: {failure}", schema.table())))?
+            .into_iter()
+            .next();
+        let defined: BTreeMap<String, String> = match definition.as_ref().and_then(|i| i.get(DEFINITIONS)) {
             Some(AttributeValue::M(map)) => map
                 .iter()
                 .map(|(id, name)| (id.clone(), name.as_s().map_or_else(|_| id.clone(), Clone::clone)))

@@ -432,6 +432,8 @@ pub struct Job {
     s3: aws_sdk_s3::Client,
     store: Store,
     config: Config,
+    /// The table's key attribute names, read once an instance (`DescribeTable`).
+    key_names: tokio::sync::OnceCell<Vec<String>>,
 }
 
 impl Job {
@@ -439,7 +441,7 @@ impl Job {
     /// under the I/O policy).
     pub fn new(dynamodb: aws_sdk_dynamodb::Client, s3: aws_sdk_s3::Client, config: Config) -> Job {
         let store = Store::new(s3.clone(), config.bucket.clone(), config.prefix.clone(), "a restore job");
-        Job { dynamodb, s3, store, config }
+        Job { dynamodb, s3, store, config, key_names: tokio::sync::OnceCell::new() }
     }
 
     /// Runs `step`, within `deadline` (the invocation's), `now` in epoch seconds.
@@ -456,9 +458,15 @@ impl Job {
         }
     }
 
+    /// The table's key attribute names, read at the first step that needs them.
+    async fn key_names(&self) -> Result<&[String], ArchiveError> {
+        let names = self.key_names.get_or_try_init(|| key_schema(&self.dynamodb, &self.config.table)).await?;
+        Ok(names)
+    }
+
     /// Reads a batch of objects and writes each partition's lines of it.
     async fn split(&self, plan: &Plan, objects: &[Listed]) -> Result<Split, ArchiveError> {
-        let key_names = key_schema(&self.dynamodb, &self.config.table).await?;
+        let key_names = self.key_names().await?;
         let bucket = &self.config.archive_bucket;
         let batch = batch_name(objects);
         let mut split = Split { version: FORMAT_VERSION, run_id: plan.run_id.clone(), ..Split::default() };
@@ -489,7 +497,7 @@ impl Job {
                         ),
                     });
                 };
-                let item_key = key_of(&item, &key_names).map_err(|reason| ArchiveError::Content {
+                let item_key = key_of(&item, key_names).map_err(|reason| ArchiveError::Content {
                     object: format!("s3://{bucket}/{key}"),
                     reason: format!("line {}: {reason}", n + 1),
                 })?;
@@ -557,8 +565,8 @@ impl Job {
         if state.done {
             return Ok(PartitionTask { done: true, ..task });
         }
-        let key_names = key_schema(&self.dynamodb, &self.config.table).await?;
-        let (mut items, counts) = reduce(self.partition_lines(plan, task.partition).await?, &key_names)?;
+        let key_names = self.key_names().await?;
+        let (mut items, counts) = reduce(self.partition_lines(plan, task.partition).await?, key_names)?;
         let choice =
             TtlChoice::parse(&plan.ttl).map_err(|reason| ArchiveError::Refused(format!("ttl: {reason}")))?;
         let attribute = &self.config.ttl_attribute;
@@ -646,8 +654,16 @@ impl Job {
             lines: 0,
             counts: Counts::default(),
         };
-        for name in self.store.list(&plan.run_id, "batches/").await? {
-            if let Some(split) = self.store.read::<Split>(&plan.run_id, &name).await? {
+        let reads: Vec<_> = self
+            .store
+            .list(&plan.run_id, "batches/")
+            .await?
+            .into_iter()
+            .map(|name| async move { self.store.read::<Split>(&plan.run_id, &name).await })
+            .collect();
+        let mut splits = futures_util::stream::iter(reads).buffered(READ_AT_ONCE);
+        while let Some(split) = splits.next().await {
+            if let Some(split) = split? {
                 report.objects += split.objects;
                 report.lines += split.lines;
             }

@@ -39,6 +39,9 @@ stream, the local mapping and `failures replay` alike, sees what AWS's stream ho
 moto's `DescribeAlarms` applies only one of its filters; this launcher applies every filter given,
 as CloudWatch does.
 
+Every request signed with the credentials of a role the local stack registered is decided as IAM
+decides it, and refused as AWS refuses it where the role does not allow it (scripts/iam_gate.py).
+
 DynamoDB publishes each table's `ConsumedWriteCapacityUnits` (`AWS/DynamoDB`, by `TableName`) to
 CloudWatch every minute; moto publishes nothing. This launcher counts the write units of every
 write it answers, and puts them into moto's CloudWatch, one datum per table and minute, before it
@@ -113,6 +116,8 @@ import time
 from waitress.server import create_server
 
 from moto import backends
+
+from iam_gate import Gate
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
 
@@ -1110,7 +1115,7 @@ def main():
     logging.basicConfig(level=logging.WARNING)
     create_server(
         serialized(
-            cloudwatch_over_cbor(app),
+            cloudwatch_over_cbor(Gate(app)),
             lock,
             EmptyPages(
                 float(os.environ.get("SIDESTREAM_EMPTY_PAGES", "0.3")),

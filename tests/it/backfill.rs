@@ -266,6 +266,8 @@ async fn the_templates_state_machine_backfills_through_the_local_stack() -> Resu
         operations::backfill::task::STOP_BEFORE_DEADLINE + Duration::from_millis(1),
         Arc::clone(&invocations),
     )?;
+    // Invoked as the state machine invokes it: under its role.
+    let invoke = stack.state_machine_invoker(&sdk, "BackfillStateMachine", invoke)?;
     let input = json!({"run_id": "bf-local", "total_segments": 3, "max_concurrency": 2});
     let output =
         local_stack::states::execute(stack.state_machine("BackfillStateMachine")?, input, &invoke).await?;
@@ -299,6 +301,17 @@ async fn the_templates_state_machine_backfills_through_the_local_stack() -> Resu
     let drift =
         operations::verify::verify(&client, scan_policy(), &indexes, index, &issues, &mut |_| {}).await?;
     ensure!(drift.is_exact() && drift.entries == 2 * SMALL, "{drift:?}");
+    // The backfill's touches and the state machine's invocations, each allowed by its role.
+    let permitted = stack.ensure_permitted(&sdk).await?;
+    let calls = |role: &str, action: &str| {
+        permitted.calls.get(role).and_then(|a| a.get(action)).copied().unwrap_or(0)
+    };
+    ensure!(
+        calls("BackfillRole", "dynamodb:UpdateItem") > 0
+            && calls("BackfillStateMachineRole", "lambda:InvokeFunction") >= invocations,
+        "the backfill's calls were checked under its roles: {:?}",
+        permitted.calls
+    );
     Ok(())
 }
 

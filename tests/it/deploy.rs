@@ -103,6 +103,74 @@ print(json.dumps(cases))
     Ok(())
 }
 
+/// Every call the hook makes during a deployment, recorded by stub clients, decided under the
+/// hook's template role (`PreTrafficHookRole`) as IAM decides it: all allowed. `CodeDeploy`'s
+/// three calls take no resource type (Service Authorization Reference), so only a statement on
+/// `"*"` can allow them.
+#[tokio::test]
+async fn the_pre_traffic_hook_may_make_every_call_it_makes() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[]).await?;
+    let role = stack.roles.get("PreTrafficHookRole").context("the hook's role")?;
+    let targets: Vec<String> = ["multikey-indexer", "ttl-archiver", "counter-aggregator"]
+        .iter()
+        .map(|binary| {
+            Ok(format!("{}:7", local_stack::function_name(&stack.name, &stack.function(binary)?.logical_id)))
+        })
+        .collect::<Result<_>>()?;
+    let calls = python(&format!(
+        r#"
+import io, json, hook
+
+calls = []
+class Recorder:
+    def __init__(self, service): self.service = service
+    def __getattr__(self, method):
+        def call(**kw):
+            calls.append([self.service, method, kw.get("FunctionName", "")])
+            if method == "list_deployment_targets": return {{"targetIds": {targets:?}}}
+            if method == "get_deployment_target":
+                name, version = kw["targetId"].split(":")
+                return {{"deploymentTarget": {{"lambdaTarget": {{"lambdaFunctionInfo": {{"functionName": name, "targetVersion": version}}}}}}}}
+            if method == "get_function_configuration": return {{"Environment": {{"Variables": {{}}}}}}
+            if method == "invoke": return {{"StatusCode": 200, "Payload": io.BytesIO(b'{{"batchItemFailures": []}}')}}
+            return {{}}
+        return call
+
+status = hook.handler({{"DeploymentId": "d-1", "LifecycleEventHookExecutionId": "h-1"}}, None, (Recorder("codedeploy"), Recorder("lambda")))
+print(json.dumps({{"status": status, "calls": calls}}))
+"#
+    ))?;
+    ensure!(calls["status"] == "Succeeded", "{calls}");
+    let calls = calls["calls"].as_array().context("calls")?;
+    let functions = format!("arn:aws:lambda:{}:123456789012:function:", stack.region);
+    for call in calls {
+        let (service, method, function) = (
+            call[0].as_str().unwrap_or_default(),
+            call[1].as_str().unwrap_or_default(),
+            call[2].as_str().unwrap_or_default(),
+        );
+        let (action, resource) = match (service, method) {
+            ("codedeploy", "list_deployment_targets") => ("codedeploy:ListDeploymentTargets", "*".to_owned()),
+            ("codedeploy", "get_deployment_target") => ("codedeploy:GetDeploymentTarget", "*".to_owned()),
+            ("codedeploy", "put_lifecycle_event_hook_execution_status") => {
+                ("codedeploy:PutLifecycleEventHookExecutionStatus", "*".to_owned())
+            }
+            ("lambda", "get_function_configuration") => {
+                ("lambda:GetFunctionConfiguration", format!("{functions}{function}"))
+            }
+            ("lambda", "invoke") => ("lambda:InvokeFunction", format!("{functions}{function}")),
+            _ => anyhow::bail!("the hook makes a call this test does not know: {call}"),
+        };
+        local_stack::iam::authorize(&sdk, &role.key, action, &resource)
+            .await?
+            .map_err(|why| anyhow::anyhow!("the hook may not {action} on {resource}: {why}"))?;
+    }
+    ensure!(calls.len() == 2 + 3 * 3, "the listing, 3 targets' 3 calls each, the status: {calls:?}");
+    stack.ensure_permitted(&sdk).await?;
+    Ok(())
+}
+
 /// The canary batch the hook sends, from `python3`: a DynamoDB stream's or a Kinesis stream's.
 fn canary(kinesis: bool) -> Result<Value> {
     python(&format!(

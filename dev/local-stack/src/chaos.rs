@@ -170,12 +170,15 @@ impl Options {
         }
     }
 
-    /// The template parameters of the run: `parameters`, a verify schedule, and for two Regions
-    /// the global-table deployment where they do not say otherwise.
+    /// The template parameters of the run: `parameters`, a verify schedule that may repair, and
+    /// for two Regions the global-table deployment where they do not say otherwise.
     fn parameters(&self) -> BTreeMap<String, String> {
         let mut parameters = self.parameters.clone();
-        // The verify job the operations phase runs (its state machine, function and bucket).
+        // The verify job the operations phase runs (its state machine, function and bucket),
+        // with the repairs it makes: the verifier's role may touch and delete only with
+        // IndexVerifyRepair (the emulator's IAM check refuses them otherwise, as AWS would).
         parameters.entry("IndexVerifySchedule".to_owned()).or_insert_with(|| "rate(1 day)".to_owned());
+        parameters.entry("IndexVerifyRepair".to_owned()).or_insert_with(|| "true".to_owned());
         if self.regions == 2 {
             for (name, value) in
                 [("Consumers", "Combined"), ("ArchiveRegion", REGIONS[0]), ("AggregatorRegion", REGIONS[0])]
@@ -595,6 +598,7 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
         check::archive(sdk, &stack, &expired).await?,
         check::counters(&counters, &sums, "counters").await?,
         check::operations(&operations),
+        check::permissions(sdk, &stack).await?,
     ];
     let mut mappings = Mapping::all(&pipeline);
     let mut replication = Vec::new();

@@ -49,7 +49,8 @@ pub async fn serve_grid_api(sdk: &SdkConfig, stack: &Stack) -> Result<GridApi, S
     let lookup = |name: &str| env.get(name).cloned();
     let config = Config::from_vars(&Vars::new(&lookup))
         .map_err(|source| StackError::Config { function: function.logical_id.clone(), cause: source })?;
-    let api = operations::grid_api::start(&config, sdk)
+    // The function acts under its role; its callers sign with theirs (`sdk`'s).
+    let api = operations::grid_api::start(&config, &crate::iam::as_function(sdk, function))
         .await
         .map_err(|e| StackError::Unusable(format!("{}: {e}", function.logical_id)))?;
     let credentials = sdk

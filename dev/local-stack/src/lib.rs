@@ -9,6 +9,7 @@ pub mod chaos;
 pub mod cloudwatch;
 pub mod fault_proxy;
 mod grid_api;
+pub mod iam;
 pub mod metric_math;
 pub mod replayer;
 mod restore;
@@ -74,6 +75,10 @@ pub enum StackError {
     /// A request to the emulator failed.
     #[error(transparent)]
     Request(#[from] io_policy::RequestFailed),
+    /// The emulator's IAM check refused calls the stack's callers made under their roles: the
+    /// template does not give them what they use.
+    #[error("{} call(s) refused under the template's roles: {}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Denied(Vec<iam::Denial>),
     /// A file or process could not be read, written or started.
     #[error("{what}: {cause}")]
     Io {
@@ -137,6 +142,11 @@ pub struct Stack {
     /// as CloudFormation names an alarm without an `AlarmName`) and its properties, resolved.
     /// [`cloudwatch::create_alarms`] puts them on the emulator.
     pub alarms: BTreeMap<String, (String, serde_json::Value)>,
+    /// Its IAM roles, by logical id, as registered with the emulator's IAM check
+    /// ([`iam`]): every caller signs with its role's key.
+    pub roles: BTreeMap<String, iam::Role>,
+    /// The role of each state machine, by the state machine's logical id.
+    pub state_machine_roles: BTreeMap<String, String>,
     /// The stack's name.
     pub name: String,
     /// The region its ARNs name.
@@ -214,6 +224,20 @@ fn resolved_of_type(
         }
     }
     Ok(found)
+}
+
+/// Each secret with a random string, as Secrets Manager makes one when CloudFormation creates it.
+async fn create_secrets(
+    sdk: &SdkConfig,
+    secrets: &[(String, serde_json::Value)],
+    name: &dyn Fn(&str) -> String,
+) -> Result<(), StackError> {
+    let client = aws_sdk_secretsmanager::Client::new(sdk);
+    for (id, properties) in secrets {
+        let length = properties["GenerateSecretString"]["PasswordLength"].as_u64().unwrap_or(32);
+        resources::create_secret(&client, &name(id), usize::try_from(length).unwrap_or(32)).await?;
+    }
+    Ok(())
 }
 
 /// The name a stack's resource is created under: `<stack>-<logicalid>`, lowercase.
@@ -340,12 +364,15 @@ impl Stack {
                 broken.join("; ")
             )));
         }
+        // Every role registered with the emulator's IAM check, each caller signing as its role.
+        let roles = iam::registered(sdk, &parsed, &resolver, &path, (stack, &region, ACCOUNT)).await?;
         let mut functions = parsed.functions(&resolver).map_err(in_template)?;
         for function in &mut functions {
             // Lambda sets it in every function's environment.
             function
                 .environment
                 .insert(FUNCTION_NAME_VAR.to_owned(), function_name(stack, &function.logical_id));
+            function.access_key = function.role.as_ref().and_then(|r| roles.get(r)).map(|r| r.key.clone());
         }
         let members = members(&functions);
         let tables = parsed.tables(&resolver).map_err(in_template)?;
@@ -366,6 +393,7 @@ impl Stack {
             resources::create_bucket(&s3, bucket).await?;
         }
         let state_machines = state_machines(&parsed, &resolver).map_err(in_template)?;
+        let state_machine_roles = iam::roles_of(&parsed, state_machines.keys());
         let catalog = catalog(&parsed, &resolver).map_err(in_template)?;
         let sqs = aws_sdk_sqs::Client::new(sdk);
         let mut queues = BTreeMap::new();
@@ -374,15 +402,9 @@ impl Stack {
                 queues.insert(id.to_owned(), resources::create_queue(&sqs, &name(id)).await?);
             }
         }
-        // Each secret with a random string, as Secrets Manager makes one when CloudFormation
-        // creates it.
-        let secrets = aws_sdk_secretsmanager::Client::new(sdk);
-        for (id, properties) in
-            resolved_of_type(&parsed, &resolver, "AWS::SecretsManager::Secret").map_err(in_template)?
-        {
-            let length = properties["GenerateSecretString"]["PasswordLength"].as_u64().unwrap_or(32);
-            resources::create_secret(&secrets, &name(&id), usize::try_from(length).unwrap_or(32)).await?;
-        }
+        let secrets =
+            resolved_of_type(&parsed, &resolver, "AWS::SecretsManager::Secret").map_err(in_template)?;
+        create_secrets(sdk, &secrets, &name).await?;
         let mut alarms = BTreeMap::new();
         for (id, properties) in
             resolved_of_type(&parsed, &resolver, "AWS::CloudWatch::Alarm").map_err(in_template)?
@@ -399,11 +421,14 @@ impl Stack {
             catalog,
             queues,
             alarms,
+            roles,
+            state_machine_roles,
             name: stack.to_owned(),
             region,
         };
-        // CloudFormation creates the alarms with the stack.
+        // CloudFormation creates the alarms with the stack; its mappings' calls are decided.
         cloudwatch::create_alarms(sdk, &stack).await?;
+        iam::check_mappings(sdk, &stack).await?;
         Ok(stack)
     }
 
@@ -415,6 +440,41 @@ impl Stack {
             self.region,
             function_name(&self.name, &function.logical_id)
         )
+    }
+
+    /// What the emulator's IAM check saw of this stack's roles; an error naming every call it
+    /// refused, if any. A run ends with it, so that a call the template does not allow fails the
+    /// run that made it.
+    pub async fn ensure_permitted(&self, sdk: &SdkConfig) -> Result<iam::Report, StackError> {
+        let report = iam::report(sdk, &self.roles).await?;
+        if report.denials.is_empty() { Ok(report) } else { Err(StackError::Denied(report.denials)) }
+    }
+
+    /// `invoke` as `state_machine`'s tasks invoke it, under the state machine's role: each
+    /// invocation authorized as `lambda:InvokeFunction` first ([`iam::invoking_as`]).
+    pub fn state_machine_invoker(
+        &self,
+        sdk: &SdkConfig,
+        state_machine: &str,
+        invoke: states::TaskInvoker,
+    ) -> Result<states::TaskInvoker, StackError> {
+        let key = self.state_machine_key(state_machine)?;
+        Ok(iam::invoking_as(sdk, key, invoke))
+    }
+
+    /// `sdk` signing as `state_machine`'s role (its `ItemReader`'s listing).
+    pub fn as_state_machine(&self, sdk: &SdkConfig, state_machine: &str) -> Result<SdkConfig, StackError> {
+        Ok(iam::as_role(sdk, self.state_machine_key(state_machine)?))
+    }
+
+    fn state_machine_key(&self, state_machine: &str) -> Result<&str, StackError> {
+        self.state_machine_roles
+            .get(state_machine)
+            .and_then(|role| self.roles.get(role))
+            .map(|role| role.key.as_str())
+            .ok_or_else(|| {
+                StackError::Unusable(format!("the state machine {state_machine} has no role of the template"))
+            })
     }
 
     /// A state machine's definition, by logical id.
@@ -575,6 +635,14 @@ impl Stack {
             .find(|t| t.logical_id == logical_id)
             .ok_or_else(|| StackError::Unusable(format!("the template creates no table {logical_id}")))
     }
+
+    /// The bucket with this logical id.
+    pub fn bucket(&self, logical_id: &str) -> Result<&Bucket, StackError> {
+        self.buckets
+            .iter()
+            .find(|b| b.logical_id == logical_id)
+            .ok_or_else(|| StackError::Unusable(format!("the template creates no bucket {logical_id}")))
+    }
 }
 
 impl Stack {
@@ -636,10 +704,29 @@ async fn control(
     body: &serde_json::Value,
     field: &str,
 ) -> Result<u64, StackError> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let answer = control_answer(sdk, operation, body).await?;
+    answer[field].as_u64().ok_or_else(|| StackError::Unusable(format!("{operation} {body}: {answer}")))
+}
+
+/// Sends the launcher's control request `operation` with `body`: its answer.
+pub(crate) async fn control_answer(
+    sdk: &SdkConfig,
+    operation: &str,
+    body: &serde_json::Value,
+) -> Result<serde_json::Value, StackError> {
     let endpoint = sdk
         .endpoint_url()
         .ok_or_else(|| StackError::Unusable(format!("no emulator endpoint to send {operation} to")))?;
+    control_at(endpoint, operation, body).await
+}
+
+/// Sends the launcher at `endpoint` its control request `operation` with `body`: its answer.
+pub(crate) async fn control_at(
+    endpoint: &str,
+    operation: &str,
+    body: &serde_json::Value,
+) -> Result<serde_json::Value, StackError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let address = endpoint.strip_prefix("http://").unwrap_or(endpoint).trim_end_matches('/');
     let body = body.to_string();
     let request = format!(
@@ -653,11 +740,10 @@ async fn control(
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.map_err(failed)?;
     let (head, answered) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    let count = serde_json::from_str::<serde_json::Value>(answered)
+    serde_json::from_str::<serde_json::Value>(answered)
         .ok()
-        .and_then(|v| v[field].as_u64())
-        .filter(|_| head.starts_with("HTTP/1.1 200"));
-    count.ok_or_else(|| StackError::Unusable(format!("{operation} {body} at {address}: {answer}")))
+        .filter(|_| head.starts_with("HTTP/1.1 200"))
+        .ok_or_else(|| StackError::Unusable(format!("{operation} {body} at {address}: {answer}")))
 }
 
 /// The I/O policy for a whole-table read from the emulator (`operations::verify::scan` and `verify`):
@@ -729,11 +815,16 @@ fn binary_of(function: &Function) -> Result<&str, StackError> {
 }
 
 /// A function's environment: the template's variables, with `S3_FORCE_PATH_STYLE` passed on
-/// from this process for emulators that need it.
+/// from this process for emulators that need it, and its role's credentials.
 pub fn environment(function: &Function) -> BTreeMap<String, String> {
     let mut env = function.environment.clone();
     if let Ok(value) = std::env::var("S3_FORCE_PATH_STYLE") {
         env.entry("S3_FORCE_PATH_STYLE".to_owned()).or_insert(value);
+    }
+    // Lambda hands a function its role's credentials: its binary signs as its role.
+    if let Some(key) = &function.access_key {
+        env.insert("AWS_ACCESS_KEY_ID".to_owned(), key.clone());
+        env.insert("AWS_SECRET_ACCESS_KEY".to_owned(), iam::ROLE_SECRET.to_owned());
     }
     env
 }
@@ -772,6 +863,7 @@ pub(crate) fn tallied_invoker(
 /// An invoker that runs `function`'s library handler in this process, as
 /// [`in_process_invoker`] does, its metrics sent to `metrics`.
 pub fn invoker(function: &Function, sdk: &SdkConfig, metrics: MetricsTo) -> Result<Invoker, StackError> {
+    let sdk = &iam::as_function(sdk, function);
     let env = environment(function);
     let lookup = |name: &str| env.get(name).cloned();
     let vars = Vars::new(&lookup);
@@ -818,6 +910,7 @@ pub fn backfill_invoker(
     timeout: Duration,
     invocations: Arc<AtomicU64>,
 ) -> Result<states::TaskInvoker, StackError> {
+    let sdk = &iam::as_function(sdk, function);
     let env = overridden(function, overrides);
     let lookup = |name: &str| env.get(name).cloned();
     let (target, settings) = operations::backfill::task::target_from_vars(&Vars::new(&lookup))
@@ -857,6 +950,7 @@ pub fn verifier_invoker(
     confirmed: Arc<std::sync::Mutex<Vec<Confirmed>>>,
 ) -> Result<states::TaskInvoker, StackError> {
     use operations::verify::job::{Answer, Job, Results, Step};
+    let sdk = &iam::as_function(sdk, function);
     let env = overridden(function, overrides);
     let lookup = |name: &str| env.get(name).cloned();
     let vars = Vars::new(&lookup);

@@ -13,6 +13,9 @@ use stream_runtime::Vars;
 use crate::template::Function;
 use crate::{Stack, StackError, overridden, s3_client, states};
 
+/// The restore job's state machine.
+const MACHINE: &str = "RestoreStateMachine";
+
 /// A [`states::TaskInvoker`] that runs the archive-restorer function in this process,
 /// configured from its template environment with `overrides` on top, each invocation given
 /// `timeout` before its deadline (a partition stops starting pages 75 s before it).
@@ -24,6 +27,7 @@ pub fn restorer_invoker(
     timeout: Duration,
     invocations: Arc<AtomicU64>,
 ) -> Result<states::TaskInvoker, StackError> {
+    let sdk = &crate::iam::as_function(sdk, function);
     let env = overridden(function, overrides);
     let lookup = |name: &str| env.get(name).cloned();
     let config = Config::from_vars(&Vars::new(&lookup))
@@ -61,5 +65,9 @@ pub async fn restore_job(
 ) -> Result<serde_json::Value, StackError> {
     let function = stack.function("archive-restorer")?;
     let invoke = restorer_invoker(function, sdk, overrides, timeout, Arc::clone(invocations))?;
-    states::execute_reading(stack.state_machine("RestoreStateMachine")?, input, &invoke, s3_client(sdk)).await
+    // As Step Functions runs it: under the state machine's role, which invokes the function and
+    // lists the archive for the ItemReader.
+    let invoke = stack.state_machine_invoker(sdk, MACHINE, invoke)?;
+    let reader = s3_client(&stack.as_state_machine(sdk, MACHINE)?);
+    states::execute_reading(stack.state_machine(MACHINE)?, input, &invoke, reader).await
 }

@@ -118,6 +118,7 @@ pub async fn verify_job(
         Arc::clone(invocations),
         Arc::clone(&confirmed),
     )?;
+    let invoke = stack.state_machine_invoker(sdk, "VerifyStateMachine", invoke)?;
     crate::states::execute(stack.state_machine("VerifyStateMachine")?, serde_json::json!({}), &invoke)
         .await?;
     let mut confirmed = confirmed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

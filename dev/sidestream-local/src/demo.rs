@@ -72,6 +72,7 @@ pub(crate) async fn run(
     ok &= print_counter(&counter, true_sum, out).await?;
     ok &= print_archive(sdk, stack, &expiring, out).await?;
     ok &= print_status(sdk, stack, feed, out).await?;
+    ok &= print_permissions(sdk, stack, out).await?;
     writeln!(out, "\n{}", if ok { "Every check holds." } else { "SOME CHECKS FAILED." })?;
     Ok(ok)
 }
@@ -313,6 +314,26 @@ async fn print_counter(counter: &Counters, true_sum: i64, out: &mut dyn Write) -
         if exact { "ok" } else { "WRONG" }
     )?;
     Ok(exact)
+}
+
+/// Every call the functions made under their template roles, as the emulator's IAM check
+/// decided it: all allowed.
+async fn print_permissions(sdk: &SdkConfig, stack: &Stack, out: &mut dyn Write) -> anyhow::Result<bool> {
+    let report = local_stack::iam::report(sdk, &stack.roles).await?;
+    let calls: u64 = report.calls.values().flat_map(|actions| actions.values()).sum();
+    let ok = report.checked > 0 && report.denials.is_empty();
+    writeln!(
+        out,
+        "\nPermissions: {} requests ({calls} IAM calls) made under {} of the template's roles, each checked against its policies; {} refused: {}",
+        report.checked,
+        report.calls.len(),
+        report.denials.len(),
+        if ok { "ok" } else { "WRONG" }
+    )?;
+    for denial in report.denials.iter().take(10) {
+        writeln!(out, "  refused: {denial}")?;
+    }
+    Ok(ok)
 }
 
 /// The stack's health, as an operator sees it with `sidestream status`: healthy.

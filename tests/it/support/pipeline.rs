@@ -102,6 +102,9 @@ pub(crate) async fn archived_keys(sdk: &SdkConfig, stack: &Stack, key: &str) -> 
 pub(crate) async fn assert_index_exact(sdk: &SdkConfig, stack: &Stack) -> Result<usize> {
     let index = local_stack::check_index(&aws_sdk_dynamodb::Client::new(sdk), stack).await?;
     ensure!(index.is_exact(), "index not exact: missing {:#?}, extra {:#?}", index.missing, index.extra);
+    // Every call the functions made was allowed by their template roles, and some were checked.
+    let permitted = stack.ensure_permitted(sdk).await?;
+    ensure!(permitted.checked > 0, "no call was checked under the stack's roles");
     Ok(index.entries)
 }
 

@@ -184,3 +184,17 @@ pub(crate) fn operations(ops: &crate::chaos::Operations) -> Verdict {
         },
     }
 }
+
+/// The permissions: every call the stack's functions and jobs made under their template roles
+/// was allowed by them (the emulator's IAM check, `crate::iam`), and some were checked.
+pub(crate) async fn permissions(sdk: &SdkConfig, stack: &Stack) -> Result<Verdict, ChaosError> {
+    let report = crate::iam::report(sdk, &stack.roles).await?;
+    let ok = report.checked > 0 && report.denials.is_empty();
+    let detail = match report.denials.first() {
+        None => {
+            format!("{} requests under {} roles checked, none refused", report.checked, report.calls.len())
+        }
+        Some(first) => format!("{} refused (first: {first})", report.denials.len()),
+    };
+    Ok(Verdict { oracle: "permissions", ok, detail })
+}

@@ -40,6 +40,11 @@ pub struct Function {
     pub environment: BTreeMap<String, String>,
     /// The event sources of type `DynamoDB`.
     pub streams: Vec<StreamSource>,
+    /// The logical id of its role (`Role: !GetAtt <Role>.Arn`).
+    pub role: Option<String>,
+    /// The access key id it signs with, under its role: set by the stack that registers the
+    /// role with the emulator's IAM check (`crate::iam`).
+    pub access_key: Option<String>,
 }
 
 /// One DynamoDB stream event source of a function.
@@ -203,6 +208,8 @@ impl Template {
                     .map(|(k, v)| (k.clone(), scalar(v)))
                     .collect(),
                 streams,
+                role: crate::iam::role_of(self, id),
+                access_key: None,
             });
         }
         Ok(functions)

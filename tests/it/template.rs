@@ -457,7 +457,6 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                 "dynamodb:DescribeStream"
                 | "dynamodb:GetRecords"
                 | "dynamodb:GetShardIterator"
-                | "dynamodb:ListStreams"
                 | "kinesis:DescribeStream"
                 | "kinesis:DescribeStreamSummary"
                 | "kinesis:GetRecords"
@@ -467,6 +466,10 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                 "dynamodb:DescribeTable" => table_arns.contains(r) || Some(r.as_str()) == source_table,
                 // The grid API queries the issues table's nulls index too.
                 "dynamodb:Query" => table_arns.contains(r) || uses.table_indexes.contains(r),
+                // Actions the Service Authorization Reference gives no resource type: granted on
+                // "*", since a statement naming an ARN grants nothing for them. The verifier's
+                // read of the indexer's IteratorAge; the stream's listing, by Lambda's mapping.
+                "cloudwatch:GetMetricStatistics" | "dynamodb:ListStreams" => *r == "*",
                 a if a.starts_with("dynamodb:") => table_arns.contains(r),
                 // The grid API's cursor key, its own secret only.
                 "secretsmanager:GetSecretValue" => uses.secret.as_deref() == Some(r.as_str()),
@@ -488,9 +491,6 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
                     }) || *r == destination
                 }
                 "logs:CreateLogStream" | "logs:PutLogEvents" => *r == log_group_arn,
-                // The verifier's read of the indexer's IteratorAge: CloudWatch's metric reads
-                // take no resource.
-                "cloudwatch:GetMetricStatistics" => *r == "*",
                 _ => false,
             };
             for r in &resources {
@@ -581,13 +581,15 @@ fn own_actions(binary: Option<&str>, uses: &Uses) -> &'static [&'static str] {
         ],
         // A verification scans both tables and looks each page up in the other, and reads the
         // indexer's lag; a repair reads and touches base items, and deletes index entries.
-        // The job keeps its segments' state and its results in its bucket.
+        // The job keeps its segments' state and its results in its bucket, which it may list
+        // (a missing key is then 404, not 403).
         Some(VERIFIER) if uses.repairs => &[
             "dynamodb:Scan",
             "dynamodb:BatchGetItem",
             "cloudwatch:GetMetricStatistics",
             "s3:GetObject",
             "s3:PutObject",
+            "s3:ListBucket",
             "dynamodb:GetItem",
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
@@ -598,6 +600,7 @@ fn own_actions(binary: Option<&str>, uses: &Uses) -> &'static [&'static str] {
             "cloudwatch:GetMetricStatistics",
             "s3:GetObject",
             "s3:PutObject",
+            "s3:ListBucket",
         ],
         _ => &[],
     }
@@ -731,14 +734,7 @@ fn one_state_machine(
                 && processor["ProcessorConfig"]["Mode"] == "DISTRIBUTED",
             "{map}: {touch:#}"
         );
-        // Each child's output is small and fixed, or dropped, so 1,000 fit the Map's 256 KiB result.
-        let small = processor["States"].as_object().into_iter().flatten().any(|(_, s)| {
-            s["Type"] == "Pass" && s["End"] == true && s["Result"].to_string().len() * 1000 < 256 * 1024
-        });
-        ensure!(
-            small || states[*map]["ResultPath"].is_null() && states[*map].get("ResultPath").is_some(),
-            "{map}"
-        );
+        ensure!(map_result_fits(&machine, map), "{map}: its children's outputs could pass 256 KiB");
         for (name, state) in processor["States"].as_object().into_iter().flatten() {
             if state["Type"] == "Task" {
                 ensure!(state["Parameters"]["FunctionName"] == invokes.as_str(), "{name}: {state}");
@@ -767,6 +763,9 @@ fn one_state_machine(
     );
     let own = format!("arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{name}");
     let children = format!("arn:aws:states:{REGION}:{ACCOUNT}:execution:{name}/*");
+    // Where a `ResultWriter` writes its children's outputs, for a machine that has one.
+    let writes_results = maps.iter().any(|(map, _)| states[*map].get("ResultWriter").is_some());
+    let results = format!("arn:aws:s3:::{}/map-runs/*", physical("RestoreBucket"));
     let policies = resolver
         .resolve(&resources[role]["Properties"]["Policies"], "role")?
         .context("the role has policies")?;
@@ -779,6 +778,12 @@ fn one_state_machine(
                     "states:StartExecution" => resource == own,
                     "states:DescribeExecution" | "states:StopExecution" => resource == children,
                     "s3:ListBucket" => Some(resource.as_str()) == lists,
+                    // A `ResultWriter`'s objects (Step Functions developer guide, IAM policies for
+                    // using Distributed Map states).
+                    "s3:PutObject"
+                    | "s3:GetObject"
+                    | "s3:ListMultipartUploadParts"
+                    | "s3:AbortMultipartUpload" => writes_results && resource == results,
                     // Step Functions' log delivery takes no resource but "*".
                     a if a.starts_with("logs:") => resource == "*",
                     _ => false,
@@ -793,6 +798,24 @@ fn one_state_machine(
     }
     ensure!(lists.is_none() || granted.contains("s3:ListBucket"), "its ItemReader lists the archive");
     Ok(())
+}
+
+/// Whether a Distributed Map's result stays under the 256 KiB a state's result may be: each
+/// child's output is small and fixed, so that 1,000 (`States.ArrayRange`'s most) fit, or the
+/// children's outputs go to the restore bucket (`ResultWriter`). `ResultPath: null` is not
+/// enough: it drops the result once the result is made, past the limit for millions of children.
+fn map_result_fits(machine: &Value, map: &str) -> bool {
+    let state = &machine["Definition"]["States"][map];
+    let small = state["ItemProcessor"]["States"].as_object().into_iter().flatten().any(|(_, s)| {
+        s["Type"] == "Pass" && s["End"] == true && s["Result"].to_string().len() * 1000 < 256 * 1024
+    });
+    let writer = &state["ResultWriter"];
+    let written = writer["Resource"] == "${PutObject}"
+        && machine["DefinitionSubstitutions"]["PutObject"] == "arn:aws:states:::s3:putObject"
+        && writer["Parameters"]["Bucket"] == "${RestoreBucket}"
+        && machine["DefinitionSubstitutions"]["RestoreBucket"] == physical("RestoreBucket").as_str()
+        && writer["Parameters"]["Prefix"] == "map-runs";
+    small || written
 }
 
 /// On a global table (`ArchiveRegion`, docs/global-tables.md): the archiving Region's archiver
@@ -1396,6 +1419,7 @@ fn customer_managed_keys_are_used_through_their_service() -> Result<()> {
         ("BackfillStateMachineRole", &[][..]),
         ("VerifyStateMachineRole", &[][..]),
         ("PreTrafficHookRole", &[][..]),
+        ("CodeDeployRole", &[][..]),
     ]);
     for (deployment, parameters, keys_given) in
         [("defaults", set(&[]), false), ("keyed", keyed, true), ("keyed, combined", combined, true)]
@@ -1503,9 +1527,17 @@ fn number_of(value: &Value) -> Result<i64> {
 }
 
 /// Whether an alarm watches an event whose consequence waits in the parking bucket (a record
-/// parked, a range given up) or a failed backfill execution: it notifies ALARM only.
+/// parked, a range given up) or a failed (or timed-out) execution: it notifies ALARM only. An
+/// alarm on metric math is one when every metric it reads is.
 fn is_event_alarm(p: &Value) -> bool {
-    matches!(p["MetricName"].as_str(), Some("ParkedRecords" | "DroppedEventCount" | "ExecutionsFailed"))
+    let metrics = alarm_metrics(p);
+    !metrics.is_empty()
+        && metrics.iter().all(|m| {
+            matches!(
+                m["MetricName"].as_str(),
+                Some("ParkedRecords" | "DroppedEventCount" | "ExecutionsFailed" | "ExecutionsTimedOut")
+            )
+        })
 }
 
 /// Every deployment's parameters, with the alarm destination each needs to pass the Rules.
@@ -1643,6 +1675,23 @@ fn the_alarms_stay_while_their_cause_does() -> Result<()> {
                 ensure!(
                     p["OKActions"].is_null() == is_event_alarm(&p),
                     "{alarm}: OK notified only for a recurring failure"
+                );
+            }
+            "metric math" if is_event_alarm(&p) => {
+                let period = p["Metrics"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|q| q.pointer("/MetricStat/Period"))
+                    .map(number_of)
+                    .next()
+                    .transpose()?
+                    .unwrap_or_default();
+                ensure!(
+                    period * number("EvaluationPeriods")? >= 900
+                        && number("DatapointsToAlarm")? == 1
+                        && p["OKActions"].is_null(),
+                    "{alarm}: alarms at once, holds 15 minutes, notifies ALARM only: {p}"
                 );
             }
             "IteratorAge" | "NumberOfObjects" => {
@@ -1789,6 +1838,7 @@ fn one_key_covers_every_store() -> Result<()> {
             "VerifyStateMachineRole",
             "RestoreStateMachineRole",
             "PreTrafficHookRole",
+            "CodeDeployRole",
         ]
         .contains(&role)
         {
@@ -2058,6 +2108,16 @@ fn the_grid_api_is_reached_only_with_iam_and_signs_with_its_own_secret() -> Resu
     for alarm in ["GridApiErrorsAlarm", "GridApiServerErrorsAlarm"] {
         ensure!(on.resource_exists(alarm)?, "{alarm}");
     }
+    // A function URL answers a throttle 429, a 4xx: an alarm on its 5xx alone does not see
+    // throttles, and must not say it does.
+    let server_errors = properties(&template, &on, "GridApiServerErrorsAlarm")?;
+    let watched: Vec<&str> =
+        alarm_metrics(&server_errors).into_iter().filter_map(|m| m["MetricName"].as_str()).collect();
+    let description = server_errors["AlarmDescription"].as_str().unwrap_or_default();
+    ensure!(
+        watched.contains(&"Throttles") || description.contains("429"),
+        "{watched:?} counts no throttle, but the description reads {description:?}"
+    );
     ensure!(
         template.root()["Outputs"]["GridApiUrl"]["Value"]
             == serde_json::json!({"Fn::GetAtt": ["GridApiFunctionUrl", "FunctionUrl"]})
@@ -2072,5 +2132,397 @@ fn the_grid_api_is_reached_only_with_iam_and_signs_with_its_own_secret() -> Resu
     ] {
         ensure!(!off.resource_exists(id)?, "{id} exists without GridApi");
     }
+    Ok(())
+}
+
+/// The verify and restore jobs read state objects that may not be written yet. Without
+/// `s3:ListBucket` on the bucket, S3 answers a missing key 403 `AccessDenied`, not 404
+/// `NoSuchKey` (S3 API reference, `GetObject`, "Permissions"), so each job's role may list its
+/// own bucket, unconditioned: an `s3:prefix` condition does not apply to a `GetObject`.
+#[test]
+fn the_jobs_may_list_their_buckets_so_that_a_missing_key_is_not_found() -> Result<()> {
+    let template = template()?;
+    let parameters = set(&[("IndexVerifySchedule", "rate(1 day)"), ("EnableArchiveRestore", "true")]);
+    let resolver = template.resolver(&parameters, names());
+    let roles = role_statements(&template, &resolver)?;
+    for (role, bucket) in [("VerifierRole", "VerifyBucket"), ("RestoreRole", "RestoreBucket")] {
+        let (_, statements) = roles.iter().find(|(r, _)| *r == role).with_context(|| format!("no {role}"))?;
+        let arn = format!("arn:aws:s3:::{}", physical(bucket));
+        let lists = statements.iter().any(|s| {
+            s["Effect"] == "Allow"
+                && strings(&s["Action"]).iter().any(|a| a == "s3:ListBucket")
+                && strings(&s["Resource"]).contains(&arn)
+                && s.get("Condition").is_none()
+        });
+        ensure!(
+            lists,
+            "{role} may not list {arn} unconditioned: a missing key would be 403: {statements:#?}"
+        );
+    }
+    Ok(())
+}
+
+/// Actions the Service Authorization Reference gives no resource type: a statement naming an ARN
+/// grants nothing for them, so every role that has one has it on "*" alone.
+const NO_RESOURCE_TYPE: [&str; 6] = [
+    "codedeploy:GetDeploymentTarget",
+    "codedeploy:ListDeploymentTargets",
+    "codedeploy:PutLifecycleEventHookExecutionStatus",
+    "cloudwatch:GetMetricStatistics",
+    "dynamodb:ListStreams",
+    "logs:CreateLogDelivery",
+];
+
+#[test]
+fn actions_without_a_resource_type_are_granted_on_every_resource() -> Result<()> {
+    let template = template()?;
+    let mut all = deployable();
+    all.push((
+        "every optional part on",
+        set(&[
+            ("EnableBackfill", "true"),
+            ("IndexVerifySchedule", "rate(1 day)"),
+            ("EnableArchiveRestore", "true"),
+            ("GridApi", "true"),
+        ]),
+    ));
+    let mut seen = BTreeSet::new();
+    for (deployment, parameters) in all {
+        let resolver = template.resolver(&parameters, names());
+        for (role, statements) in role_statements(&template, &resolver)? {
+            for statement in statements {
+                for action in strings(&statement["Action"]) {
+                    if NO_RESOURCE_TYPE.contains(&action.as_str()) {
+                        ensure!(
+                            strings(&statement["Resource"]) == ["*"],
+                            "{deployment}: {role} {}: {action} on {} grants nothing",
+                            statement["Sid"],
+                            statement["Resource"]
+                        );
+                        seen.insert(action);
+                    }
+                }
+            }
+        }
+    }
+    ensure!(seen.len() == NO_RESOURCE_TYPE.len(), "checked {seen:?}");
+    Ok(())
+}
+
+/// Every state of a definition, those of its maps' processors included, by name.
+fn all_states(definition: &Value, out: &mut Vec<(String, Value)>) {
+    for (name, state) in definition["States"].as_object().into_iter().flatten() {
+        out.push((name.clone(), state.clone()));
+        all_states(&state["ItemProcessor"], out);
+    }
+}
+
+/// An invocation that crashed, timed out or was killed for memory surfaces in a Task as
+/// `Lambda.Unknown` (or `Lambda.ClientExecutionTimeoutException`), not as a service exception
+/// (Step Functions developer guide, bp-lambda-serviceexception): every Lambda task of the three
+/// state machines retries both, a few times and not at once.
+#[test]
+fn every_lambda_task_retries_a_crashed_invocation() -> Result<()> {
+    let template = template()?;
+    let parameters = set(&[
+        ("EnableBackfill", "true"),
+        ("IndexVerifySchedule", "rate(1 day)"),
+        ("EnableArchiveRestore", "true"),
+    ]);
+    let resolver = template.resolver(&parameters, names());
+    let mut tasks = 0;
+    for machine in ["BackfillStateMachine", "VerifyStateMachine", "RestoreStateMachine"] {
+        let mut states = Vec::new();
+        all_states(&properties(&template, &resolver, machine)?["Definition"], &mut states);
+        for (name, state) in states {
+            if state["Type"] != "Task" {
+                continue;
+            }
+            let retriers = state["Retry"].as_array().cloned().unwrap_or_default();
+            for error in ["Lambda.Unknown", "Lambda.ClientExecutionTimeoutException"] {
+                let retrier = retriers
+                    .iter()
+                    .find(|r| strings(&r["ErrorEquals"]).iter().any(|e| e == error))
+                    .with_context(|| format!("{machine} {name}: {error} is not retried: {retriers:?}"))?;
+                let attempts = retrier["MaxAttempts"].as_i64().unwrap_or(3);
+                let interval = retrier["IntervalSeconds"].as_i64().unwrap_or(1);
+                ensure!(
+                    (2..=5).contains(&attempts) && interval >= 5,
+                    "{machine} {name}: {error} retried {attempts} times, {interval} s apart"
+                );
+            }
+            tasks += 1;
+        }
+    }
+    ensure!(tasks == 8, "Lambda tasks checked: {tasks}");
+    Ok(())
+}
+
+/// The interval of a `rate(N unit)` schedule, in seconds.
+fn rate_seconds(expression: &str) -> Result<u64> {
+    let inner = expression
+        .strip_prefix("rate(")
+        .and_then(|e| e.strip_suffix(')'))
+        .with_context(|| format!("not a rate: {expression}"))?;
+    let (count, unit) = inner.split_once(' ').context("rate(N unit)")?;
+    let unit = match unit.trim_end_matches('s') {
+        "minute" => 60,
+        "hour" => 3_600,
+        "day" => 86_400,
+        other => bail!("a rate in {other}"),
+    };
+    Ok(count.parse::<u64>()? * unit)
+}
+
+/// samconfig.toml's production environment verifies its 50M items as docs/scaling.md sizes the
+/// job (its table of `IndexVerifySegments`, `IndexVerifyConcurrency` and
+/// `IndexVerifyReadUnitsPerSegment`), a run fits well inside the verify job's cut, and the cut
+/// comes before the next scheduled run, so that two runs never overlap; a cut run is alarmed.
+#[test]
+fn production_verifies_its_table_within_its_period_and_runs_never_overlap() -> Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let samconfig = std::fs::read_to_string(root.join("samconfig.toml"))?;
+    let production =
+        samconfig.split("[production.deploy.parameters]").nth(1).context("a production environment")?;
+    let list = production
+        .split("parameter_overrides = [")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .context("its parameter_overrides")?;
+    let mut parameters = BTreeMap::new();
+    for pair in list.lines().map(str::trim).filter(|l| l.starts_with('"')) {
+        let (name, value) =
+            pair.trim_end_matches(',').trim_matches('"').split_once('=').context("NAME=value")?;
+        parameters.insert(name.to_owned(), value.to_owned());
+    }
+    let scaling = std::fs::read_to_string(root.join("docs/scaling.md"))?;
+    let section = scaling.split("## index verify").nth(1).context("scaling.md's index verify")?;
+    let mut sized = BTreeMap::new();
+    for name in ["IndexVerifySegments", "IndexVerifyConcurrency", "IndexVerifyReadUnitsPerSegment"] {
+        let row = section
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` |")))
+            .with_context(|| format!("scaling.md sizes no {name}"))?;
+        let documented = row.split('|').nth(2).unwrap_or_default().trim().replace(',', "");
+        ensure!(
+            parameters.get(name) == Some(&documented),
+            "production's {name} is {:?}, scaling.md's {documented}",
+            parameters.get(name)
+        );
+        sized.insert(name, documented.parse::<u64>()?);
+    }
+    // scaling.md counts 500 million read units for 50 million items (10 an item); each segment
+    // spends its share at its units a second, the segments in waves of IndexVerifyConcurrency.
+    let (segments, concurrency, units) = (
+        sized["IndexVerifySegments"],
+        sized["IndexVerifyConcurrency"],
+        sized["IndexVerifyReadUnitsPerSegment"],
+    );
+    let run = segments.div_ceil(concurrency) * (500_000_000 / segments) / units;
+    let template = template()?;
+    let resolver = template.resolver(&parameters, names());
+    let machine = properties(&template, &resolver, "VerifyStateMachine")?;
+    let cut = u64::try_from(number_of(&machine["Definition"]["TimeoutSeconds"])?)?;
+    let schedule = parameters.get("IndexVerifySchedule").context("production verifies on a schedule")?;
+    let interval = rate_seconds(schedule)?;
+    ensure!(cut < interval, "a run is cut at {cut} s, after the next one starts ({schedule})");
+    ensure!(run * 2 < cut, "a 50M-item run takes about {run} s, too near the {cut} s cut");
+    // A run cut at TimeoutSeconds is ExecutionsTimedOut, not ExecutionsFailed: its alarm reads both.
+    let alarm = properties(&template, &resolver, "VerifyExecutionsFailedAlarm")?;
+    let watched: Vec<&str> =
+        alarm_metrics(&alarm).into_iter().filter_map(|m| m["MetricName"].as_str()).collect();
+    ensure!(
+        watched.contains(&"ExecutionsFailed") && watched.contains(&"ExecutionsTimedOut"),
+        "VerifyExecutionsFailedAlarm watches {watched:?}"
+    );
+    Ok(())
+}
+
+/// Schedule names are unique within a schedule group, and SAM names a `ScheduleV2` event after
+/// its logical id unless told otherwise: the verify schedule is named by `CloudFormation`
+/// (`OmitName`) or after the stack, so that a second stack in the account and Region deploys.
+#[test]
+fn the_verify_schedule_is_named_per_stack() -> Result<()> {
+    let template = template()?;
+    let schedule = &template.root()["Resources"]["VerifyStateMachine"]["Properties"]["Events"]["Schedule"];
+    let given = &schedule["Properties"];
+    ensure!(schedule["Type"] == "ScheduleV2", "{schedule}");
+    ensure!(
+        given["OmitName"] == true || given["Name"].to_string().contains("AWS::Stack"),
+        "two stacks' schedules would share a name: {given}"
+    );
+    Ok(())
+}
+
+/// Every log group a state machine logs to is under `/aws/vendedlogs/`: Step Functions' log
+/// delivery adds any other to the account's `CloudWatch` Logs resource policy, which is capped
+/// at 5,120 characters (Step Functions developer guide, bp-cwl).
+#[test]
+fn state_machines_log_under_vendedlogs() -> Result<()> {
+    let template = template()?;
+    let parameters = set(&[
+        ("EnableBackfill", "true"),
+        ("IndexVerifySchedule", "rate(1 day)"),
+        ("EnableArchiveRestore", "true"),
+    ]);
+    let resolver = template.resolver(&parameters, names());
+    let mut checked = 0;
+    for machine in template.resources_of_type("AWS::Serverless::StateMachine") {
+        let logging = &template.root()["Resources"][machine]["Properties"]["Logging"];
+        for destination in logging["Destinations"].as_array().into_iter().flatten() {
+            let group = destination
+                .pointer("/CloudWatchLogsLogGroup/LogGroupArn/Fn::GetAtt/0")
+                .and_then(Value::as_str)
+                .context("LogGroupArn: !GetAtt <log group>.Arn expected")?;
+            let name = properties(&template, &resolver, group)?["LogGroupName"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            ensure!(name.starts_with("/aws/vendedlogs/"), "{machine} logs to {name}");
+            checked += 1;
+        }
+    }
+    ensure!(checked == 3, "state machines' log groups checked: {checked}");
+    Ok(())
+}
+
+/// Every bucket outlives the stack (`Retain` on delete and on replacement), the verify and
+/// restore jobs' too: `CloudFormation` cannot delete a bucket that still holds objects, and a
+/// retained bucket's lifecycle empties it.
+#[test]
+fn every_bucket_outlives_the_stack() -> Result<()> {
+    let template = template()?;
+    let resources = &template.root()["Resources"];
+    let buckets = template.resources_of_type("AWS::S3::Bucket");
+    for bucket in &buckets {
+        let resource = &resources[*bucket];
+        ensure!(
+            resource["DeletionPolicy"] == "Retain" && resource["UpdateReplacePolicy"] == "Retain",
+            "{bucket}: DeletionPolicy {}, UpdateReplacePolicy {}",
+            resource["DeletionPolicy"],
+            resource["UpdateReplacePolicy"]
+        );
+    }
+    ensure!(buckets.len() >= 4, "buckets checked: {buckets:?}");
+    Ok(())
+}
+
+/// `CodeDeploy` deploys the stream functions with the stack's own role, not the one SAM would make
+/// with `AWSCodeDeployRoleForLambda`: it may move only their `live` aliases, invoke only the hook,
+/// read the account's alarms, and nothing else (no `sns:Publish`, nothing on "*").
+#[test]
+fn codedeploy_deploys_with_a_role_of_its_own() -> Result<()> {
+    let template = template()?;
+    let resources = &template.root()["Resources"];
+    let role = serde_json::json!({"Fn::GetAtt": ["CodeDeployRole", "Arn"]});
+    let trust = &resources["CodeDeployRole"]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0];
+    ensure!(trust["Principal"]["Service"] == "codedeploy.amazonaws.com", "{trust}");
+    let hook = format!("arn:aws:lambda:{REGION}:{ACCOUNT}:function:{}", physical("PreTrafficHook"));
+    let alarms = format!("arn:aws:cloudwatch:{REGION}:{ACCOUNT}:alarm:*");
+    for (deployment, parameters) in deployable() {
+        let resolver = template.resolver(&parameters, names());
+        let mut arns = BTreeSet::new();
+        for function in template.functions(&resolver)? {
+            if function.streams.is_empty() {
+                continue;
+            }
+            let preference = &resources[&function.logical_id]["Properties"]["DeploymentPreference"];
+            ensure!(
+                preference["Role"] == role,
+                "{deployment}: {} deploys with SAM's role",
+                function.logical_id
+            );
+            arns.insert(format!(
+                "arn:aws:lambda:{REGION}:{ACCOUNT}:function:{}",
+                physical(&function.logical_id)
+            ));
+        }
+        let (_, statements) = role_statements(&template, &resolver)?
+            .into_iter()
+            .find(|(r, _)| *r == "CodeDeployRole")
+            .context("the CodeDeploy role")?;
+        let mut granted = BTreeSet::new();
+        for statement in &statements {
+            let on: BTreeSet<String> = strings(&statement["Resource"]).into_iter().collect();
+            for action in strings(&statement["Action"]) {
+                let expected: BTreeSet<String> = match action.as_str() {
+                    "lambda:GetAlias" | "lambda:UpdateAlias" => arns.clone(),
+                    "lambda:GetProvisionedConcurrencyConfig" => {
+                        arns.iter().map(|a| format!("{a}:live")).collect()
+                    }
+                    "lambda:InvokeFunction" => BTreeSet::from([hook.clone()]),
+                    "cloudwatch:DescribeAlarms" => BTreeSet::from([alarms.clone()]),
+                    other => bail!(
+                        "{deployment}: CodeDeployRole may {other}, which a Lambda deployment does not need"
+                    ),
+                };
+                ensure!(on == expected, "{deployment}: {action} on {on:?}, not {expected:?}");
+                granted.insert(action);
+            }
+        }
+        ensure!(granted.len() == 5 && !arns.is_empty(), "{deployment}: {granted:?} for {arns:?}");
+    }
+    Ok(())
+}
+
+/// A new stack does not page for a verification that has not run yet: `IndexVerifyMissingAlarm`
+/// treats the hours between runs as missing, not breaching (`INSUFFICIENT_DATA` until one
+/// reports, and again when none has for its hours), notifies that change to its topic as it
+/// notifies `ALARM` and `OK`, and its runbook says what each state means.
+#[test]
+fn a_new_stack_does_not_page_for_a_verification_not_run_yet() -> Result<()> {
+    let template = template()?;
+    let resolver = template.resolver(&set(&[("IndexVerifySchedule", "rate(1 day)")]), names());
+    let p = properties(&template, &resolver, "IndexVerifyMissingAlarm")?;
+    ensure!(
+        p["TreatMissingData"] == "missing",
+        "missing data as {}: a new stack would page",
+        p["TreatMissingData"]
+    );
+    ensure!(
+        p["AlarmActions"].as_array().is_some_and(|a| !a.is_empty())
+            && p["InsufficientDataActions"] == p["AlarmActions"],
+        "a stopped schedule (OK to INSUFFICIENT_DATA) must notify: {p}"
+    );
+    let runbook =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations.md"))?;
+    let section = runbook
+        .split("### Runbook: index verify missing")
+        .nth(1)
+        .and_then(|rest| rest.split("\n### ").next())
+        .context("docs/operations.md's runbook for IndexVerifyMissingAlarm")?;
+    ensure!(
+        section.contains("INSUFFICIENT_DATA") && section.contains("ALARM"),
+        "the runbook says nothing of INSUFFICIENT_DATA: {section}"
+    );
+    Ok(())
+}
+
+/// docs/grid-view.md's policy for the grid API's callers (the JSON block after
+/// `<!-- caller-policy -->`) allows both actions a function URL with `AWS_IAM` needs since
+/// October 2025: `lambda:InvokeFunctionUrl`, and `lambda:InvokeFunction` conditioned on
+/// `lambda:InvokedViaFunctionUrl` (Lambda developer guide, urls-auth).
+#[test]
+fn the_grid_api_callers_policy_allows_both_invoke_actions() -> Result<()> {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/grid-view.md"))?;
+    let block = doc
+        .split("<!-- caller-policy -->")
+        .nth(1)
+        .and_then(|rest| rest.split("```json").nth(1))
+        .and_then(|rest| rest.split("```").next())
+        .context("docs/grid-view.md has no caller policy after <!-- caller-policy -->")?;
+    let policy: Value = serde_json::from_str(block)?;
+    let statements = policy["Statement"].as_array().context("statements")?;
+    let allows = |action: &str| {
+        statements
+            .iter()
+            .find(|s| s["Effect"] == "Allow" && strings(&s["Action"]).iter().any(|a| a == action))
+    };
+    ensure!(allows("lambda:InvokeFunctionUrl").is_some(), "no lambda:InvokeFunctionUrl: {policy:#}");
+    let invoke = allows("lambda:InvokeFunction").context("no lambda:InvokeFunction")?;
+    ensure!(
+        invoke["Condition"]["Bool"]["lambda:InvokedViaFunctionUrl"] == "true",
+        "lambda:InvokeFunction without lambda:InvokedViaFunctionUrl: {invoke:#}"
+    );
     Ok(())
 }

@@ -13,25 +13,30 @@
 //!    (`s3:listObjectsV2` over the prefix): each item line goes, with its object, line number and
 //!    `eventID`, to the partition its key hashes to ([`partition_of`]), as one part object per
 //!    partition and batch (`parts/PPPP/<batch>.json`). A key's every deletion lands in one
-//!    partition, whatever object and day it is in.
+//!    partition, whatever object and day it is in. An item object S3 will not read until it is
+//!    restored (it, or its metadata object, is in S3 Glacier Flexible Retrieval or Deep Archive:
+//!    the archive bucket's lifecycle moves objects over 128 KB there) is skipped and listed with
+//!    its storage class ([`Archived`]), not a failure of the job.
 //! 3. **[`Step::Restore`]**, again and again for each partition until it answers `done`: the
 //!    partition's parts read and ordered by (object key, line), which is stream order; a line
 //!    whose `eventID` came before is left out, then the last line of each key is kept (what
 //!    `archive restore` keeps); the TTL choice applied; the items put (or put if absent), paced,
 //!    a page at a time, its cursor in `partition-PPPP.json`.
-//! 4. **[`Step::Report`]**: the counts summed into `report.json`.
+//! 4. **[`Step::Report`]**: the counts summed into `report.json`, with every object skipped as
+//!    archived.
 //!
 //! Every object is under `s3://RESTORE_BUCKET/RESTORE_PREFIX<run id>/`, in the format
-//! docs/formats.md specifies ("Restore job state, version 1"). A split holds one batch of
+//! docs/formats.md specifies ("Restore job state, version 2"). A split holds one batch of
 //! objects in memory; a restore step one partition's items: the archive's size over
 //! `partitions`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+use aws_sdk_s3::types::StorageClass;
 use formats::archive::{self, DynamoJson, Line};
 use futures_util::StreamExt as _;
-use io_policy::Policy;
+use io_policy::{FailureKind, Policy, RequestFailed};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_dynamo::Item;
 use sha2::Digest as _;
@@ -45,7 +50,11 @@ use crate::job_store::Store;
 use crate::pace::Pacer;
 
 /// The version of the objects a job writes (docs/formats.md).
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The versions a job reads: version 1 had no archived objects (a batch of it reads as none
+/// archived; a partition's state, the same in both, is resumed and saved as version 2).
+pub const READS: [u32; 2] = [1, FORMAT_VERSION];
 
 /// Partitions when the input names none.
 pub const DEFAULT_PARTITIONS: u32 = 16;
@@ -61,6 +70,19 @@ const PAGE_ITEMS: usize = 25;
 
 /// Objects read at once.
 const READ_AT_ONCE: usize = 8;
+
+/// The archived objects the report step answers (the execution's output, which Step Functions
+/// caps at 256 KB); `report.json` lists them all.
+pub const ANSWERED_ARCHIVED: usize = 100;
+
+/// The storage classes whose objects S3 reads only once restored (`RestoreObject`), as a listing
+/// names them: S3 Glacier Flexible Retrieval and S3 Glacier Deep Archive. (An Intelligent-Tiering
+/// object in an archive tier lists as `INTELLIGENT_TIERING`: only its read tells.)
+pub const ARCHIVED_CLASSES: [&str; 2] = ["GLACIER", "DEEP_ARCHIVE"];
+
+/// S3's error code for a read of an object in an archived storage class that has no restored
+/// copy (HTTP 403).
+const INVALID_OBJECT_STATE: &str = "InvalidObjectState";
 
 /// The archive-restorer function's configuration, read once at cold start.
 #[derive(Debug, Clone, PartialEq)]
@@ -114,7 +136,7 @@ pub enum Step {
     Split {
         /// The job.
         plan: Plan,
-        /// The objects, as the `ItemReader` lists them (only `Key` is read).
+        /// The objects, as the `ItemReader` lists them (only `Key` and `StorageClass` are read).
         objects: Vec<Listed>,
     },
     /// Go on with one partition.
@@ -173,6 +195,23 @@ pub struct Listed {
     /// The object's key.
     #[serde(rename = "Key")]
     pub key: String,
+    /// Its storage class (`STANDARD`, `GLACIER`, …), as the listing gives it. An object of an
+    /// archived class lists so even once restored: it is read all the same, and reported (as
+    /// this class) when S3 refuses it.
+    #[serde(rename = "StorageClass", default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+}
+
+/// An item object skipped unread because S3 reads it only once restored: the object S3 refused
+/// (the item object, or the metadata object its lines' `eventID`s are in) and its storage class.
+/// Record-permanent for that object: every run skips it alike until an operator restores it
+/// (`RestoreObject`), and nothing else is kept from being restored. Ordered by key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Archived {
+    /// The object to restore: the item object, or its metadata object (`…/_meta/table=…`).
+    pub key: String,
+    /// Its storage class (`GLACIER`, `DEEP_ARCHIVE`, …): as listed, or as S3 answers for it.
+    pub storage_class: String,
 }
 
 /// One partition's work, as the state machine passes it to the function and back.
@@ -235,6 +274,12 @@ pub struct Split {
     pub skipped: usize,
     /// Item lines read.
     pub lines: usize,
+    /// Item objects skipped unread as archived (none in version 1).
+    #[serde(default)]
+    pub archived: usize,
+    /// What they are, in the batch's order.
+    #[serde(default)]
+    pub archived_objects: Vec<Archived>,
 }
 
 /// What a partition did, so far.
@@ -300,6 +345,14 @@ pub struct Report {
     pub objects: usize,
     /// Item lines read.
     pub lines: usize,
+    /// Item objects skipped unread as archived: restore them (`RestoreObject`) and run the job
+    /// again.
+    #[serde(default)]
+    pub archived: usize,
+    /// What they are, in key order: all of them in `report.json`, the first
+    /// [`ANSWERED_ARCHIVED`] in the step's answer.
+    #[serde(default)]
+    pub archived_objects: Vec<Archived>,
     /// Every partition's counts, summed.
     pub counts: Counts,
 }
@@ -464,16 +517,18 @@ impl Job {
         Ok(names)
     }
 
-    /// Reads a batch of objects and writes each partition's lines of it.
+    /// Reads a batch of objects and writes each partition's lines of it. An item object S3
+    /// refuses as archived (`InvalidObjectState`: it, or its metadata object, is not restored) is
+    /// skipped and listed in the split's `archived_objects`. Every item object is read, whatever
+    /// class it lists as: a restored object still lists as `GLACIER` or `DEEP_ARCHIVE`.
     async fn split(&self, plan: &Plan, objects: &[Listed]) -> Result<Split, ArchiveError> {
         let key_names = self.key_names().await?;
         let bucket = &self.config.archive_bucket;
         let batch = batch_name(objects);
         let mut split = Split { version: FORMAT_VERSION, run_id: plan.run_id.clone(), ..Split::default() };
-        let items: Vec<&str> = objects
+        let items: Vec<&Listed> = objects
             .iter()
-            .map(|o| o.key.as_str())
-            .filter(|k| k.ends_with(archive::SUFFIX) && !archive::is_meta_key(k))
+            .filter(|o| o.key.ends_with(archive::SUFFIX) && !archive::is_meta_key(&o.key))
             .collect();
         split.skipped = objects.len() - items.len();
         let mut parts: BTreeMap<u32, Vec<PartLine>> = BTreeMap::new();
@@ -481,11 +536,28 @@ impl Job {
         // would make this step's future not `Send` (a higher-ranked lifetime).
         let reads: Vec<_> = items
             .into_iter()
-            .map(|key| async move { object_lines(&self.s3, bucket, key).await.map(|lines| (key, lines)) })
+            .map(|listed| async move { (listed, object_lines(&self.s3, bucket, &listed.key).await) })
             .collect();
         let mut read = futures_util::stream::iter(reads).buffered(READ_AT_ONCE);
-        while let Some(object) = read.next().await {
-            let (key, lines) = object?;
+        while let Some((listed, lines)) = read.next().await {
+            let key = listed.key.as_str();
+            let lines = match lines {
+                Ok(lines) => lines,
+                Err(ArchiveError::Request(failed)) if refused_as_archived(&failed) => {
+                    let archived = self.archived(listed, &failed).await?;
+                    tracing::warn!(
+                        run_id = plan.run_id,
+                        object = key,
+                        archived = archived.key,
+                        storage_class = archived.storage_class,
+                        kind = FailureKind::RecordPermanent.as_str(),
+                        "an item object S3 reads only once restored: skipped, and listed in the report"
+                    );
+                    split.archived_objects.push(archived);
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
             split.objects += 1;
             for (n, (line, event_id)) in lines.into_iter().enumerate() {
                 let Line::Item(item) = line else {
@@ -510,6 +582,7 @@ impl Job {
                 });
             }
         }
+        split.archived = split.archived_objects.len();
         let writes: Vec<_> = parts
             .into_iter()
             .map(|(partition, lines)| {
@@ -527,9 +600,38 @@ impl Job {
             batch,
             objects = split.objects,
             lines = split.lines,
+            archived = split.archived,
             "batch split"
         );
         Ok(split)
+    }
+
+    /// The object S3 refused as archived (`failed`, reading `listed`'s lines: the item object
+    /// or its metadata object), with its storage class: the listed one when the item object
+    /// itself was refused and lists in an archived class, else as `HeadObject` answers (which
+    /// reads an archived object's metadata, never its content).
+    async fn archived(&self, listed: &Listed, failed: &RequestFailed) -> Result<Archived, ArchiveError> {
+        let bucket = &self.config.archive_bucket;
+        let key = failed.target.strip_prefix(&format!("s3://{bucket}/")).unwrap_or(&listed.key).to_owned();
+        let listed_class = listed
+            .storage_class
+            .as_deref()
+            .filter(|class| key == listed.key && ARCHIVED_CLASSES.contains(class));
+        if let Some(class) = listed_class {
+            return Ok(Archived { key, storage_class: class.to_owned() });
+        }
+        let target = format!("s3://{bucket}/{key}");
+        let head = self
+            .s3
+            .head_object()
+            .bucket(bucket)
+            .key(&key)
+            .send()
+            .await
+            .map_err(|e| RequestFailed::sdk("HeadObject", target, &e))?;
+        // S3 names no class for S3 Standard.
+        let storage_class = head.storage_class().map_or("STANDARD", StorageClass::as_str).to_owned();
+        Ok(Archived { key, storage_class })
     }
 
     /// Goes on with `task`'s partition from its saved state, a page of puts at a time, until it
@@ -539,10 +641,10 @@ impl Job {
         let name = partition_name(task.partition);
         let mut state = match self.store.read::<PartitionState>(&plan.run_id, &name).await? {
             Some(state)
-                if (state.version, &state.run_id, state.partition)
-                    == (FORMAT_VERSION, &plan.run_id, task.partition) =>
+                if READS.contains(&state.version)
+                    && (&state.run_id, state.partition) == (&plan.run_id, task.partition) =>
             {
-                state
+                PartitionState { version: FORMAT_VERSION, ..state }
             }
             Some(state) => {
                 return Err(ArchiveError::Content {
@@ -643,7 +745,8 @@ impl Job {
         Ok(lines)
     }
 
-    /// Sums the splits and the partitions into `report.json`.
+    /// Sums the splits and the partitions into `report.json`, with every object a split skipped
+    /// as archived: the answer lists the first [`ANSWERED_ARCHIVED`] of them.
     async fn report(&self, plan: &Plan) -> Result<Report, ArchiveError> {
         let mut report = Report {
             version: FORMAT_VERSION,
@@ -652,6 +755,8 @@ impl Job {
             archive: format!("s3://{}/{}", self.config.archive_bucket, plan.prefix),
             objects: 0,
             lines: 0,
+            archived: 0,
+            archived_objects: Vec::new(),
             counts: Counts::default(),
         };
         let reads: Vec<_> = self
@@ -666,8 +771,11 @@ impl Job {
             if let Some(split) = split? {
                 report.objects += split.objects;
                 report.lines += split.lines;
+                report.archived_objects.extend(split.archived_objects);
             }
         }
+        report.archived_objects.sort();
+        report.archived = report.archived_objects.len();
         for partition in 0..plan.partitions {
             let name = partition_name(partition);
             match self.store.read::<PartitionState>(&plan.run_id, &name).await? {
@@ -683,9 +791,22 @@ impl Job {
             }
         }
         self.store.write(&plan.run_id, "report.json", &report).await?;
+        report.archived_objects.truncate(ANSWERED_ARCHIVED);
         tracing::info!(report = %serde_json::to_string(&report).unwrap_or_default(), "restore done");
         Ok(report)
     }
+}
+
+/// Whether `failed` is S3 refusing to read an object until it is restored: a `GetObject`
+/// answered `InvalidObjectState`, which `io_policy` words `InvalidObjectState: <message>` (or
+/// `InvalidObjectState (HTTP 403)`). It classes the answer systemic, as it does any unknown client
+/// error; for the job it is record-permanent: that object alone, until it is restored.
+fn refused_as_archived(failed: &RequestFailed) -> bool {
+    failed.operation == "GetObject"
+        && failed
+            .message
+            .strip_prefix(INVALID_OBJECT_STATE)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(':') || rest.starts_with(" ("))
 }
 
 /// The write units a put of `item` spends: one per KB, at least one (its DynamoDB JSON's size,

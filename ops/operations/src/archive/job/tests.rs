@@ -49,15 +49,23 @@ fn each_step_reads_as_the_state_machine_sends_it() {
             },
         ),
         (
-            // As the ItemReader lists an object: only its Key is read.
+            // As the ItemReader lists an object: only its Key and StorageClass are read.
             json!({"step": "split", "plan": plan_json, "objects": [
                 {"Key": "archive/table=issues/year=2026/month=11/day=27/a.json.gz", "Size": 120,
-                 "Etag": "\"e\"", "LastModified": "2026-11-27T10:00:00Z", "StorageClass": "STANDARD"}]}),
+                 "Etag": "\"e\"", "LastModified": 1_795_168_800, "StorageClass": "GLACIER"},
+                {"Key": "archive/table=issues/year=2026/month=11/day=28/b.json.gz"}]}),
             Step::Split {
                 plan: plan.clone(),
-                objects: vec![Listed {
-                    key: "archive/table=issues/year=2026/month=11/day=27/a.json.gz".into(),
-                }],
+                objects: vec![
+                    Listed {
+                        key: "archive/table=issues/year=2026/month=11/day=27/a.json.gz".into(),
+                        storage_class: Some("GLACIER".into()),
+                    },
+                    Listed {
+                        key: "archive/table=issues/year=2026/month=11/day=28/b.json.gz".into(),
+                        storage_class: None,
+                    },
+                ],
             },
         ),
         (
@@ -140,7 +148,11 @@ fn partitions_and_batch_names_are_stable() {
         counts
     });
     assert!(counts.iter().all(|c| (90..=160).contains(c)), "keys spread over partitions: {counts:?}");
-    let batch = [Listed { key: "a".into() }, Listed { key: "b".into() }];
+    // By the keys alone: the storage class a listing gives does not name the batch.
+    let batch = [
+        Listed { key: "a".into(), storage_class: Some("GLACIER".into()) },
+        Listed { key: "b".into(), storage_class: None },
+    ];
     let name = batch_name(&batch);
     assert_eq!(name.len(), 16);
     let digest = sha2::Sha256::digest(b"a\nb\n");
@@ -219,8 +231,8 @@ fn the_reduce_keeps_each_deletion_once_and_each_keys_last() {
     assert_eq!(error, format!("{day1}: line 3: the item has no \"id\", a key attribute of the table"));
 }
 
-/// A part, a partition's state and the report, version 1, as docs/formats.md shows them: a
-/// change here is a new version.
+/// A part, a partition's state, a batch and the report, version 2, as docs/formats.md shows
+/// them: a change here is a new version.
 #[test]
 fn the_objects_are_written_as_the_format_says() {
     let mut binary = item("a", "p");
@@ -239,7 +251,7 @@ fn the_objects_are_written_as_the_format_says() {
     let text = serde_json::to_value(&part).unwrap();
     assert_eq!(
         text,
-        json!({"version": 1, "run_id": "r", "partition": 3, "lines": [{
+        json!({"version": 2, "run_id": "r", "partition": 3, "lines": [{
             "object": "archive/table=t/x.json.gz", "line": 1, "event_id": "e1",
             "item": {"blob": {"B": "AP8="}, "page": {"S": "p"}, "pk": {"S": "a"}}}]})
     );
@@ -262,14 +274,85 @@ fn the_objects_are_written_as_the_format_says() {
     };
     assert_eq!(
         serde_json::to_value(&state).unwrap(),
-        json!({"version": 1, "run_id": "r", "partition": 3, "next": 25, "done": false, "counts": {
+        json!({"version": 2, "run_id": "r", "partition": 3, "next": 25, "done": false, "counts": {
             "planned": 40, "items": 24, "existing": 1, "superseded": 2, "duplicates": 3, "expired": 40, "ttl_changed": 25}})
     );
-    let split = Split { version: FORMAT_VERSION, run_id: "r".into(), objects: 2, skipped: 1, lines: 9 };
+    let glacier = Archived {
+        key: "archive/table=t/year=2026/month=02/day=01/x.json.gz".into(),
+        storage_class: "GLACIER".into(),
+    };
+    let split = Split {
+        version: FORMAT_VERSION,
+        run_id: "r".into(),
+        objects: 2,
+        skipped: 1,
+        lines: 9,
+        archived: 1,
+        archived_objects: vec![glacier.clone()],
+    };
+    let text = serde_json::to_value(&split).unwrap();
     assert_eq!(
-        serde_json::to_value(&split).unwrap(),
-        json!({"version": 1, "run_id": "r", "objects": 2, "skipped": 1, "lines": 9})
+        text,
+        json!({"version": 2, "run_id": "r", "objects": 2, "skipped": 1, "lines": 9, "archived": 1,
+            "archived_objects": [{"key": "archive/table=t/year=2026/month=02/day=01/x.json.gz", "storage_class": "GLACIER"}]})
     );
+    assert_eq!(serde_json::from_value::<Split>(text).unwrap(), split, "a batch reads back as written");
+    let report = Report {
+        version: FORMAT_VERSION,
+        run_id: "r".into(),
+        table: "issues".into(),
+        archive: "s3://archive/archive/table=t/".into(),
+        objects: 2,
+        lines: 9,
+        archived: 2,
+        archived_objects: vec![
+            Archived {
+                key: "archive/_meta/table=t/year=2026/month=02/day=02/y.json.gz".into(),
+                storage_class: "DEEP_ARCHIVE".into(),
+            },
+            glacier,
+        ],
+        counts: Counts { planned: 9, items: 9, ..Counts::default() },
+    };
+    assert_eq!(
+        serde_json::to_string(&report).unwrap(),
+        r#"{"version":2,"run_id":"r","table":"issues","archive":"s3://archive/archive/table=t/","objects":2,"lines":9,"archived":2,"archived_objects":[{"key":"archive/_meta/table=t/year=2026/month=02/day=02/y.json.gz","storage_class":"DEEP_ARCHIVE"},{"key":"archive/table=t/year=2026/month=02/day=01/x.json.gz","storage_class":"GLACIER"}],"counts":{"planned":9,"items":9,"existing":0,"superseded":0,"duplicates":0,"expired":0,"ttl_changed":0}}"#,
+        "the report as docs/formats.md shows it"
+    );
+    // Version 1's batches had no archived objects: they read as none.
+    let v1 = json!({"version": 1, "run_id": "r", "objects": 2, "skipped": 1, "lines": 9});
+    let read = serde_json::from_value::<Split>(v1).unwrap();
+    assert_eq!((read.archived, read.archived_objects.len()), (0, 0));
+    assert_eq!(READS, [1, 2]);
+}
+
+/// A read S3 refuses as archived (`InvalidObjectState`, as `io_policy` words it) is told from
+/// every other failed request, whatever its kind.
+#[test]
+fn an_archived_object_is_told_by_s3s_invalid_object_state() {
+    let failed = |operation: &'static str, message: &str| RequestFailed {
+        operation,
+        target: "s3://archive/archive/table=t/x.json.gz".into(),
+        kind: FailureKind::Systemic,
+        message: message.into(),
+    };
+    let archived = [
+        failed("GetObject", "InvalidObjectState: The operation is not valid for the object's storage class"),
+        failed("GetObject", "InvalidObjectState (HTTP 403)"),
+        failed("GetObject", "InvalidObjectState"),
+    ];
+    for failure in &archived {
+        assert!(refused_as_archived(failure), "{failure}");
+    }
+    let others = [
+        failed("GetObject", "AccessDenied: Access Denied"),
+        failed("GetObject", "no such key"),
+        failed("GetObject", "InvalidObjectStateX: another code"),
+        failed("PutObject", "InvalidObjectState: The operation is not valid for the object's storage class"),
+    ];
+    for failure in &others {
+        assert!(!refused_as_archived(failure), "{failure}");
+    }
 }
 
 #[test]

@@ -1,11 +1,13 @@
 //! `sidestream status` on the local stack, fed as Lambda feeds CloudWatch (the functions' EMF
 //! lines, the mappings' `AWS/Lambda` data, the buckets' object counts) and with the template's alarms
-//! evaluated: a healthy stack, then, each on a stack of its own, a parked record, a range given
-//! up and an index that drifted, each reported where it belongs and each needing an operator
-//! (the command's exit status 1).
+//! evaluated: a new stack not verified yet and healthy, a healthy stack, then, each on a stack of
+//! its own, a parked record, a range given up, an index that drifted and a verify schedule that
+//! stopped, each reported where it belongs and each needing an operator (the command's exit
+//! status 1).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context as _, Result, ensure};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -58,17 +60,31 @@ async fn delivered(
     .await?;
     set_enabled(&mut stack, disabled, false);
     let feed = Feed::start(&sdk);
-    // Just deployed, no verification has reported: IndexVerifyMissingAlarm says so until the
-    // first run, which the runbook has the operator start by hand.
+    // Just deployed, no verification has reported: no alarm is in ALARM, and
+    // IndexVerifyMissingAlarm has been in INSUFFICIENT_DATA since its creation, which notifies no
+    // one (CloudWatch acts on a change of state) and needs no operator; the report says the index
+    // is not verified yet, until the first run (the schedule's, or one the runbook has the
+    // operator start by hand).
     let before = local_stack::status(&sdk, &stack, &feed).await?;
     ensure!(
-        alarming(&stack, &before) == ["IndexVerifyMissingAlarm"],
-        "{:?}\n{before}",
+        alarming(&stack, &before).is_empty(),
+        "no alarm is in ALARM before the first verification: {:?}\n{before}",
         alarming(&stack, &before)
     );
+    ensure!(
+        without_data(&stack, &before) == [("IndexVerifyMissingAlarm".to_owned(), true)],
+        "{:?}\n{before}",
+        without_data(&stack, &before)
+    );
+    ensure!(!before.needs_operator() && before.to_string().contains("not verified yet"), "{before}");
+    let (ok, json) = command(&stack)?;
+    ensure!(ok && json["insufficient_data"][0]["since_created"] == true, "{json}");
     local_stack::verify(&sdk, &stack, &feed, &[("VERIFY_CONFIRM_SECONDS", "0")]).await?;
     let after = local_stack::status(&sdk, &stack, &feed).await?;
-    ensure!(after.alarms.is_empty(), "the first verification reported\n{after}");
+    ensure!(
+        after.alarms.is_empty() && after.insufficient_data.is_empty(),
+        "the first verification reported: IndexVerifyMissingAlarm is OK\n{after}"
+    );
     let mut pipeline = fed_pipeline(&stack, &feed, wrap)?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = crate::support::pipeline::issues_table(&stack)?;
@@ -138,6 +154,19 @@ fn alarming(stack: &Stack, status: &Status) -> Vec<String> {
         .collect()
 }
 
+/// The stack's alarms in `INSUFFICIENT_DATA` that notify on it, by logical id, each with whether it
+/// has been there since its creation.
+fn without_data(stack: &Stack, status: &Status) -> Vec<(String, bool)> {
+    stack
+        .alarms
+        .iter()
+        .filter_map(|(id, (name, _))| {
+            let listed = status.insufficient_data.iter().find(|a| a.alarm.name == *name)?;
+            Some((id.clone(), listed.since_created))
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn a_healthy_stack_needs_no_operator() -> Result<()> {
     let sdk = sdk();
@@ -146,7 +175,12 @@ async fn a_healthy_stack_needs_no_operator() -> Result<()> {
     ensure!(run.drift.is_exact(), "{:?}", run.drift);
     let status = local_stack::status(&sdk, &stack, &feed).await?;
     ensure!(!status.needs_operator(), "{status}");
-    ensure!(status.alarms.is_empty() && alarming(&stack, &status).is_empty(), "{status}");
+    ensure!(
+        status.alarms.is_empty()
+            && alarming(&stack, &status).is_empty()
+            && status.insufficient_data.is_empty(),
+        "{status}"
+    );
     // Each function the mapping invoked has a row, its events exactly the records its mapping
     // delivered (its EMF lines' RecordsIn) and its lag the mapping's IteratorAge; a function
     // never invoked (the archiver: nothing expired) has reported nothing.
@@ -286,6 +320,80 @@ async fn an_index_that_drifted_needs_an_operator() -> Result<()> {
     ensure!(status.needs_operator() && status.attention.iter().any(|a| a.contains("drifted")), "{status}");
     needs_operator(&stack, |json| json["indexes"][0]["drift"] == 1.0)
 }
+
+/// The verify schedule stopped (disabled or deleted) after a verification: no report for
+/// `IndexVerifyAlarmAfterHours` hours since one, and `IndexVerifyMissingAlarm` goes from OK to
+/// `INSUFFICIENT_DATA`, which notifies its topic and needs an operator. The hours are not waited
+/// for: the one report (a verification's `IndexDrift`, 0) is timed [`SLACK`] after the start of
+/// the alarm's evaluation range, which it leaves that much later.
+#[tokio::test]
+async fn a_stopped_verify_schedule_needs_an_operator() -> Result<()> {
+    use aws_sdk_cloudwatch::primitives::DateTime;
+    use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit};
+    let sdk = sdk();
+    let stack = stack(&sdk, &[("IndexVerifySchedule", "rate(1 day)")]).await?;
+    let feed = Feed::start(&sdk);
+    let (name, alarm) = stack.alarms.get("IndexVerifyMissingAlarm").context("the verify alarm")?;
+    let text = |field: &str| alarm[field].as_str().with_context(|| format!("the alarm's {field}"));
+    let number = |field: &str| {
+        alarm[field]
+            .as_u64()
+            .or_else(|| alarm[field].as_str().and_then(|n| n.parse().ok()))
+            .with_context(|| format!("the alarm's {field}"))
+    };
+    let range = Duration::from_secs(number("Period")? * number("EvaluationPeriods")?);
+    let dimensions: Vec<Dimension> = alarm["Dimensions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| {
+            Dimension::builder()
+                .name(d["Name"].as_str().unwrap_or_default())
+                .value(d["Value"].as_str().unwrap_or_default())
+                .build()
+        })
+        .collect();
+    let put = Instant::now();
+    let report = MetricDatum::builder()
+        .metric_name(text("MetricName")?)
+        .set_dimensions(Some(dimensions))
+        .value(0.0)
+        .unit(StandardUnit::Count)
+        .timestamp(DateTime::from(SystemTime::now() - range + SLACK))
+        .build();
+    aws_sdk_cloudwatch::Client::new(&sdk)
+        .put_metric_data()
+        .namespace(text("Namespace")?)
+        .metric_data(report)
+        .send()
+        .await?;
+    let verified = local_stack::status(&sdk, &stack, &feed).await?;
+    ensure!(
+        verified.insufficient_data.is_empty() && !verified.needs_operator(),
+        "the report turned the alarm OK (status read {:?} after it was put)\n{verified}",
+        put.elapsed()
+    );
+    // No report since, for the alarm's whole evaluation range.
+    tokio::time::sleep((SLACK + Duration::from_secs(1)).saturating_sub(put.elapsed())).await;
+    let stopped = local_stack::status(&sdk, &stack, &feed).await?;
+    ensure!(
+        without_data(&stack, &stopped) == [("IndexVerifyMissingAlarm".to_owned(), false)]
+            && alarming(&stack, &stopped).is_empty(),
+        "{:?}\n{stopped}",
+        without_data(&stack, &stopped)
+    );
+    ensure!(
+        stopped.needs_operator()
+            && stopped.attention.iter().any(|a| a.contains(name.as_str()) && a.contains("INSUFFICIENT_DATA")),
+        "{stopped}"
+    );
+    needs_operator(&stack, |json| json["insufficient_data"][0]["since_created"] == false)
+}
+
+/// How long after the start of `IndexVerifyMissingAlarm`'s evaluation range
+/// [`a_stopped_verify_schedule_needs_an_operator`] puts its report: time for a status to find it
+/// there.
+const SLACK: Duration = Duration::from_secs(15);
 
 /// A mapping an operator disabled reads nothing, so its function sends no `IteratorAge` and its
 /// lag alarm stays quiet: only its mapping-stopped alarm (the issues table's write units against

@@ -9,10 +9,12 @@
 //!   `ConsumedWriteCapacityUnits` are put by the moto launcher itself (`scripts/moto-server.py`),
 //!   which sees every write.
 //! - [`create_alarms`] puts the template's alarms on the emulator, under the names
-//!   CloudFormation gives them; [`evaluate_alarms`] evaluates them as CloudWatch does (moto keeps
+//!   CloudFormation gives them, with their actions, in `INSUFFICIENT_DATA` as CloudWatch creates
+//!   them (moto creates them OK); [`evaluate_alarms`] evaluates them as CloudWatch does (moto keeps
 //!   alarms but never evaluates them): the last `EvaluationPeriods` periods of the metric's
 //!   statistic against the threshold, `DatapointsToAlarm` of them breaching, missing data as
-//!   `TreatMissingData` says, and an alarm on metric math its expression (`metric_math`).
+//!   `TreatMissingData` says (every period missing: `INSUFFICIENT_DATA` for `missing`), and an
+//!   alarm on metric math its expression (`metric_math`).
 
 mod alarms;
 

@@ -14,7 +14,12 @@
 //!   waiting in an SQS on-failure queue;
 //! - the archive's newest object and its age (found by descending the archive's
 //!   `year=/month=/day=` layout, not by listing it whole);
-//! - every alarm of the stack in ALARM (`<stack>-` names, as CloudFormation names them).
+//! - every alarm of the stack in ALARM (`<stack>-` names, as CloudFormation names them);
+//! - every alarm of the stack in `INSUFFICIENT_DATA` that notifies on it (`InsufficientDataActions`:
+//!   a heartbeat, `IndexVerifyMissingAlarm`), and whether it has been there since it was created
+//!   (nothing has reported yet: a new stack's index not verified yet, information) or went there
+//!   after having had data (what it watches stopped reporting: a stopped schedule, which needs an
+//!   operator): [`InsufficientDataAlarm`].
 //!
 //! [`Status::attention`] says what needs an operator; the report renders for people
 //! ([`std::fmt::Display`]) and for programs (`serde`).
@@ -26,7 +31,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_cloudwatch::primitives::DateTime;
-use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat, StateValue};
+use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricAlarm, MetricDataQuery, MetricStat, StateValue};
 use serde::Serialize;
 
 pub use archive::ArchiveStatus;
@@ -94,6 +99,8 @@ pub struct Status {
     pub archive: Option<ArchiveStatus>,
     /// The stack's alarms in ALARM.
     pub alarms: Vec<AlarmStatus>,
+    /// The stack's alarms in `INSUFFICIENT_DATA` that notify on it.
+    pub insufficient_data: Vec<InsufficientDataAlarm>,
     /// What needs an operator, one sentence each; empty when the stack is healthy.
     pub attention: Vec<String>,
 }
@@ -157,7 +164,7 @@ pub struct GivenUp {
     pub by_function: BTreeMap<String, u64>,
 }
 
-/// An alarm in ALARM.
+/// An alarm in ALARM (or, in an [`InsufficientDataAlarm`], in `INSUFFICIENT_DATA`).
 #[derive(Debug, Clone, Serialize)]
 pub struct AlarmStatus {
     /// Its name.
@@ -166,10 +173,31 @@ pub struct AlarmStatus {
     pub metric: String,
     /// Its dimensions' values.
     pub dimensions: Vec<String>,
-    /// Why it is in ALARM.
+    /// Why it is in its state (CloudWatch's `StateReason`).
     pub reason: String,
     /// What it means (its description).
     pub description: String,
+}
+
+/// An alarm in `INSUFFICIENT_DATA` that notifies its topic on going there (it has
+/// `InsufficientDataActions`, as the template's heartbeat on the verifications' reports,
+/// `IndexVerifyMissingAlarm`, does). The stack's other alarms in `INSUFFICIENT_DATA` are not
+/// listed: one that keeps its state while no data comes (`TreatMissingData: ignore`) stays there
+/// from its creation until what it watches first reports, which no one is asked to notice.
+#[derive(Debug, Clone, Serialize)]
+pub struct InsufficientDataAlarm {
+    /// The alarm (in JSON, its fields beside the two below).
+    #[serde(flatten)]
+    pub alarm: AlarmStatus,
+    /// Since when it has been in `INSUFFICIENT_DATA` (RFC 3339), where CloudWatch says.
+    pub since: Option<String>,
+    /// Whether it has been in `INSUFFICIENT_DATA` since it was created (as `DescribeAlarms` tells:
+    /// its state unchanged since its configuration, or CloudWatch's reason for a creation):
+    /// nothing it watches has reported yet, as on a new stack before the verify schedule's first
+    /// run ("not verified yet"); information, not trouble. Otherwise it went there from OK (or
+    /// ALARM): what it watches stopped reporting (the verify schedule disabled or deleted, or its
+    /// runs failing), which needs an operator.
+    pub since_created: bool,
 }
 
 /// The binary a `Function` dimension runs, where its name tells.
@@ -191,7 +219,7 @@ pub async fn read(clients: &Clients, target: &Target, now: SystemTime) -> Result
     let functions: Vec<String> = functions.into_iter().filter(|f| f.starts_with(&prefix)).collect();
     let mut functions = function_metrics(&clients.cloudwatch, target, &functions, now).await?;
     let indexes = index_drift(&clients.cloudwatch, target, now).await?;
-    let alarms = alarms_in_alarm(&clients.cloudwatch, &prefix).await?;
+    let (alarms, insufficient_data) = stack_alarms(&clients.cloudwatch, &prefix).await?;
     let mut given_up = Vec::new();
     let mut parked = BTreeMap::new();
     if let Some(bucket) = &target.parking_bucket {
@@ -225,6 +253,7 @@ pub async fn read(clients: &Clients, target: &Target, now: SystemTime) -> Result
         parked,
         archive,
         alarms,
+        insufficient_data,
         attention: Vec::new(),
     };
     status.attention = attention(&status, target);
@@ -275,7 +304,20 @@ fn attention(status: &Status, target: &Target) -> Vec<String> {
     for alarm in &status.alarms {
         attention.push(format!("the alarm {} is in ALARM: {}", alarm.name, alarm.description));
     }
+    for silent in status.insufficient_data.iter().filter(|a| !a.since_created) {
+        attention.push(format!(
+            "the alarm {} is in INSUFFICIENT_DATA{} after having had data (it stopped coming): {}",
+            silent.alarm.name,
+            silent.since.as_deref().map(|at| format!(" since {at}")).unwrap_or_default(),
+            silent.alarm.description
+        ));
+    }
     attention
+}
+
+/// A CloudWatch time as RFC 3339, to the second.
+fn rfc3339_of(at: &DateTime) -> String {
+    rfc3339(UNIX_EPOCH + Duration::from_secs(u64::try_from(at.secs()).unwrap_or(0)))
 }
 
 fn rfc3339(at: SystemTime) -> String {
@@ -462,13 +504,16 @@ async fn function_metrics(
         .collect())
 }
 
+/// The metric each verification reports its drift to, by the verifier's `Function`.
+const VERIFY_METRIC: &str = "IndexDrift";
+
 async fn index_drift(
     client: &aws_sdk_cloudwatch::Client,
     target: &Target,
     now: SystemTime,
 ) -> Result<Vec<IndexStatus>, StatusError> {
     let prefix = format!("{}-", target.stack);
-    let verifiers: Vec<String> = list_dimension(client, &target.namespace, "IndexDrift", "Function")
+    let verifiers: Vec<String> = list_dimension(client, &target.namespace, VERIFY_METRIC, "Function")
         .await?
         .into_iter()
         .filter(|f| f.starts_with(&prefix))
@@ -477,7 +522,7 @@ async fn index_drift(
         .iter()
         .map(|verifier| Query {
             namespace: target.namespace.clone(),
-            metric: "IndexDrift",
+            metric: VERIFY_METRIC,
             dimension: ("Function", verifier.clone()),
             stat: "Maximum",
         })
@@ -499,51 +544,105 @@ async fn index_drift(
         .collect())
 }
 
-async fn alarms_in_alarm(
+/// The stack's alarms (`DescribeAlarms` by the `<stack>-` prefix, every page): those in ALARM,
+/// and those in `INSUFFICIENT_DATA` that notify on it; each by name.
+async fn stack_alarms(
     client: &aws_sdk_cloudwatch::Client,
     prefix: &str,
-) -> Result<Vec<AlarmStatus>, StatusError> {
-    let mut alarms = Vec::new();
-    let mut pages = client
-        .describe_alarms()
-        .alarm_name_prefix(prefix)
-        .state_value(StateValue::Alarm)
-        .into_paginator()
-        .send();
+) -> Result<(Vec<AlarmStatus>, Vec<InsufficientDataAlarm>), StatusError> {
+    let mut alarming = Vec::new();
+    let mut insufficient = Vec::new();
+    let mut pages = client.describe_alarms().alarm_name_prefix(prefix).into_paginator().send();
     while let Some(page) = pages.next().await {
         let page = page.map_err(|e| io_policy::RequestFailed::sdk("DescribeAlarms", prefix, &e))?;
         for a in page.metric_alarms() {
-            // An alarm on metric math: its returning expression, over its queries' metrics.
-            let expression =
-                a.metrics().iter().find(|q| q.return_data() != Some(false)).and_then(|q| q.expression());
-            let queried = a
-                .metrics()
-                .iter()
-                .filter_map(|q| q.metric_stat()?.metric())
-                .flat_map(aws_sdk_cloudwatch::types::Metric::dimensions);
-            alarms.push(AlarmStatus {
-                name: a.alarm_name().unwrap_or_default().to_owned(),
-                metric: match expression {
-                    Some(expression) => format!("metric math {expression}"),
-                    None => format!(
-                        "{}/{}",
-                        a.namespace().unwrap_or_default(),
-                        a.metric_name().unwrap_or_default()
-                    ),
-                },
-                dimensions: a
-                    .dimensions()
-                    .iter()
-                    .chain(queried)
-                    .filter_map(|d| d.value().map(str::to_owned))
-                    .collect(),
-                reason: a.state_reason().unwrap_or_default().to_owned(),
-                description: a.alarm_description().unwrap_or_default().to_owned(),
-            });
+            match a.state_value() {
+                Some(StateValue::Alarm) => alarming.push(AlarmStatus::of(a)),
+                Some(StateValue::InsufficientData) if !a.insufficient_data_actions().is_empty() => {
+                    insufficient.push(InsufficientDataAlarm {
+                        alarm: AlarmStatus::of(a),
+                        since: a
+                            .state_transitioned_timestamp()
+                            .or(a.state_updated_timestamp())
+                            .map(rfc3339_of),
+                        since_created: since_created(a),
+                    });
+                }
+                _ => {}
+            }
         }
     }
-    alarms.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(alarms)
+    alarming.sort_by(|a, b| a.name.cmp(&b.name));
+    insufficient.sort_by(|a, b| a.alarm.name.cmp(&b.alarm.name));
+    Ok((alarming, insufficient))
+}
+
+impl AlarmStatus {
+    fn of(a: &MetricAlarm) -> AlarmStatus {
+        // An alarm on metric math: its returning expression, over its queries' metrics.
+        let expression =
+            a.metrics().iter().find(|q| q.return_data() != Some(false)).and_then(|q| q.expression());
+        let queried = a
+            .metrics()
+            .iter()
+            .filter_map(|q| q.metric_stat()?.metric())
+            .flat_map(aws_sdk_cloudwatch::types::Metric::dimensions);
+        AlarmStatus {
+            name: a.alarm_name().unwrap_or_default().to_owned(),
+            metric: match expression {
+                Some(expression) => format!("metric math {expression}"),
+                None => {
+                    format!("{}/{}", a.namespace().unwrap_or_default(), a.metric_name().unwrap_or_default())
+                }
+            },
+            dimensions: a
+                .dimensions()
+                .iter()
+                .chain(queried)
+                .filter_map(|d| d.value().map(str::to_owned))
+                .collect(),
+            reason: a.state_reason().unwrap_or_default().to_owned(),
+            description: a.alarm_description().unwrap_or_default().to_owned(),
+        }
+    }
+}
+
+/// The reason CloudWatch gives the state of an alarm it creates, `INSUFFICIENT_DATA`.
+const CREATED: &str = "Unchecked: Initial alarm creation";
+
+/// Whether `alarm`, in `INSUFFICIENT_DATA`, has been there since it was created, rather than gone
+/// there from OK (or ALARM).
+///
+/// `DescribeAlarms` tells, with no other request, in two ways; either says "since created":
+/// - `PutMetricAlarm` creates an alarm in `INSUFFICIENT_DATA` and leaves an alarm's state as it
+///   is when it updates it ("When this operation creates an alarm, the alarm state is
+///   immediately set to `INSUFFICIENT_DATA` [...] When you update an existing alarm, its state is
+///   left unchanged", CloudWatch API Reference). So an alarm whose `StateTransitionedTimestamp`
+///   ("The date and time that the alarm's `StateValue` most recently changed") is not after its
+///   `AlarmConfigurationUpdatedTimestamp` has not changed state since it was created, or since it
+///   was last configured.
+/// - An alarm takes a state's reason when it enters the state, and CloudWatch creates one for the
+///   reason [`CREATED`]: in `INSUFFICIENT_DATA` for that reason, it has not left it since. This is
+///   what the local stack's emulator shows (moto returns no `StateTransitionedTimestamp`), and it
+///   holds on CloudWatch should a creation's two timestamps be a moment apart.
+///
+/// An alarm that went to `INSUFFICIENT_DATA` from OK fits neither: that change is after its
+/// configuration, and its reason is the evaluation's (`Insufficient Data: …`). The one case read
+/// wrongly is an alarm whose configuration is updated (a stack update that changes it) while it
+/// is in `INSUFFICIENT_DATA` after OK: it reads as "since created" until it next changes state;
+/// its notification went out when it changed.
+///
+/// Not `StateUpdatedTimestamp`: it also moves with the alarm's `EvaluationState`, its state
+/// unchanged. Not `DescribeAlarmHistory`, which says the previous state outright: it is a request for each alarm
+/// and a permission more for the operator, and its history is kept for a limited time only, after
+/// which an alarm long gone to `INSUFFICIENT_DATA` would read as new, the wrong way (silently);
+/// moto does not answer it either.
+fn since_created(alarm: &MetricAlarm) -> bool {
+    let unchanged = matches!(
+        (alarm.state_transitioned_timestamp(), alarm.alarm_configuration_updated_timestamp()),
+        (Some(changed), Some(configured)) if changed <= configured
+    );
+    unchanged || alarm.state_reason().is_some_and(|reason| reason.starts_with(CREATED))
 }
 
 /// How many receives of up to 10 messages attribute the queue's ranges to functions.

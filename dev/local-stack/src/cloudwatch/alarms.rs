@@ -1,6 +1,7 @@
-//! The template's alarms on the emulator: put under the names CloudFormation gives them, and
-//! evaluated as CloudWatch evaluates them, a metric's statistic or a metric-math expression over
-//! the last `EvaluationPeriods` periods.
+//! The template's alarms on the emulator: put under the names CloudFormation gives them, created
+//! in `INSUFFICIENT_DATA` as CloudWatch creates them, and evaluated as CloudWatch evaluates them, a
+//! metric's statistic or a metric-math expression over the last `EvaluationPeriods` periods, the
+//! periods without data as `TreatMissingData` says.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -68,6 +69,10 @@ struct AlarmSpec {
     threshold: f64,
     comparison: ComparisonOperator,
     treat_missing: String,
+    /// `AlarmActions`, `OKActions` and `InsufficientDataActions`, as the template resolves them.
+    alarm_actions: Vec<String>,
+    ok_actions: Vec<String>,
+    insufficient_data_actions: Vec<String>,
 }
 
 /// A property as text.
@@ -82,6 +87,18 @@ fn number(p: &Value, field: &str) -> Option<f64> {
 
 fn whole(p: &Value, field: &str) -> Option<i32> {
     number(p, field).and_then(|n| format!("{n}").parse::<i32>().ok())
+}
+
+/// A property that is a list of text (an alarm's actions), without the empty ones.
+fn texts(p: &Value, field: &str) -> Vec<String> {
+    p[field]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 fn dimensions(p: &Value) -> Vec<Dimension> {
@@ -131,6 +148,9 @@ impl AlarmSpec {
                 needed(text(p, "ComparisonOperator"), "ComparisonOperator")?.as_str(),
             ),
             treat_missing: text(p, "TreatMissingData").unwrap_or_else(|| "missing".to_owned()),
+            alarm_actions: texts(p, "AlarmActions"),
+            ok_actions: texts(p, "OKActions"),
+            insufficient_data_actions: texts(p, "InsufficientDataActions"),
         })
     }
 
@@ -142,6 +162,43 @@ impl AlarmSpec {
             ComparisonOperator::LessThanOrEqualToThreshold => value <= self.threshold,
             _ => false,
         }
+    }
+
+    /// The state CloudWatch gives the alarm when its evaluation range of `periods` periods holds
+    /// the datapoints `values` (the other periods have none), or `None` when it keeps the state
+    /// it is in.
+    ///
+    /// The CloudWatch User Guide, "Configuring how CloudWatch alarms treat missing data"
+    /// (<https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarms-and-missing-data.html>):
+    /// - `notBreaching`: "Missing data points are treated as \"good\" and within the threshold";
+    /// - `breaching`: "Missing data points are treated as \"bad\" and breaching the threshold";
+    /// - `ignore`: "The current alarm state is maintained" (when every period is missing; with
+    ///   some data, those datapoints are evaluated);
+    /// - `missing`, the default: "If all data points in the alarm evaluation range are missing,
+    ///   the alarm transitions to `INSUFFICIENT_DATA`"; with some data, those datapoints are
+    ///   evaluated, a missing one counting neither as breaching nor as not.
+    ///
+    /// With data, the alarm is in ALARM when `DatapointsToAlarm` of the evaluated datapoints
+    /// breach, and OK otherwise. (CloudWatch also reads a few periods before the range when some
+    /// in it are missing; the emulator reads the range only.)
+    fn evaluation(&self, values: &[f64], periods: usize) -> Option<Evaluation> {
+        let missing = periods.saturating_sub(values.len());
+        let treat = self.treat_missing.as_str();
+        if values.is_empty() {
+            match treat {
+                "ignore" => return None,
+                "breaching" | "notBreaching" => {}
+                // `missing`, CloudWatch's default.
+                _ => return Some(Evaluation { state: StateValue::InsufficientData, breaching: 0, missing }),
+            }
+        }
+        let mut breaching = values.iter().filter(|v| self.breaches(**v)).count();
+        if treat == "breaching" {
+            breaching += missing;
+        }
+        let needed = usize::try_from(self.datapoints_to_alarm).unwrap_or(1);
+        let state = if breaching >= needed { StateValue::Alarm } else { StateValue::Ok };
+        Some(Evaluation { state, breaching, missing })
     }
 
     /// The queries the alarm is put with, when it watches metric math.
@@ -159,6 +216,41 @@ impl AlarmSpec {
         Some(out)
     }
 }
+
+/// What an alarm's evaluation found: its state, and how many of the datapoints of its evaluation
+/// range breached and how many were missing.
+#[derive(Debug)]
+struct Evaluation {
+    state: StateValue,
+    breaching: usize,
+    missing: usize,
+}
+
+impl Evaluation {
+    /// The state's reason, as CloudWatch words it: how many of the evaluated datapoints breached,
+    /// or, in `INSUFFICIENT_DATA`, were unknown.
+    fn reason(&self, alarm: &AlarmSpec) -> String {
+        if self.state == StateValue::InsufficientData {
+            return format!(
+                "Insufficient Data: {} out of the last {} datapoints were unknown, missing data {}",
+                self.missing, alarm.evaluation_periods, alarm.treat_missing
+            );
+        }
+        format!(
+            "Threshold {}: {} out of the last {} datapoints {} the threshold ({}), missing data {}",
+            if self.state == StateValue::Alarm { "Crossed" } else { "not crossed" },
+            self.breaching,
+            alarm.evaluation_periods,
+            alarm.comparison.as_str(),
+            alarm.threshold,
+            alarm.treat_missing
+        )
+    }
+}
+
+/// The reason CloudWatch gives the state of an alarm it has just created, `INSUFFICIENT_DATA`
+/// (`sidestream status` reads it: such an alarm has not changed state since).
+const CREATED: &str = "Unchecked: Initial alarm creation";
 
 /// An alarm's `Metrics`: metric queries by id, and the one expression that returns data, which
 /// reads only them. CloudWatch requires one returning query, and every query of one period.
@@ -210,12 +302,20 @@ fn specs(stack: &Stack) -> Result<Vec<AlarmSpec>, StackError> {
         .collect()
 }
 
-/// Puts the stack's alarms on the emulator, each under its name (`PutMetricAlarm`, keeping an
-/// alarm that exists). Their actions are left out: nothing on the emulator would receive them.
-/// How many.
+/// Puts the stack's alarms on the emulator, each under its name (`PutMetricAlarm`), with the
+/// actions the template gives them, so that `DescribeAlarms` says what each notifies (moto runs
+/// no action, and nothing on the emulator would receive one). How many.
+///
+/// Each is in the state CloudWatch gives it: a new alarm `INSUFFICIENT_DATA`, for the reason
+/// [`CREATED`], and one that exists the state it was in ("When this operation creates an alarm,
+/// the alarm state is immediately set to `INSUFFICIENT_DATA`. [...] When you update an existing
+/// alarm, its state is left unchanged", `PutMetricAlarm` in the CloudWatch API Reference). moto
+/// creates every alarm, and puts one that exists afresh, in OK; so each is set its state
+/// (`SetAlarmState`) once put.
 pub async fn create_alarms(sdk: &SdkConfig, stack: &Stack) -> Result<usize, StackError> {
     let client = aws_sdk_cloudwatch::Client::new(sdk);
     let specs = specs(stack)?;
+    let mut existing = states(&client, &format!("{}-", stack.name)).await?;
     for alarm in &specs {
         let mut put = client
             .put_metric_alarm()
@@ -226,6 +326,9 @@ pub async fn create_alarms(sdk: &SdkConfig, stack: &Stack) -> Result<usize, Stac
             .threshold(alarm.threshold)
             .comparison_operator(alarm.comparison.clone())
             .treat_missing_data(&alarm.treat_missing)
+            .set_alarm_actions(Some(alarm.alarm_actions.clone()))
+            .set_ok_actions(Some(alarm.ok_actions.clone()))
+            .set_insufficient_data_actions(Some(alarm.insufficient_data_actions.clone()))
             .set_metrics(alarm.metric_queries());
         if let Watched::Metric(stat) = &alarm.watched {
             put = put
@@ -236,61 +339,69 @@ pub async fn create_alarms(sdk: &SdkConfig, stack: &Stack) -> Result<usize, Stac
                 .period(stat.period);
         }
         put.send().await.map_err(|e| request("PutMetricAlarm", &alarm.name, &e))?;
+        let (state, reason) = existing
+            .remove(&alarm.name)
+            .unwrap_or_else(|| (StateValue::InsufficientData, CREATED.to_owned()));
+        set_state(&client, &alarm.name, state, reason).await?;
     }
     Ok(specs.len())
 }
 
 /// Evaluates each of the stack's alarms now, as CloudWatch does, and sets its state on the
-/// emulator (`SetAlarmState`) where it changed. The names of the alarms in ALARM.
+/// emulator (`SetAlarmState`) where it changed; an alarm whose state stays keeps its reason, as on
+/// CloudWatch. The names of the alarms in ALARM.
 pub async fn evaluate_alarms(sdk: &SdkConfig, stack: &Stack) -> Result<Vec<String>, StackError> {
     let client = aws_sdk_cloudwatch::Client::new(sdk);
     let now = SystemTime::now();
     let states = states(&client, &format!("{}-", stack.name)).await?;
     let mut alarming = Vec::new();
     for alarm in specs(stack)? {
-        let Some((state, breaching)) = evaluate(&client, &alarm, now).await? else {
+        let Some(evaluation) = evaluate(&client, &alarm, now).await? else {
             continue;
         };
-        let current = states.get(&alarm.name);
-        if current != Some(&state) {
-            // As CloudWatch words it: how many of the evaluated datapoints breached.
-            let reason = format!(
-                "Threshold {}: {breaching} out of the last {} datapoints {} the threshold ({}), missing data {}",
-                if state == StateValue::Alarm { "Crossed" } else { "not crossed" },
-                alarm.evaluation_periods,
-                alarm.comparison.as_str(),
-                alarm.threshold,
-                alarm.treat_missing
-            );
-            client
-                .set_alarm_state()
-                .alarm_name(&alarm.name)
-                .state_value(state.clone())
-                .state_reason(reason)
-                .send()
-                .await
-                .map_err(|e| request("SetAlarmState", &alarm.name, &e))?;
+        let current = states.get(&alarm.name).map(|(state, _)| state);
+        if current != Some(&evaluation.state) {
+            set_state(&client, &alarm.name, evaluation.state.clone(), evaluation.reason(&alarm)).await?;
         }
-        if state == StateValue::Alarm {
+        if evaluation.state == StateValue::Alarm {
             alarming.push(alarm.name);
         }
     }
     Ok(alarming)
 }
 
-/// The state of each alarm named `prefix…` on the emulator, by name: one `DescribeAlarms`
-/// listing, every page.
+/// Sets `alarm`'s state on the emulator (`SetAlarmState`).
+async fn set_state(
+    client: &aws_sdk_cloudwatch::Client,
+    alarm: &str,
+    state: StateValue,
+    reason: String,
+) -> Result<(), StackError> {
+    client
+        .set_alarm_state()
+        .alarm_name(alarm)
+        .state_value(state)
+        .state_reason(reason)
+        .send()
+        .await
+        .map_err(|e| request("SetAlarmState", alarm, &e))?;
+    Ok(())
+}
+
+/// The state and its reason of each alarm named `prefix…` on the emulator, by name: one
+/// `DescribeAlarms` listing, every page.
 async fn states(
     client: &aws_sdk_cloudwatch::Client,
     prefix: &str,
-) -> Result<BTreeMap<String, StateValue>, StackError> {
+) -> Result<BTreeMap<String, (StateValue, String)>, StackError> {
     let mut states = BTreeMap::new();
     let mut pages = client.describe_alarms().alarm_name_prefix(prefix).into_paginator().send();
     while let Some(page) = pages.next().await {
         let page = page.map_err(|e| request("DescribeAlarms", prefix, &e))?;
         for alarm in page.metric_alarms() {
             if let (Some(name), Some(state)) = (alarm.alarm_name(), alarm.state_value()) {
-                states.insert(name.to_owned(), state.clone());
+                let reason = alarm.state_reason().unwrap_or_default().to_owned();
+                states.insert(name.to_owned(), (state.clone(), reason));
             }
         }
     }
@@ -335,13 +446,13 @@ async fn series(
     Ok(out)
 }
 
-/// The state `alarm` evaluates to at `now` and how many datapoints breached, or `None` when
-/// missing data leaves it as it is (`TreatMissingData: ignore`).
+/// What `alarm` evaluates to at `now` ([`AlarmSpec::evaluation`]), or `None` when missing data
+/// leaves it as it is (`TreatMissingData: ignore`).
 async fn evaluate(
     client: &aws_sdk_cloudwatch::Client,
     alarm: &AlarmSpec,
     now: SystemTime,
-) -> Result<Option<(StateValue, usize)>, StackError> {
+) -> Result<Option<Evaluation>, StackError> {
     let period = u64::try_from(alarm.period).unwrap_or(60).max(1);
     let periods = usize::try_from(alarm.evaluation_periods).unwrap_or(1).max(1);
     // The periods end with the second that holds `now` (the emulator counts whole seconds, and
@@ -362,14 +473,75 @@ async fn evaluate(
             (0..periods).filter_map(|i| expression.at(&series, i)).collect()
         }
     };
-    let missing = periods.saturating_sub(values.len());
-    let mut breaching = values.iter().filter(|v| alarm.breaches(**v)).count();
-    match alarm.treat_missing.as_str() {
-        "breaching" => breaching += missing,
-        "ignore" if values.is_empty() => return Ok(None),
-        _ => {}
+    Ok(alarm.evaluation(&values, periods))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// `IndexVerifyMissingAlarm` as the template resolves it (26 hourly periods, all 26 to alarm,
+    /// fewer than one report an hour breaching), missing data treated as `treat` (its default
+    /// when `None`).
+    fn heartbeat(treat: Option<&str>) -> AlarmSpec {
+        let mut properties = json!({
+            "Namespace": "Sidestream",
+            "MetricName": "IndexDrift",
+            "Dimensions": [{"Name": "Function", "Value": "s-VerifierFunction-ABCDEFGHIJKLM"}],
+            "Statistic": "SampleCount",
+            "Period": 3600,
+            "EvaluationPeriods": "26",
+            "DatapointsToAlarm": "26",
+            "Threshold": 1,
+            "ComparisonOperator": "LessThanThreshold",
+            "InsufficientDataActions": ["arn:aws:sns:us-east-1:123456789012:s-alarmtopic"],
+        });
+        if let Some(treat) = treat {
+            properties["TreatMissingData"] = json!(treat);
+        }
+        AlarmSpec::from_properties("IndexVerifyMissingAlarm", "s-IndexVerifyMissingAlarm-X", &properties)
+            .unwrap()
     }
-    let needed = usize::try_from(alarm.datapoints_to_alarm).unwrap_or(1);
-    let state = if breaching >= needed { StateValue::Alarm } else { StateValue::Ok };
-    Ok(Some((state, breaching)))
+
+    fn state(alarm: &AlarmSpec, values: &[f64]) -> Option<StateValue> {
+        alarm.evaluation(values, 26).map(|e| e.state)
+    }
+
+    #[test]
+    fn missing_data_treated_as_missing_is_insufficient_data_when_every_period_is_missing() {
+        for alarm in [heartbeat(Some("missing")), heartbeat(None)] {
+            let evaluation = alarm.evaluation(&[], 26).unwrap();
+            assert_eq!(evaluation.state, StateValue::InsufficientData);
+            assert_eq!(evaluation.missing, 26);
+            assert!(evaluation.reason(&alarm).starts_with("Insufficient Data: 26 out of the last 26"));
+        }
+        assert_eq!(heartbeat(None).treat_missing, "missing");
+        assert_eq!(heartbeat(None).insufficient_data_actions.len(), 1);
+    }
+
+    /// Each `TreatMissingData` as the User Guide says: with no data at all, and with one report
+    /// (not breaching) among 25 missing periods.
+    #[test]
+    fn each_treatment_of_missing_data_is_cloudwatchs() {
+        let cases = [
+            ("missing", Some(StateValue::InsufficientData), Some(StateValue::Ok)),
+            ("ignore", None, Some(StateValue::Ok)),
+            ("breaching", Some(StateValue::Alarm), Some(StateValue::Ok)),
+            ("notBreaching", Some(StateValue::Ok), Some(StateValue::Ok)),
+        ];
+        for (treat, none, one) in cases {
+            let alarm = heartbeat(Some(treat));
+            assert_eq!(state(&alarm, &[]), none, "{treat}, no data");
+            assert_eq!(state(&alarm, &[1.0]), one, "{treat}, one report");
+        }
+        // Breaching data counts whatever the treatment of missing data: 26 periods without a
+        // report (a SampleCount of 0) are ALARM.
+        for treat in ["missing", "ignore", "breaching", "notBreaching"] {
+            assert_eq!(state(&heartbeat(Some(treat)), &[0.0; 26]), Some(StateValue::Alarm), "{treat}");
+        }
+        // Missing periods treated as breaching complete the breaching ones.
+        assert_eq!(state(&heartbeat(Some("breaching")), &[0.0]), Some(StateValue::Alarm));
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::status::Status;
+use crate::status::{Status, VERIFY_METRIC};
 
 fn lag(ms: Option<f64>) -> String {
     match ms {
@@ -88,6 +88,22 @@ impl fmt::Display for Status {
             writeln!(f, "  alarms in ALARM:")?;
             for alarm in &self.alarms {
                 writeln!(f, "    {} ({}): {}", alarm.name, alarm.metric, alarm.reason)?;
+            }
+        }
+        if !self.insufficient_data.is_empty() {
+            writeln!(f, "  alarms in INSUFFICIENT_DATA:")?;
+            for silent in &self.insufficient_data {
+                let alarm = &silent.alarm;
+                let since = silent.since.as_deref().unwrap_or("-");
+                let verify = alarm.metric.ends_with(&format!("/{VERIFY_METRIC}"));
+                let what = match (silent.since_created, verify) {
+                    (false, _) => format!("no data since {since}, after having had data: {}", alarm.reason),
+                    (true, true) => format!(
+                        "not verified yet: no verification has reported since the alarm was created ({since})"
+                    ),
+                    (true, false) => format!("nothing has reported since the alarm was created ({since})"),
+                };
+                writeln!(f, "    {} ({}): {what}", alarm.name, alarm.metric)?;
             }
         }
         if self.attention.is_empty() {

@@ -2404,6 +2404,18 @@ fn every_bucket_outlives_the_stack() -> Result<()> {
         );
     }
     ensure!(buckets.len() >= 4, "buckets checked: {buckets:?}");
+    // Retained, the jobs' buckets must not keep the parts of an upload a dead run left.
+    for bucket in ["VerifyBucket", "RestoreBucket"] {
+        let rules = &resources[bucket]["Properties"]["LifecycleConfiguration"]["Rules"];
+        ensure!(
+            rules
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"] == 1),
+            "{bucket}: incomplete uploads are aborted after a day: {rules}"
+        );
+    }
     Ok(())
 }
 

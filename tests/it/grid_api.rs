@@ -155,5 +155,14 @@ async fn the_examples_page_a_project_through_the_signed_grid_api() -> Result<()>
         api.served.load(Ordering::Relaxed) == u64::try_from(pages_served)?,
         "neither reached the function"
     );
+    // The function read the index, the issues table and its secret under its own role.
+    let permitted = stack.ensure_permitted(&sdk).await?;
+    let calls = |action: &str| permitted.calls.get("GridApiRole").and_then(|a| a.get(action)).copied();
+    ensure!(
+        calls("dynamodb:Query").is_some_and(|n| n >= u64::try_from(pages_served).unwrap_or(0))
+            && calls("secretsmanager:GetSecretValue").is_some_and(|n| n >= 1),
+        "the grid API's calls, checked under its role: {:?}",
+        permitted.calls
+    );
     Ok(())
 }

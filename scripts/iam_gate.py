@@ -225,10 +225,9 @@ def dynamodb_calls(operation, body, region):
     elif operation == "TransactGetItems":
         for entry in body.get("TransactItems") or []:
             calls.append(("dynamodb:GetItem", _table_arn(region, entry["Get"]["TableName"]), {}))
-    elif operation in ("ListTables", "ListStreams") and not body.get("TableName"):
+    elif operation in ("ListTables", "ListStreams"):
+        # Neither takes a resource type (Service Authorization Reference): "*".
         calls.append((f"dynamodb:{operation}", "*", {}))
-    elif operation == "ListStreams":
-        calls.append(("dynamodb:ListStreams", "*", {}))
     elif operation in ("DescribeStream", "GetShardIterator"):
         calls.append((f"dynamodb:{operation}", body["StreamArn"], {}))
     elif operation == "GetRecords":

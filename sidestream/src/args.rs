@@ -127,13 +127,14 @@ pub(crate) struct StatusArgs {
     /// parking bucket became the on-failure destination.
     #[arg(long = "queue", value_name = "URL")]
     pub(crate) queue: Option<String>,
-    /// The parking bucket: parked records under `parked/`, and the ranges Lambda gave up under
-    /// `aws/lambda/`.
-    #[arg(long = "parking", value_name = "BUCKET")]
+    /// The parking bucket (`BUCKET` or `s3://BUCKET`): parked records under `parked/`, and the
+    /// ranges Lambda gave up under `aws/lambda/`.
+    #[arg(long = "parking", value_name = "BUCKET", value_parser = bucket)]
     pub(crate) parking: Option<String>,
-    /// The archive, `s3://BUCKET/PREFIX` (the template's `ArchivePrefix`, `archive/` by default).
-    #[arg(long, value_name = "S3URL")]
-    pub(crate) archive: Option<String>,
+    /// The archive, `s3://BUCKET/PREFIX` or `BUCKET/PREFIX` (the template's `ArchivePrefix`,
+    /// `archive/` by default).
+    #[arg(long, value_name = "S3URL", value_parser = S3Place::parse)]
+    pub(crate) archive: Option<S3Place>,
     /// The window of the functions' metrics, in minutes.
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=1440))]
     pub(crate) window: u64,
@@ -201,8 +202,8 @@ pub(crate) enum ArchiveCommand {
     /// unless --ttl says what to do with it, such a restore is refused before anything is
     /// written. Progress goes to stderr.
     Restore {
-        /// The archive bucket.
-        #[arg(long)]
+        /// The archive bucket (`BUCKET` or `s3://BUCKET`).
+        #[arg(long, value_parser = bucket)]
         bucket: String,
         /// The key prefix to restore, for example `archive/table=issues/` or a single day.
         #[arg(long)]
@@ -232,8 +233,8 @@ pub(crate) enum ArchiveCommand {
     /// it on that attribute would delete them again. To put items into an existing table, use
     /// `archive restore`.
     Import {
-        /// The archive bucket.
-        #[arg(long)]
+        /// The archive bucket (`BUCKET` or `s3://BUCKET`).
+        #[arg(long, value_parser = bucket)]
         bucket: String,
         /// The archive's prefix (the template's `ArchivePrefix`).
         #[arg(long, default_value = "archive/")]
@@ -375,8 +376,9 @@ pub(crate) enum FailuresCommand {
     },
 }
 
-/// Where failures are read from.
+/// Where failures are read from: at least one source.
 #[derive(Debug, Args)]
+#[group(required = true, multiple = true)]
 pub(crate) struct FailureSources {
     /// A file of on-failure records, one JSON object per line (repeatable).
     #[arg(long = "log", value_name = "FILE")]
@@ -385,15 +387,63 @@ pub(crate) struct FailureSources {
     /// minutes and deletes none; `replay` deletes a message once its range is applied.
     #[arg(long = "queue", value_name = "URL")]
     pub(crate) queues: Vec<String>,
-    /// Records parked under `s3://BUCKET/PREFIX` (repeatable).
-    #[arg(long = "parked", value_name = "S3URL")]
-    pub(crate) parked: Vec<String>,
-    /// An S3 on-failure destination, `s3://BUCKET` or `s3://BUCKET/PREFIX` (repeatable; the
-    /// prefix defaults to Lambda's `aws/lambda/`). Its objects keep the given-up records
-    /// themselves, so they replay after the stream has dropped them; `replay` deletes an object
-    /// once its range is replayed.
-    #[arg(long = "destination", value_name = "S3URL")]
-    pub(crate) destinations: Vec<String>,
+    /// Records parked under `s3://BUCKET/PREFIX` (repeatable; `BUCKET` or `s3://BUCKET` alone
+    /// reads the whole parking bucket).
+    #[arg(long = "parked", value_name = "S3URL", value_parser = S3Place::parse)]
+    pub(crate) parked: Vec<S3Place>,
+    /// An S3 on-failure destination, `s3://BUCKET` or `s3://BUCKET/PREFIX` (or without `s3://`;
+    /// repeatable; the prefix defaults to Lambda's `aws/lambda/`). Its objects keep the given-up
+    /// records themselves, so they replay after the stream has dropped them; `replay` deletes an
+    /// object once its range is replayed.
+    #[arg(long = "destination", value_name = "S3URL", value_parser = S3Place::parse)]
+    pub(crate) destinations: Vec<S3Place>,
+}
+
+/// A place in S3, as every flag that names one takes it: `s3://BUCKET/PREFIX`, `s3://BUCKET`,
+/// or the same without `s3://`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct S3Place {
+    /// The bucket.
+    pub(crate) bucket: String,
+    /// The key prefix (empty: the whole bucket).
+    pub(crate) prefix: String,
+}
+
+impl S3Place {
+    /// `text` as a place, the bucket checked against S3's naming rules.
+    pub(crate) fn parse(text: &str) -> Result<S3Place, String> {
+        let rest = text.strip_prefix("s3://").unwrap_or(text);
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let fine = (3..=63).contains(&bucket.len())
+            && bucket.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+            && bucket.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && bucket.ends_with(|c: char| c.is_ascii_alphanumeric());
+        if !fine {
+            return Err(format!(
+                "{bucket:?} is not a bucket name (3-63 lowercase letters, digits, dots and hyphens, \
+                 beginning and ending with a letter or digit); give BUCKET, s3://BUCKET or s3://BUCKET/PREFIX"
+            ));
+        }
+        Ok(S3Place { bucket: bucket.to_owned(), prefix: prefix.to_owned() })
+    }
+}
+
+impl std::fmt::Display for S3Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "s3://{}/{}", self.bucket, self.prefix)
+    }
+}
+
+/// A bucket, as `BUCKET` or `s3://BUCKET` (a trailing `/` allowed, a prefix refused).
+fn bucket(text: &str) -> Result<String, String> {
+    let place = S3Place::parse(text)?;
+    if !place.prefix.is_empty() {
+        return Err(format!(
+            "{text:?} has a key prefix ({:?}); this flag takes a bucket alone",
+            place.prefix
+        ));
+    }
+    Ok(place.bucket)
 }
 
 impl FailureSources {
@@ -401,8 +451,8 @@ impl FailureSources {
     pub(crate) fn describe(&self) -> String {
         let mut all: Vec<String> = self.logs.iter().map(|l| l.display().to_string()).collect();
         all.extend(self.queues.iter().cloned());
-        all.extend(self.parked.iter().cloned());
-        all.extend(self.destinations.iter().cloned());
+        all.extend(self.parked.iter().map(ToString::to_string));
+        all.extend(self.destinations.iter().map(ToString::to_string));
         if all.is_empty() {
             "no source (give --log, --queue, --parked or --destination)".to_owned()
         } else {

@@ -61,7 +61,7 @@ pub(crate) fn run(args: BackfillArgs, rebuild: bool) -> anyhow::Result<ExitCode>
         ..Settings::default()
     };
     crate::runtime()?.block_on(async {
-        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let sdk = crate::sdk().await?;
         let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
         let mut created = None;
         if let Some(index) = to_create.as_ref().filter(|_| !dry_run) {

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use std::collections::BTreeSet;
 
-use anyhow::Context as _;
-use operations::failures::{Failed, FunctionMatch, Read, Records, Replayed, Replayer};
+use operations::failures::{Failed, FunctionMatch, Records, ReplayClients, Replayed, Replayer};
 use stream_runtime::Vars;
 
 use crate::args::{FailureSources, FailuresCommand, Output};
@@ -16,28 +15,32 @@ use crate::args::{FailureSources, FailuresCommand, Output};
 pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
     let runtime = crate::runtime()?;
     runtime.block_on(async {
-        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let sdk = crate::sdk().await?;
         match command {
             FailuresCommand::List { from, output } => {
                 let failures = read(&sdk, &from).await?;
                 list(&failures, output)?;
+                if failures.is_empty() {
+                    nothing_in(&from, output, "nothing given up, nothing parked")?;
+                }
                 Ok(ExitCode::SUCCESS)
             }
-            FailuresCommand::Replay {
-                from,
-                function,
-                function_names,
-                timeout,
-                output,
-            } => {
+            FailuresCommand::Replay { from, function, function_names, timeout, output } => {
+                // The replayed function's logs go to stderr, as its EMF lines do: stdout holds
+                // this command's own lines only.
+                crate::logs_to_stderr();
                 let failures = read(&sdk, &from).await?;
-                let logical_id = match sidestream_combined::Function::named(&function) {
-                    Some(f) => f.logical_id,
-                    None => sidestream_combined::COMBINED_LOGICAL_ID,
-                };
+                if failures.is_empty() {
+                    nothing_in(&from, output, "nothing to replay")?;
+                    return Ok(ExitCode::SUCCESS);
+                }
                 let wanted = FunctionMatch {
                     binary: function.clone(),
-                    logical_id: logical_id.to_owned(),
+                    logical_id: match sidestream_combined::Function::named(&function) {
+                        Some(f) => f.logical_id,
+                        None => sidestream_combined::COMBINED_LOGICAL_ID,
+                    }
+                    .to_owned(),
                     deployed: function_names,
                 };
                 let mine: Vec<&Failed> = failures.iter().filter(|f| wanted.matches(f)).collect();
@@ -49,52 +52,100 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                         failures.len(),
                         from.describe(),
                         wanted.describe(),
-                        if seen.is_empty() {
-                            "no function".to_owned()
-                        } else {
-                            seen.into_iter().collect::<Vec<_>>().join(", ")
-                        }
+                        seen.into_iter().collect::<Vec<_>>().join(", ")
                     );
                 }
-                let lookup = |name: &str| std::env::var(name).ok();
-                let vars = Vars::new(&lookup);
-                let functions_sdk = io_policy::without_sdk_retries(&sdk);
-                let replay_with = Replayer::for_function(&function, &vars, &functions_sdk)?;
-                let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
-                let sqs = aws_sdk_sqs::Client::new(&sdk);
-                let s3 = stream_runtime::aws::s3_client(&sdk, &vars)?;
-                let mut all_done = true;
-                let mut out = io::stdout().lock();
-                for failed in mine {
-                    let replayed = match operations::failures::read(failed, &streams).await? {
-                        Read::Unavailable(outcome) => outcome,
-                        Read::Records(records) => replay_with.replay(records, Duration::from_secs(timeout)).await?,
-                    };
-                    let done = replayed.is_done();
-                    all_done &= done;
-                    // The queue's message, or the destination's object, is done with only once its
-                    // range is replayed.
-                    if done {
-                        operations::failures::acknowledge(&sqs, failed).await?;
-                        operations::failures::acknowledge_object(&s3, failed).await?;
-                    }
-                    match output {
-                        Output::Json => writeln!(
-                            out,
-                            "{}",
-                            serde_json::json!({"failure": failed, "replayed": replayed})
-                        )?,
-                        Output::Text => writeln!(out, "{}  {}", place(failed), outcome(&replayed))?,
-                    }
-                }
-                Ok(if all_done {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::FAILURE
-                })
+                replay(&sdk, &function, &mine, Duration::from_secs(timeout), output).await
             }
         }
     })
+}
+
+/// Replays `mine` with `function`'s replayer, printing a line each, then (in text) the tally.
+/// Exit status 1 unless every failure was replayed whole.
+async fn replay(
+    sdk: &aws_config::SdkConfig,
+    function: &str,
+    mine: &[&Failed],
+    timeout: Duration,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    let vars = Vars::new(&Vars::process_lookup);
+    let replay_with = Replayer::for_function(function, &vars, &io_policy::without_sdk_retries(sdk))?;
+    let clients = ReplayClients {
+        streams: aws_sdk_dynamodbstreams::Client::new(sdk),
+        sqs: aws_sdk_sqs::Client::new(sdk),
+        s3: stream_runtime::aws::s3_client(sdk, &vars)?,
+    };
+    let mut tally = Tally::default();
+    let mut out = io::stdout().lock();
+    for failed in mine {
+        let replayed = operations::failures::replay_one(failed, &replay_with, &clients, timeout).await?;
+        tally.add(&replayed);
+        match output {
+            Output::Json => {
+                writeln!(out, "{}", serde_json::json!({"failure": failed, "replayed": replayed}))?;
+            }
+            Output::Text => writeln!(out, "{}  {}", place(failed), outcome(&replayed))?,
+        }
+    }
+    if output == Output::Text {
+        writeln!(out, "{tally}")?;
+    }
+    Ok(if tally.done == mine.len() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// What a replay came to, over its failures.
+#[derive(Debug, Default)]
+struct Tally {
+    done: usize,
+    parked_again: usize,
+    failing: usize,
+    unavailable: usize,
+}
+
+impl Tally {
+    fn add(&mut self, replayed: &Replayed) {
+        let parked_again = |r: &Replayed| matches!(r, Replayed::ParkedAgain { .. });
+        match replayed {
+            r if r.is_done() => self.done += 1,
+            Replayed::ParkedAgain { .. } => self.parked_again += 1,
+            Replayed::Combined { functions } if functions.iter().any(|p| parked_again(&p.replayed)) => {
+                self.parked_again += 1;
+            }
+            Replayed::NotInStream { .. } | Replayed::ShortRead { .. } => self.unavailable += 1,
+            _ => self.failing += 1,
+        }
+    }
+}
+
+impl std::fmt::Display for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "replayed: {}; parked again: {}; still failing: {}; not readable: {}",
+            self.done, self.parked_again, self.failing, self.unavailable
+        )?;
+        if self.parked_again + self.failing + self.unavailable > 0 {
+            write!(
+                f,
+                ". What was not replayed is kept where it was: fix its cause (a parked record's \
+                 content, with the item it came from), then replay again (docs/operations.md)"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Says that `from` held nothing (`what`): a line on stdout for people; on stderr with
+/// `--output json`, whose stdout has one line per failure and so none.
+fn nothing_in(from: &FailureSources, output: Output, what: &str) -> anyhow::Result<()> {
+    let line = format!("No failures in {}: {what}.", from.describe());
+    match output {
+        Output::Text => writeln!(io::stdout().lock(), "{line}")?,
+        Output::Json => writeln!(io::stderr().lock(), "{line}")?,
+    }
+    Ok(())
 }
 
 async fn read(sdk: &aws_config::SdkConfig, from: &FailureSources) -> anyhow::Result<Vec<Failed>> {
@@ -107,24 +158,15 @@ async fn read(sdk: &aws_config::SdkConfig, from: &FailureSources) -> anyhow::Res
         failures.extend(operations::failures::read_queue(&sqs, queue).await?);
     }
     let s3 = stream_runtime::aws::s3_client(sdk, &Vars::new(&Vars::process_lookup))?;
-    for url in &from.parked {
-        let (bucket, prefix) = s3_url("--parked", url)?;
-        failures.extend(operations::failures::read_parked(&s3, bucket, prefix).await?);
+    for place in &from.parked {
+        failures.extend(operations::failures::read_parked(&s3, &place.bucket, &place.prefix).await?);
     }
-    for url in &from.destinations {
-        let (bucket, prefix) = s3_url("--destination", url)?;
-        let prefix = if prefix.is_empty() { operations::failures::DESTINATION_PREFIX } else { prefix };
-        failures.extend(operations::failures::read_destination(&s3, bucket, prefix).await?);
+    for place in &from.destinations {
+        let prefix =
+            if place.prefix.is_empty() { operations::failures::DESTINATION_PREFIX } else { &place.prefix };
+        failures.extend(operations::failures::read_destination(&s3, &place.bucket, prefix).await?);
     }
     Ok(failures)
-}
-
-/// `s3://BUCKET/PREFIX` (or `s3://BUCKET`) as (bucket, prefix).
-pub(crate) fn s3_url<'a>(flag: &str, url: &'a str) -> anyhow::Result<(&'a str, &'a str)> {
-    url.strip_prefix("s3://")
-        .and_then(|rest| rest.split_once('/').or(Some((rest, ""))))
-        .filter(|(bucket, _)| !bucket.is_empty())
-        .with_context(|| format!("{flag} {url:?} is not s3://BUCKET/PREFIX"))
 }
 
 fn list(failures: &[Failed], output: Output) -> anyhow::Result<()> {
@@ -180,6 +222,12 @@ fn outcome(replayed: &Replayed) -> String {
             format!("NOT REPLAYED: the stream gave back part of the range ({read} records; {reason})")
         }
         Replayed::StillFailing { records, reason } => format!("STILL FAILING ({records} records): {reason}"),
+        Replayed::Superseded { records, by } => {
+            format!("superseded, not run: {records} records whose state a newer record has replaced ({by})")
+        }
+        Replayed::ParkedAgain { records, parked, reason } => {
+            format!("PARKED AGAIN ({parked} of {records} records; kept, not deleted): {reason}")
+        }
         Replayed::NotInStream { reason } => {
             format!("NOT IN THE STREAM any more ({reason}): rebuild what it held from the base table")
         }

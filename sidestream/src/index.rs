@@ -39,7 +39,7 @@ fn verify(
     let index = operations::verify::choose(&indexes, index)?;
     let runtime = crate::runtime()?;
     runtime.block_on(async {
-        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let sdk = crate::sdk().await?;
         // The I/O policy does the retrying of every call.
         let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
         let mut bar = (output == Output::Text).then(|| operations::progress::Bar::new("items scanned"));

@@ -108,7 +108,7 @@ fn run_grid(args: GridArgs) -> anyhow::Result<ExitCode> {
     let schema = grid_schema(args.source)?;
     let signer = grid_signer();
     runtime()?.block_on(async {
-        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let sdk = crate::sdk().await?;
         let grid = operations::grid::Grid::new(
             aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk)),
             schema,
@@ -124,7 +124,9 @@ fn run_grid(args: GridArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+/// JSON logs on stderr, at `RUST_LOG`'s levels or else warnings and errors: for the commands that
+/// run a function's or a server's code, whose stdout is their own output.
+pub(crate) fn logs_to_stderr() {
     tracing_subscriber::fmt()
         .json()
         .with_env_filter(
@@ -132,9 +134,13 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         )
         .with_writer(io::stderr)
         .init();
+}
+
+fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    logs_to_stderr();
     let schema = grid_schema(args.source)?;
     runtime()?.block_on(async {
-        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let sdk = crate::sdk().await?;
         let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
         let grid = operations::grid::Grid::new(client.clone(), schema, grid_signer());
         operations::grid_server::serve_on_loopback(
@@ -167,6 +173,19 @@ fn grid_signer() -> formats::cursor::Signer {
     formats::cursor::Signer::new(key.as_bytes(), 24 * 3600)
 }
 
+/// The AWS configuration every command calls AWS with (`AWS_PROFILE`, `AWS_REGION`,
+/// `AWS_ENDPOINT_URL`, …). A missing Region is named here, before any request, as the systemic
+/// failure it is: every request would fail alike until it is set.
+pub(crate) async fn sdk() -> anyhow::Result<aws_config::SdkConfig> {
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    anyhow::ensure!(
+        sdk.region().is_some(),
+        "no AWS Region is set (systemic: every request would fail alike): set AWS_REGION, or the \
+         `region` of the profile AWS_PROFILE names"
+    );
+    Ok(sdk)
+}
+
 /// The async runtime for the commands that call AWS.
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")
@@ -174,7 +193,7 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 fn run_archive(command: ArchiveCommand) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async {
-        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let sdk = crate::sdk().await?;
         let s3 = stream_runtime::aws::s3_client(&sdk, &Vars::new(&Vars::process_lookup))?;
         match command {
             ArchiveCommand::Cat { source, typed } => {

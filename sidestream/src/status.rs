@@ -1,5 +1,6 @@
 //! `sidestream status`: the flags resolved into a `operations::status::Target`, the status read, and
-//! printed as one screen or one JSON object; exit status 1 when something needs an operator.
+//! printed as one screen or one JSON object; exit status 1 when something needs an operator, 2
+//! when no function of the stack has reported (its health cannot be seen).
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -9,14 +10,12 @@ use operations::status::{Clients, Target};
 use stream_runtime::Vars;
 
 use crate::args::{Output, StatusArgs};
-use crate::failures::s3_url;
+
+/// The exit status when the stack's health cannot be seen: no function of it has reported.
+const UNSEEN: u8 = 2;
 
 pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
-    let archive = args
-        .archive
-        .as_deref()
-        .map(|url| s3_url("--archive", url).map(|(bucket, prefix)| (bucket.to_owned(), prefix.to_owned())))
-        .transpose()?;
+    let archive = args.archive.clone().map(|place| (place.bucket, place.prefix));
     let target = Target {
         stack: args.stack.clone(),
         namespace: args.namespace.clone(),
@@ -28,7 +27,7 @@ pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
         max_lag: Duration::from_secs(args.max_lag),
     };
     let status = crate::runtime()?.block_on(async {
-        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let sdk = crate::sdk().await?;
         let clients = Clients {
             cloudwatch: aws_sdk_cloudwatch::Client::new(&sdk),
             s3: stream_runtime::aws::s3_client(&sdk, &Vars::new(&Vars::process_lookup))?,
@@ -40,6 +39,10 @@ pub(crate) fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
     match args.output {
         Output::Json => writeln!(out, "{}", serde_json::to_string(&status)?)?,
         Output::Text => writeln!(out, "{status}")?,
+    }
+    if let Some(unseen) = &status.unseen {
+        eprintln!("sidestream: {unseen}");
+        return Ok(ExitCode::from(UNSEEN));
     }
     Ok(if status.needs_operator() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

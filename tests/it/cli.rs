@@ -36,3 +36,52 @@ fn a_replay_that_matches_no_failure_fails_and_says_what_it_searched() {
         "{listed:?}"
     );
 }
+
+/// `status` of a stack none of whose functions has reported cannot say it is healthy: it exits 2
+/// and asks whether the name is right. A missing Region is named, as the systemic failure it is,
+/// before any request.
+#[test]
+fn status_of_an_unknown_stack_exits_2_and_a_missing_region_is_named() {
+    let stack = crate::support::moto::unique("no-such-stack");
+    let ran = sidestream(&["status", "--stack", &stack, "--output", "json"], "", &[]);
+    assert_eq!(ran.code, Some(2), "{ran:?}");
+    assert!(
+        ran.err.contains(&format!("no function of stack {stack} has reported; is the name right?")),
+        "{}",
+        ran.err
+    );
+    let json: serde_json::Value = serde_json::from_str(&ran.out).unwrap();
+    assert!(json["unseen"].is_string() && json["functions"] == serde_json::json!([]), "{json}");
+
+    let binary = crate::support::process::binary("sidestream").unwrap();
+    let out = std::process::Command::new(binary)
+        .args(["status", "--stack", &stack])
+        .env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION")
+        .env("AWS_CONFIG_FILE", "/nonexistent")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("systemic") && err.contains("AWS_REGION"), "{err}");
+}
+
+/// Every flag that names a bucket takes `BUCKET` and `s3://BUCKET` alike; a name S3 cannot have
+/// is refused before any request, with the rule. At least one failure source is required.
+#[test]
+fn buckets_are_taken_in_either_form_and_a_source_is_required() {
+    let bad = sidestream(&["failures", "list", "--parked", "s3://Bad_Bucket/x"], "", &[]);
+    assert!(!bad.ok && bad.err.contains("\"Bad_Bucket\" is not a bucket name"), "{bad:?}");
+    let prefixed = sidestream(&["status", "--stack", "s", "--parking", "s3://parking/x/"], "", &[]);
+    assert!(!prefixed.ok && prefixed.err.contains("this flag takes a bucket alone"), "{prefixed:?}");
+    let none = sidestream(&["failures", "list"], "", &[]);
+    assert_eq!(none.code, Some(2), "{none:?}");
+    assert!(
+        none.err.contains("--log <FILE>|--queue <URL>|--parked <S3URL>|--destination <S3URL>"),
+        "{}",
+        none.err
+    );
+    // A failure log that does not exist yet holds nothing; so does an empty bucket, in either form.
+    let log = std::env::temp_dir().join(crate::support::moto::unique("no-failures-yet"));
+    let empty = sidestream(&["failures", "list", "--log", log.to_str().unwrap()], "", &[]);
+    assert!(empty.ok && empty.out.contains("nothing given up, nothing parked"), "{empty:?}");
+}

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context as _, Result, ensure};
 use local_stack::replayer::{Invocation, Invoker};
 use serde_json::json;
 use stream_runtime::delivery::in_process;
@@ -664,5 +664,179 @@ async fn a_given_up_archiver_range_is_recovered_after_its_records_left_the_strea
             .is_empty(),
         "nothing left to replay"
     );
+    Ok(())
+}
+
+/// `binary`'s template environment without its role's credentials: what an operator replaying its
+/// failures sets, signing as themself (the emulator's test credentials).
+fn as_an_operator(
+    stack: &local_stack::Stack,
+    binary: &str,
+) -> Result<std::collections::BTreeMap<String, String>> {
+    let mut env = local_stack::environment(stack.function(binary)?);
+    env.retain(|name, _| !name.starts_with("AWS_"));
+    Ok(env)
+}
+
+/// The operator's trial of 5f4e376, exactly: a counter shard written with a count that is not an
+/// integer is parked; `sidestream failures replay` of it, with nothing fixed, parks it again. The
+/// replay says so ("parked again: 1"), exits 1, and keeps the parked object, and the stack's
+/// status still reports it; with `--output json` stdout is the replay's one JSON line, the
+/// function's log and EMF lines on stderr. Once the shard is written again, the stream counts the
+/// new value and the parked record is superseded: a replay deletes it without running it, and the
+/// total is the sum of the shards as they are.
+#[tokio::test]
+async fn a_parked_record_that_fails_again_is_kept_and_the_replay_fails() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[]).await?;
+    let feed = local_stack::cloudwatch::Feed::start(&sdk);
+    let mut pipeline = stack
+        .pipeline(
+            &sdk,
+            |function| local_stack::fed_invoker(function, &sdk, &feed),
+            stack.failure_log(&sdk, failure_log()),
+        )?
+        .with_metrics(feed.lambda());
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let counters = stack.table("CounterTable")?.name.clone();
+    let shard =
+        |k: u32, count: serde_json::Value| json!({"pk": format!("COUNTER#visits#SHARD#{k}"), "count": count});
+    put(&client, &counters, &shard(0, json!(3))).await?;
+    put(&client, &counters, &shard(1, json!(1.5))).await?;
+    pipeline.settle().await?;
+    let parking = stack.bucket("ParkingBucket")?.name.clone();
+    let parked = || async {
+        let listed =
+            s3().list_objects_v2().bucket(&parking).prefix("parked/counter-aggregator/").send().await?;
+        anyhow::Ok(listed.contents().iter().filter_map(|o| o.key().map(str::to_owned)).collect::<Vec<_>>())
+    };
+    let before = parked().await?;
+    ensure!(before.len() == 1, "the bad shard's record is parked: {before:?}");
+
+    // The replay, as an operator runs it: the aggregator configured from its template
+    // environment, signed as the operator (the emulator's test credentials), not as its role.
+    let env = as_an_operator(&stack, "counter-aggregator")?;
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let replay = ["failures", "replay", "--parked", &parking, "--function", "counter-aggregator"];
+    let json = [&replay[..], &["--output", "json"]].concat();
+    let ran = crate::support::process::sidestream(&json, "", &env);
+    ensure!(ran.code == Some(1), "a record parked again fails the replay: {ran:?}");
+    let lines: Vec<serde_json::Value> = ran
+        .out
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .with_context(|| ran.out.clone())?;
+    ensure!(
+        lines.len() == 1
+            && lines[0]["replayed"]["outcome"] == "parkedAgain"
+            && lines[0]["replayed"]["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("where an integer `count` belongs")),
+        "stdout is the one JSON line of the replay, saying why: {}",
+        ran.out
+    );
+    ensure!(ran.err.contains(r#""ParkedRecords":1"#), "the function's EMF line is on stderr: {}", ran.err);
+    ensure!(parked().await? == before, "the parked object is kept");
+    let text = crate::support::process::sidestream(&replay, "", &env);
+    ensure!(text.code == Some(1) && text.out.contains("parked again: 1"), "{text:?}");
+    let status = local_stack::status(&sdk, &stack, &feed).await?;
+    ensure!(
+        status.parked.get("counter-aggregator") == Some(&1)
+            && status.attention.iter().any(|a| a.contains("counter-aggregator parked 1")),
+        "status still reports it\n{status}"
+    );
+
+    // Fixed at the item: the stream counts the new value, and the parked record is superseded.
+    put(&client, &counters, &shard(1, json!(2))).await?;
+    pipeline.settle().await?;
+    let ran = crate::support::process::sidestream(&json, "", &env);
+    ensure!(ran.ok && ran.out.contains(r#""outcome":"superseded""#), "{ran:?}");
+    ensure!(parked().await?.is_empty(), "a superseded record's object is deleted");
+    let total =
+        sharded_counter::Counters::new(client.clone(), &counters, formats::counter::Sharding::new(2)?);
+    ensure!(total.total("visits").await? == Some(5), "{:?}", total.total("visits").await?);
+    // Nothing is left to replay; the parked-records alarms clear as their windows pass, as
+    // CloudWatch's do.
+    let status = local_stack::status(&sdk, &stack, &feed).await?;
+    ensure!(
+        status.parked.is_empty() && !status.attention.iter().any(|a| a.contains("record(s) that can never")),
+        "{status}"
+    );
+    Ok(())
+}
+
+/// A given-up range is deleted only when every record of it is applied: a range of the
+/// aggregator's, kept by the S3 destination, whose rerun parks one of its records again (a count
+/// that is not an integer), stays where it was, and the replay says `parked again`. Once the shard
+/// is written again, the same range's bad record is superseded, its good one applied, and the
+/// object goes.
+#[tokio::test]
+async fn a_range_with_a_record_parked_again_is_kept() -> Result<()> {
+    let sdk = sdk();
+    let stack = stack(&sdk, &[]).await?;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorded = Arc::clone(&seen);
+    let mut pipeline = pipeline(&sdk, &stack, &failure_log(), move |function, inner| match function {
+        "counter-aggregator" => recording(inner, Arc::clone(&recorded)),
+        _ => inner,
+    })?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let counters = stack.table("CounterTable")?.name.clone();
+    let shard =
+        |k: u32, count: serde_json::Value| json!({"pk": format!("COUNTER#hits#SHARD#{k}"), "count": count});
+    put(&client, &counters, &shard(0, json!(4))).await?;
+    put(&client, &counters, &shard(1, json!(2.5))).await?;
+    pipeline.settle().await?;
+    let records = seen.lock().unwrap().clone();
+    ensure!(records.len() == 2, "two shard records: {}", records.len());
+
+    // The range as Lambda's S3 on-failure destination keeps it, with its records.
+    let parking = stack.bucket("ParkingBucket")?.name.clone();
+    let key = "aws/lambda/mapping/shardId-1/2026/11/28/2026-11-28T12.00.00-range";
+    s3().put_object().bucket(&parking).key(key).body(b"{}".to_vec().into()).send().await?;
+    let sequence = |i: usize| records[i].change.sequence_number.clone().unwrap_or_default();
+    let failed = operations::failures::Failed {
+        function: "counter-aggregator".into(),
+        at: chrono::Utc::now().to_rfc3339(),
+        reason: "RetryAttemptsExhausted".into(),
+        records: Records::Range {
+            stream_arn: records[0].event_source_arn.clone().unwrap_or_default(),
+            shard_id: "shardId-1".into(),
+            start_sequence_number: sequence(0),
+            end_sequence_number: sequence(1),
+            batch_size: 2,
+            first_arrival: None,
+            kept: Some(records.clone()),
+        },
+        message: None,
+        object: Some(format!("s3://{parking}/{key}")),
+    };
+    let env = as_an_operator(&stack, "counter-aggregator")?;
+    let lookup = |name: &str| env.get(name).cloned();
+    let replayer = Replayer::for_function(
+        "counter-aggregator",
+        &stream_runtime::Vars::new(&lookup),
+        &io_policy::without_sdk_retries(&sdk),
+    )?;
+    let clients = operations::failures::ReplayClients {
+        streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
+        sqs: aws_sdk_sqs::Client::new(&sdk),
+        s3: s3(),
+    };
+    let exists = || async { s3().head_object().bucket(&parking).key(key).send().await.is_ok() };
+    let timeout = Duration::from_secs(60);
+    let again = operations::failures::replay_one(&failed, &replayer, &clients, timeout).await?;
+    ensure!(matches!(again, Replayed::ParkedAgain { records: 2, parked: 1, .. }), "{again:?}");
+    ensure!(exists().await, "the range's object is kept");
+
+    put(&client, &counters, &shard(1, json!(6))).await?;
+    pipeline.settle().await?;
+    let done = operations::failures::replay_one(&failed, &replayer, &clients, timeout).await?;
+    ensure!(done == Replayed::Applied { records: 1 }, "the superseded record is not run: {done:?}");
+    ensure!(!exists().await, "the range's object is deleted once every record is dealt with");
+    let total =
+        sharded_counter::Counters::new(client.clone(), &counters, formats::counter::Sharding::new(2)?);
+    ensure!(total.total("hits").await? == Some(10), "{:?}", total.total("hits").await?);
     Ok(())
 }

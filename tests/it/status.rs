@@ -77,8 +77,11 @@ async fn delivered(
         without_data(&stack, &before)
     );
     ensure!(!before.needs_operator() && before.to_string().contains("not verified yet"), "{before}");
+    // No function has had a record yet, so nothing says whether they run: the report never says
+    // "Healthy", and the command exits 2 (`command` checks the status).
+    ensure!(!before.healthy() && before.to_string().contains("UNKNOWN: no function of stack"), "{before}");
     let (ok, json) = command(&stack)?;
-    ensure!(ok && json["insufficient_data"][0]["since_created"] == true, "{json}");
+    ensure!(!ok && json["insufficient_data"][0]["since_created"] == true, "{json}");
     local_stack::verify(&sdk, &stack, &feed, &[("VERIFY_CONFIRM_SECONDS", "0")]).await?;
     let after = local_stack::status(&sdk, &stack, &feed).await?;
     ensure!(
@@ -132,7 +135,15 @@ fn command(stack: &Stack) -> Result<(bool, serde_json::Value)> {
     let ran = crate::support::process::sidestream(&args, "", &[]);
     let json: serde_json::Value = serde_json::from_str(&ran.out).with_context(|| format!("{ran:?}"))?;
     let attention = json["attention"].as_array().map_or(0, Vec::len);
-    ensure!(ran.ok == (attention == 0), "exit status 1 exactly when something needs an operator: {ran:?}");
+    let expected = match (json["unseen"].is_null(), attention) {
+        (false, _) => 2,
+        (true, 0) => 0,
+        (true, _) => 1,
+    };
+    ensure!(
+        ran.code == Some(expected),
+        "exit status 2 when no function reports, else 1 exactly when something needs an operator: {ran:?}"
+    );
     Ok((ran.ok, json))
 }
 

@@ -1587,6 +1587,8 @@ fn the_rules_refuse_what_cannot_work() -> Result<()> {
         ("BackfillReservedConcurrency", "1001", "above its MaxValue"),
         ("BackfillWriteUnitsPerSegment", "lots", "does not match its AllowedPattern"),
         ("Consumers", "Both", "is not one of its AllowedValues"),
+        // A name the template does not declare, as CloudFormation refuses it, with the nearest.
+        ("Batchsize", "10", "the template declares no such parameter; did you mean BatchSize?"),
     ] {
         let refused = template.resolver(&set(&[topic, (parameter, value)]), names()).refused_parameters();
         ensure!(

@@ -346,7 +346,7 @@ async fn print_status(
     writeln!(out, "\n$ {}", stack.status_command()?)?;
     let status = local_stack::status(sdk, stack, feed).await?;
     writeln!(out, "{status}")?;
-    Ok(!status.needs_operator())
+    Ok(status.healthy())
 }
 
 /// The archive read back from S3: exactly the expired issues, not the user's delete.

@@ -159,6 +159,40 @@ impl Aggregator {
         }
     }
 
+    /// Whether the total of `record`'s counter already holds a state of `record`'s shard newer
+    /// than `record` (a later write of the shard, applied since): then running `record` again
+    /// would change nothing, since the total keeps each shard's newest state, so a replay of it
+    /// is not needed. That state's sequence number when it is so; `None` when the total holds
+    /// no newer state of the shard, or `record` is not a counter shard's.
+    pub async fn superseded(
+        &self,
+        record: &stream_runtime::EventRecord,
+        budget: &Budget,
+    ) -> Result<Option<String>, Failure> {
+        let key = match record.change.keys.get(&self.partition_key) {
+            Some(serde_dynamo::AttributeValue::S(key)) => key.as_str(),
+            _ => return Ok(None),
+        };
+        let (Some(formats::counter::CounterKey::Shard { name, shard }), Some(sequence)) = (
+            formats::counter::CounterKey::parse(key),
+            record.change.sequence_number.as_deref().and_then(|s| key_codec::SequenceNumber::parse(s).ok()),
+        ) else {
+            return Ok(None);
+        };
+        let total =
+            total_key(&name).map_err(|e| Failure::record_permanent(format!("counter {name:?}: {e}")))?;
+        let Some(item) = self.read_total(&total, budget).await? else {
+            return Ok(None);
+        };
+        let stored = Total::from_item(&total, &serde_dynamo::Item::from(item))
+            .map_err(|e| Failure::systemic(e.to_string()))?;
+        Ok(stored
+            .shards
+            .get(&shard)
+            .filter(|kept| kept.sequence_number > sequence)
+            .map(|kept| kept.sequence_number.to_string()))
+    }
+
     /// The total item `key`, read consistently.
     async fn read_total(&self, key: &str, budget: &Budget) -> Result<Option<Item>, Failure> {
         let operation = format!("GetItem {key}");

@@ -157,12 +157,13 @@ impl Built {
     /// names), called `name` in errors, configured from `vars` as it reads its environment.
     pub fn new(binary: &str, name: &str, vars: &Vars<'_>, sdk: &SdkConfig) -> Result<Built, InvokeError> {
         let config = |source| InvokeError::Config { function: name.to_owned(), cause: source };
+        // Every missing variable is named at once (`Vars::build`).
         if binary == COMBINED_BINARY {
-            return Ok(Built(Arc::new(combined(vars, sdk).map_err(config)?)));
+            return Ok(Built(Arc::new(vars.build(|vars| combined(vars, sdk)).map_err(config)?)));
         }
         let function = Function::named(binary)
             .ok_or_else(|| InvokeError::UnknownBinary { name: name.to_owned(), binary: binary.to_owned() })?;
-        Ok(Built((function.build)(vars, sdk).map_err(config)?))
+        Ok(Built(vars.build(|vars| (function.build)(vars, sdk)).map_err(config)?))
     }
 
     /// Its invoker, with DynamoDB stream events; its metrics go to `metrics`.

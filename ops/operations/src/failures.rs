@@ -225,10 +225,14 @@ pub fn function_name(name_or_arn: &str) -> &str {
 }
 
 /// The failures in a file of on-failure destination records, one JSON object per line (the
-/// local failure log, or the bodies of the on-failure queue's messages).
+/// local failure log, or the bodies of the on-failure queue's messages). A file that does not
+/// exist holds none: the local replayer creates its failure log when it first gives a range up.
 pub fn read_log(path: &std::path::Path) -> Result<Vec<Failed>, FailureError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| FailureError::Io { path: path.display().to_string(), cause: source })?;
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(cause) => return Err(FailureError::Io { path: path.display().to_string(), cause }),
+    };
     text.lines()
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
@@ -488,6 +492,26 @@ pub enum Replayed {
         /// Deletes not made because a newer record has written the entry since.
         newer: usize,
     },
+    /// Every record is superseded: the state it would write has been replaced since by a newer
+    /// record's (a counter shard written again), so running it again would change nothing, and
+    /// it was not run.
+    Superseded {
+        /// Records superseded.
+        records: usize,
+        /// Each record's sequence number, and the newer one's.
+        by: String,
+    },
+    /// The function ran the records again and parked some of them again: their content still
+    /// cannot succeed. The failure stays where it was (a parked record's object now holds the
+    /// new parking), and nothing is deleted.
+    ParkedAgain {
+        /// Records sent.
+        records: usize,
+        /// Records parked again.
+        parked: u64,
+        /// Why: the parked record's error, where it can be read back.
+        reason: String,
+    },
     /// The function failed again.
     StillFailing {
         /// Records sent.
@@ -529,11 +553,12 @@ impl Replayed {
     /// combined function, by every one of its functions.
     pub fn is_done(&self) -> bool {
         match self {
-            Replayed::Applied { .. } | Replayed::Mended { .. } => true,
+            Replayed::Applied { .. } | Replayed::Mended { .. } | Replayed::Superseded { .. } => true,
             Replayed::Combined { functions } => functions.iter().all(|p| p.replayed.is_done()),
-            Replayed::StillFailing { .. } | Replayed::NotInStream { .. } | Replayed::ShortRead { .. } => {
-                false
-            }
+            Replayed::ParkedAgain { .. }
+            | Replayed::StillFailing { .. }
+            | Replayed::NotInStream { .. }
+            | Replayed::ShortRead { .. } => false,
         }
     }
 }
@@ -619,6 +644,57 @@ pub async fn rerun(records: Vec<EventRecord>, invoker: &Invoker, timeout: Durati
             Replayed::StillFailing { records: count, reason: format!("{error_type}: {message}") }
         }
     }
+}
+
+/// The clients a replay reads failures back with, and acknowledges them with.
+#[derive(Debug, Clone)]
+pub struct ReplayClients {
+    /// Reads a range back from its stream.
+    pub streams: aws_sdk_dynamodbstreams::Client,
+    /// Deletes a replayed range's on-failure queue message.
+    pub sqs: aws_sdk_sqs::Client,
+    /// Deletes a replayed range's destination object or a replayed parked record.
+    pub s3: aws_sdk_s3::Client,
+}
+
+/// Replays one failure with `replayer`, each invocation bounded by `timeout`, and says what came
+/// of it. Its queue message, or its S3 object (a given-up range's, a parked record's), is
+/// deleted only when every record of it was applied ([`Replayed::is_done`]): a record the
+/// function failed or parked again stays where it was, so a replay never loses one. A parked
+/// record parked again keeps its object, which now holds the new parking (its key is its
+/// sequence number and `eventID`), and the outcome gives the new parking's error.
+pub async fn replay_one(
+    failed: &Failed,
+    with: &Replayer,
+    clients: &ReplayClients,
+    timeout: Duration,
+) -> Result<Replayed, FailureError> {
+    let outcome = match read(failed, &clients.streams).await? {
+        Read::Unavailable(outcome) => outcome,
+        Read::Records(records) => with.replay(records, timeout).await?,
+    };
+    let replayed = match (outcome, &failed.records) {
+        (Replayed::ParkedAgain { records, parked, reason }, Records::Parked { object, .. }) => {
+            let reason = match reparked(&clients.s3, object).await {
+                Some(error) => format!("parked again: {error}"),
+                None => reason,
+            };
+            Replayed::ParkedAgain { records, parked, reason }
+        }
+        (other, _) => other,
+    };
+    if replayed.is_done() {
+        acknowledge(&clients.sqs, failed).await?;
+        acknowledge_object(&clients.s3, failed).await?;
+    }
+    Ok(replayed)
+}
+
+/// The error of the parking now at `object` (`s3://bucket/key`), if it can be read back.
+async fn reparked(s3: &aws_sdk_s3::Client, object: &str) -> Option<String> {
+    let (bucket, key) = object.strip_prefix("s3://")?.split_once('/')?;
+    let bytes = get(s3, bucket, key).await.ok()?;
+    parked_of(&bytes, object).ok().map(|again| again.reason)
 }
 
 /// How many empty pages in a row a range's read goes through before it stops: the stream may

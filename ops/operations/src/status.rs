@@ -103,12 +103,22 @@ pub struct Status {
     pub insufficient_data: Vec<InsufficientDataAlarm>,
     /// What needs an operator, one sentence each; empty when the stack is healthy.
     pub attention: Vec<String>,
+    /// Why the stack's health cannot be seen, if it cannot: no function of the stack has
+    /// reported, so nothing says whether its functions run. A wrong name, or a stack whose
+    /// functions have not had a record yet. Health is never claimed then.
+    pub unseen: Option<String>,
 }
 
 impl Status {
     /// Whether anything needs an operator.
     pub fn needs_operator(&self) -> bool {
         !self.attention.is_empty()
+    }
+
+    /// Whether the stack is known to be healthy: some function reports, and nothing needs an
+    /// operator.
+    pub fn healthy(&self) -> bool {
+        self.unseen.is_none() && self.attention.is_empty()
     }
 }
 
@@ -255,8 +265,17 @@ pub async fn read(clients: &Clients, target: &Target, now: SystemTime) -> Result
         alarms,
         insufficient_data,
         attention: Vec::new(),
+        unseen: None,
     };
     status.attention = attention(&status, target);
+    if status.functions.is_empty() {
+        status.unseen = Some(format!(
+            "no function of stack {} has reported; is the name right? (A function reports \
+             `RecordsIn` in the namespace {} once it has had records, under the name CloudFormation \
+             gives it, `{}-<LogicalId>-<suffix>`; none has in the last two weeks.)",
+            target.stack, target.namespace, target.stack
+        ));
+    }
     Ok(status)
 }
 

@@ -130,10 +130,8 @@ fn default_sk() -> String {
 impl Indexes {
     /// Reads and validates `MULTIKEY_INDEXES`.
     pub fn from_vars(vars: &Vars<'_>) -> Result<Indexes, ConfigError> {
-        let json = vars.required(
-            INDEXES_VAR,
-            "a JSON object with base_key and indexes (see the multikey-indexer docs)",
-        )?;
+        let json =
+            vars.required(INDEXES_VAR, "a JSON object with base_key and indexes (docs/functions.md)")?;
         Indexes::from_json(&json).map_err(|reason| ConfigError::Invalid { var: INDEXES_VAR, reason })
     }
 

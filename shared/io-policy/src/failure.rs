@@ -176,11 +176,17 @@ pub fn classify<E>(op: &str, err: &SdkError<E, Response>) -> Failure
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
-    let message = format!("{op}: {}", describe(err));
+    let mut message = format!("{op}: {}", describe(err));
+    // No Region configured: the request cannot be signed, now or on any retry.
+    let no_region = matches!(err, SdkError::DispatchFailure(_)) && message.contains("missing signing region");
+    if no_region {
+        message.push_str(" (set AWS_REGION)");
+    }
     let kind = match err {
         SdkError::ServiceError(ctx) => {
             kind_of(ctx.err().code(), ctx.raw().status().as_u16(), ctx.err().message().unwrap_or_default())
         }
+        SdkError::DispatchFailure(_) if no_region => FailureKind::Systemic,
         SdkError::DispatchFailure(failure) if !failure.is_user() => FailureKind::Transient,
         SdkError::TimeoutError(_) | SdkError::ResponseError(_) => FailureKind::Transient,
         // A request that could not be built, a dispatch the caller's own configuration broke

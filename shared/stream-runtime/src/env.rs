@@ -18,6 +18,13 @@ pub enum ConfigError {
         /// What it should hold.
         hint: &'static str,
     },
+    /// Several required variables are unset or empty: every one a configuration reaches, named
+    /// at once ([`Vars::build`]).
+    #[error("environment variables are not set: {}", .vars.iter().map(|(var, hint)| format!("{var} ({hint})")).collect::<Vec<_>>().join("; "))]
+    MissingMany {
+        /// Each variable, with what it should hold, in the order the configuration reads them.
+        vars: Vec<(&'static str, &'static str)>,
+    },
     /// A variable is set to something unusable.
     #[error("environment variable {var} is invalid: {reason}")]
     Invalid {
@@ -28,6 +35,10 @@ pub enum ConfigError {
     },
 }
 
+/// What [`Vars::build`] gives a missing variable while it looks for the others: a name valid as
+/// a table, a bucket or a prefix, so that a configuration reads on past it.
+const STAND_IN: &str = "sidestream-stand-in";
+
 /// Reads variables through a lookup function.
 pub struct Vars<'a> {
     lookup: &'a dyn Fn(&str) -> Option<String>,
@@ -37,6 +48,40 @@ impl<'a> Vars<'a> {
     /// Variables from a lookup function (the process environment, or a map in tests).
     pub fn new(lookup: &'a dyn Fn(&str) -> Option<String>) -> Vars<'a> {
         Vars { lookup }
+    }
+
+    /// Builds a configuration with `build`, and when a required variable is missing, names every
+    /// one missing, not only the first. A configuration stops at the first error it meets, so
+    /// each variable found missing is given a stand-in and `build` is run again, until it
+    /// succeeds or fails for another reason: the variables found missing by then are those a
+    /// reader must set. (A stand-in that is not a valid value ends the search: the error then
+    /// names the variables found so far.) `build` must do no I/O: it is run once per missing
+    /// variable.
+    pub fn build<T>(&self, build: impl Fn(&Vars<'_>) -> Result<T, ConfigError>) -> Result<T, ConfigError> {
+        let first = match build(self) {
+            Err(ConfigError::Missing { var, hint }) => (var, hint),
+            other => return other,
+        };
+        let mut missing = vec![first];
+        loop {
+            let stand_in = |name: &str| {
+                if missing.iter().any(|(var, _)| *var == name) {
+                    Some(STAND_IN.to_owned())
+                } else {
+                    (self.lookup)(name)
+                }
+            };
+            match build(&Vars::new(&stand_in)) {
+                Err(ConfigError::Missing { var, hint }) if !missing.iter().any(|(v, _)| *v == var) => {
+                    missing.push((var, hint));
+                }
+                _ => break,
+            }
+        }
+        Err(match missing.as_slice() {
+            [(var, hint)] => ConfigError::Missing { var, hint },
+            _ => ConfigError::MissingMany { vars: missing },
+        })
     }
 
     /// The process environment. A value that is not valid UTF-8 is passed on lossily, so that it

@@ -230,7 +230,8 @@ pub async fn main<F: StreamFunction>() -> std::process::ExitCode {
 pub async fn run<F: StreamFunction>() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
-    let runtime = Runtime::<F>::from_vars(&Vars::new(&Vars::process_lookup), &sdk)?;
+    // Every missing variable is named at once.
+    let runtime = Vars::new(&Vars::process_lookup).build(|vars| Runtime::<F>::from_vars(vars, &sdk))?;
     let source = runtime.settings.source;
     if runtime.settings.prime {
         runtime.prime().await?;

@@ -35,6 +35,8 @@ pub(crate) struct Ran {
     pub(crate) err: String,
     /// Whether it exited with status 0.
     pub(crate) ok: bool,
+    /// Its exit status (none if a signal ended it).
+    pub(crate) code: Option<i32>,
 }
 
 /// Runs `sidestream args…` with `stdin` as its input and `env` added to this process's.
@@ -54,5 +56,6 @@ pub(crate) fn sidestream(args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Ra
         out: String::from_utf8(output.stdout).unwrap(),
         err: String::from_utf8(output.stderr).unwrap(),
         ok: output.status.success(),
+        code: output.status.code(),
     }
 }

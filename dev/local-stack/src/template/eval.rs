@@ -29,6 +29,9 @@ const DEPLOYMENT_APPLICATION: &str = "ServerlessDeploymentApplication";
 pub struct Resolver<'a> {
     root: &'a Value,
     parameters: BTreeMap<String, String>,
+    /// Parameters given that the template does not declare: refused
+    /// ([`Resolver::refused_parameters`]).
+    undeclared: Vec<String>,
     names: Names<'a>,
 }
 
@@ -49,7 +52,13 @@ impl<'a> Resolver<'a> {
                 }
             }
         }
-        Resolver { root, parameters, names }
+        let declared = root.get("Parameters").and_then(Value::as_object);
+        let undeclared = overrides
+            .keys()
+            .filter(|given| declared.is_none_or(|d| !d.contains_key(*given)))
+            .cloned()
+            .collect();
+        Resolver { root, parameters, undeclared, names }
     }
 
     /// The value of a parameter.
@@ -131,6 +140,17 @@ impl<'a> Resolver<'a> {
                     }
                 }
             }
+        }
+        // CloudFormation refuses a parameter the template does not declare ("Parameters: [X] do
+        // not exist in the template"); a misspelt one would otherwise pass for its default.
+        let names: Vec<&str> = declared.into_iter().flatten().map(|(name, _)| name.as_str()).collect();
+        for given in &self.undeclared {
+            refused.push(match closest(given, &names) {
+                Some(near) => {
+                    format!("{given}: the template declares no such parameter; did you mean {near}?")
+                }
+                None => format!("{given}: the template declares no such parameter"),
+            });
         }
         refused
     }
@@ -489,4 +509,42 @@ fn stack_id(names: &Names<'_>) -> String {
         &hex[16..20],
         &hex[20..]
     )
+}
+
+/// The name among `names` nearest to `given` (by edits, letter case ignored), if one is near
+/// enough to be a misspelling: at most a third of its letters apart.
+fn closest<'n>(given: &str, names: &[&'n str]) -> Option<&'n str> {
+    let distance = |a: &str, b: &str| {
+        let (a, b): (Vec<char>, Vec<char>) =
+            (a.to_lowercase().chars().collect(), b.to_lowercase().chars().collect());
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.iter().enumerate() {
+            let mut diagonal = row[0];
+            row[0] = i + 1;
+            for (j, cb) in b.iter().enumerate() {
+                let above = row[j + 1];
+                row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
+                diagonal = above;
+            }
+        }
+        row[b.len()]
+    };
+    names
+        .iter()
+        .map(|name| (distance(given, name), *name))
+        .filter(|(d, _)| *d <= given.chars().count().div_ceil(3))
+        .min()
+        .map(|(_, name)| name)
+}
+
+#[cfg(test)]
+mod closest_tests {
+    #[test]
+    fn a_misspelt_parameter_is_matched_to_the_nearest_declared_one() {
+        let names = ["BatchSize", "BatchWindow", "MaximumRetryAttempts"];
+        assert_eq!(super::closest("Batchsize", &names), Some("BatchSize"));
+        assert_eq!(super::closest("BatchSise", &names), Some("BatchSize"));
+        assert_eq!(super::closest("MaxRetryAttempts", &names), Some("MaximumRetryAttempts"));
+        assert_eq!(super::closest("Colour", &names), None);
+    }
 }

@@ -297,7 +297,8 @@ pub struct Counts {
     pub duplicates: usize,
     /// Items whose TTL had passed when the job started.
     pub expired: usize,
-    /// Items whose TTL attribute was cleared or extended.
+    /// Items put with their TTL attribute cleared or extended (with `if_absent`, one found
+    /// existing was left as it was, and is not counted).
     pub ttl_changed: usize,
 }
 
@@ -687,9 +688,8 @@ impl Job {
         while !rest.is_empty() {
             let after = rest.split_off(PAGE_ITEMS.min(rest.len()));
             let mut page = std::mem::replace(&mut rest, after);
-            for item in &mut page {
-                state.counts.ttl_changed += usize::from(ttl::apply(item, attribute, choice, plan.now));
-            }
+            let changed: Vec<bool> =
+                page.iter_mut().map(|item| ttl::apply(item, attribute, choice, plan.now)).collect();
             pacer.spend(page.iter().map(write_units).sum()).await;
             let count = page.len();
             let write_failed = |(failed, failure)| ArchiveError::Write {
@@ -699,11 +699,17 @@ impl Job {
                 table: table.to_owned(),
                 failure,
             };
-            let existing = if plan.if_absent {
+            let found = if plan.if_absent {
                 put_absent(&self.dynamodb, table, &key_names[0], page, &budget).await.map_err(write_failed)?
             } else {
-                put_all(&writer, table, page, &budget).await.map(|()| 0).map_err(write_failed)?
+                put_all(&writer, table, page, &budget)
+                    .await
+                    .map(|()| vec![false; count])
+                    .map_err(write_failed)?
             };
+            let existing = found.iter().filter(|f| **f).count();
+            // Only the items put had their TTL changed: those found existing were left as they were.
+            state.counts.ttl_changed += changed.iter().zip(&found).filter(|(c, f)| **c && !**f).count();
             state.next += count;
             state.counts.items += count - existing;
             state.counts.existing += existing;

@@ -35,8 +35,8 @@ pub struct Restored {
     pub existing: usize,
     /// Items whose TTL attribute had passed (DynamoDB would delete them again if kept).
     pub expired: usize,
-    /// Items whose TTL attribute was cleared or extended (with `if_absent`, those found existing
-    /// included: they were left as they were).
+    /// Items put with their TTL attribute cleared or extended (with `if_absent`, those found
+    /// existing are not counted: they were left as they were).
     pub ttl_changed: usize,
 }
 
@@ -119,19 +119,20 @@ pub async fn restore(
             })
             .collect();
         superseded += before - items.len();
-        if let Some(choice) = options.ttl {
-            for item in &mut items {
-                done.ttl_changed +=
-                    usize::from(ttl::apply(item, &options.ttl_attribute, choice, options.now));
-            }
-        }
+        let changed: Vec<bool> = match options.ttl {
+            Some(choice) => items
+                .iter_mut()
+                .map(|item| ttl::apply(item, &options.ttl_attribute, choice, options.now))
+                .collect(),
+            None => vec![false; items.len()],
+        };
         let count = items.len();
         let object = format!("s3://{bucket}/{key}");
         let budget = policy.within(OBJECT_TIME);
-        let existing = if options.if_absent {
+        let found = if options.if_absent {
             put_absent(dynamodb, table, &key_names[0], items, &budget).await
         } else {
-            put_all(&writer, table, items, &budget).await.map(|()| 0)
+            put_all(&writer, table, items, &budget).await.map(|()| vec![false; count])
         }
         .map_err(|(failed, failure)| ArchiveError::Write {
             object,
@@ -140,6 +141,9 @@ pub async fn restore(
             table: table.to_owned(),
             failure,
         })?;
+        let existing = found.iter().filter(|f| **f).count();
+        // Only the items put had their TTL changed: those found existing were left as they were.
+        done.ttl_changed += changed.iter().zip(&found).filter(|(c, f)| **c && !**f).count();
         done.objects += 1;
         done.items += count - existing;
         done.existing += existing;
@@ -260,14 +264,15 @@ pub(super) async fn put_all(
 }
 
 /// Puts each item only if the table has no item with its key (`attribute_not_exists` on the
-/// partition key), concurrently under `budget`; how many already existed.
+/// partition key), concurrently under `budget`; for each item in order, whether it already
+/// existed (and so was left as it was).
 pub(super) async fn put_absent(
     dynamodb: &aws_sdk_dynamodb::Client,
     table: &str,
     partition_key: &str,
     items: Vec<Item>,
     budget: &Budget,
-) -> Result<usize, (u64, io_policy::Failure)> {
+) -> Result<Vec<bool>, (u64, io_policy::Failure)> {
     let results: Vec<Result<bool, io_policy::Failure>> = futures_util::stream::iter(items)
         .map(|item| {
             let item: std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> =
@@ -283,13 +288,13 @@ pub(super) async fn put_absent(
                 async move { Ok(io_policy::conditional("PutItem", put.await)?.is_some()) }
             })
         })
-        .buffer_unordered(budget.policy.concurrency)
+        .buffered(budget.policy.concurrency)
         .collect()
         .await;
-    let mut existing = 0;
+    let mut existing = Vec::with_capacity(results.len());
     let mut failures = results.into_iter().filter_map(|r| match r {
         Ok(put) => {
-            existing += usize::from(!put);
+            existing.push(!put);
             None
         }
         Err(failure) => Some(failure),

@@ -8,7 +8,10 @@
 //! way it replays alone, and both ways are idempotent, so the part already applied changes
 //! nothing. The range is done only when every function's part is.
 
-use std::time::Duration;
+use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::verify::Mender;
 use aws_lambda_events::event::dynamodb::EventRecord;
@@ -18,6 +21,7 @@ use stream_runtime::Replay;
 use stream_runtime::Vars;
 use stream_runtime::delivery::Invoker;
 use stream_runtime::filter::Pattern;
+use stream_runtime::{Metric, Metrics};
 
 use crate::failures::{FailureError, Replayed, rerun};
 
@@ -34,8 +38,16 @@ enum Way {
         run_id: String,
     },
     /// Through the function's code again ([`Replay::Rerun`], the archiver and the aggregator:
-    /// ordered by version).
-    Rerun(Invoker),
+    /// ordered by version), counting the records it parks.
+    Rerun {
+        /// The function, in this process.
+        invoker: Invoker,
+        /// Records it has parked in this process so far (its `ParkedRecords`).
+        parked: Arc<AtomicU64>,
+        /// The aggregator's counter tables' partition key and a client to read their totals:
+        /// a record whose shard the total holds a newer state of is not run again.
+        counters: Option<(String, aws_sdk_dynamodb::Client)>,
+    },
 }
 
 /// One function of a replay, with the patterns that pick its records (none: every record).
@@ -116,6 +128,51 @@ impl Replayer {
     }
 }
 
+/// `records` without those of a counter shard whose total already holds a newer state of the
+/// shard (a later write, applied since): run again, they would change nothing, as the total keeps
+/// each shard's newest state; and one the aggregator parked for its content (a count that is not
+/// an integer) is mended by writing the shard again, which supersedes it. With each left out,
+/// the newer state's sequence number.
+async fn not_superseded(
+    records: Vec<EventRecord>,
+    partition_key: &str,
+    client: &aws_sdk_dynamodb::Client,
+    timeout: Duration,
+) -> Result<(Vec<EventRecord>, Vec<String>), FailureError> {
+    let budget = io_policy::Policy::default().within(timeout);
+    let (mut kept, mut superseded) = (Vec::new(), Vec::new());
+    for record in records {
+        let Some(table) = crate::verify::mend::table_of(&record) else {
+            kept.push(record);
+            continue;
+        };
+        let aggregator = counter_aggregator::Aggregator::new(table, partition_key, client.clone());
+        let newer = aggregator.superseded(&record, &budget).await.map_err(|failure| {
+            FailureError::Request(io_policy::RequestFailed::new("GetItem", table, failure))
+        })?;
+        match newer {
+            Some(sequence) => superseded.push(format!(
+                "{} by {sequence}",
+                record.change.sequence_number.as_deref().unwrap_or("a record")
+            )),
+            None => kept.push(record),
+        }
+    }
+    Ok((kept, superseded))
+}
+
+/// Where a rerun function's metrics go: its `ParkedRecords` added to `parked`, and its EMF line to
+/// stderr, so that a command's own output (stdout) holds nothing else.
+fn counting_parked(parked: Arc<AtomicU64>) -> Arc<dyn Fn(&Metrics) + Send + Sync> {
+    Arc::new(move |metrics: &Metrics| {
+        parked.fetch_add(metrics.get(Metric::ParkedRecords), Ordering::Relaxed);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        // Best effort, as a log line is: a closed stderr loses the line, never the replay.
+        let _ =
+            writeln!(std::io::stderr().lock(), "{}", metrics.render(u64::try_from(now).unwrap_or(u64::MAX)));
+    })
+}
+
 /// The function built from `binary`, with its patterns.
 fn member(
     binary: &str,
@@ -132,10 +189,13 @@ fn member(
             run_id: crate::verify::run_id("replay"),
         }
     } else {
+        let parked = Arc::new(AtomicU64::new(0));
         let invoker = sidestream_combined::Built::new(binary, binary, vars, sdk)
             .map_err(|e| FailureError::Config { function: binary.to_owned(), reason: e.to_string() })?
-            .invoker(sidestream_combined::MetricsTo::Stdout);
-        Way::Rerun(invoker)
+            .invoker(sidestream_combined::MetricsTo::Each(counting_parked(Arc::clone(&parked))));
+        let counters = (binary == <counter_aggregator::Aggregator as stream_runtime::StreamFunction>::NAME)
+            .then(|| (counter_aggregator::handler::partition_key(vars), aws_sdk_dynamodb::Client::new(sdk)));
+        Way::Rerun { invoker, parked, counters }
     };
     Ok(Member { function: binary.to_owned(), patterns, way })
 }
@@ -143,7 +203,34 @@ fn member(
 impl Way {
     async fn replay(&self, records: Vec<EventRecord>, timeout: Duration) -> Result<Replayed, FailureError> {
         match self {
-            Way::Rerun(invoker) => Ok(rerun(records, invoker, timeout).await),
+            Way::Rerun { invoker, parked, counters } => {
+                let (records, superseded) = match counters {
+                    Some((partition_key, client)) => {
+                        not_superseded(records, partition_key, client, timeout).await?
+                    }
+                    None => (records, Vec::new()),
+                };
+                if records.is_empty() {
+                    return Ok(Replayed::Superseded { records: superseded.len(), by: superseded.join(", ") });
+                }
+                let before = parked.load(Ordering::Relaxed);
+                let outcome = rerun(records, invoker, timeout).await;
+                let again = parked.load(Ordering::Relaxed).saturating_sub(before);
+                Ok(match outcome {
+                    // Parking is how a function goes past a record it can never apply: the
+                    // batch "succeeds", but the record is no more applied than before.
+                    Replayed::Applied { records } if again > 0 => Replayed::ParkedAgain {
+                        records,
+                        parked: again,
+                        reason: format!(
+                            "the function parked {again} of the {records} records again (a \
+                             record-permanent failure: their content still cannot succeed); its \
+                             log, on stderr, says why"
+                        ),
+                    },
+                    other => other,
+                })
+            }
             Way::ThroughTheStream { indexes, client, run_id } => {
                 let table = records
                     .first()

@@ -106,17 +106,31 @@ impl fmt::Display for Status {
                 writeln!(f, "    {} ({}): {what}", alarm.name, alarm.metric)?;
             }
         }
-        if self.attention.is_empty() {
-            write!(f, "\nHealthy: nothing needs an operator.")
-        } else {
-            writeln!(f, "\nNEEDS AN OPERATOR:")?;
-            for (i, line) in self.attention.iter().enumerate() {
-                if i > 0 {
-                    writeln!(f)?;
-                }
-                write!(f, "  - {line}")?;
+        self.verdict(f)
+    }
+}
+
+impl Status {
+    /// The report's last lines: what cannot be seen, then what needs an operator, or "Healthy"
+    /// when the stack is known to be.
+    fn verdict(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(unseen) = &self.unseen {
+            write!(f, "\nUNKNOWN: {unseen}")?;
+            if self.attention.is_empty() {
+                return Ok(());
             }
-            Ok(())
+            writeln!(f)?;
         }
+        if self.attention.is_empty() {
+            return write!(f, "\nHealthy: nothing needs an operator.");
+        }
+        writeln!(f, "\nNEEDS AN OPERATOR:")?;
+        for (i, line) in self.attention.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "  - {line}")?;
+        }
+        Ok(())
     }
 }

@@ -58,6 +58,7 @@ fn healthy() -> Status {
             },
         ],
         parked: BTreeMap::new(),
+        unseen: None,
         archive: None,
         alarms: Vec::new(),
         insufficient_data: Vec::new(),

@@ -41,3 +41,42 @@ fn a_choice_is_one_of_its_values_or_the_first_when_unset() {
         "environment variable WRONG is invalid: \"some\": expected stream or any"
     );
 }
+
+/// A configuration that stops at its first missing variable is reported with every one it
+/// reaches, in the order it reads them; a set one stays as set; one missing is named alone.
+#[test]
+fn build_names_every_missing_variable_at_once() {
+    struct Config {
+        table: String,
+        bucket: String,
+        prefix: String,
+    }
+    let read = |vars: &Vars<'_>| -> Result<Config, ConfigError> {
+        Ok(Config {
+            table: vars.required("TABLE", "the table")?,
+            bucket: vars.required("BUCKET", "the bucket")?,
+            prefix: vars.required("PREFIX", "the prefix")?,
+        })
+    };
+    let none = |_: &str| None;
+    let error = Vars::new(&none).build(read).err().unwrap();
+    assert_eq!(
+        error,
+        ConfigError::MissingMany {
+            vars: vec![("TABLE", "the table"), ("BUCKET", "the bucket"), ("PREFIX", "the prefix")]
+        }
+    );
+    assert_eq!(
+        error.to_string(),
+        "environment variables are not set: TABLE (the table); BUCKET (the bucket); PREFIX (the prefix)"
+    );
+    let one = |name: &str| (name != "BUCKET").then(|| format!("{name}-value"));
+    let error = Vars::new(&one).build(read).err().unwrap();
+    assert_eq!(error, ConfigError::Missing { var: "BUCKET", hint: "the bucket" });
+    let all = |name: &str| Some(format!("{name}-value"));
+    let config = Vars::new(&all).build(read).unwrap();
+    assert_eq!(
+        (config.table.as_str(), config.bucket.as_str(), config.prefix.as_str()),
+        ("TABLE-value", "BUCKET-value", "PREFIX-value")
+    );
+}

@@ -13,6 +13,7 @@ pub mod iam;
 pub mod metric_math;
 pub mod replayer;
 mod restore;
+pub mod shell;
 pub mod sigv4;
 pub mod states;
 mod status;
@@ -795,6 +796,24 @@ pub async fn put_json(
         .send()
         .await
         .map_err(|e| io_policy::RequestFailed::sdk("PutItem", table, &e))?;
+    Ok(())
+}
+
+/// Deletes the item whose key is given as plain JSON (`{"id": "x"}`).
+pub async fn delete_json(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    key: &serde_json::Value,
+) -> Result<(), StackError> {
+    let key: serde_dynamo::Item = serde_dynamo::to_item(key)
+        .map_err(|e| StackError::Unusable(format!("a key for {table} is not DynamoDB JSON: {e}")))?;
+    client
+        .delete_item()
+        .table_name(table)
+        .set_key(Some(key.into()))
+        .send()
+        .await
+        .map_err(|e| io_policy::RequestFailed::sdk("DeleteItem", table, &e))?;
     Ok(())
 }
 

@@ -37,6 +37,6 @@ pub use error::ReplayError;
 pub use failures::FailureLog;
 pub use faults::{LambdaFaults, Topology};
 pub use mapping::{FailedRange, Mapping, Settings, Step};
-pub use pipeline::{Counts, Pipeline, Progress, Running, Source};
+pub use pipeline::{Counts, Pipeline, Progress, Running, Source, wait_settled};
 pub use stream_runtime::delivery::{Invocation, Invoker};
 pub use sweeper::Sweeper;

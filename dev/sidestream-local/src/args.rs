@@ -66,6 +66,43 @@ pub(crate) enum Command {
     /// bound and a floor measured in the same run; hot counters under concurrent invocations;
     /// fixed and adaptive write concurrency against a write capacity. See docs/benchmarks.md.
     Bench(BenchArgs),
+    /// Writes items into a table of a running local stack, one JSON line each from stdin (or
+    /// --file): an item in plain JSON is put (numbers become N, strings S, objects M, arrays L;
+    /// a put of an item that exists replaces it, as an update would), and `{"delete": {KEY}}`
+    /// deletes the item with that key. Reaches the emulator `AWS_ENDPOINT_URL` names (`run`
+    /// prints it). Prints how many lines were put and deleted.
+    Put {
+        /// The table (`run` prints its tables, e.g. `$ISSUES_TABLE`).
+        #[arg(long)]
+        table: String,
+        /// Read the lines from this file instead of stdin.
+        #[arg(long, value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
+    /// Prints one item of a table as plain JSON (sets as arrays, numbers as numbers), read
+    /// consistently; exit status 1 if there is none.
+    Get {
+        /// The table.
+        #[arg(long)]
+        table: String,
+        /// The item's key as plain JSON, e.g. `{"pk": "COUNTER#visits#TOTAL"}`.
+        #[arg(long, value_name = "JSON")]
+        key: String,
+    },
+    /// Waits until a running `sidestream-local run` has delivered everything written to its
+    /// tables before this command began (and swept what had expired by then), so that what
+    /// the functions keep can be read. Exit status 1 if it has not within --timeout.
+    Wait {
+        /// The stack's name, as given to `run`.
+        #[arg(long, default_value = "sidestream-local")]
+        stack: String,
+        /// The folder `run` keeps its files in (its --failure-log's).
+        #[arg(long, default_value = "target/local", value_name = "DIR")]
+        dir: PathBuf,
+        /// Seconds to wait at most.
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+    },
 }
 
 #[derive(Debug, Args)]

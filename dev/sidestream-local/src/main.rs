@@ -57,6 +57,16 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             init_logs("error");
             return crate::bench::run(args);
         }
+        Command::Put { table, file } => return put(&table, file.as_deref()),
+        Command::Get { table, key } => return get(&table, &key),
+        Command::Wait { stack, dir, timeout } => {
+            let file = settled_file(&dir, &stack);
+            runtime()?.block_on(local_stack::replayer::wait_settled(
+                &file,
+                std::time::Duration::from_secs(timeout),
+            ))?;
+            return Ok(ExitCode::SUCCESS);
+        }
         Command::Run { options, until_settled } => (options, false, until_settled, None),
         Command::Demo { options, serve, port } => (options, true, true, serve.then_some(port)),
     };
@@ -110,11 +120,18 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 },
                 stack.failure_log(&sdk, &options.failure_log),
             )?
-            .with_metrics(feed.lambda());
+            .with_metrics(feed.lambda())
+            .writing_settled(settled_file(
+                options.failure_log.parent().unwrap_or_else(|| std::path::Path::new(".")),
+                &stack.name,
+            ));
         for emulated in &running {
             writeln!(out, "  function http://127.0.0.1:{} (log {})", emulated.port, emulated.log.display())?;
         }
         writeln!(out, "  failure log {}", options.failure_log.display())?;
+        if !demo {
+            second_shell(&mut out, &options, &sdk, &stack)?;
+        }
         out.flush()?;
         if demo {
             let ok = crate::demo::run(&sdk, &stack, pipeline, &feed, &mut out).await?;
@@ -134,6 +151,66 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             writeln!(out, "  {function:<18} {counts}")?;
         }
         report_faults(proxy.as_ref(), &mut out)?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `sidestream-local get`: the item with `key` (plain JSON) printed as plain JSON.
+fn get(table: &str, key: &str) -> anyhow::Result<ExitCode> {
+    let key: serde_json::Value =
+        serde_json::from_str(key).with_context(|| format!("--key {key} is not JSON"))?;
+    let key: serde_dynamo::Item =
+        serde_dynamo::to_item(&key).with_context(|| format!("--key {key} is not a key"))?;
+    runtime()?.block_on(async {
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let client = aws_sdk_dynamodb::Client::new(&sdk);
+        let got = client
+            .get_item()
+            .table_name(table)
+            .set_key(Some(key.into()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| io_policy::RequestFailed::sdk("GetItem", table, &e))?;
+        let Some(item) = got.item else {
+            eprintln!("sidestream-local: {table} has no such item");
+            return Ok(ExitCode::FAILURE);
+        };
+        let plain: serde_json::Value = serde_dynamo::from_item(serde_dynamo::Item::from(item))?;
+        writeln!(io::stdout().lock(), "{plain}")?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Where `run` writes when it last caught up: `<dir>/<stack>.settled`.
+fn settled_file(dir: &std::path::Path, stack: &str) -> std::path::PathBuf {
+    dir.join(format!("{stack}.settled"))
+}
+
+/// `sidestream-local put`: each line of `file` (or stdin) put into `table`, or deleted from it.
+fn put(table: &str, file: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    let text = match file {
+        Some(path) => {
+            std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?
+        }
+        None => io::read_to_string(io::stdin())?,
+    };
+    runtime()?.block_on(async {
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let client = aws_sdk_dynamodb::Client::new(&sdk);
+        let (mut puts, mut deletes) = (0, 0);
+        for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let at = || format!("line {}", n + 1);
+            let value: serde_json::Value = serde_json::from_str(line).with_context(at)?;
+            if let Some(key) = value.as_object().and_then(|o| o.get("delete").filter(|_| o.len() == 1)) {
+                local_stack::delete_json(&client, table, key).await.with_context(at)?;
+                deletes += 1;
+            } else {
+                local_stack::put_json(&client, table, &value).await.with_context(at)?;
+                puts += 1;
+            }
+        }
+        writeln!(io::stdout().lock(), "{table}: {puts} put, {deletes} deleted")?;
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -173,6 +250,41 @@ fn announce(
     for bucket in &stack.buckets {
         writeln!(out, "  bucket {}", bucket.name)?;
     }
+    Ok(())
+}
+
+/// The environment another shell needs to use the stack, written to
+/// `target/local/<stack>.env` and printed on `out`, ready to paste.
+fn second_shell(
+    out: &mut impl io::Write,
+    options: &crate::args::LocalOptions,
+    sdk: &aws_config::SdkConfig,
+    stack: &Stack,
+) -> anyhow::Result<()> {
+    let endpoint =
+        sdk.endpoint_url().context("the emulator's endpoint: set AWS_ENDPOINT_URL (scripts/moto does)")?;
+    let region = sdk.region().map_or("us-east-1", |r| r.as_ref());
+    let vars = stack.shell_environment(endpoint, region);
+    // The `sidestream` CLI beside this program, first on the path.
+    let bin = bin_dir(options)?.canonicalize()?;
+    let exports = format!(
+        "{}export PATH='{}':\"$PATH\"\n",
+        local_stack::shell::exports(&vars),
+        bin.display().to_string().replace('\'', r"'\''")
+    );
+    let file = options
+        .failure_log
+        .parent()
+        .unwrap_or_else(|| std::path::Path::new("."))
+        .join(format!("{}.env", stack.name));
+    std::fs::create_dir_all(file.parent().unwrap_or_else(|| std::path::Path::new(".")))?;
+    std::fs::write(&file, &exports).with_context(|| format!("cannot write {}", file.display()))?;
+    writeln!(
+        out,
+        "\nIn another shell, to use this stack (docs/local.md, \"Your own data\"), paste these lines, or run `. {}`:",
+        file.display()
+    )?;
+    write!(out, "{exports}")?;
     Ok(())
 }
 

@@ -19,6 +19,9 @@ pub enum ReplayError {
         /// The I/O error.
         cause: std::io::Error,
     },
+    /// The settled marker could not be written, or the wait on it ran out.
+    #[error("{0}")]
+    Settled(String),
 }
 
 impl ReplayError {

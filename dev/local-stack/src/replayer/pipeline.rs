@@ -156,6 +156,8 @@ pub struct Pipeline {
     progress: Arc<Progress>,
     faults: LambdaFaults,
     metrics: Option<MetricSink>,
+    /// Where [`Pipeline::run_until`] writes when it last caught up ([`Pipeline::writing_settled`]).
+    settled: Option<std::path::PathBuf>,
 }
 
 struct Stream {
@@ -202,7 +204,14 @@ impl Pipeline {
                 }),
             }
         }
-        Pipeline { streams, failures, progress: Arc::default(), faults: LambdaFaults::NONE, metrics: None }
+        Pipeline {
+            streams,
+            failures,
+            progress: Arc::default(),
+            faults: LambdaFaults::NONE,
+            metrics: None,
+            settled: None,
+        }
     }
 
     /// Hands what Lambda would publish about the invocations (`AWS/Lambda`: each function's
@@ -210,6 +219,20 @@ impl Pipeline {
     #[must_use]
     pub fn with_metrics(mut self, sink: MetricSink) -> Pipeline {
         self.metrics = Some(sink);
+        self
+    }
+
+    /// While [`Pipeline::run_until`] runs, each time a round that swept finds nothing to do, the
+    /// time it began (milliseconds since the epoch) is written to `file`: everything written to
+    /// the tables before then, and everything expired by then, has been delivered. Another
+    /// process waits on it ([`wait_settled`]).
+    #[must_use]
+    pub fn writing_settled(mut self, file: std::path::PathBuf) -> Pipeline {
+        // Its folder made now; a failure shows at the first write, which names the file.
+        if let Some(folder) = file.parent() {
+            let _ = std::fs::create_dir_all(folder);
+        }
+        self.settled = Some(file);
         self
     }
 
@@ -316,7 +339,16 @@ impl Pipeline {
             if sweep {
                 last_sweep = Some(Instant::now());
             }
+            let began = SystemTime::now();
             let moved = self.round(sweep).await?;
+            if sweep
+                && !moved
+                && let Some(file) = &self.settled
+            {
+                let ms = began.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+                std::fs::write(file, ms.to_string())
+                    .map_err(|e| ReplayError::Settled(format!("cannot write {}: {e}", file.display())))?;
+            }
             if (&mut stop).now_or_never().is_some() {
                 break;
             }
@@ -328,6 +360,27 @@ impl Pipeline {
             }
         }
         self.settle().await
+    }
+}
+
+/// Waits until the pipeline writing `file` ([`Pipeline::writing_settled`]) has caught up with
+/// everything written before this call, polling every 100 ms for at most `limit`.
+pub async fn wait_settled(file: &std::path::Path, limit: Duration) -> Result<(), ReplayError> {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let until = Instant::now() + limit;
+    loop {
+        let at = std::fs::read_to_string(file).ok().and_then(|t| t.trim().parse::<u128>().ok());
+        if at.is_some_and(|at| at >= since) {
+            return Ok(());
+        }
+        if Instant::now() >= until {
+            return Err(ReplayError::Settled(format!(
+                "the local stack has not caught up in {} s: is `sidestream-local run` running, writing {}?",
+                limit.as_secs(),
+                file.display()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

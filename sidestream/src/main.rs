@@ -178,12 +178,19 @@ fn grid_signer() -> formats::cursor::Signer {
 /// failure it is: every request would fail alike until it is set.
 pub(crate) async fn sdk() -> anyhow::Result<aws_config::SdkConfig> {
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    region_of(&sdk)?;
+    Ok(sdk)
+}
+
+/// Fails, naming the variable, when `sdk` has no Region: for a command that calls AWS only for
+/// some of its inputs (`archive cat` of an S3 object, not of a file).
+fn region_of(sdk: &aws_config::SdkConfig) -> anyhow::Result<()> {
     anyhow::ensure!(
         sdk.region().is_some(),
         "no AWS Region is set (systemic: every request would fail alike): set AWS_REGION, or the \
          `region` of the profile AWS_PROFILE names"
     );
-    Ok(sdk)
+    Ok(())
 }
 
 /// The async runtime for the commands that call AWS.
@@ -193,8 +200,12 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 fn run_archive(command: ArchiveCommand) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async {
-        let sdk = crate::sdk().await?;
+        // `archive cat` of a local file needs no AWS, and so no Region.
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let s3 = stream_runtime::aws::s3_client(&sdk, &Vars::new(&Vars::process_lookup))?;
+        if !matches!(&command, ArchiveCommand::Cat { source, .. } if !source.starts_with("s3://")) {
+            region_of(&sdk)?;
+        }
         match command {
             ArchiveCommand::Cat { source, typed } => {
                 let bytes = archive::Source::parse(&source)?.fetch(&s3).await?;

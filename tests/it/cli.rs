@@ -63,6 +63,17 @@ fn status_of_an_unknown_stack_exits_2_and_a_missing_region_is_named() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("systemic") && err.contains("AWS_REGION"), "{err}");
+    // A command that reads a local file calls no AWS, and needs no Region.
+    let binary = crate::support::process::binary("sidestream").unwrap();
+    let out = std::process::Command::new(binary)
+        .args(["archive", "cat", "/nonexistent/archive.json.gz"])
+        .env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION")
+        .env("AWS_CONFIG_FILE", "/nonexistent")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/archive.json.gz") && !err.contains("AWS_REGION"), "{err}");
 }
 
 /// Every flag that names a bucket takes `BUCKET` and `s3://BUCKET` alike; a name S3 cannot have

@@ -378,18 +378,22 @@ class Gate:
         # Decided once per shape of request (`Shape`): an object's key, an item's attributes
         # that no statement names, do not make another decision.
         shape = role.shape.of(resource, context)
-        if resource_policy is not None:
-            resource_shape = self.resource_shapes.setdefault(bucket, Shape([resource_policy]))
-            shape = (shape, resource_shape.of(resource, context))
-        cache_key = (role.key, action, shape)
-        if cache_key in self.decisions:
-            return self.decisions[cache_key]
+        # The server answers requests on several threads, and `put_roles` replaces these tables:
+        # they are read and written under the gate's lock (not while the evaluator decides).
+        with self.lock:
+            if resource_policy is not None:
+                resource_shape = self.resource_shapes.setdefault(bucket, Shape([resource_policy]))
+                shape = (shape, resource_shape.of(resource, context))
+            cache_key = (role.key, action, shape)
+            if cache_key in self.decisions:
+                return self.decisions[cache_key]
         answer = self.evaluator.ask({
             "op": "eval", "key": role.key, "action": action, "resource": resource,
             "account": ACCOUNT, "context": context, "resourcePolicy": resource_policy,
         })
         decision = None if answer.get("result") == "Allowed" else f"{answer.get('result')}: {answer.get('detail')}"
-        self.decisions[cache_key] = decision
+        with self.lock:
+            self.decisions[cache_key] = decision
         return decision
 
     def check(self, role, calls, region, operation):

@@ -42,13 +42,12 @@ as CloudWatch does.
 Every request signed with the credentials of a role the local stack registered is decided as IAM
 decides it, and refused as AWS refuses it where the role does not allow it (scripts/iam_gate.py).
 
-DynamoDB publishes each table's `ConsumedWriteCapacityUnits` (`AWS/DynamoDB`, by `TableName`) to
-CloudWatch every minute; moto publishes nothing. This launcher counts the write units of every
-write it answers, and puts them into moto's CloudWatch, one datum per table and minute, before it
-answers a CloudWatch request: a `PutItem` one unit per KB of its item as the request holds it, an
-`UpdateItem` or `DeleteItem` one, a `BatchWriteItem` each of its requests so, a
-`TransactWriteItems` twice so; a write refused by its condition costs its units too, as on
-DynamoDB, and TTL's deletes cost nothing. The template's mapping-stopped alarms read them.
+Every DynamoDB and S3 request is metered as AWS bills it (scripts/meter.py, which states the
+rules): `SidestreamControl.Meter` answers the totals. DynamoDB publishes each table's
+`ConsumedWriteCapacityUnits` (`AWS/DynamoDB`, by `TableName`) to CloudWatch every minute; moto
+publishes nothing. This launcher puts the write units the meter billed into moto's CloudWatch, one
+datum per table and minute, before it answers a CloudWatch request. The template's
+mapping-stopped alarms read them.
 
 CloudWatch speaks the Smithy RPC v2 CBOR protocol (`POST /service/GraniteServiceVersion20100801/
 operation/<Operation>`, CBOR bodies, `smithy-protocol: rpc-v2-cbor`), and the AWS SDK for Rust's
@@ -117,6 +116,7 @@ from waitress.server import create_server
 
 from moto import backends
 
+import meter
 from iam_gate import Gate
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
@@ -426,41 +426,6 @@ class TablesChanged:
 TABLES_CHANGED = TablesChanged()
 
 
-WRITE_OPERATIONS = {
-    "DynamoDB_20120810.PutItem",
-    "DynamoDB_20120810.UpdateItem",
-    DELETE_ITEM,
-    "DynamoDB_20120810.BatchWriteItem",
-    "DynamoDB_20120810.TransactWriteItems",
-}
-
-
-def write_units(target, request):
-    """The write capacity units a write request consumes, by table (see the module's
-    documentation): one per KB of a put item, one per update or delete, twice so in a
-    transaction."""
-
-    def put(item):
-        return max(1, -(-len(json.dumps(item)) // 1024))
-
-    units = collections.Counter()
-    operation = target.rsplit(".", 1)[-1]
-    if operation == "PutItem":
-        units[request["TableName"]] += put(request.get("Item", {}))
-    elif operation in ("UpdateItem", "DeleteItem"):
-        units[request["TableName"]] += 1
-    elif operation == "BatchWriteItem":
-        for table, writes in request.get("RequestItems", {}).items():
-            for write in writes:
-                units[table] += put(write["PutRequest"].get("Item", {})) if "PutRequest" in write else 1
-    elif operation == "TransactWriteItems":
-        for item in request.get("TransactItems", []):
-            for kind, write in item.items():
-                if kind != "ConditionCheck":
-                    units[write["TableName"]] += 2 * (put(write.get("Item", {})) if kind == "Put" else 1)
-    return units
-
-
 class WriteCapacity:
     """Each table's consumed write units, by region and minute, until they are put into moto's
     CloudWatch as `AWS/DynamoDB` `ConsumedWriteCapacityUnits` (see the module's documentation)."""
@@ -470,19 +435,8 @@ class WriteCapacity:
         # (region, table, minute) -> (units, when the last of them was written)
         self.pending = {}
 
-    def count(self, target, environ, body, status, answer):
-        """Counts a write request's units once it is answered with `status` and `answer`."""
-        if target not in WRITE_OPERATIONS or environ.get(TTL_DELETE_HEADER) == "service":
-            return
-        if not status.startswith("2") and b"ConditionalCheckFailed" not in answer:
-            return
-        try:
-            request = json.loads(body)
-            units = write_units(target, request)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return
-        credential = environ.get("HTTP_AUTHORIZATION", "").split("Credential=", 1)[-1].split("/")
-        region = credential[2] if len(credential) > 2 else "us-east-1"
+    def count(self, region, units):
+        """Counts the write units a request was billed, by table (`meter.Measure.billed`)."""
         now = time.time()
         with self.lock:
             for table, n in units.items():
@@ -1018,14 +972,33 @@ class Profile:
             stats.sort_stats("tottime").print_stats(25)
 
 
-def serialized(app, lock, empty_pages, write_capacity, profile=None):
+# What the requests answered would be billed (scripts/meter.py).
+METER = meter.Meter()
+
+
+def region_of(environ):
+    """The Region a request is signed for (us-east-1 when unsigned)."""
+    credential = environ.get("HTTP_AUTHORIZATION", "").split("Credential=", 1)[-1].split("/")
+    return credential[2] if len(credential) > 2 else "us-east-1"
+
+
+def service_of(environ):
+    """The service a request is signed for."""
+    credential = environ.get("HTTP_AUTHORIZATION", "").split("Credential=", 1)[-1].split("/")
+    return credential[3] if len(credential) > 3 else ""
+
+
+def serialized(app, raw, lock, empty_pages, write_capacity, profile=None):
     """A WSGI application that runs DynamoDB requests under `lock`, to their last byte, and
-    answers some GetRecords requests with empty pages (`empty_pages`), counts the units of the
-    writes it answers (`write_capacity`) and puts them into CloudWatch before a CloudWatch request;
-    `profile`, if given, times them."""
+    answers some GetRecords requests with empty pages (`empty_pages`), meters every DynamoDB and
+    S3 request (`METER`, scripts/meter.py; `raw`, moto itself, answers a read again for what it
+    read before its filter), counts the write units DynamoDB would publish (`write_capacity`)
+    and puts them into CloudWatch before a CloudWatch request; `profile`, if given, times them."""
 
     def application(environ, start_response):
         target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if target == meter.METER:
+            return METER.answer(environ, start_response)
         if target == TRIM_STREAM:
             with lock:
                 return trim_stream(environ, start_response)
@@ -1035,6 +1008,8 @@ def serialized(app, lock, empty_pages, write_capacity, profile=None):
         if not target.startswith("DynamoDB"):
             if environ.get("PATH_INFO", "").startswith(CBOR_OPERATION) or target.startswith(CLOUDWATCH_TARGET):
                 write_capacity.publish()
+            elif service_of(environ) == "s3":
+                METER.count_s3(environ)
             return app(environ, start_response)
         arrived = time.perf_counter()
         with lock:
@@ -1060,21 +1035,46 @@ def serialized(app, lock, empty_pages, write_capacity, profile=None):
 
     def answer(environ, start_response):
         target = environ.get("HTTP_X_AMZ_TARGET", "")
-        body = b""
-        if target in WRITE_OPERATIONS:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-            body = environ["wsgi.input"].read(length)
-            environ["wsgi.input"] = io.BytesIO(body)
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length)
+        environ["wsgi.input"] = io.BytesIO(body)
+        measure = measured(target, environ, body)
         answered = {}
 
         def keep(status, headers, exc_info=None):
             answered["status"] = status
             return start_response(status, headers, exc_info)
 
-        raw = drained(app(environ, keep))
-        if body:
-            write_capacity.count(target, environ, body, answered.get("status", "500"), raw)
-        return [raw]
+        answer = drained(app(environ, keep))
+        if measure is not None:
+            try:
+                measure.after(answered.get("status", "500"), answer, lambda request: again(environ, request))
+            except (ValueError, KeyError, TypeError, AttributeError) as error:
+                logging.warning("the meter could not bill %s: %r", target, error)
+            write_capacity.count(region_of(environ), measure.billed)
+        return [answer]
+
+    def measured(target, environ, body):
+        """The request's measure, its items read before it; none for TTL's deletes (not billed)
+        and streams' reads (free to Lambda)."""
+        if target.startswith("DynamoDBStreams_"):
+            METER.count_stream_read(target)
+        if environ.get(TTL_DELETE_HEADER) == "service" or not target.startswith("DynamoDB_"):
+            return None
+        from moto.dynamodb.models import dynamodb_backends
+
+        try:
+            backend = dynamodb_backends[DEFAULT_ACCOUNT][region_of(environ)]
+            return meter.Measure(METER, backend, target, json.loads(body or b"{}"))
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            logging.warning("the meter could not read %s: %r", target, error)
+            return None
+
+    def again(environ, request):
+        """moto's answer to `request`, sent as `environ`'s was (a read, for the meter)."""
+        body = json.dumps(request).encode()
+        copy = dict(environ, **{"wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))})
+        return drained(raw(copy, lambda *_args, **_kwargs: None))
 
     return application
 
@@ -1116,6 +1116,7 @@ def main():
     create_server(
         serialized(
             cloudwatch_over_cbor(Gate(app)),
+            app,
             lock,
             EmptyPages(
                 float(os.environ.get("SIDESTREAM_EMPTY_PAGES", "0.3")),

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context as _, Result, ensure};
 use local_stack::bench::events::Batch;
 use local_stack::bench::{Options, Part, Progress};
 
@@ -48,12 +48,10 @@ async fn each_function_is_invoked_whole_and_its_requests_counted() -> Result<()>
         // The bound is computed from the runtime's count of its requests; the proxy counts them
         // on the wire, independently, and the floor replays exactly those.
         ensure!(row.replayed as u64 == row.requests, "replayed: {summary}");
-        // No count can be below what the writes need: a TransactWriteItems (the indexer's, each
-        // item's writes behind its fence) carries at most 100 actions, a BatchWriteItem 25 item
-        // writes, and a PutObject one object.
+        // No count can be below what the writes need: a PutItem (the indexer's, each guarded
+        // by its version) and a PutObject carry one, a BatchWriteItem 25 item writes.
         let per_request = match row.case.function {
-            "ttl-archiver" => 1,
-            "multikey-indexer" => stream_runtime::writer::MAX_ACTIONS as u64,
+            "ttl-archiver" | "multikey-indexer" => 1,
             _ => 25,
         };
         ensure!(
@@ -141,27 +139,24 @@ async fn indexing_in_any_order_leaves_the_index_in_order_leaves() -> Result<()> 
     let summary = serde_json::to_string_pretty(&report)?;
     ensure!(report.any_order.len() == 1, "{summary}");
     let row = &report.any_order[0];
-    // Both modes write each item's head with its entries (its fence); in any order heads are
-    // read first too: more requests, never fewer.
+    // Both modes plan and write alike: each entry and tombstone a guarded put.
     ensure!(
         row.records == 100
             && row.stream.writes > 10
-            && row.any.writes > 10
-            && row.any.requests > row.stream.requests,
+            && row.any.writes == row.stream.writes
+            && row.any.requests == row.stream.requests,
         "{summary}"
     );
-    // Each side's own table: the same entries, heads aside (an in-order head holds the version
-    // only, an any-order head the image too).
+    // Each side's own table: the same entries and the same tombstones.
     let client = aws_sdk_dynamodb::Client::new(&sdk());
     let indexes = multikey_indexer::Indexes::from_json(multikey_indexer::synthetic::INDEXES_JSON)
         .map_err(anyhow::Error::msg)?;
     let mut entries = Vec::new();
     for order in ["stream", "any"] {
         let items = local_stack::scan(&client, &format!("{}-order0-{order}", options.stack)).await?;
-        let (heads, items): (Vec<_>, Vec<_>) =
-            items.into_iter().partition(|i| operations::oracle::is_head(&indexes, i));
-        // One head per item in both modes: the fence of its entries.
-        ensure!(!heads.is_empty(), "{order}: no heads");
+        let (items, tombstones): (Vec<_>, Vec<_>) =
+            items.into_iter().partition(|i| operations::oracle::is_entry(&indexes, i));
+        ensure!(!tombstones.is_empty(), "{order}: no tombstones");
         entries.push(operations::oracle::lines(&items));
     }
     ensure!(
@@ -170,6 +165,49 @@ async fn indexing_in_any_order_leaves_the_index_in_order_leaves() -> Result<()> 
         entries[0].len(),
         entries[1].len()
     );
+    Ok(())
+}
+
+/// The cost part bills each function by the emulator's meter: the index's writes cost what the
+/// same writes cost plain (within 10%) in both order modes, every function's bill has its parts,
+/// and the workload left tombstones whose share of a page's reads is reported.
+#[tokio::test]
+async fn a_million_changes_are_billed_and_the_index_costs_what_its_writes_cost() -> Result<()> {
+    let mut options = options(vec![Part::Cost]);
+    options.cost_changes = 2_000;
+    let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT")?;
+    let progress = Progress::default();
+    let report = Box::pin(local_stack::bench::run(&sdk(), &endpoint, &options, &progress)).await?;
+    let summary = serde_json::to_string_pretty(&report.cost)?;
+    let cost = report.cost.as_ref().context("the cost part ran")?;
+    let ratio = cost.index_wru_per_plain_write;
+    ensure!(ratio.stream >= 1.0 && ratio.stream <= 1.10, "in order: {summary}");
+    ensure!(ratio.any >= 1.0 && ratio.any <= 1.10, "in any order: {summary}");
+    let names: Vec<&str> = cost.functions.iter().map(|f| f.function.as_str()).collect();
+    ensure!(
+        names
+            == ["multikey-indexer (stream)", "multikey-indexer (any)", "ttl-archiver", "counter-aggregator"],
+        "{names:?}"
+    );
+    let [indexer, any, archiver, aggregator] = &cost.functions[..] else { unreachable!("four rows") };
+    // Per million changes: the indexer about 2.3 write units a change (the mix's plain writes),
+    // the same in both modes; the archiver S3 PUTs and no DynamoDB writes; the aggregator its
+    // totals' writes and reads.
+    let bill = |row: &local_stack::bench::cost::Row| row.per_million;
+    ensure!((1.8e6..3.0e6).contains(&bill(indexer).wru), "{summary}");
+    ensure!((bill(indexer).wru - bill(any).wru).abs() < 1.0, "{summary}");
+    ensure!(bill(archiver).s3_put_requests > 0.0 && bill(archiver).wru == 0.0, "{summary}");
+    ensure!(bill(aggregator).wru > 0.0 && bill(aggregator).rru >= 0.0, "{summary}");
+    for row in &cost.functions {
+        let b = bill(row);
+        ensure!(
+            b.gb_seconds > 0.0 && b.lambda_requests > 0.0 && b.log_bytes > 0.0 && b.usd > 0.0,
+            "{summary}"
+        );
+    }
+    ensure!(cost.tombstones > 0.0 && cost.tombstone_read_share > 0.0, "{summary}");
+    ensure!(cost.total.usd > bill(indexer).usd, "{summary}");
+    ensure_cases(&progress, 4, &summary)?;
     Ok(())
 }
 

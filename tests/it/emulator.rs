@@ -331,3 +331,97 @@ async fn stream_arn(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<St
         .context("a stream")?
         .to_owned())
 }
+
+/// The emulator's meter (scripts/meter.py) bills as DynamoDB's pricing rules say: a write by the
+/// larger of the item before and after, a unit a KB; a write refused by its condition by the item
+/// it found; a transaction's writes twice; a read a unit per 4 KB, half for an eventually
+/// consistent one; a `Query` by the bytes it read before its filter. Each figure is a difference
+/// of two readings on a table of this test's own.
+#[tokio::test]
+async fn the_meter_bills_request_units_by_dynamodbs_rules() -> Result<()> {
+    use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+    let client = aws_sdk_dynamodb::Client::new(&moto::sdk());
+    let table = moto::unique("meter");
+    moto::create_table(
+        &client,
+        &table,
+        "pk",
+        Some(("sk", aws_sdk_dynamodb::types::ScalarAttributeType::S)),
+        false,
+    )
+    .await;
+    let units = || async {
+        let metered = local_stack::meter::read(&moto::sdk()).await?;
+        Ok::<_, anyhow::Error>(metered.dynamodb.tables.get(&table).copied().unwrap_or_default())
+    };
+    let s = |v: &str| AttributeValue::S(v.to_owned());
+    // pk "p" (2+1), sk (2+…), body: 1,500 bytes of "x" in all with the names: 2 units a put.
+    let item = |sk: &str, body: usize| {
+        [("pk", s("p")), ("sk", s(sk)), ("body", s(&"x".repeat(body)))]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect::<std::collections::HashMap<_, _>>()
+    };
+    let mut billed = Vec::new();
+    let before = units().await?;
+    // 1. A new item of 1,500 bytes: 2 units.
+    client.put_item().table_name(&table).set_item(Some(item("a", 1_490))).send().await?;
+    billed.push(units().await?.wru - before.wru);
+    // 2. Replaced by a small one: the larger, the old, counts: 2 units.
+    client.put_item().table_name(&table).set_item(Some(item("a", 10))).send().await?;
+    // 3. A put refused by its condition: the item it found (small): 1 unit, and refused.
+    let refused = client
+        .put_item()
+        .table_name(&table)
+        .set_item(Some(item("a", 3_000)))
+        .condition_expression("attribute_not_exists(pk)")
+        .send()
+        .await;
+    ensure!(refused.is_err(), "the condition holds: the item exists");
+    // 4. A transaction's put of a new small item: twice 1 unit.
+    let put = Put::builder().table_name(&table).set_item(Some(item("b", 10))).build()?;
+    client
+        .transact_write_items()
+        .transact_items(TransactWriteItem::builder().put(put).build())
+        .send()
+        .await?;
+    let after = units().await?;
+    ensure!(billed == [2.0], "a 1.5 KB put: {billed:?}");
+    // Billed 2 + 2 + 1 + 2 × 1; as single writes 2 + 2 + 0 (refused) + 1; one refused. Units are
+    // whole (or halves), exact in an f64.
+    let spent =
+        (after.wru - before.wru, after.wru_single - before.wru_single, after.refused - before.refused);
+    ensure!(spent == (7.0, 5.0, 1.0), "{after:?} after {before:?}");
+
+    // Reads: three items of about 2 KB; a strongly consistent GetItem of one is 1 unit, an
+    // eventually consistent one 0.5; a Query whose filter keeps none still reads 6 KB: 2 units,
+    // halved for an eventually consistent read.
+    for sk in ["c1", "c2", "c3"] {
+        client.put_item().table_name(&table).set_item(Some(item(sk, 2_000))).send().await?;
+    }
+    let before = units().await?;
+    client
+        .get_item()
+        .table_name(&table)
+        .key("pk", s("p"))
+        .key("sk", s("c1"))
+        .consistent_read(true)
+        .send()
+        .await?;
+    let strong = units().await?.rru - before.rru;
+    client.get_item().table_name(&table).key("pk", s("p")).key("sk", s("c1")).send().await?;
+    let eventual = units().await?.rru - before.rru - strong;
+    let query = client
+        .query()
+        .table_name(&table)
+        .key_condition_expression("pk = :p AND begins_with(sk, :c)")
+        .filter_expression("attribute_not_exists(body)")
+        .expression_attribute_values(":p", s("p"))
+        .expression_attribute_values(":c", s("c"))
+        .send()
+        .await?;
+    ensure!(query.count() == 0 && query.scanned_count() == 3, "the filter kept none of three");
+    let queried = units().await?.rru - before.rru - strong - eventual;
+    ensure!((strong, eventual, queried) == (1.0, 0.5, 1.0), "reads billed {strong}, {eventual}, {queried}");
+    Ok(())
+}

@@ -262,9 +262,8 @@ async fn a_rejected_request_is_narrowed_down_to_the_write_that_causes_it() {
 /// A batch of more than a step's records (`STEP_RECORDS`) in one invocation, as a DynamoDB stream
 /// delivers it: the indexer plans it in steps cut by item, sending each step's writes while the
 /// next is planned. The index is exactly what the issues' final state calls for (the independent
-/// oracle), and the writes took exactly as many transactions as the whole batch's plan packs
-/// into (`stream_runtime::writer::requests_for_fenced`): no step sent a short request and no entry was
-/// written twice.
+/// oracle), and the writes took exactly as many requests as the whole batch's plan makes
+/// (`stream_runtime::writer::requests_for_versioned`): no entry was written twice.
 #[tokio::test]
 async fn a_batch_planned_in_steps_indexes_exactly_in_as_many_requests_as_planned_whole() -> anyhow::Result<()>
 {
@@ -284,12 +283,11 @@ async fn a_batch_planned_in_steps_indexes_exactly_in_as_many_requests_as_planned
     let wire = WireRecord::view_all(&changes);
     let cut = steps::by_item(&config, &wire, steps::STEP_RECORDS);
     anyhow::ensure!(cut.len() == 6, "the batch is cut in {} steps", cut.len());
-    let (groups, unfenced) =
-        multikey_indexer::handler::fenced_in_order(&config, Plan::from_wire(&config, &wire));
-    anyhow::ensure!(unfenced.is_empty(), "every record has a version");
-    // Entries and one head per item written.
-    let whole_writes: usize = groups.iter().map(|g| g.writes.len() + 1).sum();
-    let whole_requests = stream_runtime::writer::requests_for_fenced(&groups);
+    let (versioned, plain) = multikey_indexer::handler::split(Plan::from_wire(&config, &wire).writes);
+    anyhow::ensure!(plain.is_empty(), "every record has a version and a change time");
+    // Each entry and tombstone put once, in a request of its own.
+    let whole_writes = versioned.len();
+    let whole_requests = stream_runtime::writer::requests_for_versioned(versioned.len());
 
     let (response, metrics) =
         indexer.handle_counted(event(&changes), Deadline::after(Duration::from_secs(120))).await;

@@ -139,8 +139,6 @@ struct Uses {
     parked: Vec<String>,
     /// Whether it writes to the index (the verifier, when configured to repair).
     repairs: bool,
-    /// Whether it reads version heads (the indexer in any order).
-    reads_heads: bool,
 }
 
 /// Whether a mapping reads a Kinesis data stream.
@@ -198,7 +196,6 @@ fn combined_uses(vars: &Vars<'_>, function: &Function, resolver: &Resolver<'_>) 
         let member = function_uses(name, vars, function, resolver, &patterns)
             .with_context(|| format!("{COMBINED}'s {name}"))?;
         total.tables.extend(member.tables);
-        total.reads_heads |= member.reads_heads;
         total.objects.extend(member.objects);
         total.parked.extend(member.parked);
         for p in patterns {
@@ -292,7 +289,7 @@ fn function_uses(
     Ok(uses)
 }
 
-/// What the indexer touches: its index table; in any order (from Kinesis), its heads too.
+/// What the indexer touches: its index table, in any order exactly when from Kinesis.
 fn indexer_uses(
     vars: &Vars<'_>,
     function: &Function,
@@ -306,7 +303,6 @@ fn indexer_uses(
         "indexes {order:?} from {:?}: in any order exactly when from Kinesis",
         function.streams.first().map(|s| &s.stream)
     );
-    uses.reads_heads = order == multikey_indexer::handler::Order::Any;
     let indexes = multikey_indexer::Indexes::from_vars(vars)?;
     let [index] = indexes.indexes.as_slice() else { bail!("one index expected") };
     let expected = match parameter("IndexTableName") {
@@ -543,23 +539,11 @@ fn own_actions(binary: Option<&str>, uses: &Uses) -> &'static [&'static str] {
         // DescribeTable and HeadBucket (s3:ListBucket): priming at init.
         // DescribeTable and HeadBucket (s3:ListBucket): priming at init; the combined function
         // needs the indexer's and the archiver's (which has none of its own).
-        // An item's entries and its head go in one transaction (put, delete, condition check);
-        // records without a version in a BatchWriteItem. In any order, the heads are read too.
-        Some("multikey-indexer" | COMBINED) if uses.reads_heads => &[
-            "dynamodb:BatchGetItem",
-            "dynamodb:BatchWriteItem",
-            "dynamodb:ConditionCheckItem",
-            "dynamodb:DeleteItem",
-            "dynamodb:DescribeTable",
-            "dynamodb:PutItem",
-        ],
-        Some("multikey-indexer" | COMBINED) => &[
-            "dynamodb:BatchWriteItem",
-            "dynamodb:ConditionCheckItem",
-            "dynamodb:DeleteItem",
-            "dynamodb:DescribeTable",
-            "dynamodb:PutItem",
-        ],
+        // Each entry and tombstone a guarded PutItem; records without a version in a
+        // BatchWriteItem.
+        Some("multikey-indexer" | COMBINED) => {
+            &["dynamodb:BatchWriteItem", "dynamodb:DescribeTable", "dynamodb:PutItem"]
+        }
         // The archiver's own PutObject and ListBucket are in `common`, with parking's.
         Some("ttl-archiver") => &[],
         Some("counter-aggregator") => {

@@ -19,6 +19,7 @@
 //! - [`kinesis`]: the aggregator and the archiver on the same changes from a DynamoDB stream and
 //!   from a Kinesis data stream.
 //! - [`any_order`]: the indexer in order and in any order (`MULTIKEY_ORDER`) on the same batches.
+//! - [`cost`]: what a million changes cost each function, billed by the emulator's meter.
 //!
 //! The report's ratios compare each wall time with the *request bound*,
 //! ⌈requests / concurrency⌉ × latency, and with a *floor* measured in the same run: the
@@ -30,6 +31,7 @@
 pub mod any_order;
 pub mod cold;
 pub mod combined;
+pub mod cost;
 pub mod events;
 pub mod hot;
 pub mod kinesis;
@@ -103,6 +105,8 @@ pub struct Options {
     pub parts: Vec<Part>,
     /// Where the functions' binaries are, for the cold starts (`target/<profile>`).
     pub binaries: PathBuf,
+    /// Source changes in the cost part's workload.
+    pub cost_changes: usize,
 }
 
 /// A part of the bench (`sidestream-local bench --only`).
@@ -123,6 +127,8 @@ pub enum Part {
     Kinesis,
     /// The indexer in order and in any order (`MULTIKEY_ORDER`), on the same batches.
     AnyOrder,
+    /// What a million changes cost each function, by the emulator's meter.
+    Cost,
 }
 
 impl Options {
@@ -145,8 +151,10 @@ impl Options {
                 Part::Combined,
                 Part::Kinesis,
                 Part::AnyOrder,
+                Part::Cost,
             ],
             binaries: PathBuf::from("target/fuzz"),
+            cost_changes: 20_000,
         }
     }
 }
@@ -179,6 +187,8 @@ pub struct Report {
     pub kinesis: Vec<kinesis::Row>,
     /// The indexer in order against in any order.
     pub any_order: Vec<any_order::Row>,
+    /// What a million changes cost.
+    pub cost: Option<cost::Report>,
 }
 
 /// Runs the bench against the emulator at `endpoint` (`sdk` reaches it directly).
@@ -196,7 +206,8 @@ pub async fn run(
         + 6 * usize::from(part(Part::Cold))
         + options.batches.len() * 2 * usize::from(part(Part::Combined))
         + options.batches.len() * 2 * 2 * usize::from(part(Part::Kinesis))
-        + options.batches.len() * usize::from(part(Part::AnyOrder));
+        + options.batches.len() * usize::from(part(Part::AnyOrder))
+        + 4 * usize::from(part(Part::Cost));
     progress.cases.store(planned as u64, Ordering::Relaxed);
     let stack = Stack::create(sdk, &options.template, &options.stack, &BTreeMap::new()).await?;
     let spec = format!("latency={}ms", options.latency.as_millis());
@@ -223,6 +234,8 @@ pub async fn run(
     let combined =
         if part(Part::Combined) { Box::pin(combined::both_upstreams(ground)).await? } else { Vec::new() };
     let any_order = if part(Part::AnyOrder) { Box::pin(any_order::run(ground)).await? } else { Vec::new() };
+    let cost =
+        if part(Part::Cost) { Some(Box::pin(cost::run(ground, options.cost_changes)).await?) } else { None };
     Ok(Report {
         latency_ms: options.latency.as_secs_f64() * 1000.0,
         write_path,
@@ -232,6 +245,7 @@ pub async fn run(
         combined,
         kinesis,
         any_order,
+        cost,
     })
 }
 

@@ -529,6 +529,8 @@ pub struct Report {
     /// The first Region's stack as `sidestream status` sees it at the end: what the run left for
     /// an operator (parked records, ranges given up, alarms), shown, not judged.
     pub status: ::operations::status::Status,
+    /// What the run was billed, by the emulators' meters (docs/cost.md).
+    pub bill: crate::bench::cost::RunBill,
 }
 
 impl Report {
@@ -544,6 +546,11 @@ impl Report {
 /// environment.
 pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -> Result<Report, ChaosError> {
     let setup = set_up(endpoints, options).await?;
+    // The bill starts now: the stack's creation is not the run's.
+    let mut metered_before = crate::meter::Metered::default();
+    for endpoint in endpoints {
+        metered_before.add(&crate::meter::read_at(endpoint).await?);
+    }
     let Setup { direct, through, stack, pipeline, .. } = setup;
     let sdk = &direct;
     let _ = progress.replay.set(pipeline.progress());
@@ -614,6 +621,14 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
     let status = crate::status(sdk, &stack, &setup.feed).await?;
     let seconds = started.elapsed().as_secs_f64();
     let stream_records = pipeline.progress().read.load(Ordering::Relaxed);
+    let mut metered = crate::meter::Metered::default();
+    for endpoint in endpoints {
+        metered.add(&crate::meter::read_at(endpoint).await?);
+    }
+    let metered = metered.since(&metered_before).only(&options.stack);
+    let invocations = mappings.iter().map(|m| m.invocations).sum();
+    let bill = crate::bench::cost::RunBill::of(&metered, invocations, stream_records)
+        .map_err(|e| ChaosError::Check(format!("the bill: {e}")))?;
     Ok(Report {
         ops: options.records,
         seed: options.seed,
@@ -632,6 +647,7 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
         operations,
         verdicts,
         status,
+        bill,
     })
 }
 

@@ -10,6 +10,7 @@ pub mod cloudwatch;
 pub mod fault_proxy;
 mod grid_api;
 pub mod iam;
+pub mod meter;
 pub mod metric_math;
 pub mod replayer;
 mod restore;

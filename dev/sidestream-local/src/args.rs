@@ -120,9 +120,13 @@ pub(crate) struct BenchArgs {
     /// limit, the windows on a clean service).
     #[arg(long, value_delimiter = ',', default_value = "0,250,800", value_name = "N,…")]
     pub(crate) capacity: Vec<u32>,
-    /// Only `BatchSize` 100 and 1,000 (no 6 MB batch), one invocation each: a quick look.
+    /// Only `BatchSize` 100 and 1,000 (no 6 MB batch), one invocation each, and 4,000 changes
+    /// for the cost: a quick look.
     #[arg(long)]
     pub(crate) quick: bool,
+    /// Source changes in the cost part's seeded workload.
+    #[arg(long, default_value_t = 20_000, value_name = "N")]
+    pub(crate) changes: usize,
     /// Where the functions' binaries are, for the cold starts (scripts/bench-e2e builds them).
     #[arg(long, default_value = "target/fuzz", value_name = "DIR")]
     pub(crate) binaries: PathBuf,

@@ -27,12 +27,14 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     options.hot_rounds = args.hot_rounds;
     options.capacities = args.capacity;
     options.binaries = args.binaries;
+    options.cost_changes = args.changes;
     if !args.only.is_empty() {
         options.parts = args.only;
     }
     if args.quick {
         options.batches.retain(|b| matches!(b, local_stack::bench::events::Batch::Records(_)));
         options.repeats = 1;
+        options.cost_changes = options.cost_changes.min(4_000);
     }
     let endpoint = std::env::var("AWS_ENDPOINT_URL")
         .context("AWS_ENDPOINT_URL: the emulator's endpoint (scripts/bench-e2e sets it)")?;
@@ -72,7 +74,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 type Section<W> = fn(&local_stack::bench::Report, &mut W) -> io::Result<()>;
 
 fn render<W: Write>(report: &local_stack::bench::Report, out: &mut W) -> io::Result<()> {
-    let sections: [(bool, Section<W>); 7] = [
+    let sections: [(bool, Section<W>); 8] = [
         (report.write_path.is_empty(), write_path),
         (report.hot.is_empty(), hot),
         (report.throttled.is_empty(), throttled),
@@ -80,6 +82,7 @@ fn render<W: Write>(report: &local_stack::bench::Report, out: &mut W) -> io::Res
         (report.combined.is_empty(), combined),
         (report.kinesis.is_empty(), kinesis),
         (report.any_order.is_empty(), any_order),
+        (report.cost.is_none(), cost),
     ];
     for (empty, section) in sections {
         if !empty {
@@ -333,6 +336,58 @@ fn any_order(report: &local_stack::bench::Report, out: &mut impl Write) -> io::R
         ]);
     }
     t.write(out)
+}
+
+fn cost(report: &local_stack::bench::Report, out: &mut impl Write) -> io::Result<()> {
+    let Some(cost) = &report.cost else { return Ok(()) };
+    writeln!(
+        out,
+        "\nWhat a million source changes cost (docs/cost.md): a seeded workload of {} issue changes (20% inserts, \
+         70% one field moved, 10% TTL removes) and as many counter increments, billed by the emulator's meter \
+         at the prices of scripts/prices.json ({}); Lambda at each invocation's wall time, {} ms added to every call",
+        cost.changes, cost.prices, report.latency_ms
+    )?;
+    let mut t = Table::new(&[
+        ("function", Left),
+        ("invocations", Right),
+        ("DynamoDB req", Right),
+        ("WRU", Right),
+        ("RRU", Right),
+        ("GB-s", Right),
+        ("S3 put", Right),
+        ("S3 get", Right),
+        ("log MB", Right),
+        ("$", Right),
+    ]);
+    let row = |name: String, invocations: String, b: &local_stack::bench::cost::Bill| {
+        vec![
+            name,
+            invocations,
+            format!("{:.0}", b.dynamodb_requests),
+            format!("{:.0}", b.wru),
+            format!("{:.0}", b.rru),
+            format!("{:.0}", b.gb_seconds),
+            format!("{:.0}", b.s3_put_requests),
+            format!("{:.0}", b.s3_get_requests),
+            format!("{:.1}", b.log_bytes / 1e6),
+            format!("{:.2}", b.usd),
+        ]
+    };
+    for f in &cost.functions {
+        t.row(row(f.function.clone(), format!("{:.0}", f.per_million.lambda_requests), &f.per_million));
+    }
+    t.row(row("total (in order)".to_owned(), format!("{:.0}", cost.total.lambda_requests), &cost.total));
+    t.write(out)?;
+    writeln!(
+        out,
+        "index_wru_per_plain_write: {:.3} in order, {:.3} in any order; tombstones: {:.0} per million changes, \
+         adding {:.1}% to the bytes a Query reads while they live; Kinesis CDC units: {:.0} per million",
+        cost.index_wru_per_plain_write.stream,
+        cost.index_wru_per_plain_write.any,
+        cost.tombstones,
+        cost.tombstone_read_share * 100.0,
+        cost.functions.first().map_or(0.0, |f| f.per_million.kinesis_cdc_units),
+    )
 }
 
 /// A table whose first columns name the case (upstream, function, batch, records), then `rest`.

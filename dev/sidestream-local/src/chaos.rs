@@ -205,5 +205,6 @@ fn render(
     for v in &report.verdicts {
         writeln!(out, "  {:<10} {}  {}", v.oracle, if v.ok { "exact" } else { "DIFFERS" }, v.detail)?;
     }
+    writeln!(out, "\nBill (the emulators' meters, scripts/prices.json): {}", report.bill.line())?;
     writeln!(out, "\n{}", if report.ok() { "Nothing lost, nothing doubled." } else { "DIFFERENCES FOUND." })
 }

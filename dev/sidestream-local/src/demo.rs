@@ -38,6 +38,7 @@ pub(crate) async fn run(
     stack: &Stack,
     pipeline: Pipeline,
     feed: &local_stack::cloudwatch::Feed,
+    metered_before: &local_stack::meter::Metered,
     out: &mut dyn Write,
 ) -> anyhow::Result<bool> {
     let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
@@ -63,9 +64,15 @@ pub(crate) async fn run(
 
     writeln!(out, "Replaying the streams until every record is delivered")?;
     let pipeline = wait(replay, &progress, out).await?;
+    let (mut invocations, mut records) = (0, 0);
     for (function, counts) in pipeline.counts() {
         writeln!(out, "  {function:<18} {counts}")?;
+        invocations += counts.invocations;
+        records += counts.read;
     }
+    let metered = local_stack::meter::read(sdk).await?.since(metered_before).only(&stack.name);
+    let bill = local_stack::bench::cost::RunBill::of(&metered, invocations, records)?;
+    writeln!(out, "  billed (the emulator's meter since the stack was made; docs/cost.md): {}", bill.line())?;
 
     let mut ok = true;
     ok &= print_index(&dynamodb, stack, &index, out).await?;

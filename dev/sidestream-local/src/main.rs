@@ -76,6 +76,8 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let parameters = options.parameters.iter().cloned().collect();
         let stack = Stack::create(&sdk, &options.template, &options.stack, &parameters).await?;
+        // The bill starts once the stack is made (scripts/meter.py).
+        let metered_before = local_stack::meter::read(&sdk).await?;
         // Not locked: in-process handlers print their EMF lines to stdout meanwhile.
         let mut out = io::stdout();
         announce(&mut out, &options, &sdk, &stack)?;
@@ -134,7 +136,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         out.flush()?;
         if demo {
-            let ok = crate::demo::run(&sdk, &stack, pipeline, &feed, &mut out).await?;
+            let ok = crate::demo::run(&sdk, &stack, pipeline, &feed, &metered_before, &mut out).await?;
             report_faults(proxy.as_ref(), &mut out)?;
             if let Some(port) = serve {
                 serve_grid(&sdk, &stack, port, &mut out).await?;

@@ -8,17 +8,35 @@
 //!   otherwise put the new entry, and delete the old one first when its key changed (the value, a
 //!   tiebreaker or a scope attribute changed: a re-key).
 //!
-//! An INSERT has no old image and a REMOVE no new one, so they put and delete every entry. A
+//! An INSERT has no old image and a REMOVE no new one, so they put and remove every entry. A
 //! backfill's touch (`formats::touch`) puts every entry of the new image too, changed or not:
 //! the item was written before the indexer existed, so its old image's entries may never have been.
 //!
-//! **Coalescing.** Every write is a whole-item put or a delete by key, so applying a batch's writes
-//! in order leaves the same index as applying, for each key, only the last write to it. The plan
-//! keeps exactly that: one write per index key, tagged with the record it came from. The writes no
-//! longer depend on order, so they can be sent concurrently. A delete for an entry put earlier in
-//! the same batch is kept, not dropped: if an earlier delivery of the batch wrote that entry before
-//! failing, the delete is what removes it. Each write is kept by reference into the batch until
-//! the whole batch is planned, and only the writes that remain are built into items.
+//! **Versions and tombstones.** Every write carries the version of the record it came from (its
+//! sequence number, `VERSION_ATTRIBUTE`, 40 digits), and every write is a whole-item put: an
+//! entry, or, where an entry is removed, its *tombstone* (`formats::tombstone`: the key, the
+//! version and when the index table's TTL may delete it). The handler puts each on the condition
+//! that the stored item is absent or older, so each key ends holding its newest write whatever
+//! order the writes land in: a write landing late, or a record delivered again, can never undo a
+//! newer one. A record without a version or a change time (none that AWS delivers) is written
+//! as it was before versions: puts and deletes, unguarded.
+//!
+//! **Why a record's own old image is enough, in any order.** An item's records form a chain: each
+//! one's old image is the previous one's new image. An entry is present after the newest record
+//! exactly when that record's new image has it; the last record to change the entry is the one
+//! that put it (it is present) or took it out (a tombstone), and it has the highest version of
+//! all the writes to that key. Records that left an entry as it was write nothing to it, and none
+//! come between two writes of a key unseen. So diffing each record against its own old image and
+//! keeping each key's newest write gives the index the newest image's entries, in whatever order
+//! the records come ([`Order::Any`]).
+//!
+//! **Coalescing.** Applying a batch's writes leaves the same index as applying, for each key, only
+//! its newest write. The plan keeps exactly that: one write per index key (the newest version; in
+//! order, the last), tagged with the record it came from. The writes no longer depend on order,
+//! so they can be sent concurrently. A removal of an entry put earlier in the same batch is kept,
+//! not dropped: if an earlier delivery of the batch wrote that entry before failing, the tombstone
+//! is what removes it. Each write is kept by reference into the batch until the whole batch is
+//! planned, and only the writes that remain are built into items.
 //!
 //! **Rejecting.** A record that cannot be planned is rejected with a [`PlanError`] of one of two
 //! kinds ([`PlanError::kind`]). A malformed record (an unknown event name, no keys) is
@@ -27,15 +45,10 @@
 //! a record without a `base_key` attribute) is systemic: planning stops there, and it and the
 //! records after it are left for Lambda to redeliver once an operator has fixed the cause.
 //!
-//! **Versions.** Every entry put carries the sequence number of the record it came from
-//! (`VERSION_ATTRIBUTE`, 40 digits). The indexer itself never reads it: it orders the writes of
-//! one entry for whoever else must delete one (a verify's repair, a replay), whose deletes are
-//! conditioned on it so that they can never remove an entry a newer record has put since.
-//!
 //! **Limits.** Every entry put is measured against DynamoDB's 400 KB item limit as it is planned,
 //! before anything is built or sent (so a record is rejected even when a later record in the
 //! batch replaces its entry). An entry over it (an `include` naming a big attribute, say) cannot
-//! be written: its key is deleted instead, so that no stale entry stays behind, and its record is
+//! be written: its key is removed instead, so that no stale entry stays behind, and its record is
 //! rejected as record-permanent, naming the entry's key, the index, the size and the limit. The
 //! record's other entries are written.
 //!
@@ -57,37 +70,30 @@ use stream_runtime::{Attributes, ItemWrite, Op, PlanFailures, RecordError};
 use crate::config::{Index, Indexes};
 use formats::entries::{Carried, EntryKey, EntryParts, ImageEntries, IndexView, Member};
 
+/// How the indexer takes one item's records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    /// In order, as a DynamoDB stream delivers them (`stream`, the default).
+    #[default]
+    Stream,
+    /// In any order and more than once (`any`), as a Kinesis data stream may: every record must
+    /// have a version ([`PlanError::NoVersion`]), and a key's newest write wins in a batch.
+    Any,
+}
+
 /// What a batch of records asks of the index tables.
 #[derive(Debug, Default, PartialEq)]
 pub struct Plan {
-    /// One write per index key, in the order keys were first touched.
+    /// One write per index key, in the order keys were first touched: versioned puts (entries
+    /// and tombstones, `VERSION_ATTRIBUTE` set), and for records without a version, plain puts
+    /// and deletes.
     pub writes: Vec<ItemWrite>,
-    /// For each write, the fence (a position in `fences`) its item's writes are sent behind;
-    /// `None` for a record without a version, or an item whose head cannot be keyed.
-    pub fenced_by: Vec<Option<usize>>,
-    /// Each item's fence: its head, and the version of its newest record the plan applied.
-    pub fences: Vec<PlannedFence>,
     /// Members left out of the index; planning went on.
     pub skipped: Vec<Skipped>,
     /// Records rejected as record-permanent, and the record planning stopped at.
     pub failures: PlanFailures<PlanError>,
     /// Records that touch no index (neither image has any index's source attribute).
     pub unindexed_records: usize,
-}
-
-/// The fence of one item's writes in one index: its version head is put with them, in one
-/// transaction, on the condition that it is not newer than `version` (the handler sends them,
-/// `crate::handler`), so that a write landing late cannot undo a newer record's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedFence {
-    /// The index's position in the configuration.
-    pub index: usize,
-    /// The item's head key.
-    pub head: EntryKey,
-    /// The version of the newest record of the item whose writes the plan holds.
-    pub version: String,
-    /// That record's position in the batch.
-    pub origin: usize,
 }
 
 /// A member that has no index entry, and why.
@@ -138,29 +144,6 @@ pub enum PlanError {
         "the record has no sequence number to order it by; order-insensitive indexing (MULTIKEY_ORDER=any) needs one"
     )]
     NoVersion,
-    /// The item's key cannot key its version head.
-    #[error("index {index}: this item's version head cannot be keyed: {reason}")]
-    HeadUnkeyable {
-        /// The index's name.
-        index: String,
-        /// Why.
-        reason: String,
-    },
-    /// The item's version head would exceed DynamoDB's item size limit.
-    #[error(
-        "index {index}: this item's version head pk={pk:?} is {size} bytes, over DynamoDB's item limit of {limit} bytes \
-         (it holds the attributes the index reads); its entries are written, its head is not"
-    )]
-    HeadTooLarge {
-        /// The index's name.
-        index: String,
-        /// The head's partition key.
-        pk: String,
-        /// Its size in bytes.
-        size: usize,
-        /// The limit.
-        limit: usize,
-    },
 }
 
 impl PlanError {
@@ -170,33 +153,47 @@ impl PlanError {
         match self {
             PlanError::Record(e) => e.kind(),
             PlanError::MissingKeyAttribute { .. } => FailureKind::Systemic,
-            PlanError::EntryTooLarge { .. }
-            | PlanError::NoVersion
-            | PlanError::HeadUnkeyable { .. }
-            | PlanError::HeadTooLarge { .. } => FailureKind::RecordPermanent,
+            PlanError::EntryTooLarge { .. } | PlanError::NoVersion => FailureKind::RecordPermanent,
         }
     }
 }
 
 impl Plan {
-    /// Plans a batch read in place ([`stream_runtime::wire`]): the runtime's path.
+    /// Plans a batch read in place ([`stream_runtime::wire`]) in order: the runtime's path.
     pub fn from_wire(indexes: &Indexes, records: &[WireRecord<'_>]) -> Plan {
-        Plan::of(indexes, records.len(), records.iter().enumerate())
+        Plan::in_order(indexes, records, Order::Stream)
+    }
+
+    /// Plans a batch whose records of one item come in `order`.
+    pub fn in_order(indexes: &Indexes, records: &[WireRecord<'_>], order: Order) -> Plan {
+        Plan::of(indexes, order, records.len(), records.iter().enumerate())
     }
 
     /// Plans the records of a batch at `positions` (in the batch's order), each write and
     /// failure naming its position in the batch: for records that hold every record of their
-    /// items (a step, [`steps`]), exactly what [`Plan::from_wire`] plans for those items.
-    pub fn from_wire_at(indexes: &Indexes, records: &[WireRecord<'_>], positions: &[usize]) -> Plan {
-        Plan::of(indexes, positions.len(), positions.iter().filter_map(|&at| Some((at, records.get(at)?))))
+    /// items (a step, [`steps`]), exactly what [`Plan::in_order`] plans for those items.
+    pub fn from_wire_at(
+        indexes: &Indexes,
+        records: &[WireRecord<'_>],
+        positions: &[usize],
+        order: Order,
+    ) -> Plan {
+        Plan::of(
+            indexes,
+            order,
+            positions.len(),
+            positions.iter().filter_map(|&at| Some((at, records.get(at)?))),
+        )
     }
 
     fn of<'r, 'w: 'r>(
         indexes: &Indexes,
+        order: Order,
         count: usize,
         records: impl IntoIterator<Item = (usize, &'r WireRecord<'w>)>,
     ) -> Plan {
         let mut planner = Planner::new(indexes);
+        planner.order = order;
         // About one write a record, so the map rarely grows (each growth hashes every key again).
         planner.slots.reserve(count);
         planner.pending.reserve(count);
@@ -223,8 +220,9 @@ struct Pending<'a> {
     /// A put of the entry, or a delete of the slot's key.
     put: Option<(EntryParts<'a>, CarriedAt)>,
     origin: usize,
-    /// The fence of the write's item, a position in `Planner::fences`.
-    fence: Option<usize>,
+    /// The record's version, and when its change was made (seconds since the epoch): what a
+    /// tombstone holds. `None` for a record without either: its writes are not versioned.
+    version: Option<(String, u64)>,
 }
 
 /// A position in `Planner::carried`.
@@ -245,13 +243,11 @@ struct Planner<'a> {
     staged_skips: Vec<Skipped>,
     /// The current record's first entry over the item size limit.
     staged_too_large: Option<PlanError>,
-    /// The current record's version (its sequence number), which every entry it puts carries.
+    /// The current record's version (its sequence number), which every entry it puts carries,
+    /// and its change time (seconds since the epoch), which its tombstones' lifetime starts from.
     version: Option<String>,
-    /// Each item's fence, by index and head partition key, and in the order first met.
-    fence_at: HashMap<(usize, String), usize, foldhash::fast::RandomState>,
-    fences: Vec<PlannedFence>,
-    /// The fence of the item being diffed.
-    fence: Option<usize>,
+    changed_at: Option<u64>,
+    order: Order,
 }
 
 impl<'a> Planner<'a> {
@@ -266,44 +262,16 @@ impl<'a> Planner<'a> {
             staged_skips: Vec::new(),
             staged_too_large: None,
             version: None,
-            fence_at: HashMap::default(),
-            fences: Vec::new(),
-            fence: None,
+            changed_at: None,
+            order: Order::Stream,
         }
     }
 
-    /// The fence of the item keyed `base_key` in the index at `ix`, moved to the current record
-    /// (`origin`, and its version, which is newer than any before it in order and in any order
-    /// alike: one change per item and index there); `None` without a version or a head key.
-    fn fence_of(
-        &mut self,
-        ix: usize,
-        index: &Index,
-        base_key: &[(&str, &Attr<'_>)],
-        origin: usize,
-    ) -> Option<usize> {
-        let version = self.version.clone()?;
-        let head = formats::head::key(index, base_key).ok()?;
-        match self.fence_at.entry((ix, head.pk.clone())) {
-            Entry::Occupied(at) => {
-                let fence = &mut self.fences[*at.get()];
-                fence.version = version;
-                fence.origin = origin;
-                Some(*at.get())
-            }
-            Entry::Vacant(at) => {
-                at.insert(self.fences.len());
-                self.fences.push(PlannedFence { index: ix, head, version, origin });
-                Some(self.fences.len() - 1)
-            }
-        }
-    }
-
-    /// The plan: each slot's write built into its item (or its key, for a delete), in order.
+    /// The plan: each slot's write built into its item (a tombstone, or a key for a delete,
+    /// where the entry is removed), in order.
     fn finish(self) -> Plan {
-        let Planner { indexes, mut plan, slots, pending, carried, fences, .. } = self;
-        plan.fenced_by = pending.iter().map(|p| p.fence).collect();
-        plan.fences = fences;
+        let Planner { indexes, mut plan, slots, pending, carried, order, .. } = self;
+        let lifetime = formats::tombstone::lifetime(indexes, order == Order::Any);
         // Each position in `pending` has exactly one key in `slots`.
         let mut keys: Vec<(SlotKey, usize)> = slots.into_iter().collect();
         keys.sort_unstable_by_key(|(_, at)| *at);
@@ -314,9 +282,15 @@ impl<'a> Planner<'a> {
             .map(|(position, (((ix, key), at), write))| {
                 debug_assert_eq!(position, at, "a slot without its write");
                 let index = &indexes.indexes[ix];
-                let op = match write.put {
-                    Some((parts, at)) => Op::Put(parts.item(index, key, &carried[at])),
-                    None => Op::Delete(key_item(index, key)),
+                let op = match (write.put, write.version) {
+                    (Some((parts, at)), _) => Op::Put(parts.item(index, key, &carried[at])),
+                    (None, Some((version, changed_at))) => Op::Put(formats::tombstone::item(
+                        index,
+                        key,
+                        version,
+                        changed_at.saturating_add(lifetime),
+                    )),
+                    (None, None) => Op::Delete(key_item(index, key)),
                 };
                 ItemWrite { table: Arc::clone(&index.table), op, origin: write.origin }
             })
@@ -330,6 +304,12 @@ impl<'a> Planner<'a> {
         let base_key = base_key(self.indexes, change.keys)?;
         let backfill_touch = formats::touch::is_touched(before, after);
         self.version = record.sequence_number().and_then(formats::entries::version);
+        if self.version.is_none() && self.order == Order::Any {
+            return Err(PlanError::NoVersion);
+        }
+        // The epoch stands for a record without a change time.
+        self.changed_at =
+            u64::try_from(record.approximate_creation_date_time.timestamp()).ok().filter(|&t| t > 0);
         let mut indexed = false;
         for (ix, index) in self.indexes.indexes.iter().enumerate() {
             // Each attribute the index reads is looked up once per image.
@@ -345,12 +325,19 @@ impl<'a> Planner<'a> {
     }
 
     /// Commits the current record's staged writes and skips: a write to a key already written
-    /// in the batch replaces it. Fails when one of its entries was too large (and deleted).
+    /// in the batch replaces it unless it is older (in any order). Fails when one of its entries
+    /// was too large (and removed).
     fn commit(&mut self) -> Result<(), PlanError> {
         for (slot, write) in self.staged.drain(..) {
             // One lookup (one hash of the key) whether or not the key was written before.
             match self.slots.entry(slot) {
-                Entry::Occupied(at) => self.pending[*at.get()] = write,
+                Entry::Occupied(at) => {
+                    let kept = &mut self.pending[*at.get()];
+                    let older = matches!((&write.version, &kept.version), (Some((new, _)), Some((old, _))) if new < old);
+                    if !older {
+                        *kept = write;
+                    }
+                }
                 Entry::Vacant(at) => {
                     at.insert(self.pending.len());
                     self.pending.push(write);
@@ -378,7 +365,6 @@ impl<'a> Planner<'a> {
         {
             return;
         }
-        self.fence = self.fence_of(ix, index, base_key, origin);
         let same_keying = matches!((&before, &after), (Some(o), Some(n)) if o.same_keying(n));
         let old = before.map(|view| ImageEntries::from_view(base_key, view));
         let new = after.map(|view| ImageEntries::from_view(base_key, view));
@@ -471,7 +457,8 @@ impl<'a> Planner<'a> {
             }
             size <= MAX_ITEM_BYTES
         });
-        self.staged.push(((ix, key), Pending { put, origin, fence: self.fence }));
+        let version = self.version.clone().zip(self.changed_at);
+        self.staged.push(((ix, key), Pending { put, origin, version }));
     }
 
     fn skip(&mut self, record: usize, index: &Index, member: &str, reason: String) {
@@ -511,5 +498,4 @@ fn key_item(index: &Index, key: EntryKey) -> Attributes {
 #[cfg(test)]
 mod tests;
 
-pub mod any_order;
 pub mod steps;

@@ -67,7 +67,7 @@ impl IndexCheck {
 /// for under `indexes`; both as DynamoDB JSON.
 pub fn compare(indexes: &Indexes, base: &[Value], index: &[Value]) -> Result<IndexCheck, OracleError> {
     let expected = expected_index(indexes, base)?;
-    let entries: Vec<Value> = index.iter().filter(|i| !is_head(indexes, i)).cloned().collect();
+    let entries: Vec<Value> = index.iter().filter(|i| is_entry(indexes, i)).cloned().collect();
     let actual = lines(&entries);
     let (missing, extra) = difference(&expected, &actual);
     Ok(IndexCheck { missing, extra, entries: actual.len() })
@@ -322,16 +322,21 @@ fn encode(format: KeyFormat, components: &[Component]) -> Vec<u8> {
     }
 }
 
-/// Whether an index table's item is a version head (order-insensitive indexing, `docs/formats.md`
-/// "Version heads"): its partition key starts with `%head#`, which no entry's can. Heads are the
-/// indexer's bookkeeping, not entries: the base calls for none.
-pub fn is_head(indexes: &Indexes, item: &Value) -> bool {
-    indexes.indexes.iter().any(|index| {
+/// Whether an index table's item (DynamoDB JSON) is an entry: not a removed entry's tombstone
+/// (`docs/formats.md`, "Tombstones": it has `sidestream_expires`, which no entry has), nor a
+/// version head an earlier version wrote ("Version heads (retired)": its partition key starts
+/// with `%head#`, which no entry's can). Both are the indexer's bookkeeping: the base calls for
+/// neither.
+pub fn is_entry(indexes: &Indexes, item: &Value) -> bool {
+    let tombstone =
+        item.as_object().is_some_and(|o| formats::tombstone::is_tombstone(o.keys().map(String::as_str)));
+    let head = indexes.indexes.iter().any(|index| {
         item.get(&index.partition_key)
             .and_then(|pk| pk.get("S"))
             .and_then(Value::as_str)
-            .is_some_and(|pk| pk.starts_with(formats::head::HEAD_PREFIX))
-    })
+            .is_some_and(formats::head::is_head)
+    });
+    !tombstone && !head
 }
 
 /// Items as sorted JSON lines, to compare with [`expected_index`]: their content, without the

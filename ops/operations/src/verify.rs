@@ -274,14 +274,15 @@ pub async fn confirm(
 
 /// How `actual` (the index table's items) differs from what `base` (the base table's items)
 /// calls for, by the independent oracle; both DynamoDB JSON. Entries compare by content: the
-/// version attribute is left out. Version heads (`crate::oracle::is_head`) are not entries.
+/// version attribute is left out. Tombstones and version heads are not entries
+/// (`crate::oracle::is_entry`).
 pub fn compare(
     indexes: &Indexes,
     index: &Index,
     base: &[Value],
     actual: Vec<Value>,
 ) -> Result<Drift, VerifyError> {
-    let one = Indexes { base_key: indexes.base_key.clone(), indexes: vec![index.clone()] };
+    let one = indexes.only(index);
     let expected = crate::oracle::expected_index(&one, base)?;
     let key = |item: &Value| -> Result<String, VerifyError> {
         let part = |name: &str| {
@@ -298,7 +299,7 @@ pub fn compare(
     }
     let mut have: BTreeMap<String, Value> = BTreeMap::new();
     for item in actual {
-        if !crate::oracle::is_head(&one, &item) {
+        if crate::oracle::is_entry(&one, &item) {
             have.insert(key(&item)?, item);
         }
     }

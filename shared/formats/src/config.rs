@@ -90,7 +90,19 @@ pub struct Indexes {
     pub base_key: Vec<String>,
     /// The indexes.
     pub indexes: Vec<Index>,
+    /// How long a removed entry's tombstone lasts past its record's change time
+    /// (`crate::tombstone`): `MULTIKEY_MAX_RECORD_AGE_SECONDS` (the event source mapping's
+    /// `MaximumRecordAgeInSeconds`, Lambda's longest, 7 days, when unset) plus
+    /// [`crate::tombstone::MARGIN_SECONDS`].
+    pub tombstone_seconds: u64,
 }
+
+/// The variable that holds the event source mapping's `MaximumRecordAgeInSeconds`.
+pub(crate) const RECORD_AGE_VAR: &str = "MULTIKEY_MAX_RECORD_AGE_SECONDS";
+
+/// Lambda's longest `MaximumRecordAgeInSeconds`: a tombstone that outlives it is safe under any
+/// mapping.
+pub const LONGEST_RECORD_AGE_SECONDS: u64 = 604_800;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -128,11 +140,22 @@ fn default_sk() -> String {
 }
 
 impl Indexes {
-    /// Reads and validates `MULTIKEY_INDEXES`.
+    /// The same configuration with `index` alone.
+    #[must_use]
+    pub fn only(&self, index: &Index) -> Indexes {
+        Indexes { indexes: vec![index.clone()], ..self.clone() }
+    }
+
+    /// Reads and validates `MULTIKEY_INDEXES`, and `MULTIKEY_MAX_RECORD_AGE_SECONDS` (60 to
+    /// 604,800, what Lambda accepts).
     pub fn from_vars(vars: &Vars<'_>) -> Result<Indexes, ConfigError> {
         let json =
             vars.required(INDEXES_VAR, "a JSON object with base_key and indexes (docs/functions.md)")?;
-        Indexes::from_json(&json).map_err(|reason| ConfigError::Invalid { var: INDEXES_VAR, reason })
+        let mut indexes =
+            Indexes::from_json(&json).map_err(|reason| ConfigError::Invalid { var: INDEXES_VAR, reason })?;
+        let age = vars.integer(RECORD_AGE_VAR, LONGEST_RECORD_AGE_SECONDS, 60, LONGEST_RECORD_AGE_SECONDS)?;
+        indexes.tombstone_seconds = age + crate::tombstone::MARGIN_SECONDS;
+        Ok(indexes)
     }
 
     /// Parses and validates index definitions; the error says which field is wrong.
@@ -175,6 +198,7 @@ impl Indexes {
                 ("the entry attribute", ENTRY_ATTRIBUTE),
                 ("the value attribute", VALUE_ATTRIBUTE),
                 ("the version attribute", VERSION_ATTRIBUTE),
+                ("the tombstone attribute", crate::tombstone::EXPIRES_ATTRIBUTE),
             ];
             roles.extend(base_key.iter().map(|a| ("base_key", a.as_str())));
             for (field, list) in
@@ -214,7 +238,11 @@ impl Indexes {
                 key_format: r.key_format,
             });
         }
-        Ok(Indexes { base_key, indexes })
+        Ok(Indexes {
+            base_key,
+            indexes,
+            tombstone_seconds: LONGEST_RECORD_AGE_SECONDS + crate::tombstone::MARGIN_SECONDS,
+        })
     }
 }
 

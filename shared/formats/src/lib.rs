@@ -5,8 +5,9 @@
 //! - [`config`]: the index's definition, `MULTIKEY_INDEXES`, parsed and checked once.
 //! - [`entries`]: the entries an item image yields for one index, their keys and items ("Index
 //!   items"), and [`has_entry`], whether an item has an entry for a member.
-//! - [`head`]: an item's version head, for indexing records that come out of order ("Version
-//!   heads").
+//! - [`tombstone`]: a removed entry's tombstone, which guards the removal as a version guards a
+//!   put ("Tombstones"); [`head`]: the version heads earlier versions wrote, read only to be
+//!   left out.
 //! - [`archive`]: the TTL archive's objects ("TTL archive, version 2").
 //! - [`counter`]: sharded counters' keys and total items ("Counter total items").
 //! - [`cursor`]: the grid's signed cursor ("Grid cursor, g1").
@@ -23,6 +24,7 @@ pub mod counter;
 pub mod cursor;
 pub mod entries;
 pub mod head;
+pub mod tombstone;
 pub mod touch;
 
 pub use config::{Index, Indexes, KeyFormat, VALUE_ATTRIBUTE, VERSION_ATTRIBUTE};

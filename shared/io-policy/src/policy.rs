@@ -291,6 +291,49 @@ impl Attempts<'_> {
         self.made += 1;
     }
 
+    /// Runs one attempt made of `requests` sent together in one place of the window (as the
+    /// writes of one batch request would go), each cut off at the attempt timeout or the stop
+    /// instant on its own, so that one slow request fails alone and the others' answers stand;
+    /// counts each. Their outcomes, in order; `Err` when no request could be sent (no time left).
+    pub async fn run_each<T>(
+        &mut self,
+        requests: Vec<impl Future<Output = Result<T, Failure>>>,
+    ) -> Result<Vec<Result<T, Failure>>, Failure> {
+        if Instant::now() >= self.budget.stop_at {
+            return Err(Failure::transient("no time left before the invocation deadline"));
+        }
+        let Ok(_slot) = tokio::time::timeout_at(self.budget.stop_at.into(), self.budget.window.enter()).await
+        else {
+            return Err(Failure::transient(
+                "no time left before the invocation deadline (waiting for a place in the write window)",
+            ));
+        };
+        let limit = self
+            .budget
+            .stop_at
+            .saturating_duration_since(Instant::now())
+            .min(self.budget.policy.attempt_timeout);
+        for _ in 0..requests.len() {
+            self.budget.tally.sent(self.made > 0);
+        }
+        self.made += 1;
+        let answers = futures_util::future::join_all(requests.into_iter().map(|request| async move {
+            tokio::time::timeout(limit, request).await.unwrap_or_else(|_| {
+                Err(Failure::transient(format!(
+                    "the attempt was cut off after {} ms (attempt timeout or deadline)",
+                    limit.as_millis()
+                )))
+            })
+        }))
+        .await;
+        if answers.iter().any(|a| a.as_ref().is_err_and(|f| f.throttled)) {
+            self.budget.window.throttled(Instant::now());
+        } else if answers.iter().all(Result::is_ok) {
+            self.budget.window.clean();
+        }
+        Ok(answers)
+    }
+
     /// Runs one attempt, cut off at the attempt timeout or the stop instant; counts it.
     pub async fn run<T>(&mut self, attempt: impl Future<Output = Result<T, Failure>>) -> Result<T, Failure> {
         let now = Instant::now();

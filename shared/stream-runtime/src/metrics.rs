@@ -49,9 +49,9 @@ pub enum Metric {
     FailedWrites,
     /// Version-conditioned writes that lost to another writer and were merged again.
     Conflicts,
-    /// Fenced writes not applied because their item's head had moved past their version: a newer
-    /// record of the item was applied first, so they were late (a superseded invocation's) or
-    /// repeated, and not needed.
+    /// Versioned puts not applied because the stored item already held a newer (or the same)
+    /// version: a newer record of the item was applied first, so they were late (a superseded
+    /// invocation's) or repeated, and not needed.
     SupersededWrites,
 }
 

@@ -19,20 +19,19 @@
 //!   half sent again, down to single writes, so that only the writes that cause it fail as
 //!   record-permanent; the others are applied.
 //!
-//! [`Writer::write_fenced`] applies each item's writes behind a *fence*: in a `TransactWriteItems`
-//! with a put of the item's version head, conditioned on its version, so that a request landing
-//! after newer writes of the same item (its invocation superseded) is refused whole
-//! ([`fenced`](crate::writer::Fenced)).
+//! [`Writer::write_versioned`] puts items guarded by the version each carries: a put is applied
+//! only where the stored item is absent or older, so that a request landing after a newer write
+//! of the same key (its invocation superseded) is refused ([`versioned`](crate::writer::VersionedReport)).
 //!
 //! [`Report`] says what happened: writes done, and each failed write's `origin` (the record it
 //! finishes) with its classified failure.
 
-mod fenced;
 mod send;
+mod versioned;
 
 pub use crate::{ItemWrite, Op};
-pub use fenced::{Fence, Fenced, FencedReport, MAX_ACTIONS, requests_for_fenced};
 pub use send::Writer;
+pub use versioned::{CHUNK, VersionedReport, requests_for_versioned};
 
 use io_policy::Failure;
 
@@ -57,6 +56,19 @@ impl Report {
 
 /// DynamoDB's limit on writes per `BatchWriteItem` request.
 pub(crate) const MAX_BATCH: usize = 25;
+
+/// `writes` cut into chunks of at most `size`, in order.
+pub(crate) fn chunks(writes: Vec<ItemWrite>, size: usize) -> Vec<Vec<ItemWrite>> {
+    let mut chunks = Vec::with_capacity(writes.len().div_ceil(size.max(1)));
+    let mut writes = writes.into_iter();
+    loop {
+        let chunk: Vec<ItemWrite> = writes.by_ref().take(size.max(1)).collect();
+        if chunk.is_empty() {
+            return chunks;
+        }
+        chunks.push(chunk);
+    }
+}
 
 /// The number of requests a call with `writes` writes makes when nothing is retried.
 pub const fn requests_for(writes: usize) -> usize {

@@ -155,21 +155,21 @@ pub(crate) async fn parked(function: &str, event_id: &str) -> Vec<serde_json::Va
     docs
 }
 
-/// The partition key of every entry in the index table `table` (version heads left out), one per
+/// The partition key of every entry in the index table `table` (tombstones left out), one per
 /// item, sorted.
 pub(crate) async fn index_partitions(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<String> {
     let scan = client.scan().table_name(table).send().await.unwrap();
     let mut pks: Vec<String> = scan
         .items()
         .iter()
+        .filter(|i| !formats::tombstone::is_tombstone(i.keys().map(String::as_str)))
         .map(|i| i["pk"].as_s().unwrap().clone())
-        .filter(|pk| !formats::head::is_head(pk))
         .collect();
     pks.sort();
     pks
 }
 
-/// The index table's entries, its version heads left out.
+/// The index table's entries, its tombstones left out.
 pub(crate) async fn index_entries(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
@@ -177,6 +177,8 @@ pub(crate) async fn index_entries(
     Ok(local_stack::scan(client, table)
         .await?
         .into_iter()
-        .filter(|item| !item["pk"]["S"].as_str().is_some_and(formats::head::is_head))
+        .filter(|item| {
+            !item.as_object().is_some_and(|o| formats::tombstone::is_tombstone(o.keys().map(String::as_str)))
+        })
         .collect())
 }

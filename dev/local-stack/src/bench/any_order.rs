@@ -4,9 +4,8 @@
 //!
 //! Each side keeps its own index table, created for the part, so that each sees only its own
 //! writes: a continuous history of the synthetic issues is cut into consecutive batches, the
-//! first of which warms both sides (it creates the items, and for `any` their heads) and is not
-//! measured. Only moto answers: the sink would answer every head read with nothing, which is the
-//! cost of a table with no heads yet, not of one in use.
+//! first of which warms both sides (it creates the items) and is not measured. Only moto answers,
+//! so that the guarded puts meet the entries and tombstones earlier batches left.
 
 use std::sync::atomic::Ordering;
 
@@ -40,9 +39,9 @@ pub struct Row {
 pub struct Side {
     /// From the event's bytes to the response.
     pub wall_ms: f64,
-    /// Requests (head reads included), retries included.
+    /// Requests, retries included.
     pub requests: u64,
-    /// Item writes (entries, and for `any` heads).
+    /// Item writes (entries and tombstones).
     pub writes: u64,
 }
 

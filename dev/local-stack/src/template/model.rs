@@ -36,6 +36,8 @@ pub struct Function {
     pub log_format: Option<String>,
     /// `Timeout`, in seconds.
     pub timeout: Option<i64>,
+    /// `MemorySize`, in MB (128 when unset, as Lambda's default).
+    pub memory_size: i64,
     /// `Environment.Variables`.
     pub environment: BTreeMap<String, String>,
     /// The event sources of type `DynamoDB`.
@@ -189,17 +191,8 @@ impl Template {
                 handler: text(&properties, "/Handler"),
                 architectures: strings(properties.get("Architectures")),
                 log_format: text(&properties, "/LoggingConfig/LogFormat"),
-                timeout: properties
-                    .get("Timeout")
-                    .map(|v| {
-                        scalar(v).parse().map_err(|_| {
-                            TemplateError::invalid(
-                                &format!("{at}/Properties/Timeout"),
-                                format!("{v} is not an integer"),
-                            )
-                        })
-                    })
-                    .transpose()?,
+                timeout: integer(&properties, "Timeout", &at)?,
+                memory_size: integer(&properties, "MemorySize", &at)?.unwrap_or(128),
                 environment: properties
                     .pointer("/Environment/Variables")
                     .and_then(Value::as_object)
@@ -255,6 +248,18 @@ fn stream_source(name: &str, properties: &Value, at: &str) -> Result<StreamSourc
         filters,
         enabled: properties.get("Enabled").is_none_or(|v| scalar(v) != "false"),
     })
+}
+
+/// The integer property `name` of a function at `at`, if set.
+fn integer(properties: &Value, name: &str, at: &str) -> Result<Option<i64>, TemplateError> {
+    properties
+        .get(name)
+        .map(|v| {
+            scalar(v).parse().map_err(|_| {
+                TemplateError::invalid(&format!("{at}/Properties/{name}"), format!("{v} is not an integer"))
+            })
+        })
+        .transpose()
 }
 
 /// SAM's `Globals` rule: maps merge, lists append, scalars are replaced.

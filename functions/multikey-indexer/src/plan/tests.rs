@@ -44,9 +44,11 @@ fn sort_key(v: &AttributeValue) -> String {
     format!("({})", parts.join(", "))
 }
 
-/// `put 35e9#3812 ("2023-05-01", 1, "020e") @0`: the op, partition key, decoded sort key and origin.
+/// `put 35e9#3812 ("2023-05-01", 1, "020e") @0`: the op (`put`, `remove` for a tombstone's put,
+/// `delete` for a record without a version), partition key, decoded sort key and origin.
 fn describe(w: &ItemWrite) -> String {
     let (name, item) = match &w.op {
+        Op::Put(item) if item.get(formats::tombstone::EXPIRES_ATTRIBUTE).is_some() => ("remove", item),
         Op::Put(item) => ("put", item),
         Op::Delete(key) => ("delete", key),
     };
@@ -94,13 +96,13 @@ fn the_fixture_events() {
             r#"put 35e9#47e5 ("Approved", 3, "af34") @4"#,
         ], &[], None),
         ("a value changed: re-key", fixture!("modify-value.json"), &[
-            r#"delete 35e9#3812 ("2023-05-01", 1, "020e") @0"#,
+            r#"remove 35e9#3812 ("2023-05-01", 1, "020e") @0"#,
             r#"put 35e9#3812 ("2023-05-15", 1, "020e") @0"#,
         ], &[], None),
         ("a tiebreaker changed: every entry re-keyed", fixture!("modify-tiebreaker.json"), &[
-            r#"delete 35e9#3812 ("2023-05-02", 2, "67d1") @0"#,
+            r#"remove 35e9#3812 ("2023-05-02", 2, "67d1") @0"#,
             r#"put 35e9#3812 ("2023-05-02", 7, "67d1") @0"#,
-            r#"delete 35e9#882a ("2023-06-02", 2, "67d1") @0"#,
+            r#"remove 35e9#882a ("2023-06-02", 2, "67d1") @0"#,
             r#"put 35e9#882a ("2023-06-02", 7, "67d1") @0"#,
         ], &[], None),
         ("a projected attribute changed: rewritten in place", fixture!("modify-projected.json"), &[
@@ -109,12 +111,12 @@ fn the_fixture_events() {
         ], &[], None),
         ("nothing the index reads changed", fixture!("modify-unrelated.json"), &[], &[], None),
         ("a field removed and another added", fixture!("modify-fields.json"), &[
-            r#"delete 35e9#3fe6 (42, 3, "af34") @0"#,
+            r#"remove 35e9#3fe6 (42, 3, "af34") @0"#,
             r#"put 35e9#882a ("2023-06-30", 3, "af34") @0"#,
         ], &[], None),
         ("remove", fixture!("remove.json"), &[
-            r#"delete 35e9#3812 ("2023-05-01", 1, "020e") @0"#,
-            r#"delete 35e9#882a ("2023-06-01", 1, "020e") @0"#,
+            r#"remove 35e9#3812 ("2023-05-01", 1, "020e") @0"#,
+            r#"remove 35e9#882a ("2023-06-01", 1, "020e") @0"#,
         ], &[], None),
         ("a KEYS_ONLY stream is a configuration error", fixture!("keys-only.json"), &[], &[], Some((0,
             "MODIFY record has no OldImage: the stream's view type is KEYS_ONLY, and this function needs \
@@ -185,11 +187,25 @@ pub(super) fn record(
     new: Option<serde_json::Value>,
     seq: u32,
 ) -> EventRecord {
+    record_at(name, old, new, seq, None)
+}
+
+/// [`record`], with a change time (`ApproximateCreationDateTime`, seconds) when given.
+fn record_at(
+    name: &str,
+    old: Option<serde_json::Value>,
+    new: Option<serde_json::Value>,
+    seq: u32,
+    changed_at: Option<u64>,
+) -> EventRecord {
     let any = new.clone().or(old.clone()).unwrap();
     let mut dynamodb = json!({
         "Keys": {"id": any["id"]}, "SequenceNumber": seq.to_string(), "SizeBytes": 1,
         "StreamViewType": "NEW_AND_OLD_IMAGES",
     });
+    if let Some(at) = changed_at {
+        dynamodb["ApproximateCreationDateTime"] = json!(at);
+    }
     if let Some(old) = old {
         dynamodb["OldImage"] = old;
     }
@@ -643,4 +659,233 @@ fn an_entry_is_measured_before_it_is_built_to_the_byte_and_even_when_replaced() 
     assert_eq!(plan.failures.rejected[0].record, 0);
     assert_eq!(plan.writes.len(), 1);
     assert_eq!((plan.writes[0].origin, put_size(&plan)), (1, put_size(&small)));
+}
+
+/// DynamoDB's guarded put, as `Writer::write_versioned` sends it: applied only where the stored
+/// item is absent or holds an older `sidestream_seq`. Counts the puts refused.
+fn apply_guarded<'a>(model: &mut Model, writes: impl IntoIterator<Item = &'a ItemWrite>) -> usize {
+    let version = |item: &Item| match item.get(crate::VERSION_ATTRIBUTE) {
+        Some(AttributeValue::S(v)) => v.clone(),
+        other => panic!("a guarded put without a version: {other:?}"),
+    };
+    let mut refused = 0;
+    for w in writes {
+        let Op::Put(item) = &w.op else { panic!("a versioned plan deletes: {w:?}") };
+        let item = item.clone().into_item();
+        let key = key_of(&Attributes::from(item.clone()));
+        match model.get(&key) {
+            Some(stored) if version(stored) >= version(&item) => refused += 1,
+            _ => {
+                model.insert(key, item);
+            }
+        }
+    }
+    refused
+}
+
+/// The live entries of a model (tombstones left out), described as `pk (sort key)`.
+fn live(model: &Model) -> Vec<String> {
+    model
+        .iter()
+        .filter(|(_, item)| !item.contains_key(formats::tombstone::EXPIRES_ATTRIBUTE))
+        .map(|((pk, _), item)| format!("{pk} {}", sort_key(&item["sk"])))
+        .collect()
+}
+
+/// One item's records, each a change of the last: field `f` put, taken out, put back (the same
+/// entry removed and re-added), moved; field `g` moved; then the item removed and inserted again.
+fn chain() -> Vec<EventRecord> {
+    let images = [
+        None,
+        Some(json!({"f": {"S": "a"}, "g": {"S": "x"}})),
+        Some(json!({"g": {"S": "x"}})),
+        Some(json!({"f": {"S": "a"}, "g": {"S": "x"}})),
+        Some(json!({"f": {"S": "b"}, "g": {"S": "y"}})),
+        None,
+        Some(json!({"f": {"S": "a"}})),
+    ];
+    images
+        .windows(2)
+        .enumerate()
+        .map(|(at, pair)| {
+            let image = |fields: &Option<serde_json::Value>| fields.as_ref().map(|f| issue("i1", 1, f));
+            let (old, new) = (image(&pair[0]), image(&pair[1]));
+            let name = match (&old, &new) {
+                (None, _) => "INSERT",
+                (_, None) => "REMOVE",
+                _ => "MODIFY",
+            };
+            let seq = 100 + u32::try_from(at).unwrap();
+            record_at(name, old, new, seq, Some(1_764_000_000 + u64::from(seq)))
+        })
+        .collect()
+}
+
+/// Every order of delivery, each record a batch of its own and each delivered twice (a late
+/// copy landing after the others), ends with the entries of the newest image, in any order
+/// mode: each key's newest write, an entry or a tombstone, is the one that stays.
+#[test]
+fn records_applied_in_any_order_end_as_the_newest_image_says() {
+    let ix = article_like();
+    let records = chain();
+    // Each prefix of the chain, the entries its last image has (written by hand, not planned).
+    let want_after: [&[&str]; 6] = [
+        &[r#"p1#f ("a", 1, "i1")"#, r#"p1#g ("x", 1, "i1")"#],
+        &[r#"p1#g ("x", 1, "i1")"#],
+        &[r#"p1#f ("a", 1, "i1")"#, r#"p1#g ("x", 1, "i1")"#],
+        &[r#"p1#f ("b", 1, "i1")"#, r#"p1#g ("y", 1, "i1")"#],
+        &[],
+        &[r#"p1#f ("a", 1, "i1")"#],
+    ];
+    let plan_one = |r: &EventRecord| {
+        let plan =
+            Plan::in_order(&ix, &stream_runtime::WireRecord::view_all(std::slice::from_ref(r)), Order::Any);
+        assert!(plan.failures.rejected.is_empty() && plan.failures.stopped.is_none(), "{:?}", plan.failures);
+        plan.writes
+    };
+    let mut orders = 0;
+    let mut refused = 0;
+    for n in 1..=records.len() {
+        let prefix = &records[..n];
+        let mut order: Vec<usize> = (0..n).collect();
+        for_each_permutation(&mut order, &mut |order: &[usize]| {
+            let mut model = Model::new();
+            for &at in order {
+                refused += apply_guarded(&mut model, &plan_one(&prefix[at]));
+            }
+            // A late copy of each, landing after everything else.
+            for &at in order {
+                refused += apply_guarded(&mut model, &plan_one(&prefix[at]));
+            }
+            assert_eq!(live(&model), want_after[n - 1], "records delivered in the order {order:?}");
+            orders += 1;
+        });
+        // The whole prefix as one batch, shuffled: the newest write of each key is kept.
+        let mut shuffled = prefix.to_vec();
+        shuffled.reverse();
+        let batch = Plan::in_order(&ix, &stream_runtime::WireRecord::view_all(&shuffled), Order::Any);
+        let mut model = Model::new();
+        apply_guarded(&mut model, &batch.writes);
+        assert_eq!(live(&model), want_after[n - 1], "the first {n} records in one batch, newest first");
+    }
+    // 1! + 2! + … + 6! orders, and the late copies were refused, not applied.
+    assert_eq!(orders, 1 + 2 + 6 + 24 + 120 + 720);
+    assert!(refused > orders, "late copies refused: {refused}");
+}
+
+/// In any order, a record without a version cannot be ordered: it is rejected, not guessed at.
+#[test]
+fn in_any_order_a_record_without_a_version_is_rejected() {
+    let ix = article_like();
+    let mut r = chain().remove(0);
+    r.change.sequence_number = None;
+    let plan =
+        Plan::in_order(&ix, &stream_runtime::WireRecord::view_all(std::slice::from_ref(&r)), Order::Any);
+    assert_eq!(plan.failures.rejected.len(), 1);
+    assert!(matches!(plan.failures.rejected[0].error, PlanError::NoVersion));
+    assert!(plan.writes.is_empty());
+}
+
+/// A removed entry's tombstone expires at its record's change time plus its lifetime: in any
+/// order the record age and an hour, in order an hour (`formats::tombstone`).
+#[test]
+fn a_tombstone_expires_its_lifetime_after_its_change() {
+    let ix = article_like();
+    let records = chain();
+    for (order, lifetime) in [(Order::Any, ix.tombstone_seconds), (Order::Stream, 3_600)] {
+        let plan = Plan::in_order(&ix, &stream_runtime::WireRecord::view_all(&records[1..2]), order);
+        let tombstones: Vec<&Attributes> = plan
+            .writes
+            .iter()
+            .filter_map(|w| match &w.op {
+                Op::Put(item) if item.get(formats::tombstone::EXPIRES_ATTRIBUTE).is_some() => Some(item),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(tombstones.len(), 1);
+        let expires = 1_764_000_000 + 101 + lifetime;
+        assert_eq!(
+            tombstones[0].get(formats::tombstone::EXPIRES_ATTRIBUTE),
+            Some(&AttributeValue::N(expires.to_string())),
+            "{order:?}"
+        );
+        assert_eq!(tombstones[0].iter().count(), 4, "key, version and expiry only: {:?}", tombstones[0]);
+    }
+}
+
+fn article_like() -> Indexes {
+    Indexes::from_json(
+        r#"{"base_key": ["id"], "indexes": [{"name": "cf", "table": "t", "source": "custom_fields",
+            "scope": ["project"], "tiebreakers": ["num"]}]}"#,
+    )
+    .unwrap()
+}
+
+/// Calls `each` with every permutation of `items` (Heap's algorithm).
+fn for_each_permutation(items: &mut [usize], each: &mut dyn FnMut(&[usize])) {
+    fn heap(k: usize, items: &mut [usize], each: &mut dyn FnMut(&[usize])) {
+        if k <= 1 {
+            each(items);
+            return;
+        }
+        for i in 0..k {
+            heap(k - 1, items, each);
+            let j = if k.is_multiple_of(2) { i } else { 0 };
+            items.swap(j, k - 1);
+        }
+    }
+    heap(items.len(), items, each);
+}
+
+/// An item of 150 entries (more than a transaction's 100 actions, which the fence before the
+/// version guard cut into parts): inserted, half its entries moved, then removed, in every order
+/// of delivery and each record twice. The guard is per entry, so no order leaves a mix of two
+/// records' entries: the index ends as the newest image says.
+#[test]
+fn an_item_of_many_entries_ends_right_in_every_order() {
+    let ix = article_like();
+    let image = |moved: bool| {
+        let fields: serde_json::Map<String, serde_json::Value> = (0..150)
+            .map(|i| {
+                let v = if moved && i % 2 == 0 { format!("b{i}") } else { format!("a{i}") };
+                (format!("f{i:03}"), json!({"S": v}))
+            })
+            .collect();
+        issue("i1", 1, &serde_json::Value::Object(fields))
+    };
+    let records = [
+        record_at("INSERT", None, Some(image(false)), 200, Some(1_764_000_000)),
+        record_at("MODIFY", Some(image(false)), Some(image(true)), 201, Some(1_764_000_001)),
+        record_at("REMOVE", Some(image(true)), None, 202, Some(1_764_000_002)),
+    ];
+    let plan_one = |r: &EventRecord| {
+        Plan::in_order(&ix, &stream_runtime::WireRecord::view_all(std::slice::from_ref(r)), Order::Any).writes
+    };
+    let moved: Vec<String> = (0..150)
+        .map(|i| {
+            let v = if i % 2 == 0 { format!("b{i}") } else { format!("a{i}") };
+            format!("p1#f{i:03} ({v:?}, 1, \"i1\")")
+        })
+        .collect();
+    for (n, want) in [(2, moved), (3, Vec::new())] {
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut orders = 0;
+        for_each_permutation(&mut order, &mut |order: &[usize]| {
+            let mut model = Model::new();
+            for &at in order.iter().chain(order) {
+                apply_guarded(&mut model, &plan_one(&records[at]));
+            }
+            let mut got = live(&model);
+            got.sort();
+            let mut want = want.clone();
+            want.sort();
+            assert_eq!(got, want, "the first {n} records in the order {order:?}");
+            orders += 1;
+        });
+        assert_eq!(orders, if n == 2 { 2 } else { 6 });
+    }
+    // Every write of the item is a put of its own: 150 entries, then 75 moved (75 tombstones and
+    // 75 puts), then 150 tombstones.
+    let counts: Vec<usize> = records.iter().map(|r| plan_one(r).len()).collect();
+    assert_eq!(counts, [150, 150, 150]);
 }

@@ -187,7 +187,10 @@ impl Grid {
                 .limit(count(want + 1 - entries.len()))
                 .set_exclusive_start_key(start.take());
             let page = query_under(ask, schema.index_table(), filling).await?;
-            entries.extend(page.items.unwrap_or_default());
+            // A removed entry's tombstone keeps its key until the table's TTL deletes it
+            // (`formats::tombstone`): read and billed, never shown.
+            let items = page.items.unwrap_or_default().into_iter();
+            entries.extend(items.filter(|i| !formats::tombstone::is_tombstone(i.keys().map(String::as_str))));
             match page.last_evaluated_key {
                 Some(key) if !key.is_empty() && entries.len() <= want => start = Some(key),
                 _ => break,

@@ -174,21 +174,27 @@ impl Mender {
                 )));
             }
             for write in plan.writes {
-                let Op::Delete(key) = write.op else { continue };
+                // A removal: a tombstone's put (a record with a version, as every replayed one
+                // has) or a delete; its key is deleted unless something newer is there.
+                let key = match write.op {
+                    Op::Delete(key) => key,
+                    Op::Put(item) if item.get(formats::tombstone::EXPIRES_ATTRIBUTE).is_some() => item,
+                    Op::Put(_) => continue,
+                };
                 let index = self
                     .indexes
                     .indexes
                     .iter()
                     .find(|i| i.table == write.table)
                     .ok_or_else(|| VerifyError::Index(format!("no index writes to {}", write.table)))?;
-                self.delete(
-                    &budget,
-                    index,
-                    key.into_item().into(),
-                    Unless::Newer(version.clone()),
-                    &mut mended,
-                )
-                .await?;
+                let key: HashMap<String, AttributeValue> = key
+                    .into_item()
+                    .into_inner()
+                    .into_iter()
+                    .filter(|(name, _)| *name == index.partition_key || *name == index.sort_key)
+                    .map(|(name, value)| (name, value.into()))
+                    .collect();
+                self.delete(&budget, index, key, Unless::Newer(version.clone()), &mut mended).await?;
             }
             let keys_json =
                 serde_json::to_value(&record.change.keys).map_err(|e| VerifyError::Format(e.to_string()))?;
@@ -263,7 +269,7 @@ impl Mender {
         };
         let item = serde_json::to_value(serde_dynamo::Item::from(item))
             .map_err(|e| VerifyError::Format(e.to_string()))?;
-        let one = Indexes { base_key: self.indexes.base_key.clone(), indexes: vec![index.clone()] };
+        let one = self.indexes.only(index);
         let wanted = (entry.get(&index.partition_key), entry.get(&index.sort_key));
         for line in crate::oracle::expected_index(&one, &[item])? {
             let expected: Value =

@@ -68,7 +68,7 @@ impl<'a> Passes<'a> {
         base_table: &'a str,
         progress: &'a (dyn Fn(usize) + Sync),
     ) -> Passes<'a> {
-        let one = Indexes { base_key: indexes.base_key.clone(), indexes: vec![index.clone()] };
+        let one = indexes.only(index);
         Passes { client, budget, one, base_table, progress, page_items: PAGE_ITEMS, pacer: Pacer::new(None) }
     }
 
@@ -108,7 +108,10 @@ impl<'a> Passes<'a> {
         let keys: Vec<Item> =
             first.extra.iter().map(|entry| key_of(entry, &names)).collect::<Result<_, _>>()?;
         for chunk in keys.chunks(BATCH_KEYS) {
+            // An extra entry removed since is a tombstone now: no longer extra.
             let entries = self.get(&index.table, chunk.to_vec()).await?;
+            let entries =
+                entries.into_iter().filter(|item| crate::oracle::is_entry(&self.one, item)).collect();
             self.against_base(entries, drift).await?;
         }
         Ok(())
@@ -118,7 +121,7 @@ impl<'a> Passes<'a> {
     /// noting its differences in `drift`, and answers where the next page starts (`None`: the
     /// segment is done). The base pass notes missing and stale entries and counts the entries
     /// called for (`expected`); the index pass notes extra entries and counts the entries there
-    /// (`entries`; version heads are not entries). The page's item count goes to `progress`.
+    /// (`entries`; tombstones and version heads are not entries). The page's item count goes to `progress`.
     pub(crate) async fn page_of(
         &self,
         pass: Pass,
@@ -140,7 +143,7 @@ impl<'a> Passes<'a> {
             }
             Pass::Index => {
                 let entries: Vec<Value> =
-                    items.into_iter().filter(|item| !crate::oracle::is_head(&self.one, item)).collect();
+                    items.into_iter().filter(|item| crate::oracle::is_entry(&self.one, item)).collect();
                 drift.entries += entries.len();
                 self.against_base(entries, drift).await?;
             }
@@ -228,7 +231,11 @@ impl<'a> Passes<'a> {
         let keys: Vec<Item> = wanted.values().map(|entry| key_of(entry, &names)).collect::<Result<_, _>>()?;
         let mut found = HashMap::new();
         for chunk in keys.chunks(BATCH_KEYS) {
+            // A tombstone under an entry's key: the entry is missing.
             for entry in self.get(&index.table, chunk.to_vec()).await? {
+                if !crate::oracle::is_entry(&self.one, &entry) {
+                    continue;
+                }
                 found.insert(self.entry_key(&entry)?, entry);
             }
         }

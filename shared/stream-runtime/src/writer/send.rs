@@ -39,15 +39,7 @@ impl Writer {
     /// Each chunk of 25 is put into the SDK's form only when the window admits it, so the first
     /// request leaves after 25 conversions, not after all of them: the rest overlap the waits.
     pub async fn write(&self, writes: Vec<ItemWrite>, budget: &Budget) -> Report {
-        let mut chunks: Vec<Vec<ItemWrite>> = Vec::with_capacity(crate::writer::requests_for(writes.len()));
-        let mut writes = writes.into_iter();
-        loop {
-            let chunk: Vec<ItemWrite> = writes.by_ref().take(MAX_BATCH).collect();
-            if chunk.is_empty() {
-                break;
-            }
-            chunks.push(chunk);
-        }
+        let chunks = crate::writer::chunks(writes, MAX_BATCH);
         self.write_as_ready(futures_util::stream::iter(chunks), budget).await
     }
 

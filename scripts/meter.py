@@ -1,0 +1,304 @@
+"""What AWS would bill for the requests the local stack's moto answers: DynamoDB read and write
+request units by item size, consistency and kind, and S3 requests by class.
+
+The launcher (scripts/moto-server.py) measures every DynamoDB request under its lock, so the
+items a request replaces are read before it and the items it leaves after it, and counts every S3
+request. `SidestreamControl.Meter` answers the totals as JSON, and with `{"Reset": true}` starts
+them again. Lambda, CloudWatch Logs and Step Functions are billed where they run, in the local
+stack (`local_stack::bench::cost`); the prices are in scripts/prices.json.
+
+The rules, from the DynamoDB developer guide ("Read/write capacity mode", "Capacity management
+for transactions", "Item sizes and formats") and S3's pricing page:
+
+- An item's size is the sum of its attributes' names and values: a string's UTF-8 bytes, a
+  binary's bytes, a number's significant digits two to a byte and one more, a boolean or null 1,
+  a list or map 3 plus 1 per element (and a map's keys), a set its elements.
+- Writes: one write unit per KB (1,024 bytes), rounded up, of the larger of the item before and
+  after: a `PutItem`, `UpdateItem`, `DeleteItem`, and each write of a `BatchWriteItem` alike (a
+  delete of a missing item, 1). A write refused by its condition is billed by the item it found
+  (at least 1). TTL's deletes are not billed.
+- A `TransactWriteItems` bills each action twice. AWS documents neither how a `ConditionCheck`
+  is billed nor whether a cancelled transaction is: this meter bills a `ConditionCheck` as a
+  transactional write of the item it checks, and a cancelled transaction as if every action had
+  been applied (the dearer reading of both).
+- Reads: one read unit per 4 KB of an item, rounded up, for a strongly consistent read, half for
+  an eventually consistent one, twice for a transactional one; a `GetItem` of a missing item,
+  the minimum. `Query` and `Scan` are billed by the bytes of the items they read, before any
+  filter or projection, rounded up to 4 KB per request; `BatchGetItem` by each item.
+- DynamoDB Streams' requests are free when Lambda's event source mapping makes them, which is
+  every caller of the local stack: counted (`requests`), not billed.
+- S3: `PUT`, `COPY`, `POST` and `LIST` requests in one class, `GET` and every other read
+  (`HEAD` too) in the other; `DELETE` is free.
+
+Besides what is billed, each DynamoDB write is also measured as a *single write*: what the same
+item write costs as one unconditional `PutItem` or `DeleteItem` (once, not twice), and nothing
+for a write refused by its condition or a `ConditionCheck`. The bench divides the two.
+"""
+
+import base64
+import collections
+import json
+import re
+import threading
+import urllib.parse
+
+METER = "SidestreamControl.Meter"
+
+KB = 1024
+READ_UNIT = 4096
+
+
+def size(value):
+    """The size of an attribute value in DynamoDB JSON (`{"S": "x"}`)."""
+    ((kind, v),) = value.items()
+    if kind == "S":
+        return len(v.encode())
+    if kind == "N":
+        return number_size(v)
+    if kind == "B":
+        return len(base64.b64decode(v)) if isinstance(v, str) else len(v)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "L":
+        return 3 + sum(1 + size(e) for e in v)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode()) + size(e) for k, e in v.items())
+    if kind == "SS":
+        return sum(len(e.encode()) for e in v)
+    if kind == "NS":
+        return sum(number_size(e) for e in v)
+    if kind == "BS":
+        return sum(len(base64.b64decode(e)) if isinstance(e, str) else len(e) for e in v)
+    raise ValueError(f"no DynamoDB type {kind}")
+
+
+def number_size(text):
+    """A number's size: its significant digits, two to a byte, and one byte more."""
+    mantissa = text.lower().split("e")[0]
+    digits = "".join(c for c in mantissa if c.isdigit()).strip("0")
+    return (max(len(digits), 1) + 1) // 2 + 1
+
+
+def item_size(item):
+    """An item's size: its attributes' names and values."""
+    return sum(len(name.encode()) + size(value) for name, value in (item or {}).items())
+
+
+def write_units(before, after):
+    """The write units of one item write: the larger item, per KB, at least 1."""
+    return max(1, -(-max(before, after) // KB))
+
+
+def read_units(nbytes, consistent):
+    """The read units of `nbytes` read at once, at least one unit's worth."""
+    units = max(1, -(-nbytes // READ_UNIT))
+    return units if consistent else units / 2
+
+
+class Meter:
+    """The totals: per table, write units billed and as single writes, read units; requests by
+    operation; S3 requests by bucket and class."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        with self.lock:
+            self.tables = collections.defaultdict(collections.Counter)
+            self.operations = collections.Counter()
+            self.s3 = collections.defaultdict(collections.Counter)
+
+    def totals(self):
+        with self.lock:
+            return {
+                "dynamodb": {
+                    "tables": {name: dict(counts) for name, counts in sorted(self.tables.items())},
+                    "requests": dict(self.operations),
+                },
+                "s3": {bucket: dict(counts) for bucket, counts in sorted(self.s3.items())},
+            }
+
+    def add(self, table, **counts):
+        with self.lock:
+            self.tables[table].update(counts)
+
+    def answer(self, environ, start_response):
+        """`SidestreamControl.Meter`: the totals so far."""
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        environ["wsgi.input"].read(length)
+        body = json.dumps(self.totals()).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    def count_stream_read(self, target):
+        """Counts one DynamoDB Streams request (free to Lambda)."""
+        with self.lock:
+            self.operations[target.rsplit(".", 1)[-1]] += 1
+
+    def count_s3(self, environ):
+        """Counts one S3 request by its bucket (path-style, as the local stack addresses S3) and
+        class."""
+        method = environ.get("REQUEST_METHOD", "GET")
+        path = environ.get("PATH_INFO", "/").strip("/")
+        bucket = path.split("/", 1)[0]
+        query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+        if method == "DELETE":
+            kind = "free"
+        elif method in ("PUT", "POST"):
+            kind = "put_copy_post_list"
+        elif method == "GET" and ("/" not in path or "list-type" in query or "uploads" in query):
+            kind = "put_copy_post_list"
+        else:
+            kind = "get_and_other"
+        with self.lock:
+            self.s3[bucket][kind] += 1
+
+
+class Measure:
+    """One DynamoDB request measured: `before` reads the items it may replace, `after` bills it
+    by its answer."""
+
+    def __init__(self, meter, backend, target, request):
+        self.meter = meter
+        self.backend = backend
+        self.operation = target.rsplit(".", 1)[-1]
+        self.request = request
+        self.before = {}
+        # Write units billed, by table: what CloudWatch's ConsumedWriteCapacityUnits says.
+        self.billed = collections.Counter()
+        with meter.lock:
+            meter.operations[self.operation] += 1
+        for table, key in self.keys_written():
+            self.before[(table, canonical(key))] = self.stored_size(table, key)
+
+    def keys_written(self):
+        """Each (table, key) the request may write or check."""
+        r, op = self.request, self.operation
+        if op == "PutItem":
+            yield r["TableName"], self.key_of(r["TableName"], r.get("Item", {}))
+        elif op in ("UpdateItem", "DeleteItem"):
+            yield r["TableName"], r["Key"]
+        elif op == "BatchWriteItem":
+            for table, writes in r.get("RequestItems", {}).items():
+                for w in writes:
+                    if "PutRequest" in w:
+                        yield table, self.key_of(table, w["PutRequest"]["Item"])
+                    else:
+                        yield table, w["DeleteRequest"]["Key"]
+        elif op == "TransactWriteItems":
+            for action in r.get("TransactItems", []):
+                ((kind, a),) = action.items()
+                key = self.key_of(a["TableName"], a["Item"]) if kind == "Put" else a["Key"]
+                yield a["TableName"], key
+
+    def key_of(self, table, item):
+        t = self.table(table)
+        if t is None:
+            return {}
+        names = [t.hash_key_attr] + ([t.range_key_attr] if t.range_key_attr else [])
+        return {n: item[n] for n in names if n in item}
+
+    def table(self, name):
+        name = name.split("/", 1)[1] if name.startswith("arn:") else name
+        return self.backend.tables.get(name)
+
+    def stored_size(self, table, key):
+        """The size of the item stored under `key`, 0 when there is none."""
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        t = self.table(table)
+        if t is None or t.hash_key_attr not in key:
+            return 0
+        hash_value = DynamoType(key[t.hash_key_attr])
+        range_value = DynamoType(key[t.range_key_attr]) if t.range_key_attr and t.range_key_attr in key else None
+        try:
+            item = t.get_item(hash_value, range_value)
+        except Exception:  # noqa: BLE001 - a key moto cannot look up is one it holds nothing under
+            return 0
+        return item_size(item.to_json()["Attributes"]) if item is not None else 0
+
+    def after(self, status, answer, rerun):
+        """Bills the request answered with `status` and `answer` (JSON bytes); `rerun(request)`
+        answers a request again, for the items a filtered or projected read read."""
+        op = self.operation
+        ok = status.startswith("2")
+        refused = b"ConditionalCheckFailed" in answer
+        cancelled = b"TransactionCanceledException" in answer
+        name = self.name(self.request.get("TableName", ""))
+        if op in ("PutItem", "UpdateItem", "DeleteItem") and (ok or refused):
+            key = next(iter(self.keys_written()))[1]
+            old = self.before.get((self.request["TableName"], canonical(key)), 0)
+            new = 0 if op == "DeleteItem" or refused else self.stored_size(self.request["TableName"], key)
+            units = write_units(old, new)
+            self.bill(name, wru=units, wru_single=0 if refused else units, refused=int(refused))
+        elif op == "BatchWriteItem" and ok:
+            # moto leaves nothing unprocessed (the fault proxy answers that itself).
+            for table, key in self.keys_written():
+                old = self.before.get((table, canonical(key)), 0)
+                units = write_units(old, self.stored_size(table, key))
+                self.bill(self.name(table), wru=units, wru_single=units)
+        elif op == "TransactWriteItems" and (ok or cancelled):
+            for action in self.request.get("TransactItems", []):
+                ((kind, a),) = action.items()
+                table = a["TableName"]
+                key = self.key_of(table, a["Item"]) if kind == "Put" else a["Key"]
+                old = self.before.get((table, canonical(key)), 0)
+                new = 0 if kind in ("Delete", "ConditionCheck") or not ok else self.stored_size(table, key)
+                units = write_units(old, new)
+                single = units if ok and kind != "ConditionCheck" else 0
+                self.bill(self.name(table), wru=2 * units, wru_single=single)
+        elif op == "GetItem" and ok:
+            item = json.loads(answer).get("Item")
+            consistent = bool(self.request.get("ConsistentRead"))
+            if self.request.get("ProjectionExpression") and item is not None:
+                item = json.loads(rerun(strip(self.request, "ProjectionExpression", "ExpressionAttributeNames"))).get("Item")
+            self.meter.add(name, rru=read_units(item_size(item), consistent))
+        elif op == "BatchGetItem" and ok:
+            for table, wanted in self.request.get("RequestItems", {}).items():
+                consistent = bool(wanted.get("ConsistentRead"))
+                plain = {"RequestItems": {table: strip(wanted, "ProjectionExpression", "ExpressionAttributeNames")}}
+                items = json.loads(answer).get("Responses", {}).get(table, [])
+                if wanted.get("ProjectionExpression"):
+                    items = json.loads(rerun(plain)).get("Responses", {}).get(table, [])
+                # Each item its own units; a key asked and not found costs nothing here.
+                units = sum(read_units(item_size(i), consistent) for i in items)
+                self.meter.add(self.name(table), rru=units)
+        elif op == "TransactGetItems" and ok:
+            for action, got in zip(self.request.get("TransactItems", []), json.loads(answer).get("Responses", [])):
+                self.meter.add(self.name(action["Get"]["TableName"]), rru=2 * read_units(item_size(got.get("Item")), True))
+        elif op in ("Query", "Scan") and ok:
+            consistent = bool(self.request.get("ConsistentRead"))
+            shaped = any(k in self.request for k in ("FilterExpression", "ProjectionExpression", "Select", "ScanFilter", "QueryFilter"))
+            items = json.loads(answer).get("Items", [])
+            if shaped:
+                plain = strip(self.request, "FilterExpression", "ProjectionExpression", "Select", "ScanFilter", "QueryFilter")
+                plain = drop_unused_names(plain)
+                items = json.loads(rerun(plain)).get("Items", [])
+            self.meter.add(name, rru=read_units(sum(item_size(i) for i in items), consistent))
+
+    def name(self, table):
+        return table.split("/", 1)[1] if table.startswith("arn:") else table
+
+    def bill(self, table, **counts):
+        self.billed[table] += counts["wru"]
+        self.meter.add(table, **counts)
+
+
+def canonical(key):
+    return json.dumps(key, sort_keys=True)
+
+
+def strip(request, *names):
+    return {k: v for k, v in request.items() if k not in names}
+
+
+def drop_unused_names(request):
+    """The request without the expression names and values no expression it keeps uses."""
+    used = " ".join(str(request.get(k, "")) for k in ("KeyConditionExpression", "ConditionExpression"))
+    out = dict(request)
+    for field in ("ExpressionAttributeNames", "ExpressionAttributeValues"):
+        if field in out:
+            kept = {k: v for k, v in out[field].items() if re.search(re.escape(k) + r"(?![\w])", used)}
+            if kept:
+                out[field] = kept
+            else:
+                del out[field]
+    return out

@@ -1,0 +1,68 @@
+//! A removed entry's tombstone: what the indexer puts in place of an entry it removes, so that
+//! the removal is guarded by its version as a put is (format in `docs/formats.md`,
+//! "Tombstones").
+//!
+//! Every index write is a put on the condition that the stored item is absent or older
+//! (`stream_runtime::writer::Writer::write_versioned`). A plain delete would leave nothing to
+//! compare with, and a late put of an older version would bring the entry back; a tombstone
+//! holds the remover's version, so that put is refused. It holds the entry's key, that version
+//! and [`EXPIRES_ATTRIBUTE`], the time after which the index table's TTL deletes it (TTL deletes
+//! cost no write units) — and that attribute is what tells a tombstone from an entry, which
+//! never has it. Readers (the grid, `index verify`, the oracle) leave tombstones out.
+//!
+//! **Its lifetime.** A tombstone must outlive every write older than it that can still land, and
+//! which those are depends on the order records come in:
+//!
+//! - *In any order* (a Kinesis data stream), an older record can come after it until the mapping
+//!   gives records up, `MaximumRecordAgeInSeconds` after their change, and a request it caused
+//!   lands within its invocation's timeout (900 s at most) after that. An older record's change
+//!   came before the remover's, so its tombstone expires at the record's change time
+//!   (`ApproximateCreationDateTime`) plus [`Indexes::tombstone_seconds`]: the record age plus
+//!   [`MARGIN_SECONDS`].
+//! - *In order* (a DynamoDB stream), Lambda delivers an item's records again only from a
+//!   checkpoint onward, in order, so an older write of a key is always followed again by the newer
+//!   ones: what a tombstone must outlive is a request landing late, sent by an invocation that has
+//!   timed out. It expires [`MARGIN_SECONDS`] after its change: longer than any invocation.
+//!
+//! DynamoDB deletes an expired item within days, never before it expires, so a tombstone can only
+//! last longer. A replay or a backfill never sends an old record again: they touch the base item
+//! (`crate::touch`), which makes a new one.
+
+use serde_dynamo::AttributeValue;
+use stream_runtime::Attributes;
+
+use crate::config::{Index, Indexes, VERSION_ATTRIBUTE};
+use crate::entries::EntryKey;
+
+/// The attribute of a tombstone, and of nothing else in an index table: when it expires (N,
+/// seconds since the Unix epoch), the index table's TTL attribute.
+pub const EXPIRES_ATTRIBUTE: &str = "sidestream_expires";
+
+/// What a tombstone outlives the record age by: Lambda's longest timeout, 900 seconds, and
+/// room besides.
+pub const MARGIN_SECONDS: u64 = 3_600;
+
+/// How long a tombstone lasts past its record's change, in seconds: for records that come in any
+/// order or in order (module documentation).
+pub fn lifetime(indexes: &Indexes, any_order: bool) -> u64 {
+    if any_order { indexes.tombstone_seconds } else { MARGIN_SECONDS }
+}
+
+/// The tombstone of the entry under `key` in `index`, removed by the record of `version`,
+/// expiring at `expires` (seconds since the epoch: its change time plus its [`lifetime`]).
+pub fn item(index: &Index, key: EntryKey, version: String, expires: u64) -> Attributes {
+    let mut item = Attributes::with_capacity(4);
+    item.push(index.partition_key.as_str(), AttributeValue::S(key.pk));
+    item.push(index.sort_key.as_str(), key.sk.into_attribute());
+    item.push(VERSION_ATTRIBUTE, AttributeValue::S(version));
+    item.push(EXPIRES_ATTRIBUTE, AttributeValue::N(expires.to_string()));
+    item
+}
+
+/// Whether an index table's item, known by its attribute names, is a tombstone.
+pub fn is_tombstone<'n>(mut names: impl Iterator<Item = &'n str>) -> bool {
+    names.any(|name| name == EXPIRES_ATTRIBUTE)
+}
+
+#[cfg(test)]
+mod tests;

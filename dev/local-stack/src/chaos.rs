@@ -503,7 +503,7 @@ pub struct Report {
     /// Faults the proxy injected, by kind, and the requests it forwarded.
     pub wire_faults: BTreeMap<&'static str, u64>,
     /// Of the writes the `late` fault sent upstream after their invocation had given up on them,
-    /// those DynamoDB refused: a fence or a condition found a newer write of the item.
+    /// those DynamoDB refused: a version guard or a condition found a newer write of the key.
     pub late_refused: u64,
     /// Requests sent to each emulator, by the fault proxy and the router together.
     pub emulator_requests: Vec<u64>,

@@ -206,7 +206,7 @@ pub struct Counts {
     pub stalls: AtomicU64,
     /// Writes sent upstream late: by the `late` fault, or held ([`Proxy::hold_writes`]).
     pub late: AtomicU64,
-    /// Of those, the ones DynamoDB refused (a condition or a fence found a newer write): the
+    /// Of those, the ones DynamoDB refused (a condition or a version guard found a newer write): the
     /// late writes that could have undone newer ones, and did not.
     pub late_refused: AtomicU64,
 }

@@ -117,7 +117,7 @@ fn render_wire(report: &local_stack::chaos::Report, out: &mut impl Write) -> io:
     writeln!(out, "\nAWS faults injected (fault proxy): {}", faults.join(", "))?;
     writeln!(
         out,
-        "Late writes refused by a fence or a condition (a newer write of the item had landed): {}",
+        "Late writes refused by a version guard or a condition (a newer write of the key had landed): {}",
         report.late_refused
     )?;
     let emulators: Vec<String> = report.emulator_requests.iter().map(u64::to_string).collect();

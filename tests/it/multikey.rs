@@ -36,7 +36,7 @@ fn sdk_item(v: &Value) -> HashMap<String, AttributeValue> {
     serde_json::from_value::<serde_dynamo::Item>(v.clone()).unwrap().into()
 }
 
-/// The index table's entries (its version heads left out), partition by partition in `Query`
+/// The index table's entries (its tombstones left out), partition by partition in `Query`
 /// (sort key) order, as `pk | value | id | num` rows.
 async fn index_rows(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<String> {
     let mut pks = crate::support::moto::index_partitions(client, table).await;
@@ -51,7 +51,9 @@ async fn index_rows(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<Strin
             .send()
             .await
             .unwrap();
-        for item in page.items() {
+        for item in
+            page.items().iter().filter(|i| !formats::tombstone::is_tombstone(i.keys().map(String::as_str)))
+        {
             let value = match &item["value"] {
                 AttributeValue::S(s) => s.clone(),
                 AttributeValue::N(n) => n.clone(),

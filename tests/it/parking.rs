@@ -135,7 +135,7 @@ async fn a_validation_exception_parks_exactly_the_record_that_causes_it() {
     assert!(failures.is_empty(), "{failures:?}");
     assert_eq!(counts(&metrics, &OUTCOME), [3, 1, 0, 0]);
     assert_eq!(crate::support::moto::index_partitions(&client, &table).await.len(), 2);
-    assert_parked_once("multikey-indexer", &id, "ValidationError: Number overflow").await;
+    assert_parked_once("multikey-indexer", &id, "Number overflow").await;
 }
 
 /// A base-table key that `MULTIKEY_INDEXES` names but the records lack is the configuration's

@@ -370,7 +370,12 @@ async fn under_every_injected_fault_nothing_is_lost_and_nothing_doubled() -> Res
         }
     }
     let injected = proxy.counts.snapshot();
-    ensure!(injected.iter().all(|(_, n)| *n > 0), "every kind of fault injected: {injected:?}");
+    // `partial` answers a BatchWriteItem or a TransactWriteItems in part, which no function
+    // sends now (tests/it/chaos.rs says why); every other kind must have happened.
+    ensure!(
+        injected.iter().filter(|(kind, _)| *kind != "partial").all(|(_, n)| *n > 0),
+        "every kind of fault injected: {injected:?}"
+    );
 
     assert_index_exact(&sdk, &stack).await?;
     let (bucket, prefix) = stack.archive_location()?;

@@ -248,7 +248,7 @@ fn in_steps_as_whole(indexes: &multikey_indexer::Indexes, records: &[stream_runt
     };
     let mut cut = Plan::default();
     for step in steps::by_item(indexes, &wire, 1) {
-        let plan = Plan::from_wire_at(indexes, &wire, &step, multikey_indexer::plan::Order::Stream);
+        let plan = Plan::from_wire_at(indexes, &wire, &step, multikey_indexer::plan::Order::Stream, 0);
         assert!(plan.failures.stopped.is_none(), "a step stopped where the whole batch's plan did not");
         cut.writes.extend(plan.writes);
         cut.failures.rejected.extend(plan.failures.rejected);

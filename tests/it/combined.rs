@@ -5,13 +5,12 @@
 
 use anyhow::{Result, ensure};
 use aws_lambda_events::event::dynamodb::Event;
-use aws_sdk_dynamodb::types::ScalarAttributeType;
 use serde_json::{Value, json};
 use stream_runtime::{Combined, Runtime, StreamFunction, combined};
 use stream_runtime::{Metric, Vars};
 
 use crate::support::lambda::{Function, deadline, fixture, items, objects};
-use crate::support::moto::{PARKING_BUCKET, create_table, parking_bucket, sdk, unique};
+use crate::support::moto::{PARKING_BUCKET, create_index_table, parking_bucket, sdk, unique};
 
 /// The archiver's pattern in template.yaml; the indexer's mapping has none (a map attribute).
 const TTL_REMOVE: &str = r#"{"eventName":["REMOVE"],"userIdentity":{"type":["Service"],"principalId":["dynamodb.amazonaws.com"]}}"#;
@@ -114,7 +113,7 @@ async fn stores(prefix: &str) -> Result<Stores> {
         aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build());
     let (index, index_ref) = (unique(&format!("{prefix}-index")), unique(&format!("{prefix}-index-ref")));
     for table in [&index, &index_ref] {
-        create_table(&dynamodb, table, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
+        create_index_table(&dynamodb, table).await;
     }
     let (bucket, bucket_ref) =
         (unique(&format!("{prefix}-archive")), unique(&format!("{prefix}-archive-ref")));
@@ -182,7 +181,7 @@ async fn a_combined_batch_resumes_at_the_earliest_record_either_function_stopped
     parking_bucket().await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&sdk());
     let index = unique("combined-stop-index");
-    create_table(&dynamodb, &index, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
+    create_index_table(&dynamodb, &index).await;
     // The archive bucket does not exist: the archiver stops, systemic, at its first record,
     // long before the indexer's KEYS_ONLY record.
     let both = combined(&lookup(&index, &unique("combined-no-such-bucket")))?;

@@ -90,7 +90,7 @@ impl StreamFunction for Indexer {
     }
 
     fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Plan> {
-        let mut plan = Plan::in_order(&self.indexes, records, self.order);
+        let mut plan = Plan::in_order(&self.indexes, records, self.order, now());
         log_skipped(&plan);
         let (puts, deletes) = plan.counts();
         tracing::debug!(records = records.len(), puts, deletes, "planned");
@@ -131,6 +131,7 @@ impl Indexer {
     /// refused then, or applied again alike.
     async fn plan_in_steps(&self, records: &[WireRecord<'_>], budget: &Budget) -> Applied {
         let steps = steps::by_item(&self.indexes, records, steps::STEP_RECORDS);
+        let now = now();
         let (ready, lots) = tokio::sync::mpsc::unbounded_channel::<Vec<ItemWrite>>();
         let lots =
             futures_util::stream::unfold(
@@ -144,7 +145,7 @@ impl Indexer {
             let mut unversioned: Vec<ItemWrite> = Vec::new();
             for step in &steps {
                 let planned = step.partition_point(|&at| at < stop);
-                let mut plan = Plan::from_wire_at(&self.indexes, records, &step[..planned], self.order);
+                let mut plan = Plan::from_wire_at(&self.indexes, records, &step[..planned], self.order, now);
                 log_skipped(&plan);
                 let (p, d) = plan.counts();
                 (puts, deletes) = (puts + p, deletes + d);
@@ -220,3 +221,9 @@ fn log_skipped(plan: &Plan) {
 
 #[cfg(test)]
 mod tests;
+
+/// The clock, read when a batch is planned: the time its tombstones' lifetimes count from, when
+/// it is later than their records' changes (`Plan::in_order`). Seconds since the Unix epoch.
+fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}

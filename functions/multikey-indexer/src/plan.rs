@@ -159,14 +159,18 @@ impl PlanError {
 }
 
 impl Plan {
-    /// Plans a batch read in place ([`stream_runtime::wire`]) in order: the runtime's path.
+    /// Plans a batch read in place ([`stream_runtime::wire`]) in order, its tombstones'
+    /// lifetimes counted from their records' change times alone (`now` 0 in [`Plan::in_order`]).
     pub fn from_wire(indexes: &Indexes, records: &[WireRecord<'_>]) -> Plan {
-        Plan::in_order(indexes, records, Order::Stream)
+        Plan::in_order(indexes, records, Order::Stream, 0)
     }
 
-    /// Plans a batch whose records of one item come in `order`.
-    pub fn in_order(indexes: &Indexes, records: &[WireRecord<'_>], order: Order) -> Plan {
-        Plan::of(indexes, order, records.len(), records.iter().enumerate())
+    /// Plans a batch whose records of one item come in `order`, to be written at `now` (seconds
+    /// since the epoch): a tombstone expires its lifetime after the later of its record's change
+    /// and `now` ([`formats::tombstone`]), so that one written long after its change (a mapping
+    /// catching up) still outlives every late write older than it.
+    pub fn in_order(indexes: &Indexes, records: &[WireRecord<'_>], order: Order, now: u64) -> Plan {
+        Plan::of(indexes, (order, now), records.len(), records.iter().enumerate())
     }
 
     /// Plans the records of a batch at `positions` (in the batch's order), each write and
@@ -177,10 +181,11 @@ impl Plan {
         records: &[WireRecord<'_>],
         positions: &[usize],
         order: Order,
+        now: u64,
     ) -> Plan {
         Plan::of(
             indexes,
-            order,
+            (order, now),
             positions.len(),
             positions.iter().filter_map(|&at| Some((at, records.get(at)?))),
         )
@@ -188,12 +193,13 @@ impl Plan {
 
     fn of<'r, 'w: 'r>(
         indexes: &Indexes,
-        order: Order,
+        (order, now): (Order, u64),
         count: usize,
         records: impl IntoIterator<Item = (usize, &'r WireRecord<'w>)>,
     ) -> Plan {
         let mut planner = Planner::new(indexes);
         planner.order = order;
+        planner.now = now;
         // About one write a record, so the map rarely grows (each growth hashes every key again).
         planner.slots.reserve(count);
         planner.pending.reserve(count);
@@ -248,6 +254,8 @@ struct Planner<'a> {
     version: Option<String>,
     changed_at: Option<u64>,
     order: Order,
+    /// When the writes are sent (seconds since the epoch), or 0 for the change times alone.
+    now: u64,
 }
 
 impl<'a> Planner<'a> {
@@ -264,13 +272,14 @@ impl<'a> Planner<'a> {
             version: None,
             changed_at: None,
             order: Order::Stream,
+            now: 0,
         }
     }
 
     /// The plan: each slot's write built into its item (a tombstone, or a key for a delete,
     /// where the entry is removed), in order.
     fn finish(self) -> Plan {
-        let Planner { indexes, mut plan, slots, pending, carried, order, .. } = self;
+        let Planner { indexes, mut plan, slots, pending, carried, order, now, .. } = self;
         let lifetime = formats::tombstone::lifetime(indexes, order == Order::Any);
         // Each position in `pending` has exactly one key in `slots`.
         let mut keys: Vec<(SlotKey, usize)> = slots.into_iter().collect();
@@ -288,7 +297,7 @@ impl<'a> Planner<'a> {
                         index,
                         key,
                         version,
-                        changed_at.saturating_add(lifetime),
+                        changed_at.max(now).saturating_add(lifetime),
                     )),
                     (None, None) => Op::Delete(key_item(index, key)),
                 };

@@ -11,18 +11,22 @@
 //! never has it. Readers (the grid, `index verify`, the oracle) leave tombstones out.
 //!
 //! **Its lifetime.** A tombstone must outlive every write older than it that can still land, and
-//! which those are depends on the order records come in:
+//! which those are depends on the order records come in. Its lifetime counts from when it is
+//! written, or from its record's change (`ApproximateCreationDateTime`) if that is later (a clock
+//! behind): a mapping catching up hours behind writes tombstones hours after their changes, and
+//! they must still outlive what is in flight then.
 //!
 //! - *In any order* (a Kinesis data stream), an older record can come after it until the mapping
-//!   gives records up, `MaximumRecordAgeInSeconds` after their change, and a request it caused
-//!   lands within its invocation's timeout (900 s at most) after that. An older record's change
-//!   came before the remover's, so its tombstone expires at the record's change time
-//!   (`ApproximateCreationDateTime`) plus [`Indexes::tombstone_seconds`]: the record age plus
-//!   [`MARGIN_SECONDS`].
+//!   gives it up, `MaximumRecordAgeInSeconds` after it reached the stream, and a request it caused
+//!   lands within its invocation's timeout (900 s at most) after that. It lasts
+//!   [`Indexes::tombstone_seconds`]: the record age plus [`MARGIN_SECONDS`]. This holds as long as
+//!   every copy of an older record reaches the stream less than [`MARGIN_SECONDS`] less the
+//!   timeout (45 minutes) after the tombstone is written: AWS says DynamoDB publishes changes to
+//!   Kinesis "in near-real time" and gives no bound (docs/formats.md, "Tombstones").
 //! - *In order* (a DynamoDB stream), Lambda delivers an item's records again only from a
 //!   checkpoint onward, in order, so an older write of a key is always followed again by the newer
 //!   ones: what a tombstone must outlive is a request landing late, sent by an invocation that has
-//!   timed out. It expires [`MARGIN_SECONDS`] after its change: longer than any invocation.
+//!   timed out before it was written. It lasts [`MARGIN_SECONDS`]: longer than any invocation.
 //!
 //! DynamoDB deletes an expired item within days, never before it expires, so a tombstone can only
 //! last longer. A replay or a backfill never sends an old record again: they touch the base item
@@ -42,14 +46,15 @@ pub const EXPIRES_ATTRIBUTE: &str = "sidestream_expires";
 /// room besides.
 pub const MARGIN_SECONDS: u64 = 3_600;
 
-/// How long a tombstone lasts past its record's change, in seconds: for records that come in any
-/// order or in order (module documentation).
+/// How long a tombstone lasts past its writing (or its record's change, if later), in seconds:
+/// for records that come in any order or in order (module documentation).
 pub fn lifetime(indexes: &Indexes, any_order: bool) -> u64 {
     if any_order { indexes.tombstone_seconds } else { MARGIN_SECONDS }
 }
 
 /// The tombstone of the entry under `key` in `index`, removed by the record of `version`,
-/// expiring at `expires` (seconds since the epoch: its change time plus its [`lifetime`]).
+/// expiring at `expires` (seconds since the epoch: the later of its writing and its record's
+/// change, plus its [`lifetime`]).
 pub fn item(index: &Index, key: EntryKey, version: String, expires: u64) -> Attributes {
     let mut item = Attributes::with_capacity(4);
     item.push(index.partition_key.as_str(), AttributeValue::S(key.pk));

@@ -738,8 +738,12 @@ fn records_applied_in_any_order_end_as_the_newest_image_says() {
         &[r#"p1#f ("a", 1, "i1")"#],
     ];
     let plan_one = |r: &EventRecord| {
-        let plan =
-            Plan::in_order(&ix, &stream_runtime::WireRecord::view_all(std::slice::from_ref(r)), Order::Any);
+        let plan = Plan::in_order(
+            &ix,
+            &stream_runtime::WireRecord::view_all(std::slice::from_ref(r)),
+            Order::Any,
+            0,
+        );
         assert!(plan.failures.rejected.is_empty() && plan.failures.stopped.is_none(), "{:?}", plan.failures);
         plan.writes
     };
@@ -763,7 +767,7 @@ fn records_applied_in_any_order_end_as_the_newest_image_says() {
         // The whole prefix as one batch, shuffled: the newest write of each key is kept.
         let mut shuffled = prefix.to_vec();
         shuffled.reverse();
-        let batch = Plan::in_order(&ix, &stream_runtime::WireRecord::view_all(&shuffled), Order::Any);
+        let batch = Plan::in_order(&ix, &stream_runtime::WireRecord::view_all(&shuffled), Order::Any, 0);
         let mut model = Model::new();
         apply_guarded(&mut model, &batch.writes);
         assert_eq!(live(&model), want_after[n - 1], "the first {n} records in one batch, newest first");
@@ -780,7 +784,7 @@ fn in_any_order_a_record_without_a_version_is_rejected() {
     let mut r = chain().remove(0);
     r.change.sequence_number = None;
     let plan =
-        Plan::in_order(&ix, &stream_runtime::WireRecord::view_all(std::slice::from_ref(&r)), Order::Any);
+        Plan::in_order(&ix, &stream_runtime::WireRecord::view_all(std::slice::from_ref(&r)), Order::Any, 0);
     assert_eq!(plan.failures.rejected.len(), 1);
     assert!(matches!(plan.failures.rejected[0].error, PlanError::NoVersion));
     assert!(plan.writes.is_empty());
@@ -789,27 +793,32 @@ fn in_any_order_a_record_without_a_version_is_rejected() {
 /// A removed entry's tombstone expires at its record's change time plus its lifetime: in any
 /// order the record age and an hour, in order an hour (`formats::tombstone`).
 #[test]
-fn a_tombstone_expires_its_lifetime_after_its_change() {
+fn a_tombstone_expires_its_lifetime_after_its_change_or_its_writing_if_later() {
     let ix = article_like();
     let records = chain();
-    for (order, lifetime) in [(Order::Any, ix.tombstone_seconds), (Order::Stream, 3_600)] {
-        let plan = Plan::in_order(&ix, &stream_runtime::WireRecord::view_all(&records[1..2]), order);
-        let tombstones: Vec<&Attributes> = plan
-            .writes
-            .iter()
-            .filter_map(|w| match &w.op {
-                Op::Put(item) if item.get(formats::tombstone::EXPIRES_ATTRIBUTE).is_some() => Some(item),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(tombstones.len(), 1);
-        let expires = 1_764_000_000 + 101 + lifetime;
-        assert_eq!(
-            tombstones[0].get(formats::tombstone::EXPIRES_ATTRIBUTE),
-            Some(&AttributeValue::N(expires.to_string())),
-            "{order:?}"
-        );
-        assert_eq!(tombstones[0].iter().count(), 4, "key, version and expiry only: {:?}", tombstones[0]);
+    let changed = 1_764_000_000 + 101;
+    // Written at once (the clock a little behind the change, or not given), and written a day
+    // after the change (a mapping catching up): its lifetime counts from the later.
+    for now in [0, changed - 5, changed + 86_400] {
+        for (order, lifetime) in [(Order::Any, ix.tombstone_seconds), (Order::Stream, 3_600)] {
+            let plan = Plan::in_order(&ix, &stream_runtime::WireRecord::view_all(&records[1..2]), order, now);
+            let tombstones: Vec<&Attributes> = plan
+                .writes
+                .iter()
+                .filter_map(|w| match &w.op {
+                    Op::Put(item) if item.get(formats::tombstone::EXPIRES_ATTRIBUTE).is_some() => Some(item),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(tombstones.len(), 1);
+            let expires = changed.max(now) + lifetime;
+            assert_eq!(
+                tombstones[0].get(formats::tombstone::EXPIRES_ATTRIBUTE),
+                Some(&AttributeValue::N(expires.to_string())),
+                "{order:?} at {now}"
+            );
+            assert_eq!(tombstones[0].iter().count(), 4, "key, version and expiry only: {:?}", tombstones[0]);
+        }
     }
 }
 
@@ -859,7 +868,8 @@ fn an_item_of_many_entries_ends_right_in_every_order() {
         record_at("REMOVE", Some(image(true)), None, 202, Some(1_764_000_002)),
     ];
     let plan_one = |r: &EventRecord| {
-        Plan::in_order(&ix, &stream_runtime::WireRecord::view_all(std::slice::from_ref(r)), Order::Any).writes
+        Plan::in_order(&ix, &stream_runtime::WireRecord::view_all(std::slice::from_ref(r)), Order::Any, 0)
+            .writes
     };
     let moved: Vec<String> = (0..150)
         .map(|i| {

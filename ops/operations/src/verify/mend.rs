@@ -12,13 +12,17 @@
 //!   entry of the item's image at that point. A change made before the touch is in its image; a
 //!   change made after it is a later record the indexer applies after it. A mend never puts an
 //!   entry itself.
-//! - **conditioned deletes**: an entry can be stale because a record that should have deleted it
+//! - **conditioned removals**: an entry can be stale because a record that should have removed it
 //!   never ran (given up, parked, or drift), and a touch cannot remove it (a touch only puts what
 //!   the current image calls for). Every entry the indexer puts carries its record's sequence
-//!   number (`sidestream_seq`, `docs/formats.md`), and a mend deletes an entry only on a
+//!   number (`sidestream_seq`, `docs/formats.md`), and a mend removes an entry only on a
 //!   condition that any newer put breaks:
-//!   - a replayed record `R` deletes the entries `R` deleted, each only if its version is older
-//!     than `R` (`attribute_not_exists(v) OR v < R`): an entry put by a record after `R` stays;
+//!   - a replayed record `R` puts the tombstones `R` put, as the indexer does, each only if the
+//!     key's version is absent or not newer than `R` (`attribute_not_exists(v) OR v <= R`, equal
+//!     only for `R`'s own tombstone, put again): an entry
+//!     put by a record after `R` stays, and a write older than `R` still in flight (a Kinesis
+//!     record delivered late) finds the tombstone and is refused. The tombstone lasts the
+//!     longest lifetime (any order's) from the replay;
 //!   - a verify's extra entry is deleted only if a consistent read of its base item shows the
 //!     item no longer calls for it, and only if its version is still the one the verify saw
 //!     (`v = seen`): if the indexer has put it again since, the delete does nothing.
@@ -27,13 +31,14 @@
 //! conditioned on it still being absent, which any put by a versioned indexer breaks.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use formats::{Index, Indexes, VERSION_ATTRIBUTE};
 use futures_util::StreamExt as _;
 use io_policy::{Budget, Failure, Policy};
 use multikey_indexer::Plan;
+use multikey_indexer::plan::Order;
 use serde::Serialize;
 use serde_json::Value;
 use stream_runtime::{EventRecord, Op};
@@ -51,7 +56,8 @@ pub struct Mended {
     /// Base items not touched because they no longer exist (their REMOVE record deletes their
     /// entries) or this run touched them already.
     pub gone: usize,
-    /// Entries deleted (a delete that found nothing is not counted).
+    /// Entries removed: deleted, or replaced by a replayed record's tombstone (a removal that
+    /// found no entry is not counted).
     pub deleted: usize,
     /// Deletes not made because the base item calls for the entry again (a consistent read).
     pub called_for: usize,
@@ -153,6 +159,7 @@ impl Mender {
         let budget = self.policy.within(MEND_TIME);
         let mut mended = Mended::default();
         let mut keys = BTreeMap::new();
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         for record in records {
             let version =
                 record.change.sequence_number.as_deref().and_then(formats::entries::version).ok_or_else(
@@ -163,9 +170,13 @@ impl Mender {
                         ))
                     },
                 )?;
-            let plan = Plan::from_wire(
+            // The longest lifetime (any order's), counted from now: the replay comes long after
+            // the record, and older records of its item may still be delivered.
+            let plan = Plan::in_order(
                 &self.indexes,
                 &stream_runtime::WireRecord::view_all(std::slice::from_ref(record)),
+                Order::Any,
+                now,
             );
             if let Some(stopped) = plan.failures.stopped {
                 return Err(VerifyError::Format(format!(
@@ -174,11 +185,14 @@ impl Mender {
                 )));
             }
             for write in plan.writes {
-                // A removal: a tombstone's put (a record with a version, as every replayed one
-                // has) or a delete; its key is deleted unless something newer is there.
-                let key = match write.op {
-                    Op::Delete(key) => key,
-                    Op::Put(item) if item.get(formats::tombstone::EXPIRES_ATTRIBUTE).is_some() => item,
+                // A removal: a tombstone's put (a record with a version and a change time, as
+                // every replayed one has), guarded as the indexer's, or else a delete, made
+                // unless something newer is there. An entry's put is left to the touch.
+                let (item, tombstone) = match write.op {
+                    Op::Delete(key) => (key, false),
+                    Op::Put(item) if item.get(formats::tombstone::EXPIRES_ATTRIBUTE).is_some() => {
+                        (item, true)
+                    }
                     Op::Put(_) => continue,
                 };
                 let index = self
@@ -187,14 +201,17 @@ impl Mender {
                     .iter()
                     .find(|i| i.table == write.table)
                     .ok_or_else(|| VerifyError::Index(format!("no index writes to {}", write.table)))?;
-                let key: HashMap<String, AttributeValue> = key
+                let item: HashMap<String, AttributeValue> = item
                     .into_item()
                     .into_inner()
                     .into_iter()
-                    .filter(|(name, _)| *name == index.partition_key || *name == index.sort_key)
                     .map(|(name, value)| (name, value.into()))
                     .collect();
-                self.delete(&budget, index, key, Unless::Newer(version.clone()), &mut mended).await?;
+                if tombstone {
+                    self.bury(&budget, index, item, &version, &mut mended).await?;
+                } else {
+                    self.delete(&budget, index, item, Unless::Newer(version.clone()), &mut mended).await?;
+                }
             }
             let keys_json =
                 serde_json::to_value(&record.change.keys).map_err(|e| VerifyError::Format(e.to_string()))?;
@@ -317,6 +334,51 @@ impl Mender {
         match deleted {
             Some(true) => mended.deleted += 1,
             Some(false) => {} // nothing was there
+            None => mended.newer += 1,
+        }
+        Ok(())
+    }
+
+    /// Puts a replayed record's `tombstone` (its key, `version` and expiry) unless the key holds
+    /// a newer version: the indexer's own guard
+    /// (`stream_runtime::writer::Writer::write_versioned`), which also lets the record's own
+    /// tombstone be put again (a replay retried: the key's version is the record's only if the
+    /// record put that tombstone, since a record never both puts and removes a key). An entry
+    /// replaced counts as deleted.
+    async fn bury(
+        &self,
+        budget: &Budget,
+        index: &Index,
+        tombstone: HashMap<String, AttributeValue>,
+        version: &str,
+        mended: &mut Mended,
+    ) -> Result<(), VerifyError> {
+        let replaced = budget
+            .call(|| {
+                let request = self
+                    .client
+                    .put_item()
+                    .table_name(index.table.as_ref())
+                    .set_item(Some(tombstone.clone()))
+                    .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+                    .condition_expression("attribute_not_exists(#v) OR #v <= :v")
+                    .expression_attribute_names("#v", VERSION_ATTRIBUTE)
+                    .expression_attribute_values(":v", AttributeValue::S(version.to_owned()));
+                async move {
+                    let answer = io_policy::conditional("PutItem", request.send().await)?;
+                    // An entry, not a tombstone, was there.
+                    Ok(answer.map(|a| {
+                        a.attributes.is_some_and(|old| {
+                            !old.is_empty() && !old.contains_key(formats::tombstone::EXPIRES_ATTRIBUTE)
+                        })
+                    }))
+                }
+            })
+            .await
+            .map_err(|failure| failed("PutItem", &index.table, failure))?;
+        match replaced {
+            Some(true) => mended.deleted += 1,
+            Some(false) => {} // no entry was there
             None => mended.newer += 1,
         }
         Ok(())

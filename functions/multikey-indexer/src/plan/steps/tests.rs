@@ -37,7 +37,7 @@ fn sorted(plan: &Plan) -> Left {
 fn stepped(indexes: &Indexes, records: &[WireRecord<'_>], steps: &[Vec<usize>]) -> Plan {
     let mut all = Plan::default();
     for step in steps {
-        let plan = Plan::from_wire_at(indexes, records, step, crate::plan::Order::Stream);
+        let plan = Plan::from_wire_at(indexes, records, step, crate::plan::Order::Stream, 0);
         all.writes.extend(plan.writes);
         all.skipped.extend(plan.skipped);
         all.failures.rejected.extend(plan.failures.rejected);
@@ -138,8 +138,10 @@ fn a_record_without_its_key_is_planned_in_the_first_step() {
     let wire = WireRecord::view_all(&events);
     let steps = by_item(&indexes, &wire, 8);
     assert!(steps[0].contains(&17));
-    let stopped =
-        Plan::from_wire_at(&indexes, &wire, &steps[0], crate::plan::Order::Stream).failures.stopped.unwrap();
+    let stopped = Plan::from_wire_at(&indexes, &wire, &steps[0], crate::plan::Order::Stream, 0)
+        .failures
+        .stopped
+        .unwrap();
     assert_eq!(stopped.record, 17);
     assert!(matches!(stopped.error, PlanError::MissingKeyAttribute { .. }));
 }

@@ -122,6 +122,33 @@ fn every_functions_environment_is_what_its_config_reads() -> Result<()> {
     Ok(())
 }
 
+/// A function that puts tombstones is told how long its mapping may hold a record back
+/// (`MULTIKEY_MAX_RECORD_AGE_SECONDS`): its own mapping's `MaximumRecordAgeInSeconds`, in every
+/// deployment, the indexer's and the archiver's set apart so that a mix-up shows.
+#[test]
+fn a_tombstones_lifetime_is_its_own_mappings_record_age() -> Result<()> {
+    let template = template()?;
+    let mut checked = 0;
+    for (deployment, mut parameters) in deployments() {
+        parameters.insert("MaximumRecordAgeInSeconds".into(), "7200".into());
+        parameters.insert("ArchiverMaximumRecordAgeInSeconds".into(), "3600".into());
+        let resolver = template.resolver(&parameters, names());
+        for function in template.functions(&resolver)? {
+            let Some(age) = function.environment.get("MULTIKEY_MAX_RECORD_AGE_SECONDS") else { continue };
+            let mapping = function.streams.first().and_then(|s| s.maximum_record_age);
+            ensure!(
+                mapping.map(|m| m.to_string()).as_deref() == Some(age.as_str()),
+                "{deployment}: {} is told {age} s, its mapping gives records up after {mapping:?}",
+                function.logical_id
+            );
+            checked += 1;
+        }
+    }
+    // Each deployment has an indexer, separate or combined.
+    ensure!(checked >= deployments().len(), "only {checked} functions checked");
+    Ok(())
+}
+
 /// What a function touches, from its parsed configuration.
 #[derive(Default)]
 struct Uses {
@@ -495,7 +522,7 @@ fn check_role(template: &Template, resolver: &Resolver<'_>, function: &Function,
             granted.insert(action.clone());
         }
     }
-    let own = own_actions(function.binary.as_deref(), uses);
+    let own = own_actions(function, uses);
     let logs = ["logs:CreateLogStream", "logs:PutLogEvents"];
     let stream_functions = [
         "s3:PutObject",
@@ -534,16 +561,30 @@ fn stream_reads(function: &Function) -> &'static [&'static str] {
 
 /// The actions a function needs of its own, besides what every stream function and every
 /// function needs.
-fn own_actions(binary: Option<&str>, uses: &Uses) -> &'static [&'static str] {
-    match binary {
+fn own_actions(function: &Function, uses: &Uses) -> &'static [&'static str] {
+    match function.binary.as_deref() {
         // DescribeTable and HeadBucket (s3:ListBucket): priming at init.
         // DescribeTable and HeadBucket (s3:ListBucket): priming at init; the combined function
         // needs the indexer's and the archiver's (which has none of its own).
         // Each entry and tombstone a guarded PutItem; records without a version in a
-        // BatchWriteItem.
-        Some("multikey-indexer" | COMBINED) => {
-            &["dynamodb:BatchWriteItem", "dynamodb:DescribeTable", "dynamodb:PutItem"]
-        }
+        // BatchWriteItem. Kept for the previous version, which runs under this role while a
+        // deploy moves the alias: its transactions' ConditionCheckItem and DeleteItem, and
+        // its heads' BatchGetItem on Kinesis (docs/deploying.md, "Upgrading").
+        Some("multikey-indexer" | COMBINED) if from_kinesis(function) => &[
+            "dynamodb:BatchGetItem",
+            "dynamodb:BatchWriteItem",
+            "dynamodb:ConditionCheckItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:DescribeTable",
+            "dynamodb:PutItem",
+        ],
+        Some("multikey-indexer" | COMBINED) => &[
+            "dynamodb:BatchWriteItem",
+            "dynamodb:ConditionCheckItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:DescribeTable",
+            "dynamodb:PutItem",
+        ],
         // The archiver's own PutObject and ListBucket are in `common`, with parking's.
         Some("ttl-archiver") => &[],
         Some("counter-aggregator") => {

@@ -115,6 +115,8 @@ async fn under(parameters: &[(&str, &str)], regions: u8) -> Result<local_stack::
     // The aggregator's parallel batches update the same totals with delta writes, which do not
     // conflict across shards; the conflict path is held to its count in tests/it/counters.rs.
     ensure!(report.stream_records >= 5_000, "{summary}");
+    // The verify jobs' executions are billed by their state transitions.
+    ensure!(report.bill.total.state_transitions > 0.0, "no state transition billed: {summary}");
     let ops = &report.operations;
     ensure!(
         ops.verifications > 0

@@ -83,10 +83,13 @@ async fn every_task_of_the_templates_state_machines_retries_an_invocation_that_d
             for failure in &failures {
                 let calls = Arc::new(AtomicU64::new(0));
                 let invoke = fails_once(failure.clone(), &calls);
-                let output = local_stack::states::execute(&alone(&task), json!({}), &invoke)
+                let execution = local_stack::states::execute(&alone(&task), json!({}), &invoke)
                     .await
                     .with_context(|| format!("{id}'s {name} is not retried after {failure:?}"))?;
+                let output = execution.output;
                 ensure!(output == json!({"Payload": {}, "StatusCode": 200}), "{id}'s {name}: {output}");
+                // The state entered and its retry, as Step Functions bills them.
+                ensure!(execution.transitions == 2, "{id}'s {name}: {} transitions", execution.transitions);
                 let calls = calls.load(Ordering::Relaxed);
                 ensure!(
                     calls == 2,

@@ -112,7 +112,7 @@ async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Resu
 /// and carries its state through S3 between them.
 async fn job_sees(sdk: &aws_config::SdkConfig, stack: &local_stack::Stack, entries: usize) -> Result<()> {
     let invocations = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let (run, emf) = local_stack::verify_job(
+    let local_stack::VerifyJob { run, emf, transitions } = local_stack::verify_job(
         sdk,
         stack,
         &[("VERIFY_CONFIRM_SECONDS", "0"), ("VERIFY_PAGE_SIZE", "8")],
@@ -135,6 +135,14 @@ async fn job_sees(sdk: &aws_config::SdkConfig, stack: &local_stack::Stack, entri
     let invocations = invocations.load(std::sync::atomic::Ordering::Relaxed);
     let least = 4 + entries.div_ceil(8) as u64 + 2;
     ensure!(invocations >= least, "one page an invocation: {invocations} invocations, {least} at least");
+    // What Step Functions bills, from the template's states: Segments and EachSegment; in each
+    // of the four segments' executions a Check and a SegmentDone per invocation, and Finished;
+    // then Merge, Pause and Confirm (two invocations). No retry.
+    let checks = invocations - 2;
+    ensure!(
+        transitions == 2 + (2 * checks + 4) + 3,
+        "{transitions} state transitions for {invocations} invocations"
+    );
     Ok(())
 }
 

@@ -547,10 +547,7 @@ impl Report {
 pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -> Result<Report, ChaosError> {
     let setup = set_up(endpoints, options).await?;
     // The bill starts now: the stack's creation is not the run's.
-    let mut metered_before = crate::meter::Metered::default();
-    for endpoint in endpoints {
-        metered_before.add(&crate::meter::read_at(endpoint).await?);
-    }
+    let metered_before = metered_at(endpoints).await?;
     let Setup { direct, through, stack, pipeline, .. } = setup;
     let sdk = &direct;
     let _ = progress.replay.set(pipeline.progress());
@@ -574,6 +571,7 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
         kept: setup.kept,
         rerun: reruns(&stack, &through, &setup.tally)?,
         repair: options.repair,
+        transitions: std::sync::atomic::AtomicU64::new(0),
     };
     let written_all = AtomicBool::new(false);
     let mut phases = Phases::default();
@@ -621,14 +619,11 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
     let status = crate::status(sdk, &stack, &setup.feed).await?;
     let seconds = started.elapsed().as_secs_f64();
     let stream_records = pipeline.progress().read.load(Ordering::Relaxed);
-    let mut metered = crate::meter::Metered::default();
-    for endpoint in endpoints {
-        metered.add(&crate::meter::read_at(endpoint).await?);
-    }
-    let metered = metered.since(&metered_before).only(&options.stack);
+    let metered = metered_at(endpoints).await?.since(&metered_before).only(&options.stack);
     let invocations = mappings.iter().map(|m| m.invocations).sum();
-    let bill = crate::bench::cost::RunBill::of(&metered, invocations, stream_records)
-        .map_err(|e| ChaosError::Check(format!("the bill: {e}")))?;
+    let bill =
+        crate::bench::cost::RunBill::of(&metered, invocations, operator.state_transitions(), stream_records)
+            .map_err(|e| ChaosError::Check(format!("the bill: {e}")))?;
     Ok(Report {
         ops: options.records,
         seed: options.seed,
@@ -897,6 +892,15 @@ pub fn endpoints_from_env() -> Result<Vec<String>, ChaosError> {
         ));
     }
     Ok(endpoints)
+}
+
+/// The meters' totals of the emulators at `endpoints`, together.
+async fn metered_at(endpoints: &[String]) -> Result<crate::meter::Metered, ChaosError> {
+    let mut metered = crate::meter::Metered::default();
+    for endpoint in endpoints {
+        metered.add(&crate::meter::read_at(endpoint).await?);
+    }
+    Ok(metered)
 }
 
 /// The emulators at `endpoints`: with two, the first holds the stack's issues table (the

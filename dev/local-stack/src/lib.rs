@@ -956,6 +956,18 @@ pub fn backfill_invoker(
 /// and its EMF line as the function prints it.
 pub type Confirmed = (operations::verify::scheduled::Run, serde_json::Value);
 
+/// One run of the verify job in process ([`verify_job`]): its confirmation, and the state
+/// transitions its execution made ([`states::Execution`]).
+#[derive(Debug, Clone)]
+pub struct VerifyJob {
+    /// The confirmation's run.
+    pub run: operations::verify::scheduled::Run,
+    /// The confirmation's EMF line, as the function prints it.
+    pub emf: serde_json::Value,
+    /// The state transitions Step Functions would bill for the execution.
+    pub transitions: u64,
+}
+
 /// A [`states::TaskInvoker`] that runs the verifier function (`index-verifier`) in this
 /// process, configured from its template environment with `overrides` on top, each invocation
 /// given `timeout` before its deadline (a segment stops starting pages 75 s before it), as the

@@ -69,5 +69,5 @@ pub async fn restore_job(
     // lists the archive for the ItemReader.
     let invoke = stack.state_machine_invoker(sdk, MACHINE, invoke)?;
     let reader = s3_client(&stack.as_state_machine(sdk, MACHINE)?);
-    states::execute_reading(stack.state_machine(MACHINE)?, input, &invoke, reader).await
+    Ok(states::execute_reading(stack.state_machine(MACHINE)?, input, &invoke, reader).await?.output)
 }

@@ -153,10 +153,34 @@ fn unusable(message: impl Into<String>) -> StackError {
 }
 
 /// What a state machine's states reach: Lambda (its `Task`s), and S3 for a `Map`'s `ItemReader`
-/// and `ResultWriter`.
+/// and `ResultWriter`; and the state transitions the execution has made ([`Execution`]).
 struct Engine {
     invoke: LambdaInvoker,
     s3: Option<aws_sdk_s3::Client>,
+    transitions: std::sync::atomic::AtomicU64,
+}
+
+impl Engine {
+    fn new(invoke: LambdaInvoker, s3: Option<aws_sdk_s3::Client>) -> Engine {
+        Engine { invoke, s3, transitions: std::sync::atomic::AtomicU64::new(0) }
+    }
+
+    /// One state transition more.
+    fn transition(&self) {
+        self.transitions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// An execution's end: its output, and the state transitions Step Functions would bill for it
+/// (a Standard workflow, its pricing page): one for every state entered, by a Distributed `Map`'s
+/// child executions too (`ExecutionType: STANDARD`, billed as the parent is), and one more for
+/// each retry of a `Task`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Execution {
+    /// The last state's output.
+    pub output: Value,
+    /// State transitions made.
+    pub transitions: u64,
 }
 
 /// Runs `definition` (ASL, as JSON) on `input` and returns its output; the execution's name
@@ -166,8 +190,8 @@ pub async fn execute(
     definition: &Value,
     input: Value,
     invoke: &impl ToLambdaInvoker,
-) -> Result<Value, StackError> {
-    execute_on(definition, input, Engine { invoke: invoke.to_lambda_invoker(), s3: None }).await
+) -> Result<Execution, StackError> {
+    execute_on(definition, input, Engine::new(invoke.to_lambda_invoker(), None)).await
 }
 
 /// [`execute`], with `s3` for a `Map` whose `ItemReader` lists objects (`s3:listObjectsV2`) or
@@ -177,16 +201,17 @@ pub async fn execute_reading(
     input: Value,
     invoke: &impl ToLambdaInvoker,
     s3: aws_sdk_s3::Client,
-) -> Result<Value, StackError> {
-    execute_on(definition, input, Engine { invoke: invoke.to_lambda_invoker(), s3: Some(s3) }).await
+) -> Result<Execution, StackError> {
+    execute_on(definition, input, Engine::new(invoke.to_lambda_invoker(), Some(s3))).await
 }
 
-async fn execute_on(definition: &Value, input: Value, engine: Engine) -> Result<Value, StackError> {
+async fn execute_on(definition: &Value, input: Value, engine: Engine) -> Result<Execution, StackError> {
     static EXECUTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let n = EXECUTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let name = format!("local-{}-{n}", since.as_millis());
-    run(definition, input, &json!({"Execution": {"Name": name}}), &engine).await
+    let output = run(definition, input, &json!({"Execution": {"Name": name}}), &engine).await?;
+    Ok(Execution { output, transitions: engine.transitions.into_inner() })
 }
 
 /// Runs the states of `machine` (`StartAt`, `States`) from its start, with `context` as `$$`.
@@ -203,6 +228,7 @@ fn run<'a>(
             .to_owned();
         let mut data = input;
         loop {
+            engine.transition();
             let state = &machine["States"][&name];
             let kind = state["Type"].as_str().unwrap_or_default();
             if kind != "Task" && state.get("Catch").is_some() {
@@ -213,7 +239,7 @@ fn run<'a>(
                     Some(result) => result.clone(),
                     None => parameters(state, &data, context)?,
                 },
-                "Task" => match task(&name, state, &data, context, &engine.invoke).await? {
+                "Task" => match task(&name, state, &data, context, engine).await? {
                     Ok(result) => output(&name, state, data, result, context)?,
                     Err(failed) => {
                         let (next, caught) = catch(&name, state, data, failed)?;
@@ -412,8 +438,9 @@ async fn task(
     state: &Value,
     data: &Value,
     context: &Value,
-    invoke: &LambdaInvoker,
+    engine: &Engine,
 ) -> Result<Result<Value, Failed>, StackError> {
+    let invoke = &engine.invoke;
     if state["Resource"] != "arn:aws:states:::lambda:invoke" {
         return Err(unusable(format!("state {name}: only lambda:invoke tasks are emulated")));
     }
@@ -429,7 +456,10 @@ async fn task(
                 let retrier = retriers.iter().position(|r| matches_error(&r["ErrorEquals"], &error));
                 let allowed = |i: usize| retriers[i]["MaxAttempts"].as_u64().unwrap_or(3);
                 match retrier {
-                    Some(i) if attempts[i] < allowed(i) => attempts[i] += 1,
+                    Some(i) if attempts[i] < allowed(i) => {
+                        attempts[i] += 1;
+                        engine.transition();
+                    }
                     _ => return Ok(Err(Failed { function, error, cause })),
                 }
             }

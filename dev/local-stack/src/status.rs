@@ -94,20 +94,21 @@ pub async fn verify(
     overrides: &[(&str, &str)],
 ) -> Result<operations::verify::scheduled::Run, StackError> {
     let invocations = Arc::new(AtomicU64::new(0));
-    let (run, emf) = verify_job(sdk, stack, overrides, Duration::from_secs(900), &invocations).await?;
-    feed.emf(&emf.to_string());
-    Ok(run)
+    let job = verify_job(sdk, stack, overrides, Duration::from_secs(900), &invocations).await?;
+    feed.emf(&job.emf.to_string());
+    Ok(job.run)
 }
 
 /// Runs the verify job once in process, each invocation of the verifier given `timeout` before
-/// its deadline and counted in `invocations`: the confirmation's run and EMF line.
+/// its deadline and counted in `invocations`: the confirmation's run and EMF line, and the
+/// execution's state transitions.
 pub async fn verify_job(
     sdk: &SdkConfig,
     stack: &Stack,
     overrides: &[(&str, &str)],
     timeout: Duration,
     invocations: &Arc<AtomicU64>,
-) -> Result<crate::Confirmed, StackError> {
+) -> Result<crate::VerifyJob, StackError> {
     let function = stack.function("index-verifier")?;
     let confirmed = Arc::new(Mutex::new(Vec::new()));
     let invoke = crate::verifier_invoker(
@@ -119,11 +120,15 @@ pub async fn verify_job(
         Arc::clone(&confirmed),
     )?;
     let invoke = stack.state_machine_invoker(sdk, "VerifyStateMachine", invoke)?;
-    crate::states::execute(stack.state_machine("VerifyStateMachine")?, serde_json::json!({}), &invoke)
-        .await?;
+    let execution =
+        crate::states::execute(stack.state_machine("VerifyStateMachine")?, serde_json::json!({}), &invoke)
+            .await?;
     let mut confirmed = confirmed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     match confirmed.len() {
-        1 => Ok(confirmed.remove(0)),
+        1 => {
+            let (run, emf) = confirmed.remove(0);
+            Ok(crate::VerifyJob { run, emf, transitions: execution.transitions })
+        }
         n => Err(StackError::Unusable(format!("the verify job confirmed {n} times, not once"))),
     }
 }

@@ -71,7 +71,8 @@ pub(crate) async fn run(
         records += counts.read;
     }
     let metered = local_stack::meter::read(sdk).await?.since(metered_before).only(&stack.name);
-    let bill = local_stack::bench::cost::RunBill::of(&metered, invocations, records)?;
+    // The demo runs no job: no state transitions.
+    let bill = local_stack::bench::cost::RunBill::of(&metered, invocations, 0, records)?;
     writeln!(out, "  billed (the emulator's meter since the stack was made; docs/cost.md): {}", bill.line())?;
 
     let mut ok = true;

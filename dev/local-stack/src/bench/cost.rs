@@ -37,7 +37,7 @@ use serde_json::json;
 use stream_runtime::{Runtime, StreamFunction};
 
 use crate::bench::events::{Batch, CounterSim};
-use crate::bench::{BenchError, Ground};
+use crate::bench::{Bench, BenchError, Ground};
 use crate::meter::Metered;
 
 /// Lambda's START, END and REPORT lines of one invocation in the JSON log format, about: the
@@ -84,6 +84,8 @@ pub struct Bill {
     pub log_bytes: f64,
     /// Kinesis change data capture units, had the changes come through Kinesis (not in `usd`).
     pub kinesis_cdc_units: f64,
+    /// Step Functions state transitions (Standard workflows: the operations' jobs).
+    pub state_transitions: f64,
     /// All of it in US dollars, Kinesis aside.
     pub usd: f64,
 }
@@ -99,6 +101,7 @@ impl Bill {
         self.s3_get_requests += o.s3_get_requests;
         self.log_bytes += o.log_bytes;
         self.kinesis_cdc_units += o.kinesis_cdc_units;
+        self.state_transitions += o.state_transitions;
         self.usd += o.usd;
     }
 
@@ -109,7 +112,8 @@ impl Bill {
             + self.gb_seconds * prices.get("lambda_arm64_gb_second")
             + self.s3_put_requests * prices.get("s3_put_copy_post_list")
             + self.s3_get_requests * prices.get("s3_get_and_other")
-            + self.log_bytes / 1e9 * prices.get("cloudwatch_logs_ingested_gb");
+            + self.log_bytes / 1e9 * prices.get("cloudwatch_logs_ingested_gb")
+            + self.state_transitions * prices.get("step_functions_state_transition");
         self
     }
 }
@@ -134,6 +138,14 @@ pub struct Report {
     pub tombstones: f64,
     /// Where the prices come from.
     pub prices: String,
+}
+
+impl Report {
+    /// Adds a function of the stack as deployed by default: its row, and its bill to the total.
+    fn add(&mut self, row: Row) {
+        self.total.add(&row.per_million);
+        self.functions.push(row);
+    }
 }
 
 /// `index_wru_per_plain_write` in both order modes.
@@ -169,8 +181,9 @@ impl Prices {
 }
 
 /// What a whole run (the chaos run, the demo) was billed for DynamoDB, S3 and Lambda's
-/// requests, by the meter, and per million of its stream records. Lambda's duration is not
-/// counted: faults (timeouts, kills, held writes) make a run's wall time no measure of it.
+/// requests, by the meter, and for its jobs' Step Functions state transitions, and per million of
+/// its stream records. Lambda's duration is not counted: faults (timeouts, kills, held writes)
+/// make a run's wall time no measure of it.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RunBill {
     /// Stream records the run's mappings read.
@@ -182,9 +195,14 @@ pub struct RunBill {
 }
 
 impl RunBill {
-    /// Bills `metered` (the meter's totals over the run) and `invocations`, for `records` stream
-    /// records.
-    pub fn of(metered: &Metered, invocations: u64, records: u64) -> Result<RunBill, BenchError> {
+    /// Bills `metered` (the meter's totals over the run), `invocations` and `transitions` (its
+    /// jobs' executions', [`crate::states::Execution`]), for `records` stream records.
+    pub fn of(
+        metered: &Metered,
+        invocations: u64,
+        transitions: u64,
+        records: u64,
+    ) -> Result<RunBill, BenchError> {
         let prices = Prices::load()?;
         let total = Bill {
             dynamodb_requests: metered.dynamodb_requests() as f64,
@@ -194,6 +212,7 @@ impl RunBill {
             s3_put_requests: metered.s3("put_copy_post_list") as f64,
             s3_get_requests: metered.s3("get_and_other") as f64,
             log_bytes: (invocations * (PLATFORM_LOG_BYTES + EMF_LINE_BYTES)) as f64,
+            state_transitions: transitions as f64,
             ..Bill::default()
         }
         .priced(&prices);
@@ -206,6 +225,7 @@ impl RunBill {
             s3_put_requests: total.s3_put_requests * scale,
             s3_get_requests: total.s3_get_requests * scale,
             log_bytes: total.log_bytes * scale,
+            state_transitions: total.state_transitions * scale,
             ..Bill::default()
         }
         .priced(&prices);
@@ -216,14 +236,15 @@ impl RunBill {
     pub fn line(&self) -> String {
         let t = &self.total;
         format!(
-            "{:.0} DynamoDB requests, {:.0} WRU, {:.0} RRU, {:.0} S3 PUT/LIST and {:.0} GET requests, {:.0} invocations: \
-             ${:.4} for {} stream records, ${:.2} per million (Lambda duration aside; docs/cost.md)",
+            "{:.0} DynamoDB requests, {:.0} WRU, {:.0} RRU, {:.0} S3 PUT/LIST and {:.0} GET requests, {:.0} invocations, \
+             {:.0} state transitions: ${:.4} for {} stream records, ${:.2} per million (Lambda duration aside; docs/cost.md)",
             t.dynamodb_requests,
             t.wru,
             t.rru,
             t.s3_put_requests,
             t.s3_get_requests,
             t.lambda_requests,
+            t.state_transitions,
             t.usd,
             self.records,
             self.per_million_records.usd
@@ -247,27 +268,23 @@ pub async fn run(ground: Ground<'_>, changes: usize) -> Result<Report, BenchErro
     let mut report = Report { changes: n, prices: prices.collected.clone(), ..Report::default() };
 
     for order in ["stream", "any"] {
-        let mut table = stack.table("IndexTable")?.clone();
-        table.name = format!("{}-cost-{order}", options.stack);
-        crate::replayer::resources::create_table(&dynamodb, &table)
-            .await
-            .map_err(|e| BenchError::Io(e.to_string()))?;
+        let table = format!("{}-cost-{order}", options.stack);
+        ground.index_table(table.clone()).await?;
         let env = crate::environment(stack.function("multikey-indexer")?);
         let indexes = env.get("MULTIKEY_INDEXES").cloned().unwrap_or_default();
-        let indexes = indexes.replace(&stack.table("IndexTable")?.name, &table.name);
+        let indexes = indexes.replace(&stack.table("IndexTable")?.name, &table);
         let overrides = [("MULTIKEY_INDEXES", indexes), ("MULTIKEY_ORDER", order.to_owned())];
-        let runtime = bench.runtime::<multikey_indexer::Indexer>("multikey-indexer", &overrides)?;
-        let timed = sink.runtime::<multikey_indexer::Indexer>("multikey-indexer", &overrides)?;
-        let (mut row, metered) = bill(ground, (&runtime, &timed), &workload, n, &prices).await?;
+        let (mut row, metered) =
+            bill::<multikey_indexer::Indexer>(ground, (&bench, &sink), &overrides, &workload, n, &prices)
+                .await?;
         row.function = format!("multikey-indexer ({order})");
         row.per_million.kinesis_cdc_units = per_million(cdc_units(&workload), n);
-        let units = metered.dynamodb.tables.get(&table.name).copied().unwrap_or_default();
+        let units = metered.dynamodb.tables.get(&table).copied().unwrap_or_default();
         let ratio = units.wru / units.wru_single.max(f64::EPSILON);
         if order == "stream" {
             report.index_wru_per_plain_write.stream = ratio;
             report.total.add(&row.per_million);
-            let items =
-                crate::scan(&dynamodb, &table.name).await.map_err(|e| BenchError::Io(e.to_string()))?;
+            let items = crate::scan(&dynamodb, &table).await.map_err(|e| BenchError::Io(e.to_string()))?;
             let (mut live, mut dead, mut tombstones) = (0, 0, 0);
             for item in &items {
                 if item.get(formats::tombstone::EXPIRES_ATTRIBUTE).is_some() {
@@ -287,46 +304,45 @@ pub async fn run(ground: Ground<'_>, changes: usize) -> Result<Report, BenchErro
     }
 
     let removes: Vec<EventRecord> = workload.iter().filter(|r| r.event_name == "REMOVE").cloned().collect();
-    let archiver = bench.runtime::<ttl_archiver::Archiver>("ttl-archiver", &[])?;
-    let timed = sink.runtime::<ttl_archiver::Archiver>("ttl-archiver", &[])?;
-    let (row, _) = bill(ground, (&archiver, &timed), &removes, n, &prices).await?;
-    report.total.add(&row.per_million);
-    report.functions.push(row);
+    let (row, _) = bill::<ttl_archiver::Archiver>(ground, (&bench, &sink), &[], &removes, n, &prices).await?;
+    report.add(row);
     progress.done.fetch_add(1, Ordering::Relaxed);
 
     let sharding = formats::counter::Sharding::new(10).map_err(|e| BenchError::Io(e.to_string()))?;
     let mut counters = CounterSim::new("cost", 200, sharding, 0xC057);
     let increments: Vec<EventRecord> =
         counters.changes(workload.len()).into_iter().map(|c| c.record).collect();
-    let aggregator = bench.runtime::<counter_aggregator::Aggregator>("counter-aggregator", &[])?;
-    let timed = sink.runtime::<counter_aggregator::Aggregator>("counter-aggregator", &[])?;
-    let (row, _) = bill(ground, (&aggregator, &timed), &increments, n, &prices).await?;
-    report.total.add(&row.per_million);
-    report.functions.push(row);
+    let (row, _) =
+        bill::<counter_aggregator::Aggregator>(ground, (&bench, &sink), &[], &increments, n, &prices).await?;
+    report.add(row);
     progress.done.fetch_add(1, Ordering::Relaxed);
 
     report.total = report.total.priced(&prices);
     Ok(report)
 }
 
-/// Invokes `runtimes` on `records` in batches, as a mapping would, and bills it per million of
-/// `changes`: the meter's totals over the run against moto (the stack's tables and buckets), and
-/// the invocations' own time against the sink (the proxy answering every call itself after the
-/// latency: an AWS round trip, where moto's own serialized answers would be billed as Lambda
-/// time), at the function's `MemorySize`, and logs.
+/// Invokes the function `F` (its configuration with `overrides`) on `records` in batches, as a
+/// mapping would, and bills it per million of `changes`: the meter's totals over the run through
+/// `bench` against moto (the stack's tables and buckets), and the invocations' own time through
+/// `sink` (the proxy answering every call itself after the latency: an AWS round trip, where
+/// moto's own serialized answers would be billed as Lambda time), at the function's
+/// `MemorySize`, and logs.
 async fn bill<F: StreamFunction>(
     ground: Ground<'_>,
-    (on_moto, on_sink): (&Runtime<F>, &Runtime<F>),
+    (bench, sink): (&Bench<'_>, &Bench<'_>),
+    overrides: &[(&str, String)],
     records: &[EventRecord],
     changes: u64,
     prices: &Prices,
 ) -> Result<(Row, Metered), BenchError> {
+    let on_moto = bench.runtime::<F>(F::NAME, overrides)?;
+    let on_sink = sink.runtime::<F>(F::NAME, overrides)?;
     let (sdk, stack) = (ground.sdk, ground.options.stack.as_str());
     let memory_mb = ground.stack.function(F::NAME)?.memory_size;
     let before = crate::meter::read(sdk).await?;
-    invoke_all(on_moto, records).await?;
+    invoke_all(&on_moto, records).await?;
     let metered = crate::meter::read(sdk).await?.since(&before).only(stack);
-    let (billed_ms, log_bytes, invocations) = invoke_all(on_sink, records).await?;
+    let (billed_ms, log_bytes, invocations) = invoke_all(&on_sink, records).await?;
     let f = |x: f64| x * 1e6 / changes.max(1) as f64;
     let gb_seconds = billed_ms as f64 / 1000.0 * memory_mb as f64 / 1024.0;
     let bill = Bill {
@@ -338,7 +354,9 @@ async fn bill<F: StreamFunction>(
         s3_put_requests: f(metered.s3("put_copy_post_list") as f64),
         s3_get_requests: f(metered.s3("get_and_other") as f64),
         log_bytes: f(log_bytes as f64),
+        // A stream function runs no state machine.
         kinesis_cdc_units: 0.0,
+        state_transitions: 0.0,
         usd: 0.0,
     }
     .priced(prices);
@@ -497,15 +515,7 @@ impl Workload {
         if let Some(new) = new {
             dynamodb["NewImage"] = image(new);
         }
-        let mut record = json!({
-            "eventID": format!("{:032x}", self.sequence),
-            "eventName": name,
-            "eventVersion": "1.1",
-            "eventSource": "aws:dynamodb",
-            "awsRegion": "us-east-1",
-            "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-11-21T00:00:00.000",
-            "dynamodb": dynamodb,
-        });
+        let mut record = crate::bench::events::stream_record(self.sequence, name, "issues", dynamodb);
         if name == "REMOVE" {
             // Removed by TTL, as the archiver's mapping filters for.
             record["userIdentity"] = json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});

@@ -15,7 +15,7 @@
 //! replay has settled, one last verification must find no persistent drift.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -141,9 +141,17 @@ pub(crate) struct Operator<'a> {
     pub(crate) rerun: Vec<(String, Invoker)>,
     /// Whether the verifications repair what they find.
     pub(crate) repair: bool,
+    /// The state transitions of the verify jobs run so far ([`Operator::state_transitions`]).
+    pub(crate) transitions: AtomicU64,
 }
 
 impl Operator<'_> {
+    /// The state transitions the verify jobs' executions have made, as Step Functions bills
+    /// them.
+    pub(crate) fn state_transitions(&self) -> u64 {
+        self.transitions.load(Ordering::Relaxed)
+    }
+
     /// Runs the operations until `done` is set (the workload is written), each at least once;
     /// the backfill starts once half the workload is written, so that it races the writers, and
     /// a verification (with the replays of kept records after it) at each of [`VERIFY_PARTS`]
@@ -209,12 +217,12 @@ impl Operator<'_> {
         if let Some(lag) = &lag {
             overrides.push(("VERIFY_LAG_FUNCTION", lag.as_str()));
         }
-        let invocations = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let (run, _) =
-            crate::verify_job(self.sdk, self.stack, &overrides, Duration::from_secs(900), &invocations)
-                .await
-                .map_err(|e| ChaosError::Check(format!("the verify job: {e}")))?;
-        Ok(run)
+        let invocations = Arc::new(AtomicU64::new(0));
+        let job = crate::verify_job(self.sdk, self.stack, &overrides, Duration::from_secs(900), &invocations)
+            .await
+            .map_err(|e| ChaosError::Check(format!("the verify job: {e}")))?;
+        self.transitions.fetch_add(job.transitions, Ordering::Relaxed);
+        Ok(job.run)
     }
 
     /// A client for calls under the I/O policy: the SDK's retries off.

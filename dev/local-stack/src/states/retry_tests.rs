@@ -50,10 +50,12 @@ async fn a_crashed_invocation_is_retried_by_a_retrier_naming_lambda_unknown_or_a
     for retried in retriers {
         for death in DEATHS {
             let calls = Arc::new(AtomicU64::new(0));
-            let output =
+            let execution =
                 execute(&machine(retried, None), json!({"n": 1}), &dies_once(death, &calls)).await.unwrap();
-            assert_eq!(output, json!({"n": 1}), "{retried:?}, {death:?}");
+            assert_eq!(execution.output, json!({"n": 1}), "{retried:?}, {death:?}");
             assert_eq!(calls.load(Ordering::Relaxed), 2, "{retried:?}, {death:?}: the crash and its retry");
+            // The Task entered, and its retry: Step Functions bills a retry as a transition.
+            assert_eq!(execution.transitions, 2, "{retried:?}, {death:?}");
         }
     }
 }
@@ -79,13 +81,16 @@ async fn a_crashed_invocation_fails_the_task_as_lambda_unknown_when_no_retrier_n
 #[tokio::test]
 async fn a_catcher_takes_a_crash_its_retrier_leaves() {
     let calls = Arc::new(AtomicU64::new(0));
-    let output = execute(
+    let execution = execute(
         &machine(&["Lambda.ServiceException"], Some(&["Lambda.Unknown"][..])),
         json!({}),
         &dies_once(Death::OutOfMemory, &calls),
     )
     .await
     .unwrap();
+    // The Task, then the Pass its catcher goes on to.
+    assert_eq!(execution.transitions, 2);
+    let output = execution.output;
     assert_eq!(output["Error"], "Lambda.Unknown", "{output}");
     assert!(output["Cause"].as_str().unwrap().contains("signal: killed"), "{output}");
     assert_eq!(calls.load(Ordering::Relaxed), 1);
@@ -106,11 +111,17 @@ async fn a_functions_error_is_its_own_type_not_lambda_unknown() {
     assert_eq!(error, "state Step: f failed: VerifyError: drift");
     assert_eq!(calls.load(Ordering::Relaxed), 1, "not retried by Lambda.Unknown");
 
-    let output =
+    let caught =
         execute(&machine(&["Lambda.Unknown"], Some(&["VerifyError"][..])), json!({}), &invoke).await.unwrap();
-    assert_eq!(output, json!({"Error": "VerifyError", "Cause": "drift"}));
-    let output =
+    assert_eq!(caught.output, json!({"Error": "VerifyError", "Cause": "drift"}));
+    let retried =
         execute(&machine(&["VerifyError"], Some(&["States.ALL"][..])), json!({}), &invoke).await.unwrap();
-    assert_eq!(output, json!({"Error": "VerifyError", "Cause": "drift"}), "retried twice, then caught");
+    assert_eq!(
+        retried.output,
+        json!({"Error": "VerifyError", "Cause": "drift"}),
+        "retried twice, then caught"
+    );
+    // Task and Pass; then Task, its two retries and Pass.
+    assert_eq!((caught.transitions, retried.transitions), (2, 4));
     assert_eq!(calls.load(Ordering::Relaxed), 1 + 1 + 3);
 }

@@ -17,7 +17,7 @@ use operations::backfill::{Backfill, Checkpoint, Settings, Target};
 use serde_json::json;
 use stream_runtime::{ItemWrite, Op, Vars};
 
-use crate::support::moto::{sdk, unique};
+use crate::support::moto::{sdk, sdk_on, unique};
 use crate::support::pipeline::{failure_log, issue, pipeline, stack};
 
 /// The issues written before the backfill: 2,000, or 20,000 at full scale.
@@ -49,7 +49,9 @@ struct Race {
 #[expect(clippy::too_many_lines, reason = "one scenario, told in order")]
 async fn backfill_with_writers(kill: bool) -> Result<()> {
     let items = items();
-    let sdk = sdk();
+    // The two runs (killed or not) go at once, each on a moto of its own (when scripts/test
+    // starts two): on one, they took 18 minutes each at full scale, where one alone takes 6.
+    let sdk = sdk_on(usize::from(kill));
     let stack = stack(&sdk, &[]).await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let writer_client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
@@ -269,8 +271,9 @@ async fn the_templates_state_machine_backfills_through_the_local_stack() -> Resu
     // Invoked as the state machine invokes it: under its role.
     let invoke = stack.state_machine_invoker(&sdk, "BackfillStateMachine", invoke)?;
     let input = json!({"run_id": "bf-local", "total_segments": 3, "max_concurrency": 2});
-    let output =
-        local_stack::states::execute(stack.state_machine("BackfillStateMachine")?, input, &invoke).await?;
+    let output = local_stack::states::execute(stack.state_machine("BackfillStateMachine")?, input, &invoke)
+        .await?
+        .output;
     ensure!(output == json!({"segments": 3}), "{output}");
     let invocations = invocations.load(Ordering::Relaxed);
     // States.ArrayRange's 1,000 items bound the segments: more, or none, fail by name before

@@ -342,14 +342,7 @@ async fn the_meter_bills_request_units_by_dynamodbs_rules() -> Result<()> {
     use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
     let client = aws_sdk_dynamodb::Client::new(&moto::sdk());
     let table = moto::unique("meter");
-    moto::create_table(
-        &client,
-        &table,
-        "pk",
-        Some(("sk", aws_sdk_dynamodb::types::ScalarAttributeType::S)),
-        false,
-    )
-    .await;
+    moto::create_index_table(&client, &table).await;
     let units = || async {
         let metered = local_stack::meter::read(&moto::sdk()).await?;
         Ok::<_, anyhow::Error>(metered.dynamodb.tables.get(&table).copied().unwrap_or_default())

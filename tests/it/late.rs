@@ -25,7 +25,9 @@ use io_policy::Deadline;
 use multikey_indexer::Indexer;
 use stream_runtime::{Event, EventRecord};
 
-use crate::support::moto::{create_table, runtime, runtime_at, sdk, stream_records, unique};
+use crate::support::moto::{
+    create_index_table, create_table, runtime, runtime_at, sdk, stream_records, unique,
+};
 
 /// The example configuration (custom fields by project, ties by `num`), on `index_table`.
 fn indexes(index_table: &str) -> String {
@@ -62,8 +64,7 @@ async fn superseded(order: &str, values: &[u32], late: usize) -> Result<(Vec<Str
     let client = aws_sdk_dynamodb::Client::new(&sdk());
     let (base, index) = (unique("late-base"), unique("late-index"));
     create_table(&client, &base, "id", None, true).await;
-    create_table(&client, &index, "pk", Some(("sk", aws_sdk_dynamodb::types::ScalarAttributeType::S)), false)
-        .await;
+    create_index_table(&client, &index).await;
     let item = serde_json::json!({
         "id": "x1", "project": "35e9", "num": 1, "name": "Girder", "state": "open",
         "custom_fields": {"3fe6": values[0]}
@@ -210,14 +211,7 @@ async fn an_entry_removed_and_put_back_ends_present_in_every_order() -> Result<(
     let orders = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
     for (n, order) in orders.iter().enumerate() {
         let index = unique(&format!("readd-index{n}"));
-        create_table(
-            &client,
-            &index,
-            "pk",
-            Some(("sk", aws_sdk_dynamodb::types::ScalarAttributeType::S)),
-            false,
-        )
-        .await;
+        create_index_table(&client, &index).await;
         let config = indexes(&index);
         let indexer =
             runtime::<Indexer>(&[("MULTIKEY_INDEXES", config.as_str()), ("MULTIKEY_ORDER", "any")]).await;

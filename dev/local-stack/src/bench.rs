@@ -295,6 +295,16 @@ pub struct Ground<'a> {
 }
 
 impl<'a> Ground<'a> {
+    /// Creates a table shaped as the stack's index table, named `name`: a bench's own index.
+    pub(crate) async fn index_table(&self, name: String) -> Result<(), BenchError> {
+        let mut table = self.stack.table("IndexTable")?.clone();
+        table.name = name;
+        crate::replayer::resources::create_table(&aws_sdk_dynamodb::Client::new(self.sdk), &table)
+            .await
+            .map_err(|e| BenchError::Io(e.to_string()))?;
+        Ok(())
+    }
+
     /// A proxy with `spec` in front of the emulator, for the ground's stack.
     pub(crate) async fn bench(&self, spec: &str) -> Result<Bench<'a>, BenchError> {
         Bench::start(self.sdk, self.endpoint, self.stack, spec).await

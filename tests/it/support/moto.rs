@@ -18,6 +18,22 @@ pub(crate) fn sdk() -> SdkConfig {
     let endpoint = std::env::var("SIDESTREAM_MOTO_ENDPOINT").unwrap_or_else(|_| {
         panic!("SIDESTREAM_MOTO_ENDPOINT is not set: run the tests with scripts/test, which starts moto")
     });
+    sdk_at(&endpoint)
+}
+
+/// [`sdk`] for the `n`th moto `scripts/moto` started (`SIDESTREAM_MOTO_ENDPOINTS`, counted from
+/// 0), or the first when it started fewer: two heavy tests that run at once each take a moto of
+/// their own, so that each has a core (moto answers one request at a time). Everything such a
+/// test does must go through this SDK.
+pub(crate) fn sdk_on(n: usize) -> SdkConfig {
+    let endpoints = std::env::var("SIDESTREAM_MOTO_ENDPOINTS").unwrap_or_default();
+    match endpoints.split_whitespace().nth(n) {
+        Some(endpoint) => sdk_at(endpoint),
+        None => sdk(),
+    }
+}
+
+fn sdk_at(endpoint: &str) -> SdkConfig {
     SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
@@ -32,6 +48,11 @@ pub(crate) fn sdk() -> SdkConfig {
 pub(crate) fn unique(prefix: &str) -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Creates a table keyed as an index table is (`pk` and `sk`, strings), without a stream.
+pub(crate) async fn create_index_table(client: &aws_sdk_dynamodb::Client, name: &str) {
+    create_table(client, name, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
 }
 
 /// Creates a table with a string partition key, an optional sort key of `sort_type`, and

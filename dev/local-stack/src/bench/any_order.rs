@@ -47,9 +47,8 @@ pub struct Side {
 
 /// Measures both ways on `options.batches` against moto, behind a proxy made from `spec`.
 pub async fn run(ground: Ground<'_>) -> Result<Vec<Row>, BenchError> {
-    let Ground { sdk, stack, spec, options, progress, .. } = ground;
+    let Ground { spec, options, progress, .. } = ground;
     let bench = ground.bench(spec).await?;
-    let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
     let mut rows = Vec::new();
     for (place, &batch) in options.batches.iter().enumerate() {
         let runtime = |order: &str| -> Result<Runtime<Indexer>, BenchError> {
@@ -62,11 +61,7 @@ pub async fn run(ground: Ground<'_>) -> Result<Vec<Row>, BenchError> {
         };
         let (stream, any) = (runtime("stream")?, runtime("any")?);
         for order in ["stream", "any"] {
-            let mut table = stack.table("IndexTable")?.clone();
-            table.name = format!("{}-order{place}-{order}", options.stack);
-            crate::replayer::resources::create_table(&dynamodb, &table)
-                .await
-                .map_err(|e| BenchError::Io(e.to_string()))?;
+            ground.index_table(format!("{}-order{place}-{order}", options.stack)).await?;
         }
         let repeats = options.repeats.max(1);
         let batches = history(batch, repeats + 1, place as u64 + 1);

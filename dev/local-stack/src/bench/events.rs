@@ -183,18 +183,31 @@ impl CounterSim {
         if let Some(old) = old {
             dynamodb["OldImage"] = image(old);
         }
-        let record = serde_json::from_value(json!({
-            "eventID": format!("{:032x}", self.sequence),
-            "eventName": if old.is_some() { "MODIFY" } else { "INSERT" },
-            "eventVersion": "1.1",
-            "eventSource": "aws:dynamodb",
-            "awsRegion": "us-east-1",
-            "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/counters/stream/2026-11-21T00:00:00.000",
-            "dynamodb": dynamodb,
-        }))
-        .unwrap_or_default();
+        let name = if old.is_some() { "MODIFY" } else { "INSERT" };
+        let record = serde_json::from_value(stream_record(self.sequence, name, "counters", dynamodb))
+            .unwrap_or_default();
         Change { key, record }
     }
+}
+
+/// A DynamoDB stream record of `table` in us-east-1 (Lambda's event JSON), numbered `sequence`,
+/// of the change `name` (`INSERT`, `MODIFY`, `REMOVE`) described by `dynamodb`.
+pub(crate) fn stream_record(
+    sequence: u128,
+    name: &str,
+    table: &str,
+    dynamodb: serde_json::Value,
+) -> serde_json::Value {
+    let mut record = json!({
+        "eventID": format!("{sequence:032x}"),
+        "eventName": name,
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "eventSourceARN": format!("arn:aws:dynamodb:us-east-1:123456789012:table/{table}/stream/2026-11-21T00:00:00.000"),
+    });
+    record["dynamodb"] = dynamodb;
+    record
 }
 
 /// The lane of a shard item among `lanes` concurrent batches, as `ParallelizationFactor` hashes

@@ -14,9 +14,13 @@
 //!   A removal that must stay guarded is a put too: a *tombstone* holding the remover's version,
 //!   which the caller expires (a TTL attribute) once no older write can still come.
 //! - **Chunks.** Puts go [`CHUNK`] at a time, each chunk's requests at once in one place of the
-//!   budget's window (as one `BatchWriteItem` of 25 would be): the window bounds chunks in flight,
-//!   so single-item requests do not cost a round trip each. Each request is cut off at the
-//!   attempt timeout on its own, and only the puts that failed are sent again.
+//!   budget's window: the window bounds chunks in flight, so single-item requests do not cost a
+//!   round trip each, and its 16 places (the default `WRITE_MAX_CONCURRENCY`) hold at most 128
+//!   requests, each an HTTP connection. A chunk of 25, a `BatchWriteItem`'s size, let 400
+//!   connections open at once: more than a round trip saves, and on the local stack more than
+//!   moto answers within the attempt timeout, so that whole chunks timed out, were sent again and
+//!   refused (docs/benchmarks.md, "Guarded puts"). Each request is cut off at the attempt
+//!   timeout on its own, and only the puts that failed are sent again.
 //! - **Refused puts** (`ConditionalCheckFailedException`) are *superseded*: a newer version is
 //!   stored, so nothing of them is needed. They are counted in [`VersionedReport::superseded`]
 //!   and done. DynamoDB bills them all the same (docs/cost.md).
@@ -36,8 +40,8 @@ use crate::writer::Report;
 use crate::writer::send::{give_up, sdk_item};
 use crate::{ItemWrite, Op};
 
-/// Puts sent together, in one place of the window.
-pub const CHUNK: usize = 25;
+/// Puts sent together, in one place of the window (module documentation).
+pub const CHUNK: usize = 8;
 
 /// The guard every put carries.
 const CONDITION: &str = "attribute_not_exists(#v) OR #v < :v";

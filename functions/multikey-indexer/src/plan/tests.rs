@@ -790,8 +790,9 @@ fn in_any_order_a_record_without_a_version_is_rejected() {
     assert!(plan.writes.is_empty());
 }
 
-/// A removed entry's tombstone expires at its record's change time plus its lifetime: in any
-/// order the record age and an hour, in order an hour (`formats::tombstone`).
+/// A removed entry's tombstone expires its lifetime after its record's change, or after it is
+/// written if that is later: in any order the record age and an hour, in order an hour
+/// (`formats::tombstone`).
 #[test]
 fn a_tombstone_expires_its_lifetime_after_its_change_or_its_writing_if_later() {
     let ix = article_like();

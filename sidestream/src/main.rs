@@ -72,11 +72,12 @@ fn run_plan(function: &str, event: &Path, out: Option<&Path>) -> anyhow::Result<
     let function = sidestream_combined::Function::named(function)
         .with_context(|| format!("{function} is not a stream function"))?;
     let bytes = std::fs::read(event).with_context(|| format!("cannot read {}", event.display()))?;
-    let explained = function
-        .explain(&Vars::new(&Vars::process_lookup), &bytes)
+    let mut printer = crate::plan::Printer::new(out);
+    let failed = function
+        .explain(&Vars::new(&Vars::process_lookup), &bytes, &mut printer)
         .with_context(|| format!("cannot plan {}", event.display()))?;
-    crate::plan::print(&explained, out)?;
-    Ok(if explained.failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    printer.finish()?;
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 fn run_grid(args: GridArgs) -> anyhow::Result<ExitCode> {

@@ -1056,8 +1056,8 @@ fn every_alarm_reaches_someone_and_says_what_to_do() -> Result<()> {
 }
 
 /// The template read as a reviewer reads it for production: what AWS refuses at deploy time is
-/// refused by the parameters, the source tables cannot be deleted by accident, the failure queue
-/// outlives the stack, the state machine's role trusts only this account's state machine and its
+/// refused by the parameters, the source tables cannot be deleted by accident, the parking bucket
+/// (every mapping's on-failure destination) outlives the stack, the state machine's role trusts only this account's state machine and its
 /// Lambda integration names the stack's partition, and the scheduled verifier is not retried
 /// (each retry is two more full scans).
 #[test]

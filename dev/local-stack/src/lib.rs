@@ -137,8 +137,8 @@ pub struct Stack {
     /// The resources the local stack has no emulator for but tests read (the archive's Glue
     /// database and table, its Athena named queries), by logical id: their properties, resolved.
     pub catalog: BTreeMap<String, serde_json::Value>,
-    /// Its SQS queues' URLs on the emulator, by logical id (the on-failure destination
-    /// `FailureQueue`).
+    /// Its SQS queues' URLs on the emulator, by logical id (none in today's template: the
+    /// mappings' on-failure destination is the parking bucket).
     pub queues: BTreeMap<String, String>,
     /// Its CloudWatch alarms, by logical id: each alarm's name (`<stack>-<LogicalId>-<suffix>`,
     /// as CloudFormation names an alarm without an `AlarmName`) and its properties, resolved.

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 use stream_runtime::Vars;
 use stream_runtime::wire::WireRecord;
-use stream_runtime::{ExplainError, Explained};
+use stream_runtime::{ExplainError, Explainer};
 
 use crate::Plan;
 use crate::handler::partition_key;
@@ -13,9 +13,12 @@ use crate::handler::partition_key;
 /// {"value":N,"sequenceNumber":…}},"firstRecord":N}`. Each becomes one conditional write of the
 /// total item, merged with what the item holds (only shard states newer than the stored ones
 /// count). Skipped records and what planning rejected or stopped at are notes.
-pub(crate) fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Explained, ExplainError> {
+pub(crate) fn explain(
+    vars: &Vars<'_>,
+    records: &[WireRecord<'_>],
+    out: &mut Explainer<'_>,
+) -> Result<(), ExplainError> {
     let plan = Plan::from_wire(&partition_key(vars), records);
-    let mut explained = Explained::default();
     for u in &plan.updates {
         let shards: Map<String, Value> = u
             .shards
@@ -28,13 +31,12 @@ pub(crate) fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Exp
             .collect();
         let total_key =
             formats::counter::total_key(&u.name).map_err(|e| ExplainError::Write(e.to_string()))?;
-        explained.writes.push(json!({
+        out.write(&json!({
             "counter": u.name, "totalKey": total_key, "shards": shards, "firstRecord": u.first_record,
-        }));
+        }))?;
     }
     for s in &plan.skipped {
-        explained.notes.push(format!("record {} skipped: {}", s.record, s.reason));
+        out.note(format_args!("record {} skipped: {}", s.record, s.reason))?;
     }
-    explained.note_failures(records, &plan.failures);
-    Ok(explained)
+    out.note_failures(records, &plan.failures)
 }

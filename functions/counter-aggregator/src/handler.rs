@@ -31,7 +31,7 @@ use io_policy::dynamodb::Item;
 use io_policy::{Failure, FailureKind};
 use stream_runtime::limits::{MAX_ITEM_BYTES, item_size};
 use stream_runtime::{
-    Applied, Aws, ConfigError, ExplainError, Explained, Metric, Planned, RecordFailure, Replay, Resource,
+    Applied, Aws, ConfigError, ExplainError, Explainer, Metric, Planned, RecordFailure, Replay, Resource,
     StreamFunction, Vars, WireRecord,
 };
 
@@ -393,8 +393,12 @@ impl StreamFunction for Aggregator {
         Ok(())
     }
 
-    fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Explained, ExplainError> {
-        crate::explain::explain(vars, records)
+    fn explain(
+        vars: &Vars<'_>,
+        records: &[WireRecord<'_>],
+        out: &mut Explainer<'_>,
+    ) -> Result<(), ExplainError> {
+        crate::explain::explain(vars, records, out)
     }
 
     fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Vec<CounterUpdate>> {

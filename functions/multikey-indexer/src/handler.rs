@@ -12,8 +12,8 @@
 use io_policy::Budget;
 use stream_runtime::writer::{VersionedReport, Writer};
 use stream_runtime::{
-    AnyOrderHint, Applied, Aws, ConfigError, ExplainError, Explained, Metric, Planned, RecordFailure, Replay,
-    Resource, StreamFunction, Vars, WireRecord,
+    AnyOrderHint, Applied, Aws, ConfigError, ExplainError, Explainer, Metric, Planned, Replay, Resource,
+    StreamFunction, Vars, WireRecord,
 };
 use stream_runtime::{ItemWrite, Op};
 
@@ -85,8 +85,12 @@ impl StreamFunction for Indexer {
         tables
     }
 
-    fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Explained, ExplainError> {
-        crate::explain::explain(vars, records)
+    fn explain(
+        vars: &Vars<'_>,
+        records: &[WireRecord<'_>],
+        out: &mut Explainer<'_>,
+    ) -> Result<(), ExplainError> {
+        crate::explain::explain(vars, records, out)
     }
 
     fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Plan> {
@@ -107,7 +111,7 @@ impl StreamFunction for Indexer {
         let mut written =
             applied_versioned(self.writer.write_versioned(versioned, VERSION_ATTRIBUTE, budget).await);
         if !unguarded.is_empty() {
-            merge(&mut written, applied(self.writer.write(unguarded, budget).await));
+            merge(&mut written, Applied::from(self.writer.write(unguarded, budget).await));
         }
         written
     }
@@ -173,7 +177,7 @@ impl Indexer {
             tokio::join!(planning, self.writer.write_versioned_as_ready(lots, VERSION_ATTRIBUTE, budget));
         let mut written = applied_versioned(report);
         if !unversioned.is_empty() {
-            merge(&mut written, applied(self.writer.write(unversioned, budget).await));
+            merge(&mut written, Applied::from(self.writer.write(unversioned, budget).await));
         }
         Applied::after(failures, counts, written)
     }
@@ -187,7 +191,7 @@ pub fn split(writes: Vec<ItemWrite>) -> (Vec<ItemWrite>, Vec<ItemWrite>) {
 
 /// What the versioned writer's report says, as the runtime takes it: superseded puts counted.
 fn applied_versioned(report: VersionedReport) -> Applied {
-    let mut written = applied(report.report);
+    let mut written = Applied::from(report.report);
     written.counts.push((Metric::SupersededWrites, report.superseded));
     written
 }
@@ -198,19 +202,6 @@ fn merge(written: &mut Applied, more: Applied) {
     written.failed_writes += more.failed_writes;
     written.failures.extend(more.failures);
     written.counts.extend(more.counts);
-}
-
-fn applied(report: stream_runtime::writer::Report) -> Applied {
-    Applied {
-        failures: report
-            .failures
-            .into_iter()
-            .map(|(origin, failure)| RecordFailure::new(origin, failure))
-            .collect(),
-        writes: report.writes,
-        failed_writes: report.failed,
-        counts: Vec::new(),
-    }
 }
 
 fn log_skipped(plan: &Plan) {

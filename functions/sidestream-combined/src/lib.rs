@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use aws_types::SdkConfig;
 use io_policy::Deadline;
 use stream_runtime::delivery::{Invocation, Invoker, KinesisInvoker, in_process};
-use stream_runtime::{Combined, ExplainError, Explained, NoCheckpoint, Replay, Runtime, StreamFunction};
+use stream_runtime::explain::Sink;
+use stream_runtime::{Combined, ExplainError, NoCheckpoint, Replay, Runtime, StreamFunction};
 use stream_runtime::{ConfigError, DynamoDbEventResponse, Event, Metric, Metrics, Vars};
 
 /// One stream function, as every tool knows it.
@@ -41,7 +42,7 @@ pub struct Function {
     /// Adds it to functions behind one mapping.
     add: fn(Combined, &Vars<'_>, &SdkConfig) -> Result<Combined, ConfigError>,
     /// Explains its plan of an event, without AWS ([`StreamFunction::explain`]).
-    explain: fn(&Vars<'_>, &[u8]) -> Result<Explained, ExplainError>,
+    explain: fn(&Vars<'_>, &[u8], &mut dyn Sink) -> Result<bool, ExplainError>,
 }
 
 impl Function {
@@ -54,14 +55,15 @@ impl Function {
             replay: F::REPLAY,
             build: build::<F>,
             add: Combined::add::<F>,
-            explain: stream_runtime::explain::explain::<F>,
+            explain: stream_runtime::explain::explain_to::<F>,
         }
     }
 
     /// Its plan of `event` (Lambda's DynamoDB stream event, as JSON), configured from `vars` as
-    /// its binary is, explained without AWS: what `sidestream plan` prints.
-    pub fn explain(&self, vars: &Vars<'_>, event: &[u8]) -> Result<Explained, ExplainError> {
-        (self.explain)(vars, event)
+    /// its binary is, explained without AWS to `sink` as it is made: what `sidestream plan`
+    /// prints. Returns whether a record was rejected or stopped planning.
+    pub fn explain(&self, vars: &Vars<'_>, event: &[u8], sink: &mut dyn Sink) -> Result<bool, ExplainError> {
+        (self.explain)(vars, event, sink)
     }
 
     /// The function named `name`, if there is one.

@@ -3,7 +3,7 @@
 use serde_json::json;
 use stream_runtime::Vars;
 use stream_runtime::wire::WireRecord;
-use stream_runtime::{ExplainError, Explained};
+use stream_runtime::{ExplainError, Explainer};
 
 use crate::{ObjectSettings, Plan};
 
@@ -11,35 +11,39 @@ use crate::{ObjectSettings, Plan};
 /// `ARCHIVE_GZIP_LEVEL` give: `{"key":…,"metaKey":…,"records":N,"items":N,"keysOnly":N,
 /// "bytes":N,"rawBytes":N,"metaBytes":N,"firstRecord":N,"lastRecord":N,
 /// "firstSequenceNumber":…,"lastSequenceNumber":…}` (`key` is null for a run of keys-only
-/// records, which has no item object). The objects themselves are its files, at their keys.
+/// records, which has no item object). The objects themselves are its files, at their keys, when
+/// the sink wants them.
 /// Skipped records, keys-only records and what planning rejected or stopped at are notes.
-pub(crate) fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Explained, ExplainError> {
+pub(crate) fn explain(
+    vars: &Vars<'_>,
+    records: &[WireRecord<'_>],
+    out: &mut Explainer<'_>,
+) -> Result<(), ExplainError> {
     let layout = ObjectSettings::from_vars(vars)?;
     let Plan { objects, skipped, keys_only, failures } = Plan::from_wire(&layout, records);
-    let mut explained = Explained::default();
-    // The objects move into the files: a batch's archive is not copied to be explained.
     for o in objects {
         let keys_only = keys_only.iter().filter(|&&i| (o.first_record..=o.last_record).contains(&i)).count();
         let key = (o.items > 0).then_some(&o.data_key);
-        explained.writes.push(json!({
+        out.write(&json!({
             "key": key, "metaKey": o.meta_key, "records": o.records, "items": o.items,
             "keysOnly": keys_only, "bytes": o.data.len(), "rawBytes": o.raw_bytes, "metaBytes": o.meta.len(),
             "firstRecord": o.first_record, "lastRecord": o.last_record,
             "firstSequenceNumber": o.first_sequence_number, "lastSequenceNumber": o.last_sequence_number,
-        }));
-        if o.items > 0 {
-            explained.files.push((o.data_key, o.data));
+        }))?;
+        if out.wants_files() {
+            if o.items > 0 {
+                out.file(&o.data_key, &o.data)?;
+            }
+            out.file(&o.meta_key, &o.meta)?;
         }
-        explained.files.push((o.meta_key, o.meta));
     }
     for s in &skipped {
-        explained.notes.push(format!("record {} not archived: {}", s.record, s.reason));
+        out.note(format_args!("record {} not archived: {}", s.record, s.reason))?;
     }
     for i in &keys_only {
-        explained.notes.push(format!(
+        out.note(format_args!(
             "record {i} has no OldImage: only its keys are archived (keysOnly), in the metadata object"
-        ));
+        ))?;
     }
-    explained.note_failures(records, &failures);
-    Ok(explained)
+    out.note_failures(records, &failures)
 }

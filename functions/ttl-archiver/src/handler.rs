@@ -12,7 +12,7 @@ use bytes::Bytes;
 use io_policy::Budget;
 use io_policy::{Failure, FailureKind};
 use stream_runtime::{
-    Applied, Aws, ConfigError, ExplainError, Explained, Metric, Planned, RecordFailure, Replay, Resource,
+    Applied, Aws, ConfigError, ExplainError, Explainer, Metric, Planned, RecordFailure, Replay, Resource,
     StreamFunction, Vars, WireRecord,
 };
 
@@ -133,8 +133,12 @@ impl StreamFunction for Archiver {
         Ok(())
     }
 
-    fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Explained, ExplainError> {
-        crate::explain::explain(vars, records)
+    fn explain(
+        vars: &Vars<'_>,
+        records: &[WireRecord<'_>],
+        out: &mut Explainer<'_>,
+    ) -> Result<(), ExplainError> {
+        crate::explain::explain(vars, records, out)
     }
 
     fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Vec<Object>> {

@@ -1,4 +1,4 @@
-//! The ttl-archiver's archives read back (format v1, see `docs/formats.md`).
+//! The ttl-archiver's archives read back (format version 2, and version 1 too; `docs/formats.md`).
 //!
 //! - [`job`]: the same restore as a job on Step Functions, for an archive of any size.
 //! - [`Source`]: one archive object, a local file or `s3://bucket/key`.

@@ -14,7 +14,7 @@ use key_codec::SequenceNumber;
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_dynamo::Item;
-use stream_runtime::wire::{Attr, WireImage};
+use stream_record::wire::{Attr, WireImage};
 
 /// The format version written, in every metadata line and on every object. Version 2 names an
 /// object by its run's first and last sequence numbers (version 1: by the first alone); the
@@ -122,7 +122,7 @@ impl Serialize for Base64List<'_> {
     }
 }
 
-/// An image read in place ([`stream_runtime::wire`]) as DynamoDB JSON: `{"S":"…"}`, `{"N":"…"}`,
+/// An image read in place ([`stream_record::wire`]) as DynamoDB JSON: `{"S":"…"}`, `{"N":"…"}`,
 /// `{"B":"<base64>"}`, and so on, attributes in byte order of their names (an image keeps them
 /// so), binary as standard base64.
 #[derive(Debug, Clone, Copy)]

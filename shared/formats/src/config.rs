@@ -35,7 +35,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde::Deserialize;
-use stream_runtime::{ConfigError, Vars};
+use stream_record::{ConfigError, Vars};
 
 /// The variable that holds the index definitions.
 pub(crate) const INDEXES_VAR: &str = "MULTIKEY_INDEXES";

@@ -14,8 +14,8 @@ use std::borrow::Cow;
 
 use key_codec::{BinaryKey, Dir, HierKey, KeyKind, Number, TextKey, truncate_for_binary, truncate_for_text};
 use serde_dynamo::{AttributeValue, Item};
-use stream_runtime::wire::{Attr, WireImage};
-use stream_runtime::{Attributes, limits};
+use stream_record::wire::{Attr, WireImage};
+use stream_record::{Attributes, limits};
 
 use crate::config::{ENTRY_ATTRIBUTE, Index, KeyFormat, VALUE_ATTRIBUTE, VERSION_ATTRIBUTE};
 
@@ -253,7 +253,7 @@ impl<'a> Member<'a> {
 }
 
 impl EntryParts<'_> {
-    /// The size of the entry's item under `key`, by DynamoDB's rules ([`stream_runtime::limits`]),
+    /// The size of the entry's item under `key`, by DynamoDB's rules ([`stream_record::limits`]),
     /// without building it: what [`EntryParts::item`]'s item measures.
     pub fn size(&self, index: &Index, key: &EntryKey, carried: &Carried<'_>) -> usize {
         let entry = match self.entry {

@@ -33,7 +33,7 @@
 //! (`crate::touch`), which makes a new one.
 
 use serde_dynamo::AttributeValue;
-use stream_runtime::Attributes;
+use stream_record::Attributes;
 
 use crate::config::{Index, Indexes, VERSION_ATTRIBUTE};
 use crate::entries::EntryKey;

@@ -14,7 +14,7 @@
 //! The marker is the only attribute a touch writes: it never changes user data, and never sets
 //! or moves a TTL. Its name and value are part of the persisted formats (`docs/formats.md`).
 
-use stream_runtime::wire::WireImage;
+use stream_record::wire::WireImage;
 
 /// The attribute a backfill sets on each item it touches: the backfill's run id (S).
 pub const TOUCH_ATTRIBUTE: &str = "sidestream_touch";

@@ -124,13 +124,48 @@ const SCHEMA_MISMATCH: [&str; 4] = [
     "provided key element does not match",
 ];
 
+/// A service's own error codes, for a caller of a service whose codes [`classify`] does not know
+/// (it knows DynamoDB's, S3's and the AWS-wide ones): [`classify_for`] reads them first.
+///
+/// ```
+/// use io_policy::ServiceCodes;
+/// // Amazon SQS: throttled sends, and a message SQS refuses for its content.
+/// const SQS: ServiceCodes = ServiceCodes {
+///     throttling: &["RequestThrottled", "KmsThrottled"],
+///     server: &[],
+///     content: &["InvalidMessageContents", "InvalidParameterValue"],
+/// };
+/// assert!(SQS.content.contains(&"InvalidMessageContents"));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServiceCodes {
+    /// Codes that mean "slow down": transient, and the write window shrinks.
+    pub throttling: &'static [&'static str],
+    /// Codes of a service-side fault that a retry gets past: transient.
+    pub server: &'static [&'static str],
+    /// Codes that say the request's content can never succeed: record-permanent.
+    pub content: &'static [&'static str],
+}
+
+impl ServiceCodes {
+    /// No codes beyond the ones [`classify`] knows.
+    pub const NONE: ServiceCodes = ServiceCodes { throttling: &[], server: &[], content: &[] };
+
+    fn throttles(&self, code: &str) -> bool {
+        THROTTLING.contains(&code) || self.throttling.contains(&code)
+    }
+}
+
 /// Classifies a service's error answer by its code, HTTP status and message.
 ///
 /// Unknown client errors are systemic rather than record-permanent: checkpointing stalls a shard
 /// until an operator looks, but parking would move every record of the stream aside.
-pub(crate) fn kind_of(code: Option<&str>, status: u16, message: &str) -> FailureKind {
+pub(crate) fn kind_of(code: Option<&str>, status: u16, message: &str, codes: &ServiceCodes) -> FailureKind {
     match code {
-        Some(code) if THROTTLING.contains(&code) || SERVER.contains(&code) => FailureKind::Transient,
+        Some(code) if codes.throttles(code) || SERVER.contains(&code) || codes.server.contains(&code) => {
+            FailureKind::Transient
+        }
+        Some(code) if codes.content.contains(&code) => FailureKind::RecordPermanent,
         Some("ValidationException") if blames_the_schema(message) => FailureKind::Systemic,
         Some(code) if CONTENT.contains(&code) => FailureKind::RecordPermanent,
         _ if status >= 500 || status == 429 || status == 408 => FailureKind::Transient,
@@ -176,6 +211,14 @@ pub fn classify<E>(op: &str, err: &SdkError<E, Response>) -> Failure
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
+    classify_for(op, err, &ServiceCodes::NONE)
+}
+
+/// [`classify`], reading the service's own `codes` as well.
+pub fn classify_for<E>(op: &str, err: &SdkError<E, Response>, codes: &ServiceCodes) -> Failure
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
     let mut message = format!("{op}: {}", describe(err));
     // No Region configured: the request cannot be signed, now or on any retry.
     let no_region = matches!(err, SdkError::DispatchFailure(_)) && message.contains("missing signing region");
@@ -184,7 +227,8 @@ where
     }
     let kind = match err {
         SdkError::ServiceError(ctx) => {
-            kind_of(ctx.err().code(), ctx.raw().status().as_u16(), ctx.err().message().unwrap_or_default())
+            let (code, status) = (ctx.err().code(), ctx.raw().status().as_u16());
+            kind_of(code, status, ctx.err().message().unwrap_or_default(), codes)
         }
         SdkError::DispatchFailure(_) if no_region => FailureKind::Systemic,
         SdkError::DispatchFailure(failure) if !failure.is_user() => FailureKind::Transient,
@@ -194,7 +238,7 @@ where
         _ => FailureKind::Systemic,
     };
     let throttled = matches!(err, SdkError::ServiceError(ctx)
-        if ctx.err().code().is_some_and(|c| THROTTLING.contains(&c)) || ctx.raw().status().as_u16() == 429);
+        if ctx.err().code().is_some_and(|c| codes.throttles(c)) || ctx.raw().status().as_u16() == 429);
     Failure { kind, message, throttled }
 }
 

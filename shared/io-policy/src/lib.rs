@@ -1,4 +1,4 @@
-//! One I/O policy for every AWS call Sidestream makes.
+//! One I/O policy for the AWS calls of a Lambda function (or any bounded job).
 //!
 //! - [`failure`]: the three kinds of failure (transient, systemic, record-permanent) and the
 //!   classification of AWS errors into them.
@@ -10,8 +10,8 @@
 //! - [`without_sdk_retries`]: the SDK configuration every client is built from, so that this
 //!   policy is the only one retrying.
 //!
-//! Nothing here knows about streams: the functions, the grid view and the sharded counters all
-//! call AWS through it.
+//! Nothing here knows about streams. A service whose error codes [`classify`] does not know
+//! is classified with its own ([`ServiceCodes`], [`classify_for`]).
 
 pub mod deadline;
 pub mod dynamodb;
@@ -21,7 +21,7 @@ pub mod window;
 
 pub use deadline::Deadline;
 pub use dynamodb::{batch_get_item, conditional};
-pub use failure::{Failure, FailureKind, RequestFailed, classify, describe};
+pub use failure::{Failure, FailureKind, RequestFailed, ServiceCodes, classify, classify_for, describe};
 pub use policy::{Attempts, Bounded, Budget, Policy, Tally};
 pub use window::Window;
 
@@ -33,3 +33,8 @@ use aws_types::SdkConfig;
 pub fn without_sdk_retries(sdk: &SdkConfig) -> SdkConfig {
     sdk.to_builder().retry_config(RetryConfig::disabled()).build()
 }
+
+/// The README's example, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -158,3 +158,8 @@ const TYPICAL_KEY_BYTES: usize = 64;
 pub const TEXT_FORMAT: &str = "K1";
 /// The version tag of the binary form.
 pub const BINARY_FORMAT: &str = "B1";
+
+/// The README's example, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

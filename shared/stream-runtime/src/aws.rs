@@ -10,6 +10,7 @@ use aws_types::SdkConfig;
 /// go through one pool.
 #[derive(Debug, Clone)]
 pub struct Aws {
+    sdk: SdkConfig,
     dynamodb: aws_sdk_dynamodb::Client,
     s3: aws_sdk_s3::Client,
 }
@@ -18,7 +19,13 @@ impl Aws {
     /// From the loaded SDK configuration; `force_path_style` is `S3_FORCE_PATH_STYLE`.
     pub fn new(sdk: &SdkConfig, force_path_style: bool) -> Aws {
         let sdk = io_policy::without_sdk_retries(sdk);
-        Aws { dynamodb: aws_sdk_dynamodb::Client::new(&sdk), s3: s3(&sdk, force_path_style) }
+        Aws { dynamodb: aws_sdk_dynamodb::Client::new(&sdk), s3: s3(&sdk, force_path_style), sdk }
+    }
+
+    /// The SDK configuration the clients are built from, the SDK's own retries off: for a
+    /// function to build the other clients it needs (SQS, say), under the same policy.
+    pub fn sdk_config(&self) -> &SdkConfig {
+        &self.sdk
     }
 
     /// The DynamoDB client.

@@ -29,54 +29,52 @@
 //! read records that point into them, and a record is decoded whole only to be parked
 //! ([`whole`]). [`Runtime::handle_json`] runs one batch from its JSON as Lambda does, and
 //! [`Runtime::handle`] one already decoded (the local stack and the tests).
+//!
+//! The crate's README shows a complete function, and is compiled and run as a doctest.
 
 pub mod aws;
+pub use io_policy;
+pub use io_policy::{Budget, Failure, FailureKind};
+pub use stream_record::{
+    AttributeValue, Attributes, ChangeKind, ConfigError, Image, ItemWrite, Op, Record, RecordError, Vars,
+    WireRecord,
+};
+pub use stream_record::{env, limits, record, wire, write};
 pub mod combined;
 pub mod conclude;
 pub mod decide;
 pub mod delivery;
-pub mod env;
 pub mod exit;
 pub mod explain;
 pub mod filter;
 pub mod kinesis;
-pub mod limits;
 pub mod metrics;
 pub mod outcome;
 pub mod parked;
 pub mod prime;
-pub mod record;
 mod runtime;
 pub mod settings;
 pub mod source;
 pub mod whole;
-pub mod wire;
-pub mod write;
 pub mod writer;
 
 use std::future::Future;
-
-use io_policy::{Budget, Failure, FailureKind};
 
 pub use aws::Aws;
 pub use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 pub use aws_lambda_events::event::streams::DynamoDbEventResponse;
 pub use combined::{Combined, Member};
 pub use conclude::{Checkpoint, NoCheckpoint};
-pub use env::{ConfigError, Vars};
-pub use explain::{ExplainError, Explained};
+pub use explain::{ExplainError, Explained, Explainer};
 pub use metrics::{Metric, Metrics};
 pub use outcome::{PlanFailure, PlanFailures, Skipped};
 pub use prime::Resource;
 pub(crate) use prime::{PrimeError, Primed};
-pub use record::{ChangeKind, Image, Record, RecordError};
 pub use runtime::{Runtime, main, run};
 pub use settings::ParkingPlace;
 pub use settings::Settings;
 pub use source::Source;
 pub use whole::Whole;
-pub use wire::WireRecord;
-pub use write::{Attributes, ItemWrite, Op};
 
 /// How records Lambda gave up on are replayed into a function (`failures replay`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,8 +93,10 @@ pub enum Replay {
 pub trait StreamFunction: Send + Sync + Sized + 'static {
     /// The function's name (its crate and binary): the default for metrics and logs.
     const NAME: &'static str;
-    /// How `failures replay` replays its records, Lambda having given them up.
-    const REPLAY: Replay;
+    /// How `failures replay` replays its records, Lambda having given them up. By default
+    /// through the stream (a touch of each record's base item), which is safe for any function;
+    /// [`Replay::Rerun`] only for one whose writes leave the same state in any order.
+    const REPLAY: Replay = Replay::ThroughTheStream;
     /// What the plan hands to [`StreamFunction::apply`].
     type Plan: Send;
     /// The DynamoDB stream view types whose records carry what the plan reads: priming fails
@@ -120,9 +120,17 @@ pub trait StreamFunction: Send + Sync + Sized + 'static {
         Vec::new()
     }
 
-    /// Explains its plan of `records` with the configuration `vars` gives, without AWS: what
-    /// `sidestream plan` prints ([`explain`]).
-    fn explain(vars: &Vars<'_>, records: &[WireRecord<'_>]) -> Result<Explained, ExplainError>;
+    /// Explains its plan of `records` with the configuration `vars` gives, without AWS, to `out`:
+    /// one JSON object per write, a note for what planning left out, the objects it would write
+    /// ([`explain`]). By default it does not ([`ExplainError::NotExplained`]).
+    fn explain(
+        vars: &Vars<'_>,
+        records: &[WireRecord<'_>],
+        out: &mut Explainer<'_>,
+    ) -> Result<(), ExplainError> {
+        let _ = (vars, records, out);
+        Err(ExplainError::NotExplained(Self::NAME))
+    }
 
     /// Plans a batch, its records read in place ([`crate::wire`]): pure, synchronous.
     fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Self::Plan>;
@@ -228,3 +236,8 @@ impl Applied {
         Applied { failures: all, counts: all_counts, ..applied }
     }
 }
+
+/// The README's example, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -46,6 +46,22 @@ pub struct Report {
     pub failures: Vec<(usize, Failure)>,
 }
 
+impl From<Report> for crate::Applied {
+    /// What a write did, as the runtime takes it: each write given up on fails its record.
+    fn from(report: Report) -> crate::Applied {
+        crate::Applied {
+            failures: report
+                .failures
+                .into_iter()
+                .map(|(origin, f)| crate::RecordFailure::new(origin, f))
+                .collect(),
+            writes: report.writes,
+            failed_writes: report.failed,
+            counts: Vec::new(),
+        }
+    }
+}
+
 impl Report {
     fn merge(&mut self, other: Report) {
         self.writes += other.writes;

@@ -1,6 +1,6 @@
 //! Tests for parsing and validating `MULTIKEY_INDEXES`.
 
-use stream_runtime::Vars;
+use stream_record::Vars;
 
 use super::*;
 

@@ -50,7 +50,7 @@ fn the_lifetime_is_the_record_age_and_the_margin() {
     let read = |age| {
         let map = vars(age);
         let lookup = move |name: &str| map.get(name).cloned();
-        Indexes::from_vars(&stream_runtime::Vars::new(&lookup)).map(|i| i.tombstone_seconds)
+        Indexes::from_vars(&stream_record::Vars::new(&lookup)).map(|i| i.tombstone_seconds)
     };
     assert_eq!(read(None).unwrap(), 604_800 + 3_600);
     assert_eq!(read(Some("43200")).unwrap(), 43_200 + 3_600);

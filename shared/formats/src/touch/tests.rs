@@ -3,7 +3,7 @@
 use serde_dynamo::{AttributeValue, Item};
 
 use super::{TOUCH_ATTRIBUTE, is_touch_only, is_touched};
-use stream_runtime::wire::WireImage;
+use stream_record::wire::WireImage;
 
 fn item(pairs: &[(&str, &str)]) -> Item {
     Item::from(

@@ -1,6 +1,6 @@
 //! Tests of the failure model: AWS answers classified by code, status and message.
 
-use super::{FailureKind, kind_of};
+use super::{FailureKind, ServiceCodes, kind_of};
 
 #[test]
 fn service_answers_are_classified_by_code_status_and_message() {
@@ -39,8 +39,35 @@ fn service_answers_are_classified_by_code_status_and_message() {
         (Some("NoSuchBucket"), 404, "The specified bucket does not exist", Systemic),
     ];
     for (code, status, message, kind) in cases {
-        assert_eq!(kind_of(code, status, message), kind, "{code:?} {status} {message:?}");
+        assert_eq!(
+            kind_of(code, status, message, &ServiceCodes::NONE),
+            kind,
+            "{code:?} {status} {message:?}"
+        );
     }
+}
+
+#[test]
+fn a_services_own_codes_are_read_before_the_defaults() {
+    use FailureKind::{RecordPermanent, Systemic, Transient};
+    const SQS: ServiceCodes = ServiceCodes {
+        throttling: &["RequestThrottled"],
+        server: &["KmsUnavailable"],
+        content: &["InvalidMessageContents"],
+    };
+    let cases = [
+        (Some("RequestThrottled"), 400, Transient, Systemic),
+        (Some("KmsUnavailable"), 400, Transient, Systemic),
+        (Some("InvalidMessageContents"), 400, RecordPermanent, Systemic),
+        // The defaults still hold beside them.
+        (Some("ThrottlingException"), 400, Transient, Transient),
+        (Some("AccessDeniedException"), 400, Systemic, Systemic),
+    ];
+    for (code, status, with, without) in cases {
+        assert_eq!(kind_of(code, status, "", &SQS), with, "{code:?} with the codes");
+        assert_eq!(kind_of(code, status, "", &ServiceCodes::NONE), without, "{code:?} without them");
+    }
+    assert!(SQS.throttles("RequestThrottled") && !ServiceCodes::NONE.throttles("RequestThrottled"));
 }
 
 #[test]

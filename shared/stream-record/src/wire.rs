@@ -5,7 +5,7 @@
 //! a string without escapes is a slice of it, a number stays its text, an image is a vector of
 //! (name, value) pairs sorted by name (no hashing, no owned copies). This is how the runtime
 //! reads Lambda's invocation, and every function plans from it; the edges that keep a record
-//! whole (parking) go back to the event's text (`crate::whole`).
+//! whole (parking) go back to the event's text (`stream_runtime::whole`).
 //! [`WireRecord::from_event_record`] views records decoded already (in process, Kinesis) the
 //! same way.
 //!
@@ -24,8 +24,8 @@ use chrono::{DateTime, TimeZone as _, Utc};
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_dynamo::{AttributeValue, Item};
 
-use crate::EventRecord;
 use crate::record::{ChangeKind, Image, RecordError};
+use aws_lambda_events::event::dynamodb::EventRecord;
 
 /// A string of the event: borrowed unless it held escapes.
 pub(crate) type Str<'a> = Cow<'a, str>;

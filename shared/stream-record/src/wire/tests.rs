@@ -5,7 +5,8 @@ use std::borrow::Cow;
 use serde_json::json;
 
 use super::*;
-use crate::{Event, Record};
+use crate::Record;
+use aws_lambda_events::event::dynamodb::Event;
 
 /// Reads `event` both ways and checks that every record agrees, field by field.
 fn same_both_ways(event: &serde_json::Value) -> usize {

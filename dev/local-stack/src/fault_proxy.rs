@@ -4,7 +4,7 @@
 //!
 //! | fault | what the client sees | upstream |
 //! |---|---|---|
-//! | `throttle` | DynamoDB: 400 `ThrottlingException`; S3: 503 `SlowDown` | not sent |
+//! | `throttle` | DynamoDB: 400 `ThrottlingException`; S3: 503 `SlowDown`; SQS: 400 `RequestThrottled` | not sent |
 //! | `5xx` | 500 `InternalServerError` | not sent |
 //! | `partial` | `BatchWriteItem` answered with the second half of its writes as `UnprocessedItems`; `TransactWriteItems` cancelled for a `TransactionConflict` on one of its actions (its counterpart: part of the request told to try again) | the first half only; nothing |
 //! | `apply-then-fail` | 500 `InternalServerError` | sent and applied |
@@ -459,6 +459,7 @@ async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Result<Respon
         parts.headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     let operation = target.rsplit('.').next().unwrap_or_default();
     let dynamodb = target.starts_with("DynamoDB_20120810.");
+    let sqs = target.starts_with("AmazonSQS.");
     if dynamodb && WRITES.contains(&operation) && hold(state, &parts, &target, &body) {
         // Never answered: the client gives up on it, and it lands when released.
         return std::future::pending().await;
@@ -503,7 +504,9 @@ async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Result<Respon
         }
         Fault::Throttle => {
             counts.throttled.fetch_add(1, Ordering::Relaxed);
-            return Ok(if dynamodb {
+            return Ok(if sqs {
+                sqs_error(StatusCode::BAD_REQUEST, "RequestThrottled", "Rate exceeded")
+            } else if dynamodb {
                 dynamodb_error(
                     StatusCode::BAD_REQUEST,
                     "ThrottlingException",
@@ -523,7 +526,7 @@ async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Result<Respon
         }
         Fault::None | Fault::Partial | Fault::ApplyThenFail | Fault::Late => {}
     }
-    if faultable && state.spec.sink {
+    if faultable && state.spec.sink && !sqs {
         return Ok(sunk(dynamodb));
     }
     if fault == Fault::Partial
@@ -540,10 +543,12 @@ async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Result<Respon
     Ok(answer.unwrap_or_else(|()| server_error(dynamodb)))
 }
 
-/// Whether a request is one faults apply to: DynamoDB's item operations, and S3's object
-/// operations (a path with a bucket and a key).
+/// Whether a request is one faults apply to: DynamoDB's item operations, S3's object operations
+/// (a path with a bucket and a key), and SQS's sends.
 fn is_faultable(target: &str, operation: &str, path: &str) -> bool {
-    if target.starts_with("DynamoDB_20120810.") {
+    if target.starts_with("AmazonSQS.") {
+        matches!(operation, "SendMessage" | "SendMessageBatch")
+    } else if target.starts_with("DynamoDB_20120810.") {
         matches!(
             operation,
             "BatchWriteItem"
@@ -760,6 +765,19 @@ fn dynamodb_error(status: StatusCode, code: &str, message: &str) -> Response<Ful
     let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
     *response.status_mut() = status;
     set_content_type(&mut response, "application/x-amz-json-1.0");
+    response
+}
+
+/// An SQS error in its JSON protocol, as the AWS SDKs read it: the code in `__type` and, SQS
+/// being query-compatible, in the `x-amzn-query-error` header.
+fn sqs_error(status: StatusCode, code: &str, message: &str) -> Response<Full<Bytes>> {
+    let body = json!({"__type": format!("com.amazonaws.sqs#{code}"), "message": message});
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() = status;
+    set_content_type(&mut response, "application/x-amz-json-1.0");
+    if let Ok(value) = hyper::header::HeaderValue::from_str(&format!("{code};Sender")) {
+        response.headers_mut().insert("x-amzn-query-error", value);
+    }
     response
 }
 

@@ -818,6 +818,18 @@ pub async fn delete_json(
     Ok(())
 }
 
+/// The SDK configuration for the emulator at `endpoint` (moto, as `scripts/moto` starts it): its
+/// Region (`us-east-1`) and the test credentials every caller without a role signs with.
+pub fn emulator_sdk(endpoint: &str) -> SdkConfig {
+    let credentials = aws_credential_types::Credentials::new("testing", "testing", None, None, "moto");
+    SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(credentials))
+        .build()
+}
+
 /// An S3 client for the emulator: path-style addressing when `S3_FORCE_PATH_STYLE` says so (read
 /// as the functions read it; an invalid value is taken as false here).
 pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {

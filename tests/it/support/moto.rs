@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::SdkConfig;
 use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, StreamSpecification,
@@ -34,14 +34,7 @@ pub(crate) fn sdk_on(n: usize) -> SdkConfig {
 }
 
 fn sdk_at(endpoint: &str) -> SdkConfig {
-    SdkConfig::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .endpoint_url(endpoint)
-        .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
-            aws_sdk_dynamodb::config::Credentials::new("testing", "testing", None, None, "moto"),
-        ))
-        .build()
+    local_stack::emulator_sdk(endpoint)
 }
 
 /// A table name no other test in this run uses.

@@ -1,0 +1,148 @@
+//! `sqs-fifo-mirror`: each change of a DynamoDB table sent to an SQS FIFO queue, in each
+//! item's order, once. A stream function on `stream-runtime`, outside Sidestream's workspace.
+//!
+//! - **Order.** Each item's messages share a `MessageGroupId` (the SHA-256 of its keys), and a
+//!   request never holds two messages of one item, so a refused message cannot be passed by a
+//!   later one of its item. Requests go one after another; the first that fails stops the batch
+//!   there, and the runtime reports its first record as the checkpoint.
+//! - **Once.** Each message's `MessageDeduplicationId` is its record's `eventID`: the records
+//!   Lambda delivers again from a checkpoint are sent again, and SQS drops the copies it took
+//!   within the last five minutes.
+//! - **Failures, in the runtime's three kinds.** A throttled or failed request is transient and
+//!   checkpoints; a missing queue or access denied is systemic; a message SQS can never take (too
+//!   large, characters it refuses) is record-permanent: the runtime parks its record whole, in S3,
+//!   and the batch goes on. SQS's own codes are classified with [`SQS_CODES`].
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `MIRROR_QUEUE_URL` | the FIFO queue's URL (required; it must end in `.fifo`) |
+//! | `MIRROR_MAX_MESSAGE_BYTES` | the queue's `MaximumMessageSize` (1,024 to 1,048,576; default 1,048,576) |
+//!
+//! and the runtime's own (`PARKING_BUCKET`, `WRITE_MAX_ATTEMPTS`, …; `stream_runtime::settings`).
+
+pub mod plan;
+
+use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use stream_runtime::io_policy::{ServiceCodes, classify_for};
+use stream_runtime::{
+    Applied, Aws, Budget, ConfigError, Failure, FailureKind, Planned, RecordFailure, StreamFunction, Vars,
+    WireRecord,
+};
+
+use crate::plan::{MAX_BATCH_BYTES, Message, Requests};
+
+/// SQS's error codes beyond the AWS-wide ones, for [`classify_for`].
+pub const SQS_CODES: ServiceCodes = ServiceCodes {
+    throttling: &["RequestThrottled", "KmsThrottled"],
+    server: &["KmsUnavailable"],
+    content: &["InvalidMessageContents"],
+};
+
+/// The function: the queue, its largest message, and the client.
+#[derive(Debug)]
+pub struct Mirror {
+    queue_url: String,
+    max_message_bytes: usize,
+    sqs: aws_sdk_sqs::Client,
+}
+
+impl Mirror {
+    /// Sends one request's messages, within `budget`: the entries SQS did not take, each with
+    /// its failure, or the request's failure.
+    async fn send(&self, messages: &[Message], budget: &Budget) -> Result<Vec<(usize, Failure)>, Failure> {
+        let entries: Vec<SendMessageBatchRequestEntry> = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(&m.body)
+                    .message_group_id(&m.group)
+                    .message_deduplication_id(&m.dedup)
+                    .build()
+                    .map_err(|e| Failure::systemic(format!("SendMessageBatch: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
+        let answer = budget
+            .call(|| async {
+                let request = self
+                    .sqs
+                    .send_message_batch()
+                    .queue_url(&self.queue_url)
+                    .set_entries(Some(entries.clone()));
+                request.send().await.map_err(|e| classify_for("SendMessageBatch", &e, &SQS_CODES))
+            })
+            .await?;
+        let failed = answer
+            .failed()
+            .iter()
+            .filter_map(|f| {
+                let message = messages.get(f.id().parse::<usize>().ok()?)?;
+                let kind = if f.sender_fault() && SQS_CODES.content.contains(&f.code()) {
+                    FailureKind::RecordPermanent
+                } else if f.sender_fault() {
+                    FailureKind::Systemic
+                } else {
+                    FailureKind::Transient
+                };
+                let what = format!("SendMessageBatch: {}: {}", f.code(), f.message().unwrap_or_default());
+                Some((message.origin, Failure::new(kind, what)))
+            })
+            .collect();
+        Ok(failed)
+    }
+}
+
+impl StreamFunction for Mirror {
+    const NAME: &'static str = "sqs-fifo-mirror";
+    const STREAM_VIEWS: &'static [&'static str] =
+        &["KEYS_ONLY", "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES"];
+    type Plan = Requests;
+
+    fn init(vars: &Vars<'_>, aws: &Aws) -> Result<Mirror, ConfigError> {
+        let queue_url = vars.required("MIRROR_QUEUE_URL", "the SQS FIFO queue's URL")?;
+        // A queue name's suffix, which SQS spells in lower case, not a file's extension.
+        #[allow(clippy::case_sensitive_file_extension_comparisons)]
+        if !queue_url.ends_with(".fifo") {
+            return Err(ConfigError::Invalid {
+                var: "MIRROR_QUEUE_URL",
+                reason: format!("{queue_url} is not a FIFO queue's URL (it must end in .fifo)"),
+            });
+        }
+        let max_message_bytes =
+            vars.integer("MIRROR_MAX_MESSAGE_BYTES", MAX_BATCH_BYTES, 1_024, MAX_BATCH_BYTES)?;
+        let sqs = aws_sdk_sqs::Client::new(aws.sdk_config());
+        Ok(Mirror { queue_url, max_message_bytes, sqs })
+    }
+
+    fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Requests> {
+        plan::plan(records, self.max_message_bytes)
+    }
+
+    /// Sends the requests in order, and stops at the first that fails: its first record is
+    /// the checkpoint, and the requests after it wait for Lambda's retry.
+    async fn apply(&self, requests: Requests, budget: &Budget) -> Applied {
+        let mut applied = Applied::default();
+        for messages in &requests {
+            match self.send(messages, budget).await {
+                Ok(failed) => {
+                    applied.writes += (messages.len() - failed.len()) as u64;
+                    applied.failed_writes += failed.len() as u64;
+                    let stop = failed.iter().any(|(_, f)| f.kind != FailureKind::RecordPermanent);
+                    applied
+                        .failures
+                        .extend(failed.into_iter().map(|(origin, f)| RecordFailure::new(origin, f)));
+                    if stop {
+                        break;
+                    }
+                }
+                Err(failure) => {
+                    applied.failed_writes += messages.len() as u64;
+                    applied.failures.push(RecordFailure::new(messages[0].origin, failure));
+                    break;
+                }
+            }
+        }
+        applied
+    }
+}

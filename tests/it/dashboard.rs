@@ -16,7 +16,7 @@ use stream_runtime::Vars;
 use stream_runtime::metrics::Metrics;
 
 use crate::support::template::{
-    COMBINED, STREAM_FUNCTIONS, VERIFIER, alarm_metrics, deployments, names, physical, template,
+    COMBINED, VERIFIER, alarm_metrics, deployments, names, physical, stream_functions, template,
 };
 
 /// One metric series: namespace, name, dimension name, dimension value.
@@ -200,7 +200,7 @@ fn sidestream_series(function: &Function, name: &str) -> Result<Vec<Series>> {
     let binary = function.binary.as_deref().unwrap_or_default();
     let render =
         |metrics: &Metrics| -> Result<Vec<Series>> { emf_series(&serde_json::from_str(&metrics.render(0))?) };
-    if STREAM_FUNCTIONS.contains(&binary) {
+    if stream_functions().contains(&binary) {
         return render(&Metrics::from_vars(&vars, binary)?);
     }
     if binary == COMBINED {

@@ -12,8 +12,8 @@ use serde_json::Value;
 use stream_runtime::Vars;
 
 use crate::support::template::{
-    ACCOUNT, COMBINED, COUNTER_STREAM, ISSUES_STREAM, REGION, STREAM_FUNCTIONS, VERIFIER, alarm_metrics,
-    deployments, kinesis_deployments, names, physical, set, template,
+    ACCOUNT, COMBINED, COUNTER_STREAM, ISSUES_STREAM, REGION, VERIFIER, alarm_metrics, deployments,
+    kinesis_deployments, names, physical, set, stream_functions, template,
 };
 
 const BACKFILLER: &str = "index-backfiller";
@@ -32,7 +32,7 @@ fn template_passes_the_checks_cfn_lint_does_not_make() -> Result<()> {
         let problems: Vec<String> = check(&functions).iter().map(ToString::to_string).collect();
         ensure!(problems.is_empty(), "{deployment}: {problems:#?}");
         let binaries: BTreeSet<_> = functions.iter().filter_map(|f| f.binary.as_deref()).collect();
-        let mut expected = BTreeSet::from(STREAM_FUNCTIONS);
+        let mut expected: BTreeSet<&str> = stream_functions().into_iter().collect();
         // On a global table, the archiver and the aggregator run only in their Region.
         let elsewhere = |name: &str| parameters.get(name).is_some_and(|r| !r.is_empty() && r != REGION);
         if elsewhere("ArchiveRegion") {
@@ -2087,7 +2087,7 @@ fn the_registry_names_each_function_as_the_template_deploys_it() -> Result<()> {
             let Some(binary) = function.binary.as_deref() else {
                 continue;
             };
-            if STREAM_FUNCTIONS.contains(&binary) {
+            if stream_functions().contains(&binary) {
                 ensure!(
                     sidestream_combined::Function::named(binary)
                         .is_some_and(|f| f.logical_id == function.logical_id),

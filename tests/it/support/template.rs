@@ -132,8 +132,11 @@ pub(crate) fn set(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
 }
 
-/// Stream functions' binaries, and the backfill's (only when `EnableBackfill` is "true").
-pub(crate) const STREAM_FUNCTIONS: [&str; 3] = ["counter-aggregator", "multikey-indexer", "ttl-archiver"];
+/// The stream functions' binaries: the registry's names (`sidestream_combined::FUNCTIONS`), so
+/// that a function added there is held to the template here.
+pub(crate) fn stream_functions() -> Vec<&'static str> {
+    sidestream_combined::FUNCTIONS.iter().map(|f| f.name).collect()
+}
 
 /// The scheduled verifier's binary (only when `IndexVerifySchedule` is set).
 pub(crate) const VERIFIER: &str = "index-verifier";

@@ -460,6 +460,13 @@ async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Result<Respon
     let operation = target.rsplit('.').next().unwrap_or_default();
     let dynamodb = target.starts_with("DynamoDB_20120810.");
     let sqs = target.starts_with("AmazonSQS.");
+    let service = if sqs {
+        Service::Sqs
+    } else if dynamodb {
+        Service::DynamoDb
+    } else {
+        Service::S3
+    };
     if dynamodb && WRITES.contains(&operation) && hold(state, &parts, &target, &body) {
         // Never answered: the client gives up on it, and it lands when released.
         return std::future::pending().await;
@@ -504,21 +511,19 @@ async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Result<Respon
         }
         Fault::Throttle => {
             counts.throttled.fetch_add(1, Ordering::Relaxed);
-            return Ok(if sqs {
-                sqs_error(StatusCode::BAD_REQUEST, "RequestThrottled", "Rate exceeded")
-            } else if dynamodb {
-                dynamodb_error(
+            return Ok(match service {
+                Service::Sqs => sqs_error(StatusCode::BAD_REQUEST, "RequestThrottled", "Rate exceeded"),
+                Service::DynamoDb => dynamodb_error(
                     StatusCode::BAD_REQUEST,
                     "ThrottlingException",
                     "Rate of requests exceeds the allowed throughput.",
-                )
-            } else {
-                s3_error(StatusCode::SERVICE_UNAVAILABLE, "SlowDown")
+                ),
+                Service::S3 => s3_error(StatusCode::SERVICE_UNAVAILABLE, "SlowDown"),
             });
         }
         Fault::ServerError => {
             counts.server_errors.fetch_add(1, Ordering::Relaxed);
-            return Ok(server_error(dynamodb));
+            return Ok(server_error(service));
         }
         Fault::Stall => {
             counts.stalls.fetch_add(1, Ordering::Relaxed);
@@ -538,9 +543,9 @@ async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Result<Respon
     let answer = forward(state, &parts, &target, body).await;
     if fault == Fault::ApplyThenFail {
         counts.applied_then_failed.fetch_add(1, Ordering::Relaxed);
-        return Ok(server_error(dynamodb));
+        return Ok(server_error(service));
     }
-    Ok(answer.unwrap_or_else(|()| server_error(dynamodb)))
+    Ok(answer.unwrap_or_else(|()| server_error(service)))
 }
 
 /// Whether a request is one faults apply to: DynamoDB's item operations, S3's object operations
@@ -584,7 +589,7 @@ async fn partial(
     let (first, rest) = split_batch(body)?;
     let answer = forward(state, parts, target, Bytes::from(first.to_string())).await;
     if !answer.as_ref().is_ok_and(|r| r.status().is_success()) {
-        return Some(answer.unwrap_or_else(|()| server_error(true)));
+        return Some(answer.unwrap_or_else(|()| server_error(Service::DynamoDb)));
     }
     let body = json!({"UnprocessedItems": rest}).to_string();
     let mut response = Response::new(Full::new(Bytes::from(body)));
@@ -791,15 +796,25 @@ fn s3_error(status: StatusCode, code: &str) -> Response<Full<Bytes>> {
     response
 }
 
-fn server_error(dynamodb: bool) -> Response<Full<Bytes>> {
-    if dynamodb {
-        dynamodb_error(
+/// Which service a faulted request is for: each answers a fault in its own shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Service {
+    DynamoDb,
+    S3,
+    Sqs,
+}
+
+fn server_error(service: Service) -> Response<Full<Bytes>> {
+    match service {
+        Service::DynamoDb => dynamodb_error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "InternalServerError",
             "Internal server error (injected)",
-        )
-    } else {
-        s3_error(StatusCode::INTERNAL_SERVER_ERROR, "InternalError")
+        ),
+        Service::S3 => s3_error(StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
+        Service::Sqs => {
+            sqs_error(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", "Internal error (injected)")
+        }
     }
 }
 

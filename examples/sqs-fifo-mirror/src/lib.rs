@@ -138,7 +138,9 @@ impl StreamFunction for Mirror {
                 }
                 Err(failure) => {
                     applied.failed_writes += messages.len() as u64;
-                    applied.failures.push(RecordFailure::new(messages[0].origin, failure));
+                    if let Some(first) = messages.first() {
+                        applied.failures.push(RecordFailure::new(first.origin, failure));
+                    }
                     break;
                 }
             }

@@ -121,7 +121,7 @@ pub(crate) struct StatusArgs {
     #[arg(long)]
     pub(crate) stack: String,
     /// The functions' metrics namespace (the template's `MetricsNamespace`).
-    #[arg(long, default_value = "Sidestream")]
+    #[arg(long, default_value = formats::METRICS_NAMESPACE)]
     pub(crate) namespace: String,
     /// An SQS on-failure queue, by URL: the `FailureQueueUrl` of a stack deployed before the
     /// parking bucket became the on-failure destination.

@@ -201,10 +201,10 @@ fn sidestream_series(function: &Function, name: &str) -> Result<Vec<Series>> {
     let render =
         |metrics: &Metrics| -> Result<Vec<Series>> { emf_series(&serde_json::from_str(&metrics.render(0))?) };
     if stream_functions().contains(&binary) {
-        return render(&Metrics::from_vars(&vars, binary)?);
+        return render(&Metrics::from_vars(&vars, binary, formats::METRICS_NAMESPACE)?);
     }
     if binary == COMBINED {
-        let metrics = Metrics::from_vars(&vars, binary)?;
+        let metrics = Metrics::from_vars(&vars, binary, formats::METRICS_NAMESPACE)?;
         let members = function.environment.get("COMBINED_FUNCTIONS").context("COMBINED_FUNCTIONS")?;
         let mut out = Vec::new();
         for member in members.split(',') {

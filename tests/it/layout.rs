@@ -27,8 +27,8 @@ fn layers() -> BTreeMap<String, u32> {
         .collect()
 }
 
-/// The crate folders ARCHITECTURE.md's "Crates, bottom up" names: every backticked folder in a
-/// `### ` heading of that section (`### \`shared/io-policy\``), not the "Outside the workspace" one.
+/// The crate folders ARCHITECTURE.md's "Crates, bottom up" names: every folder in backticks in a
+/// third-level heading of that section, such as `shared/io-policy`.
 fn listed_crates() -> Vec<String> {
     let text = architecture();
     let section = text

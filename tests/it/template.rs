@@ -263,7 +263,7 @@ fn function_uses(
     if binary == GRID_API {
         return grid_api_uses(vars, &parameter, resolver);
     }
-    let settings = stream_runtime::Settings::from_vars(vars, binary)?;
+    let settings = stream_runtime::Settings::from_vars(vars, binary, formats::METRICS_NAMESPACE)?;
     ensure!(
         (settings.source == stream_runtime::Source::Kinesis) == from_kinesis(function),
         "reads {:?} but its mapping's stream is {:?}",

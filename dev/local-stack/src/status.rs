@@ -32,7 +32,7 @@ impl Stack {
             namespace: env
                 .get("METRICS_NAMESPACE")
                 .cloned()
-                .unwrap_or_else(|| stream_runtime::metrics::DEFAULT_NAMESPACE.to_owned()),
+                .unwrap_or_else(|| formats::METRICS_NAMESPACE.to_owned()),
             queue_url: match self.failure_destination() {
                 Some(crate::Destination::Queue(url)) => Some(url),
                 _ => None,
@@ -50,7 +50,7 @@ impl Stack {
     pub fn status_command(&self) -> Result<String, StackError> {
         let target = self.status_target();
         let mut words = vec!["sidestream status --stack".to_owned(), target.stack.clone()];
-        if target.namespace != stream_runtime::metrics::DEFAULT_NAMESPACE {
+        if target.namespace != formats::METRICS_NAMESPACE {
             words.extend(["--namespace".to_owned(), target.namespace.clone()]);
         }
         if let Some(url) = &target.queue_url {

@@ -12,6 +12,12 @@
 //!   checkpoints; a missing queue or access denied is systemic; a message SQS can never take (too
 //!   large, characters it refuses) is record-permanent: the runtime parks its record whole, in S3,
 //!   and the batch goes on. SQS's own codes are classified with [`SQS_CODES`].
+//! - **Checked at cold start.** The queue is one of the function's resources ([`Queue`]): init
+//!   fails, naming `MIRROR_QUEUE_URL`, when it is missing, out of the role's reach, not FIFO, or
+//!   takes smaller messages than `MIRROR_MAX_MESSAGE_BYTES` (a message between the two sizes would
+//!   be refused for its size, systemically, and stop the shard).
+//! - **Its own metric.** `MessageBytes`, the bytes of the message bodies SQS took, beside the
+//!   runtime's metrics in the `SqsFifoMirror` namespace.
 //!
 //! | variable | meaning |
 //! |---|---|
@@ -22,11 +28,12 @@
 
 pub mod plan;
 
-use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 use stream_runtime::io_policy::{ServiceCodes, classify_for};
+use stream_runtime::prime::{Check, Named, PrimeError, Primer, Resource, Unfit};
 use stream_runtime::{
-    Applied, Aws, Budget, ConfigError, Failure, FailureKind, Planned, RecordFailure, StreamFunction, Vars,
-    WireRecord,
+    Applied, Aws, Budget, ConfigError, Failure, FailureKind, Metric, Planned, RecordFailure, StreamFunction,
+    Vars, WireRecord,
 };
 
 use crate::plan::{MAX_BATCH_BYTES, Message, Requests};
@@ -44,6 +51,60 @@ pub struct Mirror {
     queue_url: String,
     max_message_bytes: usize,
     sqs: aws_sdk_sqs::Client,
+}
+
+/// The function's own metric: the bytes of the message bodies SQS took.
+pub const MESSAGE_BYTES: Metric = Metric::Own("MessageBytes");
+
+/// The FIFO queue, as a resource checked at cold start with one `GetQueueAttributes`.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    url: String,
+    max_message_bytes: usize,
+    sqs: aws_sdk_sqs::Client,
+}
+
+impl Resource for Queue {
+    fn named(&self) -> Named<'_> {
+        Named { kind: "queue", variable: "MIRROR_QUEUE_URL", name: &self.url }
+    }
+
+    /// The queue exists and the role reaches it, it is FIFO, and it takes messages of
+    /// `MIRROR_MAX_MESSAGE_BYTES`.
+    fn check<'a>(&'a self, primer: &'a Primer<'a>) -> Check<'a> {
+        Box::pin(async move {
+            let answer = primer
+                .budget()
+                .call(|| {
+                    let call = self
+                        .sqs
+                        .get_queue_attributes()
+                        .queue_url(&self.url)
+                        .attribute_names(QueueAttributeName::FifoQueue)
+                        .attribute_names(QueueAttributeName::MaximumMessageSize)
+                        .send();
+                    async move { call.await.map_err(|e| classify_for("GetQueueAttributes", &e, &SQS_CODES)) }
+                })
+                .await?;
+            let attribute = |name| answer.attributes().and_then(|a| a.get(&name)).map(String::as_str);
+            let wrong = |message: String| {
+                Unfit::Wrong(PrimeError::Unusable { variable: self.named().variable, message })
+            };
+            if attribute(QueueAttributeName::FifoQueue) != Some("true") {
+                return Err(wrong(format!("queue {} is not a FIFO queue", self.url)));
+            }
+            let size =
+                attribute(QueueAttributeName::MaximumMessageSize).and_then(|s| s.parse::<usize>().ok());
+            match size {
+                Some(size) if size < self.max_message_bytes => Err(wrong(format!(
+                    "queue {} takes messages of up to {size} bytes, but MIRROR_MAX_MESSAGE_BYTES is {}: \
+                     set MIRROR_MAX_MESSAGE_BYTES to {size}, or the queue would refuse the messages between",
+                    self.url, self.max_message_bytes
+                ))),
+                _ => Ok(()),
+            }
+        })
+    }
 }
 
 impl Mirror {
@@ -95,6 +156,8 @@ impl Mirror {
 
 impl StreamFunction for Mirror {
     const NAME: &'static str = "sqs-fifo-mirror";
+    const NAMESPACE: &'static str = "SqsFifoMirror";
+    const METRICS: &'static [&'static str] = &[MESSAGE_BYTES.name()];
     const STREAM_VIEWS: &'static [&'static str] =
         &["KEYS_ONLY", "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES"];
     type Plan = Requests;
@@ -115,6 +178,15 @@ impl StreamFunction for Mirror {
         Ok(Mirror { queue_url, max_message_bytes, sqs })
     }
 
+    /// The queue ([`Queue`]); the runtime adds the parking bucket.
+    fn resources(&self) -> Vec<Box<dyn Resource>> {
+        vec![Box::new(Queue {
+            url: self.queue_url.clone(),
+            max_message_bytes: self.max_message_bytes,
+            sqs: self.sqs.clone(),
+        })]
+    }
+
     fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Requests> {
         plan::plan(records, self.max_message_bytes)
     }
@@ -123,10 +195,16 @@ impl StreamFunction for Mirror {
     /// the checkpoint, and the requests after it wait for Lambda's retry.
     async fn apply(&self, requests: Requests, budget: &Budget) -> Applied {
         let mut applied = Applied::default();
+        let mut bytes = 0;
         for messages in &requests {
             match self.send(messages, budget).await {
                 Ok(failed) => {
                     applied.writes += (messages.len() - failed.len()) as u64;
+                    bytes += messages
+                        .iter()
+                        .filter(|m| !failed.iter().any(|(origin, _)| *origin == m.origin))
+                        .map(|m| m.body.len() as u64)
+                        .sum::<u64>();
                     applied.failed_writes += failed.len() as u64;
                     let stop = failed.iter().any(|(_, f)| f.kind != FailureKind::RecordPermanent);
                     applied
@@ -145,6 +223,7 @@ impl StreamFunction for Mirror {
                 }
             }
         }
+        applied.counts.push((MESSAGE_BYTES, bytes));
         applied
     }
 }

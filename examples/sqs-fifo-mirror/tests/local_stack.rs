@@ -19,7 +19,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use local_stack::fault_proxy::{self, Spec};
 use local_stack::replayer::{FailureLog, Pipeline, Settings, Source};
 use serde_json::Value;
-use sqs_fifo_mirror::Mirror;
+use sqs_fifo_mirror::{MESSAGE_BYTES, Mirror};
 use stream_runtime::delivery::{Invocation, in_process};
 use stream_runtime::io_policy::Deadline;
 use stream_runtime::{Metric, Metrics, Runtime, Vars};
@@ -59,6 +59,7 @@ async fn throttled_sends_checkpoint_a_refused_message_is_parked_and_each_change_
         ("WRITE_MAX_ATTEMPTS", "1".to_owned()),
     ]);
     let lookup = move |name: &str| env.get(name).cloned();
+    primes_its_queue(&moto, &Vars::new(&lookup), &queue).await;
     let runtime =
         Arc::new(Runtime::<Mirror>::from_vars(&Vars::new(&lookup), &through_proxy).expect("configured"));
     let metrics: Arc<Mutex<Vec<Metrics>>> = Arc::default();
@@ -115,6 +116,13 @@ async fn throttled_sends_checkpoint_a_refused_message_is_parked_and_each_change_
     assert!(total(Metric::TransientFailures) > 0, "no invocation checkpointed on a throttle");
     assert!(counts.retries >= total(Metric::TransientFailures), "{counts:?}");
     assert!(total(Metric::RecordsIn) >= writes as u64);
+    // Its own metric, in its own namespace, on every invocation.
+    assert!(total(MESSAGE_BYTES) > 0, "no message bytes counted");
+    for counted in metrics.lock().expect("not poisoned").iter() {
+        let emf: Value = serde_json::from_str(&counted.render(0)).expect("EMF");
+        assert_eq!(emf["_aws"]["CloudWatchMetrics"][0]["Namespace"], "SqsFifoMirror", "{emf}");
+        assert!(emf["MessageBytes"].is_u64(), "{emf}");
+    }
 
     // The parked record: whole, in S3, with its cause.
     let parked = s3.list_objects_v2().bucket(&bucket).prefix("parked/").send().await.expect("listed");
@@ -137,6 +145,43 @@ async fn throttled_sends_checkpoint_a_refused_message_is_parked_and_each_change_
         assert_eq!(versions, &expected, "{item}'s changes in order");
     }
     let _ = std::fs::remove_file(&log);
+}
+
+/// At cold start the runtime checks the queue (the function's own resource) and the parking
+/// bucket; a queue that takes smaller messages than `MIRROR_MAX_MESSAGE_BYTES` fails init, naming
+/// the variable.
+async fn primes_its_queue(moto: &SdkConfig, vars: &Vars<'_>, queue: &str) {
+    let primed = Runtime::<Mirror>::from_vars(vars, moto).expect("configured").prime().await.expect("primed");
+    assert_eq!(
+        (primed.calls, primed.unchecked.len()),
+        (2, 0),
+        "GetQueueAttributes and HeadBucket: {primed:?}"
+    );
+
+    let small = aws_sdk_sqs::Client::new(moto)
+        .create_queue()
+        .queue_name(format!("small-{queue}"))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .attributes(QueueAttributeName::MaximumMessageSize, "2048")
+        .send()
+        .await
+        .expect("the queue is created");
+    let url = small.queue_url().expect("a URL").to_owned();
+    let lookup = |name: &str| match name {
+        "MIRROR_QUEUE_URL" => Some(url.clone()),
+        _ => vars.optional(name),
+    };
+    let error = Runtime::<Mirror>::from_vars(&Vars::new(&lookup), moto)
+        .expect("configured")
+        .prime()
+        .await
+        .expect_err("a queue of 2,048-byte messages fails init");
+    let text = error.to_string();
+    assert!(
+        text.starts_with("MIRROR_QUEUE_URL: ")
+            && text.contains("up to 2048 bytes, but MIRROR_MAX_MESSAGE_BYTES is 1048576"),
+        "{text}"
+    );
 }
 
 /// The source table with its stream, the parking bucket and the FIFO queue: the stream's ARN and

@@ -30,6 +30,7 @@ use io_policy::Budget;
 use io_policy::dynamodb::Item;
 use io_policy::{Failure, FailureKind};
 use stream_runtime::limits::{MAX_ITEM_BYTES, item_size};
+use stream_runtime::prime::Table;
 use stream_runtime::{
     Applied, Aws, ConfigError, ExplainError, Explainer, Metric, Planned, RecordFailure, Replay, Resource,
     StreamFunction, Vars, WireRecord,
@@ -364,6 +365,7 @@ pub fn partition_key(vars: &Vars<'_>) -> String {
 
 impl StreamFunction for Aggregator {
     const NAME: &'static str = env!("CARGO_PKG_NAME");
+    const NAMESPACE: &'static str = formats::METRICS_NAMESPACE;
     const REPLAY: Replay = Replay::Rerun;
     /// Each shard's state is kept with its record's version, and an older one changes nothing:
     /// out of order and twice, the totals end the same.
@@ -378,13 +380,13 @@ impl StreamFunction for Aggregator {
     }
 
     /// The counter table, keyed by `COUNTER_PARTITION_KEY` alone (totals have no sort key).
-    fn resources(&self) -> Vec<Resource> {
-        vec![Resource::Table {
+    fn resources(&self) -> Vec<Box<dyn Resource>> {
+        vec![Box::new(Table {
             variable: "COUNTER_TABLE",
             name: self.table.clone(),
             partition_key: self.partition_key.clone(),
             sort_key: None,
-        }]
+        })]
     }
 
     /// Yes: each shard's state in the total carries the version it was read at, and an older

@@ -10,6 +10,7 @@
 //! Both orders plan and write alike; in any order a record without a version is refused.
 
 use io_policy::Budget;
+use stream_runtime::prime::Table;
 use stream_runtime::writer::{VersionedReport, Writer};
 use stream_runtime::{
     AnyOrderHint, Applied, Aws, ConfigError, ExplainError, Explainer, Metric, Planned, Replay, Resource,
@@ -50,6 +51,7 @@ impl Indexer {
 
 impl StreamFunction for Indexer {
     const NAME: &'static str = env!("CARGO_PKG_NAME");
+    const NAMESPACE: &'static str = formats::METRICS_NAMESPACE;
     const REPLAY: Replay = Replay::ThroughTheStream;
     type Plan = Plan;
     /// An entry is removed by the old image and put by the new one.
@@ -69,10 +71,10 @@ impl StreamFunction for Indexer {
     }
 
     /// Each index table once, keyed as its index's `partitionKey` and `sortKey` say.
-    fn resources(&self) -> Vec<Resource> {
-        let mut tables: Vec<Resource> = Vec::new();
+    fn resources(&self) -> Vec<Box<dyn Resource>> {
+        let mut tables: Vec<Table> = Vec::new();
         for index in &self.indexes.indexes {
-            let table = Resource::Table {
+            let table = Table {
                 variable: "MULTIKEY_INDEXES",
                 name: index.table.to_string(),
                 partition_key: index.partition_key.clone(),
@@ -82,7 +84,7 @@ impl StreamFunction for Indexer {
                 tables.push(table);
             }
         }
-        tables
+        tables.into_iter().map(|t| Box::new(t) as Box<dyn Resource>).collect()
     }
 
     fn explain(

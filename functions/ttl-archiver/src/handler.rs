@@ -11,6 +11,7 @@ use aws_sdk_s3::types::StorageClass;
 use bytes::Bytes;
 use io_policy::Budget;
 use io_policy::{Failure, FailureKind};
+use stream_runtime::prime::Bucket;
 use stream_runtime::{
     Applied, Aws, ConfigError, ExplainError, Explainer, Metric, Planned, RecordFailure, Replay, Resource,
     StreamFunction, Vars, WireRecord,
@@ -110,6 +111,7 @@ where
 
 impl StreamFunction for Archiver {
     const NAME: &'static str = env!("CARGO_PKG_NAME");
+    const NAMESPACE: &'static str = formats::METRICS_NAMESPACE;
     const REPLAY: Replay = Replay::Rerun;
     /// Each deletion is archived under its `eventID`, and readers read each `eventID` once: out
     /// of order and twice, the archive reads the same.
@@ -123,8 +125,8 @@ impl StreamFunction for Archiver {
     }
 
     /// The archive bucket.
-    fn resources(&self) -> Vec<Resource> {
-        vec![Resource::Bucket { variable: "ARCHIVE_BUCKET", name: self.bucket.clone() }]
+    fn resources(&self) -> Vec<Box<dyn Resource>> {
+        vec![Box::new(Bucket { variable: "ARCHIVE_BUCKET", name: self.bucket.clone() })]
     }
 
     /// Yes: an archive object is named by its record's `eventID`, so a duplicate rewrites the

@@ -14,6 +14,10 @@
 //! - [`touch`]: the marker a backfill or a replay sets to send an item down the stream ("Touch
 //!   marker").
 //!
+//! And one name that is not persisted but read back the same way: [`METRICS_NAMESPACE`], the
+//! CloudWatch namespace Sidestream's functions emit to and its alarms, dashboard and `status`
+//! read.
+//!
 //! The parked record is the runtime's own (`stream_runtime::parked`, "Parked records"): every
 //! function's runtime writes it, below this crate. The backfill's checkpoint is the backfill's
 //! (`operations::backfill::checkpoint`): only a backfill reads or writes it.
@@ -26,6 +30,10 @@ pub mod entries;
 pub mod head;
 pub mod tombstone;
 pub mod touch;
+
+/// The CloudWatch namespace of Sidestream's metrics when `METRICS_NAMESPACE` is unset (the
+/// template's `MetricsNamespace` parameter defaults to it).
+pub const METRICS_NAMESPACE: &str = "Sidestream";
 
 pub use config::{Index, Indexes, KeyFormat, VALUE_ATTRIBUTE, VERSION_ATTRIBUTE};
 pub use entries::{EntryKey, has_entry};

@@ -93,6 +93,13 @@ pub enum Replay {
 pub trait StreamFunction: Send + Sync + Sized + 'static {
     /// The function's name (its crate and binary): the default for metrics and logs.
     const NAME: &'static str;
+    /// The CloudWatch namespace of its metrics when `METRICS_NAMESPACE` is unset: by default its
+    /// name.
+    const NAMESPACE: &'static str = Self::NAME;
+    /// Its own metrics ([`Metric::Own`]), emitted beside the runtime's on every invocation, zero
+    /// included, so that an alarm on one sees a steady series. None by default. A name must not
+    /// be one of the runtime's ([`Metric::ALL`]) or `Function`.
+    const METRICS: &'static [&'static str] = &[];
     /// How `failures replay` replays its records, Lambda having given them up. By default
     /// through the stream (a touch of each record's base item), which is safe for any function;
     /// [`Replay::Rerun`] only for one whose writes leave the same state in any order.
@@ -114,9 +121,10 @@ pub trait StreamFunction: Send + Sync + Sized + 'static {
         Err(AnyOrderHint(None))
     }
 
-    /// The tables and buckets it writes, checked and connected to at cold start
-    /// ([`prime`]); none by default.
-    fn resources(&self) -> Vec<Resource> {
+    /// The resources it writes, checked and connected to at cold start ([`prime`]): the
+    /// runtime's [`prime::Table`] and [`prime::Bucket`], or its own [`Resource`]. None by
+    /// default; the parking bucket and the source table the runtime adds itself.
+    fn resources(&self) -> Vec<Box<dyn Resource>> {
         Vec::new()
     }
 

@@ -4,6 +4,11 @@
 //! points with no API call and no extra latency. Every metric is emitted on every invocation, zeros
 //! included, so alarms on "failures > 0" see a steady series. The dimension is `Function`.
 //!
+//! The runtime counts the failure model's metrics ([`Metric::ALL`]); a function adds its own
+//! ([`Metric::Own`]), declared in [`crate::StreamFunction::METRICS`] so that they too are emitted
+//! on every invocation. The namespace is the function's ([`crate::StreamFunction::NAMESPACE`]),
+//! unless `METRICS_NAMESPACE` names another.
+//!
 //! With the JSON log format, Lambda filters application logs by their `level` (a line without a
 //! valid `level` and RFC 3339 `timestamp` counts as INFO), so a function set to
 //! `ApplicationLogLevel: WARN` would drop INFO-level EMF lines, and every alarm on them would go
@@ -16,7 +21,7 @@ use serde_json::{Map, Value, json};
 
 use crate::env::{ConfigError, Vars};
 
-/// The counters Sidestream's functions report.
+/// A counter: one of the runtime's, or one of the function's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Metric {
     /// Stream records delivered to the invocation.
@@ -53,10 +58,14 @@ pub enum Metric {
     /// version: a newer record of the item was applied first, so they were late (a superseded
     /// invocation's) or repeated, and not needed.
     SupersededWrites,
+    /// A counter of the function's own, by its CloudWatch metric name (1-255 characters). Declare
+    /// it in [`crate::StreamFunction::METRICS`] so that it is emitted, zero included, on every
+    /// invocation; one counted but not declared is emitted from its first count on.
+    Own(&'static str),
 }
 
 impl Metric {
-    /// Every metric, in emission order.
+    /// The runtime's metrics, in emission order (the function's own come after them).
     pub const ALL: [Metric; 14] = [
         Metric::RecordsIn,
         Metric::RecordsDone,
@@ -91,11 +100,13 @@ impl Metric {
             Metric::FailedWrites => "FailedWrites",
             Metric::Conflicts => "Conflicts",
             Metric::SupersededWrites => "SupersededWrites",
+            Metric::Own(name) => name,
         }
     }
 
-    fn slot(self) -> usize {
-        self as usize
+    /// Its place among the runtime's counters; `None` for a function's own.
+    fn slot(self) -> Option<usize> {
+        Metric::ALL.iter().position(|m| *m == self)
     }
 }
 
@@ -105,6 +116,8 @@ pub struct Metrics {
     namespace: String,
     function: String,
     counts: [u64; Metric::ALL.len()],
+    /// The function's own counters, the declared ones first, in their order.
+    own: Vec<(&'static str, u64)>,
 }
 
 /// The log level of every EMF line: `FATAL`, the one level that every `ApplicationLogLevel`
@@ -125,19 +138,33 @@ pub fn log_fields(timestamp_ms: u64) -> [(&'static str, Value); 2] {
     ]
 }
 
-/// The namespace used when `METRICS_NAMESPACE` is unset.
-pub const DEFAULT_NAMESPACE: &str = "Sidestream";
-
 impl Metrics {
     /// Empty counters for `function` in `namespace`.
     pub fn new(namespace: impl Into<String>, function: impl Into<String>) -> Metrics {
-        Metrics { namespace: namespace.into(), function: function.into(), counts: [0; Metric::ALL.len()] }
+        Metrics {
+            namespace: namespace.into(),
+            function: function.into(),
+            counts: [0; Metric::ALL.len()],
+            own: Vec::new(),
+        }
     }
 
-    /// Reads `METRICS_NAMESPACE` (default `Sidestream`) and `AWS_LAMBDA_FUNCTION_NAME` (default
-    /// `function`, the crate's name).
-    pub fn from_vars(vars: &Vars<'_>, function: &str) -> Result<Metrics, ConfigError> {
-        let namespace = vars.optional("METRICS_NAMESPACE").unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
+    /// The same counters with the function's own metrics `own` declared: each is emitted on every
+    /// invocation, zero included, after the runtime's.
+    #[must_use]
+    pub fn declare(mut self, own: &[&'static str]) -> Metrics {
+        for name in own {
+            if !self.own.iter().any(|(n, _)| n == name) {
+                self.own.push((name, 0));
+            }
+        }
+        self
+    }
+
+    /// Reads `METRICS_NAMESPACE` (default `namespace`, the function's) and
+    /// `AWS_LAMBDA_FUNCTION_NAME` (default `function`, the crate's name).
+    pub fn from_vars(vars: &Vars<'_>, function: &str, namespace: &str) -> Result<Metrics, ConfigError> {
+        let namespace = vars.optional("METRICS_NAMESPACE").unwrap_or_else(|| namespace.to_owned());
         if namespace.len() > 255 || namespace.starts_with(':') {
             return Err(ConfigError::Invalid {
                 var: "METRICS_NAMESPACE",
@@ -153,9 +180,15 @@ impl Metrics {
     /// Fresh counters for one invocation of `records` records, with `RecordsIn` counted.
     #[must_use]
     pub(crate) fn for_batch(&self, records: usize) -> Metrics {
-        let mut metrics = Metrics::new(self.namespace.clone(), self.function.clone());
+        let mut metrics = self.cleared();
         metrics.add(Metric::RecordsIn, records as u64);
         metrics
+    }
+
+    /// These counters at zero, the declared own metrics kept.
+    fn cleared(&self) -> Metrics {
+        let own = self.own.iter().map(|(name, _)| (*name, 0)).collect();
+        Metrics { own, ..Metrics::new(self.namespace.clone(), self.function.clone()) }
     }
 
     /// The `Function` dimension: the function's name.
@@ -166,23 +199,42 @@ impl Metrics {
     /// The same empty counters under another `Function` dimension.
     #[must_use]
     pub fn for_function(&self, function: impl Into<String>) -> Metrics {
-        Metrics::new(self.namespace.clone(), function)
+        Metrics { function: function.into(), ..self.cleared() }
     }
 
     /// Adds `n` to a counter.
     pub fn add(&mut self, metric: Metric, n: u64) {
-        self.counts[metric.slot()] = self.counts[metric.slot()].saturating_add(n);
+        let count = if let Some(slot) = metric.slot() {
+            &mut self.counts[slot]
+        } else {
+            let name = metric.name();
+            let at = self.own.iter().position(|(n, _)| *n == name).unwrap_or_else(|| {
+                self.own.push((name, 0));
+                self.own.len() - 1
+            });
+            &mut self.own[at].1
+        };
+        *count = count.saturating_add(n);
     }
 
     /// A counter's value.
     pub fn get(&self, metric: Metric) -> u64 {
-        self.counts[metric.slot()]
+        match metric.slot() {
+            Some(slot) => self.counts[slot],
+            None => self.own.iter().find(|(n, _)| *n == metric.name()).map_or(0, |(_, v)| *v),
+        }
+    }
+
+    /// Every counter in emission order: the runtime's, then the function's own.
+    pub fn counts(&self) -> impl Iterator<Item = (Metric, u64)> + '_ {
+        let own = self.own.iter().map(|(name, n)| (Metric::Own(name), *n));
+        Metric::ALL.iter().zip(self.counts).map(|(m, n)| (*m, n)).chain(own)
     }
 
     /// The EMF document for these counters, stamped `timestamp_ms`, as one line of JSON.
     pub fn render(&self, timestamp_ms: u64) -> String {
         let definitions: Vec<Value> =
-            Metric::ALL.iter().map(|m| json!({"Name": m.name(), "Unit": "Count"})).collect();
+            self.counts().map(|(m, _)| json!({"Name": m.name(), "Unit": "Count"})).collect();
         let mut doc = Map::new();
         doc.insert(
             "_aws".to_owned(),
@@ -199,8 +251,8 @@ impl Metrics {
             doc.insert(name.to_owned(), value);
         }
         doc.insert("Function".to_owned(), Value::from(self.function.as_str()));
-        for metric in Metric::ALL {
-            doc.insert(metric.name().to_owned(), Value::from(self.get(metric)));
+        for (metric, n) in self.counts() {
+            doc.insert(metric.name().to_owned(), Value::from(n));
         }
         Value::Object(doc).to_string()
     }
@@ -211,7 +263,7 @@ impl Metrics {
     pub fn flush(&mut self) {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
         println!("{}", self.render(u64::try_from(now).unwrap_or(u64::MAX)));
-        self.counts = [0; Metric::ALL.len()];
+        *self = self.cleared();
     }
 }
 

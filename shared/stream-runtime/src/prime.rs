@@ -1,7 +1,9 @@
 //! Priming at cold start: one cheap call per resource a function writes, made during init.
 //!
-//! `DescribeTable` for each table, `HeadBucket` for each bucket, and `DescribeTable` for the
-//! table whose stream the function reads (`SOURCE_TABLE`). Two things come of it:
+//! A resource is anything that implements [`Resource`]: the runtime's own are a [`Table`]
+//! (`DescribeTable`), a [`Bucket`] (`HeadBucket`) and the [`Source`] table whose stream the
+//! function reads (`SOURCE_TABLE`, `DescribeTable`); a function adds its own (a queue's
+//! `GetQueueAttributes`, say) with the clients it built. Two things come of it:
 //!
 //! - a table or bucket that is missing, unreadable, or keyed otherwise than the configuration
 //!   says fails init with a message naming the variable, instead of every batch checkpointing
@@ -15,46 +17,184 @@
 //! batch's writes meet the same cause under their own retries. The calls are made in INIT,
 //! which Lambda bills like the invocation's time (docs/benchmarks.md weighs it).
 
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{KeySchemaElement, KeyType};
-use io_policy::{Failure, FailureKind, Policy};
+use aws_sdk_dynamodb::types::{KeySchemaElement, KeyType, TableDescription};
+use io_policy::{Budget, Failure, FailureKind, Policy};
 
 use crate::Aws;
 
 /// The most time priming may take in all, retries included: well inside Lambda's 10 s init.
 pub(crate) const PRIME_TIME: Duration = Duration::from_secs(3);
 
-/// A resource a function writes, as its configuration names it.
+/// What [`Resource::check`] returns: ready, or why not.
+pub type Check<'a> = Pin<Box<dyn Future<Output = Result<(), Unfit>> + Send + 'a>>;
+
+/// A resource a function writes or reads, as its configuration names it, checked with one cheap
+/// call at cold start.
+pub trait Resource: Debug + Send + Sync {
+    /// What it is and how the configuration names it, for messages.
+    fn named(&self) -> Named<'_>;
+    /// Checks it with one call (or reads a check already made) under `primer`'s budget: every
+    /// AWS call goes through [`Primer::budget`].
+    fn check<'a>(&'a self, primer: &'a Primer<'a>) -> Check<'a>;
+}
+
+/// A resource as messages name it: `bucket my-archive (ARCHIVE_BUCKET)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Named<'a> {
+    /// What it is: `table`, `bucket`, `queue`.
+    pub kind: &'static str,
+    /// The variable that names it (`ARCHIVE_BUCKET`).
+    pub variable: &'static str,
+    /// Its name (a table's, a bucket's, a queue's URL).
+    pub name: &'a str,
+}
+
+/// Why a resource is not ready.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Resource {
-    /// A DynamoDB table and the key schema the function writes it with.
-    Table {
-        /// The variable that names it (for messages).
-        variable: &'static str,
-        /// The table's name.
-        name: String,
-        /// The partition key attribute the function writes.
-        partition_key: String,
-        /// The sort key attribute the function writes, if the table has one.
-        sort_key: Option<String>,
-    },
-    /// An S3 bucket.
-    Bucket {
-        /// The variable that names it.
-        variable: &'static str,
-        /// The bucket's name.
-        name: String,
-    },
-    /// The table whose DynamoDB stream the function reads, and the view types it can work from.
-    Source {
-        /// The variable that names it.
-        variable: &'static str,
-        /// The table's name.
-        name: String,
-        /// `StreamViewType`s whose records carry what the function reads.
-        views: &'static [&'static str],
-    },
+pub enum Unfit {
+    /// The call failed. Init fails unless the failure is transient (the first batch then meets
+    /// the same cause under its own retries).
+    Call(Failure),
+    /// The resource answered, and is not what the function needs: init fails.
+    Wrong(PrimeError),
+}
+
+impl From<Failure> for Unfit {
+    fn from(failure: Failure) -> Unfit {
+        Unfit::Call(failure)
+    }
+}
+
+/// What a check is given: the runtime's clients, the budget every call goes through, and the
+/// tables already described (one `DescribeTable` per table, however many resources name it).
+#[derive(Debug)]
+pub struct Primer<'a> {
+    aws: &'a Aws,
+    budget: Budget,
+    described: Mutex<HashMap<String, Result<Option<TableDescription>, Failure>>>,
+}
+
+impl Primer<'_> {
+    /// The runtime's clients.
+    pub fn aws(&self) -> &Aws {
+        self.aws
+    }
+
+    /// The budget every check's calls go through: the runtime's policy, within [`PRIME_TIME`].
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    /// `DescribeTable` of `name`, made once: the table's description.
+    pub async fn describe_table(&self, name: &str) -> Result<Option<TableDescription>, Failure> {
+        if let Some(done) = self.described.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(name)
+        {
+            return done.clone();
+        }
+        let described = self
+            .budget
+            .call(|| {
+                let call = self.aws.dynamodb().describe_table().table_name(name).send();
+                async move { call.await.map_err(|e| io_policy::classify("DescribeTable", &e)) }
+            })
+            .await
+            .map(|d| d.table);
+        self.described
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name.to_owned(), described.clone());
+        described
+    }
+}
+
+/// A DynamoDB table and the key schema the function writes it with: it exists and is keyed so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    /// The variable that names it (for messages).
+    pub variable: &'static str,
+    /// The table's name.
+    pub name: String,
+    /// The partition key attribute the function writes.
+    pub partition_key: String,
+    /// The sort key attribute the function writes, if the table has one.
+    pub sort_key: Option<String>,
+}
+
+impl Resource for Table {
+    fn named(&self) -> Named<'_> {
+        Named { kind: "table", variable: self.variable, name: &self.name }
+    }
+    fn check<'a>(&'a self, primer: &'a Primer<'a>) -> Check<'a> {
+        Box::pin(async move {
+            let schema =
+                primer.describe_table(&self.name).await?.and_then(|t| t.key_schema).unwrap_or_default();
+            key_schema(self.variable, &self.name, &self.partition_key, self.sort_key.as_deref(), &schema)
+                .map_err(Unfit::Wrong)
+        })
+    }
+}
+
+/// An S3 bucket: it exists and the function's role reaches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bucket {
+    /// The variable that names it.
+    pub variable: &'static str,
+    /// The bucket's name.
+    pub name: String,
+}
+
+impl Resource for Bucket {
+    fn named(&self) -> Named<'_> {
+        Named { kind: "bucket", variable: self.variable, name: &self.name }
+    }
+    fn check<'a>(&'a self, primer: &'a Primer<'a>) -> Check<'a> {
+        Box::pin(async move {
+            primer
+                .budget()
+                .call(|| {
+                    let call = primer.aws().s3().head_bucket().bucket(&self.name).send();
+                    async move { call.await.map(drop).map_err(|e| io_policy::classify("HeadBucket", &e)) }
+                })
+                .await?;
+            Ok(())
+        })
+    }
+}
+
+/// The table whose DynamoDB stream the function reads, and the view types it can work from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// The variable that names it.
+    pub variable: &'static str,
+    /// The table's name.
+    pub name: String,
+    /// `StreamViewType`s whose records carry what the function reads.
+    pub views: &'static [&'static str],
+}
+
+impl Resource for Source {
+    fn named(&self) -> Named<'_> {
+        Named { kind: "table", variable: self.variable, name: &self.name }
+    }
+    fn check<'a>(&'a self, primer: &'a Primer<'a>) -> Check<'a> {
+        Box::pin(async move {
+            let found = primer
+                .describe_table(&self.name)
+                .await?
+                .and_then(|t| t.stream_specification)
+                .filter(|s| s.stream_enabled)
+                .and_then(|s| s.stream_view_type)
+                .map(|v| v.as_str().to_owned());
+            stream_view(self.variable, &self.name, found.as_deref(), self.views).map_err(Unfit::Wrong)
+        })
+    }
 }
 
 /// Why init must fail.
@@ -93,7 +233,8 @@ pub enum PrimeError {
         /// The first of them, the one to set.
         needs_first: &'static str,
     },
-    /// The resource is missing or cannot be reached with the function's role.
+    /// The resource is missing or cannot be reached with the function's role, or is otherwise
+    /// not what the function needs (a function's own check says why).
     #[error("{variable}: {message}")]
     Unusable {
         /// The variable naming the resource.
@@ -112,47 +253,19 @@ pub struct Primed {
     pub unchecked: Vec<String>,
 }
 
-/// Checks each resource with one call, under `policy` and at most [`PRIME_TIME`].
-pub async fn prime(aws: &Aws, resources: &[Resource], policy: Policy) -> Result<Primed, PrimeError> {
+/// Checks each resource, in order, under `policy` and at most [`PRIME_TIME`] in all.
+pub async fn prime(aws: &Aws, resources: &[Box<dyn Resource>], policy: Policy) -> Result<Primed, PrimeError> {
     let started = Instant::now();
-    let budget = policy.within(PRIME_TIME);
+    let context = Primer { aws, budget: policy.within(PRIME_TIME), described: Mutex::default() };
     let mut primed = Primed::default();
-    // One DescribeTable per table: the aggregator writes the table whose stream it reads.
-    let mut described = std::collections::HashMap::new();
     for resource in resources {
-        if let Resource::Table { name, .. } | Resource::Source { name, .. } = resource
-            && !described.contains_key(name)
-        {
-            described.insert(name.clone(), describe(aws, &budget, name).await);
-        }
-        let table = |name: &String| described.get(name).cloned().unwrap_or(Ok(None));
-        let checked = match resource {
-            Resource::Table { variable, name, partition_key, sort_key } => table(name).map(|table| {
-                let schema = table.and_then(|t| t.key_schema).unwrap_or_default();
-                key_schema(variable, name, partition_key, sort_key.as_deref(), &schema)
-            }),
-            Resource::Source { variable, name, views } => table(name).map(|table| {
-                let found = table
-                    .and_then(|t| t.stream_specification)
-                    .filter(|s| s.stream_enabled)
-                    .and_then(|s| s.stream_view_type)
-                    .map(|v| v.as_str().to_owned());
-                stream_view(variable, name, found.as_deref(), views)
-            }),
-            Resource::Bucket { name, .. } => budget
-                .call(|| {
-                    let call = aws.s3().head_bucket().bucket(name).send();
-                    async move { call.await.map(drop).map_err(|e| io_policy::classify("HeadBucket", &e)) }
-                })
-                .await
-                .map(Ok),
-        };
-        match checked {
-            Ok(result) => result?,
-            Err(failure) => unusable(resource, &failure, &mut primed)?,
+        match resource.check(&context).await {
+            Ok(()) => {}
+            Err(Unfit::Wrong(error)) => return Err(error),
+            Err(Unfit::Call(failure)) => unusable(resource.as_ref(), &failure, &mut primed)?,
         }
     }
-    primed.calls = budget.tally.requests();
+    primed.calls = context.budget.tally.requests();
     tracing::info!(
         calls = primed.calls,
         resources = resources.len(),
@@ -162,41 +275,18 @@ pub async fn prime(aws: &Aws, resources: &[Resource], policy: Policy) -> Result<
     Ok(primed)
 }
 
-/// `DescribeTable` of `name` within `budget`: the table's description.
-async fn describe(
-    aws: &Aws,
-    budget: &io_policy::Budget,
-    name: &str,
-) -> Result<Option<aws_sdk_dynamodb::types::TableDescription>, Failure> {
-    budget
-        .call(|| {
-            let call = aws.dynamodb().describe_table().table_name(name).send();
-            async move { call.await.map_err(|e| io_policy::classify("DescribeTable", &e)) }
-        })
-        .await
-        .map(|d| d.table)
-}
-
 /// A failed check: init fails unless the failure is transient.
-fn unusable(resource: &Resource, failure: &Failure, primed: &mut Primed) -> Result<(), PrimeError> {
-    let (variable, name) = match resource {
-        Resource::Table { variable, name, .. }
-        | Resource::Bucket { variable, name }
-        | Resource::Source { variable, name, .. } => (*variable, name),
-    };
+fn unusable(resource: &dyn Resource, failure: &Failure, primed: &mut Primed) -> Result<(), PrimeError> {
+    let Named { kind, variable, name } = resource.named();
     if failure.kind == FailureKind::Transient {
         tracing::warn!(variable, resource = %name, error = %failure.message, "could not check a resource at init; the first batch will meet it");
-        primed.unchecked.push(name.clone());
+        primed.unchecked.push(name.to_owned());
         return Ok(());
     }
-    let what = match resource {
-        Resource::Table { .. } | Resource::Source { .. } => "table",
-        Resource::Bucket { .. } => "bucket",
-    };
     Err(PrimeError::Unusable {
         variable,
         message: format!(
-            "{what} {name} is missing or not reachable with the function's role ({})",
+            "{kind} {name} is missing or not reachable with the function's role ({})",
             failure.message
         ),
     })

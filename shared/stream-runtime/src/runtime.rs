@@ -10,8 +10,9 @@ use io_policy::{Budget, Deadline, Failure, FailureKind};
 use crate::conclude::{NoCheckpoint, conclude};
 
 use crate::decide::{Decision, decide};
+use crate::prime::{self, Bucket};
 use crate::settings::{ParkingPlace, Settings};
-use crate::{Aws, PrimeError, Primed, RecordFailure, Resource, StreamFunction, Whole, parked};
+use crate::{Aws, PrimeError, Primed, RecordFailure, StreamFunction, Whole, parked};
 
 /// A function with its settings and clients, built once, handling batches.
 #[derive(Debug)]
@@ -25,7 +26,8 @@ impl<F: StreamFunction> Runtime<F> {
     /// Reads the runtime's settings and the function's configuration from `vars`, and builds
     /// the clients from `sdk` (the SDK's own retries are turned off).
     pub fn from_vars(vars: &Vars<'_>, sdk: &aws_types::SdkConfig) -> Result<Runtime<F>, crate::ConfigError> {
-        let settings = Settings::from_vars(vars, F::NAME)?;
+        let mut settings = Settings::from_vars(vars, F::NAME, F::NAMESPACE)?;
+        settings.metrics = settings.metrics.declare(F::METRICS);
         let aws = Aws::new(sdk, settings.force_path_style);
         let function = F::init(vars, &aws)?;
         if settings.source == crate::Source::Kinesis
@@ -56,20 +58,19 @@ impl<F: StreamFunction> Runtime<F> {
     pub async fn prime(&self) -> Result<Primed, PrimeError> {
         let mut resources = self.function.resources();
         // Parking is a write like any other: a missing or denied parking bucket is found at init.
-        let parking =
-            Resource::Bucket { variable: "PARKING_BUCKET", name: self.settings.parking.bucket.clone() };
-        if !resources.contains(&parking) {
-            resources.push(parking);
+        let parking = &self.settings.parking.bucket;
+        if !resources.iter().any(|r| r.named().kind == "bucket" && r.named().name == parking) {
+            resources.push(Box::new(Bucket { variable: "PARKING_BUCKET", name: parking.clone() }));
         }
         // A Kinesis data stream always carries both images; a DynamoDB stream, what its table says.
         if let (Some(table), crate::Source::DynamoDbStreams) =
             (&self.settings.source_table, self.settings.source)
         {
-            resources.push(Resource::Source {
+            resources.push(Box::new(prime::Source {
                 variable: "SOURCE_TABLE",
                 name: table.clone(),
                 views: F::STREAM_VIEWS,
-            });
+            }));
         }
         crate::prime::prime(&self.aws, &resources, self.settings.policy).await
     }

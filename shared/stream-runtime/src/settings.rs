@@ -12,7 +12,7 @@
 //! | `PRIME_AT_INIT` | `true` | At cold start, check each table the function writes (`DescribeTable`: it exists, its key schema matches) and the archive bucket (`HeadBucket`), opening the connection before the first batch (`true`/`false`/`1`/`0`). |
 //! | `SOURCE_TABLE` | none | The table whose DynamoDB stream the function reads: priming checks its stream's view type gives the images the function needs (`DescribeTable`). Unset for a Kinesis source, whose records always carry both images. |
 //! | `S3_FORCE_PATH_STYLE` | `false` | Path-style S3 addressing, for local emulators (`true`/`false`/`1`/`0`). |
-//! | `METRICS_NAMESPACE` | `Sidestream` | The EMF namespace. |
+//! | `METRICS_NAMESPACE` | the function's (`StreamFunction::NAMESPACE`) | The EMF namespace. |
 //! | `AWS_LAMBDA_FUNCTION_NAME` | the function's name | The EMF `Function` dimension (Lambda sets it). |
 
 use std::time::Duration;
@@ -53,10 +53,11 @@ pub struct ParkingPlace {
 pub(crate) const DEFAULT_PARKING_PREFIX: &str = "parked/";
 
 impl Settings {
-    /// Reads the variables for the function `name`; errors name the variable.
-    pub fn from_vars(vars: &Vars<'_>, name: &str) -> Result<Settings, ConfigError> {
+    /// Reads the variables for the function `name`, whose metrics go to `namespace` unless
+    /// `METRICS_NAMESPACE` says otherwise; errors name the variable.
+    pub fn from_vars(vars: &Vars<'_>, name: &str, namespace: &str) -> Result<Settings, ConfigError> {
         Ok(Settings {
-            metrics: Metrics::from_vars(vars, name)?,
+            metrics: Metrics::from_vars(vars, name, namespace)?,
             policy: policy(vars)?,
             parking: ParkingPlace::from_vars(vars)?,
             force_path_style: path_style(vars)?,

@@ -98,7 +98,9 @@ impl Config {
             lag_function: vars.optional("VERIFY_LAG_FUNCTION"),
             page_items: vars.integer("VERIFY_PAGE_SIZE", crate::verify::PAGE_ITEMS, 1, 10_000)?,
             read_units: vars.rate("VERIFY_READ_UNITS")?,
-            namespace: vars.optional("METRICS_NAMESPACE").unwrap_or_else(|| "Sidestream".to_owned()),
+            namespace: vars
+                .optional("METRICS_NAMESPACE")
+                .unwrap_or_else(|| formats::METRICS_NAMESPACE.to_owned()),
             function: vars
                 .optional("AWS_LAMBDA_FUNCTION_NAME")
                 .unwrap_or_else(|| "index-verifier".to_owned()),

@@ -10,7 +10,7 @@ use super::Settings;
 fn settings(env: &[(&str, &str)]) -> Result<Settings, String> {
     let env: HashMap<String, String> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     let lookup = move |name: &str| env.get(name).cloned();
-    Settings::from_vars(&Vars::new(&lookup), "f").map_err(|e| e.to_string())
+    Settings::from_vars(&Vars::new(&lookup), "f", "f").map_err(|e| e.to_string())
 }
 
 #[test]

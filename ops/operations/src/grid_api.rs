@@ -237,5 +237,33 @@ pub async fn cursor_key(
     Ok(key)
 }
 
+/// The grid-api Lambda: configured once at cold start, the cursor key read from its secret, then
+/// a function URL's request per invocation, always answered (an error is a response with its
+/// status).
+impl stream_runtime::task::Task for Api {
+    const NAME: &'static str = "grid-api";
+    const ERROR_TYPE: &'static str = "GridApiError";
+    type Input = UrlRequest;
+    type Output = UrlResponse;
+    type Error = std::convert::Infallible;
+
+    async fn init(
+        vars: &Vars<'_>,
+        sdk: &aws_types::SdkConfig,
+    ) -> Result<Api, stream_runtime::task::InitError> {
+        Ok(start(&Config::from_vars(vars)?, sdk).await?)
+    }
+
+    async fn handle(
+        &self,
+        request: UrlRequest,
+        _deadline: std::time::Instant,
+    ) -> Result<UrlResponse, Self::Error> {
+        let response = Api::handle(self, &request).await;
+        tracing::info!(path = request.raw_path, status = response.status, "answered");
+        Ok(response)
+    }
+}
+
 #[cfg(test)]
 mod tests;

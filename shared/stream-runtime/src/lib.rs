@@ -55,6 +55,7 @@ pub mod prime;
 mod runtime;
 pub mod settings;
 pub mod source;
+pub mod task;
 pub mod whole;
 pub mod writer;
 

@@ -822,5 +822,32 @@ fn write_units(item: &Item) -> f64 {
     f64::from(u32::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u32::MAX))
 }
 
+/// The archive-restorer Lambda: configured once at cold start (the DynamoDB client under the I/O
+/// policy, the SDK's retries off), then a step per invocation.
+impl stream_runtime::task::Task for Job {
+    const NAME: &'static str = "archive-restorer";
+    const ERROR_TYPE: &'static str = "RestoreError";
+    type Input = Step;
+    type Output = Answer;
+    type Error = ArchiveError;
+
+    async fn init(
+        vars: &Vars<'_>,
+        sdk: &aws_types::SdkConfig,
+    ) -> Result<Job, stream_runtime::task::InitError> {
+        let config = Config::from_vars(vars)?;
+        let quiet = io_policy::without_sdk_retries(sdk);
+        let s3 = stream_runtime::aws::s3_client(&quiet, vars)?;
+        Ok(Job::new(aws_sdk_dynamodb::Client::new(&quiet), s3, config))
+    }
+
+    async fn handle(&self, step: Step, deadline: Instant) -> Result<Answer, ArchiveError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        self.step(step, deadline, now).await
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -116,5 +116,29 @@ impl Backfill {
     }
 }
 
+/// The index-backfiller Lambda: configured once at cold start from `MULTIKEY_INDEXES` and
+/// `BACKFILL_*` (the client under the I/O policy, the SDK's retries off), then one scan segment
+/// per invocation.
+impl stream_runtime::task::Task for Backfill {
+    const NAME: &'static str = "index-backfiller";
+    const ERROR_TYPE: &'static str = "BackfillError";
+    type Input = Task;
+    type Output = Task;
+    type Error = BackfillError;
+
+    async fn init(
+        vars: &Vars<'_>,
+        sdk: &aws_types::SdkConfig,
+    ) -> Result<Backfill, stream_runtime::task::InitError> {
+        let (target, settings) = target_from_vars(vars)?;
+        let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
+        Ok(Backfill::new(client, target, settings))
+    }
+
+    async fn handle(&self, task: Task, deadline: Instant) -> Result<Task, BackfillError> {
+        self.task(task, deadline).await
+    }
+}
+
 #[cfg(test)]
 mod tests;

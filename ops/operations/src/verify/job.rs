@@ -400,5 +400,51 @@ fn key_from_json(key: &Value) -> Result<crate::verify::pass::Item, VerifyError> 
     Ok(item.into())
 }
 
+/// The index-verifier Lambda: configured once at cold start, then a step per invocation; the
+/// confirmation's drift goes to stdout as one EMF line, for the template's drift alarm.
+impl stream_runtime::task::Task for Job {
+    const NAME: &'static str = "index-verifier";
+    const ERROR_TYPE: &'static str = "VerifyError";
+    type Input = Step;
+    type Output = Value;
+    type Error = VerifyError;
+
+    async fn init(
+        vars: &Vars<'_>,
+        sdk: &aws_types::SdkConfig,
+    ) -> Result<Job, stream_runtime::task::InitError> {
+        let (config, results) = (Config::from_vars(vars)?, Results::from_vars(vars)?);
+        // Every DynamoDB and S3 call goes through the I/O policy, which does the retrying.
+        let quiet = io_policy::without_sdk_retries(sdk);
+        let s3 = stream_runtime::aws::s3_client(&quiet, vars)?;
+        // The indexer's lag, read once a job that found drift.
+        let cloudwatch = aws_sdk_cloudwatch::Client::new(sdk);
+        Ok(Job::new(aws_sdk_dynamodb::Client::new(&quiet), s3, cloudwatch, config, results))
+    }
+
+    async fn handle(&self, step: Step, deadline: Instant) -> Result<Value, VerifyError> {
+        let answer = self.step(step, deadline).await?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let reply = answer.reply(self.config(), now)?;
+        if let (Some(emf), Answer::Confirmed(run)) = (&reply.emf, &answer) {
+            emit(emf);
+            if run.drift.is_exact() {
+                tracing::info!(summary = %reply.output, "the index is exact");
+            } else {
+                tracing::error!(summary = %reply.output, "the index has drifted");
+            }
+        }
+        Ok(reply.output)
+    }
+}
+
+/// EMF is delivered through stdout, where Lambda's log agent picks it up.
+#[expect(clippy::print_stdout, reason = "EMF is delivered through stdout")]
+fn emit(doc: &Value) {
+    println!("{doc}");
+}
+
 #[cfg(test)]
 mod tests;

@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
 use serde::Serialize;
@@ -47,6 +47,12 @@ const BETWEEN_RUNS: Duration = Duration::from_millis(500);
 /// took whatever the emulator had to spare, more of them the faster it was, and a run's work
 /// depended on its speed.
 const VERIFY_PARTS: u64 = 8;
+
+/// How long, once the workload is written, the operations wait for a record of each function to
+/// be kept, if none was replayed yet: the mappings are still delivering then (under load a
+/// function can lag the writers by minutes, and the archiver sees only TTL deletes, which come
+/// late).
+const LAST_REPLAY_WAIT: Duration = Duration::from_secs(600);
 
 /// How many times a rerun that stopped at a (transient) failure is tried.
 const RERUN_TRIES: usize = 20;
@@ -122,6 +128,12 @@ impl Kept {
         }
     }
 
+    /// Whether a record of `function` is kept now.
+    fn has(&self, function: &str) -> bool {
+        let all = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.get(function).is_some_and(|r| !r.is_empty())
+    }
+
     /// The records kept of `function` so far, taken (so each is replayed once).
     fn take(&self, function: &str) -> Vec<EventRecord> {
         let mut all = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -185,6 +197,7 @@ impl Operator<'_> {
                 let next = (progress.written.load(Ordering::Relaxed) / part + 1) * part;
                 loop {
                     if done.load(Ordering::Relaxed) {
+                        self.last_replay(&mut ops).await?;
                         return Ok::<_, ChaosError>(ops);
                     }
                     if progress.written.load(Ordering::Relaxed) >= next {
@@ -200,6 +213,35 @@ impl Operator<'_> {
         ops.backfill_scanned = scanned;
         ops.backfill_touches = touched;
         Ok(ops)
+    }
+
+    /// Once the workload is written, and while the mappings still deliver: a replay of each
+    /// function none of whose records has been replayed yet, once a record of it is kept, so
+    /// that every way of replaying runs in every run however the functions lagged the
+    /// verifications. An error if a function had no record kept within [`LAST_REPLAY_WAIT`].
+    async fn last_replay(&self, ops: &mut Operations) -> Result<(), ChaosError> {
+        let waited = Instant::now();
+        loop {
+            let mut missing = Vec::new();
+            if ops.indexer_records_replayed == 0 && !self.kept.has(Indexer::NAME) {
+                missing.push(Indexer::NAME.to_owned());
+            }
+            // Any one rerun function's records will do: a rerun is a rerun.
+            if ops.records_rerun == 0 && !self.rerun.iter().any(|(f, _)| self.kept.has(f)) {
+                missing.extend(self.rerun.iter().map(|(f, _)| f.clone()));
+            }
+            if missing.is_empty() {
+                return self.replay(ops).await;
+            }
+            if waited.elapsed() > LAST_REPLAY_WAIT {
+                return Err(ChaosError::Check(format!(
+                    "no record of {} was kept for a replay within {} s of the workload's end",
+                    missing.join(", "),
+                    LAST_REPLAY_WAIT.as_secs()
+                )));
+            }
+            tokio::time::sleep(BETWEEN_RUNS).await;
+        }
     }
 
     /// The persistent drift of one last verification (run once the replay has settled).

@@ -13,6 +13,7 @@ use local_stack::bench::events::Batch;
 use local_stack::bench::{Options, Part, Progress};
 
 use crate::support::moto::{sdk, unique};
+use crate::support::template::stream_functions;
 
 fn options(parts: Vec<Part>) -> Options {
     let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
@@ -31,9 +32,9 @@ async fn each_function_is_invoked_whole_and_its_requests_counted() -> Result<()>
     let (report, progress, summary) = bench(Part::WritePath).await?;
     let cases: Vec<(&str, &str)> =
         report.write_path.iter().map(|r| (r.case.upstream, r.case.function)).collect();
-    let functions = ["multikey-indexer", "ttl-archiver", "counter-aggregator"];
+    let functions = stream_functions();
     let expected: Vec<(&str, &str)> =
-        ["moto", "sink"].into_iter().flat_map(|u| functions.map(|f| (u, f))).collect();
+        ["moto", "sink"].into_iter().flat_map(|u| functions.iter().map(move |f| (u, *f))).collect();
     ensure!(cases == expected, "cases {cases:?}: {summary}");
     for row in &report.write_path {
         ensure!(

@@ -14,6 +14,7 @@ use crate::support::lambda::Function;
 use crate::support::moto::{s3, sdk, unique};
 use crate::support::pipeline::stack;
 use crate::support::process::root;
+use crate::support::template::stream_functions;
 
 /// Runs `script` with deploy/pre-traffic-hook importable as `hook`; its stdout as JSON.
 fn python(script: &str) -> Result<Value> {
@@ -112,7 +113,7 @@ async fn the_pre_traffic_hook_may_make_every_call_it_makes() -> Result<()> {
     let sdk = sdk();
     let stack = stack(&sdk, &[]).await?;
     let role = stack.roles.get("PreTrafficHookRole").context("the hook's role")?;
-    let targets: Vec<String> = ["multikey-indexer", "ttl-archiver", "counter-aggregator"]
+    let targets: Vec<String> = stream_functions()
         .iter()
         .map(|binary| {
             Ok(format!("{}:7", local_stack::function_name(&stack.name, &stack.function(binary)?.logical_id)))
@@ -201,11 +202,8 @@ async fn every_stream_function_takes_the_canary_and_writes_nothing() -> Result<(
     ] {
         let stack = stack(&sdk, &parameters).await?;
         let combined = parameters.contains(&("Consumers", "Combined"));
-        let binaries: &[&str] = if combined {
-            &["sidestream-combined", "counter-aggregator"]
-        } else {
-            &["multikey-indexer", "ttl-archiver", "counter-aggregator"]
-        };
+        let binaries =
+            if combined { vec!["sidestream-combined", "counter-aggregator"] } else { stream_functions() };
         for binary in binaries {
             let env: BTreeMap<String, String> = local_stack::environment(stack.function(binary)?);
             let kinesis = env.get("CHANGE_SOURCE").map(String::as_str) == Some("kinesis");

@@ -13,9 +13,10 @@
 //!   large, characters it refuses) is record-permanent: the runtime parks its record whole, in S3,
 //!   and the batch goes on. SQS's own codes are classified with [`SQS_CODES`].
 //! - **Checked at cold start.** The queue is one of the function's resources ([`Queue`]): init
-//!   fails, naming `MIRROR_QUEUE_URL`, when it is missing, out of the role's reach, not FIFO, or
-//!   takes smaller messages than `MIRROR_MAX_MESSAGE_BYTES` (a message between the two sizes would
-//!   be refused for its size, systemically, and stop the shard).
+//!   fails, naming `MIRROR_QUEUE_URL`, when it is missing, out of the role's reach, or takes
+//!   smaller messages than `MIRROR_MAX_MESSAGE_BYTES` (a message between the two sizes would be
+//!   refused for its size, systemically, and stop the shard). That it is FIFO, its URL says: only
+//!   a FIFO queue's name ends in `.fifo`.
 //! - **Its own metric.** `MessageBytes`, the bytes of the message bodies SQS took, beside the
 //!   runtime's metrics in the `SqsFifoMirror` namespace.
 //!
@@ -39,9 +40,14 @@ use stream_runtime::{
 use crate::plan::{MAX_BATCH_BYTES, Message, Requests};
 
 /// SQS's error codes beyond the AWS-wide ones, for [`classify_for`].
+///
+/// SQS answers in JSON but names its errors by their query-protocol codes (the
+/// `x-amzn-query-error` header, which the SDK reads first): a KMS throttle is
+/// `KMS.ThrottlingException`, and `KmsThrottled` its JSON type, kept for emulators that send
+/// only that.
 pub const SQS_CODES: ServiceCodes = ServiceCodes {
-    throttling: &["RequestThrottled", "KmsThrottled"],
-    server: &["KmsUnavailable"],
+    throttling: &["RequestThrottled", "KMS.ThrottlingException", "KmsThrottled"],
+    server: &[],
     content: &["InvalidMessageContents"],
 };
 
@@ -69,8 +75,10 @@ impl Resource for Queue {
         Named { kind: "queue", variable: "MIRROR_QUEUE_URL", name: &self.url }
     }
 
-    /// The queue exists and the role reaches it, it is FIFO, and it takes messages of
-    /// `MIRROR_MAX_MESSAGE_BYTES`.
+    /// The queue exists, the role reaches it, and it takes messages of
+    /// `MIRROR_MAX_MESSAGE_BYTES`. (Not whether it is FIFO: `init` required the `.fifo` suffix,
+    /// which only a FIFO queue's name has; and SQS answers a standard queue asked for `FifoQueue`
+    /// with `InvalidAttributeName`.)
     fn check<'a>(&'a self, primer: &'a Primer<'a>) -> Check<'a> {
         Box::pin(async move {
             let answer = primer
@@ -80,27 +88,24 @@ impl Resource for Queue {
                         .sqs
                         .get_queue_attributes()
                         .queue_url(&self.url)
-                        .attribute_names(QueueAttributeName::FifoQueue)
                         .attribute_names(QueueAttributeName::MaximumMessageSize)
                         .send();
                     async move { call.await.map_err(|e| classify_for("GetQueueAttributes", &e, &SQS_CODES)) }
                 })
                 .await?;
-            let attribute = |name| answer.attributes().and_then(|a| a.get(&name)).map(String::as_str);
-            let wrong = |message: String| {
-                Unfit::Wrong(PrimeError::Unusable { variable: self.named().variable, message })
-            };
-            if attribute(QueueAttributeName::FifoQueue) != Some("true") {
-                return Err(wrong(format!("queue {} is not a FIFO queue", self.url)));
-            }
-            let size =
-                attribute(QueueAttributeName::MaximumMessageSize).and_then(|s| s.parse::<usize>().ok());
+            let size = answer
+                .attributes()
+                .and_then(|a| a.get(&QueueAttributeName::MaximumMessageSize))
+                .and_then(|s| s.parse::<usize>().ok());
             match size {
-                Some(size) if size < self.max_message_bytes => Err(wrong(format!(
-                    "queue {} takes messages of up to {size} bytes, but MIRROR_MAX_MESSAGE_BYTES is {}: \
-                     set MIRROR_MAX_MESSAGE_BYTES to {size}, or the queue would refuse the messages between",
-                    self.url, self.max_message_bytes
-                ))),
+                Some(size) if size < self.max_message_bytes => Err(Unfit::Wrong(PrimeError::Unusable {
+                    variable: self.named().variable,
+                    message: format!(
+                        "queue {} takes messages of up to {size} bytes, but MIRROR_MAX_MESSAGE_BYTES is {}: \
+                         set MIRROR_MAX_MESSAGE_BYTES to {size}, or the queue would refuse the messages between",
+                        self.url, self.max_message_bytes
+                    ),
+                })),
                 _ => Ok(()),
             }
         })

@@ -131,7 +131,7 @@ const SCHEMA_MISMATCH: [&str; 4] = [
 /// use io_policy::ServiceCodes;
 /// // Amazon SQS: throttled sends, and a message SQS refuses for its content.
 /// const SQS: ServiceCodes = ServiceCodes {
-///     throttling: &["RequestThrottled", "KmsThrottled"],
+///     throttling: &["RequestThrottled", "KMS.ThrottlingException"],
 ///     server: &[],
 ///     content: &["InvalidMessageContents", "InvalidParameterValue"],
 /// };

@@ -50,14 +50,16 @@ fn service_answers_are_classified_by_code_status_and_message() {
 #[test]
 fn a_services_own_codes_are_read_before_the_defaults() {
     use FailureKind::{RecordPermanent, Systemic, Transient};
+    // SQS's throttling and content codes, and a server code of a service's own (SQS has none).
     const SQS: ServiceCodes = ServiceCodes {
-        throttling: &["RequestThrottled"],
-        server: &["KmsUnavailable"],
+        throttling: &["RequestThrottled", "KMS.ThrottlingException"],
+        server: &["EngineOverloaded"],
         content: &["InvalidMessageContents"],
     };
     let cases = [
         (Some("RequestThrottled"), 400, Transient, Systemic),
-        (Some("KmsUnavailable"), 400, Transient, Systemic),
+        (Some("KMS.ThrottlingException"), 400, Transient, Systemic),
+        (Some("EngineOverloaded"), 400, Transient, Systemic),
         (Some("InvalidMessageContents"), 400, RecordPermanent, Systemic),
         // The defaults still hold beside them.
         (Some("ThrottlingException"), 400, Transient, Transient),

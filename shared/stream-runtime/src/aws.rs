@@ -22,6 +22,12 @@ impl Aws {
         Aws { dynamodb: aws_sdk_dynamodb::Client::new(&sdk), s3: s3(&sdk, force_path_style), sdk }
     }
 
+    /// From the loaded SDK configuration, path-style S3 as `S3_FORCE_PATH_STYLE` says: for a
+    /// task that writes under the I/O policy as the functions do.
+    pub fn from_vars(sdk: &SdkConfig, vars: &Vars<'_>) -> Result<Aws, ConfigError> {
+        Ok(Aws::new(sdk, crate::settings::path_style(vars)?))
+    }
+
     /// The SDK configuration the clients are built from, the SDK's own retries off: for a
     /// function to build the other clients it needs (SQS, say), under the same policy.
     pub fn sdk_config(&self) -> &SdkConfig {

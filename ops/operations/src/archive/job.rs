@@ -835,10 +835,8 @@ impl stream_runtime::task::Task for Job {
         vars: &Vars<'_>,
         sdk: &aws_types::SdkConfig,
     ) -> Result<Job, stream_runtime::task::InitError> {
-        let config = Config::from_vars(vars)?;
-        let quiet = io_policy::without_sdk_retries(sdk);
-        let s3 = stream_runtime::aws::s3_client(&quiet, vars)?;
-        Ok(Job::new(aws_sdk_dynamodb::Client::new(&quiet), s3, config))
+        let (config, aws) = (Config::from_vars(vars)?, stream_runtime::Aws::from_vars(sdk, vars)?);
+        Ok(Job::new(aws.dynamodb(), aws.s3(), config))
     }
 
     async fn handle(&self, step: Step, deadline: Instant) -> Result<Answer, ArchiveError> {

@@ -415,11 +415,10 @@ impl stream_runtime::task::Task for Job {
     ) -> Result<Job, stream_runtime::task::InitError> {
         let (config, results) = (Config::from_vars(vars)?, Results::from_vars(vars)?);
         // Every DynamoDB and S3 call goes through the I/O policy, which does the retrying.
-        let quiet = io_policy::without_sdk_retries(sdk);
-        let s3 = stream_runtime::aws::s3_client(&quiet, vars)?;
+        let aws = stream_runtime::Aws::from_vars(sdk, vars)?;
         // The indexer's lag, read once a job that found drift.
         let cloudwatch = aws_sdk_cloudwatch::Client::new(sdk);
-        Ok(Job::new(aws_sdk_dynamodb::Client::new(&quiet), s3, cloudwatch, config, results))
+        Ok(Job::new(aws.dynamodb(), aws.s3(), cloudwatch, config, results))
     }
 
     async fn handle(&self, step: Step, deadline: Instant) -> Result<Value, VerifyError> {

@@ -167,12 +167,10 @@ fn services_series(template: &Template, resolver: &Resolver<'_>) -> Result<BTree
         ),
     ];
     for (kind, namespace, dimension, name_of, metrics) in services {
-        for resource in template.resources_of_type(kind) {
-            if resolver.resource_exists(resource)? {
-                let name = resolver.string(&name_of(resource), resource)?;
-                for metric in metrics {
-                    out.insert((namespace.into(), (*metric).into(), dimension.into(), name.clone()));
-                }
+        for resource in resolver.existing(kind)? {
+            let name = resolver.string(&name_of(resource), resource)?;
+            for metric in metrics {
+                out.insert((namespace.into(), (*metric).into(), dimension.into(), name.clone()));
             }
         }
     }
@@ -269,15 +267,9 @@ fn dashboard(template: &Template, resolver: &Resolver<'_>) -> Result<(Shown, Tim
 
 /// Every alarm that exists, as the series it watches: its metric, or each metric its metric
 /// math reads.
-fn alarms(template: &Template, resolver: &Resolver<'_>) -> Result<Shown> {
+fn alarms(resolver: &Resolver<'_>) -> Result<Shown> {
     let mut out = Vec::new();
-    for alarm in template.resources_of_type("AWS::CloudWatch::Alarm") {
-        if !resolver.resource_exists(alarm)? {
-            continue;
-        }
-        let properties =
-            template.root().pointer(&format!("/Resources/{alarm}/Properties")).context("properties")?;
-        let p = resolver.resolve(properties, alarm)?.context("an alarm's properties")?;
+    for (alarm, p) in resolver.resolved("AWS::CloudWatch::Alarm")? {
         let metrics = alarm_metrics(&p);
         ensure!(!metrics.is_empty(), "{alarm}: no metric");
         for m in metrics {
@@ -331,7 +323,7 @@ fn every_widget_and_alarm_watches_a_metric_the_code_or_lambda_emits() -> Result<
                 emitted.timeouts.get(function)
             );
         }
-        for (alarm, series) in alarms(&template, &resolver)? {
+        for (alarm, series) in alarms(&resolver)? {
             ensure!(
                 emitted.series.contains(&series),
                 "{deployment}: alarm {alarm} watches {series:?}, which nothing emits"

@@ -644,13 +644,11 @@ fn statements(policies: &Value) -> Vec<Value> {
 /// Each role the deployment creates, by logical id, with its policies' statements resolved.
 fn role_statements<'t>(
     template: &'t Template,
-    resolver: &Resolver<'_>,
+    resolver: &Resolver<'t>,
 ) -> Result<Vec<(&'t str, Vec<Value>)>> {
     let mut roles = Vec::new();
-    for role in template.resources_of_type("AWS::IAM::Role") {
-        if resolver.resource_exists(role)? {
-            roles.push((role, statements(&role_policies(template, resolver, role)?)));
-        }
+    for role in resolver.existing("AWS::IAM::Role")? {
+        roles.push((role, statements(&role_policies(template, resolver, role)?)));
     }
     Ok(roles)
 }
@@ -991,13 +989,7 @@ fn every_alarm_reaches_someone_and_says_what_to_do() -> Result<()> {
             resolver.string(&serde_json::json!({"Ref": "AlarmTopic"}), "AlarmTopic")?
         };
         let mut watched = BTreeSet::new();
-        for alarm in template.resources_of_type("AWS::CloudWatch::Alarm") {
-            if !resolver.resource_exists(alarm)? {
-                continue;
-            }
-            let p = resolver
-                .resolve(&template.root()["Resources"][alarm]["Properties"], alarm)?
-                .context("an alarm's properties")?;
+        for (alarm, p) in resolver.resolved("AWS::CloudWatch::Alarm")? {
             // OK too, but for an event waiting in the parking bucket (the_alarms_stay_…).
             let ok = (!is_event_alarm(&p)).then(|| serde_json::json!([topic]));
             ensure!(
@@ -1041,14 +1033,12 @@ fn every_alarm_reaches_someone_and_says_what_to_do() -> Result<()> {
                 );
             }
         }
-        for machine in template.resources_of_type("AWS::Serverless::StateMachine") {
-            if resolver.resource_exists(machine)? {
-                let arn = resolver.string(&serde_json::json!({"Ref": machine}), machine)?;
-                ensure!(
-                    watched.contains(&("ExecutionsFailed".to_owned(), arn)),
-                    "{deployment}: {machine} has no failed-executions alarm"
-                );
-            }
+        for machine in resolver.existing("AWS::Serverless::StateMachine")? {
+            let arn = resolver.string(&serde_json::json!({"Ref": machine}), machine)?;
+            ensure!(
+                watched.contains(&("ExecutionsFailed".to_owned(), arn)),
+                "{deployment}: {machine} has no failed-executions alarm"
+            );
         }
     }
     ensure!(checked > 200, "{checked} alarms checked");
@@ -1507,12 +1497,7 @@ fn every_alarms_evaluation_range_is_one_cloudwatch_accepts() -> Result<()> {
     let mut checked = 0;
     for (deployment, parameters) in deployments().into_iter().chain([("largest", largest)]) {
         let resolver = template.resolver(&parameters, names());
-        for alarm in template.resources_of_type("AWS::CloudWatch::Alarm") {
-            if !resolver.resource_exists(alarm)? {
-                continue;
-            }
-            let p =
-                resolver.resolve(&root["Resources"][alarm]["Properties"], alarm)?.context("properties")?;
+        for (alarm, p) in resolver.resolved("AWS::CloudWatch::Alarm")? {
             let number =
                 |field: &str| number_of(&p[field]).with_context(|| format!("{deployment}: {alarm}: {field}"));
             // Metric math: its metric queries' period, one for all of them.
@@ -1682,13 +1667,7 @@ fn the_alarms_stay_while_their_cause_does() -> Result<()> {
     ]);
     let resolver = template.resolver(&parameters, names());
     let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
-    for alarm in template.resources_of_type("AWS::CloudWatch::Alarm") {
-        if !resolver.resource_exists(alarm)? {
-            continue;
-        }
-        let p = resolver
-            .resolve(&template.root()["Resources"][alarm]["Properties"], alarm)?
-            .context("properties")?;
+    for (alarm, p) in resolver.resolved("AWS::CloudWatch::Alarm")? {
         let number = |key: &str| number_of(&p[key]);
         let metric = p["MetricName"].as_str().unwrap_or("metric math");
         let missing = p["TreatMissingData"].as_str().unwrap_or("missing");
@@ -1835,7 +1814,6 @@ fn the_stores_hold_at_scale() -> Result<()> {
 fn one_key_covers_every_store() -> Result<()> {
     let template = template()?;
     let resolver = template.resolver(&production(), names());
-    let properties_of = |id: &str| properties(&template, &resolver, id);
     // Every store the stack creates, under the one key.
     let mut keyed_stores = 0;
     for (kind, pointer) in [
@@ -1848,11 +1826,7 @@ fn one_key_covers_every_store() -> Result<()> {
         ("AWS::SNS::Topic", "/KmsMasterKeyId"),
         ("AWS::Logs::LogGroup", "/KmsKeyId"),
     ] {
-        for id in template.resources_of_type(kind) {
-            if !resolver.resource_exists(id)? {
-                continue;
-            }
-            let p = properties_of(id)?;
+        for (id, p) in resolver.resolved(kind)? {
             ensure!(p.pointer(pointer) == Some(&Value::from(KEY)), "{id}: not under KmsKeyArn: {p}");
             keyed_stores += 1;
         }

@@ -110,14 +110,12 @@ pub(crate) fn roles_of<'a>(
 /// emulators' IAM check with the stack's resource policies.
 pub(crate) async fn registered(
     sdk: &SdkConfig,
-    template: &Template,
     resolver: &Resolver<'_>,
     path: &str,
     (stack, region, account): (&str, &str, &str),
 ) -> Result<BTreeMap<String, Role>, StackError> {
     let in_template = |cause| StackError::Template { path: path.to_owned(), cause };
-    let (roles, resource_policies) =
-        roles(template, resolver, stack, region, account).map_err(in_template)?;
+    let (roles, resource_policies) = roles(resolver, stack, region, account).map_err(in_template)?;
     register(sdk, &roles, &resource_policies).await?;
     Ok(roles)
 }
@@ -125,33 +123,21 @@ pub(crate) async fn registered(
 /// The template's roles that exist with these parameters, by logical id, and the stack's
 /// resource policies (its buckets' policies).
 fn roles(
-    template: &Template,
     resolver: &Resolver<'_>,
     stack: &str,
     region: &str,
     account: &str,
 ) -> Result<(BTreeMap<String, Role>, ResourcePolicies), TemplateError> {
-    let properties_of = |id: &str| -> Result<Value, TemplateError> {
-        let at = format!("Resources/{id}/Properties");
-        Ok(resolver.resolve(&template.root()["Resources"][id]["Properties"], &at)?.unwrap_or_default())
-    };
     let mut managed = BTreeMap::new();
-    for id in template.resources_of_type("AWS::IAM::ManagedPolicy") {
-        if resolver.resource_exists(id)? {
-            let reference = resolver.resolve(&json!({ "Ref": id }), id)?.unwrap_or_default();
-            let properties = properties_of(id)?;
-            managed.insert(
-                reference.as_str().unwrap_or_default().to_owned(),
-                (id, properties["PolicyDocument"].clone()),
-            );
-        }
+    for (id, properties) in resolver.resolved("AWS::IAM::ManagedPolicy")? {
+        let reference = resolver.resolve(&json!({ "Ref": id }), id)?.unwrap_or_default();
+        managed.insert(
+            reference.as_str().unwrap_or_default().to_owned(),
+            (id, properties["PolicyDocument"].clone()),
+        );
     }
     let mut roles = BTreeMap::new();
-    for id in template.resources_of_type("AWS::IAM::Role") {
-        if !resolver.resource_exists(id)? {
-            continue;
-        }
-        let properties = properties_of(id)?;
+    for (id, properties) in resolver.resolved("AWS::IAM::Role")? {
         let mut policies = Vec::new();
         for policy in properties["Policies"].as_array().into_iter().flatten() {
             let name = policy["PolicyName"].as_str().unwrap_or(id).to_owned();
@@ -179,12 +165,9 @@ fn roles(
         );
     }
     let mut resource_policies = BTreeMap::new();
-    for id in template.resources_of_type("AWS::S3::BucketPolicy") {
-        if resolver.resource_exists(id)? {
-            let properties = properties_of(id)?;
-            let bucket = properties["Bucket"].as_str().unwrap_or_default();
-            resource_policies.insert(format!("arn:aws:s3:::{bucket}"), properties["PolicyDocument"].clone());
-        }
+    for (_, properties) in resolver.resolved("AWS::S3::BucketPolicy")? {
+        let bucket = properties["Bucket"].as_str().unwrap_or_default();
+        resource_policies.insert(format!("arn:aws:s3:::{bucket}"), properties["PolicyDocument"].clone());
     }
     Ok((roles, resource_policies))
 }

@@ -95,6 +95,32 @@ impl<'a> Resolver<'a> {
         }
     }
 
+    /// The logical ids of the resources of type `kind` that exist for these parameters, in
+    /// template order.
+    pub fn existing(&self, kind: &str) -> Result<Vec<&'a str>, TemplateError> {
+        let mut ids = Vec::new();
+        let resources = self.root.get("Resources").and_then(Value::as_object).into_iter().flatten();
+        for (id, resource) in resources {
+            if resource.get("Type").and_then(Value::as_str) == Some(kind) && self.resource_exists(id)? {
+                ids.push(id.as_str());
+            }
+        }
+        Ok(ids)
+    }
+
+    /// The resources of type `kind` that exist, each with its `Properties` resolved (an empty
+    /// value where it has none), in template order.
+    pub fn resolved(&self, kind: &str) -> Result<Vec<(&'a str, Value)>, TemplateError> {
+        let mut found = Vec::new();
+        for id in self.existing(kind)? {
+            let at = format!("Resources/{id}/Properties");
+            let properties =
+                self.resolve(&self.root["Resources"][id]["Properties"], &at)?.unwrap_or_default();
+            found.push((id, properties));
+        }
+        Ok(found)
+    }
+
     /// The parameter values CloudFormation refuses before anything else: each against its
     /// declaration's `AllowedValues`, `AllowedPattern` (the whole value), `MinLength`,
     /// `MaxLength` and, for a `Number`, `MinValue` and `MaxValue`. Empty when every value is

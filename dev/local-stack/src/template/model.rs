@@ -152,10 +152,7 @@ impl Template {
     pub fn functions(&self, resolver: &Resolver<'_>) -> Result<Vec<Function>, TemplateError> {
         let globals = self.root.pointer("/Globals/Function").cloned().unwrap_or(Value::Object(Map::new()));
         let mut functions = Vec::new();
-        for id in self.resources_of_type("AWS::Serverless::Function") {
-            if !resolver.resource_exists(id)? {
-                continue;
-            }
+        for id in resolver.existing("AWS::Serverless::Function")? {
             let at = format!("Resources/{id}");
             let resource = &self.root["Resources"][id];
             let mut properties = globals.clone();

@@ -64,9 +64,8 @@ impl Template {
     /// The tables that exist for the resolver's parameters, in template order.
     pub fn tables(&self, resolver: &Resolver<'_>) -> Result<Vec<Table>, TemplateError> {
         let mut tables = Vec::new();
-        for id in self.existing(resolver, "AWS::DynamoDB::Table")? {
+        for (id, properties) in resolver.resolved("AWS::DynamoDB::Table")? {
             let at = format!("Resources/{id}/Properties");
-            let properties = self.properties(resolver, id)?;
             let definitions = properties.get("AttributeDefinitions").unwrap_or(&Value::Null);
             let key = key_schema(properties.get("KeySchema"), definitions, &format!("{at}/KeySchema"))?;
             let mut global_indexes = Vec::new();
@@ -111,7 +110,8 @@ impl Template {
 
     /// The buckets that exist for the resolver's parameters, in template order.
     pub fn buckets(&self, resolver: &Resolver<'_>) -> Result<Vec<Bucket>, TemplateError> {
-        self.existing(resolver, "AWS::S3::Bucket")?
+        resolver
+            .existing("AWS::S3::Bucket")?
             .into_iter()
             .map(|id| {
                 Ok(Bucket {
@@ -120,22 +120,6 @@ impl Template {
                 })
             })
             .collect()
-    }
-
-    fn existing(&self, resolver: &Resolver<'_>, kind: &str) -> Result<Vec<&str>, TemplateError> {
-        let mut ids = Vec::new();
-        for id in self.resources_of_type(kind) {
-            if resolver.resource_exists(id)? {
-                ids.push(id);
-            }
-        }
-        Ok(ids)
-    }
-
-    fn properties(&self, resolver: &Resolver<'_>, id: &str) -> Result<Value, TemplateError> {
-        let at = format!("Resources/{id}/Properties");
-        let raw = self.root().pointer(&format!("/{at}")).unwrap_or(&Value::Null);
-        Ok(resolver.resolve(raw, &at)?.unwrap_or(Value::Null))
     }
 }
 

@@ -261,13 +261,14 @@ async fn the_templates_state_machine_backfills_through_the_local_stack() -> Resu
     let invocations = Arc::new(AtomicU64::new(0));
     // Each invocation's deadline leaves it time for one page of 25 items, so that a segment
     // takes several invocations and the Choice loop carries its cursor between them.
-    let invoke = local_stack::backfill_invoker(
+    let invoke = local_stack::task_invoker::<operations::backfill::Backfill>(
         stack.function("index-backfiller")?,
         &sdk,
         &[("BACKFILL_PAGE_SIZE", "25")],
         operations::backfill::task::STOP_BEFORE_DEADLINE + Duration::from_millis(1),
         Arc::clone(&invocations),
-    )?;
+    )
+    .await?;
     // Invoked as the state machine invokes it: under its role.
     let invoke = stack.state_machine_invoker(&sdk, "BackfillStateMachine", invoke)?;
     let input = json!({"run_id": "bf-local", "total_segments": 3, "max_concurrency": 2});

@@ -53,27 +53,25 @@ fn status_of_an_unknown_stack_exits_2_and_a_missing_region_is_named() {
     let json: serde_json::Value = serde_json::from_str(&ran.out).unwrap();
     assert!(json["unseen"].is_string() && json["functions"] == serde_json::json!([]), "{json}");
 
-    let binary = crate::support::process::binary("sidestream").unwrap();
-    let out = std::process::Command::new(binary)
-        .args(["status", "--stack", &stack])
-        .env_remove("AWS_REGION")
-        .env_remove("AWS_DEFAULT_REGION")
-        .env("AWS_CONFIG_FILE", "/nonexistent")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("systemic") && err.contains("AWS_REGION"), "{err}");
+    let (ok, err) = without_region(&["status", "--stack", &stack]);
+    assert!(!ok && err.contains("systemic") && err.contains("AWS_REGION"), "{err}");
     // A command that reads a local file calls no AWS, and needs no Region.
+    let (_, err) = without_region(&["archive", "cat", "/nonexistent/archive.json.gz"]);
+    assert!(err.contains("/nonexistent/archive.json.gz") && !err.contains("AWS_REGION"), "{err}");
+}
+
+/// `sidestream` run with `args` where no Region is configured: whether it succeeded, and its
+/// stderr.
+fn without_region(args: &[&str]) -> (bool, String) {
     let binary = crate::support::process::binary("sidestream").unwrap();
     let out = std::process::Command::new(binary)
-        .args(["archive", "cat", "/nonexistent/archive.json.gz"])
+        .args(args)
         .env_remove("AWS_REGION")
         .env_remove("AWS_DEFAULT_REGION")
         .env("AWS_CONFIG_FILE", "/nonexistent")
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("/nonexistent/archive.json.gz") && !err.contains("AWS_REGION"), "{err}");
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// Every flag that names a bucket takes `BUCKET` and `s3://BUCKET` alike; a name S3 cannot have

@@ -340,7 +340,7 @@ async fn an_index_that_drifted_needs_an_operator() -> Result<()> {
 #[tokio::test]
 async fn a_stopped_verify_schedule_needs_an_operator() -> Result<()> {
     use aws_sdk_cloudwatch::primitives::DateTime;
-    use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit};
+    use aws_sdk_cloudwatch::types::{MetricDatum, StandardUnit};
     let sdk = sdk();
     let stack = stack(&sdk, &[("IndexVerifySchedule", "rate(1 day)")]).await?;
     let feed = Feed::start(&sdk);
@@ -353,17 +353,7 @@ async fn a_stopped_verify_schedule_needs_an_operator() -> Result<()> {
             .with_context(|| format!("the alarm's {field}"))
     };
     let range = Duration::from_secs(number("Period")? * number("EvaluationPeriods")?);
-    let dimensions: Vec<Dimension> = alarm["Dimensions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|d| {
-            Dimension::builder()
-                .name(d["Name"].as_str().unwrap_or_default())
-                .value(d["Value"].as_str().unwrap_or_default())
-                .build()
-        })
-        .collect();
+    let dimensions = local_stack::cloudwatch::dimensions(alarm);
     let put = Instant::now();
     let report = MetricDatum::builder()
         .metric_name(text("MetricName")?)

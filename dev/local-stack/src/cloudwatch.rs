@@ -18,7 +18,7 @@
 
 mod alarms;
 
-pub use alarms::{create_alarms, evaluate_alarms};
+pub use alarms::{create_alarms, dimensions, evaluate_alarms};
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -21,7 +21,7 @@ mod status;
 pub mod template;
 
 pub use grid_api::{GridApi, serve_grid_api};
-pub use restore::{restore_job, restorer_invoker};
+pub use restore::restore_job;
 pub use status::{status, verify, verify_job};
 
 use std::collections::BTreeMap;
@@ -200,38 +200,19 @@ fn change_patterns(source: &crate::template::StreamSource) -> Result<Vec<Pattern
 /// The resolved properties of the resources tests read but no emulator serves (the archive's
 /// Glue catalog entries and Athena named queries), by logical id.
 fn catalog(
-    template: &Template,
     resolver: &crate::template::Resolver<'_>,
 ) -> Result<BTreeMap<String, serde_json::Value>, crate::template::TemplateError> {
     let mut catalog = BTreeMap::new();
     for kind in ["AWS::Glue::Database", "AWS::Glue::Table", "AWS::Athena::NamedQuery"] {
-        catalog.extend(resolved_of_type(template, resolver, kind)?);
+        catalog.extend(resolver.resolved(kind)?.into_iter().map(|(id, p)| (id.to_owned(), p)));
     }
     Ok(catalog)
-}
-
-/// The resolved properties of each resource of type `kind` that exists, by logical id.
-fn resolved_of_type(
-    template: &Template,
-    resolver: &crate::template::Resolver<'_>,
-    kind: &str,
-) -> Result<Vec<(String, serde_json::Value)>, crate::template::TemplateError> {
-    let mut found = Vec::new();
-    for id in template.resources_of_type(kind) {
-        if resolver.resource_exists(id)? {
-            let at = format!("Resources/{id}/Properties");
-            let properties =
-                resolver.resolve(&template.root()["Resources"][id]["Properties"], &at)?.unwrap_or_default();
-            found.push((id.to_owned(), properties));
-        }
-    }
-    Ok(found)
 }
 
 /// Each secret with a random string, as Secrets Manager makes one when CloudFormation creates it.
 async fn create_secrets(
     sdk: &SdkConfig,
-    secrets: &[(String, serde_json::Value)],
+    secrets: &[(&str, serde_json::Value)],
     name: &dyn Fn(&str) -> String,
 ) -> Result<(), StackError> {
     let client = aws_sdk_secretsmanager::Client::new(sdk);
@@ -292,18 +273,9 @@ fn physical_names(template: &Template, stack: &str) -> BTreeMap<String, String> 
 }
 
 /// Each state machine's definition, its substitutions made, by logical id.
-fn state_machines(
-    parsed: &Template,
-    resolver: &Resolver<'_>,
-) -> Result<BTreeMap<String, serde_json::Value>, TemplateError> {
+fn state_machines(resolver: &Resolver<'_>) -> Result<BTreeMap<String, serde_json::Value>, TemplateError> {
     let mut machines = BTreeMap::new();
-    for id in parsed.resources_of_type("AWS::Serverless::StateMachine") {
-        if !resolver.resource_exists(id)? {
-            continue;
-        }
-        let at = format!("Resources/{id}/Properties");
-        let properties =
-            resolver.resolve(&parsed.root()["Resources"][id]["Properties"], &at)?.unwrap_or_default();
+    for (id, properties) in resolver.resolved("AWS::Serverless::StateMachine")? {
         let substitutions = properties["DefinitionSubstitutions"].as_object().cloned().unwrap_or_default();
         machines.insert(id.to_owned(), substitute(&properties["Definition"], &substitutions));
     }
@@ -367,7 +339,7 @@ impl Stack {
             )));
         }
         // Every role registered with the emulator's IAM check, each caller signing as its role.
-        let roles = iam::registered(sdk, &parsed, &resolver, &path, (stack, &region, ACCOUNT)).await?;
+        let roles = iam::registered(sdk, &resolver, &path, (stack, &region, ACCOUNT)).await?;
         let mut functions = parsed.functions(&resolver).map_err(in_template)?;
         for function in &mut functions {
             // Lambda sets it in every function's environment.
@@ -394,24 +366,19 @@ impl Stack {
         for bucket in &buckets {
             resources::create_bucket(&s3, bucket).await?;
         }
-        let state_machines = state_machines(&parsed, &resolver).map_err(in_template)?;
+        let state_machines = state_machines(&resolver).map_err(in_template)?;
         let state_machine_roles = iam::roles_of(&parsed, state_machines.keys());
-        let catalog = catalog(&parsed, &resolver).map_err(in_template)?;
+        let catalog = catalog(&resolver).map_err(in_template)?;
         let sqs = aws_sdk_sqs::Client::new(sdk);
         let mut queues = BTreeMap::new();
-        for id in parsed.resources_of_type("AWS::SQS::Queue") {
-            if resolver.resource_exists(id).map_err(in_template)? {
-                queues.insert(id.to_owned(), resources::create_queue(&sqs, &name(id)).await?);
-            }
+        for id in resolver.existing("AWS::SQS::Queue").map_err(in_template)? {
+            queues.insert(id.to_owned(), resources::create_queue(&sqs, &name(id)).await?);
         }
-        let secrets =
-            resolved_of_type(&parsed, &resolver, "AWS::SecretsManager::Secret").map_err(in_template)?;
+        let secrets = resolver.resolved("AWS::SecretsManager::Secret").map_err(in_template)?;
         create_secrets(sdk, &secrets, &name).await?;
         let mut alarms = BTreeMap::new();
-        for (id, properties) in
-            resolved_of_type(&parsed, &resolver, "AWS::CloudWatch::Alarm").map_err(in_template)?
-        {
-            alarms.insert(id.clone(), (generated_name(stack, &id), properties));
+        for (id, properties) in resolver.resolved("AWS::CloudWatch::Alarm").map_err(in_template)? {
+            alarms.insert(id.to_owned(), (generated_name(stack, id), properties));
         }
         let stack = Stack {
             functions,
@@ -788,12 +755,11 @@ pub async fn put_json(
     table: &str,
     item: &serde_json::Value,
 ) -> Result<(), StackError> {
-    let item: serde_dynamo::Item = serde_dynamo::to_item(item)
-        .map_err(|e| StackError::Unusable(format!("an item for {table} is not DynamoDB JSON: {e}")))?;
+    let item = dynamo_json(item, "an item", table)?;
     client
         .put_item()
         .table_name(table)
-        .set_item(Some(item.into()))
+        .set_item(Some(item))
         .send()
         .await
         .map_err(|e| io_policy::RequestFailed::sdk("PutItem", table, &e))?;
@@ -806,16 +772,26 @@ pub async fn delete_json(
     table: &str,
     key: &serde_json::Value,
 ) -> Result<(), StackError> {
-    let key: serde_dynamo::Item = serde_dynamo::to_item(key)
-        .map_err(|e| StackError::Unusable(format!("a key for {table} is not DynamoDB JSON: {e}")))?;
+    let key = dynamo_json(key, "a key", table)?;
     client
         .delete_item()
         .table_name(table)
-        .set_key(Some(key.into()))
+        .set_key(Some(key))
         .send()
         .await
         .map_err(|e| io_policy::RequestFailed::sdk("DeleteItem", table, &e))?;
     Ok(())
+}
+
+/// Plain JSON (`what` for `table`) as the SDK's DynamoDB attributes.
+fn dynamo_json(
+    value: &serde_json::Value,
+    what: &str,
+    table: &str,
+) -> Result<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>, StackError> {
+    let item: serde_dynamo::Item = serde_dynamo::to_item(value)
+        .map_err(|e| StackError::Unusable(format!("{what} for {table} is not DynamoDB JSON: {e}")))?;
+    Ok(item.into())
 }
 
 /// The SDK configuration for the emulator at `endpoint` (moto, as `scripts/moto` starts it): its
@@ -931,35 +907,36 @@ pub(crate) fn overridden(function: &Function, overrides: &[(&str, &str)]) -> BTr
     env
 }
 
-/// A [`states::TaskInvoker`] that runs the backfill function (`index-backfiller`) in this
-/// process, configured from its template environment with `overrides` on top, each invocation
-/// given `timeout` before its deadline (the function stops starting pages 75 s before it).
-/// `invocations` counts the invocations.
-pub fn backfill_invoker(
+/// A [`states::TaskInvoker`] that runs the task Lambda `T` in this process as its binary does
+/// ([`stream_runtime::task`]): built once by `T::init` from `function`'s template environment
+/// with `overrides` on top, under its role, then each invocation's input handled with `timeout`
+/// before its deadline, a failure answered with `T::ERROR_TYPE`. `invocations` counts the
+/// invocations.
+pub async fn task_invoker<T: stream_runtime::task::Task>(
     function: &Function,
     sdk: &SdkConfig,
     overrides: &[(&str, &str)],
     timeout: Duration,
     invocations: Arc<AtomicU64>,
 ) -> Result<states::TaskInvoker, StackError> {
-    let sdk = &iam::as_function(sdk, function);
+    let sdk = iam::as_function(sdk, function);
     let env = overridden(function, overrides);
     let lookup = |name: &str| env.get(name).cloned();
-    let (target, settings) = operations::backfill::task::target_from_vars(&Vars::new(&lookup))
-        .map_err(|source| StackError::Config { function: function.logical_id.clone(), cause: source })?;
-    let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
-    let backfill = Arc::new(operations::backfill::Backfill::new(client, target, settings));
+    let task = T::init(&Vars::new(&lookup), &sdk)
+        .await
+        .map_err(|e| StackError::Unusable(format!("{}: {e}", function.logical_id)))?;
+    let task = Arc::new(task);
     Ok(Arc::new(move |_function: String, payload: serde_json::Value| {
-        let backfill = Arc::clone(&backfill);
+        let task = Arc::clone(&task);
         invocations.fetch_add(1, Ordering::Relaxed);
         Box::pin(async move {
-            let task: operations::backfill::Task = serde_json::from_value(payload)
+            let input: T::Input = serde_json::from_value(payload)
                 .map_err(|e| ("Runtime.UnmarshalError".to_owned(), e.to_string()))?;
-            let answer = backfill
-                .task(task, Instant::now() + timeout)
+            let output = task
+                .handle(input, Instant::now() + timeout)
                 .await
-                .map_err(|e| ("BackfillError".to_owned(), e.to_string()))?;
-            serde_json::to_value(answer).map_err(|e| ("Runtime.MarshalError".to_owned(), e.to_string()))
+                .map_err(|e| (T::ERROR_TYPE.to_owned(), e.to_string()))?;
+            serde_json::to_value(output).map_err(|e| ("Runtime.MarshalError".to_owned(), e.to_string()))
         })
     }))
 }

@@ -101,7 +101,8 @@ fn texts(p: &Value, field: &str) -> Vec<String> {
         .collect()
 }
 
-fn dimensions(p: &Value) -> Vec<Dimension> {
+/// An alarm's or a metric's `Dimensions`, as template JSON gives them, for `CloudWatch`'s API.
+pub fn dimensions(p: &Value) -> Vec<Dimension> {
     p["Dimensions"]
         .as_array()
         .into_iter()

@@ -32,8 +32,8 @@ use io_policy::{Failure, FailureKind};
 use stream_runtime::limits::{MAX_ITEM_BYTES, item_size};
 use stream_runtime::prime::Table;
 use stream_runtime::{
-    Applied, Aws, ConfigError, ExplainError, Explainer, Metric, Planned, RecordFailure, Replay, Resource,
-    StreamFunction, Vars, WireRecord,
+    Applied, Aws, ConfigError, Explain, Metric, Planned, RecordFailure, Replay, Resource, StreamFunction,
+    Vars, WireRecord,
 };
 
 use crate::delta::DeltaWrite;
@@ -367,6 +367,7 @@ impl StreamFunction for Aggregator {
     const NAME: &'static str = env!("CARGO_PKG_NAME");
     const NAMESPACE: &'static str = formats::METRICS_NAMESPACE;
     const REPLAY: Replay = Replay::Rerun;
+    const EXPLAIN: Option<Explain> = Some(crate::explain::explain);
     /// Each shard's state is kept with its record's version, and an older one changes nothing:
     /// out of order and twice, the totals end the same.
     type Plan = Vec<CounterUpdate>;
@@ -393,14 +394,6 @@ impl StreamFunction for Aggregator {
     /// or equal record changes nothing.
     fn any_order(&self) -> Result<(), stream_runtime::AnyOrderHint> {
         Ok(())
-    }
-
-    fn explain(
-        vars: &Vars<'_>,
-        records: &[WireRecord<'_>],
-        out: &mut Explainer<'_>,
-    ) -> Result<(), ExplainError> {
-        crate::explain::explain(vars, records, out)
     }
 
     fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Vec<CounterUpdate>> {

@@ -13,8 +13,8 @@ use io_policy::Budget;
 use stream_runtime::prime::Table;
 use stream_runtime::writer::{VersionedReport, Writer};
 use stream_runtime::{
-    AnyOrderHint, Applied, Aws, ConfigError, ExplainError, Explainer, Metric, Planned, Replay, Resource,
-    StreamFunction, Vars, WireRecord,
+    AnyOrderHint, Applied, Aws, ConfigError, Explain, Metric, Planned, Replay, Resource, StreamFunction,
+    Vars, WireRecord,
 };
 use stream_runtime::{ItemWrite, Op};
 
@@ -53,6 +53,7 @@ impl StreamFunction for Indexer {
     const NAME: &'static str = env!("CARGO_PKG_NAME");
     const NAMESPACE: &'static str = formats::METRICS_NAMESPACE;
     const REPLAY: Replay = Replay::ThroughTheStream;
+    const EXPLAIN: Option<Explain> = Some(crate::explain::explain);
     type Plan = Plan;
     /// An entry is removed by the old image and put by the new one.
     const STREAM_VIEWS: &'static [&'static str] = &["NEW_AND_OLD_IMAGES"];
@@ -85,14 +86,6 @@ impl StreamFunction for Indexer {
             }
         }
         tables.into_iter().map(|t| Box::new(t) as Box<dyn Resource>).collect()
-    }
-
-    fn explain(
-        vars: &Vars<'_>,
-        records: &[WireRecord<'_>],
-        out: &mut Explainer<'_>,
-    ) -> Result<(), ExplainError> {
-        crate::explain::explain(vars, records, out)
     }
 
     fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Plan> {

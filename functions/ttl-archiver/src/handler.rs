@@ -13,8 +13,8 @@ use io_policy::Budget;
 use io_policy::{Failure, FailureKind};
 use stream_runtime::prime::Bucket;
 use stream_runtime::{
-    Applied, Aws, ConfigError, ExplainError, Explainer, Metric, Planned, RecordFailure, Replay, Resource,
-    StreamFunction, Vars, WireRecord,
+    Applied, Aws, ConfigError, Explain, Metric, Planned, RecordFailure, Replay, Resource, StreamFunction,
+    Vars, WireRecord,
 };
 
 use crate::config::{Config, ObjectSettings};
@@ -113,6 +113,7 @@ impl StreamFunction for Archiver {
     const NAME: &'static str = env!("CARGO_PKG_NAME");
     const NAMESPACE: &'static str = formats::METRICS_NAMESPACE;
     const REPLAY: Replay = Replay::Rerun;
+    const EXPLAIN: Option<Explain> = Some(crate::explain::explain);
     /// Each deletion is archived under its `eventID`, and readers read each `eventID` once: out
     /// of order and twice, the archive reads the same.
     type Plan = Vec<Object>;
@@ -133,14 +134,6 @@ impl StreamFunction for Archiver {
     /// same object, and no archive depends on another's order.
     fn any_order(&self) -> Result<(), stream_runtime::AnyOrderHint> {
         Ok(())
-    }
-
-    fn explain(
-        vars: &Vars<'_>,
-        records: &[WireRecord<'_>],
-        out: &mut Explainer<'_>,
-    ) -> Result<(), ExplainError> {
-        crate::explain::explain(vars, records, out)
     }
 
     fn plan(&self, records: &[WireRecord<'_>]) -> Planned<Vec<Object>> {

@@ -26,7 +26,7 @@ impl Deadline {
     ///
     /// Some local Runtime API emulators (`cargo lambda watch` 1.9 among them) send the function's
     /// timeout, e.g. `600000`, where Lambda sends an epoch time. A value no longer than
-    /// [`MAX_INVOCATION`] can never be a real deadline (it is in January 1970), so it is read as
+    /// `MAX_INVOCATION` can never be a real deadline (it is in January 1970), so it is read as
     /// time left, with a warning, instead of as a deadline that passed long ago.
     pub fn from_epoch_millis(deadline_ms: u64) -> Deadline {
         let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());

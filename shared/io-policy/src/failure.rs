@@ -6,7 +6,7 @@
 //! | [`FailureKind::Systemic`] | a missing table or bucket, access denied, configuration that does not match the table | checkpoints and alarms: every record would fail alike until an operator fixes the cause |
 //! | [`FailureKind::RecordPermanent`] | a validation error caused by the record's content, an item over 400 KB, a malformed record | parks the record with its full content and goes on with the batch |
 //!
-//! [`kind_of`] classifies a service's answer by its error code, HTTP status and message;
+//! `kind_of` classifies a service's answer by its error code, HTTP status and message;
 //! [`classify`] does the same for any AWS SDK error.
 
 use std::fmt;

@@ -195,7 +195,7 @@ impl Budget {
     /// Runs `tasks` (each one request's attempts, or a few requests in turn), as many at once as
     /// the window's size when each starts (it may have grown or shrunk meanwhile), starting the
     /// next as one ends; their outputs, in the order they end. Their requests also wait for
-    /// places in the window ([`Window::enter`]), so that after a cut no more than its new size
+    /// places in the window (`Window::enter`), so that after a cut no more than its new size
     /// are on the wire, and a task that is backing off does not hold one.
     ///
     /// Following the window here, and not only at the wire, matters under throttling: every task

@@ -2,12 +2,12 @@
 //!
 //! Additive increase, multiplicative decrease, as TCP's congestion window: every clean answer
 //! adds `1 / size` (one more request in flight per window's worth of clean answers), and a
-//! throttling answer (or `UnprocessedItems`) halves it, at most once per [`Window::HOLD`] so
+//! throttling answer (or `UnprocessedItems`) halves it, at most once per `Window::HOLD` so
 //! that one burst of throttled requests already in flight counts as one signal. The size stays
 //! between 1 and the cap. A window whose cap is its start size never changes: a fixed setting.
 //!
-//! Every attempt made under a budget holds a [`Slot`] of its window while it is in flight
-//! ([`Window::enter`] waits for one), so a request backing off before its retry leaves its slot
+//! Every attempt made under a budget holds a `Slot` of its window while it is in flight
+//! (`Window::enter` waits for one), so a request backing off before its retry leaves its slot
 //! to others: the window bounds requests on the wire, not callers.
 //! [`crate::Budget::in_window`] runs a caller's tasks, as many at once as the window's size.
 
@@ -114,7 +114,7 @@ impl Window {
     }
 
     /// A request throttled at `now`: the window halves, unless it did less than
-    /// [`Window::HOLD`] ago.
+    /// `Window::HOLD` ago.
     pub fn throttled(&self, now: Instant) {
         self.update(|w, s| {
             if w.fixed() || s.cut_at.is_some_and(|at| now.saturating_duration_since(at) < Window::HOLD) {

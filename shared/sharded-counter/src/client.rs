@@ -48,7 +48,7 @@ pub struct Counters {
 
 impl Counters {
     /// Counters in `table`, laid out by `layout`, under the default I/O policy and
-    /// [`OPERATION_TIME`]. `client` should have the SDK's own retries off
+    /// `OPERATION_TIME`. `client` should have the SDK's own retries off
     /// (`io_policy::without_sdk_retries`): the policy retries.
     pub fn new(client: aws_sdk_dynamodb::Client, table: impl Into<String>, layout: Sharding) -> Counters {
         Counters { client, table: table.into(), layout, io: Bounded::new(Policy::default(), OPERATION_TIME) }

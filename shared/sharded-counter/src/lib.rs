@@ -19,7 +19,7 @@
 //!
 //! Increments are DynamoDB `ADD`s on `count`; counts are integers of up to 38 digits.
 //!
-//! - [`layout`]: the keys, built and parsed (pure).
+//! - [`formats::counter`]: the keys, built and parsed (pure).
 //! - [`client`]: increment, fast read and exact read through the AWS SDK.
 
 pub mod client;

@@ -1,7 +1,7 @@
 //! The ground a DynamoDB stream function stands on, below any runtime: Lambda's stream event
 //! read in place ([`wire`]), a typed record ([`record`]), item writes as a plan hands them on
-//! ([`write`]), DynamoDB's item size limit ([`limits`]), and configuration read from the
-//! environment with errors that name the variable ([`env`]).
+//! ([`write`](mod@write)), DynamoDB's item size limit ([`limits`]), and configuration read from the
+//! environment with errors that name the variable ([`env`](mod@env)).
 //!
 //! It makes no AWS call and starts no runtime: a plan and a format built on it stay pure.
 //!

@@ -7,7 +7,7 @@
 //!
 //! - **Filters.** The mapping's filter is the union of the functions' patterns (or none, when one
 //!   function takes every record). Each function's own patterns, from `COMBINED_FILTERS`, are
-//!   applied here with Lambda's matching rules ([`event_filter`]), on the record as Lambda
+//!   applied here with Lambda's matching rules ([`crate::filter`]), on the record as Lambda
 //!   delivers it, so each function sees what its own mapping would have given it.
 //! - **Checkpoint.** Each function runs its batch exactly as it would alone: plan, apply,
 //!   park, decide. The batch's checkpoint is the earliest record any function stopped at

@@ -1,7 +1,7 @@
 //! What `sidestream plan` shows of a function's plan, without AWS: its writes as JSON, what
 //! planning left out, and the files it would write, each handed on as it is made.
 //!
-//! Each function says how its plan reads ([`StreamFunction::explain`]) to an [`Explainer`], which
+//! Each function says how its plan reads ([`StreamFunction::EXPLAIN`]) to an [`Explainer`], which
 //! passes each write, note and file to a [`Sink`] at once: the CLI's sink prints them, so a batch's
 //! explanation is never held whole. [`explain_to`] reads the event as the runtime does (in place,
 //! [`crate::wire`]) and hands the function its records; [`explain`] collects what it says
@@ -36,7 +36,7 @@ pub trait Sink {
     }
 }
 
-/// What a function's [`StreamFunction::explain`] says its plan to: it serialises each write once,
+/// What a function's [`StreamFunction::EXPLAIN`] says its plan to: it serialises each write once,
 /// into a buffer it reuses, and hands it to its [`Sink`].
 pub struct Explainer<'s> {
     sink: &'s mut dyn Sink,
@@ -156,7 +156,7 @@ pub enum ExplainError {
     /// The function's configuration is invalid; the error names the variable.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The function does not say how its plan reads ([`StreamFunction::explain`]'s default).
+    /// The function does not say how its plan reads ([`StreamFunction::EXPLAIN`]'s default).
     #[error("{0} does not explain its plan")]
     NotExplained(&'static str),
     /// A planned write cannot be shown.
@@ -166,6 +166,12 @@ pub enum ExplainError {
     #[error(transparent)]
     Io(#[from] io::Error),
 }
+
+/// A function's explanation of its plan of `records` with the configuration `vars` gives,
+/// without AWS, to `out`: one JSON object per write, a note for what planning left out, the
+/// objects it would write ([`crate::StreamFunction::EXPLAIN`]).
+pub type Explain =
+    for<'v, 'r, 'o> fn(&Vars<'v>, &[WireRecord<'r>], &mut Explainer<'o>) -> Result<(), ExplainError>;
 
 /// Reads `event` (Lambda's DynamoDB stream event, as JSON) as the runtime does and explains `F`'s
 /// plan of it to `sink`, `F` configured from `vars`. Returns whether a record was rejected or
@@ -178,7 +184,8 @@ pub fn explain_to<F: StreamFunction>(
     let text = std::str::from_utf8(event).map_err(|_| ExplainError::NotUtf8)?;
     let batch = Batch::parse(text)?;
     let mut explainer = Explainer::new(sink);
-    F::explain(vars, &batch.records, &mut explainer)?;
+    let explain = F::EXPLAIN.ok_or(ExplainError::NotExplained(F::NAME))?;
+    explain(vars, &batch.records, &mut explainer)?;
     Ok(explainer.failed())
 }
 

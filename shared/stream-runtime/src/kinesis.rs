@@ -26,7 +26,7 @@
 //!   the table's Kinesis destination is set to (`ApproximateCreationDateTimePrecision`), where
 //!   DynamoDB Streams gives whole seconds. `aws_lambda_events` reads it as seconds: a millisecond
 //!   value becomes a date some 50,000 years ahead, and a microsecond one fails the whole event
-//!   (the tests show both). The unit is known from the value's size ([`ChangeTime::from_raw`]);
+//!   (the tests show both). The unit is known from the value's size (`ChangeTime::from_raw`);
 //!   the record's time is set as precise as it came, and [`Batch::changed_at`] says how precise.
 //!   Two changes of one item within one unit have the same version; at millisecond precision
 //!   that is plausible for a busy item, so `docs/functions.md` asks for microseconds.

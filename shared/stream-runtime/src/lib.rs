@@ -66,7 +66,7 @@ pub use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 pub use aws_lambda_events::event::streams::DynamoDbEventResponse;
 pub use combined::{Combined, Member};
 pub use conclude::{Checkpoint, NoCheckpoint};
-pub use explain::{ExplainError, Explained, Explainer};
+pub use explain::{Explain, ExplainError, Explained, Explainer};
 pub use metrics::{Metric, Metrics};
 pub use outcome::{PlanFailure, PlanFailures, Skipped};
 pub use prime::Resource;
@@ -105,6 +105,9 @@ pub trait StreamFunction: Send + Sync + Sized + 'static {
     /// through the stream (a touch of each record's base item), which is safe for any function;
     /// [`Replay::Rerun`] only for one whose writes leave the same state in any order.
     const REPLAY: Replay = Replay::ThroughTheStream;
+    /// How it explains its plan without AWS (`sidestream plan`, [`explain`]). None by default:
+    /// explaining it is then [`ExplainError::NotExplained`].
+    const EXPLAIN: Option<explain::Explain> = None;
     /// What the plan hands to [`StreamFunction::apply`].
     type Plan: Send;
     /// The DynamoDB stream view types whose records carry what the plan reads: priming fails
@@ -127,18 +130,6 @@ pub trait StreamFunction: Send + Sync + Sized + 'static {
     /// default; the parking bucket and the source table the runtime adds itself.
     fn resources(&self) -> Vec<Box<dyn Resource>> {
         Vec::new()
-    }
-
-    /// Explains its plan of `records` with the configuration `vars` gives, without AWS, to `out`:
-    /// one JSON object per write, a note for what planning left out, the objects it would write
-    /// ([`explain`]). By default it does not ([`ExplainError::NotExplained`]).
-    fn explain(
-        vars: &Vars<'_>,
-        records: &[WireRecord<'_>],
-        out: &mut Explainer<'_>,
-    ) -> Result<(), ExplainError> {
-        let _ = (vars, records, out);
-        Err(ExplainError::NotExplained(Self::NAME))
     }
 
     /// Plans a batch, its records read in place ([`crate::wire`]): pure, synchronous.

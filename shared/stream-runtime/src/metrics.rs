@@ -12,7 +12,7 @@
 //! With the JSON log format, Lambda filters application logs by their `level` (a line without a
 //! valid `level` and RFC 3339 `timestamp` counts as INFO), so a function set to
 //! `ApplicationLogLevel: WARN` would drop INFO-level EMF lines, and every alarm on them would go
-//! quiet. Each EMF line therefore carries [`EMF_LEVEL`], the level no `ApplicationLogLevel`
+//! quiet. Each EMF line therefore carries `EMF_LEVEL`, the level no `ApplicationLogLevel`
 //! filters out, and its timestamp ([`log_fields`]).
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -125,7 +125,7 @@ pub struct Metrics {
 pub(crate) const EMF_LEVEL: &str = "FATAL";
 
 /// The fields that make an EMF line pass Lambda's log-level filter whatever `ApplicationLogLevel`
-/// is: `level` ([`EMF_LEVEL`]) and `timestamp`, the line's time as RFC 3339 (without a valid
+/// is: `level` (`EMF_LEVEL`) and `timestamp`, the line's time as RFC 3339 (without a valid
 /// one Lambda takes the line as INFO).
 pub fn log_fields(timestamp_ms: u64) -> [(&'static str, Value); 2] {
     let at = i64::try_from(timestamp_ms)

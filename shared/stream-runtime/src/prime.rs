@@ -87,7 +87,7 @@ impl Primer<'_> {
         self.aws
     }
 
-    /// The budget every check's calls go through: the runtime's policy, within [`PRIME_TIME`].
+    /// The budget every check's calls go through: the runtime's policy, within `PRIME_TIME`.
     pub fn budget(&self) -> &Budget {
         &self.budget
     }
@@ -253,7 +253,7 @@ pub struct Primed {
     pub unchecked: Vec<String>,
 }
 
-/// Checks each resource, in order, under `policy` and at most [`PRIME_TIME`] in all.
+/// Checks each resource, in order, under `policy` and at most `PRIME_TIME` in all.
 pub async fn prime(aws: &Aws, resources: &[Box<dyn Resource>], policy: Policy) -> Result<Primed, PrimeError> {
     let started = Instant::now();
     let context = Primer { aws, budget: policy.within(PRIME_TIME), described: Mutex::default() };

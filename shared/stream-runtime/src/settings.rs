@@ -160,7 +160,7 @@ pub fn normalize_prefix(raw: &str) -> Result<String, String> {
     Ok(prefix)
 }
 
-/// Reads the required bucket name `var` (`what` says what it is for), checked by [`check_bucket`].
+/// Reads the required bucket name `var` (`what` says what it is for), checked by `check_bucket`.
 pub fn bucket(vars: &Vars<'_>, var: &'static str, what: &'static str) -> Result<String, ConfigError> {
     let bucket = vars.required(var, what)?;
     check_bucket(&bucket).map_err(|reason| ConfigError::Invalid { var, reason })?;

@@ -73,7 +73,7 @@ pub struct Delivered<'r> {
 /// Runs `handler` under `lambda_runtime` on `source`'s events, until the runtime stops.
 ///
 /// A DynamoDB stream's event is read in place from the invocation's bytes: the outermost layer
-/// ([`Bodies`]) takes the body before `lambda_runtime` would decode it, hands the inner service
+/// (`Bodies`) takes the body before `lambda_runtime` would decode it, hands the inner service
 /// `null`, and the handler reads the bytes it kept ([`json`]). A Kinesis event is decoded, since
 /// its change records are base64 inside it ([`kinesis`]).
 pub async fn serve<H: Handler>(source: Source, handler: &H) -> Result<(), lambda_runtime::Error> {

@@ -1,7 +1,7 @@
 //! A deadline-aware DynamoDB writer for stream processors.
 //!
 //! [`Writer::write`] applies a batch of planned [`ItemWrite`]s with `BatchWriteItem`, under the
-//! one I/O policy ([`io_policy::Budget`]); [`Writer::write_as_ready`] the chunks of a plan still
+//! one I/O policy ([`io_policy::Budget`]); `Writer::write_as_ready` the chunks of a plan still
 //! being made, each sent as soon as it is ready and the window admits it:
 //!
 //! - **Chunks of at most 25 writes**, DynamoDB's limit, several tables per request allowed. The

@@ -16,7 +16,7 @@ pub const POLL_LIMIT: usize = 2_000;
 /// more for now. DynamoDB Streams may answer empty pages before the part of a shard that holds
 /// records ("it might take multiple calls"); the local emulator answers at most two in a row
 /// (`scripts/moto-server.py`), so three never take a shard with records for an idle one.
-pub(crate) const EMPTY_PAGES_IN_A_ROW: usize = 3;
+pub const EMPTY_PAGES_IN_A_ROW: usize = 3;
 
 /// A stream being read: where each shard's reading has got to.
 #[derive(Debug)]

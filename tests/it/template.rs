@@ -301,7 +301,7 @@ fn function_uses(
             uses.objects.push(format!("{}/{}", config.archive.bucket, config.layout.prefix));
         }
         "counter-aggregator" => {
-            let (table, _) = counter_aggregator::handler::config(vars)?;
+            let table = counter_aggregator::config::Config::from_vars(vars)?.table;
             let stream = &function.streams[0].stream;
             let counter_changes =
                 format!("arn:aws:kinesis:{REGION}:{ACCOUNT}:stream/{}", physical("CounterChangeStream"));
@@ -324,7 +324,7 @@ fn indexer_uses(
     filters: &[String],
     uses: &mut Uses,
 ) -> Result<()> {
-    let order = multikey_indexer::handler::Order::from_vars(vars)?;
+    let order = multikey_indexer::config::Order::from_vars(vars)?;
     ensure!(
         (order == multikey_indexer::handler::Order::Any) == from_kinesis(function),
         "indexes {order:?} from {:?}: in any order exactly when from Kinesis",

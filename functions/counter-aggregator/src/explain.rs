@@ -6,7 +6,7 @@ use stream_runtime::wire::WireRecord;
 use stream_runtime::{ExplainError, Explainer};
 
 use crate::Plan;
-use crate::handler::partition_key;
+use crate::config::partition_key;
 
 /// One JSON object per counter whose total the batch would update, the shards' partition key
 /// attribute being `COUNTER_PARTITION_KEY`: `{"counter":…,"totalKey":…,"shards":{"<k>":

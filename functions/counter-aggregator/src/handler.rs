@@ -25,7 +25,9 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
-use formats::counter::{DEFAULT_PARTITION_KEY, total_key};
+use formats::counter::total_key;
+
+use crate::config::Config;
 use io_policy::Budget;
 use io_policy::dynamodb::Item;
 use io_policy::{Failure, FailureKind};
@@ -350,19 +352,6 @@ fn put_applied<R>(
     }
 }
 
-/// Reads `COUNTER_TABLE` and `COUNTER_PARTITION_KEY` (default `pk`): the table of shards and
-/// totals, and its partition key attribute.
-pub fn config(vars: &Vars<'_>) -> Result<(String, String), ConfigError> {
-    let table =
-        vars.required("COUNTER_TABLE", "the name of the table that holds the counters' shards and totals")?;
-    Ok((table, partition_key(vars)))
-}
-
-/// Reads `COUNTER_PARTITION_KEY`: the counter table's partition key attribute (default `pk`).
-pub fn partition_key(vars: &Vars<'_>) -> String {
-    vars.optional("COUNTER_PARTITION_KEY").unwrap_or_else(|| DEFAULT_PARTITION_KEY.to_owned())
-}
-
 impl StreamFunction for Aggregator {
     const NAME: &'static str = env!("CARGO_PKG_NAME");
     const NAMESPACE: &'static str = formats::METRICS_NAMESPACE;
@@ -374,10 +363,10 @@ impl StreamFunction for Aggregator {
     /// A shard's count is its new image's; a deleted shard's, its old image's.
     const STREAM_VIEWS: &'static [&'static str] = &["NEW_AND_OLD_IMAGES"];
 
-    /// Reads `COUNTER_TABLE` and `COUNTER_PARTITION_KEY` (default `pk`).
+    /// Reads its [`Config`].
     fn init(vars: &Vars<'_>, aws: &Aws) -> Result<Aggregator, ConfigError> {
-        let (table, partition_key) = config(vars)?;
-        Ok(Aggregator::new(&table, &partition_key, aws.dynamodb()))
+        let config = Config::from_vars(vars)?;
+        Ok(Aggregator::new(&config.table, &config.partition_key, aws.dynamodb()))
     }
 
     /// The counter table, keyed by `COUNTER_PARTITION_KEY` alone (totals have no sort key).

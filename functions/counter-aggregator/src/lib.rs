@@ -34,6 +34,7 @@
 //! A batch collapses to one state per shard and one update per counter ([`plan`]): usually one
 //! write per counter per batch, however many increments it holds.
 
+pub mod config;
 pub mod delta;
 mod explain;
 pub mod handler;

@@ -19,19 +19,9 @@ use stream_runtime::{
 use stream_runtime::{ItemWrite, Op};
 
 use crate::VERSION_ATTRIBUTE;
-use crate::config::Indexes;
-pub use crate::plan::Order;
+pub use crate::config::Order;
+use crate::config::{Config, Indexes};
 use crate::plan::{Plan, PlanError, steps};
-
-/// The variable that chooses in-order or order-insensitive indexing.
-pub(crate) const ORDER_VAR: &str = "MULTIKEY_ORDER";
-
-impl Order {
-    /// Reads `MULTIKEY_ORDER`.
-    pub fn from_vars(vars: &Vars<'_>) -> Result<Order, ConfigError> {
-        vars.choice(ORDER_VAR, &[("stream", Order::Stream), ("any", Order::Any)])
-    }
-}
 
 /// The function, with its configuration and client built once.
 #[derive(Debug, Clone)]
@@ -58,9 +48,10 @@ impl StreamFunction for Indexer {
     /// An entry is removed by the old image and put by the new one.
     const STREAM_VIEWS: &'static [&'static str] = &["NEW_AND_OLD_IMAGES"];
 
-    /// Reads `MULTIKEY_INDEXES`, `MULTIKEY_MAX_RECORD_AGE_SECONDS` and `MULTIKEY_ORDER`.
+    /// Reads its [`Config`].
     fn init(vars: &Vars<'_>, aws: &Aws) -> Result<Indexer, ConfigError> {
-        Ok(Indexer::new(Indexes::from_vars(vars)?, Order::from_vars(vars)?, aws.dynamodb()))
+        let Config { indexes, order } = Config::from_vars(vars)?;
+        Ok(Indexer::new(indexes, order, aws.dynamodb()))
     }
 
     /// Only with `MULTIKEY_ORDER=any`.
@@ -204,10 +195,6 @@ fn log_skipped(plan: &Plan) {
         tracing::warn!(record = s.record, index = %s.index, member = %s.member, reason = %s.reason, "value left out of the index");
     }
 }
-
-#[cfg(test)]
-mod tests;
-
 /// The clock, read when a batch is planned: the time its tombstones' lifetimes count from, when
 /// it is later than their records' changes (`Plan::in_order`). Seconds since the Unix epoch.
 fn now() -> u64 {

@@ -53,13 +53,13 @@
 //! systemic one becomes the batch's checkpoint. A parked record's item may have stale or missing
 //! entries until the item changes again or the index is repaired.
 
+pub mod config;
 mod explain;
 pub mod handler;
 pub mod plan;
 #[cfg(any(test, feature = "synthetic"))]
 pub mod synthetic;
 
-pub use formats::config;
 pub use formats::entries::version;
 pub use formats::{Index, Indexes, KeyFormat, VERSION_ATTRIBUTE};
 pub use handler::Indexer;

@@ -194,7 +194,7 @@ fn member(
             .map_err(|e| FailureError::Config { function: binary.to_owned(), reason: e.to_string() })?
             .invoker(sidestream_combined::MetricsTo::Each(counting_parked(Arc::clone(&parked))));
         let counters = (binary == <counter_aggregator::Aggregator as stream_runtime::StreamFunction>::NAME)
-            .then(|| (counter_aggregator::handler::partition_key(vars), aws_sdk_dynamodb::Client::new(sdk)));
+            .then(|| (counter_aggregator::config::partition_key(vars), aws_sdk_dynamodb::Client::new(sdk)));
         Way::Rerun { invoker, parked, counters }
     };
     Ok(Member { function: binary.to_owned(), patterns, way })

@@ -33,7 +33,7 @@ pub use crate::{ItemWrite, Op};
 pub use send::Writer;
 pub use versioned::{CHUNK, VersionedReport, requests_for_versioned};
 
-use io_policy::Failure;
+use io_policy::{Attempts, Budget, Failure};
 
 /// What one call to [`Writer::write`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -67,6 +67,44 @@ impl Report {
         self.writes += other.writes;
         self.failed += other.failed;
         self.failures.extend(other.failures);
+    }
+}
+
+/// The writers' one retry loop, over the writes still pending: [`Retry::next`] waits until the
+/// budget allows another attempt ([`Attempts`]: backoff, attempts and time bounded) and hands
+/// over what is pending; the attempt hands back what it left and why ([`Retry::left`]).
+pub(crate) struct Retry<'b, P> {
+    attempts: Attempts<'b>,
+    last: Option<Failure>,
+    pending: Vec<P>,
+}
+
+/// What a [`Retry`] ended with, when it did not end with every write done: the writes left, and
+/// the failure that ended it (not transient, or the budget's last).
+pub(crate) type Ended<P> = (Vec<P>, Failure);
+
+impl<'b, P> Retry<'b, P> {
+    /// A retry of `pending` under `budget`.
+    pub(crate) fn new(budget: &'b Budget, pending: Vec<P>) -> Retry<'b, P> {
+        Retry { attempts: budget.attempts(), last: None, pending }
+    }
+
+    /// The next attempt's writes, with the attempts to send them under; `None` once none is
+    /// pending. An `Err` when the budget allows no more (or the last failure was not transient).
+    pub(crate) async fn next(&mut self) -> Result<Option<(Vec<P>, &mut Attempts<'b>)>, Ended<P>> {
+        if self.pending.is_empty() {
+            return Ok(None);
+        }
+        let pending = std::mem::take(&mut self.pending);
+        match self.attempts.next(self.last.take()).await {
+            Ok(()) => Ok(Some((pending, &mut self.attempts))),
+            Err(failure) => Err((pending, failure)),
+        }
+    }
+
+    /// What the attempt left to send again, and the failure that left it.
+    pub(crate) fn left(&mut self, pending: Vec<P>, failure: Failure) {
+        (self.pending, self.last) = (pending, Some(failure));
     }
 }
 

@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, PutRequest, WriteRe
 use futures_util::{Stream, StreamExt as _};
 use io_policy::{Budget, Failure, FailureKind};
 
-use crate::writer::{MAX_BATCH, Report};
+use crate::writer::{MAX_BATCH, Report, Retry};
 
 /// Applies planned writes to DynamoDB. Build it once, at cold start, and share it.
 #[derive(Debug, Clone)]
@@ -82,25 +82,18 @@ impl Writer {
     /// of several writes is narrowed down by halves.
     fn write_chunk<'a>(
         &'a self,
-        mut pending: Vec<Pending>,
+        pending: Vec<Pending>,
         budget: &'a Budget,
     ) -> Pin<Box<dyn Future<Output = Report> + Send + 'a>> {
         Box::pin(async move {
             let mut report = Report::default();
-            let mut attempts = budget.attempts();
-            let mut last = None;
-            loop {
-                if let Err(failure) = attempts.next(last.take()).await {
-                    if failure.kind == FailureKind::RecordPermanent && pending.len() > 1 {
-                        tracing::warn!(writes = pending.len(), error = %failure.message, "narrowing a rejected BatchWriteItem down by halves");
-                        let second = pending.split_off(pending.len() / 2);
-                        report.merge(self.write_chunk(pending, budget).await);
-                        report.merge(self.write_chunk(second, budget).await);
-                    } else {
-                        give_up(&mut report, pending.iter().map(|p| p.origin).collect(), &failure);
-                    }
-                    return report;
-                }
+            let mut retry = Retry::new(budget, pending);
+            let ended = loop {
+                let (pending, attempts) = match retry.next().await {
+                    Ok(Some(next)) => next,
+                    Ok(None) => break None,
+                    Err(ended) => break Some(ended),
+                };
                 let mut items: HashMap<String, Vec<WriteRequest>> = HashMap::new();
                 for p in &pending {
                     items.entry(p.table.to_string()).or_default().push(p.request.clone());
@@ -108,25 +101,38 @@ impl Writer {
                 let call = self.client.batch_write_item().set_request_items(Some(items)).send();
                 let call =
                     Box::pin(async { call.await.map_err(|e| io_policy::classify("BatchWriteItem", &e)) });
-                let answer = attempts.run(call).await;
-                match answer {
-                    Ok(output) => {
-                        let unprocessed = output.unprocessed_items.unwrap_or_default();
-                        let sent = pending.len();
-                        pending = still_pending(pending, &unprocessed);
-                        report.writes += (sent - pending.len()) as u64;
-                        if pending.is_empty() {
-                            return report;
-                        }
-                        budget.window.throttled(std::time::Instant::now());
-                        last = Some(Failure::throttling(format!(
-                            "BatchWriteItem: {} of {sent} writes unprocessed",
-                            pending.len()
-                        )));
+                let output = match attempts.run(call).await {
+                    Ok(output) => output,
+                    Err(failure) => {
+                        retry.left(pending, failure);
+                        continue;
                     }
-                    Err(failure) => last = Some(failure),
+                };
+                let unprocessed = output.unprocessed_items.unwrap_or_default();
+                let sent = pending.len();
+                let left = still_pending(pending, &unprocessed);
+                report.writes += (sent - left.len()) as u64;
+                if !left.is_empty() {
+                    budget.window.throttled(std::time::Instant::now());
+                    let unsent = format!("BatchWriteItem: {} of {sent} writes unprocessed", left.len());
+                    retry.left(left, Failure::throttling(unsent));
+                }
+            };
+            match ended {
+                None => {}
+                Some((mut left, failure))
+                    if failure.kind == FailureKind::RecordPermanent && left.len() > 1 =>
+                {
+                    tracing::warn!(writes = left.len(), error = %failure.message, "narrowing a rejected BatchWriteItem down by halves");
+                    let second = left.split_off(left.len() / 2);
+                    report.merge(self.write_chunk(left, budget).await);
+                    report.merge(self.write_chunk(second, budget).await);
+                }
+                Some((left, failure)) => {
+                    give_up(&mut report, left.iter().map(|p| p.origin).collect(), &failure);
                 }
             }
+            report
         })
     }
 }

@@ -36,8 +36,8 @@ use aws_sdk_dynamodb::types::AttributeValue as SdkValue;
 use futures_util::{Stream, StreamExt as _};
 use io_policy::{Budget, Failure, FailureKind};
 
-use crate::writer::Report;
 use crate::writer::send::{give_up, sdk_item};
+use crate::writer::{Report, Retry};
 use crate::{ItemWrite, Op};
 
 /// Puts sent together, in one place of the window (module documentation).
@@ -124,13 +124,16 @@ impl crate::writer::Writer {
                 Err(reason) => give_up(&mut report.report, vec![origin], &Failure::record_permanent(reason)),
             }
         }
-        let mut attempts = budget.attempts();
-        let mut last = None;
-        while !pending.is_empty() {
-            if let Err(failure) = attempts.next(last.take()).await {
-                give_up(&mut report.report, pending.iter().map(|p| p.origin).collect(), &failure);
-                break;
-            }
+        let mut retry = Retry::new(budget, pending);
+        loop {
+            let (pending, attempts) = match retry.next().await {
+                Ok(Some(next)) => next,
+                Ok(None) => break,
+                Err((left, failure)) => {
+                    give_up(&mut report.report, left.iter().map(|p| p.origin).collect(), &failure);
+                    break;
+                }
+            };
             let calls: Vec<_> = pending
                 .iter()
                 .map(|put| {
@@ -141,11 +144,11 @@ impl crate::writer::Writer {
             let answers = match attempts.run_each(calls).await {
                 Ok(answers) => answers,
                 Err(failure) => {
-                    last = Some(failure);
+                    retry.left(pending, failure);
                     continue;
                 }
             };
-            let mut retried = Vec::new();
+            let (mut retried, mut last) = (Vec::new(), None);
             for (put, answer) in pending.into_iter().zip(answers) {
                 match answer {
                     Ok(applied) => {
@@ -167,7 +170,9 @@ impl crate::writer::Writer {
                     }
                 }
             }
-            pending = retried;
+            if let Some(failure) = last {
+                retry.left(retried, failure);
+            }
         }
         report
     }

@@ -8,6 +8,7 @@ use counter_aggregator::Aggregator;
 use io_policy::Deadline;
 use multikey_indexer::Indexer;
 use serde_json::{Value, json};
+use stream_runtime::fixture::Change;
 use stream_runtime::{Event, EventRecord, Metric, Metrics};
 use stream_runtime::{Runtime, StreamFunction};
 
@@ -19,22 +20,12 @@ fn issue(seq: u64, event_id: &str, name: &str, new: &Value) -> EventRecord {
         Some(id) => json!({"id": id}),
         None => json!({"pk": new["pk"]}),
     };
-    serde_json::from_value(json!({
-        "eventID": event_id,
-        "eventName": name,
-        "eventSource": "aws:dynamodb",
-        "awsRegion": "us-east-1",
-        "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-11-01T00:00:00.000",
-        "dynamodb": {
-            "ApproximateCreationDateTime": 1_795_000_000,
-            "Keys": keys,
-            "NewImage": new,
-            "SequenceNumber": format!("{seq:021}"),
-            "SizeBytes": 100,
-            "StreamViewType": "NEW_AND_OLD_IMAGES"
-        }
-    }))
-    .unwrap()
+    Change::named(name, keys)
+        .new_image(new.clone())
+        .event_id(event_id)
+        .sequence(format!("{seq:021}"))
+        .record()
+        .unwrap()
 }
 
 /// An INSERT of issue `id`, numbered `seq`, whose only custom field is `f1 = seq`.

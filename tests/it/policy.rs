@@ -12,6 +12,7 @@ use operations::grid::{Grid, GridSchema, Query};
 use serde_json::{Value, json};
 use sharded_counter::Counters;
 use stream_runtime::Runtime;
+use stream_runtime::fixture::Change;
 use stream_runtime::writer::{Report, Writer};
 use stream_runtime::{Event, EventRecord, ItemWrite, Metric, Op, Vars};
 
@@ -257,21 +258,14 @@ fn scripted_runtime<F: stream_runtime::StreamFunction>(
 
 fn shard_record(seq: u64, k: u32, count: i64) -> EventRecord {
     let key = json!({"pk": {"S": format!("COUNTER#votes#SHARD#{k}")}});
-    serde_json::from_value(json!({
-        "eventID": format!("e{seq}"),
-        "eventName": "MODIFY",
-        "eventSource": "aws:dynamodb",
-        "awsRegion": "us-east-1",
-        "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/counters/stream/2026-11-01T00:00:00.000",
-        "dynamodb": {
-            "Keys": key,
-            "NewImage": {"pk": key["pk"], "count": {"N": count.to_string()}},
-            "SequenceNumber": format!("{seq:021}"),
-            "SizeBytes": 60,
-            "StreamViewType": "NEW_AND_OLD_IMAGES"
-        }
-    }))
-    .unwrap()
+    Change::modify(key.clone())
+        .new_image(json!({"pk": key["pk"], "count": {"N": count.to_string()}}))
+        .event_id(format!("e{seq}"))
+        .sequence(format!("{seq:021}"))
+        .size(60)
+        .table("counters")
+        .record()
+        .unwrap()
 }
 
 /// Another writer wins every round: each conditional `PutItem` of the total fails. The

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use serde_json::json;
+use stream_runtime::fixture::Change;
 
 /// A batch of `records` shard changes.
 pub fn increments(records: usize, counters: u64, shards: u64, seed: u64) -> Event {
@@ -39,27 +40,17 @@ pub fn increments(records: usize, counters: u64, shards: u64, seed: u64) -> Even
 
 fn record(i: usize, name: &str, pk: &str, old: Option<i128>, new: Option<i128>) -> EventRecord {
     let image = |v: Option<i128>| v.map(|v| json!({"pk": {"S": pk}, "count": {"N": v.to_string()}}));
-    let mut dynamodb = json!({
-        "ApproximateCreationDateTime": 1_795_168_800,
-        "Keys": {"pk": {"S": pk}},
-        "SequenceNumber": (49_000_000_000_000_000_000_u128 + i as u128).to_string(),
-        "SizeBytes": 60,
-        "StreamViewType": "NEW_AND_OLD_IMAGES",
-    });
+    let mut change = Change::named(name, json!({"pk": {"S": pk}}))
+        .event_id(format!("{:032x}", i + 1))
+        .sequence(49_000_000_000_000_000_000_u128 + i as u128)
+        .at(1_795_168_800)
+        .size(60)
+        .table("counters");
     if let Some(old) = image(old) {
-        dynamodb["OldImage"] = old;
+        change = change.old_image(old);
     }
     if let Some(new) = image(new) {
-        dynamodb["NewImage"] = new;
+        change = change.new_image(new);
     }
-    serde_json::from_value(json!({
-        "eventID": format!("{:032x}", i + 1),
-        "eventName": name,
-        "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb",
-        "awsRegion": "us-east-1",
-        "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/counters/stream/2026-11-21T00:00:00.000",
-        "dynamodb": dynamodb,
-    }))
-    .unwrap_or_default()
+    change.record().unwrap_or_default()
 }

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use serde_dynamo::{AttributeValue, Item};
 use serde_json::json;
+use stream_runtime::fixture::Change;
 
 /// The index configuration the synthetic issues are shaped for (the article's worked example).
 pub const INDEXES_JSON: &str = r#"{"base_key":["id"],"indexes":[{"name":"custom-fields","table":"issue-attrib-index","source":"custom_fields","scope":["project"],"tiebreakers":["num"],"include":["name","state"]}]}"#;
@@ -131,28 +132,17 @@ impl Sim {
         self.table[slot].clone_from(&new);
         self.seq += 1;
         let id = AttributeValue::S(format!("{slot:08x}"));
-        let mut dynamodb = json!({
-            "ApproximateCreationDateTime": 1_700_000_000,
-            "Keys": {"id": id},
-            "SequenceNumber": format!("{}", 49_000_000_000_000_000_000_u128 + u128::from(self.seq)),
-            "SizeBytes": 300,
-            "StreamViewType": "NEW_AND_OLD_IMAGES",
-        });
+        let mut change = Change::named(name, json!({"id": id}))
+            .event_id(format!("{:032x}", self.seq))
+            .sequence(49_000_000_000_000_000_000_u128 + u128::from(self.seq))
+            .at(1_700_000_000)
+            .size(300);
         if let Some(old) = old {
-            dynamodb["OldImage"] = serde_json::to_value(old).expect("an item serialises");
+            change = change.old_image(serde_json::to_value(old).expect("an item serialises"));
         }
         if let Some(new) = new {
-            dynamodb["NewImage"] = serde_json::to_value(new).expect("an item serialises");
+            change = change.new_image(serde_json::to_value(new).expect("an item serialises"));
         }
-        let record = json!({
-            "eventID": format!("{:032x}", self.seq),
-            "eventName": name,
-            "eventVersion": "1.1",
-            "eventSource": "aws:dynamodb",
-            "awsRegion": "us-east-1",
-            "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/2026-11-21T00:00:00.000",
-            "dynamodb": dynamodb,
-        });
-        serde_json::from_value(record).expect("synthetic records are well-formed")
+        change.record().expect("synthetic records are well-formed")
     }
 }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use serde_dynamo::{AttributeValue, Item};
-use serde_json::json;
+use stream_runtime::fixture::Change;
 
 /// The source table every synthetic record names.
 pub const TABLE: &str = "sessions";
@@ -60,22 +60,14 @@ fn record(rng: &mut fastrand::Rng, i: usize, deleted_at: f64) -> EventRecord {
     let old = item(rng, i, deleted_at);
     let keys: HashMap<&str, &AttributeValue> =
         ["pk", "sk"].into_iter().filter_map(|k| Some((k, old.get(k)?))).collect();
-    let record = json!({
-        "eventID": format!("{:032x}", i + 1),
-        "eventName": "REMOVE",
-        "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb",
-        "awsRegion": "us-east-1",
-        "eventSourceARN": format!("arn:aws:dynamodb:us-east-1:123456789012:table/{TABLE}/stream/2026-11-21T00:00:00.000"),
-        "userIdentity": {"type": "Service", "principalId": "dynamodb.amazonaws.com"},
-        "dynamodb": {
-            "ApproximateCreationDateTime": deleted_at,
-            "Keys": keys,
-            "OldImage": serde_json::to_value(&old).unwrap_or_default(),
-            "SequenceNumber": format!("{}", 49_000_000_000_000_000_000_u128 + i as u128),
-            "SizeBytes": 400,
-            "StreamViewType": "NEW_AND_OLD_IMAGES",
-        },
-    });
-    serde_json::from_value(record).unwrap_or_default()
+    Change::remove(serde_json::to_value(&keys).unwrap_or_default())
+        .old_image(serde_json::to_value(&old).unwrap_or_default())
+        .by_ttl()
+        .event_id(format!("{:032x}", i + 1))
+        .sequence(49_000_000_000_000_000_000_u128 + i as u128)
+        .at(deleted_at)
+        .size(400)
+        .table(TABLE)
+        .record()
+        .unwrap_or_default()
 }

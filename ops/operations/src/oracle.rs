@@ -366,6 +366,7 @@ fn difference(expected: &[String], actual: &[String]) -> (Vec<String>, Vec<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stream_runtime::fixture::Change;
 
     fn indexes() -> Indexes {
         Indexes::from_json(include_str!("../../../functions/multikey-indexer/indexes.example.json")).unwrap()
@@ -411,14 +412,13 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, item)| {
-                serde_json::from_value(json!({
-                    "eventID": i.to_string(), "eventName": "INSERT", "eventVersion": "1.1",
-                    "eventSource": "aws:dynamodb", "awsRegion": "us-east-1", "eventSourceARN": "check",
-                    "dynamodb": {"Keys": {"id": item["id"]}, "NewImage": item,
-                                 "SequenceNumber": (i + 1).to_string(), "SizeBytes": 1,
-                                 "StreamViewType": "NEW_AND_OLD_IMAGES"}
-                }))
-                .unwrap()
+                Change::insert(json!({"id": item["id"]}))
+                    .new_image(item.clone())
+                    .event_id(i)
+                    .sequence(i + 1)
+                    .without("/dynamodb/ApproximateCreationDateTime")
+                    .record()
+                    .unwrap()
             })
             .collect();
         let plan =

@@ -39,7 +39,7 @@ pub use stream_record::{
     AttributeValue, Attributes, ChangeKind, ConfigError, Image, ItemWrite, Op, Record, RecordError, Vars,
     WireRecord,
 };
-pub use stream_record::{env, limits, record, wire, write};
+pub use stream_record::{env, fixture, limits, record, wire, write};
 pub mod combined;
 pub mod conclude;
 pub mod decide;

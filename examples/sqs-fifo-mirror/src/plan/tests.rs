@@ -1,6 +1,8 @@
 //! The plan on fixture events (`events/`) and on generated batches, table-driven.
 
+use serde_json::json;
 use stream_runtime::FailureKind;
+use stream_runtime::fixture::{Change, event};
 use stream_runtime::wire::Batch;
 
 use super::*;
@@ -93,20 +95,13 @@ fn requests_keep_sqs_limits_and_each_items_order() {
 
 /// `records` MODIFY records over `items` items, each new image holding `size` bytes of text.
 fn generated(records: usize, items: usize, size: usize) -> String {
-    let records: Vec<Value> = (0..records)
-        .map(|i| {
-            let id = format!("item-{}", i % items);
-            serde_json::json!({
-                "eventID": format!("ev{i}"), "eventName": "MODIFY",
-                "dynamodb": {
-                    "Keys": {"id": {"S": id}},
-                    "NewImage": {"id": {"S": id}, "text": {"S": "x".repeat(size)}},
-                    "OldImage": {"id": {"S": id}},
-                    "SequenceNumber": format!("{}", 1000 + i),
-                    "StreamViewType": "NEW_AND_OLD_IMAGES",
-                },
-            })
-        })
-        .collect();
-    serde_json::json!({ "Records": records }).to_string()
+    let changes = (0..records).map(|i| {
+        let id = format!("item-{}", i % items);
+        Change::modify(json!({"id": {"S": id}}))
+            .new_image(json!({"id": {"S": id}, "text": {"S": "x".repeat(size)}}))
+            .old_image(json!({"id": {"S": id}}))
+            .event_id(format!("ev{i}"))
+            .sequence(1000 + i)
+    });
+    event(changes).to_string()
 }

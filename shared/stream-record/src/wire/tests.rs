@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::*;
 use crate::Record;
+use crate::fixture::Change;
 use aws_lambda_events::event::dynamodb::Event;
 
 /// Reads `event` both ways and checks that every record agrees, field by field.
@@ -38,13 +39,8 @@ fn same_both_ways(event: &serde_json::Value) -> usize {
 }
 
 /// A record as Lambda writes it, with `change` as its `dynamodb` (`SizeBytes` added).
-fn record(name: &str, mut change: serde_json::Value) -> serde_json::Value {
-    change["SizeBytes"] = json!(26);
-    json!({
-        "eventID": "e1", "eventName": name, "eventVersion": "1.1", "eventSource": "aws:dynamodb",
-        "awsRegion": "eu-west-1", "eventSourceARN": "arn:aws:dynamodb:eu-west-1:1:table/t/stream/x",
-        "dynamodb": change,
-    })
+fn record(name: &str, change: serde_json::Value) -> serde_json::Value {
+    Change::named(name, json!({})).with("/dynamodb", change).size(26).region("eu-west-1").json()
 }
 
 #[test]
@@ -86,7 +82,7 @@ fn the_change_time_and_source_read_as_aws_lambda_events_reads_them() {
     assert_eq!(batch.records[0].approximate_creation_date_time.timestamp(), 1_700_000_000);
     assert_eq!(
         batch.records[0].event_source_arn.as_deref(),
-        Some("arn:aws:dynamodb:eu-west-1:1:table/t/stream/x")
+        Some(crate::fixture::stream_arn("eu-west-1", crate::fixture::TABLE).as_str())
     );
     // Absent, it is the epoch, as aws_lambda_events has it.
     let bare = r#"{"Records":[{"eventName":"REMOVE","dynamodb":{"Keys":{"id":{"S":"1"}}}}]}"#;

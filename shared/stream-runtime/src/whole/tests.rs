@@ -2,18 +2,21 @@
 //! and through a combined function's part.
 
 use crate::Event;
+use crate::fixture::{self, Change};
 use serde_json::{Value, json};
 
 use super::*;
 
 fn event() -> Value {
+    // A field no version of the event has had yet, which a record whole must keep.
     let record = |id: &str, at: Value| {
-        json!({"eventID": id, "eventName": "INSERT", "awsRegion": "eu-west-1", "eventSource": "aws:dynamodb",
-               "somethingNew": {"kept": true},
-               "dynamodb": {"Keys": {"id": {"S": id}}, "NewImage": {"id": {"S": id}},
-                            "ApproximateCreationDateTime": at, "SequenceNumber": "1", "SizeBytes": 9}})
+        Change::insert(json!({"id": {"S": id}}))
+            .new_image(json!({"id": {"S": id}}))
+            .event_id(id)
+            .at(at)
+            .with("/somethingNew", json!({"kept": true}))
     };
-    json!({"Records": [record("a", json!(1_700_000_000.5)), record("b", json!(1)), record("c", json!(2))]})
+    fixture::event([record("a", json!(1_700_000_000.5)), record("b", json!(1)), record("c", json!(2))])
 }
 
 #[test]

@@ -2,20 +2,19 @@
 //! each item's order; and the disorder bounded, seeded and counted.
 
 use serde_json::json;
+use stream_runtime::fixture::Change;
 
 use super::{Writer, disorder};
 
 fn change(id: &str, seq: u32, second: i64) -> aws_lambda_events::event::dynamodb::EventRecord {
-    serde_json::from_value(json!({
-        "eventID": format!("e{seq}"), "eventName": "MODIFY", "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
-        "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/x",
-        "dynamodb": {"ApproximateCreationDateTime": second, "Keys": {"id": {"S": id}},
-                     "NewImage": {"id": {"S": id}, "n": {"N": seq.to_string()}},
-                     "SequenceNumber": (1000 + seq).to_string(), "SizeBytes": 10,
-                     "StreamViewType": "NEW_AND_OLD_IMAGES"}
-    }))
-    .unwrap()
+    Change::modify(json!({"id": {"S": id}}))
+        .new_image(json!({"id": {"S": id}, "n": {"N": seq.to_string()}}))
+        .event_id(format!("e{seq}"))
+        .sequence(1000 + seq)
+        .at(second)
+        .size(10)
+        .record()
+        .unwrap()
 }
 
 #[test]

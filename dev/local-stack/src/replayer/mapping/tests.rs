@@ -2,26 +2,19 @@
 
 use aws_lambda_events::event::dynamodb::EventRecord;
 use serde_json::{Value, json};
+use stream_runtime::fixture::Change;
 
 use super::*;
 
 fn record(sequence: usize) -> EventRecord {
-    serde_json::from_value(json!({
-        "eventID": format!("e{sequence}"),
-        "eventName": "INSERT",
-        "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb",
-        "awsRegion": "us-east-1",
-        "eventSourceARN": "arn:aws:dynamodb:us-east-1:000000000000:table/t/stream/s",
-        "dynamodb": {
-            "ApproximateCreationDateTime": 1_700_000_000 + sequence,
-            "Keys": {"id": {"S": format!("i{sequence}")}},
-            "SequenceNumber": sequence.to_string(),
-            "SizeBytes": 10,
-            "StreamViewType": "NEW_AND_OLD_IMAGES"
-        }
-    }))
-    .unwrap()
+    Change::insert(json!({"id": {"S": format!("i{sequence}")}}))
+        .event_id(format!("e{sequence}"))
+        .sequence(sequence)
+        .at(1_700_000_000 + sequence)
+        .size(10)
+        .table("t")
+        .record()
+        .unwrap()
 }
 
 fn ok() -> Invocation {

@@ -1,5 +1,7 @@
 //! Tests of the TTL sweeper: what expires, and which REMOVEs carry the service's identity.
 
+use stream_runtime::fixture::Change;
+
 use super::expired;
 
 #[test]
@@ -25,16 +27,10 @@ fn ttl_values_expire_like_dynamodb() {
 }
 
 fn remove(id: &str, state: &str) -> aws_lambda_events::event::dynamodb::EventRecord {
-    serde_json::from_value(serde_json::json!({
-        "eventID": "1", "eventName": "REMOVE", "eventVersion": "1.1", "eventSource": "aws:dynamodb",
-        "awsRegion": "us-east-1", "eventSourceARN": "arn",
-        "dynamodb": {
-            "Keys": {"id": {"S": id}},
-            "OldImage": {"id": {"S": id}, "state": {"S": state}},
-            "SequenceNumber": "1", "SizeBytes": 1, "StreamViewType": "NEW_AND_OLD_IMAGES"
-        }
-    }))
-    .unwrap()
+    Change::remove(serde_json::json!({"id": {"S": id}}))
+        .old_image(serde_json::json!({"id": {"S": id}, "state": {"S": state}}))
+        .record()
+        .unwrap()
 }
 
 fn change(
@@ -42,10 +38,11 @@ fn change(
     id: &str,
     new_image: serde_json::Value,
 ) -> aws_lambda_events::event::dynamodb::EventRecord {
-    let mut record = remove(id, "open");
-    record.event_name = name.into();
-    record.change.new_image = serde_json::from_value(new_image).unwrap();
-    record
+    Change::named(name, serde_json::json!({"id": {"S": id}}))
+        .old_image(serde_json::json!({"id": {"S": id}, "state": {"S": "open"}}))
+        .new_image(new_image)
+        .record()
+        .unwrap()
 }
 
 #[test]

@@ -7,20 +7,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use stream_runtime::delivery::{Invocation, KinesisInvoker};
+use stream_runtime::fixture::Change;
 
 use super::{Stream, delivering};
 
 fn change(id: &str, seq: u32) -> aws_lambda_events::event::dynamodb::EventRecord {
-    serde_json::from_value(json!({
-        "eventID": format!("e{seq}"), "eventName": "MODIFY", "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
-        "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/issues/stream/x",
-        "dynamodb": {"ApproximateCreationDateTime": 1_795_000_000, "Keys": {"id": {"S": id}},
-                     "NewImage": {"id": {"S": id}, "n": {"N": seq.to_string()}},
-                     "SequenceNumber": (1000 + seq).to_string(), "SizeBytes": 10,
-                     "StreamViewType": "NEW_AND_OLD_IMAGES"}
-    }))
-    .unwrap()
+    Change::modify(json!({"id": {"S": id}}))
+        .new_image(json!({"id": {"S": id}, "n": {"N": seq.to_string()}}))
+        .event_id(format!("e{seq}"))
+        .sequence(1000 + seq)
+        .size(10)
+        .record()
+        .unwrap()
 }
 
 /// Each invocation's change records: (`eventID`, version).

@@ -50,26 +50,27 @@ impl Settings {
     /// `ParallelizationFactor` 1).
     pub(crate) fn from_source(source: &StreamSource) -> Result<Settings, String> {
         let at = &source.name;
+        // A setting within Lambda's bounds, or an error naming it.
+        let within = |setting: &str, n: i64, low: i64, high: i64, also: &str| {
+            if (low..=high).contains(&n) {
+                Ok(n)
+            } else {
+                Err(format!("{at}: {setting} {n} is not {also}between {low} and {high}"))
+            }
+        };
         let batch_size = match source.batch_size {
             None => 100,
-            Some(n) => usize::try_from(n)
-                .ok()
-                .filter(|n| (1..=10_000).contains(n))
-                .ok_or_else(|| format!("{at}: BatchSize {n} is not between 1 and 10000"))?,
+            Some(n) => usize::try_from(within("BatchSize", n, 1, 10_000, "")?).unwrap_or(100),
         };
-        let maximum_retry_attempts =
-            match source.maximum_retry_attempts {
-                None | Some(-1) => None,
-                Some(n) => Some(u32::try_from(n).ok().filter(|n| *n <= 10_000).ok_or_else(|| {
-                    format!("{at}: MaximumRetryAttempts {n} is not -1 or between 0 and 10000")
-                })?),
-            };
+        let maximum_retry_attempts = match source.maximum_retry_attempts {
+            None | Some(-1) => None,
+            Some(n) => {
+                Some(u32::try_from(within("MaximumRetryAttempts", n, 0, 10_000, "-1 or ")?).unwrap_or(0))
+            }
+        };
         let parallelization_factor = match source.parallelization_factor {
             None => 1,
-            Some(n) => u8::try_from(n)
-                .ok()
-                .filter(|n| (1..=10).contains(n))
-                .ok_or_else(|| format!("{at}: ParallelizationFactor {n} is not between 1 and 10"))?,
+            Some(n) => u8::try_from(within("ParallelizationFactor", n, 1, 10, "")?).unwrap_or(1),
         };
         Ok(Settings {
             batch_size,

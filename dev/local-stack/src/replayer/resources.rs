@@ -105,17 +105,11 @@ pub async fn create_bucket(client: &aws_sdk_s3::Client, bucket: &Bucket) -> Resu
             },
         );
     let request = client.create_bucket().bucket(&bucket.name).set_create_bucket_configuration(location);
-    match request.send().await {
-        Ok(_) => Ok(()),
-        Err(e)
-            if e.as_service_error().is_some_and(
-                aws_sdk_s3::operation::create_bucket::CreateBucketError::is_bucket_already_owned_by_you,
-            ) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(ReplayError::request("CreateBucket", &bucket.name, &e)),
-    }
+    made_or_there(
+        request.send().await,
+        aws_sdk_s3::operation::create_bucket::CreateBucketError::is_bucket_already_owned_by_you,
+        ("CreateBucket", &bucket.name),
+    )
 }
 
 /// Creates an SQS queue named `name`, or finds it if it exists; its URL.
@@ -140,16 +134,27 @@ pub async fn create_secret(
     length: usize,
 ) -> Result<(), ReplayError> {
     let value: String = std::iter::repeat_with(fastrand::alphanumeric).take(length).collect();
-    match client.create_secret().name(name).secret_string(value).send().await {
+    made_or_there(
+        client.create_secret().name(name).secret_string(value).send().await,
+        aws_sdk_secretsmanager::operation::create_secret::CreateSecretError::is_resource_exists_exception,
+        ("CreateSecret", name),
+    )
+}
+
+/// A create's answer, where the resource being there already (`there` says which error means
+/// so: the stack made again on the same emulator) is as good as made.
+fn made_or_there<T, E>(
+    answer: Result<T, aws_sdk_dynamodbstreams::error::SdkError<E>>,
+    there: impl Fn(&E) -> bool,
+    (operation, name): (&'static str, &str),
+) -> Result<(), ReplayError>
+where
+    E: aws_sdk_dynamodbstreams::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match answer {
         Ok(_) => Ok(()),
-        Err(e)
-            if e.as_service_error().is_some_and(
-                aws_sdk_secretsmanager::operation::create_secret::CreateSecretError::is_resource_exists_exception,
-            ) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(ReplayError::request("CreateSecret", name, &e)),
+        Err(e) if e.as_service_error().is_some_and(there) => Ok(()),
+        Err(e) => Err(ReplayError::request(operation, name, &e)),
     }
 }
 

@@ -7,6 +7,7 @@ mod archive;
 mod archive_queries;
 mod backfill;
 mod bench;
+mod blocks;
 mod browser;
 mod chaos;
 mod cli;

@@ -5,7 +5,8 @@
 //! cargo binary, its logs and metrics, and its parked records), the template's logical ids, how
 //! `failures replay` replays their records, and how each is built from the variables its binary
 //! reads at cold start. The CLI, the stack's status, the replay, the local stack and the benches
-//! read it; adding a function is one entry here and its resources in `template.yaml`.
+//! read it; adding a function is its crate, one entry here and its template block
+//! (`functions/<crate>/template.yaml.in`, spliced into `template.yaml` by `scripts/template-build`).
 //!
 //! [`function`] and [`kinesis_function`] run a function in process behind `stream_runtime::delivery`'s
 //! [`Invoker`]: what `failures replay` reruns records through, and what the local stack runs.
@@ -41,7 +42,7 @@ pub struct Function {
     build: fn(&Vars<'_>, &SdkConfig) -> Result<Handler, ConfigError>,
     /// Adds it to functions behind one mapping.
     add: fn(Combined, &Vars<'_>, &SdkConfig) -> Result<Combined, ConfigError>,
-    /// Explains its plan of an event, without AWS ([`StreamFunction::explain`]).
+    /// Explains its plan of an event, without AWS ([`StreamFunction::EXPLAIN`]).
     explain: fn(&Vars<'_>, &[u8], &mut dyn Sink) -> Result<bool, ExplainError>,
 }
 

@@ -1,0 +1,181 @@
+//! One template block per stream function: `template.yaml` is `deploy/template.yaml.in` with each
+//! stream function's `functions/<crate>/template.yaml.in` spliced in (`scripts/template-build`),
+//! so a function added through its block is everywhere the template names a stream function.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use anyhow::{Context, Result, ensure};
+use local_stack::template::Template;
+
+use crate::support::moto::unique;
+use crate::support::template::{names, set};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `scripts/template-build` on the tree at `root`, checking only with `check`.
+fn template_build(root: &Path, check: bool) -> Result<Output> {
+    let mut command = Command::new("python3");
+    command.arg(repo().join("scripts/template-build")).arg("--root").arg(root);
+    if check {
+        command.arg("--check");
+    }
+    command.output().context("running scripts/template-build")
+}
+
+/// The committed template is what the base and the blocks make: an edit of `template.yaml`
+/// alone, which the next build would lose, fails here, saying what to run.
+#[test]
+fn the_template_is_what_the_base_and_the_blocks_make() -> Result<()> {
+    let out = template_build(&repo(), true)?;
+    ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    Ok(())
+}
+
+/// A fifth stream function, added in a scratch copy through its block alone (the aggregator's,
+/// with its names changed): the built template has its log group, role and function, the
+/// alarms its nested stack makes, its outputs and dashboard widgets, and its alias in the roles
+/// that deploy it (the pre-traffic hook's and `CodeDeploy`'s), and the local stack finds it among
+/// the functions to run. A block whose section has no place in the base is refused, naming it.
+#[test]
+fn a_function_added_through_its_block_is_everywhere_the_template_names_one() -> Result<()> {
+    let scratch = std::env::temp_dir().join(unique("template-blocks"));
+    std::fs::create_dir_all(scratch.join("deploy"))?;
+    for file in ["template.yaml.in", "stream-consumer-alarms.yaml"] {
+        std::fs::copy(repo().join("deploy").join(file), scratch.join("deploy").join(file))?;
+    }
+    let mut blocks = 0;
+    for entry in std::fs::read_dir(repo().join("functions"))? {
+        let folder = entry?.path();
+        let block = folder.join("template.yaml.in");
+        if block.exists() {
+            let name = folder.file_name().context("a folder's name")?;
+            std::fs::create_dir_all(scratch.join("functions").join(name))?;
+            std::fs::copy(&block, scratch.join("functions").join(name).join("template.yaml.in"))?;
+            blocks += 1;
+        }
+    }
+    ensure!(blocks == 4, "the stream functions' blocks: {blocks}");
+    let aggregator = std::fs::read_to_string(repo().join("functions/counter-aggregator/template.yaml.in"))?;
+    let throwaway = aggregator
+        .replace("counter-aggregator", "throwaway-function")
+        .replace("Aggregator", "Throwaway")
+        .replace("# order: 40", "# order: 50");
+    std::fs::create_dir_all(scratch.join("functions/throwaway-function"))?;
+    std::fs::write(scratch.join("functions/throwaway-function/template.yaml.in"), &throwaway)?;
+    let out = template_build(&scratch, false)?;
+    ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let text = std::fs::read_to_string(scratch.join("template.yaml"))?;
+    let template = Template::parse_with(&text, &mut |location| {
+        std::fs::read_to_string(scratch.join(location)).map_err(|e| e.to_string())
+    })?;
+    let resolver = template.resolver(&set(&[]), names());
+    // Its own resources, its nested stack's alarms, and the aggregator's still beside them.
+    let kinds = ["LogGroup", "Role", "Function", "ErrorsAlarm", "MappingStoppedAlarm"];
+    let ids = kinds.iter().map(|kind| format!("Throwaway{kind}")).chain(["AggregatorFunction".to_owned()]);
+    for id in ids {
+        ensure!(resolver.resource_exists(&id)?, "{id} is not in the built template");
+    }
+    let resources = &template.root()["Resources"];
+    let deployers = [("PreTrafficHookRole", 1), ("CodeDeployRole", 2)];
+    for (role, places) in deployers {
+        let policy = resources[role].to_string();
+        let named = policy.matches("ThrowawayFunction").count();
+        ensure!(
+            named == places,
+            "{role} names the new function's alias {named} times, not {places}: {policy}"
+        );
+    }
+    let dashboard = resources["Dashboard"].to_string();
+    ensure!(
+        dashboard.contains(r#"{"Ref":"ThrowawayFunction"}"#),
+        "no widget of the new function: {dashboard}"
+    );
+    let outputs = &template.root()["Outputs"];
+    ensure!(outputs["ThrowawayFunction"].is_object() && outputs["ThrowawayMapping"].is_object(), "{outputs}");
+    let functions = template.functions(&resolver)?;
+    let found = functions
+        .iter()
+        .find(|f| f.logical_id == "ThrowawayFunction")
+        .context("the local stack's functions")?;
+    ensure!(found.binary.as_deref() == Some("throwaway-function"), "{found:?}");
+
+    // A section the base has no place for is refused, naming the block and the section.
+    std::fs::write(
+        scratch.join("functions/throwaway-function/template.yaml.in"),
+        format!("{throwaway}# @section widgets\n"),
+    )?;
+    let refused = template_build(&scratch, false)?;
+    let said = String::from_utf8_lossy(&refused.stderr);
+    ensure!(
+        refused.status.code() == Some(2) && said.contains("throwaway-function") && said.contains("widgets"),
+        "{said}"
+    );
+    std::fs::remove_dir_all(&scratch)?;
+    Ok(())
+}
+
+/// The three places a stream function takes agree: every package with a binary under
+/// `functions/` (what `scripts/lambda-build` builds) has a block, every block's function is
+/// such a package, and every function of the registry (`sidestream_combined::FUNCTIONS`) is one
+/// of them under its template logical id, as is the combined binary.
+#[test]
+fn each_function_is_a_crate_a_registry_entry_and_a_block() -> Result<()> {
+    let metadata = Command::new(env!("CARGO"))
+        .args(["metadata", "--no-deps", "--format-version", "1", "--locked", "--offline"])
+        .current_dir(repo())
+        .output()?;
+    ensure!(metadata.status.success(), "{}", String::from_utf8_lossy(&metadata.stderr));
+    let metadata: serde_json::Value = serde_json::from_slice(&metadata.stdout)?;
+    let functions = repo().join("functions").canonicalize()?;
+    let mut crates = std::collections::BTreeSet::new();
+    for package in metadata["packages"].as_array().context("packages")? {
+        let manifest = Path::new(package["manifest_path"].as_str().context("a manifest")?);
+        let binary = package["targets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["kind"] == serde_json::json!(["bin"]));
+        if binary && manifest.parent().and_then(Path::parent) == Some(functions.as_path()) {
+            crates.insert(package["name"].as_str().context("a name")?.to_owned());
+        }
+    }
+    let mut blocks = std::collections::BTreeMap::new();
+    for name in &crates {
+        let path = functions.join(name).join("template.yaml.in");
+        let block = std::fs::read_to_string(&path)
+            .with_context(|| format!("{name} has no block: {}", path.display()))?;
+        let binary = format!("Binary: {name}\n");
+        ensure!(block.contains(&binary), "{}: its function is not built from {name}", path.display());
+        blocks.insert(name.clone(), block);
+    }
+    for entry in std::fs::read_dir(&functions)? {
+        let folder = entry?.path();
+        let name = folder.file_name().and_then(|n| n.to_str()).context("a folder's name")?.to_owned();
+        ensure!(
+            !folder.join("template.yaml.in").exists() || crates.contains(&name),
+            "functions/{name} has a block but no binary"
+        );
+    }
+    let registered = sidestream_combined::FUNCTIONS
+        .iter()
+        .map(|f| (f.name, f.logical_id))
+        .chain([(sidestream_combined::COMBINED_BINARY, sidestream_combined::COMBINED_LOGICAL_ID)]);
+    let mut seen = 0;
+    for (name, logical_id) in registered {
+        let block = blocks
+            .get(name)
+            .with_context(|| format!("{name} is in the registry but not a crate with a block"))?;
+        ensure!(block.contains(&format!("\n  {logical_id}:\n")), "{name}'s block has no {logical_id}");
+        seen += 1;
+    }
+    ensure!(
+        seen == blocks.len(),
+        "blocks without a registry entry: {seen} registered of {:?}",
+        blocks.keys()
+    );
+    Ok(())
+}

@@ -34,40 +34,69 @@ fn the_template_is_what_the_base_and_the_blocks_make() -> Result<()> {
     Ok(())
 }
 
-/// A fifth stream function, added in a scratch copy through its block alone (the aggregator's,
-/// with its names changed): the built template has its log group, role and function, the
-/// alarms its nested stack makes, its outputs and dashboard widgets, and its alias in the roles
-/// that deploy it (the pre-traffic hook's and `CodeDeploy`'s), and the local stack finds it among
-/// the functions to run. A block whose section has no place in the base is refused, naming it.
-#[test]
-fn a_function_added_through_its_block_is_everywhere_the_template_names_one() -> Result<()> {
+/// A copy of the repository's files (those git tracks or would, as they stand), without its
+/// build output: a scratch tree to add a function to.
+fn scratch_copy() -> Result<PathBuf> {
+    let listed = Command::new("git")
+        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .current_dir(repo())
+        .output()?;
+    ensure!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
     let scratch = std::env::temp_dir().join(unique("template-blocks"));
-    std::fs::create_dir_all(scratch.join("deploy"))?;
-    for file in ["template.yaml.in", "stream-consumer-alarms.yaml"] {
-        std::fs::copy(repo().join("deploy").join(file), scratch.join("deploy").join(file))?;
-    }
-    let mut blocks = 0;
-    for entry in std::fs::read_dir(repo().join("functions"))? {
-        let folder = entry?.path();
-        let block = folder.join("template.yaml.in");
-        if block.exists() {
-            let name = folder.file_name().context("a folder's name")?;
-            std::fs::create_dir_all(scratch.join("functions").join(name))?;
-            std::fs::copy(&block, scratch.join("functions").join(name).join("template.yaml.in"))?;
-            blocks += 1;
+    for file in listed.stdout.split(|b| *b == 0).filter(|f| !f.is_empty()) {
+        let file = Path::new(std::str::from_utf8(file)?);
+        let (from, to) = (repo().join(file), scratch.join(file));
+        if from.is_file() {
+            std::fs::create_dir_all(to.parent().context("a file's folder")?)?;
+            std::fs::copy(&from, &to)?;
         }
     }
-    ensure!(blocks == 4, "the stream functions' blocks: {blocks}");
+    Ok(scratch)
+}
+
+/// A fifth stream function, added in a scratch copy of the repository through its crate (a
+/// package with a binary under `functions/`) and its block (the aggregator's, with its names
+/// changed). `scripts/lambda-build` lists it among the stream functions it builds and starts
+/// with the canary; the built template has its log group, role and function, the alarms its
+/// nested stack makes, its outputs and dashboard widgets, and its alias in the roles that deploy
+/// it (the pre-traffic hook's and `CodeDeploy`'s); and the local stack finds it among the
+/// functions to run. Its registry entry is code that every other tool iterates, so it is not
+/// compiled here; `each_function_is_a_crate_a_registry_entry_and_a_block` holds the registry to
+/// the crates and the blocks. A block whose section has no place in the base is refused,
+/// naming it.
+#[test]
+fn a_function_added_through_its_crate_and_block_is_everywhere_the_tools_look() -> Result<()> {
+    let scratch = scratch_copy()?;
+    let crate_folder = scratch.join("functions/throwaway-function");
+    std::fs::create_dir_all(crate_folder.join("src"))?;
+    std::fs::write(
+        crate_folder.join("Cargo.toml"),
+        "[package]\nname = \"throwaway-function\"\nversion = \"0.0.0\"\nedition.workspace = true\n\n\
+         [package.metadata.lambda-build.env]\nTHROWAWAY = \"1\"\n\n[lints]\nworkspace = true\n",
+    )?;
+    std::fs::write(crate_folder.join("src/main.rs"), "//! A throwaway.\nfn main() {}\n")?;
     let aggregator = std::fs::read_to_string(repo().join("functions/counter-aggregator/template.yaml.in"))?;
     let throwaway = aggregator
         .replace("counter-aggregator", "throwaway-function")
         .replace("Aggregator", "Throwaway")
         .replace("# order: 40", "# order: 50");
-    std::fs::create_dir_all(scratch.join("functions/throwaway-function"))?;
-    std::fs::write(scratch.join("functions/throwaway-function/template.yaml.in"), &throwaway)?;
+    std::fs::write(crate_folder.join("template.yaml.in"), &throwaway)?;
+
+    // The lock takes the new package (offline: it depends on nothing), then the build's list.
+    let locked = Command::new(env!("CARGO"))
+        .args(["metadata", "--offline", "--no-deps", "--format-version", "1"])
+        .current_dir(&scratch)
+        .output()?;
+    ensure!(locked.status.success(), "{}", String::from_utf8_lossy(&locked.stderr));
+    let listed = Command::new("bash").arg(scratch.join("scripts/lambda-build")).arg("--list").output()?;
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    ensure!(
+        listed.lines().any(|l| l == "throwaway-function stream"),
+        "scripts/lambda-build --list: {listed}"
+    );
+
     let out = template_build(&scratch, false)?;
     ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-
     let text = std::fs::read_to_string(scratch.join("template.yaml"))?;
     let template = Template::parse_with(&text, &mut |location| {
         std::fs::read_to_string(scratch.join(location)).map_err(|e| e.to_string())
@@ -104,10 +133,7 @@ fn a_function_added_through_its_block_is_everywhere_the_template_names_one() -> 
     ensure!(found.binary.as_deref() == Some("throwaway-function"), "{found:?}");
 
     // A section the base has no place for is refused, naming the block and the section.
-    std::fs::write(
-        scratch.join("functions/throwaway-function/template.yaml.in"),
-        format!("{throwaway}# @section widgets\n"),
-    )?;
+    std::fs::write(crate_folder.join("template.yaml.in"), format!("{throwaway}# @section widgets\n"))?;
     let refused = template_build(&scratch, false)?;
     let said = String::from_utf8_lossy(&refused.stderr);
     ensure!(

@@ -170,6 +170,9 @@ impl crate::writer::Writer {
                     }
                 }
             }
+            // A put is kept for another attempt only beside the failure that kept it: none is
+            // left behind unreported.
+            debug_assert_eq!(retried.is_empty(), last.is_none(), "puts kept without their failure");
             if let Some(failure) = last {
                 retry.left(retried, failure);
             }

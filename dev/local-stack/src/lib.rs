@@ -960,9 +960,9 @@ pub struct VerifyJob {
 /// A [`states::TaskInvoker`] that runs the verifier function (`index-verifier`) in this
 /// process, configured from its template environment with `overrides` on top, each invocation
 /// given `timeout` before its deadline (a segment stops starting pages 75 s before it), as the
-/// function's `main` runs a step. `invocations` counts the invocations; each confirmation's run
-/// and EMF line go to `confirmed`.
-pub fn verifier_invoker(
+/// function's `main` runs a step, built as its binary builds it (`Task::init`). `invocations`
+/// counts the invocations; each confirmation's run and EMF line go to `confirmed`.
+pub async fn verifier_invoker(
     function: &Function,
     sdk: &SdkConfig,
     overrides: &[(&str, &str)],
@@ -970,17 +970,15 @@ pub fn verifier_invoker(
     invocations: Arc<AtomicU64>,
     confirmed: Arc<std::sync::Mutex<Vec<Confirmed>>>,
 ) -> Result<states::TaskInvoker, StackError> {
-    use operations::verify::job::{Answer, Job, Results, Step};
-    let sdk = &iam::as_function(sdk, function);
+    use operations::verify::job::{Answer, Job, Step};
+    use stream_runtime::task::Task as _;
+    let sdk = iam::as_function(sdk, function);
     let env = overridden(function, overrides);
     let lookup = |name: &str| env.get(name).cloned();
-    let vars = Vars::new(&lookup);
-    let config_error = |source| StackError::Config { function: function.logical_id.clone(), cause: source };
-    let config = operations::verify::scheduled::Config::from_vars(&vars).map_err(config_error)?;
-    let results = Results::from_vars(&vars).map_err(config_error)?;
-    let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(sdk));
-    let job =
-        Arc::new(Job::new(client, s3_client(sdk), aws_sdk_cloudwatch::Client::new(sdk), config, results));
+    let job = Job::init(&Vars::new(&lookup), &sdk)
+        .await
+        .map_err(|e| StackError::Unusable(format!("{}: {e}", function.logical_id)))?;
+    let job = Arc::new(job);
     Ok(Arc::new(move |_function: String, payload: serde_json::Value| {
         let (job, confirmed) = (Arc::clone(&job), Arc::clone(&confirmed));
         invocations.fetch_add(1, Ordering::Relaxed);

@@ -118,7 +118,8 @@ pub async fn verify_job(
         timeout,
         Arc::clone(invocations),
         Arc::clone(&confirmed),
-    )?;
+    )
+    .await?;
     let invoke = stack.state_machine_invoker(sdk, "VerifyStateMachine", invoke)?;
     let execution =
         crate::states::execute(stack.state_machine("VerifyStateMachine")?, serde_json::json!({}), &invoke)

@@ -309,6 +309,64 @@ async fn the_aggregator_stops_its_conflict_rounds_before_the_deadline() {
     assert!(returned < end, "the invocation outlived its deadline");
 }
 
+/// A page of `ListObjectsV2`'s answer holding `keys`, truncated with `next` as its token if any.
+fn listing(keys: &[&str], next: Option<&str>) -> String {
+    let contents: String =
+        keys.iter().flat_map(|k| ["<Contents><Key>", k, "</Key><Size>1</Size></Contents>"]).collect();
+    let truncated = next.map_or("<IsTruncated>false</IsTruncated>".to_owned(), |token| {
+        format!("<IsTruncated>true</IsTruncated><NextContinuationToken>{token}</NextContinuationToken>")
+    });
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>jobs</Name><Prefix>run/</Prefix><KeyCount>{}</KeyCount><MaxKeys>1000</MaxKeys>{truncated}{contents}</ListBucketResult>",
+        keys.len()
+    )
+}
+
+/// The runtime's S3 reads with the SDK's own retries off, as the task Lambdas build their
+/// clients (`Aws`): a `GetObject` answered `SlowDown` and then a 500 is sent a third time and
+/// read; a listing's pages are each sent again after a `SlowDown` and followed by their
+/// continuation token; a missing key is `None` at once, and an access denial is not retried.
+#[tokio::test]
+async fn s3_reads_and_listings_are_retried_under_the_budget() {
+    let endpoint = Scripted::replies(
+        vec![
+            Reply::s3_error(503, "SlowDown"),
+            Reply::s3_error(500, "InternalError"),
+            Reply::s3_body("application/json", r#"{"segment":1}"#),
+            Reply::s3_error(503, "SlowDown"),
+            Reply::s3_body("application/xml", &listing(&["run/a", "run/skip"], Some("next-page"))),
+            Reply::s3_error(503, "SlowDown"),
+            Reply::s3_body("application/xml", &listing(&["run/c", "run/b"], None)),
+            Reply::s3_error(404, "NoSuchKey"),
+        ],
+        Reply::s3_error(403, "AccessDenied"),
+    )
+    .await;
+    let s3 = stream_runtime::aws::s3(&endpoint.sdk(), true);
+    let budget = budget(policy());
+
+    let object = stream_runtime::aws::get_object(&s3, "jobs", "run/a", &budget).await.unwrap();
+    assert_eq!(object.as_deref(), Some(br#"{"segment":1}"#.as_slice()));
+    let keys =
+        stream_runtime::aws::list_keys(&s3, "jobs", "run/", |k| k != "run/skip", &budget).await.unwrap();
+    assert_eq!(keys, ["run/a", "run/b", "run/c"], "both pages, kept and sorted");
+    assert_eq!(stream_runtime::aws::get_object(&s3, "jobs", "run/gone", &budget).await.unwrap(), None);
+    let denied = stream_runtime::aws::get_object(&s3, "jobs", "run/a", &budget).await.unwrap_err();
+    assert_eq!(denied.kind, FailureKind::Systemic, "{denied}");
+
+    // 3 + 2 + 2 + 1 + 1 requests, of which the four after a SlowDown or a 500 are retries.
+    assert_eq!((budget.tally.requests(), budget.tally.retries()), (9, 4));
+    let seen = endpoint.seen();
+    assert_eq!(seen.len(), 9);
+    let pages: Vec<&str> = seen[3..7].iter().map(|r| r.path.as_str()).collect();
+    assert!(pages.iter().all(|p| p.contains("list-type=2")), "{pages:?}");
+    assert!(
+        !pages[0].contains("continuation-token") && !pages[1].contains("continuation-token"),
+        "{pages:?}"
+    );
+    assert!(pages[2..].iter().all(|p| p.contains("continuation-token=next-page")), "{pages:?}");
+}
+
 /// The archiver over a scripted S3 that rejects every upload of one day's run (`SlowDown`, 503)
 /// until `healthy` is set: runs before it are uploaded, the batch stops at its first record,
 /// and no later run is uploaded; the redelivery from there uploads the rest. Four days of ten

@@ -22,6 +22,11 @@ use crate::support::pipeline::stack;
 /// When the first deletions happened; the second day's are a day later.
 const DAY1: i64 = 1_795_168_800;
 
+/// A bound on one of the test's own S3 reads (the emulator answers them at once).
+fn read_budget() -> io_policy::Budget {
+    io_policy::Policy::default().within(Duration::from_secs(60))
+}
+
 /// The items a scan of `table` finds, sorted.
 async fn scan(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<serde_dynamo::Item> {
     let mut items: Vec<serde_dynamo::Item> = client
@@ -159,7 +164,9 @@ async fn restore_object(
 ) -> Result<Value> {
     let bucket = stack.buckets.iter().find(|b| b.logical_id == "RestoreBucket").unwrap().name.clone();
     let key = format!("restore/{}/{name}", report["run_id"].as_str().unwrap());
-    let bytes = stream_runtime::aws::get_object(&local_stack::s3_client(sdk), &bucket, &key).await?.unwrap();
+    let bytes = stream_runtime::aws::get_object(&local_stack::s3_client(sdk), &bucket, &key, &read_budget())
+        .await?
+        .unwrap();
     Ok(serde_json::from_slice(&bytes)?)
 }
 
@@ -215,7 +222,9 @@ fn deleted(batches: &[Event]) -> Vec<serde_dynamo::Item> {
 /// `key` of `bucket` written again in `class`, as the archive bucket's lifecycle moves an object
 /// over 128 KB to Glacier.
 async fn recreate_in(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, class: StorageClass) -> Result<()> {
-    let bytes = stream_runtime::aws::get_object(s3, bucket, key).await?.context("the object is there")?;
+    let bytes = stream_runtime::aws::get_object(s3, bucket, key, &read_budget())
+        .await?
+        .context("the object is there")?;
     s3.put_object().bucket(bucket).key(key).storage_class(class).body(ByteStream::from(bytes)).send().await?;
     Ok(())
 }
@@ -241,7 +250,9 @@ async fn the_restore_job_skips_and_reports_objects_in_glacier_and_reads_them_onc
         ensure!(response.batch_item_failures.is_empty(), "{response:?}");
     }
     let s3 = local_stack::s3_client(&sdk);
-    let objects = stream_runtime::aws::list_keys(&s3, &bucket, "archive/table=sessions/", |_| true).await?;
+    let objects =
+        stream_runtime::aws::list_keys(&s3, &bucket, "archive/table=sessions/", |_| true, &read_budget())
+            .await?;
     ensure!(objects.len() == 3, "an item object a day: {objects:?}");
     // The second day's item object in Glacier; the third day's metadata object in Deep Archive.
     let glacier = objects[1].clone();
@@ -310,7 +321,7 @@ async fn the_restore_jobs_split_writes_its_childrens_results_to_the_restore_buck
     // One Map Run whose one child succeeded: its results, then its manifest; no FAILED or PENDING file.
     let bucket = stack.bucket("RestoreBucket")?.name.clone();
     let s3 = local_stack::s3_client(&sdk);
-    let keys = stream_runtime::aws::list_keys(&s3, &bucket, "map-runs/", |_| true).await?;
+    let keys = stream_runtime::aws::list_keys(&s3, &bucket, "map-runs/", |_| true, &read_budget()).await?;
     let run = keys
         .iter()
         .find_map(|k| k.strip_prefix("map-runs/")?.strip_suffix("/manifest.json"))
@@ -359,7 +370,8 @@ async fn the_restore_jobs_split_writes_its_childrens_results_to_the_restore_buck
 
 /// The JSON object `key` of `bucket`, and its size in bytes.
 async fn json_object(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(Value, usize)> {
-    let bytes =
-        stream_runtime::aws::get_object(s3, bucket, key).await?.with_context(|| format!("{key} is there"))?;
+    let bytes = stream_runtime::aws::get_object(s3, bucket, key, &read_budget())
+        .await?
+        .with_context(|| format!("{key} is there"))?;
     Ok((serde_json::from_slice(&bytes)?, bytes.len()))
 }

@@ -131,7 +131,9 @@ impl Source {
                 cause: source,
             }),
             Source::S3 { bucket, key } => {
-                stream_runtime::aws::get_object(s3, bucket, key).await?.ok_or_else(|| not_found(bucket, key))
+                stream_runtime::aws::get_object(s3, bucket, key, &crate::s3_budget())
+                    .await?
+                    .ok_or_else(|| not_found(bucket, key))
             }
         }
     }

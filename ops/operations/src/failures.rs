@@ -429,12 +429,12 @@ async fn list(
     prefix: &str,
     keep: impl Fn(&str) -> bool,
 ) -> Result<Vec<String>, FailureError> {
-    Ok(stream_runtime::aws::list_keys(s3, bucket, prefix, keep).await?)
+    Ok(stream_runtime::aws::list_keys(s3, bucket, prefix, keep, &crate::s3_budget()).await?)
 }
 
 /// One object's bytes.
 async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Vec<u8>, FailureError> {
-    stream_runtime::aws::get_object(s3, bucket, key).await?.ok_or_else(|| {
+    stream_runtime::aws::get_object(s3, bucket, key, &crate::s3_budget()).await?.ok_or_else(|| {
         RequestFailed::new(
             "GetObject",
             format!("s3://{bucket}/{key}"),

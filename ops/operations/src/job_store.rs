@@ -7,7 +7,8 @@ use io_policy::{Policy, RequestFailed};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// How long one object's write may take, retries included.
+/// How long one object's write may take, retries included (its read and the listing take
+/// [`crate::s3_budget`]).
 const WRITE_TIME: Duration = Duration::from_secs(60);
 
 /// Why a job's object could not be read or written.
@@ -59,7 +60,9 @@ impl Store {
     /// The object `name` of run `run_id`, if there is one.
     pub async fn read<T: DeserializeOwned>(&self, run_id: &str, name: &str) -> Result<Option<T>, StoreError> {
         let key = self.key(run_id, name);
-        let Some(bytes) = stream_runtime::aws::get_object(&self.s3, &self.bucket, &key).await? else {
+        let Some(bytes) =
+            stream_runtime::aws::get_object(&self.s3, &self.bucket, &key, &crate::s3_budget()).await?
+        else {
             return Ok(None);
         };
         serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Format {
@@ -98,9 +101,14 @@ impl Store {
     /// The names (keys less `prefix<run id>/`) of run `run_id`'s objects under `folder`, sorted.
     pub async fn list(&self, run_id: &str, folder: &str) -> Result<Vec<String>, StoreError> {
         let under = self.key(run_id, "");
-        let keys =
-            stream_runtime::aws::list_keys(&self.s3, &self.bucket, &format!("{under}{folder}"), |_| true)
-                .await?;
+        let keys = stream_runtime::aws::list_keys(
+            &self.s3,
+            &self.bucket,
+            &format!("{under}{folder}"),
+            |_| true,
+            &crate::s3_budget(),
+        )
+        .await?;
         Ok(keys.into_iter().filter_map(|k| k.strip_prefix(&under).map(str::to_owned)).collect())
     }
 }

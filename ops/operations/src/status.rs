@@ -733,7 +733,9 @@ async fn destination(client: &aws_sdk_s3::Client, bucket: &str) -> Result<GivenU
     let mut by_function: BTreeMap<String, u64> = BTreeMap::new();
     for key in keys.iter().take(ATTRIBUTED) {
         // Listed a moment ago: a key gone since reads as nothing to attribute.
-        let bytes = stream_runtime::aws::get_object(client, bucket, key).await?.unwrap_or_default();
+        let bytes = stream_runtime::aws::get_object(client, bucket, key, &crate::s3_budget())
+            .await?
+            .unwrap_or_default();
         let record: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
         let arn = record["requestContext"]["functionArn"].as_str().unwrap_or_default();
         // `…:function:<name>` or `…:function:<name>:<qualifier>`.
@@ -754,7 +756,7 @@ async fn list_keys(
     bucket: &str,
     prefix: &str,
 ) -> Result<Vec<String>, StatusError> {
-    Ok(stream_runtime::aws::list_keys(client, bucket, prefix, |_| true).await?)
+    Ok(stream_runtime::aws::list_keys(client, bucket, prefix, |_| true, &crate::s3_budget()).await?)
 }
 
 /// The parked records' count by function: objects under `parked/<function>/`.

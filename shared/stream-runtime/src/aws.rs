@@ -58,43 +58,66 @@ pub fn s3(sdk: &SdkConfig, force_path_style: bool) -> aws_sdk_s3::Client {
     )
 }
 
-/// The bytes of `s3://bucket/key`; `None` when there is no such key.
+/// The bytes of `s3://bucket/key`; `None` when there is no such key. The request (its body
+/// read included) is sent under `budget`: a transient failure (`SlowDown`, a 5xx, a cut
+/// connection) is retried, with backoff, while the budget lasts, so that a client built with
+/// the SDK's own retries off ([`Aws`]) still reads through them.
 pub async fn get_object(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     key: &str,
+    budget: &io_policy::Budget,
 ) -> Result<Option<Vec<u8>>, io_policy::RequestFailed> {
     let target = || format!("s3://{bucket}/{key}");
-    let object = match s3.get_object().bucket(bucket).key(key).send().await {
-        Ok(object) => object,
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(aws_sdk_s3::operation::get_object::GetObjectError::is_no_such_key) =>
-        {
-            return Ok(None);
-        }
-        Err(e) => return Err(io_policy::RequestFailed::sdk("GetObject", target(), &e)),
-    };
-    let body = object.body.collect().await.map_err(|e| {
-        io_policy::RequestFailed::new("GetObject", target(), io_policy::Failure::transient(e.to_string()))
-    })?;
-    Ok(Some(body.into_bytes().to_vec()))
+    budget
+        .call(|| async {
+            let object = match s3.get_object().bucket(bucket).key(key).send().await {
+                Ok(object) => object,
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(aws_sdk_s3::operation::get_object::GetObjectError::is_no_such_key) =>
+                {
+                    return Ok(None);
+                }
+                Err(e) => return Err(io_policy::classify("GetObject", &e)),
+            };
+            let body =
+                object.body.collect().await.map_err(|e| io_policy::Failure::transient(e.to_string()))?;
+            Ok(Some(body.into_bytes().to_vec()))
+        })
+        .await
+        .map_err(|failure| io_policy::RequestFailed::new("GetObject", target(), failure))
 }
 
-/// The keys under `s3://bucket/prefix` that `keep` keeps, sorted, read page by page.
+/// The keys under `s3://bucket/prefix` that `keep` keeps, sorted, read page by page, each page
+/// sent under `budget` as [`get_object`] sends its request.
 pub async fn list_keys(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     prefix: &str,
     keep: impl Fn(&str) -> bool,
+    budget: &io_policy::Budget,
 ) -> Result<Vec<String>, io_policy::RequestFailed> {
     let mut keys = Vec::new();
-    let mut pages = s3.list_objects_v2().bucket(bucket).prefix(prefix).into_paginator().send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| {
-            io_policy::RequestFailed::sdk("ListObjectsV2", format!("s3://{bucket}/{prefix}"), &e)
-        })?;
+    let mut token: Option<String> = None;
+    loop {
+        let page = budget
+            .call(|| {
+                let request =
+                    s3.list_objects_v2().bucket(bucket).prefix(prefix).set_continuation_token(token.clone());
+                async move { request.send().await.map_err(|e| io_policy::classify("ListObjectsV2", &e)) }
+            })
+            .await
+            .map_err(|failure| {
+                io_policy::RequestFailed::new("ListObjectsV2", format!("s3://{bucket}/{prefix}"), failure)
+            })?;
         keys.extend(page.contents().iter().filter_map(|o| o.key()).filter(|k| keep(k)).map(str::to_owned));
+        // A page that says it is truncated names where the next starts; one without a token
+        // ends the listing, as the SDK's own paginator ends it.
+        match page.next_continuation_token() {
+            Some(next) if page.is_truncated() == Some(true) => token = Some(next.to_owned()),
+            _ => break,
+        }
     }
     keys.sort();
     Ok(keys)

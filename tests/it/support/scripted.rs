@@ -53,6 +53,11 @@ impl Reply {
         }
     }
 
+    /// S3's 200 with `body` as `content_type` (an object's bytes, a listing's XML).
+    pub(crate) fn s3_body(content_type: &'static str, body: &str) -> Reply {
+        Reply { status: 200, body: Value::String(body.to_owned()), content_type, stall: Duration::ZERO }
+    }
+
     /// An S3 error: `status`, with `code` in S3's XML error document.
     pub(crate) fn s3_error(status: u16, code: &str) -> Reply {
         Reply {

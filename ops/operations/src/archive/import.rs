@@ -174,9 +174,13 @@ pub async fn start(
     dynamodb: &aws_sdk_dynamodb::Client,
     import: &Import,
 ) -> Result<Imported, ArchiveError> {
-    let objects = stream_runtime::aws::list_keys(s3, &import.bucket, &import.prefix, |k| {
-        k.ends_with(formats::archive::SUFFIX) && !formats::archive::is_meta_key(k)
-    })
+    let objects = stream_runtime::aws::list_keys(
+        s3,
+        &import.bucket,
+        &import.prefix,
+        |k| k.ends_with(formats::archive::SUFFIX) && !formats::archive::is_meta_key(k),
+        &crate::s3_budget(),
+    )
     .await?
     .len();
     let at = format!("s3://{}/{}", import.bucket, import.prefix);

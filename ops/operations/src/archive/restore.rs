@@ -356,10 +356,10 @@ pub(super) async fn object_lines(
         archive::read(bytes)
             .map_err(|source| ArchiveError::Format { object: object.to_owned(), cause: source })
     };
-    let bytes = get(s3, bucket, key).await?.ok_or_else(|| not_found(bucket, key))?;
+    let bytes = get(s3, bucket, key, &crate::s3_budget()).await?.ok_or_else(|| not_found(bucket, key))?;
     let lines = read(&bytes, &object)?;
     let meta = match archive::meta_key_of(key) {
-        Some(meta_key) => get(s3, bucket, &meta_key).await?.map(|meta| (meta_key, meta)),
+        Some(meta_key) => get(s3, bucket, &meta_key, &crate::s3_budget()).await?.map(|meta| (meta_key, meta)),
         None => None,
     };
     let Some((meta_key, meta)) = meta else {
@@ -387,9 +387,13 @@ pub(super) async fn object_lines(
 
 /// The item objects under a prefix, in key order.
 async fn list(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> Result<Vec<String>, ArchiveError> {
-    stream_runtime::aws::list_keys(s3, bucket, prefix, |k| {
-        k.ends_with(archive::SUFFIX) && !archive::is_meta_key(k)
-    })
+    stream_runtime::aws::list_keys(
+        s3,
+        bucket,
+        prefix,
+        |k| k.ends_with(archive::SUFFIX) && !archive::is_meta_key(k),
+        &crate::s3_budget(),
+    )
     .await
     .map_err(ArchiveError::from)
 }

@@ -243,38 +243,13 @@ async fn a_missing_parking_bucket_fails_init() {
 /// view type found and the one the indexer reads. A `NEW_AND_OLD_IMAGES` stream passes.
 #[tokio::test]
 async fn a_source_stream_without_the_images_fails_init() {
-    use aws_sdk_dynamodb::types::{
-        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, StreamSpecification, StreamViewType,
-    };
+    use aws_sdk_dynamodb::types::StreamViewType;
     let (client, table) = index_table().await;
     let source = |view: StreamViewType| {
         let client = client.clone();
         async move {
             let name = unique("source-issues");
-            client
-                .create_table()
-                .table_name(&name)
-                .billing_mode(BillingMode::PayPerRequest)
-                .attribute_definitions(
-                    AttributeDefinition::builder()
-                        .attribute_name("id")
-                        .attribute_type(ScalarAttributeType::S)
-                        .build()
-                        .unwrap(),
-                )
-                .key_schema(
-                    KeySchemaElement::builder().attribute_name("id").key_type(KeyType::Hash).build().unwrap(),
-                )
-                .stream_specification(
-                    StreamSpecification::builder()
-                        .stream_enabled(true)
-                        .stream_view_type(view)
-                        .build()
-                        .unwrap(),
-                )
-                .send()
-                .await
-                .unwrap();
+            crate::support::moto::create_table_viewed(&client, &name, "id", None, Some(view)).await;
             name
         }
     };

@@ -734,11 +734,7 @@ fn one_state_machine(
     lists: Option<&str>,
 ) -> Result<()> {
     let template = template()?;
-    let parameters = set(&[
-        ("EnableBackfill", "true"),
-        ("IndexVerifySchedule", "rate(1 day)"),
-        ("EnableArchiveRestore", "true"),
-    ]);
+    let parameters = jobs_on();
     let resolver = template.resolver(&parameters, names());
     let resources = &template.root()["Resources"];
     let machine = resolver.resolve(&resources[machine_id]["Properties"], machine_id)?.context(
@@ -1720,6 +1716,16 @@ fn the_alarms_stay_while_their_cause_does() -> Result<()> {
     Ok(())
 }
 
+/// The three jobs on: the backfill, the scheduled verify and the restore, each a state machine
+/// with its function and role.
+fn jobs_on() -> BTreeMap<String, String> {
+    set(&[
+        ("EnableBackfill", "true"),
+        ("IndexVerifySchedule", "rate(1 day)"),
+        ("EnableArchiveRestore", "true"),
+    ])
+}
+
 /// A production deployment (samconfig.toml's, with Kinesis, the verifier and the backfill on):
 /// every store under `KmsKeyArn` ([`KEY`]), the index warmed.
 fn production() -> BTreeMap<String, String> {
@@ -2225,11 +2231,7 @@ fn all_states(definition: &Value, out: &mut Vec<(String, Value)>) {
 #[test]
 fn every_lambda_task_retries_a_crashed_invocation() -> Result<()> {
     let template = template()?;
-    let parameters = set(&[
-        ("EnableBackfill", "true"),
-        ("IndexVerifySchedule", "rate(1 day)"),
-        ("EnableArchiveRestore", "true"),
-    ]);
+    let parameters = jobs_on();
     let resolver = template.resolver(&parameters, names());
     let mut tasks = 0;
     for machine in ["BackfillStateMachine", "VerifyStateMachine", "RestoreStateMachine"] {
@@ -2361,11 +2363,7 @@ fn the_verify_schedule_is_named_per_stack() -> Result<()> {
 #[test]
 fn state_machines_log_under_vendedlogs() -> Result<()> {
     let template = template()?;
-    let parameters = set(&[
-        ("EnableBackfill", "true"),
-        ("IndexVerifySchedule", "rate(1 day)"),
-        ("EnableArchiveRestore", "true"),
-    ]);
+    let parameters = jobs_on();
     let resolver = template.resolver(&parameters, names());
     let mut checked = 0;
     for machine in template.resources_of_type("AWS::Serverless::StateMachine") {

@@ -57,6 +57,17 @@ pub(crate) async fn create_table(
     sk: Option<(&str, ScalarAttributeType)>,
     stream: bool,
 ) {
+    create_table_viewed(client, name, pk, sk, stream.then_some(StreamViewType::NewAndOldImages)).await;
+}
+
+/// [`create_table`] with a stream of view type `view`, if any.
+pub(crate) async fn create_table_viewed(
+    client: &aws_sdk_dynamodb::Client,
+    name: &str,
+    pk: &str,
+    sk: Option<(&str, ScalarAttributeType)>,
+    view: Option<StreamViewType>,
+) {
     let mut req = client
         .create_table()
         .table_name(name)
@@ -78,13 +89,9 @@ pub(crate) async fn create_table(
                 KeySchemaElement::builder().attribute_name(sk).key_type(KeyType::Range).build().unwrap(),
             );
     }
-    if stream {
+    if let Some(view) = view {
         req = req.stream_specification(
-            StreamSpecification::builder()
-                .stream_enabled(true)
-                .stream_view_type(StreamViewType::NewAndOldImages)
-                .build()
-                .unwrap(),
+            StreamSpecification::builder().stream_enabled(true).stream_view_type(view).build().unwrap(),
         );
     }
     req.send().await.unwrap();

@@ -74,7 +74,7 @@ impl Function {
 
     /// Every function's name, comma-separated: for messages that list them.
     pub fn names() -> String {
-        FUNCTIONS.map(|f| f.name).join(", ")
+        FUNCTIONS.iter().map(|f| f.name).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -85,7 +85,7 @@ impl std::fmt::Debug for Function {
 }
 
 /// The stream functions: the one place each is named.
-pub const FUNCTIONS: [Function; 3] = [
+pub const FUNCTIONS: &[Function] = &[
     Function::of::<multikey_indexer::Indexer>("the multikey index", "IndexerFunction"),
     Function::of::<ttl_archiver::Archiver>("the TTL archive", "ArchiverFunction"),
     Function::of::<counter_aggregator::Aggregator>("the sharded counters' totals", "AggregatorFunction"),

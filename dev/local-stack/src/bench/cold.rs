@@ -57,7 +57,7 @@ pub async fn run(
     let sharding = Sharding::new(10).map_err(|e| BenchError::Io(e.to_string()))?;
     let mut sim = CounterSim::new("cold", 20, sharding, 3);
     let mut rows = Vec::new();
-    for function in sidestream_combined::FUNCTIONS.map(|f| f.name) {
+    for function in sidestream_combined::FUNCTIONS.iter().map(|f| f.name) {
         for primed in [false, true] {
             let mut samples = Vec::new();
             for repeat in 0..options.repeats.max(1) as u64 {

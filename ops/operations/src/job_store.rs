@@ -7,9 +7,9 @@ use io_policy::{Policy, RequestFailed};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// How long one object's write may take, retries included (its read and the listing take
-/// [`crate::s3_budget`]).
-const WRITE_TIME: Duration = Duration::from_secs(60);
+/// How long one object's read or write, or one listing, may take, retries included: a step
+/// stops starting work well before its invocation's deadline, so that these end inside it.
+const OBJECT_TIME: Duration = Duration::from_secs(60);
 
 /// Why a job's object could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -60,8 +60,13 @@ impl Store {
     /// The object `name` of run `run_id`, if there is one.
     pub async fn read<T: DeserializeOwned>(&self, run_id: &str, name: &str) -> Result<Option<T>, StoreError> {
         let key = self.key(run_id, name);
-        let Some(bytes) =
-            stream_runtime::aws::get_object(&self.s3, &self.bucket, &key, &crate::s3_budget()).await?
+        let Some(bytes) = stream_runtime::aws::get_object(
+            &self.s3,
+            &self.bucket,
+            &key,
+            &Policy::default().within(OBJECT_TIME),
+        )
+        .await?
         else {
             return Ok(None);
         };
@@ -82,7 +87,7 @@ impl Store {
             cause: e.to_string(),
         })?;
         Policy::default()
-            .within(WRITE_TIME)
+            .within(OBJECT_TIME)
             .call(|| {
                 let request = self
                     .s3
@@ -106,7 +111,7 @@ impl Store {
             &self.bucket,
             &format!("{under}{folder}"),
             |_| true,
-            &crate::s3_budget(),
+            &Policy::default().within(OBJECT_TIME),
         )
         .await?;
         Ok(keys.into_iter().filter_map(|k| k.strip_prefix(&under).map(str::to_owned)).collect())

@@ -15,8 +15,8 @@ pub mod status;
 pub mod verify;
 
 /// The budget of one S3 read or listing made outside an invocation's deadline (an operator's
-/// command, a job's stored object): transient failures retried under the I/O policy for up to
-/// an hour, which only a listing of millions of keys comes near.
+/// command): transient failures retried under the I/O policy for up to an hour, which only a
+/// listing of millions of keys comes near. A job's step reads within its deadline instead.
 pub(crate) fn s3_budget() -> io_policy::Budget {
     io_policy::Policy::default().within(std::time::Duration::from_secs(3600))
 }

@@ -17,6 +17,10 @@ use crate::archive::ttl::{self, TtlChoice};
 use crate::archive::{ArchiveError, Archived, not_found};
 use stream_runtime::aws::get_object as get;
 
+/// How long one archive object's read may take, retries included: the restore job reads them
+/// within its step's deadline.
+const READ_TIME: Duration = Duration::from_secs(60);
+
 /// How long one object's items may take to write, retries included.
 const OBJECT_TIME: Duration = Duration::from_secs(3600);
 
@@ -356,10 +360,14 @@ pub(super) async fn object_lines(
         archive::read(bytes)
             .map_err(|source| ArchiveError::Format { object: object.to_owned(), cause: source })
     };
-    let bytes = get(s3, bucket, key, &crate::s3_budget()).await?.ok_or_else(|| not_found(bucket, key))?;
+    let bytes = get(s3, bucket, key, &Policy::default().within(READ_TIME))
+        .await?
+        .ok_or_else(|| not_found(bucket, key))?;
     let lines = read(&bytes, &object)?;
     let meta = match archive::meta_key_of(key) {
-        Some(meta_key) => get(s3, bucket, &meta_key, &crate::s3_budget()).await?.map(|meta| (meta_key, meta)),
+        Some(meta_key) => get(s3, bucket, &meta_key, &Policy::default().within(READ_TIME))
+            .await?
+            .map(|meta| (meta_key, meta)),
         None => None,
     };
     let Some((meta_key, meta)) = meta else {

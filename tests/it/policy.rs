@@ -325,7 +325,8 @@ fn listing(keys: &[&str], next: Option<&str>) -> String {
 /// The runtime's S3 reads with the SDK's own retries off, as the task Lambdas build their
 /// clients (`Aws`): a `GetObject` answered `SlowDown` and then a 500 is sent a third time and
 /// read; a listing's pages are each sent again after a `SlowDown` and followed by their
-/// continuation token; a missing key is `None` at once, and an access denial is not retried.
+/// continuation token; a missing key is `None` at once, a listing whose truncated page repeats
+/// its token fails instead of going round, and an access denial is not retried.
 #[tokio::test]
 async fn s3_reads_and_listings_are_retried_under_the_budget() {
     let endpoint = Scripted::replies(
@@ -338,6 +339,8 @@ async fn s3_reads_and_listings_are_retried_under_the_budget() {
             Reply::s3_error(503, "SlowDown"),
             Reply::s3_body("application/xml", &listing(&["run/c", "run/b"], None)),
             Reply::s3_error(404, "NoSuchKey"),
+            Reply::s3_body("application/xml", &listing(&["run/a"], Some("again"))),
+            Reply::s3_body("application/xml", &listing(&["run/b"], Some("again"))),
         ],
         Reply::s3_error(403, "AccessDenied"),
     )
@@ -351,13 +354,15 @@ async fn s3_reads_and_listings_are_retried_under_the_budget() {
         stream_runtime::aws::list_keys(&s3, "jobs", "run/", |k| k != "run/skip", &budget).await.unwrap();
     assert_eq!(keys, ["run/a", "run/b", "run/c"], "both pages, kept and sorted");
     assert_eq!(stream_runtime::aws::get_object(&s3, "jobs", "run/gone", &budget).await.unwrap(), None);
+    let endless = stream_runtime::aws::list_keys(&s3, "jobs", "run/", |_| true, &budget).await.unwrap_err();
+    assert_eq!(endless.kind, FailureKind::Systemic, "a repeated token ends the listing: {endless}");
     let denied = stream_runtime::aws::get_object(&s3, "jobs", "run/a", &budget).await.unwrap_err();
     assert_eq!(denied.kind, FailureKind::Systemic, "{denied}");
 
-    // 3 + 2 + 2 + 1 + 1 requests, of which the four after a SlowDown or a 500 are retries.
-    assert_eq!((budget.tally.requests(), budget.tally.retries()), (9, 4));
+    // 3 + 2 + 2 + 1 + 2 + 1 requests, of which the four after a SlowDown or a 500 are retries.
+    assert_eq!((budget.tally.requests(), budget.tally.retries()), (11, 4));
     let seen = endpoint.seen();
-    assert_eq!(seen.len(), 9);
+    assert_eq!(seen.len(), 11);
     let pages: Vec<&str> = seen[3..7].iter().map(|r| r.path.as_str()).collect();
     assert!(pages.iter().all(|p| p.contains("list-type=2")), "{pages:?}");
     assert!(

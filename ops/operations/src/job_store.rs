@@ -1,15 +1,31 @@
 //! The JSON objects a Step Functions job (the verify, the distributed restore) keeps in S3
 //! between its steps: `s3://bucket/prefix<run id>/<name>`, read and written under the I/O policy.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use io_policy::{Policy, RequestFailed};
+use io_policy::{Budget, Deadline, Policy, RequestFailed};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// How long one object's read or write, or one listing, may take, retries included: a step
-/// stops starting work well before its invocation's deadline, so that these end inside it.
-const OBJECT_TIME: Duration = Duration::from_secs(60);
+/// How long one object's read or write, or one listing, may take, retries included; a step
+/// stops its other work this long (and the policy's margin) before its invocation's deadline,
+/// so that the state it writes last has this time.
+pub const OBJECT_TIME: Duration = Duration::from_secs(60);
+
+/// When a step's own calls (its pages of reads or writes) must end, given its invocation's
+/// `deadline`: early enough that the state it writes last still has [`OBJECT_TIME`].
+pub fn work_until(deadline: Instant) -> Instant {
+    let reserved = OBJECT_TIME + Policy::default().margin;
+    deadline.checked_sub(reserved).unwrap_or_else(Instant::now)
+}
+
+/// The budget of one object call of a step that must end by `deadline` (its invocation's):
+/// [`OBJECT_TIME`] at most, and none of it within the policy's margin of the deadline.
+pub fn object_budget(deadline: Instant) -> Budget {
+    let policy = Policy::default();
+    let cap = Instant::now() + OBJECT_TIME + policy.margin;
+    policy.budget(Deadline::at(deadline.min(cap)))
+}
 
 /// Why a job's object could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -57,16 +73,16 @@ impl Store {
         format!("s3://{}/{}", self.bucket, self.key(run_id, name))
     }
 
-    /// The object `name` of run `run_id`, if there is one.
-    pub async fn read<T: DeserializeOwned>(&self, run_id: &str, name: &str) -> Result<Option<T>, StoreError> {
+    /// The object `name` of run `run_id`, if there is one, read by `deadline`.
+    pub async fn read<T: DeserializeOwned>(
+        &self,
+        run_id: &str,
+        name: &str,
+        deadline: Instant,
+    ) -> Result<Option<T>, StoreError> {
         let key = self.key(run_id, name);
-        let Some(bytes) = stream_runtime::aws::get_object(
-            &self.s3,
-            &self.bucket,
-            &key,
-            &Policy::default().within(OBJECT_TIME),
-        )
-        .await?
+        let Some(bytes) =
+            stream_runtime::aws::get_object(&self.s3, &self.bucket, &key, &object_budget(deadline)).await?
         else {
             return Ok(None);
         };
@@ -77,8 +93,14 @@ impl Store {
         })
     }
 
-    /// Writes `value` as the object `name` of run `run_id`.
-    pub async fn write<T: Serialize>(&self, run_id: &str, name: &str, value: &T) -> Result<(), StoreError> {
+    /// Writes `value` as the object `name` of run `run_id`, by `deadline`.
+    pub async fn write<T: Serialize>(
+        &self,
+        run_id: &str,
+        name: &str,
+        value: &T,
+        deadline: Instant,
+    ) -> Result<(), StoreError> {
         let key = self.key(run_id, name);
         let target = self.url(run_id, name);
         let body = serde_json::to_vec(value).map_err(|e| StoreError::Format {
@@ -86,8 +108,7 @@ impl Store {
             job: self.job,
             cause: e.to_string(),
         })?;
-        Policy::default()
-            .within(OBJECT_TIME)
+        object_budget(deadline)
             .call(|| {
                 let request = self
                     .s3
@@ -103,17 +124,26 @@ impl Store {
         Ok(())
     }
 
-    /// The names (keys less `prefix<run id>/`) of run `run_id`'s objects under `folder`, sorted.
-    pub async fn list(&self, run_id: &str, folder: &str) -> Result<Vec<String>, StoreError> {
+    /// The names (keys less `prefix<run id>/`) of run `run_id`'s objects under `folder`, sorted,
+    /// listed by `deadline`.
+    pub async fn list(
+        &self,
+        run_id: &str,
+        folder: &str,
+        deadline: Instant,
+    ) -> Result<Vec<String>, StoreError> {
         let under = self.key(run_id, "");
         let keys = stream_runtime::aws::list_keys(
             &self.s3,
             &self.bucket,
             &format!("{under}{folder}"),
             |_| true,
-            &Policy::default().within(OBJECT_TIME),
+            &object_budget(deadline),
         )
         .await?;
         Ok(keys.into_iter().filter_map(|k| k.strip_prefix(&under).map(str::to_owned)).collect())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -112,12 +112,25 @@ pub async fn list_keys(
                 io_policy::RequestFailed::new("ListObjectsV2", format!("s3://{bucket}/{prefix}"), failure)
             })?;
         keys.extend(page.contents().iter().filter_map(|o| o.key()).filter(|k| keep(k)).map(str::to_owned));
-        // A page that says it is truncated names where the next starts; one without a token
-        // ends the listing, as the SDK's own paginator ends it.
-        match page.next_continuation_token() {
-            Some(next) if page.is_truncated() == Some(true) => token = Some(next.to_owned()),
-            _ => break,
+        if page.is_truncated() != Some(true) {
+            break;
         }
+        // A truncated page names where the next starts (ListObjectsV2's reference). One that
+        // names nothing, or the token it was asked with, would end the listing short or never:
+        // no endpoint of S3's does either, and no retry mends it.
+        let next = page.next_continuation_token().unwrap_or_default();
+        if next.is_empty() || token.as_deref() == Some(next) {
+            let failure = io_policy::Failure::systemic(format!(
+                "a truncated page gave {} continuation token: the listing cannot go on",
+                if next.is_empty() { "no" } else { "the same" }
+            ));
+            return Err(io_policy::RequestFailed::new(
+                "ListObjectsV2",
+                format!("s3://{bucket}/{prefix}"),
+                failure,
+            ));
+        }
+        token = Some(next.to_owned());
     }
     keys.sort();
     Ok(keys)

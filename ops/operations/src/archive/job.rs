@@ -46,7 +46,7 @@ use stream_runtime::{ConfigError, Vars};
 use crate::archive::ArchiveError;
 use crate::archive::restore::{key_of, key_schema, object_lines, put_absent, put_all};
 use crate::archive::ttl::{self, TtlChoice};
-use crate::job_store::Store;
+use crate::job_store::{self, Store};
 use crate::pace::Pacer;
 
 /// The version of the objects a job writes (docs/formats.md).
@@ -506,9 +506,11 @@ impl Job {
             Step::Plan { run_id, request } => {
                 plan(run_id, request, self.config.reserved, now).map(Answer::Plan)
             }
-            Step::Split { plan, objects } => Box::pin(self.split(&plan, &objects)).await.map(Answer::Split),
+            Step::Split { plan, objects } => {
+                Box::pin(self.split(&plan, &objects, deadline)).await.map(Answer::Split)
+            }
             Step::Restore(task) => Box::pin(self.restore(task, deadline)).await.map(Answer::Restore),
-            Step::Report { plan } => Box::pin(self.report(&plan)).await.map(Answer::Report),
+            Step::Report { plan } => Box::pin(self.report(&plan, deadline)).await.map(Answer::Report),
         }
     }
 
@@ -522,7 +524,7 @@ impl Job {
     /// refuses as archived (`InvalidObjectState`: it, or its metadata object, is not restored) is
     /// skipped and listed in the split's `archived_objects`. Every item object is read, whatever
     /// class it lists as: a restored object still lists as `GLACIER` or `DEEP_ARCHIVE`.
-    async fn split(&self, plan: &Plan, objects: &[Listed]) -> Result<Split, ArchiveError> {
+    async fn split(&self, plan: &Plan, objects: &[Listed], deadline: Instant) -> Result<Split, ArchiveError> {
         let key_names = self.key_names().await?;
         let bucket = &self.config.archive_bucket;
         let batch = batch_name(objects);
@@ -537,7 +539,9 @@ impl Job {
         // would make this step's future not `Send` (a higher-ranked lifetime).
         let reads: Vec<_> = items
             .into_iter()
-            .map(|listed| async move { (listed, object_lines(&self.s3, bucket, &listed.key).await) })
+            .map(|listed| async move {
+                (listed, object_lines(&self.s3, bucket, &listed.key, Some(deadline)).await)
+            })
             .collect();
         let mut read = futures_util::stream::iter(reads).buffered(READ_AT_ONCE);
         while let Some((listed, lines)) = read.next().await {
@@ -589,13 +593,13 @@ impl Job {
             .map(|(partition, lines)| {
                 let part = Part { version: FORMAT_VERSION, run_id: plan.run_id.clone(), partition, lines };
                 let name = part_name(partition, &batch);
-                async move { self.store.write(&plan.run_id, &name, &part).await }
+                async move { self.store.write(&plan.run_id, &name, &part, deadline).await }
             })
             .collect();
         let written: Vec<_> =
             futures_util::stream::iter(writes).buffer_unordered(READ_AT_ONCE).collect().await;
         written.into_iter().collect::<Result<Vec<()>, _>>()?;
-        self.store.write(&plan.run_id, &format!("batches/{batch}.json"), &split).await?;
+        self.store.write(&plan.run_id, &format!("batches/{batch}.json"), &split, deadline).await?;
         tracing::info!(
             run_id = plan.run_id,
             batch,
@@ -640,7 +644,7 @@ impl Job {
     async fn restore(&self, task: PartitionTask, deadline: Instant) -> Result<PartitionTask, ArchiveError> {
         let plan = &task.plan;
         let name = partition_name(task.partition);
-        let mut state = match self.store.read::<PartitionState>(&plan.run_id, &name).await? {
+        let mut state = match self.store.read::<PartitionState>(&plan.run_id, &name, deadline).await? {
             Some(state)
                 if READS.contains(&state.version)
                     && (&state.run_id, state.partition) == (&plan.run_id, task.partition) =>
@@ -669,7 +673,8 @@ impl Job {
             return Ok(PartitionTask { done: true, ..task });
         }
         let key_names = self.key_names().await?;
-        let (mut items, counts) = reduce(self.partition_lines(plan, task.partition).await?, key_names)?;
+        let (mut items, counts) =
+            reduce(self.partition_lines(plan, task.partition, deadline).await?, key_names)?;
         let choice =
             TtlChoice::parse(&plan.ttl).map_err(|reason| ArchiveError::Refused(format!("ttl: {reason}")))?;
         let attribute = &self.config.ttl_attribute;
@@ -679,7 +684,9 @@ impl Job {
         state.counts.expired = items.iter().filter(|i| ttl::expired(i, attribute, plan.now)).count();
 
         let stop = deadline.checked_sub(STOP_BEFORE_DEADLINE).unwrap_or(deadline);
-        let budget = Policy::default().within(deadline.saturating_duration_since(Instant::now()));
+        // The puts end in time for the state's write, which has its own bound after them.
+        let budget = Policy::default()
+            .within(job_store::work_until(deadline).saturating_duration_since(Instant::now()));
         let writer = Writer::new(self.dynamodb.clone());
         let pacer = Pacer::new(self.config.write_units);
         let table = self.config.table.as_str();
@@ -718,7 +725,7 @@ impl Job {
             }
         }
         state.done = rest.is_empty();
-        self.store.write(&plan.run_id, &name, &state).await?;
+        self.store.write(&plan.run_id, &name, &state, deadline).await?;
         tracing::info!(
             run_id = plan.run_id,
             partition = task.partition,
@@ -731,12 +738,17 @@ impl Job {
     }
 
     /// Every line a split wrote for `partition`.
-    async fn partition_lines(&self, plan: &Plan, partition: u32) -> Result<Vec<PartLine>, ArchiveError> {
-        let names = self.store.list(&plan.run_id, &format!("parts/{partition:04}/")).await?;
+    async fn partition_lines(
+        &self,
+        plan: &Plan,
+        partition: u32,
+        deadline: Instant,
+    ) -> Result<Vec<PartLine>, ArchiveError> {
+        let names = self.store.list(&plan.run_id, &format!("parts/{partition:04}/"), deadline).await?;
         let reads: Vec<_> = names
             .into_iter()
             .map(|name| async move {
-                let part = self.store.read::<Part>(&plan.run_id, &name).await?;
+                let part = self.store.read::<Part>(&plan.run_id, &name, deadline).await?;
                 part.ok_or_else(|| ArchiveError::Content {
                     object: self.store.url(&plan.run_id, &name),
                     reason: "listed but gone".to_owned(),
@@ -753,7 +765,7 @@ impl Job {
 
     /// Sums the splits and the partitions into `report.json`, with every object a split skipped
     /// as archived: the answer lists the first [`ANSWERED_ARCHIVED`] of them.
-    async fn report(&self, plan: &Plan) -> Result<Report, ArchiveError> {
+    async fn report(&self, plan: &Plan, deadline: Instant) -> Result<Report, ArchiveError> {
         let mut report = Report {
             version: FORMAT_VERSION,
             run_id: plan.run_id.clone(),
@@ -767,10 +779,10 @@ impl Job {
         };
         let reads: Vec<_> = self
             .store
-            .list(&plan.run_id, "batches/")
+            .list(&plan.run_id, "batches/", deadline)
             .await?
             .into_iter()
-            .map(|name| async move { self.store.read::<Split>(&plan.run_id, &name).await })
+            .map(|name| async move { self.store.read::<Split>(&plan.run_id, &name, deadline).await })
             .collect();
         let mut splits = futures_util::stream::iter(reads).buffered(READ_AT_ONCE);
         while let Some(split) = splits.next().await {
@@ -784,7 +796,7 @@ impl Job {
         report.archived = report.archived_objects.len();
         for partition in 0..plan.partitions {
             let name = partition_name(partition);
-            match self.store.read::<PartitionState>(&plan.run_id, &name).await? {
+            match self.store.read::<PartitionState>(&plan.run_id, &name, deadline).await? {
                 Some(state) if state.done => report.counts.add(&state.counts),
                 _ => {
                     return Err(ArchiveError::Content {
@@ -796,7 +808,7 @@ impl Job {
                 }
             }
         }
-        self.store.write(&plan.run_id, "report.json", &report).await?;
+        self.store.write(&plan.run_id, "report.json", &report, deadline).await?;
         report.archived_objects.truncate(ANSWERED_ARCHIVED);
         tracing::info!(report = %serde_json::to_string(&report).unwrap_or_default(), "restore done");
         Ok(report)

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use formats::archive::{self, DynamoJson, Line};
 use futures_util::StreamExt as _;
@@ -15,11 +15,8 @@ use stream_runtime::{ItemWrite, Op};
 
 use crate::archive::ttl::{self, TtlChoice};
 use crate::archive::{ArchiveError, Archived, not_found};
+use crate::job_store;
 use stream_runtime::aws::get_object as get;
-
-/// How long one archive object's read may take, retries included: the restore job reads them
-/// within its step's deadline.
-const READ_TIME: Duration = Duration::from_secs(60);
 
 /// How long one object's items may take to write, retries included.
 const OBJECT_TIME: Duration = Duration::from_secs(3600);
@@ -338,7 +335,7 @@ async fn object_items(
     key: &str,
     seen: &mut HashSet<String>,
 ) -> Result<(Vec<Line>, usize), ArchiveError> {
-    let lines = object_lines(s3, bucket, key).await?;
+    let lines = object_lines(s3, bucket, key, None).await?;
     let before = lines.len();
     let kept: Vec<Line> = lines
         .into_iter()
@@ -349,25 +346,25 @@ async fn object_items(
 }
 
 /// The lines of the item object `key`, each with its deletion's `eventID` from the metadata
-/// object beside it (`None` when there is none).
+/// object beside it (`None` when there is none). Each object is read within
+/// [`job_store::OBJECT_TIME`], and by `deadline` if there is one (a restore job's step's).
 pub(super) async fn object_lines(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     key: &str,
+    deadline: Option<Instant>,
 ) -> Result<Vec<(Line, Option<String>)>, ArchiveError> {
     let object = format!("s3://{bucket}/{key}");
     let read = |bytes: &[u8], object: &str| {
         archive::read(bytes)
             .map_err(|source| ArchiveError::Format { object: object.to_owned(), cause: source })
     };
-    let bytes = get(s3, bucket, key, &Policy::default().within(READ_TIME))
-        .await?
-        .ok_or_else(|| not_found(bucket, key))?;
+    let bytes = get(s3, bucket, key, &read_budget(deadline)).await?.ok_or_else(|| not_found(bucket, key))?;
     let lines = read(&bytes, &object)?;
     let meta = match archive::meta_key_of(key) {
-        Some(meta_key) => get(s3, bucket, &meta_key, &Policy::default().within(READ_TIME))
-            .await?
-            .map(|meta| (meta_key, meta)),
+        Some(meta_key) => {
+            get(s3, bucket, &meta_key, &read_budget(deadline)).await?.map(|meta| (meta_key, meta))
+        }
         None => None,
     };
     let Some((meta_key, meta)) = meta else {
@@ -391,6 +388,12 @@ pub(super) async fn object_lines(
         });
     }
     Ok(lines.into_iter().zip(events.into_iter().map(Some)).collect())
+}
+
+/// The budget of one object's read: by `deadline` if there is one, within
+/// [`job_store::OBJECT_TIME`] in any case.
+fn read_budget(deadline: Option<Instant>) -> Budget {
+    deadline.map_or_else(|| Policy::default().within(job_store::OBJECT_TIME), job_store::object_budget)
 }
 
 /// The item objects under a prefix, in key order.

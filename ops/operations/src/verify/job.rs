@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use stream_runtime::{ConfigError, Vars};
 
-use crate::job_store::Store;
+use crate::job_store::{self, Store};
 use crate::verify::pass::{Pass, Passes};
 use crate::verify::scheduled::{Config, Run};
 use crate::verify::{Drift, Mender, VerifyError};
@@ -40,8 +40,9 @@ use crate::verify::{Drift, Mender, VerifyError};
 /// The version of the objects a job writes (docs/formats.md).
 pub const FORMAT_VERSION: u32 = 1;
 
-/// No page starts later than this before the invocation's deadline: a page's calls are bounded
-/// by a minute, and the state must still be written.
+/// No page starts later than this before the invocation's deadline: a page's calls end
+/// [`job_store::OBJECT_TIME`] and the policy's margin before it ([`job_store::work_until`]), so
+/// that the state is still written.
 pub const STOP_BEFORE_DEADLINE: Duration = Duration::from_secs(75);
 
 /// Segment states read at once when merging.
@@ -225,7 +226,7 @@ impl Job {
         match step {
             Step::Segment(task) => Box::pin(self.segment(task, deadline)).await.map(Answer::Segment),
             Step::Merge { run_id, total_segments } => {
-                Box::pin(self.merge(&run_id, total_segments)).await.map(Answer::Merged)
+                Box::pin(self.merge(&run_id, total_segments, deadline)).await.map(Answer::Merged)
             }
             Step::Confirm { run_id } => {
                 Box::pin(self.confirm(&run_id, deadline)).await.map(Answer::Confirmed)
@@ -237,7 +238,7 @@ impl Job {
     /// `deadline` draws near (at least one page an invocation), then saves the state.
     async fn segment(&self, task: SegmentTask, deadline: Instant) -> Result<SegmentTask, VerifyError> {
         let name = Results::segment_name(task.segment);
-        let mut state = match self.read::<SegmentState>(&task.run_id, &name).await? {
+        let mut state = match self.read::<SegmentState>(&task.run_id, &name, deadline).await? {
             Some(state) => {
                 if (state.version, &state.run_id, state.segment, state.total_segments)
                     != (FORMAT_VERSION, &task.run_id, task.segment, task.total_segments)
@@ -269,7 +270,9 @@ impl Job {
             },
         };
         let stop = deadline.checked_sub(STOP_BEFORE_DEADLINE).unwrap_or(deadline);
-        let budget = Policy::default().within(deadline.saturating_duration_since(Instant::now()));
+        // A page's calls end in time for the state's write, which has its own bound after them.
+        let budget = Policy::default()
+            .within(job_store::work_until(deadline).saturating_duration_since(Instant::now()));
         let passes = Passes::new(
             &self.client,
             &budget,
@@ -294,7 +297,7 @@ impl Job {
                 break;
             }
         }
-        self.write(&task.run_id, &name, &state).await?;
+        self.write(&task.run_id, &name, &state, deadline).await?;
         tracing::info!(
             run_id = task.run_id,
             segment = task.segment,
@@ -307,12 +310,17 @@ impl Job {
     }
 
     /// Sums every segment's drift into `first.json`, with the pause before the confirmation.
-    async fn merge(&self, run_id: &str, total_segments: u32) -> Result<Merged, VerifyError> {
+    async fn merge(
+        &self,
+        run_id: &str,
+        total_segments: u32,
+        deadline: Instant,
+    ) -> Result<Merged, VerifyError> {
         let mut drift = Drift::none(&self.config.index);
         let mut states = futures_util::stream::iter(0..total_segments)
             .map(|segment| async move {
                 let name = Results::segment_name(segment);
-                let state = self.read::<SegmentState>(run_id, &name).await?;
+                let state = self.read::<SegmentState>(run_id, &name, deadline).await?;
                 match state {
                     Some(state) if state.done => Ok(state),
                     _ => Err(VerifyError::Format(format!(
@@ -342,14 +350,14 @@ impl Job {
             pause_seconds: pause.as_secs(),
             drift: Some(drift),
         };
-        self.write(run_id, "first.json", &merged).await?;
+        self.write(run_id, "first.json", &merged, deadline).await?;
         Ok(Merged { drift: None, ..merged })
     }
 
     /// Looks again at what `first.json` kept, mends what persists when repairing, and writes the
     /// run's report to `report.json`.
     async fn confirm(&self, run_id: &str, deadline: Instant) -> Result<Run, VerifyError> {
-        let merged = self.read::<Merged>(run_id, "first.json").await?.ok_or_else(|| {
+        let merged = self.read::<Merged>(run_id, "first.json", deadline).await?.ok_or_else(|| {
             VerifyError::Format(format!(
                 "{} is missing: the merge step writes it",
                 self.store.key(run_id, "first.json")
@@ -369,22 +377,29 @@ impl Job {
             mended = Some(by_stream.drift(index, &drift).await?);
         }
         let run = Run { first, drift, mended, paused: Duration::from_secs(merged.pause_seconds) };
-        self.write(run_id, "report.json", &crate::verify::scheduled::summary(&run)).await?;
+        self.write(run_id, "report.json", &crate::verify::scheduled::summary(&run), deadline).await?;
         Ok(run)
     }
 
-    /// The object `name` of run `run_id`, if there is one.
+    /// The object `name` of run `run_id`, if there is one, read by `deadline`.
     async fn read<T: serde::de::DeserializeOwned>(
         &self,
         run_id: &str,
         name: &str,
+        deadline: Instant,
     ) -> Result<Option<T>, VerifyError> {
-        Ok(self.store.read(run_id, name).await?)
+        Ok(self.store.read(run_id, name, deadline).await?)
     }
 
-    /// Writes `value` as the object `name` of run `run_id`, under the I/O policy.
-    async fn write<T: Serialize>(&self, run_id: &str, name: &str, value: &T) -> Result<(), VerifyError> {
-        Ok(self.store.write(run_id, name, value).await?)
+    /// Writes `value` as the object `name` of run `run_id`, under the I/O policy, by `deadline`.
+    async fn write<T: Serialize>(
+        &self,
+        run_id: &str,
+        name: &str,
+        value: &T,
+        deadline: Instant,
+    ) -> Result<(), VerifyError> {
+        Ok(self.store.write(run_id, name, value, deadline).await?)
     }
 }
 

@@ -549,7 +549,7 @@ impl Job {
             let lines = match lines {
                 Ok(lines) => lines,
                 Err(ArchiveError::Request(failed)) if refused_as_archived(&failed) => {
-                    let archived = self.archived(listed, &failed).await?;
+                    let archived = self.archived(listed, &failed, deadline).await?;
                     tracing::warn!(
                         run_id = plan.run_id,
                         object = key,
@@ -615,7 +615,12 @@ impl Job {
     /// or its metadata object), with its storage class: the listed one when the item object
     /// itself was refused and lists in an archived class, else as `HeadObject` answers (which
     /// reads an archived object's metadata, never its content).
-    async fn archived(&self, listed: &Listed, failed: &RequestFailed) -> Result<Archived, ArchiveError> {
+    async fn archived(
+        &self,
+        listed: &Listed,
+        failed: &RequestFailed,
+        deadline: Instant,
+    ) -> Result<Archived, ArchiveError> {
         let bucket = &self.config.archive_bucket;
         let key = failed.target.strip_prefix(&format!("s3://{bucket}/")).unwrap_or(&listed.key).to_owned();
         let listed_class = listed
@@ -626,14 +631,13 @@ impl Job {
             return Ok(Archived { key, storage_class: class.to_owned() });
         }
         let target = format!("s3://{bucket}/{key}");
-        let head = self
-            .s3
-            .head_object()
-            .bucket(bucket)
-            .key(&key)
-            .send()
+        let head = job_store::object_budget(deadline)
+            .call(|| {
+                let request = self.s3.head_object().bucket(bucket).key(&key);
+                async move { request.send().await.map_err(|e| io_policy::classify("HeadObject", &e)) }
+            })
             .await
-            .map_err(|e| RequestFailed::sdk("HeadObject", target, &e))?;
+            .map_err(|failure| RequestFailed::new("HeadObject", target, failure))?;
         // S3 names no class for S3 Standard.
         let storage_class = head.storage_class().map_or("STANDARD", StorageClass::as_str).to_owned();
         Ok(Archived { key, storage_class })

@@ -414,14 +414,21 @@ pub(super) async fn key_schema(
     dynamodb: &aws_sdk_dynamodb::Client,
     table: &str,
 ) -> Result<Vec<String>, ArchiveError> {
-    let described = dynamodb.describe_table().table_name(table).send().await.map_err(|e| {
-        let mut failed = RequestFailed::sdk("DescribeTable", table, &e);
-        failed.message.push_str(
-            "; restore puts items into an existing table (DynamoDB's Import from S3 can create a \
+    let described = Policy::default()
+        .within(job_store::OBJECT_TIME)
+        .call(|| {
+            let request = dynamodb.describe_table().table_name(table);
+            async move { request.send().await.map_err(|e| io_policy::classify("DescribeTable", &e)) }
+        })
+        .await
+        .map_err(|failure| {
+            let mut failed = RequestFailed::new("DescribeTable", table, failure);
+            failed.message.push_str(
+                "; restore puts items into an existing table (DynamoDB's Import from S3 can create a \
                  new one from the same objects)",
-        );
-        failed
-    })?;
+            );
+            failed
+        })?;
     let schema =
         described.table().map(aws_sdk_dynamodb::types::TableDescription::key_schema).unwrap_or_default();
     Ok(schema.iter().map(|k| k.attribute_name().to_owned()).collect())

@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, ensure};
 use serde_json::{Value, json};
 
-use crate::support::moto::{sdk, unique};
-use crate::support::pipeline::{failure_log, now, pipeline, stack};
+use crate::support::moto::unique;
+use crate::support::pipeline::{Local, failure_log, local, now, pipeline};
 
 /// DuckDB's Python, as `scripts/setup query` installs it.
 fn duckdb_python() -> Result<PathBuf> {
@@ -110,8 +110,7 @@ fn s(v: &impl ToString) -> Value {
 
 #[tokio::test]
 async fn the_named_queries_return_exactly_the_archived_deletions() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[("ArchiveQueries", "true")]).await?;
+    let Local { sdk, stack, .. } = local(&[("ArchiveQueries", "true")]).await?;
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let table = crate::support::pipeline::issues_table(&stack)?;

@@ -17,8 +17,8 @@ use operations::backfill::{Backfill, Checkpoint, Settings, Target};
 use serde_json::json;
 use stream_runtime::{ItemWrite, Op, Vars};
 
-use crate::support::moto::{sdk, sdk_on, unique};
-use crate::support::pipeline::{failure_log, issue, pipeline, stack};
+use crate::support::moto::{sdk_on, unique};
+use crate::support::pipeline::{Local, failure_log, issue, local, pipeline, stack};
 
 /// The issues written before the backfill: 2,000, or 20,000 at full scale.
 fn items() -> usize {
@@ -249,9 +249,7 @@ async fn seed(client: &aws_sdk_dynamodb::Client, issues: &str, items: usize) -> 
 #[tokio::test]
 async fn the_templates_state_machine_backfills_through_the_local_stack() -> Result<()> {
     const SMALL: usize = 300;
-    let sdk = sdk();
-    let stack = stack(&sdk, &[("EnableBackfill", "true")]).await?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let Local { sdk, stack, client } = local(&[("EnableBackfill", "true")]).await?;
     let issues = crate::support::pipeline::issues_table(&stack)?;
     let (mut pipeline, attached) = detachable(&sdk, &stack)?;
     seed(&aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk)), &issues, SMALL).await?;
@@ -375,9 +373,7 @@ async fn change(
 #[tokio::test]
 async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_switched() -> Result<()> {
     const N: usize = 200;
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let Local { sdk, stack, client } = local(&[]).await?;
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
     let issues = crate::support::pipeline::issues_table(&stack)?;
     let deployed: Arc<std::sync::Mutex<Option<stream_runtime::delivery::Invoker>>> = Arc::default();
@@ -474,9 +470,7 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
 #[tokio::test]
 async fn the_cli_backfills_dry_and_for_real_and_resumes_its_checkpoint() -> Result<()> {
     const N: usize = 30;
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let Local { stack, client, .. } = local(&[]).await?;
     let issues = crate::support::pipeline::issues_table(&stack)?;
     seed(&client, &issues, N).await?;
     let indexes = stack.environment("multikey-indexer")?["MULTIKEY_INDEXES"].clone();
@@ -526,8 +520,7 @@ async fn the_cli_backfills_dry_and_for_real_and_resumes_its_checkpoint() -> Resu
 /// every other item is touched.
 #[tokio::test]
 async fn an_item_that_cannot_take_the_marker_is_listed_and_the_backfill_goes_on() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
+    let Local { sdk, stack, .. } = local(&[]).await?;
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
     let issues = crate::support::pipeline::issues_table(&stack)?;
     for id in 0..4 {

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::support::lambda::Function;
 use crate::support::moto::{s3, sdk, unique};
-use crate::support::pipeline::stack;
+use crate::support::pipeline::{Local, local, stack};
 use crate::support::process::root;
 use crate::support::template::stream_functions;
 
@@ -110,8 +110,7 @@ print(json.dumps(cases))
 /// `"*"` can allow them.
 #[tokio::test]
 async fn the_pre_traffic_hook_may_make_every_call_it_makes() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
+    let Local { sdk, stack, .. } = local(&[]).await?;
     let role = stack.roles.get("PreTrafficHookRole").context("the hook's role")?;
     let targets: Vec<String> = stream_functions()
         .iter()

@@ -19,7 +19,7 @@ use operations::failures::{FunctionMatch, Read, Records, Replayed, Replayer};
 
 use crate::support::moto::{PARKING_BUCKET, parking_bucket, s3, sdk, unique};
 use crate::support::pipeline::{
-    assert_index_exact, failure_log, issue, pipeline, pipeline_to, put_issues, stack,
+    Local, assert_index_exact, failure_log, issue, local, pipeline, pipeline_to, put_issues, stack,
 };
 
 fn id_of(record: &stream_runtime::EventRecord) -> String {
@@ -74,8 +74,7 @@ fn as_it_was(
 
 #[tokio::test]
 async fn a_given_up_range_and_a_parked_record_are_replayed_and_the_index_is_exact() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[("BatchSize", "4"), ("MaximumRetryAttempts", "2")]).await?;
+    let Local { sdk, stack, .. } = local(&[("BatchSize", "4"), ("MaximumRetryAttempts", "2")]).await?;
     parking_bucket().await;
     let prefix = format!("{}/", unique("parked"));
     let prefix_for_parking = prefix.clone();
@@ -268,8 +267,7 @@ fn recording(inner: Invoker, seen: Arc<std::sync::Mutex<Vec<stream_runtime::Even
 #[tokio::test]
 async fn old_records_rerun_through_the_aggregator_and_the_archiver_undo_nothing_newer() -> Result<()> {
     use std::sync::Mutex;
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
+    let Local { sdk, stack, .. } = local(&[]).await?;
     let (counted, ttl_records) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
     let (counting, archiving) = (Arc::clone(&counted), Arc::clone(&ttl_records));
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), move |function, inner| match function {
@@ -419,8 +417,7 @@ async fn a_range_is_read_through_empty_pages_and_only_whole() -> Result<()> {
 /// deleted once replayed.
 #[tokio::test]
 async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[("BatchSize", "4"), ("MaximumRetryAttempts", "1")]).await?;
+    let Local { sdk, stack, .. } = local(&[("BatchSize", "4"), ("MaximumRetryAttempts", "1")]).await?;
     parking_bucket().await;
     let s3 = s3();
     let bucket = unique("on-failure");
@@ -687,8 +684,7 @@ fn as_an_operator(
 /// total is the sum of the shards as they are.
 #[tokio::test]
 async fn a_parked_record_that_fails_again_is_kept_and_the_replay_fails() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
+    let Local { sdk, stack, .. } = local(&[]).await?;
     let feed = local_stack::cloudwatch::Feed::start(&sdk);
     let mut pipeline = stack
         .pipeline(
@@ -773,8 +769,7 @@ async fn a_parked_record_that_fails_again_is_kept_and_the_replay_fails() -> Resu
 /// object goes.
 #[tokio::test]
 async fn a_range_with_a_record_parked_again_is_kept() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
+    let Local { sdk, stack, .. } = local(&[]).await?;
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let recorded = Arc::clone(&seen);
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), move |function, inner| match function {

@@ -13,8 +13,7 @@ use futures_util::StreamExt as _;
 use operations::grid::{Filter, Grid, GridSchema, Query};
 use serde_json::Value;
 
-use crate::support::moto::sdk;
-use crate::support::pipeline::{issues_table, pipeline, stack};
+use crate::support::pipeline::{Local, issues_table, local, pipeline};
 use crate::support::process::root;
 
 /// The demo's project and its Cost field, four rows a page (several pages, both phases).
@@ -100,8 +99,7 @@ fn unsigned(url: &str) -> Result<(String, String)> {
 
 #[tokio::test]
 async fn the_examples_page_a_project_through_the_signed_grid_api() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[("GridApi", "true")]).await?;
+    let Local { sdk, stack, .. } = local(&[("GridApi", "true")]).await?;
     let failures = std::env::temp_dir().join(format!("{}.jsonl", crate::support::moto::unique("grid-api")));
     let mut pipeline = pipeline(&sdk, &stack, &failures, |_, invoker| invoker)?;
     let client_dynamodb = aws_sdk_dynamodb::Client::new(&sdk);

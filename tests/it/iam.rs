@@ -13,7 +13,7 @@ use serde_json::json;
 use local_stack::{Stack, StackError, iam, put_json as put, s3_client};
 
 use crate::support::moto::{sdk, unique};
-use crate::support::pipeline::{failure_log, issue, pipeline, stack, template};
+use crate::support::pipeline::{Local, failure_log, issue, local, pipeline, template};
 
 /// `template.yaml` with the statement `sid` of `role`'s inline policy taken out, written into a
 /// folder of its own beside a copy of the nested templates it names.
@@ -91,9 +91,7 @@ async fn a_statement_taken_out_of_a_role_fails_the_run_naming_the_call() -> Resu
 /// checked (counted by role and action).
 #[tokio::test]
 async fn every_function_acts_under_its_role_and_every_call_is_checked() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let Local { sdk, stack, client } = local(&[]).await?;
     let issues = stack.table("IssuesTable")?.name.clone();
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     let now = crate::support::pipeline::now();
@@ -118,8 +116,7 @@ async fn every_function_acts_under_its_role_and_every_call_is_checked() -> Resul
 /// must be able to list the verify bucket.
 #[tokio::test]
 async fn a_missing_key_is_not_found_only_for_a_role_that_may_list_the_bucket() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[("IndexVerifySchedule", "rate(1 day)")]).await?;
+    let Local { sdk, stack, .. } = local(&[("IndexVerifySchedule", "rate(1 day)")]).await?;
     let bucket = stack.bucket("VerifyBucket")?.name.clone();
     let verifier = stack.roles.get("VerifierRole").context("the verifier's role")?;
     let as_verifier = s3_client(&iam::as_role(&sdk, &verifier.key));
@@ -160,8 +157,7 @@ async fn a_missing_key_is_not_found_only_for_a_role_that_may_list_the_bucket() -
 /// `COUNTER#*#TOTAL`), never one of its shards, which belong to the application.
 #[tokio::test]
 async fn the_aggregator_may_write_totals_and_never_shards() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
+    let Local { sdk, stack, .. } = local(&[]).await?;
     let counters = stack.table("CounterTable")?.name.clone();
     let aggregator = stack.roles.get("AggregatorRole").context("the aggregator's role")?;
     let client = aws_sdk_dynamodb::Client::new(&iam::as_role(&sdk, &aggregator.key));

@@ -19,7 +19,7 @@ use stream_runtime::EventRecord;
 use stream_runtime::{Runtime, StreamFunction};
 
 use crate::support::moto::sdk;
-use crate::support::pipeline::{index_check, runtime_with, stack};
+use crate::support::pipeline::{Local, index_check, local, runtime_with, stack};
 
 const STREAM: &str = "arn:aws:kinesis:us-east-1:123456789012:stream/changes";
 
@@ -63,8 +63,7 @@ async fn the_indexer_in_order_is_refused_a_kinesis_source() -> Result<()> {
 /// disorder leaves the index wrong, which shows that it crossed one item's records.
 #[tokio::test]
 async fn shuffled_and_duplicated_issue_changes_index_exactly_in_any_order() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
+    let Local { sdk, stack, .. } = local(&[]).await?;
     let indexer =
         runtime::<multikey_indexer::Indexer>(&stack, "multikey-indexer", &[("MULTIKEY_ORDER", "any")])?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
@@ -104,13 +103,9 @@ async fn shuffled_and_duplicated_issue_changes_index_exactly_in_any_order() -> R
 /// archive and the totals are exact, and the disorder is counted.
 #[tokio::test]
 async fn a_whole_run_through_kinesis_keeps_index_archive_and_totals_exact() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(
-        &sdk,
-        &[("IssuesChangeSource", "Kinesis"), ("CounterChangeSource", "Kinesis"), ("BatchSize", "7")],
-    )
-    .await?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let Local { sdk, stack, client } =
+        local(&[("IssuesChangeSource", "Kinesis"), ("CounterChangeSource", "Kinesis"), ("BatchSize", "7")])
+            .await?;
     let issues = crate::support::pipeline::issues_table(&stack)?;
     let counters = Counters::new(client.clone(), &stack.table("CounterTable")?.name, Sharding::new(4)?);
     let mut pipeline =
@@ -225,8 +220,7 @@ async fn wrong_totals(counters: &Counters, sim: &CounterSim) -> Result<Vec<Strin
 
 #[tokio::test]
 async fn shuffled_and_duplicated_kinesis_records_total_exactly() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
+    let Local { sdk, stack, .. } = local(&[]).await?;
     let aggregator = runtime::<counter_aggregator::Aggregator>(&stack, "counter-aggregator", &[])?;
     let table = stack.table("CounterTable")?.name.clone();
     let sharding = Sharding::new(4)?;
@@ -264,8 +258,7 @@ async fn shuffled_and_duplicated_kinesis_records_total_exactly() -> Result<()> {
 
 #[tokio::test]
 async fn shuffled_and_duplicated_ttl_deletions_are_archived_once_each() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
+    let Local { sdk, stack, .. } = local(&[]).await?;
     let archiver = runtime::<ttl_archiver::Archiver>(&stack, "ttl-archiver", &[])?;
     let deletions = ttl_archiver::synthetic::ttl_batch(120, 5, 1_795_168_800, 0.5).records;
     let mut writer = Writer::new(STREAM, "sessions");

@@ -20,9 +20,8 @@ use local_stack::put_json as put;
 use multikey_indexer::Index;
 use operations::verify::{Mended, Mender};
 
-use crate::support::moto::sdk;
 use crate::support::pipeline::{
-    assert_index_exact, failure_log, indexes, issue, pipeline, put_issues, stack,
+    Local, assert_index_exact, failure_log, indexes, issue, local, pipeline, put_issues,
 };
 
 /// A record's field `f` in the new image (as text), and its event name.
@@ -78,8 +77,7 @@ async fn set_f(client: &aws_sdk_dynamodb::Client, table: &str, id: &str, f: u32)
 
 #[tokio::test]
 async fn old_records_replayed_through_the_stream_leave_only_what_each_item_calls_for_now() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
+    let Local { sdk, stack, .. } = local(&[]).await?;
     let kept = Arc::new(Mutex::new(Vec::new()));
     let parked = Arc::clone(&kept);
     // i000's INSERT, and i001's MODIFY 1→2, are parked.
@@ -192,8 +190,7 @@ async fn old_records_replayed_through_the_stream_leave_only_what_each_item_calls
 
 #[tokio::test]
 async fn a_repair_racing_the_stream_neither_deletes_a_fresh_entry_nor_restores_a_stale_one() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
+    let Local { sdk, stack, .. } = local(&[]).await?;
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));

@@ -14,6 +14,7 @@ use stream_runtime::writer::Writer;
 use stream_runtime::{Event, EventRecord, ItemWrite, Op};
 
 use crate::support::moto::{create_table, runtime, sdk, stream_records, unique};
+use crate::support::pipeline::{Local, local};
 
 /// The smallest origin among a write report's failures.
 fn first_failed_origin(report: &stream_runtime::writer::Report) -> Option<usize> {
@@ -273,8 +274,7 @@ async fn a_batch_planned_in_steps_indexes_exactly_in_as_many_requests_as_planned
     use stream_runtime::Metric;
     use stream_runtime::wire::WireRecord;
 
-    let sdk = sdk();
-    let stack = crate::support::pipeline::stack(&sdk, &[]).await?;
+    let Local { sdk, stack, .. } = local(&[]).await?;
     let indexer = crate::support::pipeline::runtime_with::<Indexer>(&stack, "multikey-indexer", &[])?;
     let mut changes = multikey_indexer::synthetic::batch(2_600, 300, 21).records;
     for (n, change) in changes.iter_mut().enumerate() {

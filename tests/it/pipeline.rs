@@ -16,13 +16,11 @@ use local_stack::replayer::{FailureLog, Invocation, Invoker};
 use local_stack::{in_process_invoker, put_json as put, s3_client};
 use stream_runtime::delivery::in_process;
 
-use crate::support::moto::sdk;
 use crate::support::pipeline::*;
 
 #[tokio::test]
 async fn the_index_is_exact_after_creates_modifies_and_deletes() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[("BatchSize", "7")]).await?;
+    let Local { sdk, stack, .. } = local(&[("BatchSize", "7")]).await?;
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     // Half the changes land before the first round, half while records are being delivered.
     churn(&sdk, &stack).await?;
@@ -43,9 +41,7 @@ async fn the_index_is_exact_after_creates_modifies_and_deletes() -> Result<()> {
 
 #[tokio::test]
 async fn ttl_expiry_is_archived_exactly_and_user_deletes_are_not() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let Local { sdk, stack, client } = local(&[]).await?;
     let issues = crate::support::pipeline::issues_table(&stack)?;
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     let now = now();
@@ -95,8 +91,7 @@ async fn ttl_expiry_is_archived_exactly_and_user_deletes_are_not() -> Result<()>
 /// from another Region may arrive) is archived too; a delete of an unexpired item is not.
 #[tokio::test]
 async fn an_archiving_region_also_archives_expired_items_deleted_without_the_ttl_identity() -> Result<()> {
-    let sdk = sdk();
-    let mut stack = stack(&sdk, &[]).await?;
+    let Local { sdk, mut stack, .. } = local(&[]).await?;
     let archiver = stack
         .functions
         .iter_mut()
@@ -125,9 +120,7 @@ async fn an_archiving_region_also_archives_expired_items_deleted_without_the_ttl
 
 #[tokio::test]
 async fn concurrent_increments_total_exactly() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[("BatchSize", "25")]).await?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let Local { sdk, stack, client } = local(&[("BatchSize", "25")]).await?;
     let counters = Counters::new(client, &stack.table("CounterTable")?.name, Sharding::new(8)?);
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     let writers = (0..16_i64).map(|w| {
@@ -159,8 +152,7 @@ async fn concurrent_increments_total_exactly() -> Result<()> {
 /// numbers increasing.
 #[tokio::test]
 async fn parallel_batches_and_split_shards_keep_each_items_records_in_order() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[("BatchSize", "3"), ("ParallelizationFactor", "4")]).await?;
+    let Local { sdk, stack, .. } = local(&[("BatchSize", "3"), ("ParallelizationFactor", "4")]).await?;
     let seen: Arc<std::sync::Mutex<Vec<(String, u128)>>> = Arc::default();
     let (in_flight, most) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
     let (log, running, peak) = (Arc::clone(&seen), Arc::clone(&in_flight), Arc::clone(&most));
@@ -234,8 +226,7 @@ fn failing_first(
 
 #[tokio::test]
 async fn a_function_that_fails_once_loses_nothing() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[("BatchSize", "10")]).await?;
+    let Local { sdk, stack, .. } = local(&[("BatchSize", "10")]).await?;
     // The indexer crashes on its first invocation (the mapping bisects and retries); the
     // aggregator's first answer reports the middle record of its batch as failed (the mapping
     // retries from it).
@@ -273,8 +264,7 @@ async fn a_function_that_fails_once_loses_nothing() -> Result<()> {
 
 #[tokio::test]
 async fn records_that_always_fail_go_to_the_failure_log_and_the_rest_goes_on() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[("BatchSize", "4"), ("MaximumRetryAttempts", "2")]).await?;
+    let Local { sdk, stack, .. } = local(&[("BatchSize", "4"), ("MaximumRetryAttempts", "2")]).await?;
     let log = failure_log();
     // The indexer always fails on the issue "poison"; everything else is indexed.
     let mut pipeline = pipeline(&sdk, &stack, &log, |function, inner| {
@@ -324,9 +314,7 @@ async fn records_that_always_fail_go_to_the_failure_log_and_the_rest_goes_on() -
 /// counter total equals its shards, and the replayer gave up on nothing.
 #[tokio::test]
 async fn under_every_injected_fault_nothing_is_lost_and_nothing_doubled() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[("BatchSize", "10")]).await?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let Local { sdk, stack, client } = local(&[("BatchSize", "10")]).await?;
     let issues = crate::support::pipeline::issues_table(&stack)?;
     let spec = local_stack::fault_proxy::Spec::parse(
         "throttle=0.08,5xx=0.05,partial=0.3,apply-then-fail=0.05,reset=0.04,stall=0.03,stall-for=1500ms,late=0.03,late-for=2000ms,latency=1ms,seed=11",

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use stream_runtime::Event;
 
 use crate::support::moto::{create_table, runtime, sdk, unique};
-use crate::support::pipeline::stack;
+use crate::support::pipeline::{Local, local, stack};
 
 /// When the first deletions happened; the second day's are a day later.
 const DAY1: i64 = 1_795_168_800;
@@ -174,8 +174,8 @@ async fn restore_object(
 /// writes nothing.
 #[tokio::test]
 async fn the_restore_job_refuses_an_input_without_a_ttl_choice_or_beyond_its_concurrency() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[("EnableArchiveRestore", "true"), ("RestoreConcurrency", "2")]).await?;
+    let Local { sdk, stack, .. } =
+        local(&[("EnableArchiveRestore", "true"), ("RestoreConcurrency", "2")]).await?;
     let invocations = Arc::new(AtomicU64::new(0));
     for (input, expected) in [
         (json!({"prefix": "archive/table=sessions/"}), "ttl is required"),

@@ -11,8 +11,7 @@ use anyhow::{Context, Result, ensure};
 use local_stack::states::{Death, LambdaInvoker, TaskFailure};
 use serde_json::{Value, json};
 
-use crate::support::moto::sdk;
-use crate::support::pipeline::stack;
+use crate::support::pipeline::{Local, local};
 
 /// The state machines, by logical id.
 const MACHINES: [&str; 3] = ["BackfillStateMachine", "VerifyStateMachine", "RestoreStateMachine"];
@@ -56,15 +55,11 @@ fn fails_once(failure: TaskFailure, calls: &Arc<AtomicU64>) -> LambdaInvoker {
 
 #[tokio::test]
 async fn every_task_of_the_templates_state_machines_retries_an_invocation_that_died() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(
-        &sdk,
-        &[
-            ("EnableBackfill", "true"),
-            ("IndexVerifySchedule", "rate(1 day)"),
-            ("EnableArchiveRestore", "true"),
-        ],
-    )
+    let Local { stack, .. } = local(&[
+        ("EnableBackfill", "true"),
+        ("IndexVerifySchedule", "rate(1 day)"),
+        ("EnableArchiveRestore", "true"),
+    ])
     .await?;
     let failures = [
         TaskFailure::Died(Death::Crashed),

@@ -19,7 +19,7 @@ use local_stack::cloudwatch::Feed;
 use local_stack::{Stack, put_json as put};
 
 use crate::support::moto::sdk;
-use crate::support::pipeline::{failure_log, put_issues, stack};
+use crate::support::pipeline::{Local, failure_log, local, put_issues};
 
 /// The stack's functions in process, their metrics fed to `feed`, the replayer's `AWS/Lambda`
 /// data too, and ranges given up written to the stack's on-failure destination, the parking
@@ -47,16 +47,12 @@ async fn delivered(
     disabled: &[&str],
     wrap: impl Fn(&str, Invoker) -> Invoker,
 ) -> Result<(Stack, Feed, Pipeline)> {
-    let sdk = sdk();
-    let mut stack = stack(
-        &sdk,
-        &[
-            ("IndexVerifySchedule", "rate(1 day)"),
-            ("MaximumRetryAttempts", "1"),
-            ("BatchSize", "10"),
-            ("MappingStoppedAlarmPeriods", "1"),
-        ],
-    )
+    let Local { sdk, mut stack, .. } = local(&[
+        ("IndexVerifySchedule", "rate(1 day)"),
+        ("MaximumRetryAttempts", "1"),
+        ("BatchSize", "10"),
+        ("MappingStoppedAlarmPeriods", "1"),
+    ])
     .await?;
     set_enabled(&mut stack, disabled, false);
     let feed = Feed::start(&sdk);
@@ -341,8 +337,7 @@ async fn an_index_that_drifted_needs_an_operator() -> Result<()> {
 async fn a_stopped_verify_schedule_needs_an_operator() -> Result<()> {
     use aws_sdk_cloudwatch::primitives::DateTime;
     use aws_sdk_cloudwatch::types::{MetricDatum, StandardUnit};
-    let sdk = sdk();
-    let stack = stack(&sdk, &[("IndexVerifySchedule", "rate(1 day)")]).await?;
+    let Local { sdk, stack, .. } = local(&[("IndexVerifySchedule", "rate(1 day)")]).await?;
     let feed = Feed::start(&sdk);
     let (name, alarm) = stack.alarms.get("IndexVerifyMissingAlarm").context("the verify alarm")?;
     let text = |field: &str| alarm[field].as_str().with_context(|| format!("the alarm's {field}"));

@@ -13,14 +13,13 @@ use stream_runtime::Vars;
 
 use local_stack::scan_policy;
 
-use crate::support::moto::{index_entries, sdk};
-use crate::support::pipeline::{assert_index_exact, failure_log, pipeline, put_issues, stack};
+use crate::support::moto::index_entries;
+use crate::support::pipeline::{Local, assert_index_exact, failure_log, local, pipeline, put_issues};
 
 #[tokio::test]
 async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[("IndexVerifySchedule", "rate(1 day)"), ("IndexVerifySegments", "4")]).await?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let Local { sdk, stack, client } =
+        local(&[("IndexVerifySchedule", "rate(1 day)"), ("IndexVerifySegments", "4")]).await?;
     let issues = crate::support::pipeline::issues_table(&stack)?;
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     put_issues(&client, &issues, 0..20, |id| json!({"f1": id, "f2": format!("v{id}")})).await?;
@@ -152,9 +151,7 @@ async fn job_sees(sdk: &aws_config::SdkConfig, stack: &local_stack::Stack, entri
 /// exits 0 with the index exact.
 #[tokio::test]
 async fn the_cli_repairs_through_the_stream_and_settles_on_what_it_mended() -> Result<()> {
-    let sdk = sdk();
-    let stack = stack(&sdk, &[]).await?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let Local { sdk, stack, client } = local(&[]).await?;
     let issues = crate::support::pipeline::issues_table(&stack)?;
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     put_issues(&client, &issues, 0..10, |id| json!({"f1": id})).await?;

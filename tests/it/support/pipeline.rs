@@ -36,6 +36,22 @@ pub(crate) async fn stack(sdk: &SdkConfig, parameters: &[(&str, &str)]) -> Resul
     Ok(Stack::create(sdk, &template(), &unique("e2e"), &parameters).await?)
 }
 
+/// A fresh stack on moto with these template parameters, what made it, and a DynamoDB client
+/// for its tables: what nearly every end-to-end test opens with.
+pub(crate) struct Local {
+    pub(crate) sdk: SdkConfig,
+    pub(crate) stack: Stack,
+    pub(crate) client: aws_sdk_dynamodb::Client,
+}
+
+/// [`Local`] on a fresh [`stack`] with these template parameters.
+pub(crate) async fn local(parameters: &[(&str, &str)]) -> Result<Local> {
+    let sdk = crate::support::moto::sdk();
+    let stack = stack(&sdk, parameters).await?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    Ok(Local { sdk, stack, client })
+}
+
 /// The pipeline with every function in process; `wrap` may replace a function's invoker.
 pub(crate) fn pipeline(
     sdk: &SdkConfig,

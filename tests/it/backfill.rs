@@ -249,8 +249,7 @@ async fn seed(client: &aws_sdk_dynamodb::Client, issues: &str, items: usize) -> 
 #[tokio::test]
 async fn the_templates_state_machine_backfills_through_the_local_stack() -> Result<()> {
     const SMALL: usize = 300;
-    let Local { sdk, stack, client } = local(&[("EnableBackfill", "true")]).await?;
-    let issues = crate::support::pipeline::issues_table(&stack)?;
+    let Local { sdk, stack, client, issues } = local(&[("EnableBackfill", "true")]).await?;
     let (mut pipeline, attached) = detachable(&sdk, &stack)?;
     seed(&aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk)), &issues, SMALL).await?;
     pipeline.settle().await?;
@@ -373,9 +372,8 @@ async fn change(
 #[tokio::test]
 async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_switched() -> Result<()> {
     const N: usize = 200;
-    let Local { sdk, stack, client } = local(&[]).await?;
+    let Local { sdk, stack, client, issues } = local(&[]).await?;
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-    let issues = crate::support::pipeline::issues_table(&stack)?;
     let deployed: Arc<std::sync::Mutex<Option<stream_runtime::delivery::Invoker>>> = Arc::default();
     let slot = Arc::clone(&deployed);
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), move |name, inner| {
@@ -470,8 +468,7 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
 #[tokio::test]
 async fn the_cli_backfills_dry_and_for_real_and_resumes_its_checkpoint() -> Result<()> {
     const N: usize = 30;
-    let Local { stack, client, .. } = local(&[]).await?;
-    let issues = crate::support::pipeline::issues_table(&stack)?;
+    let Local { stack, client, issues, .. } = local(&[]).await?;
     seed(&client, &issues, N).await?;
     let indexes = stack.environment("multikey-indexer")?["MULTIKEY_INDEXES"].clone();
     let checkpoint = std::env::temp_dir().join(format!("{}.json", unique("cli-backfill")));
@@ -520,9 +517,8 @@ async fn the_cli_backfills_dry_and_for_real_and_resumes_its_checkpoint() -> Resu
 /// every other item is touched.
 #[tokio::test]
 async fn an_item_that_cannot_take_the_marker_is_listed_and_the_backfill_goes_on() -> Result<()> {
-    let Local { sdk, stack, .. } = local(&[]).await?;
+    let Local { sdk, stack, issues, .. } = local(&[]).await?;
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-    let issues = crate::support::pipeline::issues_table(&stack)?;
     for id in 0..4 {
         local_stack::put_json(&writer, &issues, &issue(id, &json!({"f": id}))).await?;
     }

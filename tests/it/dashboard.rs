@@ -305,8 +305,8 @@ fn every_widget_and_alarm_watches_a_metric_the_code_or_lambda_emits() -> Result<
     let mut checked = (0, 0);
     for (deployment, parameters) in deployments() {
         let resolver = template.resolver(&parameters, names());
-        let emitted = emitted(&template, &resolver)?;
-        let (shown, timeouts) = dashboard(&template, &resolver)?;
+        let emitted = emitted(template, &resolver)?;
+        let (shown, timeouts) = dashboard(template, &resolver)?;
         for (title, series) in &shown {
             ensure!(
                 emitted.series.contains(series),
@@ -343,8 +343,8 @@ fn a_renamed_metric_or_a_wrong_dimension_is_caught() -> Result<()> {
     let template = template()?;
     let (_, parameters) = &deployments()[0];
     let resolver = template.resolver(parameters, names());
-    let emitted = emitted(&template, &resolver)?;
-    let (shown, _) = dashboard(&template, &resolver)?;
+    let emitted = emitted(template, &resolver)?;
+    let (shown, _) = dashboard(template, &resolver)?;
     let (_, parked) =
         shown.iter().find(|(_, s)| s.1 == "ParkedRecords").context("a parked-records series")?;
     ensure!(emitted.series.contains(parked));

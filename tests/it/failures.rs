@@ -684,7 +684,7 @@ fn as_an_operator(
 /// total is the sum of the shards as they are.
 #[tokio::test]
 async fn a_parked_record_that_fails_again_is_kept_and_the_replay_fails() -> Result<()> {
-    let Local { sdk, stack, .. } = local(&[]).await?;
+    let Local { sdk, stack, client, .. } = local(&[]).await?;
     let feed = local_stack::cloudwatch::Feed::start(&sdk);
     let mut pipeline = stack
         .pipeline(
@@ -693,10 +693,8 @@ async fn a_parked_record_that_fails_again_is_kept_and_the_replay_fails() -> Resu
             stack.failure_log(&sdk, failure_log()),
         )?
         .with_metrics(feed.lambda());
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
     let counters = stack.table("CounterTable")?.name.clone();
-    let shard =
-        |k: u32, count: serde_json::Value| json!({"pk": format!("COUNTER#visits#SHARD#{k}"), "count": count});
+    let shard = |k: u32, count: serde_json::Value| counter_shard("visits", k, &count);
     put(&client, &counters, &shard(0, json!(3))).await?;
     put(&client, &counters, &shard(1, json!(1.5))).await?;
     pipeline.settle().await?;
@@ -769,17 +767,15 @@ async fn a_parked_record_that_fails_again_is_kept_and_the_replay_fails() -> Resu
 /// object goes.
 #[tokio::test]
 async fn a_range_with_a_record_parked_again_is_kept() -> Result<()> {
-    let Local { sdk, stack, .. } = local(&[]).await?;
+    let Local { sdk, stack, client, .. } = local(&[]).await?;
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let recorded = Arc::clone(&seen);
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), move |function, inner| match function {
         "counter-aggregator" => recording(inner, Arc::clone(&recorded)),
         _ => inner,
     })?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
     let counters = stack.table("CounterTable")?.name.clone();
-    let shard =
-        |k: u32, count: serde_json::Value| json!({"pk": format!("COUNTER#hits#SHARD#{k}"), "count": count});
+    let shard = |k: u32, count: serde_json::Value| counter_shard("hits", k, &count);
     put(&client, &counters, &shard(0, json!(4))).await?;
     put(&client, &counters, &shard(1, json!(2.5))).await?;
     pipeline.settle().await?;
@@ -834,4 +830,9 @@ async fn a_range_with_a_record_parked_again_is_kept() -> Result<()> {
         sharded_counter::Counters::new(client.clone(), &counters, formats::counter::Sharding::new(2)?);
     ensure!(total.total("hits").await? == Some(10), "{:?}", total.total("hits").await?);
     Ok(())
+}
+
+/// A counter's shard item as the counter table holds it: `COUNTER#<name>#SHARD#<k>` with its count.
+fn counter_shard(name: &str, k: u32, count: &serde_json::Value) -> serde_json::Value {
+    json!({"pk": format!("COUNTER#{name}#SHARD#{k}"), "count": count})
 }

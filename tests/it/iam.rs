@@ -91,7 +91,7 @@ async fn a_statement_taken_out_of_a_role_fails_the_run_naming_the_call() -> Resu
 /// checked (counted by role and action).
 #[tokio::test]
 async fn every_function_acts_under_its_role_and_every_call_is_checked() -> Result<()> {
-    let Local { sdk, stack, client } = local(&[]).await?;
+    let Local { sdk, stack, client, .. } = local(&[]).await?;
     let issues = stack.table("IssuesTable")?.name.clone();
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     let now = crate::support::pipeline::now();

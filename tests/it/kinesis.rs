@@ -103,7 +103,7 @@ async fn shuffled_and_duplicated_issue_changes_index_exactly_in_any_order() -> R
 /// archive and the totals are exact, and the disorder is counted.
 #[tokio::test]
 async fn a_whole_run_through_kinesis_keeps_index_archive_and_totals_exact() -> Result<()> {
-    let Local { sdk, stack, client } =
+    let Local { sdk, stack, client, .. } =
         local(&[("IssuesChangeSource", "Kinesis"), ("CounterChangeSource", "Kinesis"), ("BatchSize", "7")])
             .await?;
     let issues = crate::support::pipeline::issues_table(&stack)?;

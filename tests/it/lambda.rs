@@ -39,6 +39,19 @@ async fn library<F: StreamFunction>(vars: &BTreeMap<String, String>) -> Result<R
     Ok(Runtime::from_vars(&Vars::new(&lookup), &sdk())?)
 }
 
+/// What `F` as a library answers to each fixture, in order: what its binary must answer.
+async fn library_answers<F: StreamFunction>(
+    vars: &BTreeMap<String, String>,
+    fixtures: &[&str],
+) -> Result<Vec<Value>> {
+    let function = library::<F>(vars).await?;
+    let mut answers = Vec::new();
+    for f in fixtures {
+        answers.push(response(&function.handle(fixture(f)?, deadline()).await?));
+    }
+    Ok(answers)
+}
+
 /// Checks the real binary's responses and logs against the in-process handler's responses.
 fn compare(function: &Function, fixtures: &[&str], expected: &[Value]) -> Result<()> {
     for (fixture, expected) in fixtures.iter().zip(expected) {
@@ -71,11 +84,7 @@ async fn multikey_indexer_binary_answers_like_the_library() -> Result<()> {
         create_table(&client, table, "pk", Some(("sk", ScalarAttributeType::S)), false).await;
     }
 
-    let indexer = library::<multikey_indexer::Indexer>(&config(&reference)).await?;
-    let mut expected = Vec::new();
-    for f in fixtures {
-        expected.push(response(&indexer.handle(fixture(f)?, deadline()).await?));
-    }
+    let expected = library_answers::<multikey_indexer::Indexer>(&config(&reference), &fixtures).await?;
     ensure!(expected[0] == json!({"batchItemFailures": []}), "{}", expected[0]);
     ensure!(expected[2] != expected[0], "the last fixture must fail a record");
 
@@ -106,11 +115,7 @@ async fn ttl_archiver_binary_answers_like_the_library() -> Result<()> {
         s3.create_bucket().bucket(bucket).send().await?;
     }
 
-    let archiver = library::<ttl_archiver::Archiver>(&config(&reference)).await?;
-    let mut expected = Vec::new();
-    for f in fixtures {
-        expected.push(response(&archiver.handle(fixture(f)?, deadline()).await?));
-    }
+    let expected = library_answers::<ttl_archiver::Archiver>(&config(&reference), &fixtures).await?;
     ensure!(expected[0] == json!({"batchItemFailures": []}), "{}", expected[0]);
     // The poison fixture's malformed record is parked, and the batch goes on.
     ensure!(expected[2] == expected[0], "the poison fixture's record is parked: {}", expected[2]);
@@ -153,11 +158,7 @@ async fn counter_aggregator_binary_answers_like_the_library() -> Result<()> {
         create_table(&client, table, "pk", None, false).await;
     }
 
-    let aggregator = library::<counter_aggregator::Aggregator>(&config(&reference)).await?;
-    let mut expected = Vec::new();
-    for f in fixtures {
-        expected.push(response(&aggregator.handle(fixture(f)?, deadline()).await?));
-    }
+    let expected = library_answers::<counter_aggregator::Aggregator>(&config(&reference), &fixtures).await?;
     if expected.iter().any(|e| *e != json!({"batchItemFailures": []})) {
         bail!("the counter fixtures all succeed in process: {expected:?}");
     }

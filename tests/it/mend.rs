@@ -190,11 +190,10 @@ async fn old_records_replayed_through_the_stream_leave_only_what_each_item_calls
 
 #[tokio::test]
 async fn a_repair_racing_the_stream_neither_deletes_a_fresh_entry_nor_restores_a_stale_one() -> Result<()> {
-    let Local { sdk, stack, .. } = local(&[]).await?;
+    let Local { sdk, stack, issues, .. } = local(&[]).await?;
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-    let issues = crate::support::pipeline::issues_table(&stack)?;
     let indexes = indexes(&stack)?;
     let index = operations::verify::choose(&indexes, None)?.clone();
     put_issues(&client, &issues, 0..3, |_| json!({"f": 1})).await?;

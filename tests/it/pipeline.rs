@@ -41,8 +41,7 @@ async fn the_index_is_exact_after_creates_modifies_and_deletes() -> Result<()> {
 
 #[tokio::test]
 async fn ttl_expiry_is_archived_exactly_and_user_deletes_are_not() -> Result<()> {
-    let Local { sdk, stack, client } = local(&[]).await?;
-    let issues = crate::support::pipeline::issues_table(&stack)?;
+    let Local { sdk, stack, client, issues } = local(&[]).await?;
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     let now = now();
     // (id, expires_at): past, future, absent, more than five years past (DynamoDB ignores it),
@@ -120,7 +119,7 @@ async fn an_archiving_region_also_archives_expired_items_deleted_without_the_ttl
 
 #[tokio::test]
 async fn concurrent_increments_total_exactly() -> Result<()> {
-    let Local { sdk, stack, client } = local(&[("BatchSize", "25")]).await?;
+    let Local { sdk, stack, client, .. } = local(&[("BatchSize", "25")]).await?;
     let counters = Counters::new(client, &stack.table("CounterTable")?.name, Sharding::new(8)?);
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     let writers = (0..16_i64).map(|w| {
@@ -314,8 +313,7 @@ async fn records_that_always_fail_go_to_the_failure_log_and_the_rest_goes_on() -
 /// counter total equals its shards, and the replayer gave up on nothing.
 #[tokio::test]
 async fn under_every_injected_fault_nothing_is_lost_and_nothing_doubled() -> Result<()> {
-    let Local { sdk, stack, client } = local(&[("BatchSize", "10")]).await?;
-    let issues = crate::support::pipeline::issues_table(&stack)?;
+    let Local { sdk, stack, client, issues } = local(&[("BatchSize", "10")]).await?;
     let spec = local_stack::fault_proxy::Spec::parse(
         "throttle=0.08,5xx=0.05,partial=0.3,apply-then-fail=0.05,reset=0.04,stall=0.03,stall-for=1500ms,late=0.03,late-for=2000ms,latency=1ms,seed=11",
     )?;

@@ -109,12 +109,8 @@ async fn the_restore_job_puts_each_deletion_once_and_each_key_as_last_deleted() 
     dynamodb.put_item().table_name(&table).set_item(Some(recreated.clone().into())).send().await?;
 
     let invocations = Arc::new(AtomicU64::new(0));
-    let input = json!({"prefix": "archive/table=sessions/", "ttl": "keep", "if_absent": true, "partitions": 2, "max_concurrency": 2});
     // 75 s before its deadline, a partition stops after its first page of 25 puts.
-    let overrides = [("RESTORE_CONCURRENCY", "2")];
-    let report =
-        local_stack::restore_job(&sdk, &stack, input, &overrides, Duration::from_secs(75), &invocations)
-            .await?;
+    let report = restore_sessions(&sdk, &stack, 2, Duration::from_secs(75), &invocations).await?;
 
     let counts = &report["counts"];
     ensure!(report["objects"] == 3 && report["lines"] == 90, "{report}");
@@ -146,10 +142,7 @@ async fn the_restore_job_puts_each_deletion_once_and_each_key_as_last_deleted() 
     ensure!(done == 1 + 1 + pages + 1, "{done} invocations, not {}", 3 + pages);
 
     // Again: every item is there now, and nothing is overwritten.
-    let again = json!({"prefix": "archive/table=sessions/", "ttl": "keep", "if_absent": true, "partitions": 3, "max_concurrency": 2});
-    let report =
-        local_stack::restore_job(&sdk, &stack, again, &overrides, Duration::from_secs(900), &invocations)
-            .await?;
+    let report = restore_sessions(&sdk, &stack, 3, Duration::from_secs(900), &invocations).await?;
     ensure!(report["counts"]["items"] == 0 && report["counts"]["existing"] == 60, "{report}");
     ensure!(scan(&dynamodb, &table).await == expected);
     Ok(())
@@ -261,11 +254,8 @@ async fn the_restore_job_skips_and_reports_objects_in_glacier_and_reads_them_onc
     recreate_in(&s3, &bucket, &deep_archive, StorageClass::DeepArchive).await?;
 
     let invocations = Arc::new(AtomicU64::new(0));
-    let input = json!({"prefix": "archive/table=sessions/", "ttl": "keep", "if_absent": true, "partitions": 2, "max_concurrency": 2});
-    let overrides = [("RESTORE_CONCURRENCY", "2")];
     let timeout = Duration::from_secs(900);
-    let report =
-        local_stack::restore_job(&sdk, &stack, input.clone(), &overrides, timeout, &invocations).await?;
+    let report = restore_sessions(&sdk, &stack, 2, timeout, &invocations).await?;
 
     // In key order: `archive/_meta/…` before `archive/table=…`.
     let in_glacier = json!([
@@ -288,7 +278,7 @@ async fn the_restore_job_skips_and_reports_objects_in_glacier_and_reads_them_onc
     let listed = s3.list_objects_v2().bucket(&bucket).prefix(&glacier).send().await?;
     let class = listed.contents().first().and_then(|o| o.storage_class());
     ensure!(class == Some(&ObjectStorageClass::Glacier), "a restored object lists as {class:?}");
-    let report = local_stack::restore_job(&sdk, &stack, input, &overrides, timeout, &invocations).await?;
+    let report = restore_sessions(&sdk, &stack, 2, timeout, &invocations).await?;
     ensure!(report["archived"] == 0 && report["archived_objects"] == json!([]), "{report}");
     ensure!(report["objects"] == 3 && report["lines"] == 60, "{report}");
     let counts = &report["counts"];
@@ -311,11 +301,7 @@ async fn the_restore_jobs_split_writes_its_childrens_results_to_the_restore_buck
     ensure!(response.batch_item_failures.is_empty(), "{response:?}");
 
     let invocations = Arc::new(AtomicU64::new(0));
-    let input = json!({"prefix": "archive/table=sessions/", "ttl": "keep", "if_absent": true, "partitions": 2, "max_concurrency": 2});
-    let overrides = [("RESTORE_CONCURRENCY", "2")];
-    let report =
-        local_stack::restore_job(&sdk, &stack, input, &overrides, Duration::from_secs(900), &invocations)
-            .await?;
+    let report = restore_sessions(&sdk, &stack, 2, Duration::from_secs(900), &invocations).await?;
     ensure!(report["objects"] == 1 && report["counts"]["items"] == 20, "{report}");
 
     // One Map Run whose one child succeeded: its results, then its manifest; no FAILED or PENDING file.
@@ -374,4 +360,22 @@ async fn json_object(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result
         .await?
         .with_context(|| format!("{key} is there"))?;
     Ok((serde_json::from_slice(&bytes)?, bytes.len()))
+}
+
+/// The restore job on the sessions archive as these tests run it: the TTL kept, an existing item
+/// left as it is (`if_absent`), in `partitions` partitions two at a time (`RESTORE_CONCURRENCY=2`),
+/// each invocation `timeout` long. The job's report.
+async fn restore_sessions(
+    sdk: &aws_config::SdkConfig,
+    stack: &local_stack::Stack,
+    partitions: u32,
+    timeout: Duration,
+    invocations: &Arc<AtomicU64>,
+) -> Result<Value> {
+    let input = json!({
+        "prefix": "archive/table=sessions/", "ttl": "keep", "if_absent": true,
+        "partitions": partitions, "max_concurrency": 2,
+    });
+    let overrides = [("RESTORE_CONCURRENCY", "2")];
+    Ok(local_stack::restore_job(sdk, stack, input, &overrides, timeout, invocations).await?)
 }

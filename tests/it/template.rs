@@ -115,7 +115,7 @@ fn every_functions_environment_is_what_its_config_reads() -> Result<()> {
             let unread: Vec<_> =
                 function.environment.keys().filter(|k| !read.borrow().contains(*k)).collect();
             ensure!(unread.is_empty(), "{deployment}: {binary} never reads {unread:?}");
-            check_role(&template, &resolver, &function, &used)
+            check_role(template, &resolver, &function, &used)
                 .with_context(|| format!("{deployment}: {binary}'s role"))?;
         }
     }
@@ -1284,7 +1284,7 @@ fn no_role_writes_a_source_table_unconditioned() -> Result<()> {
             arn if arn.is_empty() => physical("CounterTable"),
             arn => arn.split('/').nth(1).unwrap_or_default().to_owned(),
         });
-        for (role, statements) in role_statements(&template, &resolver)? {
+        for (role, statements) in role_statements(template, &resolver)? {
             for statement in statements {
                 let writes = strings(&statement["Action"]).into_iter().any(|a| WRITES.contains(&a.as_str()));
                 let resources = strings(&statement["Resource"]);
@@ -1436,7 +1436,7 @@ fn customer_managed_keys_are_used_through_their_service() -> Result<()> {
         [("defaults", set(&[]), false), ("keyed", keyed, true), ("keyed, combined", combined, true)]
     {
         let resolver = template.resolver(&parameters, names());
-        for (role, statements) in role_statements(&template, &resolver)? {
+        for (role, statements) in role_statements(template, &resolver)? {
             let mut used = BTreeSet::new();
             for statement in statements {
                 if !strings(&statement["Action"]).iter().any(|a| a.starts_with("kms:")) {
@@ -1761,7 +1761,7 @@ fn the_stores_hold_at_scale() -> Result<()> {
     let template = template()?;
     let resources = &template.root()["Resources"];
     let resolver = template.resolver(&production(), names());
-    let properties_of = |id: &str| properties(&template, &resolver, id);
+    let properties_of = |id: &str| properties(template, &resolver, id);
     let dashboard = properties_of("Dashboard")?;
     ensure!(
         dashboard["DashboardName"].as_str().is_some_and(|n| n.contains(REGION)),
@@ -1839,7 +1839,7 @@ fn one_key_covers_every_store() -> Result<()> {
     }
     ensure!(keyed_stores >= 15, "stores checked: {keyed_stores}");
     // Each function's role may use it, through the stores' services only.
-    for (role, statements) in role_statements(&template, &resolver)? {
+    for (role, statements) in role_statements(template, &resolver)? {
         if [
             "BackfillStateMachineRole",
             "VerifyStateMachineRole",
@@ -1892,7 +1892,7 @@ fn stream_functions_deploy_through_a_gate() -> Result<()> {
             resolver.resolve(&resources["PreTrafficHook"]["Properties"], "hook")?.context("the hook")?;
         let name = hook["FunctionName"].as_str().context("a name")?;
         ensure!(name.starts_with("CodeDeployHook_") && name.len() <= 64, "{name}");
-        let (_, statements) = role_statements(&template, &resolver)?
+        let (_, statements) = role_statements(template, &resolver)?
             .into_iter()
             .find(|(r, _)| *r == "PreTrafficHookRole")
             .context("the hook's role")?;
@@ -2010,7 +2010,7 @@ fn every_stream_function_has_its_alarms() -> Result<()> {
             for (alarm, dimension) in expected {
                 let id = format!("{prefix}{alarm}");
                 ensure!(resolver.resource_exists(&id)?, "{deployment}: no {id}");
-                let p = properties(&template, &resolver, &id)?;
+                let p = properties(template, &resolver, &id)?;
                 ensure!(
                     p["Dimensions"][0]["Value"] == dimension.as_str(),
                     "{deployment}: {id} watches {}, not {dimension}",
@@ -2027,7 +2027,7 @@ fn every_stream_function_has_its_alarms() -> Result<()> {
             let mapping = physical(&format!("{}{}", function.logical_id, function.streams[0].name));
             for alarm in ["MappingStoppedAlarm", "DroppedEventsAlarm"] {
                 let id = format!("{prefix}{alarm}");
-                let p = properties(&template, &resolver, &id)?;
+                let p = properties(template, &resolver, &id)?;
                 ensure!(
                     p.to_string().contains(&format!("\"{mapping}\"")),
                     "{deployment}: {id} watches the mapping {mapping}: {p}"
@@ -2091,7 +2091,7 @@ fn the_grid_api_is_reached_only_with_iam_and_signs_with_its_own_secret() -> Resu
     let template = template()?;
     let resources = &template.root()["Resources"];
     let on = template.resolver(&set(&[("GridApi", "true")]), names());
-    let function = properties(&template, &on, "GridApiFunction")?;
+    let function = properties(template, &on, "GridApiFunction")?;
     ensure!(
         function["FunctionUrlConfig"] == serde_json::json!({"AuthType": "AWS_IAM"}),
         "{}",
@@ -2102,7 +2102,7 @@ fn the_grid_api_is_reached_only_with_iam_and_signs_with_its_own_secret() -> Resu
         let text = resources[permission].to_string();
         ensure!(!text.contains("GridApiFunction"), "{permission} lets someone invoke the grid API: {text}");
     }
-    let secret = properties(&template, &on, "GridApiCursorSecret")?;
+    let secret = properties(template, &on, "GridApiCursorSecret")?;
     let length = secret["GenerateSecretString"]["PasswordLength"].as_u64().unwrap_or(0);
     ensure!(
         usize::try_from(length)? >= operations::grid_api::MIN_KEY_BYTES
@@ -2117,7 +2117,7 @@ fn the_grid_api_is_reached_only_with_iam_and_signs_with_its_own_secret() -> Resu
     }
     // A function URL answers a throttle 429, a 4xx: an alarm on its 5xx alone does not see
     // throttles, and must not say it does.
-    let server_errors = properties(&template, &on, "GridApiServerErrorsAlarm")?;
+    let server_errors = properties(template, &on, "GridApiServerErrorsAlarm")?;
     let watched: Vec<&str> =
         alarm_metrics(&server_errors).into_iter().filter_map(|m| m["MetricName"].as_str()).collect();
     let description = server_errors["AlarmDescription"].as_str().unwrap_or_default();
@@ -2151,7 +2151,7 @@ fn the_jobs_may_list_their_buckets_so_that_a_missing_key_is_not_found() -> Resul
     let template = template()?;
     let parameters = set(&[("IndexVerifySchedule", "rate(1 day)"), ("EnableArchiveRestore", "true")]);
     let resolver = template.resolver(&parameters, names());
-    let roles = role_statements(&template, &resolver)?;
+    let roles = role_statements(template, &resolver)?;
     for (role, bucket) in [("VerifierRole", "VerifyBucket"), ("RestoreRole", "RestoreBucket")] {
         let (_, statements) = roles.iter().find(|(r, _)| *r == role).with_context(|| format!("no {role}"))?;
         let arn = format!("arn:aws:s3:::{}", physical(bucket));
@@ -2196,7 +2196,7 @@ fn actions_without_a_resource_type_are_granted_on_every_resource() -> Result<()>
     let mut seen = BTreeSet::new();
     for (deployment, parameters) in all {
         let resolver = template.resolver(&parameters, names());
-        for (role, statements) in role_statements(&template, &resolver)? {
+        for (role, statements) in role_statements(template, &resolver)? {
             for statement in statements {
                 for action in strings(&statement["Action"]) {
                     if NO_RESOURCE_TYPE.contains(&action.as_str()) {
@@ -2236,7 +2236,7 @@ fn every_lambda_task_retries_a_crashed_invocation() -> Result<()> {
     let mut tasks = 0;
     for machine in ["BackfillStateMachine", "VerifyStateMachine", "RestoreStateMachine"] {
         let mut states = Vec::new();
-        all_states(&properties(&template, &resolver, machine)?["Definition"], &mut states);
+        all_states(&properties(template, &resolver, machine)?["Definition"], &mut states);
         for (name, state) in states {
             if state["Type"] != "Task" {
                 continue;
@@ -2324,14 +2324,14 @@ fn production_verifies_its_table_within_its_period_and_runs_never_overlap() -> R
     let run = segments.div_ceil(concurrency) * (500_000_000 / segments) / units;
     let template = template()?;
     let resolver = template.resolver(&parameters, names());
-    let machine = properties(&template, &resolver, "VerifyStateMachine")?;
+    let machine = properties(template, &resolver, "VerifyStateMachine")?;
     let cut = u64::try_from(number_of(&machine["Definition"]["TimeoutSeconds"])?)?;
     let schedule = parameters.get("IndexVerifySchedule").context("production verifies on a schedule")?;
     let interval = rate_seconds(schedule)?;
     ensure!(cut < interval, "a run is cut at {cut} s, after the next one starts ({schedule})");
     ensure!(run * 2 < cut, "a 50M-item run takes about {run} s, too near the {cut} s cut");
     // A run cut at TimeoutSeconds is ExecutionsTimedOut, not ExecutionsFailed: its alarm reads both.
-    let alarm = properties(&template, &resolver, "VerifyExecutionsFailedAlarm")?;
+    let alarm = properties(template, &resolver, "VerifyExecutionsFailedAlarm")?;
     let watched: Vec<&str> =
         alarm_metrics(&alarm).into_iter().filter_map(|m| m["MetricName"].as_str()).collect();
     ensure!(
@@ -2373,7 +2373,7 @@ fn state_machines_log_under_vendedlogs() -> Result<()> {
                 .pointer("/CloudWatchLogsLogGroup/LogGroupArn/Fn::GetAtt/0")
                 .and_then(Value::as_str)
                 .context("LogGroupArn: !GetAtt <log group>.Arn expected")?;
-            let name = properties(&template, &resolver, group)?["LogGroupName"]
+            let name = properties(template, &resolver, group)?["LogGroupName"]
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
@@ -2448,7 +2448,7 @@ fn codedeploy_deploys_with_a_role_of_its_own() -> Result<()> {
                 physical(&function.logical_id)
             ));
         }
-        let (_, statements) = role_statements(&template, &resolver)?
+        let (_, statements) = role_statements(template, &resolver)?
             .into_iter()
             .find(|(r, _)| *r == "CodeDeployRole")
             .context("the CodeDeploy role")?;
@@ -2484,7 +2484,7 @@ fn codedeploy_deploys_with_a_role_of_its_own() -> Result<()> {
 fn a_new_stack_does_not_page_for_a_verification_not_run_yet() -> Result<()> {
     let template = template()?;
     let resolver = template.resolver(&set(&[("IndexVerifySchedule", "rate(1 day)")]), names());
-    let p = properties(&template, &resolver, "IndexVerifyMissingAlarm")?;
+    let p = properties(template, &resolver, "IndexVerifyMissingAlarm")?;
     ensure!(
         p["TreatMissingData"] == "missing",
         "missing data as {}: a new stack would page",

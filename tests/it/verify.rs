@@ -18,7 +18,7 @@ use crate::support::pipeline::{Local, assert_index_exact, failure_log, local, pi
 
 #[tokio::test]
 async fn verify_finds_each_kind_of_drift_and_repair_fixes_exactly_that() -> Result<()> {
-    let Local { sdk, stack, client } =
+    let Local { sdk, stack, client, .. } =
         local(&[("IndexVerifySchedule", "rate(1 day)"), ("IndexVerifySegments", "4")]).await?;
     let issues = crate::support::pipeline::issues_table(&stack)?;
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
@@ -151,8 +151,7 @@ async fn job_sees(sdk: &aws_config::SdkConfig, stack: &local_stack::Stack, entri
 /// exits 0 with the index exact.
 #[tokio::test]
 async fn the_cli_repairs_through_the_stream_and_settles_on_what_it_mended() -> Result<()> {
-    let Local { sdk, stack, client } = local(&[]).await?;
-    let issues = crate::support::pipeline::issues_table(&stack)?;
+    let Local { sdk, stack, client, issues } = local(&[]).await?;
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, i| i)?;
     put_issues(&client, &issues, 0..10, |id| json!({"f1": id})).await?;
     pipeline.settle().await?;

@@ -36,12 +36,13 @@ pub(crate) async fn stack(sdk: &SdkConfig, parameters: &[(&str, &str)]) -> Resul
     Ok(Stack::create(sdk, &template(), &unique("e2e"), &parameters).await?)
 }
 
-/// A fresh stack on moto with these template parameters, what made it, and a DynamoDB client
-/// for its tables: what nearly every end-to-end test opens with.
+/// A fresh stack on moto with these template parameters, what made it, a DynamoDB client for its
+/// tables, and its issues table's name: what nearly every end-to-end test opens with.
 pub(crate) struct Local {
     pub(crate) sdk: SdkConfig,
     pub(crate) stack: Stack,
     pub(crate) client: aws_sdk_dynamodb::Client,
+    pub(crate) issues: String,
 }
 
 /// [`Local`] on a fresh [`stack`] with these template parameters.
@@ -49,7 +50,8 @@ pub(crate) async fn local(parameters: &[(&str, &str)]) -> Result<Local> {
     let sdk = crate::support::moto::sdk();
     let stack = stack(&sdk, parameters).await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    Ok(Local { sdk, stack, client })
+    let issues = issues_table(&stack)?;
+    Ok(Local { sdk, stack, client, issues })
 }
 
 /// The pipeline with every function in process; `wrap` may replace a function's invoker.

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use anyhow::{Context, Result};
 use local_stack::template::{Names, Template};
@@ -16,7 +17,17 @@ pub(crate) const ISSUES_STREAM: &str =
 pub(crate) const COUNTER_STREAM: &str =
     "arn:aws:dynamodb:us-east-1:123456789012:table/counters/stream/2026-01-01T00:00:00.000";
 
-pub(crate) fn template() -> Result<Template> {
+/// `template.yaml` with its nested templates, parsed once for all the tests.
+pub(crate) fn template() -> Result<&'static Template> {
+    static PARSED: OnceLock<Template> = OnceLock::new();
+    if let Some(parsed) = PARSED.get() {
+        return Ok(parsed);
+    }
+    let parsed = parse()?;
+    Ok(PARSED.get_or_init(|| parsed))
+}
+
+fn parse() -> Result<Template> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let folder = path.parent().context("the template's folder")?.to_owned();

@@ -636,39 +636,39 @@ mod tests {
     /// mutants must reach that comparison often, or the target proves nothing.
     #[test]
     fn the_wire_target_compares_both_decoders_on_many_mutants() {
-        let compared = std::cell::Cell::new(0_u32);
-        let mutator = Target::Wire.mutator();
-        let report = run_mutating(
-            &Target::Wire.seeds(),
-            mutator,
-            |input| compared.set(compared.get() + u32::try_from(wire(input)).unwrap_or(0)),
-            3_000,
-            11,
-            |_| {},
-        );
-        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        let compared = compared_of_3000(Target::Wire, Target::Wire.mutator(), 11, |input| {
+            u32::try_from(wire(input)).unwrap_or(0)
+        });
         // About one in ten: most mutants of a value are no DynamoDB value, which both refuse.
-        assert!(compared.get() > 200, "only {} of 3,000 inputs compared", compared.get());
+        assert!(compared > 200, "only {compared} of 3,000 inputs compared");
     }
 
     /// The plans target compares the indexer's steps with its whole plan only on batches that
     /// plan without stopping: the mutants must reach that comparison often.
     #[test]
     fn the_plans_target_compares_steps_with_the_whole_plan_on_many_mutants() {
-        let compared = std::cell::Cell::new(0_u32);
         // The wire target's mutants, which keep the JSON whole: most of the plans target's are
         // no event at all (it also runs the comparison, less often).
+        let compared =
+            compared_of_3000(Target::Plans, Target::Wire.mutator(), 13, |input| u32::from(plan_batch(input)));
+        // About one in 70: of the nine seeds, two are indexer events that plan without stopping.
+        assert!(compared > 20, "only {compared} of 3,000 inputs compared");
+    }
+
+    /// Runs 3,000 of `mutator`'s mutants of `target`'s seeds through `compare`, which says
+    /// whether it compared an input (1) or not (0); none may fail. How many were compared.
+    fn compared_of_3000(target: Target, mutator: Mutator, seed: u64, compare: impl Fn(&[u8]) -> u32) -> u32 {
+        let compared = std::cell::Cell::new(0_u32);
         let report = run_mutating(
-            &Target::Plans.seeds(),
-            Target::Wire.mutator(),
-            |input| compared.set(compared.get() + u32::from(plan_batch(input))),
+            &target.seeds(),
+            mutator,
+            |input| compared.set(compared.get() + compare(input)),
             3_000,
-            13,
+            seed,
             |_| {},
         );
-        assert!(report.failures.is_empty(), "{:?}", report.failures);
-        // About one in 70: of the nine seeds, two are indexer events that plan without stopping.
-        assert!(compared.get() > 20, "only {} of 3,000 inputs compared", compared.get());
+        assert!(report.failures.is_empty(), "{}: {:?}", target.name(), report.failures);
+        compared.get()
     }
 
     #[test]

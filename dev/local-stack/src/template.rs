@@ -30,6 +30,27 @@ pub use model::{Function, StreamSource, Template};
 pub use resources::{Bucket, KeyAttribute, Table};
 pub use stream_runtime::filter::{Comparison, Matcher, Node, Pattern, PatternError};
 
+/// For the module's tests: `text` parsed and resolved for `parameters` in a stack named `stack`
+/// in eu-west-1 (each resource named `stack-<logical id, lowercase>`), then read by `read`.
+#[cfg(test)]
+fn resolved<T>(
+    text: &str,
+    parameters: &[(&str, &str)],
+    read: impl FnOnce(&Template, &Resolver<'_>) -> Result<T, TemplateError>,
+) -> Result<T, TemplateError> {
+    let template = Template::parse(text)?;
+    let name = |id: &str| format!("stack-{}", id.to_lowercase());
+    let names = Names {
+        region: "eu-west-1".into(),
+        account: "123456789012".into(),
+        stack: "stack".into(),
+        resource: &name,
+    };
+    let parameters: std::collections::BTreeMap<String, String> =
+        parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    read(&template, &template.resolver(&parameters, names))
+}
+
 /// A template that cannot be read or resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TemplateError {

@@ -20,3 +20,21 @@ pub mod verify;
 pub(crate) fn s3_budget() -> io_policy::Budget {
     io_policy::Policy::default().within(std::time::Duration::from_secs(3600))
 }
+
+/// What the crate's tests share: the indexer's example configuration.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    /// `functions/multikey-indexer/indexes.example.json`, as written.
+    pub(crate) const EXAMPLE_INDEXES: &str =
+        include_str!("../../../functions/multikey-indexer/indexes.example.json");
+
+    /// [`EXAMPLE_INDEXES`], read.
+    pub(crate) fn example_indexes() -> formats::Indexes {
+        formats::Indexes::from_json(EXAMPLE_INDEXES).unwrap()
+    }
+
+    /// The example's grid: the issues of a project, by number.
+    pub(crate) fn example_grid() -> crate::grid::GridSchema {
+        crate::grid::GridSchema::new(&example_indexes(), None, "issues", "project-num").unwrap()
+    }
+}

@@ -368,9 +368,7 @@ mod tests {
     use super::*;
     use stream_runtime::fixture::Change;
 
-    fn indexes() -> Indexes {
-        Indexes::from_json(include_str!("../../../functions/multikey-indexer/indexes.example.json")).unwrap()
-    }
+    use crate::fixtures::example_indexes as indexes;
 
     fn issue(id: &str, fields: &Value) -> Value {
         json!({"id": {"S": id}, "project": {"S": "p1"}, "num": {"N": "1"}, "name": {"S": "n"},
@@ -523,8 +521,7 @@ mod tests {
         }
         let text = indexes();
         let binary = Indexes::from_json(
-            &include_str!("../../../functions/multikey-indexer/indexes.example.json")
-                .replace(r#""include""#, r#""key_format": "binary", "include""#),
+            &crate::fixtures::EXAMPLE_INDEXES.replace(r#""include""#, r#""key_format": "binary", "include""#),
         )
         .unwrap();
         for indexes in [text, binary] {

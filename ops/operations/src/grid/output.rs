@@ -83,11 +83,7 @@ mod tests {
 
     #[test]
     fn the_json_lines_are_pinned() {
-        let indexes = formats::Indexes::from_json(include_str!(
-            "../../../../functions/multikey-indexer/indexes.example.json"
-        ))
-        .unwrap();
-        let schema = GridSchema::new(&indexes, None, "issues", "project-num").unwrap();
+        let schema = crate::fixtures::example_grid();
         let query = Query {
             scope: "35e9".into(),
             field: "3fe6".into(),

@@ -143,7 +143,7 @@ mod tests {
         Indexes::from_json(json).unwrap()
     }
 
-    const EXAMPLE: &str = include_str!("../../../../functions/multikey-indexer/indexes.example.json");
+    use crate::fixtures::EXAMPLE_INDEXES as EXAMPLE;
 
     #[test]
     fn the_schema_comes_from_the_indexers_configuration() {

@@ -3,7 +3,7 @@
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-use super::Policy;
+use super::{Budget, Policy};
 use crate::deadline::Deadline;
 use crate::failure::{Failure, FailureKind};
 
@@ -17,6 +17,25 @@ fn quick() -> Policy {
         concurrency: 1,
         max_concurrency: 1,
     }
+}
+
+/// A budget of [`quick`]'s policy and ten seconds: more than any of these tests takes.
+fn ten_seconds() -> Budget {
+    quick().budget(Deadline::after(Duration::from_secs(10)))
+}
+
+/// `budget.call(…)` of `attempt`, given each attempt's number from 1.
+async fn numbered<T, Fut>(budget: &Budget, attempt: impl Fn(u32) -> Fut) -> Result<T, Failure>
+where
+    Fut: Future<Output = Result<T, Failure>>,
+{
+    let calls = Cell::new(0);
+    budget
+        .call(|| {
+            calls.set(calls.get() + 1);
+            attempt(calls.get())
+        })
+        .await
 }
 
 #[test]
@@ -35,14 +54,12 @@ fn backoff_doubles_up_to_the_cap_and_jitter_scales_it() {
 
 #[tokio::test]
 async fn transient_failures_are_retried_and_counted() {
-    let budget = quick().budget(Deadline::after(Duration::from_secs(10)));
-    let calls = Cell::new(0);
-    let result = budget
-        .call(|| {
-            calls.set(calls.get() + 1);
-            let n = calls.get();
-            async move { if n < 3 { Err(Failure::transient("throttled")) } else { Ok(n) } }
-        })
+    let budget = ten_seconds();
+    let result =
+        numbered(
+            &budget,
+            |n| async move { if n < 3 { Err(Failure::transient("throttled")) } else { Ok(n) } },
+        )
         .await;
     assert_eq!(result, Ok(3));
     assert_eq!((budget.tally.requests(), budget.tally.retries()), (3, 2));
@@ -51,7 +68,7 @@ async fn transient_failures_are_retried_and_counted() {
 #[tokio::test]
 async fn other_kinds_are_returned_at_once() {
     for kind in [FailureKind::Systemic, FailureKind::RecordPermanent] {
-        let budget = quick().budget(Deadline::after(Duration::from_secs(10)));
+        let budget = ten_seconds();
         let result: Result<(), _> = budget.call(|| async move { Err(Failure::new(kind, "no")) }).await;
         assert_eq!(result.unwrap_err().kind, kind);
         assert_eq!(budget.tally.requests(), 1);
@@ -60,7 +77,7 @@ async fn other_kinds_are_returned_at_once() {
 
 #[tokio::test]
 async fn attempts_are_bounded() {
-    let budget = quick().budget(Deadline::after(Duration::from_secs(10)));
+    let budget = ten_seconds();
     let result: Result<(), _> = budget.call(|| async { Err(Failure::transient("503")) }).await;
     let failure = result.unwrap_err();
     assert_eq!(failure.kind, FailureKind::Transient);
@@ -70,20 +87,14 @@ async fn attempts_are_bounded() {
 
 #[tokio::test]
 async fn a_stalled_attempt_is_cut_off_and_retried() {
-    let budget = quick().budget(Deadline::after(Duration::from_secs(10)));
-    let calls = Cell::new(0);
-    let result = budget
-        .call(|| {
-            calls.set(calls.get() + 1);
-            let stall = calls.get() == 1;
-            async move {
-                if stall {
-                    tokio::time::sleep(Duration::from_secs(60)).await;
-                }
-                Ok::<_, Failure>("done")
-            }
-        })
-        .await;
+    let budget = ten_seconds();
+    let result = numbered(&budget, |n| async move {
+        if n == 1 {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        }
+        Ok::<_, Failure>("done")
+    })
+    .await;
     assert_eq!(result, Ok("done"));
     assert_eq!(budget.tally.retries(), 1);
 }

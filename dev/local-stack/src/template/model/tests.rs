@@ -52,17 +52,7 @@ Resources:
 "#;
 
 fn functions(parameters: &[(&str, &str)]) -> Result<Vec<crate::template::Function>, TemplateError> {
-    let template = Template::parse(TEMPLATE)?;
-    let name = |id: &str| format!("stack-{}", id.to_lowercase());
-    let names = Names {
-        region: "eu-west-1".into(),
-        account: "123456789012".into(),
-        stack: "stack".into(),
-        resource: &name,
-    };
-    let parameters: BTreeMap<String, String> =
-        parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-    template.functions(&template.resolver(&parameters, names))
+    crate::template::resolved(TEMPLATE, parameters, Template::functions)
 }
 
 #[test]

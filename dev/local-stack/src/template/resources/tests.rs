@@ -1,9 +1,7 @@
 //! Tests of the template's tables and buckets, resolved for parameters, and broken ones named.
 
-use std::collections::BTreeMap;
-
 use crate::template::resources::GlobalIndex;
-use crate::template::{Bucket, KeyAttribute, Names, Table, Template, TemplateError};
+use crate::template::{Bucket, KeyAttribute, Table, TemplateError};
 
 const TEMPLATE: &str = r#"
 Parameters:
@@ -48,18 +46,9 @@ Resources:
 "#;
 
 fn read(template: &str, parameters: &[(&str, &str)]) -> Result<(Vec<Table>, Vec<Bucket>), TemplateError> {
-    let template = Template::parse(template)?;
-    let name = |id: &str| format!("local-{}", id.to_lowercase());
-    let names = Names {
-        region: "us-east-1".into(),
-        account: "123456789012".into(),
-        stack: "local".into(),
-        resource: &name,
-    };
-    let parameters: BTreeMap<String, String> =
-        parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-    let resolver = template.resolver(&parameters, names);
-    Ok((template.tables(&resolver)?, template.buckets(&resolver)?))
+    crate::template::resolved(template, parameters, |template, resolver| {
+        Ok((template.tables(resolver)?, template.buckets(resolver)?))
+    })
 }
 
 fn key(name: &str, key_type: &str, attribute_type: &str) -> KeyAttribute {
@@ -74,11 +63,11 @@ fn tables_and_buckets_resolve_for_the_parameters() {
         vec![
             Table {
                 logical_id: "Items".into(),
-                name: "local-items".into(),
+                name: "stack-items".into(),
                 key: vec![key("id", "HASH", "S")],
                 stream_view_type: Some("NEW_AND_OLD_IMAGES".into()),
                 ttl_attribute: Some("expires_at".into()),
-                kinesis_stream: Some("arn:aws:kinesis:us-east-1:123456789012:stream/local-changes".into()),
+                kinesis_stream: Some("arn:aws:kinesis:eu-west-1:123456789012:stream/stack-changes".into()),
                 global_indexes: vec![GlobalIndex {
                     name: "by-num".into(),
                     key: vec![key("project", "HASH", "S"), key("num", "RANGE", "N")],
@@ -88,7 +77,7 @@ fn tables_and_buckets_resolve_for_the_parameters() {
             },
             Table {
                 logical_id: "Named".into(),
-                name: "local-given-name".into(),
+                name: "stack-given-name".into(),
                 key: vec![key("pk", "HASH", "B"), key("sk", "RANGE", "S")],
                 stream_view_type: None,
                 ttl_attribute: None,
@@ -98,12 +87,12 @@ fn tables_and_buckets_resolve_for_the_parameters() {
         ]
     );
     let names: Vec<_> = buckets.iter().map(|b| b.name.as_str()).collect();
-    assert_eq!(names, ["local-archive", "given-bucket"]);
+    assert_eq!(names, ["stack-archive", "given-bucket"]);
 
     // Parameters switch conditions and feed the TTL attribute.
     let (tables, buckets) = read(TEMPLATE, &[("Existing", "x"), ("Ttl", "ttl")]).unwrap();
     let names: Vec<_> = tables.iter().map(|t| (t.name.as_str(), t.ttl_attribute.as_deref())).collect();
-    assert_eq!(names, [("local-items", Some("ttl"))]);
+    assert_eq!(names, [("stack-items", Some("ttl"))]);
     assert_eq!(buckets.len(), 1);
 }
 

@@ -6,7 +6,6 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use key_codec::{Dir, Number, TextKey, Value};
 
 use super::*;
-use crate::grid::schema::GridSchema;
 
 fn query(filter: Filter) -> Query {
     Query {
@@ -123,11 +122,7 @@ fn cursors_are_bound_to_scope_field_order_and_filter() {
 
 #[test]
 fn base_items_are_fetched_only_for_attributes_the_index_lacks() {
-    let indexes = formats::Indexes::from_json(include_str!(
-        "../../../../../functions/multikey-indexer/indexes.example.json"
-    ))
-    .unwrap();
-    let layout = GridSchema::new(&indexes, None, "issues", "project-num").unwrap();
+    let layout = crate::fixtures::example_grid();
     let with = |attributes: &[&str]| Query {
         attributes: attributes.iter().map(|a| (*a).to_owned()).collect(),
         ..query(Filter::None)

@@ -37,7 +37,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::replayer::global::{Replica, Replication, ReplicationCounts};
 use crate::replayer::{Counts, FailureLog, Pipeline, Topology};
 use aws_config::SdkConfig;
-use aws_sdk_dynamodb::types::AttributeValue;
 use formats::counter::Sharding;
 use serde::Serialize;
 use serde_json::Value;
@@ -92,14 +91,6 @@ pub enum ChaosError {
     /// The archive could not be read.
     #[error(transparent)]
     Archive(#[from] ::operations::archive::ArchiveError),
-    /// A workload write failed (the writers go to the emulator directly, without faults).
-    #[error("the workload's {op} failed: {message}")]
-    Write {
-        /// The op.
-        op: String,
-        /// Why.
-        message: String,
-    },
     /// The fault proxy could not start.
     #[error("the fault proxy: {0}")]
     Proxy(std::io::Error),
@@ -1000,18 +991,7 @@ async fn apply(
 ) -> Result<(), ChaosError> {
     match op {
         Op::Put(item) | Op::Expiring { item, .. } => crate::put_json(client, issues, item).await?,
-        Op::Delete(id) => {
-            client
-                .delete_item()
-                .table_name(issues)
-                .key("id", AttributeValue::S(id.clone()))
-                .send()
-                .await
-                .map_err(|e| ChaosError::Write {
-                    op: format!("DeleteItem {id}"),
-                    message: io_policy::describe(&e),
-                })?;
-        }
+        Op::Delete(id) => crate::delete_json(client, issues, &serde_json::json!({"id": id})).await?,
         Op::Increment { counter, by } => {
             counters.increment(counter, *by).await?;
             *sums.entry(counter.clone()).or_default() += i128::from(*by);

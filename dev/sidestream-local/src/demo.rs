@@ -107,26 +107,15 @@ async fn load_issues(
         out,
         "  then: issue b707's Cost -20 -> 250, 67d1 loses its Due date, af34 renamed, 83a4 deleted by a user"
     )?;
-    update(
-        dynamodb,
-        issues,
-        "b707",
-        "SET custom_fields.#f = :v",
-        "3fe6",
-        Some(AttributeValue::N("250".into())),
-    )
-    .await?;
-    update(dynamodb, issues, "67d1", "REMOVE custom_fields.#f", "882a", None).await?;
-    update(
-        dynamodb,
-        issues,
-        "af34",
-        "SET #f = :v",
-        "name",
-        Some(AttributeValue::S("Girder replaced".into())),
-    )
-    .await?;
-    delete(dynamodb, issues, "83a4").await?;
+    let edits = [
+        ("b707", "SET custom_fields.#f = :v", "3fe6", Some(AttributeValue::N("250".into()))),
+        ("67d1", "REMOVE custom_fields.#f", "882a", None),
+        ("af34", "SET #f = :v", "name", Some(AttributeValue::S("Girder replaced".into()))),
+    ];
+    for (id, expression, name, value) in edits {
+        update(dynamodb, issues, id, expression, name, value).await?;
+    }
+    local_stack::delete_json(dynamodb, issues, &json!({"id": "83a4"})).await?;
 
     let now = epoch_seconds();
     let expiring = vec![
@@ -173,17 +162,6 @@ async fn update(
         .send()
         .await
         .with_context(|| format!("UpdateItem {table} {id}"))?;
-    Ok(())
-}
-
-async fn delete(client: &aws_sdk_dynamodb::Client, table: &str, id: &str) -> anyhow::Result<()> {
-    client
-        .delete_item()
-        .table_name(table)
-        .key("id", AttributeValue::S(id.into()))
-        .send()
-        .await
-        .with_context(|| format!("DeleteItem {table} {id}"))?;
     Ok(())
 }
 

@@ -25,17 +25,6 @@ pub enum ReplayError {
 }
 
 impl ReplayError {
-    pub(crate) fn request<E>(
-        operation: &'static str,
-        target: &str,
-        error: &aws_sdk_dynamodbstreams::error::SdkError<E>,
-    ) -> ReplayError
-    where
-        E: aws_sdk_dynamodbstreams::error::ProvideErrorMetadata + std::error::Error + 'static,
-    {
-        ReplayError::Request(RequestError::request(operation, target, error))
-    }
-
     pub(crate) fn unexpected(target: &str, message: impl Into<String>) -> ReplayError {
         ReplayError::Request(RequestError::unexpected(target, message))
     }

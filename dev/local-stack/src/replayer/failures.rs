@@ -24,6 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use crate::replayer::{FailedRange, ReplayError};
+use stream_runtime::delivery::RequestError;
 
 /// Where Lambda writes S3 on-failure records, under the bucket's root.
 pub(crate) const S3_PREFIX: &str = "aws/lambda/";
@@ -169,7 +170,7 @@ impl FailureLog {
                 .message_body(line.to_string())
                 .send()
                 .await
-                .map_err(|e| ReplayError::request("SendMessage", &sqs.queue_url, &e))?;
+                .map_err(|e| RequestError::request("SendMessage", &sqs.queue_url, &e))?;
         }
         let Some(s3) = &self.s3 else {
             return Ok(());
@@ -183,7 +184,7 @@ impl FailureLog {
             .body(body.to_string().into_bytes().into())
             .send()
             .await
-            .map_err(|e| ReplayError::request("PutObject", &format!("s3://{}/{key}", s3.bucket), &e))?;
+            .map_err(|e| RequestError::request("PutObject", &format!("s3://{}/{key}", s3.bucket), &e))?;
         Ok(())
     }
 

@@ -35,6 +35,7 @@ use stream_runtime::delivery::reader::record_json;
 
 use crate::replayer::ReplayError;
 use crate::replayer::sweeper::TTL_DELETE_HEADER;
+use stream_runtime::delivery::RequestError;
 
 /// One Region's replica of the table.
 #[derive(Debug)]
@@ -75,7 +76,7 @@ impl Replica {
         match sent {
             Ok(_) => Ok(Some(true)),
             Err(e) if e.as_service_error().is_some_and(is_conditional_check_failed) => Ok(None),
-            Err(e) => Err(ReplayError::request("PutItem", &self.table, &e)),
+            Err(e) => Err(RequestError::request("PutItem", &self.table, &e).into()),
         }
     }
 
@@ -107,7 +108,7 @@ impl Replica {
         match sent {
             Ok(old) => Ok(Some(old.attributes.is_some_and(|a| !a.is_empty()))),
             Err(e) if e.as_service_error().is_some_and(is_conditional_check_failed) => Ok(None),
-            Err(e) => Err(ReplayError::request("DeleteItem", &self.table, &e)),
+            Err(e) => Err(RequestError::request("DeleteItem", &self.table, &e).into()),
         }
     }
 }

@@ -8,6 +8,7 @@ use aws_sdk_dynamodb::types::{
 };
 
 use crate::replayer::ReplayError;
+use stream_runtime::delivery::RequestError;
 
 /// Creates `table` unless it exists; returns its stream's ARN, if it has a stream.
 pub async fn create_table(
@@ -18,7 +19,7 @@ pub async fn create_table(
     let exists = match client.describe_table().table_name(name).send().await {
         Ok(_) => true,
         Err(e) if e.as_service_error().is_some_and(aws_sdk_dynamodb::operation::describe_table::DescribeTableError::is_resource_not_found_exception) => false,
-        Err(e) => return Err(ReplayError::request("DescribeTable", name, &e)),
+        Err(e) => return Err(RequestError::request("DescribeTable", name, &e).into()),
     };
     if !exists {
         let mut definitions: Vec<&KeyAttribute> = Vec::new();
@@ -60,7 +61,7 @@ pub async fn create_table(
                     .map_err(|e| ReplayError::unexpected(name, e.to_string()))?,
             );
         }
-        request.send().await.map_err(|e| ReplayError::request("CreateTable", name, &e))?;
+        request.send().await.map_err(|e| RequestError::request("CreateTable", name, &e))?;
         if let Some(attribute) = &table.ttl_attribute {
             client
                 .update_time_to_live()
@@ -74,7 +75,7 @@ pub async fn create_table(
                 )
                 .send()
                 .await
-                .map_err(|e| ReplayError::request("UpdateTimeToLive", name, &e))?;
+                .map_err(|e| RequestError::request("UpdateTimeToLive", name, &e))?;
         }
     }
     if table.stream_view_type.is_none() {
@@ -85,7 +86,7 @@ pub async fn create_table(
         .table_name(name)
         .send()
         .await
-        .map_err(|e| ReplayError::request("DescribeTable", name, &e))?;
+        .map_err(|e| RequestError::request("DescribeTable", name, &e))?;
     let arn = described
         .table()
         .and_then(|t| t.latest_stream_arn())
@@ -119,7 +120,7 @@ pub async fn create_queue(client: &aws_sdk_sqs::Client, name: &str) -> Result<St
         .queue_name(name)
         .send()
         .await
-        .map_err(|e| ReplayError::request("CreateQueue", name, &e))?;
+        .map_err(|e| RequestError::request("CreateQueue", name, &e))?;
     created
         .queue_url()
         .map(str::to_owned)
@@ -154,7 +155,7 @@ where
     match answer {
         Ok(_) => Ok(()),
         Err(e) if e.as_service_error().is_some_and(there) => Ok(()),
-        Err(e) => Err(ReplayError::request(operation, name, &e)),
+        Err(e) => Err(RequestError::request(operation, name, &e).into()),
     }
 }
 

@@ -28,6 +28,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::replayer::ReplayError;
+use stream_runtime::delivery::RequestError;
 
 /// Five years, the age past which DynamoDB ignores a TTL value.
 const IGNORED_AFTER_SECONDS: f64 = 5.0 * 365.0 * 24.0 * 3600.0;
@@ -204,7 +205,7 @@ impl Sweeper {
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
-                .map_err(|e| ReplayError::request("Scan", &self.table, &e))?;
+                .map_err(|e| RequestError::request("Scan", &self.table, &e))?;
             for item in page.items() {
                 let due =
                     matches!(item.get(&self.attribute), Some(AttributeValue::N(at)) if expired(at, now));
@@ -250,7 +251,7 @@ impl Sweeper {
             Err(e) if e.as_service_error().is_some_and(aws_sdk_dynamodb::operation::delete_item::DeleteItemError::is_conditional_check_failed_exception) => {
                 Ok(false)
             }
-            Err(e) => Err(ReplayError::request("DeleteItem", &self.table, &e)),
+            Err(e) => Err(RequestError::request("DeleteItem", &self.table, &e).into()),
         }
     }
 }

@@ -267,31 +267,30 @@ def s3_calls(method, bucket, key, query, headers, body):
             keys = [e.text or "" for e in ElementTree.fromstring(body).iter() if e.tag.endswith("Key")]
             return [("s3:DeleteObject", f"{bucket_arn}/{k}", {}) for k in keys]
         return None
+    if method not in OBJECT_ACTIONS:
+        return None
     object_arn = f"{bucket_arn}/{key}"
-    if method in ("GET", "HEAD"):
-        if "tagging" in query:
-            return [("s3:GetObjectTagging", object_arn, {})]
-        if "uploadId" in query:
-            return [("s3:ListMultipartUploadParts", object_arn, {})]
-        return [("s3:GetObject", object_arn, {})]
-    if method == "PUT":
-        if "tagging" in query:
-            return [("s3:PutObjectTagging", object_arn, {})]
-        calls = [("s3:PutObject", object_arn, {})]
-        source = headers.get("HTTP_X_AMZ_COPY_SOURCE")
-        if source:
-            source = urllib.parse.unquote(source.lstrip("/").split("?", 1)[0])
-            calls.append(("s3:GetObject", f"arn:aws:s3:::{source}", {}))
-        return calls
-    if method == "POST":
-        if "restore" in query:
-            return [("s3:RestoreObject", object_arn, {})]
-        return [("s3:PutObject", object_arn, {})]
-    if method == "DELETE":
-        if "uploadId" in query:
-            return [("s3:AbortMultipartUpload", object_arn, {})]
-        return [("s3:DeleteObject", object_arn, {})]
-    return None
+    by_subresource, otherwise = OBJECT_ACTIONS[method]
+    action = next((a for sub, a in by_subresource.items() if sub in query), otherwise)
+    calls = [(action, object_arn, {})]
+    source = headers.get("HTTP_X_AMZ_COPY_SOURCE")
+    if method == "PUT" and action == "s3:PutObject" and source:
+        # CopyObject and UploadPartCopy also read their source.
+        source = urllib.parse.unquote(source.lstrip("/").split("?", 1)[0])
+        calls.append(("s3:GetObject", f"arn:aws:s3:::{source}", {}))
+    return calls
+
+
+# An object request's action, by method: the action of the first subresource of the query that
+# names one, else the method's own (Service Authorization Reference, Amazon S3's actions).
+# UploadPart, CreateMultipartUpload and CompleteMultipartUpload are s3:PutObject.
+OBJECT_ACTIONS = {
+    "GET": ({"tagging": "s3:GetObjectTagging", "uploadId": "s3:ListMultipartUploadParts"}, "s3:GetObject"),
+    "PUT": ({"tagging": "s3:PutObjectTagging"}, "s3:PutObject"),
+    "POST": ({"restore": "s3:RestoreObject"}, "s3:PutObject"),
+    "DELETE": ({"uploadId": "s3:AbortMultipartUpload"}, "s3:DeleteObject"),
+}
+OBJECT_ACTIONS["HEAD"] = OBJECT_ACTIONS["GET"]
 
 
 def _secret_arn(secret_id, region):

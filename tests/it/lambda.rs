@@ -39,10 +39,15 @@ async fn library<F: StreamFunction>(vars: &BTreeMap<String, String>) -> Result<R
     Ok(Runtime::from_vars(&Vars::new(&lookup), &sdk())?)
 }
 
+/// The fixture events `names` of `function`: `events/<function>/<name>.json`.
+fn fixtures<const N: usize>(function: &str, names: [&str; N]) -> [String; N] {
+    names.map(|name| format!("events/{function}/{name}.json"))
+}
+
 /// What `F` as a library answers to each fixture, in order: what its binary must answer.
 async fn library_answers<F: StreamFunction>(
     vars: &BTreeMap<String, String>,
-    fixtures: &[&str],
+    fixtures: &[String],
 ) -> Result<Vec<Value>> {
     let function = library::<F>(vars).await?;
     let mut answers = Vec::new();
@@ -53,7 +58,7 @@ async fn library_answers<F: StreamFunction>(
 }
 
 /// Checks the real binary's responses and logs against the in-process handler's responses.
-fn compare(function: &Function, fixtures: &[&str], expected: &[Value]) -> Result<()> {
+fn compare(function: &Function, fixtures: &[String], expected: &[Value]) -> Result<()> {
     for (fixture, expected) in fixtures.iter().zip(expected) {
         let response = function.invoke(fixture)?;
         ensure!(response == *expected, "{fixture}: the binary answered {response}, the library {expected}");
@@ -72,11 +77,7 @@ fn response(r: &stream_runtime::DynamoDbEventResponse) -> Value {
 async fn multikey_indexer_binary_answers_like_the_library() -> Result<()> {
     let sdk = sdk();
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let fixtures = [
-        "events/multikey-indexer/insert.json",
-        "events/multikey-indexer/modify-fields.json",
-        "events/multikey-indexer/keys-only.json",
-    ];
+    let fixtures = fixtures("multikey-indexer", ["insert", "modify-fields", "keys-only"]);
     let definitions = include_str!("../../functions/multikey-indexer/indexes.example.json");
     let config = |table: &str| env(&[("MULTIKEY_INDEXES", definitions.replace("issue-attrib-index", table))]);
     let (real, reference) = (unique("watch-index"), unique("watch-index-ref"));
@@ -102,11 +103,7 @@ async fn ttl_archiver_binary_answers_like_the_library() -> Result<()> {
     let sdk = sdk();
     let s3 =
         aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build());
-    let fixtures = [
-        "events/ttl-archiver/mixed.json",
-        "events/ttl-archiver/user-remove.json",
-        "events/ttl-archiver/poison.json",
-    ];
+    let fixtures = fixtures("ttl-archiver", ["mixed", "user-remove", "poison"]);
     let config = |bucket: &str| {
         env(&[("ARCHIVE_BUCKET", bucket.to_owned()), ("ARCHIVE_PREFIX", "archive/".to_owned())])
     };
@@ -128,7 +125,7 @@ async fn ttl_archiver_binary_answers_like_the_library() -> Result<()> {
     ensure!(written == objects(&s3, &reference).await?, "the archives differ");
     // The binary reads the invocation's bytes in place, and parks the record as Lambda delivered
     // it (over the library's object, under the same key): not as aws_lambda_events writes it.
-    let delivered: Value = serde_json::from_str(&std::fs::read_to_string(root().join(fixtures[2]))?)?;
+    let delivered: Value = serde_json::from_str(&std::fs::read_to_string(root().join(&fixtures[2]))?)?;
     let delivered = delivered["Records"]
         .as_array()
         .and_then(|records| records.iter().find(|r| r["eventID"] == "e0041"))
@@ -147,11 +144,7 @@ async fn ttl_archiver_binary_answers_like_the_library() -> Result<()> {
 async fn counter_aggregator_binary_answers_like_the_library() -> Result<()> {
     let sdk = sdk();
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let fixtures = [
-        "events/counter-aggregator/increments.json",
-        "events/counter-aggregator/duplicate.json",
-        "events/counter-aggregator/foreign.json",
-    ];
+    let fixtures = fixtures("counter-aggregator", ["increments", "duplicate", "foreign"]);
     let config = |table: &str| env(&[("COUNTER_TABLE", table.to_owned())]);
     let (real, reference) = (unique("watch-counters"), unique("watch-counters-ref"));
     for table in [&real, &reference] {

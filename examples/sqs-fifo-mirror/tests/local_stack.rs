@@ -11,10 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_config::SdkConfig;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    StreamSpecification, StreamViewType,
-};
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::QueueAttributeName;
 use local_stack::fault_proxy::{self, Spec};
 use local_stack::replayer::{FailureLog, Pipeline, Settings, Source};
@@ -188,30 +185,11 @@ async fn primes_its_queue(moto: &SdkConfig, vars: &Vars<'_>, queue: &str) {
 /// the queue's URL.
 async fn create(moto: &SdkConfig, table: &str, bucket: &str, queue: &str) -> (String, String) {
     let dynamodb = aws_sdk_dynamodb::Client::new(moto);
-    let created = dynamodb
-        .create_table()
-        .table_name(table)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("id")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .unwrap(),
-        )
-        .key_schema(KeySchemaElement::builder().attribute_name("id").key_type(KeyType::Hash).build().unwrap())
-        .billing_mode(BillingMode::PayPerRequest)
-        .stream_specification(
-            StreamSpecification::builder()
-                .stream_enabled(true)
-                .stream_view_type(StreamViewType::NewAndOldImages)
-                .build()
-                .unwrap(),
-        )
-        .send()
+    let source = local_stack::template::Table::keyed(table, "id", None, Some("NEW_AND_OLD_IMAGES"));
+    let stream_arn = local_stack::replayer::resources::create_table(&dynamodb, &source)
         .await
-        .expect("the table is created");
-    let stream_arn =
-        created.table_description().and_then(|t| t.latest_stream_arn()).expect("a stream").to_owned();
+        .expect("the table is created")
+        .expect("a stream");
     let s3 =
         aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(moto).force_path_style(true).build());
     s3.create_bucket().bucket(bucket).send().await.expect("the bucket is created");

@@ -85,39 +85,22 @@ impl From<&str> for Value {
     }
 }
 
-impl From<String> for Value {
-    fn from(s: String) -> Value {
-        Value::String(s)
-    }
+/// `From<$from> for Value`, each the variant that holds it.
+macro_rules! value_from {
+    ($($from:ty => $variant:ident),* $(,)?) => {$(
+        impl From<$from> for Value {
+            fn from(v: $from) -> Value {
+                Value::$variant(v)
+            }
+        }
+    )*};
 }
 
-impl From<Number> for Value {
-    fn from(n: Number) -> Value {
-        Value::Number(n)
-    }
-}
+value_from!(String => String, Number => Number, bool => Bool, Date => Date, DateTime => DateTime);
 
 impl From<i64> for Value {
     fn from(n: i64) -> Value {
         Value::Number(Number::from(n))
-    }
-}
-
-impl From<bool> for Value {
-    fn from(b: bool) -> Value {
-        Value::Bool(b)
-    }
-}
-
-impl From<Date> for Value {
-    fn from(d: Date) -> Value {
-        Value::Date(d)
-    }
-}
-
-impl From<DateTime> for Value {
-    fn from(t: DateTime) -> Value {
-        Value::DateTime(t)
     }
 }
 

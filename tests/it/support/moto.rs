@@ -5,10 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use aws_config::SdkConfig;
 use aws_lambda_events::event::dynamodb::EventRecord;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, StreamSpecification,
-    StreamViewType,
-};
+use aws_sdk_dynamodb::types::{ScalarAttributeType, StreamViewType};
 use stream_runtime::Vars;
 use stream_runtime::delivery::StreamReader;
 use stream_runtime::{Runtime, StreamFunction};
@@ -68,33 +65,10 @@ pub(crate) async fn create_table_viewed(
     sk: Option<(&str, ScalarAttributeType)>,
     view: Option<StreamViewType>,
 ) {
-    let mut req = client
-        .create_table()
-        .table_name(name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name(pk)
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .unwrap(),
-        )
-        .key_schema(KeySchemaElement::builder().attribute_name(pk).key_type(KeyType::Hash).build().unwrap());
-    if let Some((sk, ty)) = sk {
-        req = req
-            .attribute_definitions(
-                AttributeDefinition::builder().attribute_name(sk).attribute_type(ty).build().unwrap(),
-            )
-            .key_schema(
-                KeySchemaElement::builder().attribute_name(sk).key_type(KeyType::Range).build().unwrap(),
-            );
-    }
-    if let Some(view) = view {
-        req = req.stream_specification(
-            StreamSpecification::builder().stream_enabled(true).stream_view_type(view).build().unwrap(),
-        );
-    }
-    req.send().await.unwrap();
+    let sort = sk.as_ref().map(|(name, ty)| (*name, ty.as_str()));
+    let table =
+        local_stack::template::Table::keyed(name, pk, sort, view.as_ref().map(StreamViewType::as_str));
+    local_stack::replayer::resources::create_table(client, &table).await.unwrap();
 }
 
 /// Every record on `table`'s stream so far, as Lambda would deliver them.

@@ -60,6 +60,31 @@ pub struct Bucket {
     pub name: String,
 }
 
+impl Table {
+    /// A table outside any template, as a test or an example creates one with
+    /// [`crate::replayer::resources::create_table`]: named `name`, keyed by the string attribute
+    /// `partition` and by `sort` (its name and attribute type, `S`, `N` or `B`) if given, with a
+    /// stream of view type `view` (such as `NEW_AND_OLD_IMAGES`) if given.
+    pub fn keyed(name: &str, partition: &str, sort: Option<(&str, &str)>, view: Option<&str>) -> Table {
+        let attribute = |name: &str, key_type: &str, attribute_type: &str| KeyAttribute {
+            name: name.to_owned(),
+            key_type: key_type.to_owned(),
+            attribute_type: attribute_type.to_owned(),
+        };
+        let mut key = vec![attribute(partition, "HASH", "S")];
+        key.extend(sort.map(|(name, attribute_type)| attribute(name, "RANGE", attribute_type)));
+        Table {
+            logical_id: name.to_owned(),
+            name: name.to_owned(),
+            key,
+            stream_view_type: view.map(str::to_owned),
+            ttl_attribute: None,
+            kinesis_stream: None,
+            global_indexes: Vec::new(),
+        }
+    }
+}
+
 impl Template {
     /// The tables that exist for the resolver's parameters, in template order.
     pub fn tables(&self, resolver: &Resolver<'_>) -> Result<Vec<Table>, TemplateError> {

@@ -217,7 +217,6 @@ fn put(table: &str, file: Option<&std::path::Path>) -> anyhow::Result<ExitCode> 
     })
 }
 
-/// JSON logs on stderr, at `RUST_LOG`'s levels or else at `default`.
 /// Where the functions' binaries are: `--bin-dir`, or this program's folder.
 fn bin_dir(options: &crate::args::LocalOptions) -> anyhow::Result<std::path::PathBuf> {
     Ok(match &options.bin_dir {
@@ -226,6 +225,7 @@ fn bin_dir(options: &crate::args::LocalOptions) -> anyhow::Result<std::path::Pat
     })
 }
 
+/// JSON logs on stderr, at `RUST_LOG`'s levels or else at `default`.
 fn init_logs(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

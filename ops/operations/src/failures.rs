@@ -307,22 +307,19 @@ pub async fn read_destination(
     bucket: &str,
     prefix: &str,
 ) -> Result<Vec<Failed>, FailureError> {
-    let mut out = Vec::new();
-    for key in list(s3, bucket, prefix, |_| true).await? {
-        let object = format!("s3://{bucket}/{key}");
-        let bytes = get(s3, bucket, &key).await?;
-        let bad = |reason: String| FailureError::Format { at: object.clone(), reason };
-        let value: Value = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+    read_each(s3, bucket, prefix, |_| true, |object, bytes| {
+        let bad = |reason: String| FailureError::Format { at: object.to_owned(), reason };
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
         let mut failed = range_of(&value).ok_or_else(|| {
             bad("not an on-failure record: it needs DDBStreamBatchInfo with streamArn, shardId, startSequenceNumber and endSequenceNumber".to_owned())
         })?;
         if let Records::Range { kept, .. } = &mut failed.records {
             *kept = payload_records(&value).map_err(bad)?;
         }
-        failed.object = Some(object);
-        out.push(failed);
-    }
-    Ok(out)
+        failed.object = Some(object.to_owned());
+        Ok(failed)
+    })
+    .await
 }
 
 /// Deletes the S3 object `failed` came from, if any, once it is replayed: the S3 destination's
@@ -414,22 +411,25 @@ pub async fn read_parked(
     bucket: &str,
     prefix: &str,
 ) -> Result<Vec<Failed>, FailureError> {
-    let mut out = Vec::new();
-    for key in list(s3, bucket, prefix, |k| k.ends_with(PARKED_SUFFIX)).await? {
-        let bytes = get(s3, bucket, &key).await?;
-        out.push(parked_of(&bytes, &format!("s3://{bucket}/{key}"))?);
-    }
-    Ok(out)
+    read_each(s3, bucket, prefix, |k| k.ends_with(PARKED_SUFFIX), |object, bytes| parked_of(bytes, object))
+        .await
 }
 
-/// The keys under `s3://bucket/prefix` that `keep` keeps, sorted.
-async fn list(
+/// Each object under `s3://bucket/prefix` whose key `keep` keeps, oldest key first, made a
+/// [`Failed`] by `read` from its `s3://` address and its bytes.
+async fn read_each(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     prefix: &str,
     keep: impl Fn(&str) -> bool,
-) -> Result<Vec<String>, FailureError> {
-    Ok(stream_runtime::aws::list_keys(s3, bucket, prefix, keep, &crate::s3_budget()).await?)
+    read: impl Fn(&str, &[u8]) -> Result<Failed, FailureError>,
+) -> Result<Vec<Failed>, FailureError> {
+    let mut out = Vec::new();
+    for key in stream_runtime::aws::list_keys(s3, bucket, prefix, keep, &crate::s3_budget()).await? {
+        let bytes = get(s3, bucket, &key).await?;
+        out.push(read(&format!("s3://{bucket}/{key}"), &bytes)?);
+    }
+    Ok(out)
 }
 
 /// One object's bytes.

@@ -16,16 +16,12 @@ use stream_runtime::Runtime;
 use stream_runtime::{Event, EventRecord};
 use ttl_archiver::{Archiver, synthetic};
 
-use crate::support::moto::{create_table, parked, runtime, sdk, unique};
+use crate::support::moto::{create_table, parked, runtime, s3, sdk, unique};
 
 macro_rules! fixture {
     ($name:literal) => {
         serde_json::from_str::<Event>(include_str!(concat!("../../events/ttl-archiver/", $name))).unwrap()
     };
-}
-
-fn s3_client() -> aws_sdk_s3::Client {
-    aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk()).force_path_style(true).build())
 }
 
 async fn archiver(bucket: &str) -> Runtime<Archiver> {
@@ -34,7 +30,7 @@ async fn archiver(bucket: &str) -> Runtime<Archiver> {
 
 /// An S3 client, a fresh archive bucket, and an archiver writing to it.
 async fn archiving() -> (aws_sdk_s3::Client, String, Runtime<Archiver>) {
-    let s3 = s3_client();
+    let s3 = s3();
     let bucket = bucket(&s3).await;
     let archiver = archiver(&bucket).await;
     (s3, bucket, archiver)
@@ -136,7 +132,7 @@ async fn a_rejected_upload_reports_its_first_record() {
 /// before and after it are archived, in one run named after its first and last.
 #[tokio::test]
 async fn a_malformed_record_is_parked_and_the_records_around_it_are_archived() {
-    let s3 = s3_client();
+    let s3 = s3();
     let bucket = bucket(&s3).await;
     let response = archiver(&bucket).await.handle(fixture!("poison.json"), deadline()).await.unwrap();
     assert!(failures(&response).is_empty(), "{response:?}");

@@ -10,7 +10,7 @@ use stream_runtime::{Combined, Runtime, StreamFunction, combined};
 use stream_runtime::{Metric, Vars};
 
 use crate::support::lambda::{Function, deadline, fixture, items, objects};
-use crate::support::moto::{PARKING_BUCKET, create_index_table, parking_bucket, sdk, unique};
+use crate::support::moto::{PARKING_BUCKET, create_index_table, parking_bucket, s3, sdk, unique};
 
 /// The archiver's pattern in template.yaml; the indexer's mapping has none (a map attribute).
 const TTL_REMOVE: &str = r#"{"eventName":["REMOVE"],"userIdentity":{"type":["Service"],"principalId":["dynamodb.amazonaws.com"]}}"#;
@@ -109,8 +109,7 @@ async fn stores(prefix: &str) -> Result<Stores> {
     parking_bucket().await;
     let sdk = sdk();
     let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
-    let s3 =
-        aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build());
+    let s3 = s3();
     let (index, index_ref) = (unique(&format!("{prefix}-index")), unique(&format!("{prefix}-index-ref")));
     for table in [&index, &index_ref] {
         create_index_table(&dynamodb, table).await;

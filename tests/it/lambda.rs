@@ -16,7 +16,7 @@ use stream_runtime::Vars;
 use stream_runtime::{Runtime, StreamFunction};
 
 use crate::support::lambda::{Function, deadline, fixture, items, objects};
-use crate::support::moto::{PARKING_BUCKET, create_table, parked, parking_bucket, sdk, unique};
+use crate::support::moto::{PARKING_BUCKET, create_table, parked, parking_bucket, s3, sdk, unique};
 use crate::support::process::root;
 
 /// A function's environment: `pairs` and the parking bucket.
@@ -100,9 +100,7 @@ async fn multikey_indexer_binary_answers_like_the_library() -> Result<()> {
 
 #[tokio::test]
 async fn ttl_archiver_binary_answers_like_the_library() -> Result<()> {
-    let sdk = sdk();
-    let s3 =
-        aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build());
+    let s3 = s3();
     let fixtures = fixtures("ttl-archiver", ["mixed", "user-remove", "poison"]);
     let config = |bucket: &str| {
         env(&[("ARCHIVE_BUCKET", bucket.to_owned()), ("ARCHIVE_PREFIX", "archive/".to_owned())])

@@ -147,7 +147,7 @@ mod tests {
 
     #[test]
     fn the_schema_comes_from_the_indexers_configuration() {
-        let schema = GridSchema::new(&indexes(EXAMPLE), None, "issues", "project-num").unwrap();
+        let schema = crate::fixtures::example_grid();
         assert_eq!(
             (schema.key(), schema.scope(), schema.order(), schema.source()),
             ("id", "project", "num", "custom_fields")

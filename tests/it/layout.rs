@@ -1,9 +1,9 @@
 //! The crate graph against ARCHITECTURE.md: the folders are the layers, every dependency points
 //! to the crate's own folder or a lower one, nothing that ships depends on what emulates AWS
 //! (`dev/`), every crate has its heading in "Crates, bottom up", and the oracle shares no code
-//! with the indexer.
+//! with the indexer; and every build asks for one feature set of the crates all builds share.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
@@ -161,5 +161,51 @@ fn the_oracle_shares_no_code_with_the_indexer() {
         for forbidden in ["multikey_indexer", "formats::entries", "has_entry"] {
             assert!(!code.contains(forbidden), "{}: uses {forbidden}", file.display());
         }
+    }
+}
+
+/// Each registry crate a build compiles, with the features it compiles it with: `cargo tree` in
+/// `dir` (the whole workspace, or the example's own) over the dependency `kinds`, one
+/// "name version [features]" line each; the path crates (the workspace's own) left out.
+fn feature_sets(dir: &Path, kinds: &str) -> BTreeSet<String> {
+    let mut command = std::process::Command::new(env!("CARGO"));
+    command.args(["tree", "--offline", "--locked", "--prefix", "none", "-f", "{p} [{f}]", "-e", kinds]);
+    if dir == root() {
+        command.arg("--workspace");
+    }
+    let out = command.current_dir(dir).output().unwrap();
+    assert!(
+        out.status.success(),
+        "cargo tree in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|line| !line.is_empty() && !line.contains(" (/"))
+        .map(|line| line.trim_end_matches(" (*)").to_owned())
+        .collect()
+}
+
+/// A build without tests (`cargo build --workspace --bins`, as `scripts/demo` builds) and the
+/// example's tests outside the workspace compile every crate they share with the tests with the
+/// tests' features, so that one compilation of the AWS SDK in `target/` serves all three
+/// (`dev/workspace-hack`): a feature only a dev-dependency turns on compiles serde, and everything
+/// above it, a second time.
+#[test]
+fn every_build_asks_for_the_features_the_tests_ask_for() {
+    let tests = feature_sets(&root(), "normal,build,dev");
+    assert!(tests.len() > 200, "read only {} crates", tests.len());
+    let builds = [
+        ("a build without tests", feature_sets(&root(), "normal,build")),
+        ("the example's tests", feature_sets(&root().join("examples/sqs-fifo-mirror"), "normal,build,dev")),
+    ];
+    for (what, crates) in builds {
+        let other: Vec<&String> = crates.difference(&tests).collect();
+        assert!(
+            other.is_empty(),
+            "{what} compiles these with other features than the tests do (add the tests' to dev/workspace-hack): {other:#?}"
+        );
     }
 }

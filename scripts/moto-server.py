@@ -4,12 +4,13 @@ moto's DynamoDB backend is not atomic the way DynamoDB is: `update_item` reads a
 mutates it in place with no lock, and for a missing item puts an empty item first and then
 updates it, so two concurrent `ADD`s to one item can lose one of them, and a stream read can see
 half an update. DynamoDB makes every single-item operation atomic. This launcher runs the same
-application as `moto_server`, served by waitress from a pool of threads over kept-alive
-connections (moto's own server closes every connection after one request and starts a thread
-for each), with one lock for DynamoDB requests (their `X-Amz-Target` starts with `DynamoDB`); S3
-and the other services stay concurrent. waitress drops request headers whose names hold an
-underscore (moto's own handler puts them back, for S3 metadata): Sidestream's S3 metadata names
-use hyphens. Arguments are `moto_server`'s (-H HOST -p PORT).
+application as `moto_server`, served by scripts/http_server.py, a thread for each kept-alive
+connection (moto's own server closes every connection after one request and starts a thread for
+each; waitress, which served it before, handed each request between threads twice), with one lock
+for DynamoDB requests (their `X-Amz-Target` starts with `DynamoDB`); S3 and the other services
+stay concurrent. Request headers whose names hold an underscore are dropped, as waitress dropped
+them (moto's own handler puts them back, for S3 metadata): Sidestream's S3 metadata names use
+hyphens. Arguments are `moto_server`'s (-H HOST -p PORT).
 
 DynamoDB Streams' `GetRecords` "might take multiple calls to get to a portion of the shard that
 contains stream records": AWS answers empty pages, with a next iterator, where moto never does.
@@ -97,6 +98,8 @@ emulator spends the suite's time. The raw cProfile data goes to FILE.pstats, for
 """
 
 import argparse
+import base64
+import calendar
 import collections
 import cProfile
 import datetime
@@ -112,19 +115,15 @@ import sys
 import threading
 import time
 
-from waitress.server import create_server
-
 from moto import backends
 
+import http_server
 import meter
 from iam_gate import Gate
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
 
 GET_RECORDS = "DynamoDBStreams_20120810.GetRecords"
-# Threads answering requests: DynamoDB's wait for one another on the lock; S3's need not wait
-# behind them.
-WORKER_THREADS = 16
 # Empty pages at most in a row for one iterator: readers read through three (reader.rs).
 MAX_EMPTY_IN_A_ROW = 2
 
@@ -202,12 +201,50 @@ def remember_condition_lexing():
     ConditionExpressionParser._lex_condition_expression = remembered
 
 
+def remember_condition_parses():
+    """moto parses a request's condition expression twice, once in the handler (to check the
+    names it uses) and once in the table's operation, each time from its tokens (parsing was a
+    third of a guarded `PutItem`'s time in `scripts/bench-e2e --only emulator`). The tree depends
+    only on the expression, its names and its values, and evaluating it reads an item without
+    changing the tree: each parse is kept, by those three, and the second and every later parse
+    of the same takes it (a backfill's touches share one condition and values; a guarded put's
+    two parses, one). At most 4,096 are kept, then the store starts again."""
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    parse = ConditionExpressionParser.parse
+    parsed = {}
+
+    def remembered(self):
+        if not self.condition_expression:
+            return parse(self)
+        key = (
+            self.condition_expression,
+            json.dumps(self.expression_attribute_names, sort_keys=True),
+            json.dumps(self.expression_attribute_values, sort_keys=True),
+        )
+        kept = parsed.get(key)
+        if kept is None:
+            op = parse(self)
+            if len(parsed) >= 4096:
+                parsed.clear()
+            parsed[key] = (op, list(self.expr_attr_names_found), list(self.expr_attr_values_found))
+            return op
+        op, names, values = kept
+        self.expr_attr_names_found.extend(names)
+        self.expr_attr_values_found.extend(values)
+        return op
+
+    ConditionExpressionParser.parse = remembered
+
+
 def quick_request_ids():
     """moto draws each response's 52-character request id a character at a time from its seeded
     generator: 3% of the DynamoDB requests' time in the same profile. A request id only has to
-    be unique, so it is taken from the operating system's."""
+    be unique, so it is taken from the operating system's. (moto's responses module holds its own
+    reference to the function, taken at import: both are replaced.)"""
     import secrets
 
+    from moto.core import responses as moto_responses
     from moto.utilities import aws_headers
 
     def request_id(headerdict=None):
@@ -217,6 +254,201 @@ def quick_request_ids():
         return req_id
 
     aws_headers.gen_amzn_requestid_long = request_id
+    moto_responses.gen_amzn_requestid_long = request_id
+
+
+# The operations answered by `dynamodb_directly`, by target prefix: the data plane Sidestream and
+# its tests send by the thousand. Every other operation goes through moto's whole application.
+DIRECT_OPERATIONS = {
+    "DynamoDB_20120810": {
+        "PutItem", "UpdateItem", "DeleteItem", "GetItem", "BatchWriteItem", "BatchGetItem",
+        "Query", "Scan", "TransactWriteItems", "TransactGetItems", "DescribeTable",
+    },
+    "DynamoDBStreams_20120810": {"GetRecords"},
+}
+
+
+def dynamodb_directly(app, check):
+    """A WSGI application that answers the DynamoDB and Streams data plane (`DIRECT_OPERATIONS`)
+    by calling moto's own handler method for the operation, as moto's application does, without
+    the layers above it; everything else goes to `app`, moto's application.
+
+    Under the suite, moto's application spent six sevenths of a guarded `PutItem`'s time above the
+    table's own `put_item` (docs/local.md, "moto's time"): Flask's and werkzeug's request and
+    response objects, moto's `setup_class` (the URL, the body read as a form and a query string,
+    the headers, the account), the request parsed again against the service's model, and the
+    answer serialized by its shape through a chain of aliases for every member. Here the body is
+    `json.loads`ed into the handler's parameters (DynamoDB's JSON protocol carries every input as
+    it is, but for binaries, which moto's parser decodes: a request holding a `B` or `BS` goes to
+    `app`), the handler gets the region, account and headers `setup_class` would give it, moto's
+    `call_action` runs the operation (its validation, its errors, its CRC32 and request id), and
+    a successful answer is written by `by_shape`: the members of the operation's output shape
+    only, dates as seconds to the millisecond and binaries in base64, as moto's serializer writes
+    them. The status line and headers are the ones moto's application answers.
+
+    With `check` (SIDESTREAM_MOTO_CHECK), every request is also parsed by moto's parser and every
+    answer also serialized by moto's serializer, and the launcher stops at the first difference."""
+    from http import HTTPStatus
+
+    from moto.core import responses as moto_responses
+    from moto.core.parse import PROTOCOL_PARSERS
+    from moto.core.request import determine_request_protocol
+    from moto.core.utils import get_service_model
+    from moto.dynamodb.responses import DynamoHandler
+    from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+    from moto.iam.models import get_account_id_from, mark_account_as_visited
+    from moto.utilities.utils import get_partition
+    from werkzeug.datastructures import EnvironHeaders
+
+    handlers = {"DynamoDB_20120810": DynamoHandler, "DynamoDBStreams_20120810": DynamoDBStreamsHandler}
+    models = {prefix: get_service_model(handler().service_name) for prefix, handler in handlers.items()}
+    reasons = {status.value: f"{status.value} {status.phrase.upper()}" for status in HTTPStatus}
+    original_serialized = moto_responses.BaseResponse.serialized
+
+    def serialized(self, action_result):
+        """The handler's answer, by its shape, where the handler was called directly."""
+        prefix = getattr(self, "_sidestream_direct", None)
+        result = action_result.result
+        if prefix is None or type(result) is not dict:
+            return original_serialized(self, action_result)
+        shape = models[prefix].operation_model(self._sidestream_operation).output_shape
+        body = json.dumps(by_shape(result, shape))
+        if check:
+            expected = original_serialized(self, action_result)[2]
+            if json.loads(body) != json.loads(expected):
+                stop(f"the direct answer to {self._sidestream_operation} differs from moto's serializer:\n"
+                     f"  direct: {body!r:.2000}\n  moto:   {expected!r:.2000}")
+        headers = {"Content-Type": "application/x-amz-json-1.0"}
+        headers.update(self.response_headers)
+        return 200, headers, body
+
+    moto_responses.BaseResponse.serialized = serialized
+
+    def parsed_by_moto(prefix, operation, body, headers):
+        model = models[prefix]
+        operation_model = model.operation_model(operation)
+        protocol = determine_request_protocol(model, headers.get("Content-Type"))
+        parser = PROTOCOL_PARSERS[protocol](operation_model, map_type=handlers[prefix].PROTOCOL_PARSER_MAP_TYPE)
+        return parser.parse({"method": "POST", "values": {}, "headers": headers, "body": body,
+                             "url_path": "/", "url_params": {}})
+
+    def application(environ, start_response):
+        prefix, _, operation = environ.get("HTTP_X_AMZ_TARGET", "").partition(".")
+        if (
+            operation not in DIRECT_OPERATIONS.get(prefix, ())
+            or environ.get("REQUEST_METHOD") != "POST"
+            or environ.get("HTTP_CONTENT_ENCODING")
+            or "region/" in environ.get("HTTP_USER_AGENT", "")
+        ):
+            return app(environ, start_response)
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length)
+        environ["wsgi.input"] = io.BytesIO(body)
+        authorization = environ.get("HTTP_AUTHORIZATION", "")
+        if b'"B"' in body or b'"BS"' in body or "AWS4" not in authorization:
+            return app(environ, start_response)
+        try:
+            params = json.loads(body) if body else {}
+        except ValueError:
+            return app(environ, start_response)
+        headers = EnvironHeaders(environ)
+        handler = handlers[prefix]()
+        if handler.automated_parameter_parsing and check:
+            expected = parsed_by_moto(prefix, operation, body, headers)
+            if params != expected:
+                stop(f"the direct parameters of {operation} differ from moto's parser:\n"
+                     f"  direct: {params!r:.2000}\n  moto:   {expected!r:.2000}")
+        handler._sidestream_direct = prefix
+        handler._sidestream_operation = operation
+        handler.params = params
+        handler.uri_match = {}
+        handler.body = body.decode("utf-8")
+        handler.raw_body = body
+        handler.querystring = handler.data = {}
+        handler.headers = headers
+        handler.method = "POST"
+        handler.uri = handler.path = handler.raw_path = "/"
+        handler.is_werkzeug_request = True
+        handler.region = authorization.split(",")[0].split("/")[2]
+        handler.partition = get_partition(handler.region)
+        handler.response_headers = {"server": "amazon.com"}
+        handler.access_key = handler.get_access_key()
+        handler.current_account = (
+            os.environ.get("MOTO_ACCOUNT_ID")
+            or headers.get("x-moto-account-id")
+            or get_account_id_from(handler.access_key)
+        )
+        mark_account_as_visited(account_id=handler.current_account, access_key=handler.access_key,
+                                service=handler.service_name, region=handler.region)
+        status, answer_headers, answer = handler.call_action()
+        status = int(status)
+        if isinstance(answer, str):
+            answer = answer.encode("utf-8")
+        # As moto's Flask application answers: its CORS header, the headers moto set (its
+        # `status` header among them on an error), the length.
+        out = [("Access-Control-Allow-Origin", "*")]
+        for name, value in answer_headers.items():
+            if name.lower() != "content-length":
+                out.append((name.title() if name.islower() else name, str(value)))
+        if not any(name.lower() == "content-type" for name, _ in out):
+            out.append(("Content-Type", "text/html; charset=utf-8"))
+        out.append(("Content-Length", str(len(answer))))
+        start_response(reasons.get(status, f"{status} UNKNOWN"), out)
+        return [answer]
+
+    return application
+
+
+def by_shape(value, shape):
+    """`value`, part of an answer, as moto's JSON serializer writes it for `shape`: a structure's
+    members (none that the shape lacks, none that is None), lists and maps member by member, a
+    date as seconds since the epoch to the millisecond, a binary in base64. An attribute value of
+    strings, booleans, lists and maps is already what it writes, and is taken whole."""
+    kind = shape.type_name
+    if kind == "structure":
+        if shape.name == "AttributeValue" and plain_attribute_value(value):
+            return value
+        members = shape.members
+        return {k: by_shape(v, members[k]) for k, v in value.items() if v is not None and k in members}
+    if kind == "list":
+        member = shape.member
+        return [by_shape(v, member) for v in value]
+    if kind == "map":
+        member = shape.value
+        return {k: by_shape(v, member) for k, v in value.items()}
+    if kind == "timestamp" and isinstance(value, datetime.datetime):
+        seconds = calendar.timegm(value.timetuple())
+        return seconds + (value.microsecond // 1000) / 1000.0 if value.microsecond else seconds
+    if kind == "blob" and isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
+def plain_attribute_value(value):
+    """Whether `value` is an attribute value that moto's JSON serializer would write as it is:
+    one member, a string, a boolean or a list of strings, or a map or list of such values (a
+    binary, which it would encode, is not)."""
+    if type(value) is not dict or len(value) != 1:
+        return False
+    ((kind, inner),) = value.items()
+    if kind in ("S", "N"):
+        return type(inner) is str
+    if kind in ("BOOL", "NULL"):
+        return type(inner) is bool
+    if kind in ("SS", "NS"):
+        return type(inner) is list and all(type(member) is str for member in inner)
+    if kind == "M":
+        return type(inner) is dict and all(key and plain_attribute_value(v) for key, v in inner.items())
+    if kind == "L":
+        return type(inner) is list and all(plain_attribute_value(member) for member in inner)
+    return False
+
+
+def stop(message):
+    """Stops the launcher with `message` (SIDESTREAM_MOTO_CHECK found a difference)."""
+    sys.stderr.write(f"moto-server: {message}\n")
+    sys.stderr.flush()
+    os._exit(3)
 
 
 def scan_from_the_start_key():
@@ -378,25 +610,6 @@ def pick_plain_dict_members_by_table(check):
             os._exit(3)
         return answer
 
-    def plain_attribute_value(value):
-        """Whether `value` is an attribute value that moto's JSON serializer would write as it is:
-        one member, a string, a boolean or a list of strings, or a map or list of such values (a
-        binary, which it would encode, is not)."""
-        if type(value) is not dict or len(value) != 1:
-            return False
-        ((kind, inner),) = value.items()
-        if kind in ("S", "N"):
-            return type(inner) is str
-        if kind in ("BOOL", "NULL"):
-            return type(inner) is bool
-        if kind in ("SS", "NS"):
-            return type(inner) is list and all(type(member) is str for member in inner)
-        if kind == "M":
-            return type(inner) is dict and all(key and plain_attribute_value(v) for key, v in inner.items())
-        if kind == "L":
-            return type(inner) is list and all(plain_attribute_value(member) for member in inner)
-        return False
-
     original_structure = moto_serialize.BaseJSONSerializer._serialize_type_structure
 
     def serialize_structure(self, serialized, value, shape, key):
@@ -416,7 +629,7 @@ def pick_plain_dict_members_by_table(check):
         moto_serialize.ResponseSerializer.serialize = serialize_checked
 
 
-# The header the TTL sweeper sends with its deletes (waitress keeps hyphenated names only).
+# The header the TTL sweeper sends with its deletes (hyphenated: names with an underscore are dropped).
 TTL_DELETE_HEADER = "HTTP_X_SIDESTREAM_TTL_DELETE"
 # The account moto answers for when a request is not signed for another.
 DEFAULT_ACCOUNT = "123456789012"
@@ -1128,6 +1341,7 @@ def main():
     remember_moto_modules()
     remember_handler_methods()
     remember_condition_lexing()
+    remember_condition_parses()
     quick_request_ids()
     check = os.environ.get("SIDESTREAM_MOTO_CHECK") == "1"
     scan_from_the_start_key()
@@ -1140,6 +1354,7 @@ def main():
     pick_plain_dict_members_by_table(check)
     app = DomainDispatcherApplication(create_backend_app)
     app.debug = True
+    app = dynamodb_directly(app, check)
     lock = threading.Lock()
     profile = None
     if os.environ.get("SIDESTREAM_MOTO_PROFILE"):
@@ -1151,11 +1366,11 @@ def main():
             sys.exit(0)
 
         signal.signal(signal.SIGTERM, stop)
-    # waitress keeps connections alive and answers them from a pool of threads; werkzeug's
-    # development server, which `moto_server` uses, closes every connection after one request
-    # and starts a thread for each.
+    # A thread for each kept-alive connection (scripts/http_server.py); werkzeug's development
+    # server, which `moto_server` uses, closes every connection after one request and starts a
+    # thread for each.
     logging.basicConfig(level=logging.WARNING)
-    create_server(
+    http_server.Server(
         serialized(
             cloudwatch_over_cbor(Gate(app)),
             app,
@@ -1167,13 +1382,8 @@ def main():
             WriteCapacity(),
             profile,
         ),
-        host=args.host,
-        port=args.port,
-        threads=WORKER_THREADS,
-        connection_limit=1000,
-        channel_timeout=300,
-        asyncore_use_poll=True,
-        ident="Server",
+        args.host,
+        args.port,
     ).run()
 
 

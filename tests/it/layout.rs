@@ -190,9 +190,9 @@ fn feature_sets(dir: &Path, kinds: &str) -> BTreeSet<String> {
 
 /// A build without tests (`cargo build --workspace --bins`, as `scripts/demo` builds) and the
 /// example's tests outside the workspace compile every crate they share with the tests with the
-/// tests' features, so that one compilation of the AWS SDK in `target/` serves all three
-/// (`dev/workspace-hack`): a feature only a dev-dependency turns on compiles serde, and everything
-/// above it, a second time.
+/// tests' features and profile, so that one compilation of the AWS SDK in `target/` serves all
+/// three (`dev/workspace-hack`): a feature only a dev-dependency turns on compiles serde, and
+/// everything above it, a second time, and so does another profile.
 #[test]
 fn every_build_asks_for_the_features_the_tests_ask_for() {
     let tests = feature_sets(&root(), "normal,build,dev");
@@ -201,6 +201,26 @@ fn every_build_asks_for_the_features_the_tests_ask_for() {
         ("a build without tests", feature_sets(&root(), "normal,build")),
         ("the example's tests", feature_sets(&root().join("examples/sqs-fifo-mirror"), "normal,build,dev")),
     ];
+    let dev_profile = |manifest: &Path| -> Vec<String> {
+        let text = std::fs::read_to_string(manifest).unwrap();
+        let mut section = String::new();
+        let mut lines = Vec::new();
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+            if line.starts_with('[') {
+                section = line.to_owned();
+            } else if section.starts_with("[profile.dev") {
+                lines.push(format!("{section} {line}"));
+            }
+        }
+        lines
+    };
+    let workspace = dev_profile(&root().join("Cargo.toml"));
+    assert!(!workspace.is_empty(), "the workspace has a [profile.dev]");
+    assert_eq!(
+        dev_profile(&root().join("examples/sqs-fifo-mirror/Cargo.toml")),
+        workspace,
+        "the example's dev profile is the workspace's: another compiles every crate again"
+    );
     for (what, crates) in builds {
         let other: Vec<&String> = crates.difference(&tests).collect();
         assert!(

@@ -1,8 +1,10 @@
 //! How large the scale tests run: small by default, so that `scripts/test` takes minutes, and at
-//! full size under `SIDESTREAM_TEST_SCALE=full` (`scripts/test --scale`, which CI runs).
+//! full size under `SIDESTREAM_TEST_SCALE=full` (`scripts/test --scale`).
 //!
 //! Each scale test asserts by count that its race or fault happened, at either size: a smaller
-//! size makes fewer of them, never none.
+//! size makes fewer of them, never none. The small size is what CI runs: each test's doc comment
+//! says why that size proves the same property with margin. Run the full sizes before resolving
+//! an issue that touches their area.
 
 /// The variable that chooses the size.
 const VAR: &str = "SIDESTREAM_TEST_SCALE";

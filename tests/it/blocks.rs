@@ -117,8 +117,8 @@ fn edit(path: &Path, anchor: &str, with: &str) -> Result<()> {
 /// A fifth stream function, added in a scratch copy of the repository in three places: its crate
 /// (a package with a binary under `functions/`), its registry entry (`FUNCTIONS`, and the
 /// registry crate's dependency on it) and its block (the aggregator's, with its names changed).
-/// The registry compiles with it (`cargo check --workspace`, offline, into the repository's
-/// target folder, sharing what clippy or an earlier check compiled); `scripts/lambda-build` lists it among the stream functions it
+/// The registry compiles with it (`cargo check`, offline, in a target folder of its own, so as
+/// not to wait on this test's); `scripts/lambda-build` lists it among the stream functions it
 /// builds and starts with the canary; the built template has its log group, role and function,
 /// the alarms its nested stack makes, its outputs and dashboard widgets, and its alias in the
 /// roles that deploy it (the pre-traffic hook's and `CodeDeploy`'s); and the local stack finds it
@@ -149,14 +149,11 @@ fn a_function_added_through_its_crate_and_block_is_everywhere_the_tools_look() -
     std::fs::write(crate_folder.join("template.yaml.in"), &throwaway)?;
 
     // The registry compiles with the new entry (the lock takes the new package offline: it
-    // depends only on what the workspace has), then the build's list has it. The whole workspace
-    // is checked, into the repository's own target folder: cargo then asks for the features every
-    // build here asks for (dev/workspace-hack) and takes the dependencies an earlier check or
-    // clippy compiled, checking only the scratch copy's own crates.
+    // depends only on what the workspace has), then the build's list has it.
     // Niced: the other tests' invocations run to their deadlines beside it.
     let checked = Command::new("nice")
-        .args(["-n", "10", env!("CARGO"), "check", "--offline", "--quiet", "--workspace"])
-        .env("CARGO_TARGET_DIR", repo().join("target"))
+        .args(["-n", "10", env!("CARGO"), "check", "--offline", "--quiet", "-p", "sidestream-combined"])
+        .env("CARGO_TARGET_DIR", repo().join("target/throwaway"))
         .current_dir(&scratch)
         .output()?;
     ensure!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));

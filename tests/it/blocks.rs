@@ -15,6 +15,21 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// Where the scratch copy's `cargo check` compiles: a folder of its own, not the workspace's
+/// `target` (the `cargo test` running this test holds that one's lock, and the scratch's crates
+/// would replace the workspace's under their names), kept once per machine beside
+/// `scripts/setup`'s tools (`${XDG_CACHE_HOME:-~/.cache}/sidestream/throwaway-target`) so that a
+/// fresh clone does not check the AWS SDK again: the first run on a machine does, about 160 s of
+/// CPU here. cargo's lock on it makes concurrent runs take turns; `rm -rf` it to reclaim its
+/// space (about 450 MB). Without `HOME`, `target/throwaway`.
+fn throwaway_target() -> PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache")));
+    cache.map_or_else(|| repo().join("target/throwaway"), |c| c.join("sidestream/throwaway-target"))
+}
+
 /// `scripts/template-build` on the tree at `root`, checking only with `check`.
 fn template_build(root: &Path, check: bool) -> Result<Output> {
     let mut command = Command::new("python3");
@@ -117,8 +132,7 @@ fn edit(path: &Path, anchor: &str, with: &str) -> Result<()> {
 /// A fifth stream function, added in a scratch copy of the repository in three places: its crate
 /// (a package with a binary under `functions/`), its registry entry (`FUNCTIONS`, and the
 /// registry crate's dependency on it) and its block (the aggregator's, with its names changed).
-/// The registry compiles with it (`cargo check`, offline, in a target folder of its own, so as
-/// not to wait on this test's); `scripts/lambda-build` lists it among the stream functions it
+/// The registry compiles with it (`cargo check`, offline, in [`throwaway_target`]); `scripts/lambda-build` lists it among the stream functions it
 /// builds and starts with the canary; the built template has its log group, role and function,
 /// the alarms its nested stack makes, its outputs and dashboard widgets, and its alias in the
 /// roles that deploy it (the pre-traffic hook's and `CodeDeploy`'s); and the local stack finds it
@@ -153,7 +167,7 @@ fn a_function_added_through_its_crate_and_block_is_everywhere_the_tools_look() -
     // Niced: the other tests' invocations run to their deadlines beside it.
     let checked = Command::new("nice")
         .args(["-n", "10", env!("CARGO"), "check", "--offline", "--quiet", "-p", "sidestream-combined"])
-        .env("CARGO_TARGET_DIR", repo().join("target/throwaway"))
+        .env("CARGO_TARGET_DIR", throwaway_target())
         .current_dir(&scratch)
         .output()?;
     ensure!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));

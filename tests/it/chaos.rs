@@ -1,4 +1,4 @@
-//! A seed-fixed chaos run in the test suite: 5,000 ops through the three functions with every
+//! A seed-fixed chaos run in the test suite: 2,500 ops (5,000 at full scale) through the three functions with every
 //! AWS fault on the wire and every Lambda fault in the replayer, over split shards with parallel
 //! batches, while the operations phase verifies and repairs, backfills and replays old records.
 //! Every oracle must find its output exact, every kind of fault must have happened, and every
@@ -13,12 +13,23 @@ use anyhow::{Result, ensure};
 
 use crate::support::moto::unique;
 
-/// Rates raised over the default so that 5,000 ops meet every kind several times; stalls short
+/// Rates raised over the default so that 2,500 ops meet every kind several times; stalls short
 /// enough for a test, still past the chaos stack's 1 s attempt timeout.
 const SPEC: &str = "throttle=0.05,5xx=0.03,partial=0.3,apply-then-fail=0.03,reset=0.02,stall=0.01,stall-for=1500ms,late=0.01,late-for=2000ms,latency=1ms,kill=0.04,timeout=0.04,duplicate=0.05";
 
+/// The ops of each run: 2,500, or 5,000 at full scale. CI runs 2,500: what each run proves is
+/// that every kind of fault and every operation happened (each counted and asserted above zero)
+/// and that the oracles still find everything exact, not the workload's size. At 2,000 ops (seed
+/// 7), the rarest counts of the four runs were: 1 kill, 1 timeout, 1 duplicate delivery, 1
+/// bisection and 1 retried batch in one mapping (the sums asserted were at least 4), 49 stalls,
+/// 50 late writes refused, 1 verification, 120 backfill touches, 49 replay touches, 52 records
+/// rerun; 2,500 adds a quarter to each. 5,000 meets each about twice as often.
+fn ops() -> u64 {
+    crate::support::scale::size(2_500, 5_000)
+}
+
 #[tokio::test]
-async fn five_thousand_ops_under_every_fault_lose_nothing_and_double_nothing() -> Result<()> {
+async fn a_mapping_per_function_under_every_fault_loses_nothing_and_doubles_nothing() -> Result<()> {
     let report = under_every_fault(&[("Consumers", "Separate")]).await?;
     let functions: Vec<&str> = report.mappings.iter().map(|m| m.function.as_str()).collect();
     ensure!(functions.len() == 3, "a mapping per function: {functions:?}");
@@ -43,9 +54,12 @@ async fn both_tables_read_through_kinesis_lose_nothing_and_double_nothing() -> R
         under_every_fault(&[("IssuesChangeSource", "Kinesis"), ("CounterChangeSource", "Kinesis")]).await?;
     let summary = serde_json::to_string_pretty(&report.kinesis)?;
     ensure!(report.kinesis.len() == 2, "two Kinesis streams: {summary}");
+    // One in fifty ops: 100 at full scale. At 2,000 ops (seed 7) the counters' stream had 64
+    // records twice and 332 crossed, the issues' 254 and 384: the fewest is 1.6 times the bar.
+    let bar = report.ops / 50;
     for stream in &report.kinesis {
         ensure!(
-            stream.crossed > 100 && stream.duplicated > 100,
+            stream.crossed > bar && stream.duplicated > bar,
             "one item's records crossed and some came twice: {summary}"
         );
     }
@@ -59,7 +73,7 @@ async fn two_regions_of_a_global_table_lose_nothing_and_double_nothing() -> Resu
     ensure!(report.replication.len() == 2, "issues and counters replicated: {summary}");
     let issues = &report.replication[0];
     ensure!(
-        issues.counts.replicated > 1_000 && issues.counts.ttl_deletes > 0,
+        issues.counts.replicated > report.ops / 5 && issues.counts.ttl_deletes > 0,
         "every write replicated, TTL deletes among them: {summary}"
     );
     ensure!(
@@ -70,7 +84,7 @@ async fn two_regions_of_a_global_table_lose_nothing_and_double_nothing() -> Resu
     Ok(())
 }
 
-/// 5,000 ops with the template `parameters` given, every oracle exact, every fault and operation
+/// [`ops`] ops with the template `parameters` given, every oracle exact, every fault and operation
 /// counted.
 async fn under_every_fault(parameters: &[(&str, &str)]) -> Result<local_stack::chaos::Report> {
     under(parameters, 1).await
@@ -80,7 +94,7 @@ async fn under_every_fault(parameters: &[(&str, &str)]) -> Result<local_stack::c
 async fn under(parameters: &[(&str, &str)], regions: u8) -> Result<local_stack::chaos::Report> {
     let faults = local_stack::chaos::Faults::parse(SPEC, Some(7))?;
     let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
-    let mut options = local_stack::chaos::Options::new(5_000, 7, faults, template, unique("chaos"));
+    let mut options = local_stack::chaos::Options::new(ops(), 7, faults, template, unique("chaos"));
     options.regions = regions;
     options.parameters.extend(parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     // Two motos when scripts/moto started them (scripts/test does): the tables split between.
@@ -114,7 +128,7 @@ async fn under(parameters: &[(&str, &str)], regions: u8) -> Result<local_stack::
     ensure!(report.runtime.retries > 0, "no request retried: {summary}");
     // The aggregator's parallel batches update the same totals with delta writes, which do not
     // conflict across shards; the conflict path is held to its count in tests/it/counters.rs.
-    ensure!(report.stream_records >= 5_000, "{summary}");
+    ensure!(report.stream_records >= report.ops, "{summary}");
     // The verify jobs' executions are billed by their state transitions.
     ensure!(report.bill.total.state_transitions > 0.0, "no state transition billed: {summary}");
     let ops = &report.operations;

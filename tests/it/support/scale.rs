@@ -11,7 +11,7 @@ const VAR: &str = "SIDESTREAM_TEST_SCALE";
 
 /// `small` by default, `full` when `SIDESTREAM_TEST_SCALE` is `full`. Any other value fails
 /// the test, naming the variable.
-pub(crate) fn size(small: usize, full: usize) -> usize {
+pub(crate) fn size<T>(small: T, full: T) -> T {
     match std::env::var(VAR).as_deref() {
         Err(std::env::VarError::NotPresent) | Ok("" | "small") => small,
         Ok("full") => full,

@@ -84,6 +84,22 @@ def item_size(item):
     return sum(len(name.encode()) + size(value) for name, value in (item or {}).items())
 
 
+def stored_size(item):
+    """The size of an item as moto holds it (`Item.attrs`, names to `DynamoType`s), by the same
+    rules as `item_size`, without writing it out as JSON first."""
+    return sum(len(name.encode()) + typed_size(value) for name, value in item.attrs.items())
+
+
+def typed_size(value):
+    """`size` of a `DynamoType`, whose lists and maps hold `DynamoType`s."""
+    kind, v = value.type, value.value
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode()) + typed_size(e) for k, e in v.items())
+    if kind == "L":
+        return 3 + sum(1 + typed_size(e) for e in v)
+    return size({kind: v})
+
+
 def write_units(before, after):
     """The write units of one item write: the larger item, per KB, at least 1."""
     return max(1, -(-max(before, after) // KB))
@@ -161,13 +177,12 @@ class Measure:
         self.backend = backend
         self.operation = target.rsplit(".", 1)[-1]
         self.request = request
-        self.before = {}
         # Write units billed, by table: what CloudWatch's ConsumedWriteCapacityUnits says.
         self.billed = collections.Counter()
         with meter.lock:
             meter.operations[self.operation] += 1
-        for table, key in self.keys_written():
-            self.before[(table, canonical(key))] = self.stored_size(table, key)
+        # The size stored under each key written, in `keys_written`'s order.
+        self.before = [self.stored_size(table, key) for table, key in self.keys_written()]
 
     def keys_written(self):
         """Each (table, key) the request may write or check."""
@@ -213,7 +228,7 @@ class Measure:
             item = t.get_item(hash_value, range_value)
         except Exception:  # noqa: BLE001 - a key moto cannot look up is one it holds nothing under
             return 0
-        return item_size(item.to_json()["Attributes"]) if item is not None else 0
+        return stored_size(item) if item is not None else 0
 
     def after(self, status, answer, rerun):
         """Bills the request answered with `status` and `answer` (JSON bytes); `rerun(request)`
@@ -225,22 +240,26 @@ class Measure:
         name = self.name(self.request.get("TableName", ""))
         if op in ("PutItem", "UpdateItem", "DeleteItem") and (ok or refused):
             key = next(iter(self.keys_written()))[1]
-            old = self.before.get((self.request["TableName"], canonical(key)), 0)
-            new = 0 if op == "DeleteItem" or refused else self.stored_size(self.request["TableName"], key)
+            old = self.before[0]
+            if op == "DeleteItem" or refused:
+                new = 0
+            elif op == "PutItem":
+                # A put stores its item as it came.
+                new = item_size(self.request.get("Item"))
+            else:
+                new = self.stored_size(self.request["TableName"], key)
             units = write_units(old, new)
             self.bill(name, wru=units, wru_single=0 if refused else units, refused=int(refused))
         elif op == "BatchWriteItem" and ok:
             # moto leaves nothing unprocessed (the fault proxy answers that itself).
-            for table, key in self.keys_written():
-                old = self.before.get((table, canonical(key)), 0)
+            for (table, key), old in zip(self.keys_written(), self.before):
                 units = write_units(old, self.stored_size(table, key))
                 self.bill(self.name(table), wru=units, wru_single=units)
         elif op == "TransactWriteItems" and (ok or cancelled):
-            for action in self.request.get("TransactItems", []):
+            for action, old in zip(self.request.get("TransactItems", []), self.before):
                 ((kind, a),) = action.items()
                 table = a["TableName"]
                 key = self.key_of(table, a["Item"]) if kind == "Put" else a["Key"]
-                old = self.before.get((table, canonical(key)), 0)
                 new = 0 if kind in ("Delete", "ConditionCheck") or not ok else self.stored_size(table, key)
                 units = write_units(old, new)
                 single = units if ok and kind != "ConditionCheck" else 0
@@ -280,10 +299,6 @@ class Measure:
     def bill(self, table, **counts):
         self.billed[table] += counts["wru"]
         self.meter.add(table, **counts)
-
-
-def canonical(key):
-    return json.dumps(key, sort_keys=True)
 
 
 def strip(request, *names):

@@ -119,6 +119,7 @@ from moto import backends
 
 import http_server
 import meter
+import iam_gate
 from iam_gate import Gate
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
@@ -217,10 +218,12 @@ def remember_condition_parses():
     def remembered(self):
         if not self.condition_expression:
             return parse(self)
+        # `repr`, not sorted JSON: two requests alike but for their entries' order only parse
+        # once more each, and the key costs a fifth as much.
         key = (
             self.condition_expression,
-            json.dumps(self.expression_attribute_names, sort_keys=True),
-            json.dumps(self.expression_attribute_values, sort_keys=True),
+            repr(self.expression_attribute_names),
+            repr(self.expression_attribute_values),
         )
         kept = parsed.get(key)
         if kept is None:
@@ -235,6 +238,95 @@ def remember_condition_parses():
         return op
 
     ConditionExpressionParser.parse = remembered
+
+
+def remember_update_parses():
+    """moto parses an `UpdateItem`'s update expression twice, in the handler (to check the names
+    and values it uses) and in the table's operation, each time from its tokens: 11% of a touch's
+    time in `scripts/bench-e2e --only emulator`'s profile (py-spy). The tree depends only on the
+    expression's text, and neither reader changes it (the validator works on a deep copy), so
+    each text's tree is kept; a text that does not parse raises each time, as before. At most
+    4,096 are kept."""
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+
+    make = UpdateExpressionParser.make
+    parsed = {}
+
+    def remembered(text):
+        tree = parsed.get(text)
+        if tree is None:
+            tree = make(text)
+            if len(parsed) < 4096:
+                parsed[text] = tree
+        return tree
+
+    UpdateExpressionParser.make = remembered
+
+
+def json_errors_without_xml():
+    """moto's `JsonRESTError`, which every DynamoDB error is, first renders its message as an XML
+    document (its base class's body, for the query protocols) and then replaces it with JSON:
+    the XML was 6% of a guarded `PutItem`'s time in `scripts/bench-e2e --only emulator`'s profile,
+    where a third are refused. The error is made as the base class makes it, and given the JSON
+    body only."""
+    from moto.core import exceptions
+
+    def init(self, error_type, message, _="", **_kwargs):
+        exceptions.HTTPException.__init__(self)
+        self.error_type = error_type
+        self.message = message
+        self.description = json.dumps({"__type": error_type, "message": message})
+        self.content_type = "application/json"
+
+    exceptions.JsonRESTError.__init__ = init
+
+
+def quick_answer_dicts():
+    """moto turns every DynamoDB answer into plain dicts and lists before serializing it
+    (`dynamo_to_dict`), asking each value whether it is a date, a `DynamoType` or has `to_json`:
+    15% of a `Scan`'s or `BatchGetItem`'s time in `scripts/bench-e2e --only emulator`'s profile,
+    where the items are plain dicts of strings already. Plain dicts, lists and strings are taken
+    as they are here (what moto's function does with them), everything else by moto's."""
+    from moto.dynamodb import responses as moto_dynamodb
+    from moto.dynamodb.models import utilities
+
+    slow = utilities.dynamo_to_dict
+
+    def to_dict(obj):
+        kind = type(obj)
+        if kind is dict:
+            return {k: to_dict(v) for k, v in obj.items()}
+        if kind is list:
+            return [to_dict(v) for v in obj]
+        if kind is str or kind is bool or obj is None:
+            return obj
+        return slow(obj)
+
+    utilities.dynamo_to_dict = to_dict
+    moto_dynamodb.dynamo_to_dict = to_dict
+
+
+def items_sized_once():
+    """moto makes an item from a request's attributes by adding them one at a time to a dict
+    that, on every addition, sizes everything it already holds against DynamoDB's item limit:
+    quadratic in the attributes, 10% of a guarded `PutItem`'s time in
+    `scripts/bench-e2e --only emulator`'s profile. While an item is made its size only grows, so
+    the attributes but the last are added without the check, and the last through it, once over
+    the whole item: the same items are refused, with the same error."""
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
+
+    def init(self, hash_key, range_key, attrs):
+        self.hash_key = hash_key
+        self.range_key = range_key
+        self.attrs = LimitedSizeDict()
+        last = len(attrs) - 1
+        for i, (key, value) in enumerate(attrs.items()):
+            if i == last:
+                self.attrs[key] = DynamoType(value)
+            else:
+                dict.__setitem__(self.attrs, key, DynamoType(value))
+
+    Item.__init__ = init
 
 
 def quick_request_ids():
@@ -304,6 +396,7 @@ def dynamodb_directly(app, check):
     models = {prefix: get_service_model(handler().service_name) for prefix, handler in handlers.items()}
     reasons = {status.value: f"{status.value} {status.phrase.upper()}" for status in HTTPStatus}
     original_serialized = moto_responses.BaseResponse.serialized
+    accounts = {}
 
     def serialized(self, action_result):
         """The handler's answer, by its shape, where the handler was called directly."""
@@ -347,10 +440,14 @@ def dynamodb_directly(app, check):
         authorization = environ.get("HTTP_AUTHORIZATION", "")
         if b'"B"' in body or b'"BS"' in body or "AWS4" not in authorization:
             return app(environ, start_response)
-        try:
-            params = json.loads(body) if body else {}
-        except ValueError:
-            return app(environ, start_response)
+        # The launcher's meter has parsed the body already (iam_gate.PARSED_BODY); moto reads a
+        # request's parameters and changes none of them.
+        params = environ.get(iam_gate.PARSED_BODY)
+        if params is None:
+            try:
+                params = json.loads(body) if body else {}
+            except ValueError:
+                return app(environ, start_response)
         headers = EnvironHeaders(environ)
         handler = handlers[prefix]()
         if handler.automated_parameter_parsing and check:
@@ -372,11 +469,18 @@ def dynamodb_directly(app, check):
         handler.region = authorization.split(",")[0].split("/")[2]
         handler.partition = get_partition(handler.region)
         handler.response_headers = {"server": "amazon.com"}
-        handler.access_key = handler.get_access_key()
+        # A request's access key, and the account moto's IAM holds it in, kept by its
+        # credential: a key id is never made again, so the first answer stays right.
+        credential = authorization.split(",", 1)[0]
+        known = accounts.get(credential)
+        if known is None:
+            access_key = handler.get_access_key()
+            known = accounts[credential] = (access_key, get_account_id_from(access_key))
+        handler.access_key = known[0]
         handler.current_account = (
             os.environ.get("MOTO_ACCOUNT_ID")
             or headers.get("x-moto-account-id")
-            or get_account_id_from(handler.access_key)
+            or known[1]
         )
         mark_account_as_visited(account_id=handler.current_account, access_key=handler.access_key,
                                 service=handler.service_name, region=handler.region)
@@ -1318,7 +1422,10 @@ def serialized(app, raw, lock, empty_pages, write_capacity, profile=None):
 
         try:
             backend = dynamodb_backends[DEFAULT_ACCOUNT][region_of(environ)]
-            return meter.Measure(METER, backend, target, json.loads(body or b"{}"))
+            request = json.loads(body or b"{}")
+            # The IAM check reads it too (iam_gate.PARSED_BODY); neither changes it.
+            environ[iam_gate.PARSED_BODY] = request
+            return meter.Measure(METER, backend, target, request)
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             logging.warning("the meter could not read %s: %r", target, error)
             return None
@@ -1327,6 +1434,7 @@ def serialized(app, raw, lock, empty_pages, write_capacity, profile=None):
         """moto's answer to `request`, sent as `environ`'s was (a read, for the meter)."""
         body = json.dumps(request).encode()
         copy = dict(environ, **{"wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))})
+        copy.pop(iam_gate.PARSED_BODY, None)
         return drained(raw(copy, lambda *_args, **_kwargs: None))
 
     return application
@@ -1342,6 +1450,10 @@ def main():
     remember_handler_methods()
     remember_condition_lexing()
     remember_condition_parses()
+    remember_update_parses()
+    json_errors_without_xml()
+    quick_answer_dicts()
+    items_sized_once()
     quick_request_ids()
     check = os.environ.get("SIDESTREAM_MOTO_CHECK") == "1"
     scan_from_the_start_key()

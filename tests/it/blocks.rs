@@ -23,10 +23,10 @@ fn repo() -> PathBuf {
 /// CPU here. cargo's lock on it makes concurrent runs take turns; `rm -rf` it to reclaim its
 /// space (about 450 MB). Without `HOME`, `target/throwaway`.
 fn throwaway_target() -> PathBuf {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache")));
+    let cache =
+        std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| {
+            std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache"))
+        });
     cache.map_or_else(|| repo().join("target/throwaway"), |c| c.join("sidestream/throwaway-target"))
 }
 

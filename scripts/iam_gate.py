@@ -104,6 +104,8 @@ class Shape:
     def __init__(self, policies):
         self.resources = []
         self.condition_keys = set()
+        # Each resource's matches, kept by its ARN (a few tables, or a bucket's objects).
+        self.matched = {}
         for policy in policies:
             for statement in _statements(policy):
                 for element in ("Resource", "NotResource"):
@@ -113,7 +115,11 @@ class Shape:
                     self.condition_keys.update(k.lower() for k in conditions)
 
     def of(self, resource, context):
-        matches = tuple(any(p.match(resource) for p in patterns) for patterns in self.resources)
+        matches = self.matched.get(resource)
+        if matches is None:
+            matches = tuple(any(p.match(resource) for p in patterns) for patterns in self.resources)
+            if len(self.matched) < 4096:
+                self.matched[resource] = matches
         if not self.condition_keys:
             return matches, ""
         kept = {k: v for k, v in context.items() if k.lower() in self.condition_keys}
@@ -192,37 +198,48 @@ def _leading_keys(region, table, items):
     return values
 
 
-def dynamodb_calls(operation, body, region):
-    """The IAM requests a DynamoDB or DynamoDB Streams operation makes: (action, resource, context)."""
+def dynamodb_calls(operation, body, region, named=None):
+    """The IAM requests a DynamoDB or DynamoDB Streams operation makes: (action, resource, context).
+    `named`, the condition keys (lower case) the deciding policies name: a context key no
+    statement names cannot change a decision (`Shape`), so it is left out, not worked out (the
+    table and item a `dynamodb:LeadingKeys` looks up, the names `dynamodb:Attributes` parses);
+    None, every key."""
     calls = []
 
-    def write_context(attributes, part, items):
-        return {
-            "dynamodb:Attributes": attributes,
-            "dynamodb:ReturnValues": part.get("ReturnValues") or "NONE",
-            "dynamodb:LeadingKeys": _leading_keys(region, part["TableName"], items),
-        }
+    def wanted(key):
+        return named is None or key.lower() in named
+
+    def key_context(table, items):
+        if not wanted("dynamodb:LeadingKeys"):
+            return {}
+        return {"dynamodb:LeadingKeys": _leading_keys(region, table, items)}
+
+    def write_context(part, items, item=None, key=None):
+        context = key_context(part["TableName"], items)
+        if wanted("dynamodb:Attributes"):
+            context["dynamodb:Attributes"] = _attributes(part, item=item, key=key)
+        if wanted("dynamodb:ReturnValues"):
+            context["dynamodb:ReturnValues"] = part.get("ReturnValues") or "NONE"
+        return context
 
     if operation in ("PutItem",):
         calls.append(("dynamodb:PutItem", _table_arn(region, body["TableName"]),
-                      write_context(_attributes(body, item=body.get("Item")), body, [body.get("Item")])))
+                      write_context(body, [body.get("Item")], item=body.get("Item"))))
     elif operation in ("UpdateItem", "DeleteItem"):
         calls.append((f"dynamodb:{operation}", _table_arn(region, body["TableName"]),
-                      write_context(_attributes(body, key=body.get("Key")), body, [body.get("Key")])))
+                      write_context(body, [body.get("Key")], key=body.get("Key"))))
     elif operation == "GetItem":
         calls.append(("dynamodb:GetItem", _table_arn(region, body["TableName"]),
-                      {"dynamodb:LeadingKeys": _leading_keys(region, body["TableName"], [body.get("Key")])}))
+                      key_context(body["TableName"], [body.get("Key")])))
     elif operation in ("Query", "Scan"):
         calls.append((f"dynamodb:{operation}", _table_arn(region, body["TableName"], body.get("IndexName")), {}))
     elif operation == "BatchGetItem":
-        for table, wanted in (body.get("RequestItems") or {}).items():
-            keys = _leading_keys(region, table, wanted.get("Keys") or [])
-            calls.append(("dynamodb:BatchGetItem", _table_arn(region, table), {"dynamodb:LeadingKeys": keys}))
+        for table, asked in (body.get("RequestItems") or {}).items():
+            calls.append(("dynamodb:BatchGetItem", _table_arn(region, table), key_context(table, asked.get("Keys") or [])))
     elif operation == "BatchWriteItem":
         for table, requests in (body.get("RequestItems") or {}).items():
             items = [r.get("PutRequest", {}).get("Item") or r.get("DeleteRequest", {}).get("Key") for r in requests]
-            keys = _leading_keys(region, table, items)
-            calls.append(("dynamodb:BatchWriteItem", _table_arn(region, table), {"dynamodb:LeadingKeys": keys}))
+            calls.append(("dynamodb:BatchWriteItem", _table_arn(region, table), key_context(table, items)))
     elif operation == "TransactWriteItems":
         actions = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
         for entry in body.get("TransactItems") or []:
@@ -231,10 +248,10 @@ def dynamodb_calls(operation, body, region):
                 if action is None:
                     return None
                 items = [part.get("Item") or part.get("Key")]
-                context = {"dynamodb:LeadingKeys": _leading_keys(region, part["TableName"], items)}
+                context = key_context(part["TableName"], items)
                 if action != "ConditionCheckItem":
-                    context = write_context(_attributes(part, item=part.get("Item"), key=part.get("Key")), part, items)
-                    context.pop("dynamodb:ReturnValues")
+                    context = write_context(part, items, item=part.get("Item"), key=part.get("Key"))
+                    context.pop("dynamodb:ReturnValues", None)
                 calls.append((f"dynamodb:{action}", _table_arn(region, part["TableName"]), context))
     elif operation == "TransactGetItems":
         for entry in body.get("TransactItems") or []:
@@ -461,7 +478,7 @@ class Gate:
                 parsed = None
         calls = None
         if parsed is not None and target.startswith("DynamoDB"):
-            calls = dynamodb_calls(target.partition(".")[2], parsed, region)
+            calls = dynamodb_calls(target.partition(".")[2], parsed, region, role.shape.condition_keys)
         elif parsed is not None and target:
             calls = json_calls(target, parsed, region)
         denial = self.check(role, calls, region, operation)

@@ -42,6 +42,8 @@ import re
 import threading
 import urllib.parse
 
+from moto.dynamodb.models.dynamo_type import DynamoType
+
 METER = "SidestreamControl.Meter"
 
 KB = 1024
@@ -51,6 +53,12 @@ READ_UNIT = 4096
 def size(value):
     """The size of an attribute value in DynamoDB JSON (`{"S": "x"}`)."""
     ((kind, v),) = value.items()
+    return sized(kind, v, size)
+
+
+def sized(kind, v, element_size):
+    """The size of a value of DynamoDB type `kind`, its list and map elements sized by
+    `element_size` (they are DynamoDB JSON in a request, `DynamoType`s in moto's items)."""
     if kind == "S":
         return len(v.encode())
     if kind == "N":
@@ -60,9 +68,9 @@ def size(value):
     if kind in ("BOOL", "NULL"):
         return 1
     if kind == "L":
-        return 3 + sum(1 + size(e) for e in v)
+        return 3 + sum(1 + element_size(e) for e in v)
     if kind == "M":
-        return 3 + sum(1 + len(k.encode()) + size(e) for k, e in v.items())
+        return 3 + sum(1 + len(k.encode()) + element_size(e) for k, e in v.items())
     if kind == "SS":
         return sum(len(e.encode()) for e in v)
     if kind == "NS":
@@ -92,12 +100,7 @@ def stored_size(item):
 
 def typed_size(value):
     """`size` of a `DynamoType`, whose lists and maps hold `DynamoType`s."""
-    kind, v = value.type, value.value
-    if kind == "M":
-        return 3 + sum(1 + len(k.encode()) + typed_size(e) for k, e in v.items())
-    if kind == "L":
-        return 3 + sum(1 + typed_size(e) for e in v)
-    return size({kind: v})
+    return sized(value.type, value.value, typed_size)
 
 
 def write_units(before, after):
@@ -216,19 +219,21 @@ class Measure:
         return self.backend.tables.get(name)
 
     def stored_size(self, table, key):
-        """The size of the item stored under `key`, 0 when there is none."""
-        from moto.dynamodb.models.dynamo_type import DynamoType
-
+        """The size of the item stored under `key`, 0 when there is none. It is looked up in the
+        table's items as `Table.get_item` looks it up, without its checks: a key moto cannot
+        look up (its range key missing, a value of another shape) is one it holds nothing under."""
         t = self.table(table)
         if t is None or t.hash_key_attr not in key:
             return 0
-        hash_value = DynamoType(key[t.hash_key_attr])
-        range_value = DynamoType(key[t.range_key_attr]) if t.range_key_attr and t.range_key_attr in key else None
         try:
-            item = t.get_item(hash_value, range_value)
-        except Exception:  # noqa: BLE001 - a key moto cannot look up is one it holds nothing under
+            held = t.items.get(DynamoType(key[t.hash_key_attr]))
+            if t.range_key_attr:
+                if t.range_key_attr not in key or held is None:
+                    return 0
+                held = held.get(DynamoType(key[t.range_key_attr]))
+        except Exception:  # noqa: BLE001 - see above
             return 0
-        return stored_size(item) if item is not None else 0
+        return stored_size(held) if held is not None else 0
 
     def after(self, status, answer, rerun):
         """Bills the request answered with `status` and `answer` (JSON bytes); `rerun(request)`

@@ -421,6 +421,63 @@ def quick_request_ids():
     moto_responses.gen_amzn_requestid_long = request_id
 
 
+def quick_backend_lookups():
+    """moto finds a service's backend for an account (`backend_dict[account]`) by listing the
+    dict's keys and then comparing it with every service's dict moto has made, each by `__eq__`:
+    3.5% of a guarded `PutItem` in `scripts/bench-e2e --only emulator`'s profile, where the
+    launcher's meter, the IAM check and the handler each look one up. An account's backend is
+    made once and listed with its dict at once (`_create_account_specific_backend`), and moto's
+    reset empties both together: one already held is answered at once, and any other is made
+    as moto makes it."""
+    from moto.core.base_backend import BackendDict
+
+    made = BackendDict.__getitem__
+
+    def getitem(self, account_id):
+        held = dict.get(self, account_id)
+        return held if held is not None else made(self, account_id)
+
+    BackendDict.__getitem__ = getitem
+
+
+def quick_tree_walks():
+    """An `UpdateItem`'s validator walks the update expression's tree once for each of its ten
+    processors (`DepthFirstTraverser`), and at every node asks whether it is a `Node` (an
+    abstract class's `isinstance`) and builds the processor's map of node types again to ask
+    whether to process it: 38% of a touch's time in `scripts/bench-e2e --only emulator`'s
+    profile. Here the walk is moto's, node for node and hook for hook, but each answer is kept:
+    whether a type of node is a `Node`, and whether a processor's class processes it (its map's
+    keys are its class's own, in every processor moto has)."""
+    from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node
+
+    is_node = {}
+    processes = {}
+
+    def walk(self, node, child_id=-1):
+        kind = type(node)
+        node_kind = is_node.get(kind)
+        if node_kind is None:
+            node_kind = is_node[kind] = isinstance(node, Node)
+        if node_kind:
+            parent_node = node.parent
+            if node.children is not None:
+                for i, child_node in enumerate(node.children):
+                    self.pre_processing_of_child(node, i)
+                    walk(self, child_node, i)
+            asked = (type(self), kind)
+            processed = processes.get(asked)
+            if processed is None:
+                processed = processes[asked] = isinstance(node, self.nodes_to_be_processed())
+            if processed:
+                node = self.process(node)
+                node.parent = parent_node
+                if parent_node:
+                    parent_node.children[child_id] = node
+        return node
+
+    DepthFirstTraverser.traverse_node_recursively = walk
+
+
 # The operations answered by `dynamodb_directly`, by target prefix: the data plane Sidestream and
 # its tests send by the thousand. Every other operation goes through moto's whole application.
 DIRECT_OPERATIONS = {
@@ -1428,6 +1485,7 @@ def serialized(app, raw, lock, empty_pages, write_capacity, profile=None):
     S3 request (`METER`, scripts/meter.py; `raw`, moto itself, answers a read again for what it
     read before its filter), counts the write units DynamoDB would publish (`write_capacity`)
     and puts them into CloudWatch before a CloudWatch request; `profile`, if given, times them."""
+    from moto.dynamodb.models import dynamodb_backends
 
     def application(environ, start_response):
         target = environ.get("HTTP_X_AMZ_TARGET", "")
@@ -1495,8 +1553,6 @@ def serialized(app, raw, lock, empty_pages, write_capacity, profile=None):
             METER.count_stream_read(target)
         if environ.get(TTL_DELETE_HEADER) == "service" or not target.startswith("DynamoDB_"):
             return None
-        from moto.dynamodb.models import dynamodb_backends
-
         try:
             backend = dynamodb_backends[DEFAULT_ACCOUNT][region_of(environ)]
             request = json.loads(body or b"{}")
@@ -1533,6 +1589,8 @@ def main():
     items_sized_once()
     quick_request_plumbing()
     quick_request_ids()
+    quick_backend_lookups()
+    quick_tree_walks()
     check = os.environ.get("SIDESTREAM_MOTO_CHECK") == "1"
     scan_from_the_start_key()
     sort_items_by_plain_keys(check)

@@ -57,12 +57,15 @@ async fn values_of(client: &aws_sdk_dynamodb::Client, table: &str, id: &str) -> 
     Ok(values)
 }
 
-/// Issue `x1`'s field `3fe6` takes `values` in turn (one record each); A is the invocation that
-/// applies record `late` and is superseded, B its retry, C the records after it. Returns the
-/// entries' values after A's held write lands, and how many of A's late requests were applied.
-async fn superseded(order: &str, values: &[u32], late: usize) -> Result<(Vec<String>, usize)> {
+/// A base table with a stream and an index table, both new (named from `prefix`); issue `x1`'s
+/// field `3fe6` takes `values` in turn (one record each). Returns the client, the index table
+/// and the records.
+async fn x1_taking(
+    values: &[u32],
+    prefix: &str,
+) -> Result<(aws_sdk_dynamodb::Client, String, Vec<EventRecord>)> {
     let client = aws_sdk_dynamodb::Client::new(&sdk());
-    let (base, index) = (unique("late-base"), unique("late-index"));
+    let (base, index) = (unique(&format!("{prefix}-base")), unique(&format!("{prefix}-index")));
     create_table(&client, &base, "id", None, true).await;
     create_index_table(&client, &index).await;
     let item = serde_json::json!({
@@ -83,6 +86,14 @@ async fn superseded(order: &str, values: &[u32], late: usize) -> Result<(Vec<Str
     }
     let records = stream_records(&sdk(), &client, &base).await;
     ensure!(records.len() == values.len(), "a record per value: {} records", records.len());
+    Ok((client, index, records))
+}
+
+/// Issue `x1`'s field `3fe6` takes `values` in turn (one record each); A is the invocation that
+/// applies record `late` and is superseded, B its retry, C the records after it. Returns the
+/// entries' values after A's held write lands, and how many of A's late requests were applied.
+async fn superseded(order: &str, values: &[u32], late: usize) -> Result<(Vec<String>, usize)> {
+    let (client, index, records) = x1_taking(values, "late").await?;
 
     let config = indexes(&index);
     let env = [
@@ -234,5 +245,55 @@ async fn an_entry_removed_and_put_back_ends_present_in_every_order() -> Result<(
     // refused, in each of the six orders; and in the first pass, any record older than one
     // applied before it.
     ensure!(superseded >= 18, "{superseded} puts refused as superseded");
+    Ok(())
+}
+
+/// Issue 76, finding 6, forced: in stream order, one batch puts issue `x1`'s entry 1 and then
+/// moves it to 2, leaving a tombstone at 1. The batch fails after that (another record's
+/// trouble) and Lambda bisects it: with `MaximumRetryAttempts` -1 its older half, the put of 1,
+/// can be retried alone until the record age. Here it comes back an hour and a minute later,
+/// after the index table's TTL has deleted everything expired by then (done here as TTL does
+/// it: each item whose `sidestream_expires` has passed). The tombstone must still be there to
+/// refuse that put: in order it lived an hour, and the entry came back.
+#[tokio::test]
+async fn in_order_a_bisected_batchs_older_half_resent_after_an_hour_does_not_restore_a_removed_entry()
+-> Result<()> {
+    let (client, index, records) = x1_taking(&[1, 2], "bisect").await?;
+    let config = indexes(&index);
+    let env = [("MULTIKEY_INDEXES", config.as_str()), ("MULTIKEY_MAX_RECORD_AGE_SECONDS", "43200")];
+    let indexer = runtime::<Indexer>(&env).await;
+    let deadline = || Deadline::after(std::time::Duration::from_secs(30));
+    let whole = indexer.handle(event(&records), deadline()).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    ensure!(whole.batch_item_failures.is_empty(), "the whole batch: {whole:?}");
+    ensure!(values_of(&client, &index, "x1").await? == ["2"], "after the batch");
+
+    // An hour and a minute later: TTL has deleted what expired by then.
+    let later = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs() + 3_660;
+    let scan = client.scan().table_name(&index).consistent_read(true).send().await?;
+    let (mut tombstones, mut expired) = (0, 0);
+    for found in scan.items() {
+        let Some(AttributeValue::N(at)) = found.get("sidestream_expires") else { continue };
+        tombstones += 1;
+        if at.parse::<u64>()? <= later {
+            expired += 1;
+            let key = [("pk", &found["pk"]), ("sk", &found["sk"])]
+                .into_iter()
+                .map(|(name, value)| (name.to_owned(), value.clone()))
+                .collect();
+            client.delete_item().table_name(&index).set_key(Some(key)).send().await?;
+        }
+    }
+    ensure!(tombstones == 1, "the move left one tombstone, at 1: {tombstones}");
+
+    // The older half alone, resent.
+    let half =
+        indexer.handle(event(&records[..1]), deadline()).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    ensure!(half.batch_item_failures.is_empty(), "the older half: {half:?}");
+    let values = values_of(&client, &index, "x1").await?;
+    ensure!(
+        values == ["2"] && expired == 0,
+        "the index holds {values:?} for x1 after the older half came back ({expired} tombstone deleted by TTL \
+         within the hour); the item calls for [\"2\"]"
+    );
     Ok(())
 }

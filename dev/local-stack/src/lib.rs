@@ -24,7 +24,7 @@ pub use grid_api::{GridApi, serve_grid_api};
 pub use restore::restore_job;
 pub use status::{status, verify, verify_job};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -37,6 +37,7 @@ use crate::replayer::invoke::http;
 use crate::replayer::{FailureLog, Pipeline, ReplayError, Settings, Source, Sweeper, resources};
 use crate::template::{Bucket, Function, Names, Pattern, Resolver, Table, Template, TemplateError};
 use aws_config::SdkConfig;
+use aws_sdk_dynamodb::types::AttributeValue;
 use multikey_indexer::Indexer;
 use multikey_indexer::Indexes;
 use operations::oracle::IndexCheck;
@@ -747,6 +748,41 @@ pub async fn check_index(client: &aws_sdk_dynamodb::Client, stack: &Stack) -> Re
     let base = scan(client, &stack.table("IssuesTable")?.name).await?;
     let index = scan(client, &stack.table("IndexTable")?.name).await?;
     operations::oracle::compare(&indexes, &base, &index).map_err(|e| StackError::Unusable(e.to_string()))
+}
+
+/// The entries of one index partition (its partition key's name and value), in sort-key order (`forward`) or the reverse,
+/// read as an app reading the index directly should (docs/grid-view.md, "Reading the index
+/// yourself"): one `Query` page at a time, with the filter that leaves a removed entry's
+/// tombstone out. A page can come back short, or empty with more to read: DynamoDB applies
+/// the filter after `Limit` and the 1 MB page, so the pages are followed to the end.
+pub async fn index_entries(
+    client: &aws_sdk_dynamodb::Client,
+    index: &str,
+    (pk_name, pk): (&str, &str),
+    forward: bool,
+) -> Result<Vec<HashMap<String, AttributeValue>>, StackError> {
+    let mut entries = Vec::new();
+    let mut start = None;
+    loop {
+        let page = client
+            .query()
+            .table_name(index)
+            .key_condition_expression("#pk = :pk")
+            .filter_expression("attribute_not_exists(#expires)")
+            .expression_attribute_names("#pk", pk_name)
+            .expression_attribute_names("#expires", formats::tombstone::EXPIRES_ATTRIBUTE)
+            .expression_attribute_values(":pk", AttributeValue::S(pk.to_owned()))
+            .scan_index_forward(forward)
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .map_err(|e| io_policy::RequestFailed::sdk("Query", index, &e))?;
+        entries.extend(page.items.unwrap_or_default());
+        match page.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => return Ok(entries),
+        }
+    }
 }
 
 /// Puts one item given as plain JSON (numbers become N, strings S, objects M, arrays L).

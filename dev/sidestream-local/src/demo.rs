@@ -236,20 +236,14 @@ async fn print_index(
         let pk = format!("35e9#{field}");
         writeln!(
             out,
-            "\nProject 35e9 sorted by {title} ({field}), {}: Query pk = {pk} on {index}",
-            if forward { "ascending" } else { "descending" }
+            "\nProject 35e9 sorted by {title} ({field}), {}: Query pk = {pk} on {index}, tombstones filtered out",
+            if forward { "ascending" } else { "descending" },
         )?;
-        let page = client
-            .query()
-            .table_name(index)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", AttributeValue::S(pk.clone()))
-            .scan_index_forward(forward)
-            .send()
+        let entries = local_stack::index_entries(client, index, ("pk", &pk), forward)
             .await
             .with_context(|| format!("Query {index}"))?;
         writeln!(out, "  {:>4}  {:<12}  {:<6}  name", "num", title, "state")?;
-        for item in page.items() {
+        for item in &entries {
             let text = |name: &str| match item.get(name) {
                 Some(AttributeValue::S(s) | AttributeValue::N(s)) => s.clone(),
                 _ => String::new(),

@@ -279,8 +279,8 @@ impl<'a> Planner<'a> {
     /// The plan: each slot's write built into its item (a tombstone, or a key for a delete,
     /// where the entry is removed), in order.
     fn finish(self) -> Plan {
-        let Planner { indexes, mut plan, slots, pending, carried, order, now, .. } = self;
-        let lifetime = formats::tombstone::lifetime(indexes, order == Order::Any);
+        let Planner { indexes, mut plan, slots, pending, carried, now, .. } = self;
+        let lifetime = formats::tombstone::lifetime(indexes);
         // Each position in `pending` has exactly one key in `slots`.
         let mut keys: Vec<(SlotKey, usize)> = slots.into_iter().collect();
         keys.sort_unstable_by_key(|(_, at)| *at);

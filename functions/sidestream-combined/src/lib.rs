@@ -287,6 +287,12 @@ fn kinesis_invoker(handler: Handler, to: MetricsTo) -> KinesisInvoker {
                     };
                 }
             };
+            if let Err(e) = batch.refuse_coarse_times() {
+                return Invocation::Failed {
+                    error_type: stream_runtime::source::COARSE_TIMES.to_owned(),
+                    message: e.to_string(),
+                };
+            }
             let (response, metrics) = handler.handle_counted(batch.event, Deadline::at(deadline)).await;
             count(&to, metrics);
             Invocation::answer(response.map(|r| batch.places.response(r)))

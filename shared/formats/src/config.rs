@@ -90,7 +90,7 @@ pub struct Indexes {
     pub base_key: Vec<String>,
     /// The indexes.
     pub indexes: Vec<Index>,
-    /// How long a removed entry's tombstone lasts in any order, past its writing (or its record's
+    /// How long a removed entry's tombstone lasts, in either order, past its writing (or its record's
     /// change, if later; `crate::tombstone`): `MULTIKEY_MAX_RECORD_AGE_SECONDS` (the event source mapping's
     /// `MaximumRecordAgeInSeconds`, Lambda's longest, 7 days, when unset) plus
     /// [`crate::tombstone::MARGIN_SECONDS`].

@@ -10,23 +10,29 @@
 //! cost no write units) — and that attribute is what tells a tombstone from an entry, which
 //! never has it. Readers (the grid, `index verify`, the oracle) leave tombstones out.
 //!
-//! **Its lifetime.** A tombstone must outlive every write older than it that can still land, and
-//! which those are depends on the order records come in. Its lifetime counts from when it is
+//! **Its lifetime.** A tombstone must outlive every write older than it that can still land. Its
+//! lifetime counts from when it is
 //! written, or from its record's change (`ApproximateCreationDateTime`) if that is later (a clock
 //! behind): a mapping catching up hours behind writes tombstones hours after their changes, and
 //! they must still outlive what is in flight then.
 //!
-//! - *In any order* (a Kinesis data stream), an older record can come after it until the mapping
-//!   gives it up, `MaximumRecordAgeInSeconds` after it reached the stream, and a request it caused
-//!   lands within its invocation's timeout (900 s at most) after that. It lasts
-//!   [`Indexes::tombstone_seconds`]: the record age plus [`MARGIN_SECONDS`]. This holds as long as
-//!   every copy of an older record reaches the stream less than [`MARGIN_SECONDS`] less the
-//!   timeout (45 minutes) after the tombstone is written: AWS says DynamoDB publishes changes to
-//!   Kinesis "in near-real time" and gives no bound (docs/formats.md, "Tombstones").
+//! It lasts [`Indexes::tombstone_seconds`], the mapping's record age plus [`MARGIN_SECONDS`], in
+//! either order, because in either an older record of its key can be delivered again until its
+//! mapping gives it up, `MaximumRecordAgeInSeconds` after it reached the stream, and a request it
+//! caused lands within its invocation's timeout (900 s at most) after that:
+//!
+//! - *In any order* (a Kinesis data stream), an older record can come after it at any time.
+//!   This holds as long as every copy of an older record reaches the stream less than
+//!   [`MARGIN_SECONDS`] less the timeout (45 minutes) after the tombstone is written: AWS says
+//!   DynamoDB publishes changes to Kinesis "in near-real time" and gives no bound
+//!   (docs/formats.md, "Tombstones").
 //! - *In order* (a DynamoDB stream), Lambda delivers an item's records again only from a
-//!   checkpoint onward, in order, so an older write of a key is always followed again by the newer
-//!   ones: what a tombstone must outlive is a request landing late, sent by an invocation that has
-//!   timed out before it was written. It lasts [`MARGIN_SECONDS`]: longer than any invocation.
+//!   checkpoint onward, in order, but **a bisected batch is retried in halves**: a batch whose
+//!   newest record of a key wrote its tombstone, then failed, is split, and the half holding an
+//!   older put of that key can be retried alone for as long as the record age
+//!   (`MaximumRetryAttempts` -1) before the later half comes again. Until issue 76 the in-order
+//!   lifetime was one hour, an invocation's longest, and that put landed once the tombstone was
+//!   gone, until the later half was delivered again.
 //!
 //! DynamoDB deletes an expired item within days, never before it expires, so a tombstone can only
 //! last longer. A replay or a backfill never sends an old record again: they touch the base item
@@ -47,9 +53,9 @@ pub const EXPIRES_ATTRIBUTE: &str = "sidestream_expires";
 pub const MARGIN_SECONDS: u64 = 3_600;
 
 /// How long a tombstone lasts past its writing (or its record's change, if later), in seconds:
-/// for records that come in any order or in order (module documentation).
-pub fn lifetime(indexes: &Indexes, any_order: bool) -> u64 {
-    if any_order { indexes.tombstone_seconds } else { MARGIN_SECONDS }
+/// the record age plus [`MARGIN_SECONDS`], in either order (module documentation).
+pub fn lifetime(indexes: &Indexes) -> u64 {
+    indexes.tombstone_seconds
 }
 
 /// The tombstone of the entry under `key` in `index`, removed by the record of `version`,

@@ -62,6 +62,24 @@ pub enum KinesisError {
         /// What is wrong.
         reason: String,
     },
+    /// A record's change time is less precise than microseconds (`refuse_coarse_times`).
+    #[error(
+        "Kinesis record {index} ({sequence_number}): its ApproximateCreationDateTime is in {precision}, \
+         and Sidestream orders one item's changes by it: two changes within one {unit} would share a \
+         version, and one of them would be lost. Set the table's Kinesis streaming destination's \
+         ApproximateCreationDateTimePrecision to MICROSECOND (aws dynamodb update-kinesis-streaming-destination; \
+         docs/deploying.md, \"Before you deploy\")"
+    )]
+    CoarseTime {
+        /// Its position in the batch.
+        index: usize,
+        /// Its Kinesis sequence number.
+        sequence_number: String,
+        /// Its time's unit, in words (`milliseconds`).
+        precision: &'static str,
+        /// One of that unit (`millisecond`).
+        unit: &'static str,
+    },
 }
 
 /// When a change was made, as precise as its stream says.
@@ -122,6 +140,31 @@ pub struct Batch {
     pub changed_at: Vec<ChangeTime>,
     /// Each record's version and Kinesis sequence number, to answer Lambda with.
     pub places: Places,
+}
+
+impl Batch {
+    /// Refuses a batch holding a record whose change time is not in microseconds. A record's
+    /// version is its change time ([module documentation](self)): at milliseconds, AWS's default
+    /// for a table's Kinesis destination, two changes of one item within a millisecond have the
+    /// same version, and the later is refused as no newer (or the batch's order decides). That
+    /// is a setting of the table, the same for every record until an operator changes it: a
+    /// systemic failure, refused whole rather than indexed or counted wrong.
+    pub fn refuse_coarse_times(&self) -> Result<(), KinesisError> {
+        let Some(index) = self.changed_at.iter().position(|at| at.precision != Precision::Microseconds)
+        else {
+            return Ok(());
+        };
+        let (precision, unit) = match self.changed_at[index].precision {
+            Precision::Seconds => ("seconds", "second"),
+            Precision::Milliseconds | Precision::Microseconds => ("milliseconds", "millisecond"),
+        };
+        Err(KinesisError::CoarseTime {
+            index,
+            sequence_number: self.places.sequence_numbers().nth(index).unwrap_or("none").to_owned(),
+            precision,
+            unit,
+        })
+    }
 }
 
 /// Each record's version and Kinesis sequence number, in the batch's order.

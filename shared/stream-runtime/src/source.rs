@@ -186,6 +186,10 @@ pub async fn kinesis<H: Handler>(
         tracing::error!(kind = "systemic", error = %e, "the Kinesis event holds no DynamoDB change records");
         Diagnostic { error_type: NOT_CHANGES.to_owned(), error_message: e.to_string() }
     })?;
+    batch.refuse_coarse_times().map_err(|e| {
+        tracing::error!(kind = "systemic", error = %e, "the Kinesis event's change times are not in microseconds");
+        Diagnostic { error_type: COARSE_TIMES.to_owned(), error_message: e.to_string() }
+    })?;
     let records = WireRecord::view_all(&batch.event.records);
     let whole = Whole::events(&batch.event.records);
     let delivered = Delivered { records: &records, whole, deadline };
@@ -195,6 +199,10 @@ pub async fn kinesis<H: Handler>(
 
 /// The `errorType` of an invocation whose Kinesis event holds no DynamoDB change records.
 pub const NOT_CHANGES: &str = "NotDynamoDbChanges";
+
+/// The `errorType` of an invocation whose Kinesis event's change times are less precise than
+/// microseconds (`kinesis::Batch::refuse_coarse_times`).
+pub const COARSE_TIMES: &str = "CoarseChangeTimes";
 
 #[cfg(test)]
 mod tests;

@@ -801,7 +801,7 @@ fn a_tombstone_expires_its_lifetime_after_its_change_or_its_writing_if_later() {
     // Written at once (the clock a little behind the change, or not given), and written a day
     // after the change (a mapping catching up): its lifetime counts from the later.
     for now in [0, changed - 5, changed + 86_400] {
-        for (order, lifetime) in [(Order::Any, ix.tombstone_seconds), (Order::Stream, 3_600)] {
+        for (order, lifetime) in [(Order::Any, ix.tombstone_seconds), (Order::Stream, ix.tombstone_seconds)] {
             let plan = Plan::in_order(&ix, &stream_runtime::WireRecord::view_all(&records[1..2]), order, now);
             let tombstones: Vec<&Attributes> = plan
                 .writes

@@ -120,9 +120,10 @@ impl Grid {
     /// **Pages are full.** A page holds `limit` items whenever that many remain, and `next` is
     /// `None` exactly when nothing does: each phase reads one item past the page to know.
     ///
-    /// **Cost.** The index phase: one `Query` (more only when DynamoDB's 1 MB page limit cuts a
-    /// response short), plus one `BatchGetItem` when the caller asks for attributes the index
-    /// items lack. The nulls phase reads the scope's items in order from the base table's
+    /// **Cost.** The index phase: one `Query` (more when tombstones lie ahead, each reading about
+    /// 17 times as far as the ones before it, `index_limit`, or when DynamoDB's 1 MB page limit
+    /// cuts a response short), plus one `BatchGetItem` when the caller asks for attributes the
+    /// index items lack. The nulls phase reads the scope's items in order from the base table's
     /// `nulls_index` and their fields with `BatchGetItem`, 100 at a time: one `Query` and one
     /// `BatchGetItem` per round, until the page is full or the scope is read to its end. Items
     /// that have an entry are passed over, so the page where the index phase ends reads every
@@ -174,6 +175,7 @@ impl Grid {
         let want = query.limit;
         let (pk, sk) = schema.index_keys();
         let mut entries = Vec::with_capacity(want + 1);
+        let mut tombstones = 0;
         let mut start = start.map(|k| item(&k)).transpose()?;
         loop {
             let ask = self
@@ -184,13 +186,18 @@ impl Grid {
                 .set_expression_attribute_names(Some(names(&condition.expression, pk, sk)))
                 .set_expression_attribute_values(Some(condition.values.clone()))
                 .scan_index_forward(!query.descending)
-                .limit(count(want + 1 - entries.len()))
+                .limit(count(index_limit(want + 1 - entries.len(), tombstones)))
                 .set_exclusive_start_key(start.take());
             let page = query_under(ask, schema.index_table(), filling).await?;
             // A removed entry's tombstone keeps its key until the table's TTL deletes it
             // (`formats::tombstone`): read and billed, never shown.
-            let items = page.items.unwrap_or_default().into_iter();
-            entries.extend(items.filter(|i| !formats::tombstone::is_tombstone(i.keys().map(String::as_str))));
+            for found in page.items.unwrap_or_default() {
+                if formats::tombstone::is_tombstone(found.keys().map(String::as_str)) {
+                    tombstones += 1;
+                } else {
+                    entries.push(found);
+                }
+            }
             match page.last_evaluated_key {
                 Some(key) if !key.is_empty() && entries.len() <= want => start = Some(key),
                 _ => break,
@@ -344,6 +351,26 @@ async fn query_under(
         .map_err(|f| request("Query", table, f))
 }
 
+/// How many items a `Query` of the index phase asks for (its `Limit`, which counts the items
+/// read, tombstones among them) when the page still needs `need` entries and the page's
+/// earlier queries read `tombstones` tombstones.
+///
+/// With no tombstone read yet, exactly what is needed: an index with no tombstones ahead costs
+/// one `Query` of the page's size. After a run of them, [`TOMBSTONE_GROWTH`] times as many as
+/// were read besides, so that each `Query` reads that much further than all the ones before:
+/// a bulk edit's few thousand tombstones are read in three queries (docs/grid-view.md, "What a
+/// page costs"), where asking for only what the page still needs read them a page at a time
+/// and ran a page out of time. Each `Query` still reads at most 1 MB, as DynamoDB caps it. The
+/// entries read past the page's end are billed and dropped: at most `TOMBSTONE_GROWTH` times
+/// the tombstones behind them.
+fn index_limit(need: usize, tombstones: usize) -> usize {
+    need.saturating_add(tombstones.saturating_mul(TOMBSTONE_GROWTH))
+}
+
+/// How much further than every earlier query of its page a `Query` reads once tombstones were
+/// met ([`index_limit`]).
+const TOMBSTONE_GROWTH: usize = 16;
+
 /// `#pk`, and `#sk` for conditions that use it.
 fn names(expression: &str, pk: &str, sk: &str) -> HashMap<String, String> {
     let mut names = HashMap::from([("#pk".to_owned(), pk.to_owned())]);
@@ -413,6 +440,9 @@ fn item(key: &Value) -> Result<Item, GridError> {
 fn request(operation: &'static str, table: &str, failure: Failure) -> GridError {
     io_policy::RequestFailed::new(operation, table, failure).into()
 }
+
+#[cfg(test)]
+mod tests;
 
 impl Requests {
     fn with_retries(mut self, budget: &Budget) -> Requests {

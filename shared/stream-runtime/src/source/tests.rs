@@ -117,6 +117,26 @@ async fn a_kinesis_event_without_change_records_fails_the_invocation_named() {
     assert!(recorder.events.lock().expect("not poisoned").is_empty(), "nothing handled");
 }
 
+/// A table's Kinesis destination at milliseconds (AWS's default): the batch is refused whole,
+/// naming the first such record and the setting, and nothing is handled (issue 76, finding 4:
+/// it used to be indexed, two changes within a millisecond sharing a version).
+#[tokio::test]
+async fn a_kinesis_event_at_milliseconds_fails_the_invocation_naming_the_setting() {
+    let event = json!({"Records": [
+        kinesis_record("81", "a", 1_795_000_000_000_001),
+        kinesis_record("82", "b", 1_795_000_000_123),
+    ]});
+    let recorder = Recorder::new(None);
+    let error = kinesis(&recorder, &event, deadline()).await.expect_err("milliseconds");
+    assert_eq!(error.error_type, COARSE_TIMES);
+    for part in
+        ["Kinesis record 1 (82)", "in milliseconds", "ApproximateCreationDateTimePrecision to MICROSECOND"]
+    {
+        assert!(error.error_message.contains(part), "{} lacks {part:?}", error.error_message);
+    }
+    assert!(recorder.events.lock().expect("not poisoned").is_empty(), "nothing handled");
+}
+
 #[tokio::test]
 async fn a_dynamodb_event_is_read_in_place_from_the_invocations_bytes() {
     let delivered = json!({"Records": [

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use std::collections::BTreeSet;
 
-use operations::failures::{Failed, FunctionMatch, Records, ReplayClients, Replayed, Replayer};
+use operations::failures::{Failed, FunctionMatch, Records, ReplayClients, Replayed, Replayer, Source};
 use stream_runtime::Vars;
 
 use crate::args::{FailureSources, FailuresCommand, Output};
@@ -185,8 +185,12 @@ fn list(failures: &[Failed], output: Output) -> anyhow::Result<()> {
                 failed.function,
                 place(failed),
                 match (&failed.records, replayable) {
+                    (Records::Unreadable { .. }, _) => "UNREADABLE: not replayed, left where it is",
                     (Records::Parked { .. }, _) => "parked: replayable as stored",
                     (Records::Range { kept: Some(_), .. }, _) => "kept by the S3 destination: replayable",
+                    (Records::Range { source: Source::Kinesis, .. }, _) => {
+                        "given up from Kinesis, its records not kept: read them from the Kinesis stream"
+                    }
                     (Records::Range { .. }, true) => "still in the stream",
                     (Records::Range { .. }, false) => "past the stream's 24 hours: rebuild what it held",
                 },
@@ -203,6 +207,11 @@ fn place(failed: &Failed) -> String {
             format!("{batch_size} records {start_sequence_number}..{end_sequence_number} of {shard_id}")
         }
         Records::Parked { object, .. } => format!("parked {object}"),
+        Records::Unreadable { .. } => failed
+            .object
+            .clone()
+            .or_else(|| failed.message.as_ref().map(|m| m.message_id.clone()))
+            .unwrap_or_default(),
     }
 }
 

@@ -355,6 +355,7 @@ async fn a_range_is_read_through_empty_pages_and_only_whole() -> Result<()> {
         at: "2026-11-24T00:00:00Z".into(),
         reason: String::new(),
         records: Records::Range {
+            source: operations::failures::Source::DynamodbStream,
             stream_arn: "arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/s".into(),
             shard_id: "shardId-1".into(),
             start_sequence_number: start.into(),
@@ -792,6 +793,7 @@ async fn a_range_with_a_record_parked_again_is_kept() -> Result<()> {
         at: chrono::Utc::now().to_rfc3339(),
         reason: "RetryAttemptsExhausted".into(),
         records: Records::Range {
+            source: operations::failures::Source::DynamodbStream,
             stream_arn: records[0].event_source_arn.clone().unwrap_or_default(),
             shard_id: "shardId-1".into(),
             start_sequence_number: sequence(0),

@@ -3,7 +3,8 @@
 //! Two kinds of failure leave something to replay:
 //!
 //! - **Ranges given up** after `MaximumRetryAttempts`: Lambda sends their place (stream, shard,
-//!   first and last sequence numbers) to the on-failure destination; the local replayer writes
+//!   first and last sequence numbers: `DDBStreamBatchInfo` from a DynamoDB stream,
+//!   `KinesisBatchInfo` from a Kinesis data stream) to the on-failure destination; the local replayer writes
 //!   the same shape to its failure log. [`read_queue`] reads the on-failure SQS queue's messages
 //!   (and [`acknowledge`] deletes one once its range is applied); [`read_log`] reads the same
 //!   shape from a file: the local failure log, or saved message bodies. A range is replayed by reading it
@@ -112,6 +113,18 @@ pub struct QueueMessage {
     pub receipt_handle: String,
 }
 
+/// The kind of stream a range was read from, as its on-failure record says
+/// (`DDBStreamBatchInfo` or `KinesisBatchInfo`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Source {
+    /// A DynamoDB stream: sequence numbers are the stream's, and its records stay 24 hours.
+    DynamodbStream,
+    /// A Kinesis data stream: sequence numbers are Kinesis's; its records are Kinesis records
+    /// whose `data` is a DynamoDB change record.
+    Kinesis,
+}
+
 /// Where a failure's records are.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
@@ -119,6 +132,8 @@ pub enum Records {
     /// A range of a stream shard.
     #[serde(rename_all = "camelCase")]
     Range {
+        /// The kind of stream.
+        source: Source,
         /// The stream.
         stream_arn: String,
         /// The shard.
@@ -148,6 +163,12 @@ pub enum Records {
         #[serde(skip)]
         record: Box<EventRecord>,
     },
+    /// An object, message or line where a failure was expected that cannot be read as one: it
+    /// is listed with why, never replayed, and left where it is.
+    Unreadable {
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl Failed {
@@ -158,6 +179,8 @@ impl Failed {
     pub fn replayable(&self, now: DateTime<Utc>) -> bool {
         match &self.records {
             Records::Parked { .. } | Records::Range { kept: Some(_), .. } => true,
+            // Read back from the S3 destination's payload only (`read`).
+            Records::Range { source: Source::Kinesis, .. } | Records::Unreadable { .. } => false,
             Records::Range { first_arrival, .. } => {
                 let since = first_arrival.as_deref().unwrap_or(&self.at);
                 DateTime::parse_from_rfc3339(since).is_ok_and(|at| {
@@ -189,6 +212,7 @@ impl FunctionMatch {
     pub fn matches(&self, failed: &Failed) -> bool {
         let name = failed.function.as_str();
         match &failed.records {
+            Records::Unreadable { .. } => false,
             Records::Parked { .. } => name == self.binary,
             Records::Range { .. } if !self.deployed.is_empty() => {
                 self.deployed.iter().any(|d| function_name(d) == name)
@@ -238,20 +262,37 @@ pub fn read_log(path: &std::path::Path) -> Result<Vec<Failed>, FailureError> {
         .filter(|(_, line)| !line.trim().is_empty())
         .map(|(n, line)| {
             let at = format!("{}:{}", path.display(), n + 1);
-            let value: Value = serde_json::from_str(line).map_err(|e| FailureError::Format {
-                at: at.clone(),
-                reason: e.to_string(),
-            })?;
-            range_of(&value).ok_or_else(|| FailureError::Format {
-                at,
-                reason: "not an on-failure record: it needs DDBStreamBatchInfo with streamArn, shardId, startSequenceNumber and endSequenceNumber".to_owned(),
-            })
+            let read = serde_json::from_str::<Value>(line)
+                .map_err(|e| e.to_string())
+                .and_then(|value| range_of(&value).ok_or_else(|| NOT_A_RANGE.to_owned()));
+            Ok(read.unwrap_or_else(|reason| unreadable(&at, reason)))
         })
         .collect()
 }
 
+/// Why an object, message or line is not a range given up.
+const NOT_A_RANGE: &str = "not an on-failure record: it needs DDBStreamBatchInfo or KinesisBatchInfo with \
+                           streamArn, shardId, startSequenceNumber and endSequenceNumber";
+
+/// The failure listed for what cannot be read as one at `at` (a file's line, an object, a
+/// message): one bad object does not hide the others.
+fn unreadable(at: &str, reason: String) -> Failed {
+    Failed {
+        function: String::new(),
+        at: String::new(),
+        reason: format!("{at}: {reason}"),
+        records: Records::Unreadable { reason },
+        message: None,
+        object: at.starts_with("s3://").then(|| at.to_owned()),
+    }
+}
+
 fn range_of(value: &Value) -> Option<Failed> {
-    let info = value.get("DDBStreamBatchInfo")?;
+    let (source, info) = match (value.get("DDBStreamBatchInfo"), value.get("KinesisBatchInfo")) {
+        (Some(info), _) => (Source::DynamodbStream, info),
+        (None, Some(info)) => (Source::Kinesis, info),
+        (None, None) => return None,
+    };
     let text = |v: &Value, field: &str| v.get(field).and_then(Value::as_str).map(str::to_owned);
     let function_arn =
         value.pointer("/requestContext/functionArn").and_then(Value::as_str).unwrap_or_default();
@@ -265,6 +306,7 @@ fn range_of(value: &Value) -> Option<Failed> {
             .unwrap_or_default()
             .to_owned(),
         records: Records::Range {
+            source,
             stream_arn: text(info, "streamArn")?,
             shard_id: text(info, "shardId")?,
             start_sequence_number: text(info, "startSequenceNumber")?,
@@ -279,8 +321,12 @@ fn range_of(value: &Value) -> Option<Failed> {
 }
 
 /// The records of an S3 destination object's `payload`: the invocation's event, as an object or
-/// as a string of JSON (`{"Records": [...]}`).
-fn payload_records(value: &Value) -> Result<Option<Vec<EventRecord>>, String> {
+/// as a string of JSON (`{"Records": [...]}`). A Kinesis mapping's event holds Kinesis records,
+/// each a DynamoDB change record in its `data`: they are taken as the functions take them
+/// (`stream_runtime::kinesis`), each record's sequence number its change time, after checking
+/// that the payload is the range (its first and last Kinesis sequence numbers, at least its
+/// `batchSize` records), since the change records no longer carry Kinesis's numbers.
+fn payload_records(value: &Value, range: &Records) -> Result<Option<Vec<EventRecord>>, String> {
     let Some(payload) = value.get("payload") else {
         return Ok(None);
     };
@@ -288,8 +334,30 @@ fn payload_records(value: &Value) -> Result<Option<Vec<EventRecord>>, String> {
         Value::String(text) => serde_json::from_str(text).map_err(|e| format!("its payload: {e}"))?,
         other => other.clone(),
     };
-    let records = event.get("Records").cloned().ok_or_else(|| "its payload has no Records".to_owned())?;
-    serde_json::from_value(records).map(Some).map_err(|e| format!("its payload's records: {e}"))
+    let Records::Range {
+        source: Source::Kinesis,
+        start_sequence_number,
+        end_sequence_number,
+        batch_size,
+        ..
+    } = range
+    else {
+        let records = event.get("Records").cloned().ok_or_else(|| "its payload has no Records".to_owned())?;
+        return serde_json::from_value(records).map(Some).map_err(|e| format!("its payload's records: {e}"));
+    };
+    let batch = stream_runtime::kinesis::from_value(&event).map_err(|e| format!("its payload: {e}"))?;
+    let numbers: Vec<&str> = batch.places.sequence_numbers().collect();
+    let (first, last) = (numbers.first().copied(), numbers.last().copied());
+    if first != Some(start_sequence_number.as_str()) || last != Some(end_sequence_number.as_str()) {
+        return Err(format!(
+            "its payload runs from Kinesis sequence number {first:?} to {last:?}, not the range's \
+             {start_sequence_number} to {end_sequence_number}"
+        ));
+    }
+    if (numbers.len() as u64) < *batch_size {
+        return Err(format!("its payload holds {} records, the range {batch_size}", numbers.len()));
+    }
+    Ok(Some(batch.event.records))
 }
 
 /// Where Lambda writes on-failure records in an S3 destination: under this prefix, then the
@@ -307,18 +375,25 @@ pub async fn read_destination(
     bucket: &str,
     prefix: &str,
 ) -> Result<Vec<Failed>, FailureError> {
-    read_each(s3, bucket, prefix, |_| true, |object, bytes| {
-        let bad = |reason: String| FailureError::Format { at: object.to_owned(), reason };
-        let value: Value = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
-        let mut failed = range_of(&value).ok_or_else(|| {
-            bad("not an on-failure record: it needs DDBStreamBatchInfo with streamArn, shardId, startSequenceNumber and endSequenceNumber".to_owned())
-        })?;
-        if let Records::Range { kept, .. } = &mut failed.records {
-            *kept = payload_records(&value).map_err(bad)?;
-        }
-        failed.object = Some(object.to_owned());
-        Ok(failed)
-    })
+    read_each(
+        s3,
+        bucket,
+        prefix,
+        |_| true,
+        |object, bytes| {
+            let read = serde_json::from_slice::<Value>(bytes).map_err(|e| e.to_string()).and_then(|value| {
+                let mut failed = range_of(&value).ok_or_else(|| NOT_A_RANGE.to_owned())?;
+                let found = payload_records(&value, &failed.records)?;
+                if let Records::Range { kept, .. } = &mut failed.records {
+                    *kept = found;
+                }
+                Ok(failed)
+            });
+            let mut failed = read.unwrap_or_else(|reason| unreadable(object, reason));
+            failed.object = Some(object.to_owned());
+            Ok(failed)
+        },
+    )
     .await
 }
 
@@ -328,6 +403,8 @@ pub async fn read_destination(
 pub async fn acknowledge_object(s3: &aws_sdk_s3::Client, failed: &Failed) -> Result<bool, FailureError> {
     let parked = match &failed.records {
         Records::Parked { object, .. } => Some(object.as_str()),
+        // Nothing was replayed from it: it stays.
+        Records::Unreadable { .. } => return Ok(false),
         Records::Range { .. } => None,
     };
     let Some((bucket, key)) = failed
@@ -375,12 +452,10 @@ pub async fn read_queue(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<Ve
             let id = message.message_id.clone().unwrap_or_default();
             let at = format!("{queue_url} message {id}");
             let body = message.body.as_deref().unwrap_or_default();
-            let value: Value = serde_json::from_str(body)
-                .map_err(|e| FailureError::Format { at: at.clone(), reason: e.to_string() })?;
-            let mut one = range_of(&value).ok_or_else(|| FailureError::Format {
-                at,
-                reason: "not an on-failure record: it needs DDBStreamBatchInfo with streamArn, shardId, startSequenceNumber and endSequenceNumber".to_owned(),
-            })?;
+            let read = serde_json::from_str::<Value>(body)
+                .map_err(|e| e.to_string())
+                .and_then(|value| range_of(&value).ok_or_else(|| NOT_A_RANGE.to_owned()));
+            let mut one = read.unwrap_or_else(|reason| unreadable(&at, reason));
             one.message = Some(QueueMessage {
                 queue_url: queue_url.to_owned(),
                 message_id: id,
@@ -578,6 +653,7 @@ pub enum Read {
 /// anything less is a [`Replayed::ShortRead`].
 pub async fn read(failed: &Failed, streams: &aws_sdk_dynamodbstreams::Client) -> Result<Read, FailureError> {
     let Records::Range {
+        source,
         stream_arn,
         shard_id,
         start_sequence_number: start,
@@ -587,12 +663,27 @@ pub async fn read(failed: &Failed, streams: &aws_sdk_dynamodbstreams::Client) ->
         ..
     } = &failed.records
     else {
+        if let Records::Unreadable { reason } = &failed.records {
+            return Ok(Read::Unavailable(Replayed::NotInStream { reason: format!("unreadable: {reason}") }));
+        }
         return Ok(Read::Records(parked_record(&failed.records)));
     };
     // An S3 destination kept the invocation's records: exactly the batch that was given up,
-    // whether or not the stream still holds it.
+    // whether or not the stream still holds it. A Kinesis payload was checked against the range
+    // when it was read (`payload_records`); its records' sequence numbers are change times.
+    if let (Source::Kinesis, Some(records)) = (source, kept) {
+        return Ok(Read::Records(records.clone()));
+    }
     let records = match kept {
         Some(records) => records.clone(),
+        None if *source == Source::Kinesis => {
+            return Ok(Read::Unavailable(Replayed::NotInStream {
+                reason: format!(
+                    "a Kinesis range is replayed from the records an S3 on-failure destination keeps, and this \
+                     one has none: read {start}..{end} of {shard_id} from {stream_arn} while the stream keeps it"
+                ),
+            }));
+        }
         None => match read_range(streams, stream_arn, shard_id, start, end).await? {
             Ok(records) => records,
             Err(reason) => return Ok(Read::Unavailable(Replayed::NotInStream { reason })),
@@ -619,7 +710,7 @@ pub async fn read(failed: &Failed, streams: &aws_sdk_dynamodbstreams::Client) ->
 fn parked_record(records: &Records) -> Vec<EventRecord> {
     match records {
         Records::Parked { record, .. } => vec![(**record).clone()],
-        Records::Range { .. } => Vec::new(),
+        Records::Range { .. } | Records::Unreadable { .. } => Vec::new(),
     }
 }
 
@@ -774,6 +865,114 @@ async fn read_range(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Kinesis record of Lambda's Kinesis event, at Kinesis sequence number `seq`, whose data
+    /// is a change of item `id` at `micros` (as Kinesis Data Streams for DynamoDB writes it).
+    fn kinesis_record(seq: &str, id: &str, micros: u64) -> Value {
+        use base64::Engine as _;
+        let data = serde_json::json!({
+            "awsRegion": "us-east-1", "eventID": format!("ev-{seq}"), "eventName": "INSERT",
+            "userIdentity": null, "recordFormat": "application/json", "tableName": "issues",
+            "eventSource": "aws:dynamodb",
+            "dynamodb": {"ApproximateCreationDateTime": micros, "Keys": {"id": {"S": id}},
+                         "NewImage": {"id": {"S": id}}, "SizeBytes": 20}
+        });
+        serde_json::json!({
+            "kinesis": {"kinesisSchemaVersion": "1.0", "partitionKey": id, "sequenceNumber": seq,
+                        "data": base64::engine::general_purpose::STANDARD.encode(data.to_string()),
+                        "approximateArrivalTimestamp": 1.8e9},
+            "eventSource": "aws:kinesis", "eventVersion": "1.0", "eventID": format!("shardId-000000000001:{seq}"),
+            "eventName": "aws:kinesis:record", "awsRegion": "us-east-1",
+            "eventSourceARN": "arn:aws:kinesis:us-east-1:123456789012:stream/issues-changes"
+        })
+    }
+
+    /// Lambda's on-failure record for a Kinesis mapping (Lambda developer guide, "Retain
+    /// discarded batch records for a Kinesis Data Streams event source in Lambda", its example
+    /// invocation record), with the invocation's event as `payload`, as an S3 destination keeps it.
+    fn kinesis_failure(payload: Option<Value>) -> Value {
+        let mut value = serde_json::json!({
+            "requestContext": {"requestId": "c9b8fa9f-5a7f-4ad6-8a4a-5e3a1a2b3c4d",
+                               "functionArn": "arn:aws:lambda:us-east-1:123456789012:function:prod-IndexerFunction-1A2B3C4D5E6F7",
+                               "condition": "RetryAttemptsExhausted", "approximateInvokeCount": 1},
+            "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+            "version": "1.0", "timestamp": "2026-12-07T00:38:06.021Z",
+            "KinesisBatchInfo": {"shardId": "shardId-000000000001",
+                                 "startSequenceNumber": "49601189658422359378836298521827638475320189012309704722",
+                                 "endSequenceNumber": "49601189658422359378836298522902373528957594348623495186",
+                                 "approximateArrivalOfFirstRecord": "2026-12-07T00:38:04.835Z",
+                                 "approximateArrivalOfLastRecord": "2026-12-07T00:38:05.580Z",
+                                 "batchSize": 2,
+                                 "streamArn": "arn:aws:kinesis:us-east-1:123456789012:stream/issues-changes"}
+        });
+        if let Some(payload) = payload {
+            value["payload"] = payload;
+        }
+        value
+    }
+
+    /// Issue 76, finding 2: `failures list` failed on the whole bucket at one Kinesis object.
+    #[test]
+    fn a_kinesis_on_failure_record_reads_as_a_range_and_its_payload_as_change_records() {
+        let (start, end) = (
+            "49601189658422359378836298521827638475320189012309704722",
+            "49601189658422359378836298522902373528957594348623495186",
+        );
+        let failed = range_of(&kinesis_failure(None)).expect("a range");
+        let Records::Range { source, start_sequence_number, batch_size, kept, .. } = &failed.records else {
+            panic!("a range: {failed:?}");
+        };
+        assert_eq!((*source, start_sequence_number.as_str(), *batch_size), (Source::Kinesis, start, 2));
+        assert!(kept.is_none());
+        assert_eq!(failed.function, "prod-IndexerFunction-1A2B3C4D5E6F7");
+        // Without its records it cannot be replayed here (they are in the Kinesis stream only).
+        assert!(!failed.replayable(Utc::now()));
+
+        let payload = serde_json::json!({"Records": [
+            kinesis_record(start, "a", 1_795_000_000_000_001),
+            kinesis_record(end, "b", 1_795_000_000_000_002),
+        ]});
+        let value = kinesis_failure(Some(payload.clone()));
+        let records = payload_records(&value, &failed.records).unwrap().expect("kept");
+        let versions: Vec<Option<&str>> =
+            records.iter().map(|r| r.change.sequence_number.as_deref()).collect();
+        assert_eq!(
+            versions,
+            [Some("1795000000000001"), Some("1795000000000002")],
+            "change times, as the functions took them"
+        );
+
+        // A payload that is not the range is refused, naming why.
+        let short = serde_json::json!({"Records": [kinesis_record(start, "a", 1_795_000_000_000_001)]});
+        let error = payload_records(&kinesis_failure(Some(short)), &failed.records).unwrap_err();
+        assert!(error.contains("not the range's"), "{error}");
+    }
+
+    /// A line, message or object that is no on-failure record is listed as unreadable, beside
+    /// the others, never replayed, and left where it is.
+    #[test]
+    fn what_cannot_be_read_is_listed_beside_the_rest() {
+        let dir = std::env::temp_dir().join(format!("failures-unreadable-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("failures.jsonl");
+        let good = kinesis_failure(None).to_string();
+        std::fs::write(&log, format!("{good}\n{{\"clicks\": 3}}\nnot json\n{good}\n")).unwrap();
+        let read = read_log(&log).unwrap();
+        let kinds: Vec<&str> = read
+            .iter()
+            .map(|f| match f.records {
+                Records::Range { .. } => "range",
+                Records::Unreadable { .. } => "unreadable",
+                Records::Parked { .. } => "parked",
+            })
+            .collect();
+        assert_eq!(kinds, ["range", "unreadable", "unreadable", "range"]);
+        assert!(read[1].reason.contains("failures.jsonl:2: not an on-failure record"), "{}", read[1].reason);
+        let any =
+            FunctionMatch { binary: String::new(), logical_id: "IndexerFunction".into(), deployed: vec![] };
+        assert!(!any.matches(&read[1]) && !read[1].replayable(Utc::now()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_failure_log_line_reads_as_a_range() {

@@ -412,13 +412,40 @@ async fn a_range_is_read_through_empty_pages_and_only_whole() -> Result<()> {
     Ok(())
 }
 
-/// An S3 on-failure destination keeps the whole invocation record, the records included. The
-/// replayer writes it as Lambda does (`aws/lambda/<mapping UUID>/<shard>/YYYY/MM/DD/…`, the
-/// event as `payload`); a range kept so is replayed with no stream at all, and its object is
-/// deleted once replayed.
-#[tokio::test]
-async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it() -> Result<()> {
-    let Local { sdk, stack, .. } = local(&[("BatchSize", "4"), ("MaximumRetryAttempts", "1")]).await?;
+/// A stack with these parameters whose mappings give up to a new S3 destination (and a failure
+/// log), where the indexer (as it was) crashed on the issue "poison" until its range was given
+/// up: what [`poison_given_up`] made.
+struct Given {
+    sdk: aws_config::SdkConfig,
+    stack: local_stack::Stack,
+    issues: String,
+    s3: aws_sdk_s3::Client,
+    bucket: String,
+    log: std::path::PathBuf,
+    /// Set, the indexer runs as it is now.
+    fixed: Arc<AtomicBool>,
+    pipeline: local_stack::replayer::Pipeline,
+    /// The indexer's crashes on it.
+    crashes: u32,
+}
+
+impl Given {
+    /// The indexer fixed, `records` replayed through the stream (one item touched), and the index
+    /// then exact.
+    async fn replay_fixed(&mut self, records: &[stream_runtime::EventRecord], name: &str) -> Result<()> {
+        self.fixed.store(true, Ordering::SeqCst);
+        let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&self.sdk));
+        let indexes = crate::support::pipeline::indexes(&self.stack)?;
+        let through_stream = operations::verify::Mender::new(writer, indexes, &self.issues, name);
+        ensure!(through_stream.records(records).await?.touched == 1);
+        self.pipeline.settle().await?;
+        assert_index_exact(&self.sdk, &self.stack).await?;
+        Ok(())
+    }
+}
+
+async fn poison_given_up(parameters: &[(&str, &str)]) -> Result<Given> {
+    let Local { sdk, stack, client, issues } = local(parameters).await?;
     parking_bucket().await;
     let s3 = s3();
     let bucket = unique("on-failure");
@@ -433,11 +460,27 @@ async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it()
         "multikey-indexer" => as_it_was(invoker, prefix.clone(), counts.clone(), Arc::clone(&fix)),
         _ => invoker,
     })?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let issues = crate::support::pipeline::issues_table(&stack)?;
     put(&client, &issues, &json!({"id": "poison", "project": "p0", "num": 9, "custom_fields": {"f": 9}}))
         .await?;
     pipeline.settle().await?;
+    let crashes = counts.1.load(Ordering::SeqCst);
+    Ok(Given { sdk, stack, issues, s3, bucket, log, fixed, pipeline, crashes })
+}
+
+/// An S3 on-failure destination keeps the whole invocation record, the records included. The
+/// replayer writes it as Lambda does (`aws/lambda/<mapping UUID>/<shard>/YYYY/MM/DD/…`, the
+/// event as `payload`); a range kept so is replayed with no stream at all, and its object is
+/// deleted once replayed.
+#[tokio::test]
+async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it() -> Result<()> {
+    let mut given = poison_given_up(&[("BatchSize", "4"), ("MaximumRetryAttempts", "1")]).await?;
+    let (sdk, stack, s3, bucket, log) = (
+        given.sdk.clone(),
+        given.stack.name.clone(),
+        given.s3.clone(),
+        given.bucket.clone(),
+        given.log.clone(),
+    );
     let logged = operations::failures::read_log(&log)?;
     ensure!(logged.len() == 1, "one range given up: {logged:?}");
 
@@ -445,7 +488,7 @@ async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it()
     let kept = operations::failures::read_destination(&s3, &bucket, operations::failures::DESTINATION_PREFIX)
         .await?;
     ensure!(kept.len() == 1, "{kept:?}");
-    all_the_indexers(&kept, &stack.name)?;
+    all_the_indexers(&kept, &stack)?;
     let (Records::Range { shard_id, .. }, Some(object)) = (&kept[0].records, &kept[0].object) else {
         anyhow::bail!("a range, read from an object: {:?}", kept[0]);
     };
@@ -482,17 +525,7 @@ async fn a_range_kept_by_an_s3_destination_replays_after_the_stream_dropped_it()
             && serde_json::to_value(&replayed)? == serde_json::to_value(&from_stream)?,
         "the object's records are the stream's: {replayed:?}"
     );
-    fixed.store(true, Ordering::SeqCst);
-    let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
-    let through_stream = operations::verify::Mender::new(
-        writer,
-        crate::support::pipeline::indexes(&stack)?,
-        &issues,
-        "replay-kept",
-    );
-    ensure!(through_stream.records(&replayed).await?.touched == 1);
-    pipeline.settle().await?;
-    assert_index_exact(&sdk, &stack).await?;
+    given.replay_fixed(&replayed, "replay-kept").await?;
     ensure!(operations::failures::acknowledge_object(&s3, &kept[0]).await?);
     ensure!(
         operations::failures::read_destination(&s3, &bucket, operations::failures::DESTINATION_PREFIX)
@@ -837,4 +870,75 @@ async fn a_range_with_a_record_parked_again_is_kept() -> Result<()> {
 /// A counter's shard item as the counter table holds it: `COUNTER#<name>#SHARD#<k>` with its count.
 fn counter_shard(name: &str, k: u32, count: &serde_json::Value) -> serde_json::Value {
     json!({"pk": format!("COUNTER#{name}#SHARD#{k}"), "count": count})
+}
+
+/// Issue 76, finding 2: from Kinesis (`IssuesChangeSource=Kinesis`) Lambda gives a range up as
+/// `KinesisBatchInfo`, with Kinesis sequence numbers and Kinesis records as the S3 destination's
+/// `payload`; the local stack now gives it up so, and `failures` reads it (it failed the whole
+/// listing), its records taken as the indexer took them (versions are change times), beside an
+/// object that is no on-failure record, which is listed as unreadable and left. The range is
+/// replayed through the stream and the index ends exact.
+#[tokio::test]
+async fn a_kinesis_range_given_up_is_listed_and_replayed_from_its_kept_records() -> Result<()> {
+    let mut given = poison_given_up(&[
+        ("IssuesChangeSource", "Kinesis"),
+        ("BatchSize", "4"),
+        ("MaximumRetryAttempts", "1"),
+    ])
+    .await?;
+    let (stack, s3, bucket, log) =
+        (given.stack.name.clone(), given.s3.clone(), given.bucket.clone(), given.log.clone());
+    ensure!(given.crashes >= 2, "the indexer crashed on it, then on its retry: {}", given.crashes);
+    // Something else in the destination's prefix that is no on-failure record.
+    s3.put_object()
+        .bucket(&bucket)
+        .key("aws/lambda/not-a-record.json")
+        .body(b"{\"clicks\": 3}".to_vec().into())
+        .send()
+        .await?;
+
+    let read = operations::failures::read_destination(&s3, &bucket, operations::failures::DESTINATION_PREFIX)
+        .await?;
+    let ranges: Vec<&operations::failures::Failed> =
+        read.iter().filter(|f| matches!(f.records, Records::Range { .. })).collect();
+    let unreadable = read.iter().filter(|f| matches!(f.records, Records::Unreadable { .. })).count();
+    ensure!(ranges.len() == 1 && unreadable == 1, "one Kinesis range and one unreadable object: {read:?}");
+    let Records::Range { source, stream_arn, start_sequence_number, kept: Some(records), .. } =
+        &ranges[0].records
+    else {
+        anyhow::bail!("a range with its records: {:?}", ranges[0]);
+    };
+    ensure!(
+        *source == operations::failures::Source::Kinesis
+            && stream_arn.contains(":kinesis:")
+            && start_sequence_number.len() == 56,
+        "Lambda's KinesisBatchInfo, Kinesis sequence numbers: {:?}",
+        ranges[0]
+    );
+    ensure!(records.iter().map(id_of).collect::<Vec<_>>() == ["poison"], "{records:?}");
+    let version = records[0].change.sequence_number.clone().unwrap_or_default();
+    ensure!(version.len() == 16, "the version the indexer took it at, a change time in µs: {version}");
+    all_the_indexers(&[ranges[0].clone()], &stack)?;
+    // The log holds the same range, without its records.
+    let logged = operations::failures::read_log(&log)?;
+    ensure!(
+        logged.len() == 1
+            && matches!(
+                logged[0].records,
+                Records::Range { source: operations::failures::Source::Kinesis, kept: None, .. }
+            ),
+        "{logged:?}"
+    );
+
+    given.replay_fixed(records, "replay-kinesis").await?;
+    ensure!(operations::failures::acknowledge_object(&s3, ranges[0]).await?);
+    ensure!(
+        !operations::failures::acknowledge_object(
+            &s3,
+            read.iter().find(|f| matches!(f.records, Records::Unreadable { .. })).context("unreadable")?
+        )
+        .await?,
+        "an unreadable object is left"
+    );
+    Ok(())
 }

@@ -514,6 +514,7 @@ impl Stack {
                         &self.name,
                         &format!("{}{}", function.logical_id, stream.name),
                     ),
+                    kinesis: stream.stream.contains(":kinesis:").then(|| stream.stream.clone()),
                 });
             }
         }

@@ -17,7 +17,7 @@ use local_stack::fault_proxy::{self, Spec};
 use local_stack::replayer::{FailureLog, Pipeline, Settings, Source};
 use serde_json::Value;
 use sqs_fifo_mirror::{MESSAGE_BYTES, Mirror};
-use stream_runtime::delivery::{Invocation, in_process};
+use stream_runtime::delivery::{Invocation, Invoker, in_process};
 use stream_runtime::io_policy::Deadline;
 use stream_runtime::{Metric, Metrics, Runtime, Vars};
 
@@ -69,22 +69,7 @@ async fn throttled_sends_checkpoint_a_refused_message_is_parked_and_each_change_
             Invocation::answer(response)
         }
     });
-    let source = Source {
-        function: "sqs-fifo-mirror".into(),
-        function_arn: "arn:aws:lambda:us-east-1:123456789012:function:orders-Mirror-1".into(),
-        stream_arn,
-        settings: Settings {
-            batch_size: 25,
-            maximum_retry_attempts: None,
-            bisect: false,
-            report_batch_item_failures: true,
-            parallelization_factor: 1,
-        },
-        filters: Vec::new(),
-        invoker,
-        timeout: Duration::from_secs(30),
-        mapping_uuid: "mirror-mapping".into(),
-    };
+    let source = mapping(stream_arn, invoker);
     let log = std::env::temp_dir().join(format!("mirror-failures-{run}.jsonl"));
     let mut pipeline = Pipeline::new(
         &aws_sdk_dynamodbstreams::Client::new(&moto),
@@ -273,4 +258,26 @@ async fn drain(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> (HashSet<String>, 
         }
     }
     (events, by_item)
+}
+
+/// The mirror's event source mapping on the orders table's stream: batches of 25, retried until
+/// they succeed, failures reported per record.
+fn mapping(stream_arn: String, invoker: Invoker) -> Source {
+    Source {
+        function: "sqs-fifo-mirror".into(),
+        function_arn: "arn:aws:lambda:us-east-1:123456789012:function:orders-Mirror-1".into(),
+        stream_arn,
+        settings: Settings {
+            batch_size: 25,
+            maximum_retry_attempts: None,
+            bisect: false,
+            report_batch_item_failures: true,
+            parallelization_factor: 1,
+        },
+        filters: Vec::new(),
+        invoker,
+        timeout: Duration::from_secs(30),
+        mapping_uuid: "mirror-mapping".into(),
+        kinesis: None,
+    }
 }

@@ -40,6 +40,36 @@ pub struct Origin<'a> {
     pub stream_arn: &'a str,
     /// The shard.
     pub shard_id: &'a str,
+    /// The range as a Kinesis data stream holds it, when the mapping reads one: then the range
+    /// is reported as Lambda reports a Kinesis mapping's (`KinesisBatchInfo`, Kinesis sequence
+    /// numbers, the Kinesis records as `payload`).
+    pub kinesis: Option<&'a KinesisRange>,
+}
+
+/// A range of a Kinesis data stream: its ARN, and its records as Lambda's Kinesis event holds
+/// them, in the stream's order.
+#[derive(Debug, Clone)]
+pub struct KinesisRange {
+    /// The Kinesis stream.
+    pub stream_arn: String,
+    /// Its records.
+    pub records: Vec<Value>,
+}
+
+impl KinesisRange {
+    /// The shard (from the first record's `eventID`, `shardId-…:<sequence number>`) and the first
+    /// and last records' sequence numbers.
+    fn place(&self) -> (String, String, String) {
+        let text = |r: Option<&Value>, pointer: &str| {
+            r.and_then(|r| r.pointer(pointer)).and_then(Value::as_str).unwrap_or_default().to_owned()
+        };
+        let shard = text(self.records.first(), "/eventID").split(':').next().unwrap_or_default().to_owned();
+        (
+            shard,
+            text(self.records.first(), "/kinesis/sequenceNumber"),
+            text(self.records.last(), "/kinesis/sequenceNumber"),
+        )
+    }
 }
 
 /// The failure-log line for a range, at `now`.
@@ -55,15 +85,36 @@ pub fn entry(range: &FailedRange, origin: Origin<'_>, now: SystemTime) -> Value 
             "approximateInvokeCount": range.invocations,
         },
         "responseContext": {"functionError": "Unhandled", "reason": range.reason},
-        "DDBStreamBatchInfo": {
-            "shardId": origin.shard_id,
-            "startSequenceNumber": range.start_sequence_number,
-            "endSequenceNumber": range.end_sequence_number,
-            "approximateArrivalOfFirstRecord": range.approximate_arrival.0,
-            "approximateArrivalOfLastRecord": range.approximate_arrival.1,
-            "batchSize": range.batch_size,
-            "streamArn": origin.stream_arn,
-        },
+        info_key(origin): info(range, origin),
+    })
+}
+
+fn info_key(origin: Origin<'_>) -> &'static str {
+    if origin.kinesis.is_some() { "KinesisBatchInfo" } else { "DDBStreamBatchInfo" }
+}
+
+/// Lambda's `DDBStreamBatchInfo`, or `KinesisBatchInfo` for a Kinesis mapping's range.
+fn info(range: &FailedRange, origin: Origin<'_>) -> Value {
+    let (shard, start, end, stream) = match origin.kinesis {
+        Some(kinesis) => {
+            let (shard, start, end) = kinesis.place();
+            (shard, start, end, kinesis.stream_arn.as_str())
+        }
+        None => (
+            origin.shard_id.to_owned(),
+            range.start_sequence_number.clone(),
+            range.end_sequence_number.clone(),
+            origin.stream_arn,
+        ),
+    };
+    json!({
+        "shardId": shard,
+        "startSequenceNumber": start,
+        "endSequenceNumber": end,
+        "approximateArrivalOfFirstRecord": range.approximate_arrival.0,
+        "approximateArrivalOfLastRecord": range.approximate_arrival.1,
+        "batchSize": range.batch_size,
+        "streamArn": stream,
     })
 }
 
@@ -79,15 +130,18 @@ fn utc(at: SystemTime) -> Option<chrono::DateTime<chrono::Utc>> {
 pub(crate) fn s3_object(range: &FailedRange, origin: Origin<'_>, now: SystemTime) -> (String, Value) {
     let mut body = entry(range, origin, now);
     // The invocation's event, as Lambda sent it: `{"Records": [...]}`.
-    body["payload"] = json!({ "Records": range.records });
+    body["payload"] = match origin.kinesis {
+        Some(kinesis) => json!({ "Records": kinesis.records }),
+        None => json!({ "Records": range.records }),
+    };
+    let shard = body[info_key(origin)]["shardId"].as_str().unwrap_or_default().to_owned();
     let at = utc(now).unwrap_or_default();
     let key = format!(
         "{S3_PREFIX}{mapping}/{shard}/{day}/{second}-{random}",
         mapping = origin.mapping_uuid,
-        shard = origin.shard_id,
         day = at.format("%Y/%m/%d"),
         second = at.format("%Y-%m-%dT%H.%M.%S"),
-        random = uuid(&[origin.shard_id, &range.start_sequence_number, &at.to_rfc3339()]),
+        random = uuid(&[&shard, &range.start_sequence_number, &at.to_rfc3339()]),
     );
     (key, body)
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use aws_lambda_events::event::dynamodb::EventRecord;
 use futures_util::future::try_join_all;
 
-use crate::replayer::failures::{FailureLog, Origin};
+use crate::replayer::failures::{FailureLog, KinesisRange, Origin};
 use crate::replayer::faults::{Fault, LambdaFaults};
 use crate::replayer::lambda_metrics::{self, MetricSink};
 use crate::replayer::pipeline::{Counts, Progress, Source};
@@ -181,11 +181,20 @@ impl ShardLane {
                         failure_log = %context.failures.path().display(),
                         "giving up on records after MaximumRetryAttempts; their range is in the failure log"
                     );
+                    // A Kinesis mapping's range as the Kinesis stream holds it.
+                    let kinesis = source.kinesis.as_deref().and_then(|arn| {
+                        let stream = crate::replayer::kinesis::delivery::Stream::registered(arn)?;
+                        Some(KinesisRange {
+                            stream_arn: arn.to_owned(),
+                            records: stream.kinesis_records(&range.records),
+                        })
+                    });
                     let origin = Origin {
                         function_arn: &source.function_arn,
                         mapping_uuid: &source.mapping_uuid,
                         stream_arn: context.arn,
                         shard_id: &self.shard_id,
+                        kinesis: kinesis.as_ref(),
                     };
                     context.failures.record(&range, origin, SystemTime::now()).await?;
                     if let Some(sink) = context.metrics {

@@ -49,6 +49,10 @@ pub struct Source {
     /// The mapping's UUID, as its `AWS/Lambda` event counts and its S3 on-failure objects name
     /// it.
     pub mapping_uuid: String,
+    /// The Kinesis data stream's ARN when the mapping reads the table's changes from one (the
+    /// replayer reads them from the table's DynamoDB stream and delivers them as Kinesis would):
+    /// a range given up is then reported as Lambda reports a Kinesis mapping's.
+    pub kinesis: Option<String>,
 }
 
 impl Source {

@@ -61,6 +61,20 @@ struct State {
     rng: fastrand::Rng,
 }
 
+/// The Kinesis record `record` was written as, written now if it never was: a change is written
+/// once, whoever reads it and however often.
+fn written_once(
+    writer: &mut Writer,
+    written: &mut HashMap<String, (Value, u64)>,
+    record: &EventRecord,
+) -> Value {
+    let (kinesis, _) = written.entry(record.event_id.clone()).or_insert_with(|| {
+        let kinesis = writer.write(record);
+        (kinesis, writer.last_micros)
+    });
+    kinesis.clone()
+}
+
 /// The streams registered, by ARN.
 fn registry() -> &'static Mutex<BTreeMap<String, Arc<Stream>>> {
     static STREAMS: OnceLock<Mutex<BTreeMap<String, Arc<Stream>>>> = OnceLock::new();
@@ -114,6 +128,14 @@ impl Stream {
         Some(read)
     }
 
+    /// The Kinesis records `records` (changes of the table, in its DynamoDB stream's order) were
+    /// written as, each written now if it never was: what a Kinesis mapping gives up for them.
+    pub(crate) fn kinesis_records(&self, records: &[EventRecord]) -> Vec<Value> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let State { writer, written, .. } = &mut *state;
+        records.iter().map(|record| written_once(writer, written, record)).collect()
+    }
+
     /// Invocations made through the stream's mappings.
     pub fn invocations(&self) -> u64 {
         self.invocations.load(Ordering::Relaxed)
@@ -133,14 +155,7 @@ impl Stream {
         let State { writer, written, rng } = &mut *state;
         let mut delivery: Vec<(usize, Value)> = Vec::with_capacity(records.len() * 11 / 10);
         for (i, record) in records.iter().enumerate() {
-            let id = record.event_id.clone();
-            let (kinesis, _) = written
-                .entry(id)
-                .or_insert_with(|| {
-                    let kinesis = writer.write(record);
-                    (kinesis, writer.last_micros)
-                })
-                .clone();
+            let kinesis = written_once(writer, written, record);
             if !filters.is_empty() {
                 let json = stream_runtime::delivery::reader::record_json(record);
                 if !filters.iter().any(|p| p.matches(&json)) {

@@ -297,3 +297,43 @@ async fn in_order_a_bisected_batchs_older_half_resent_after_an_hour_does_not_res
     );
     Ok(())
 }
+
+/// Issue 76, finding 1: a stack whose index was written from the DynamoDB stream switches to
+/// Kinesis. Issue `x1`'s field goes 1 → 2 through the stream (versions: stream sequence
+/// numbers), then 2 → 3 through Kinesis (written as Kinesis Data Streams for DynamoDB writes it,
+/// decoded as the functions decode it: versions are change times in microseconds). In the same
+/// epoch the tombstone of 2 reads as older than its entry and is refused: the index holds both
+/// 2 and 3, and 2 stays for good (its key's writes are all refused). With the epoch raised, as
+/// the switch's deploy raises `IndexVersionEpoch`, the same record removes 2.
+#[tokio::test]
+async fn after_a_switch_from_the_stream_to_kinesis_writes_land_only_in_a_raised_epoch() -> Result<()> {
+    let (client, index, records) = x1_taking(&[1, 2, 3], "switch").await?;
+    let config = indexes(&index);
+    let deadline = || Deadline::after(std::time::Duration::from_secs(30));
+    let from_stream = runtime::<Indexer>(&[("MULTIKEY_INDEXES", config.as_str())]).await;
+    let done =
+        from_stream.handle(event(&records[..2]), deadline()).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    ensure!(done.batch_item_failures.is_empty() && values_of(&client, &index, "x1").await? == ["2"]);
+
+    // 2 → 3, from the table's Kinesis stream.
+    let mut writer =
+        local_stack::replayer::kinesis::Writer::new("arn:aws:kinesis:us-east-1:123456789012:stream/x", "t");
+    let kinesis = serde_json::json!({"Records": [writer.write(&records[2])]});
+    let from_kinesis = stream_runtime::kinesis::from_value(&kinesis)?.event.records;
+    let version = from_kinesis[0].change.sequence_number.clone().unwrap_or_default();
+    ensure!(version.len() == 16, "a change time in microseconds: {version}");
+    for (epoch, want) in [("0", &["2", "3"][..]), ("1", &["3"][..])] {
+        let env = [
+            ("MULTIKEY_INDEXES", config.as_str()),
+            ("MULTIKEY_ORDER", "any"),
+            ("MULTIKEY_VERSION_EPOCH", epoch),
+        ];
+        let indexer = runtime::<Indexer>(&env).await;
+        let done =
+            indexer.handle(event(&from_kinesis), deadline()).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        ensure!(done.batch_item_failures.is_empty(), "epoch {epoch}: {done:?}");
+        let values = values_of(&client, &index, "x1").await?;
+        ensure!(values == want, "epoch {epoch}: the index holds {values:?} for x1, expected {want:?}");
+    }
+    Ok(())
+}

@@ -312,7 +312,8 @@ impl<'a> Planner<'a> {
         let (before, after) = (change.before, change.after);
         let base_key = base_key(self.indexes, change.keys)?;
         let backfill_touch = formats::touch::is_touched(before, after);
-        self.version = record.sequence_number().and_then(formats::entries::version);
+        let epoch = self.indexes.version_epoch;
+        self.version = record.sequence_number().and_then(|seq| formats::entries::version_in(epoch, seq));
         if self.version.is_none() && self.order == Order::Any {
             return Err(PlanError::NoVersion);
         }

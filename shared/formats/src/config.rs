@@ -95,7 +95,15 @@ pub struct Indexes {
     /// `MaximumRecordAgeInSeconds`, Lambda's longest, 7 days, when unset) plus
     /// [`crate::tombstone::MARGIN_SECONDS`].
     pub tombstone_seconds: u64,
+    /// The epoch of the versions written (`MULTIKEY_VERSION_EPOCH`, 0 when unset): raised with
+    /// every switch of the index's change source, so that every write from the new source is
+    /// newer than every write from the old, whose positions do not compare
+    /// ([`crate::entries::version_in`]; docs/formats.md, "Versions across a stack's life").
+    pub version_epoch: u32,
 }
+
+/// The variable that holds the versions' epoch ([`Indexes::version_epoch`]).
+pub(crate) const EPOCH_VAR: &str = "MULTIKEY_VERSION_EPOCH";
 
 /// The variable that holds the event source mapping's `MaximumRecordAgeInSeconds`.
 pub(crate) const RECORD_AGE_VAR: &str = "MULTIKEY_MAX_RECORD_AGE_SECONDS";
@@ -146,8 +154,8 @@ impl Indexes {
         Indexes { indexes: vec![index.clone()], ..self.clone() }
     }
 
-    /// Reads and validates `MULTIKEY_INDEXES`, and `MULTIKEY_MAX_RECORD_AGE_SECONDS` (60 to
-    /// 604,800, what Lambda accepts).
+    /// Reads and validates `MULTIKEY_INDEXES`, `MULTIKEY_MAX_RECORD_AGE_SECONDS` (60 to
+    /// 604,800, what Lambda accepts) and `MULTIKEY_VERSION_EPOCH` (0 to 99).
     pub fn from_vars(vars: &Vars<'_>) -> Result<Indexes, ConfigError> {
         let json =
             vars.required(INDEXES_VAR, "a JSON object with base_key and indexes (docs/functions.md)")?;
@@ -155,6 +163,8 @@ impl Indexes {
             Indexes::from_json(&json).map_err(|reason| ConfigError::Invalid { var: INDEXES_VAR, reason })?;
         let age = vars.integer(RECORD_AGE_VAR, LONGEST_RECORD_AGE_SECONDS, 60, LONGEST_RECORD_AGE_SECONDS)?;
         indexes.tombstone_seconds = age + crate::tombstone::MARGIN_SECONDS;
+        let epoch = vars.integer(EPOCH_VAR, 0, 0, u64::from(crate::entries::LAST_EPOCH))?;
+        indexes.version_epoch = u32::try_from(epoch).unwrap_or(crate::entries::LAST_EPOCH);
         Ok(indexes)
     }
 
@@ -242,6 +252,7 @@ impl Indexes {
             base_key,
             indexes,
             tombstone_seconds: LONGEST_RECORD_AGE_SECONDS + crate::tombstone::MARGIN_SECONDS,
+            version_epoch: 0,
         })
     }
 }

@@ -294,11 +294,30 @@ impl EntryParts<'_> {
     }
 }
 
-/// The version attribute's value for a record's sequence number: the key crate's fixed-width
-/// form (40 digits, zero-padded), so that comparing versions as strings (as a condition
-/// expression does) compares the numbers. `None` for anything but 1 to 40 decimal digits.
+/// The version attribute's value for a record's sequence number, in epoch 0: the key crate's
+/// fixed-width form (40 digits, zero-padded), so that comparing versions as strings (as a
+/// condition expression does) compares the numbers. `None` for anything but 1 to 40 decimal
+/// digits.
 pub fn version(sequence_number: &str) -> Option<String> {
-    key_codec::SequenceNumber::parse(sequence_number).ok().map(|s| s.to_fixed_width())
+    version_in(0, sequence_number)
+}
+
+/// The highest version epoch.
+pub const LAST_EPOCH: u32 = 99;
+
+/// The version attribute's value for a record's sequence number in `epoch` (docs/formats.md,
+/// "Versions across a stack's life"): in epoch 0 the 40 digits alone, as every version was
+/// written before epochs; in a later one `E`, the epoch in two digits, then the 40 digits. As
+/// strings, every version of an epoch sorts after every version of an earlier one (`E` after
+/// every digit, then the epochs' digits), and within an epoch as the sequence numbers do. `None`
+/// for a sequence number that is not 1 to 40 decimal digits, or an epoch past [`LAST_EPOCH`].
+pub fn version_in(epoch: u32, sequence_number: &str) -> Option<String> {
+    let digits = key_codec::SequenceNumber::parse(sequence_number).ok()?.to_fixed_width();
+    match epoch {
+        0 => Some(digits),
+        1..=LAST_EPOCH => Some(format!("E{epoch:02}{digits}")),
+        _ => None,
+    }
 }
 
 /// The members of the source attribute: map entries, or distinct scalar elements.

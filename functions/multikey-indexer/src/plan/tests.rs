@@ -174,6 +174,38 @@ fn versions_are_sequence_numbers_that_compare_as_strings() {
     assert!(version("400000000000000001100").unwrap() < version("1000000000000000000000").unwrap());
 }
 
+/// Versions across a switch of the change source (issue 76, finding 1): a Kinesis change time
+/// (16 digits) reads as older than any DynamoDB stream sequence number (21 to 40), so in one
+/// epoch a switch froze every existing key. Each epoch's versions sort after every earlier
+/// epoch's, whatever their digits; epoch 0 is the format every version had before epochs.
+#[test]
+fn a_later_epochs_versions_are_newer_than_any_earlier_epochs() {
+    use formats::entries::{LAST_EPOCH, version, version_in};
+    let stream = "9000000000000000000400000000000000001100"; // a stream sequence number, 40 digits
+    let kinesis = "1795000000123456"; // a change time, microseconds
+    // The finding: in one epoch, the Kinesis write is refused as older.
+    assert!(version(kinesis).unwrap() < version(stream).unwrap());
+    // Golden values (docs/formats.md, "Versions across a stack's life").
+    let cases = [
+        (0, kinesis, Some("0000000000000000000000001795000000123456")),
+        (1, kinesis, Some("E010000000000000000000000001795000000123456")),
+        (42, "1", Some("E420000000000000000000000000000000000000001")),
+        (LAST_EPOCH + 1, "1", None),
+        (1, "12a", None),
+    ];
+    for (epoch, sequence, want) in cases {
+        assert_eq!(version_in(epoch, sequence).as_deref(), want, "{epoch} {sequence}");
+    }
+    assert_eq!(version_in(0, stream), version(stream), "epoch 0 is the old format");
+    // Every version of a later epoch sorts after every one of an earlier epoch.
+    let max = "9".repeat(40);
+    for (earlier, later) in [(0, 1), (1, 2), (9, 10), (10, 11), (98, 99)] {
+        assert!(version_in(earlier, &max).unwrap() < version_in(later, "1").unwrap(), "{earlier} < {later}");
+    }
+    // Within an epoch, as the positions compare.
+    assert!(version_in(3, "99").unwrap() < version_in(3, "100").unwrap());
+}
+
 /// `(42, 3, "af34")` in key-codec's text format K1.
 const GOLDEN_AF34_3FE6: &str = "nB42#nA3#saf34#";
 

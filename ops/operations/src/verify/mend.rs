@@ -161,15 +161,18 @@ impl Mender {
         let mut keys = BTreeMap::new();
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         for record in records {
-            let version =
-                record.change.sequence_number.as_deref().and_then(formats::entries::version).ok_or_else(
-                    || {
-                        VerifyError::Format(format!(
-                            "record {} has no sequence number to order its deletes by",
-                            record.event_id
-                        ))
-                    },
-                )?;
+            let epoch = self.indexes.version_epoch;
+            let version = record
+                .change
+                .sequence_number
+                .as_deref()
+                .and_then(|seq| formats::entries::version_in(epoch, seq))
+                .ok_or_else(|| {
+                    VerifyError::Format(format!(
+                        "record {} has no sequence number to order its deletes by",
+                        record.event_id
+                    ))
+                })?;
             // The longest lifetime (any order's), counted from now: the replay comes long after
             // the record, and older records of its item may still be delivered.
             let plan = Plan::in_order(

@@ -63,3 +63,25 @@ fn the_variable_is_named_in_errors() {
         "{err}"
     );
 }
+
+/// `MULTIKEY_VERSION_EPOCH`: 0 when unset, 0 to 99, a wrong value named.
+#[test]
+fn the_version_epoch_is_read_and_bounded() {
+    let indexes = r#"{"base_key": ["id"], "indexes": [{"name": "cf", "table": "t", "source": "f"}]}"#;
+    let read = |epoch: Option<&str>| {
+        let epoch = epoch.map(str::to_owned);
+        let lookup = move |name: &str| match name {
+            "MULTIKEY_INDEXES" => Some(indexes.to_owned()),
+            "MULTIKEY_VERSION_EPOCH" => epoch.clone(),
+            _ => None,
+        };
+        Indexes::from_vars(&Vars::new(&lookup)).map(|i| i.version_epoch).map_err(|e| e.to_string())
+    };
+    assert_eq!(read(None), Ok(0));
+    assert_eq!(read(Some("3")), Ok(3));
+    assert_eq!(read(Some("99")), Ok(99));
+    for wrong in ["100", "-1", "one"] {
+        let err = read(Some(wrong)).unwrap_err();
+        assert!(err.contains("MULTIKEY_VERSION_EPOCH"), "{wrong}: {err}");
+    }
+}

@@ -19,6 +19,8 @@
 //!
 //! [`release_held`]: local_stack::fault_proxy::Proxy::release_held
 
+use std::collections::HashMap;
+
 use anyhow::{Context as _, Result, ensure};
 use aws_sdk_dynamodb::types::AttributeValue;
 use io_policy::Deadline;
@@ -334,6 +336,82 @@ async fn after_a_switch_from_the_stream_to_kinesis_writes_land_only_in_a_raised_
         ensure!(done.batch_item_failures.is_empty(), "epoch {epoch}: {done:?}");
         let values = values_of(&client, &index, "x1").await?;
         ensure!(values == want, "epoch {epoch}: the index holds {values:?} for x1, expected {want:?}");
+    }
+    Ok(())
+}
+
+/// The previous release's transaction for one record, as it wrote it before tombstones
+/// (docs/formats.md, "Version heads (retired)"): a put of the item's in-order head on the
+/// condition that it is absent or older, and the entry put unconditioned. The head's key is
+/// written out here as that release keyed it, `%head#<index name>#<K1 of the base key>`.
+fn previous_release_transaction(
+    index: &str,
+    name: &str,
+    id: &str,
+    version: &str,
+    entry: HashMap<String, AttributeValue>,
+) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
+    use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+    let s = |v: &str| AttributeValue::S(v.to_owned());
+    let head = HashMap::from([
+        ("pk".to_owned(), s(&format!("%head#{name}#s{id}%23"))),
+        ("sk".to_owned(), s(&format!("s{id}#"))),
+        ("sidestream_seq".to_owned(), s(version)),
+        ("sidestream_order".to_owned(), s("stream")),
+    ]);
+    let put = |item, condition: Option<&str>| {
+        let mut put = Put::builder().table_name(index).set_item(Some(item));
+        if let Some(condition) = condition {
+            put = put
+                .condition_expression(condition)
+                .expression_attribute_names("#v", "sidestream_seq")
+                .expression_attribute_values(":v", s(version));
+        }
+        TransactWriteItem::builder().put(put.build().expect("table and item")).build()
+    };
+    vec![put(head, Some("attribute_not_exists(#v) OR #v < :v")), put(entry, None)]
+}
+
+/// Issue 76, finding 3: an invocation of the previous release (version heads) indexed `x1`'s
+/// record 1 and timed out, its transaction held; this release, retrying, applied record 1 and
+/// then 1 → 2 (a tombstone at 1). The held transaction lands: its head is absent, since this
+/// release writes none, so its unconditioned put of entry 1 brought 1 back for good. With
+/// `MULTIKEY_FENCE_HEADS` this release writes each item's head as that release's fence, and the
+/// transaction is refused whole.
+#[tokio::test]
+async fn a_previous_releases_late_transaction_is_refused_by_the_fence() -> Result<()> {
+    for (fence, want) in [("false", &["1", "2"][..]), ("true", &["2"][..])] {
+        let (client, index, records) = x1_taking(&[1, 2], &format!("fence-{fence}")).await?;
+        let config = indexes(&index);
+        let env = [("MULTIKEY_INDEXES", config.as_str()), ("MULTIKEY_FENCE_HEADS", fence)];
+        let indexer = runtime::<Indexer>(&env).await;
+        let deadline = || Deadline::after(std::time::Duration::from_secs(30));
+        // Record 1 alone, to take entry 1 as written; then 1 → 2.
+        indexer.handle(event(&records[..1]), deadline()).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let scan = client.scan().table_name(&index).consistent_read(true).send().await?;
+        let entry = scan.items().iter().find(|i| i.contains_key("id")).cloned().context("entry 1")?;
+        indexer.handle(event(&records[1..]), deadline()).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        ensure!(values_of(&client, &index, "x1").await? == ["2"], "fence {fence}: before the late write");
+
+        let version =
+            multikey_indexer::version(records[0].change.sequence_number.as_deref().unwrap_or_default())
+                .context("a version")?;
+        let name = serde_json::from_str::<serde_json::Value>(&config)?["indexes"][0]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let landed = client
+            .transact_write_items()
+            .set_transact_items(Some(previous_release_transaction(&index, &name, "x1", &version, entry)))
+            .send()
+            .await
+            .is_ok();
+        let values = values_of(&client, &index, "x1").await?;
+        ensure!(
+            values == want && landed == (fence == "false"),
+            "fence {fence}: the late transaction {}; the index holds {values:?} for x1, expected {want:?}",
+            if landed { "landed" } else { "was refused" }
+        );
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 //! | `MULTIKEY_INDEXES` | required | The indexes to keep, as JSON ([`formats::config`], which the operations that check and rebuild the index read too). |
 //! | `MULTIKEY_MAX_RECORD_AGE_SECONDS` | 604800 | The mapping's `MaximumRecordAgeInSeconds`: how long a removed entry's tombstone must last. |
 //! | `MULTIKEY_VERSION_EPOCH` | 0 | The versions' epoch, 0 to 99: raised with each switch of the change source (docs/formats.md, "Versions across a stack's life"). |
+//! | `MULTIKEY_FENCE_HEADS` | `false` | `true` while a release from before tombstones may still run: each item's version head is written as its fence ([`formats::head`]). |
 //! | `MULTIKEY_ORDER` | `stream` | `stream`: each item's records in order, as a DynamoDB stream gives them; `any`: in any order and more than once, as a Kinesis data stream may ([`Order`]). |
 //!
 //! The runtime's own settings (parking, the I/O policy, metrics) are read by `stream-runtime`.

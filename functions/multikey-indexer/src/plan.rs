@@ -256,6 +256,17 @@ struct Planner<'a> {
     order: Order,
     /// When the writes are sent (seconds since the epoch), or 0 for the change times alone.
     now: u64,
+    /// With `MULTIKEY_FENCE_HEADS`: each item's fence (`formats::head`) by index and head key,
+    /// the newest record's.
+    fences: HashMap<SlotKey, Fence<'a>, foldhash::fast::RandomState>,
+}
+
+/// An item's fence in one index: the newest record's version, its new image (none after a
+/// REMOVE), and the record.
+struct Fence<'a> {
+    version: String,
+    image: Option<&'a WireImage<'a>>,
+    origin: usize,
 }
 
 impl<'a> Planner<'a> {
@@ -273,13 +284,14 @@ impl<'a> Planner<'a> {
             changed_at: None,
             order: Order::Stream,
             now: 0,
+            fences: HashMap::default(),
         }
     }
 
     /// The plan: each slot's write built into its item (a tombstone, or a key for a delete,
     /// where the entry is removed), in order.
     fn finish(self) -> Plan {
-        let Planner { indexes, mut plan, slots, pending, carried, now, .. } = self;
+        let Planner { indexes, mut plan, slots, pending, carried, now, fences, order, .. } = self;
         let lifetime = formats::tombstone::lifetime(indexes);
         // Each position in `pending` has exactly one key in `slots`.
         let mut keys: Vec<(SlotKey, usize)> = slots.into_iter().collect();
@@ -304,6 +316,16 @@ impl<'a> Planner<'a> {
                 ItemWrite { table: Arc::clone(&index.table), op, origin: write.origin }
             })
             .collect();
+        // The fences last, each on the same condition as an entry: a fence older than the head
+        // there is refused, and changes nothing.
+        let mut fences: Vec<(SlotKey, Fence<'_>)> = fences.into_iter().collect();
+        fences.sort_unstable_by_key(|(_, fence)| fence.origin);
+        plan.writes.extend(fences.into_iter().map(|((ix, key), fence)| {
+            let index = &indexes.indexes[ix];
+            let image = (order == Order::Any).then_some(fence.image);
+            let item = formats::head::fence(index, key, fence.version, image);
+            ItemWrite { table: Arc::clone(&index.table), op: Op::Put(item), origin: fence.origin }
+        }));
         plan
     }
 
@@ -325,13 +347,44 @@ impl<'a> Planner<'a> {
             // Each attribute the index reads is looked up once per image.
             let old = before.map(|image| IndexView::new(index, image));
             let new = after.map(|image| IndexView::new(index, image));
-            indexed |= old.iter().chain(&new).any(|view| view.source().is_some());
+            let reads = old.iter().chain(&new).any(|view| view.source().is_some());
+            indexed |= reads;
             self.diff(origin, ix, index, &base_key, (old, new), backfill_touch);
+            if reads && self.indexes.fence_heads {
+                self.fence(origin, ix, index, &base_key, after);
+            }
         }
         if !indexed {
             self.plan.unindexed_records += 1;
         }
         self.commit()
+    }
+
+    /// Keeps the item's fence in `index` at this record's version, unless a newer record of the
+    /// batch set it. An item whose key no head can hold had none in the release that kept
+    /// heads, and gets none.
+    fn fence(
+        &mut self,
+        origin: usize,
+        ix: usize,
+        index: &Index,
+        base_key: &[(&'a str, &'a Attr<'a>)],
+        image: Option<&'a WireImage<'a>>,
+    ) {
+        let (Some(version), Ok(key)) = (&self.version, formats::head::key(index, base_key)) else {
+            return;
+        };
+        let fence = Fence { version: version.clone(), image, origin };
+        match self.fences.entry((ix, key)) {
+            Entry::Occupied(mut at) => {
+                if at.get().version <= fence.version {
+                    at.insert(fence);
+                }
+            }
+            Entry::Vacant(at) => {
+                at.insert(fence);
+            }
+        }
     }
 
     /// Commits the current record's staged writes and skips: a write to a key already written

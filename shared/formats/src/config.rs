@@ -100,7 +100,14 @@ pub struct Indexes {
     /// newer than every write from the old, whose positions do not compare
     /// ([`crate::entries::version_in`]; docs/formats.md, "Versions across a stack's life").
     pub version_epoch: u32,
+    /// Whether the indexer writes each item's fence (`MULTIKEY_FENCE_HEADS`, off when unset):
+    /// the version head the release before tombstones conditioned its writes on, while that
+    /// release may still run beside this one (`crate::head`).
+    pub fence_heads: bool,
 }
+
+/// The variable that turns fences on ([`Indexes::fence_heads`]).
+pub(crate) const FENCE_VAR: &str = "MULTIKEY_FENCE_HEADS";
 
 /// The variable that holds the versions' epoch ([`Indexes::version_epoch`]).
 pub(crate) const EPOCH_VAR: &str = "MULTIKEY_VERSION_EPOCH";
@@ -155,7 +162,7 @@ impl Indexes {
     }
 
     /// Reads and validates `MULTIKEY_INDEXES`, `MULTIKEY_MAX_RECORD_AGE_SECONDS` (60 to
-    /// 604,800, what Lambda accepts) and `MULTIKEY_VERSION_EPOCH` (0 to 99).
+    /// 604,800, what Lambda accepts), `MULTIKEY_VERSION_EPOCH` (0 to 99) and `MULTIKEY_FENCE_HEADS`.
     pub fn from_vars(vars: &Vars<'_>) -> Result<Indexes, ConfigError> {
         let json =
             vars.required(INDEXES_VAR, "a JSON object with base_key and indexes (docs/functions.md)")?;
@@ -165,6 +172,7 @@ impl Indexes {
         indexes.tombstone_seconds = age + crate::tombstone::MARGIN_SECONDS;
         let epoch = vars.integer(EPOCH_VAR, 0, 0, u64::from(crate::entries::LAST_EPOCH))?;
         indexes.version_epoch = u32::try_from(epoch).unwrap_or(crate::entries::LAST_EPOCH);
+        indexes.fence_heads = vars.flag(FENCE_VAR, false)?;
         Ok(indexes)
     }
 
@@ -253,6 +261,7 @@ impl Indexes {
             indexes,
             tombstone_seconds: LONGEST_RECORD_AGE_SECONDS + crate::tombstone::MARGIN_SECONDS,
             version_epoch: 0,
+            fence_heads: false,
         })
     }
 }

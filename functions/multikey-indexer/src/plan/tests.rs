@@ -932,3 +932,55 @@ fn an_item_of_many_entries_ends_right_in_every_order() {
     let counts: Vec<usize> = records.iter().map(|r| plan_one(r).len()).collect();
     assert_eq!(counts, [150, 150, 150]);
 }
+
+/// With `MULTIKEY_FENCE_HEADS`, each item gets one fence per index that reads it, at the newest
+/// record's version, keyed as the release before tombstones keyed its head; in order with
+/// `sidestream_order`, in any order with the newest record's indexed attributes (none after a
+/// REMOVE). Without it, none.
+#[test]
+fn fences_hold_each_items_newest_version_as_its_head() {
+    let records = chain();
+    let views = stream_runtime::WireRecord::view_all(&records);
+    let fences = |ix: &Indexes, order, upto: usize| {
+        let plan = Plan::in_order(ix, &views[..upto], order, 0);
+        plan.writes
+            .into_iter()
+            .filter_map(|w| match w.op {
+                Op::Put(item) if matches!(item.get("pk"), Some(AttributeValue::S(pk)) if pk.starts_with("%head#")) => {
+                    Some(item)
+                }
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let off = article_like();
+    assert!(fences(&off, Order::Stream, records.len()).is_empty(), "off by default");
+    let on = Indexes { fence_heads: true, ..article_like() };
+    // (order, records, the version, the image's f)
+    let cases = [
+        (Order::Stream, 2, "0000000000000000000000000000000000000101", None),
+        (Order::Any, 2, "0000000000000000000000000000000000000101", Some(None)),
+        (Order::Any, 4, "0000000000000000000000000000000000000103", Some(Some("b"))),
+    ];
+    for (order, upto, version, image) in cases {
+        let written = fences(&on, order, upto);
+        assert_eq!(written.len(), 1, "{order:?} {upto}: one fence for the item: {written:?}");
+        let fence = &written[0];
+        assert_eq!(fence.get("pk"), Some(&AttributeValue::S("%head#cf#si1%23".into())), "{order:?}");
+        assert_eq!(fence.get("sk"), Some(&AttributeValue::S("si1#".into())));
+        assert_eq!(fence.get("sidestream_seq"), Some(&AttributeValue::S(version.into())), "{order:?} {upto}");
+        match image {
+            None => assert_eq!(fence.get("sidestream_order"), Some(&AttributeValue::S("stream".into()))),
+            Some(f) => {
+                let Some(AttributeValue::M(held)) = fence.get("sidestream_image") else {
+                    panic!("an image in any order: {fence:?}");
+                };
+                let held_f = held.get("custom_fields").and_then(|v| match v {
+                    AttributeValue::M(m) => m.get("f").cloned(),
+                    _ => None,
+                });
+                assert_eq!(held_f, f.map(|f: &str| AttributeValue::S(f.into())), "{upto}");
+            }
+        }
+    }
+}

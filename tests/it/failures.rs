@@ -838,18 +838,7 @@ async fn a_range_with_a_record_parked_again_is_kept() -> Result<()> {
         message: None,
         object: Some(format!("s3://{parking}/{key}")),
     };
-    let env = as_an_operator(&stack, "counter-aggregator")?;
-    let lookup = |name: &str| env.get(name).cloned();
-    let replayer = Replayer::for_function(
-        "counter-aggregator",
-        &stream_runtime::Vars::new(&lookup),
-        &io_policy::without_sdk_retries(&sdk),
-    )?;
-    let clients = operations::failures::ReplayClients {
-        streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
-        sqs: aws_sdk_sqs::Client::new(&sdk),
-        s3: s3(),
-    };
+    let (replayer, clients) = as_an_operator_replays(&stack, "counter-aggregator", &sdk)?;
     let exists = || async { s3().head_object().bucket(&parking).key(key).send().await.is_ok() };
     let timeout = Duration::from_secs(60);
     let again = operations::failures::replay_one(&failed, &replayer, &clients, timeout).await?;
@@ -865,6 +854,28 @@ async fn a_range_with_a_record_parked_again_is_kept() -> Result<()> {
         sharded_counter::Counters::new(client.clone(), &counters, formats::counter::Sharding::new(2)?);
     ensure!(total.total("hits").await? == Some(10), "{:?}", total.total("hits").await?);
     Ok(())
+}
+
+/// The replayer `failures replay --function BINARY` builds from an operator's copy of the
+/// function's environment, and the clients it reads and acknowledges failures with.
+fn as_an_operator_replays(
+    stack: &local_stack::Stack,
+    binary: &str,
+    sdk: &aws_config::SdkConfig,
+) -> Result<(Replayer, operations::failures::ReplayClients)> {
+    let env = as_an_operator(stack, binary)?;
+    let lookup = |name: &str| env.get(name).cloned();
+    let replayer = Replayer::for_function(
+        binary,
+        &stream_runtime::Vars::new(&lookup),
+        &io_policy::without_sdk_retries(sdk),
+    )?;
+    let clients = operations::failures::ReplayClients {
+        streams: aws_sdk_dynamodbstreams::Client::new(sdk),
+        sqs: aws_sdk_sqs::Client::new(sdk),
+        s3: s3(),
+    };
+    Ok((replayer, clients))
 }
 
 /// A counter's shard item as the counter table holds it: `COUNTER#<name>#SHARD#<k>` with its count.
@@ -939,6 +950,83 @@ async fn a_kinesis_range_given_up_is_listed_and_replayed_from_its_kept_records()
         )
         .await?,
         "an unreadable object is left"
+    );
+    Ok(())
+}
+
+/// Issue 76, finding 2, for the aggregator: from Kinesis (`CounterChangeSource=Kinesis`) a batch
+/// the aggregator crashed on past its retries is given up with its Kinesis records; `failures`
+/// reads it, and the aggregator's replay runs the kept records, versions and all, as the
+/// functions took them: the total ends exact, and the object goes.
+#[tokio::test]
+async fn a_kinesis_range_of_the_aggregator_replays_to_an_exact_total() -> Result<()> {
+    let Local { sdk, stack, client, .. } =
+        local(&[("CounterChangeSource", "Kinesis"), ("MaximumRetryAttempts", "1")]).await?;
+    parking_bucket().await;
+    let bucket = unique("on-failure");
+    s3().create_bucket().bucket(&bucket).send().await?;
+    let fixed = Arc::new(AtomicBool::new(false));
+    let poisonings = Arc::new(AtomicU32::new(0));
+    let (fix, counted) = (Arc::clone(&fixed), Arc::clone(&poisonings));
+    let failures = local_stack::replayer::FailureLog::new(failure_log()).with_s3_destination(s3(), &bucket);
+    // The aggregator crashes on shard 1 of "hits" until fixed.
+    let mut pipeline = pipeline_to(&sdk, &stack, failures, move |function, inner| match function {
+        "counter-aggregator" => {
+            let (fix, counted) = (Arc::clone(&fix), Arc::clone(&counted));
+            in_process(move |event, deadline| {
+                let (inner, fixed, counted) =
+                    (Arc::clone(&inner), fix.load(Ordering::SeqCst), Arc::clone(&counted));
+                async move {
+                    let poisoned = event.records.iter().any(|r| {
+                        serde_json::to_value(&r.change.keys)
+                            .ok()
+                            .and_then(|k| k["pk"]["S"].as_str().map(str::to_owned))
+                            == Some("COUNTER#hits#SHARD#1".to_owned())
+                    });
+                    if poisoned && !fixed {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                        return Invocation::Failed {
+                            error_type: "Poison".into(),
+                            message: "cannot count".into(),
+                        };
+                    }
+                    inner(event, deadline).await
+                }
+            })
+        }
+        _ => inner,
+    })?;
+    let counters = stack.table("CounterTable")?.name.clone();
+    put(&client, &counters, &counter_shard("hits", 0, &json!(4))).await?;
+    put(&client, &counters, &counter_shard("hits", 1, &json!(3))).await?;
+    pipeline.settle().await?;
+    ensure!(poisonings.load(Ordering::SeqCst) >= 2, "crashed, and again on the retry");
+
+    let read =
+        operations::failures::read_destination(&s3(), &bucket, operations::failures::DESTINATION_PREFIX)
+            .await?;
+    ensure!(read.len() == 1, "{read:?}");
+    let Records::Range { source, kept: Some(records), .. } = &read[0].records else {
+        anyhow::bail!("a range with its records: {:?}", read[0]);
+    };
+    ensure!(*source == operations::failures::Source::Kinesis, "{:?}", read[0]);
+    let versions: Vec<usize> =
+        records.iter().map(|r| r.change.sequence_number.as_deref().unwrap_or_default().len()).collect();
+    ensure!(!versions.is_empty() && versions.iter().all(|&n| n == 16), "change times in µs: {versions:?}");
+
+    fixed.store(true, Ordering::SeqCst);
+    let (replayer, clients) = as_an_operator_replays(&stack, "counter-aggregator", &sdk)?;
+    let done =
+        operations::failures::replay_one(&read[0], &replayer, &clients, Duration::from_secs(60)).await?;
+    ensure!(done.is_done(), "{done:?}");
+    let total =
+        sharded_counter::Counters::new(client.clone(), &counters, formats::counter::Sharding::new(2)?);
+    ensure!(total.total("hits").await? == Some(7), "{:?}", total.total("hits").await?);
+    ensure!(
+        operations::failures::read_destination(&s3(), &bucket, operations::failures::DESTINATION_PREFIX)
+            .await?
+            .is_empty(),
+        "the object goes once replayed"
     );
     Ok(())
 }

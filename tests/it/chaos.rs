@@ -145,3 +145,54 @@ async fn under(parameters: &[(&str, &str)], regions: u8) -> Result<local_stack::
     );
     Ok(report)
 }
+
+/// Issue 76: one stack through a life (`scripts/chaos --lifecycle`, docs/local.md, "The
+/// lifecycle run") at 800 ops (2,000 at full scale) under every fault: an existing table
+/// backfilled, a canary of the previous release moved back and forward, a switch to Kinesis
+/// and back with the old mapping removed mid-flight each time, Kinesis ranges given up and
+/// replayed, and a bulk edit that leaves 600 tombstones (3,000) in one partition while the
+/// grid pages through it. The index is exact after the switch to Kinesis and at the end, and
+/// every part of the life happened, by count (the `lifecycle` and `grid` verdicts, and here).
+#[tokio::test]
+async fn a_stack_through_its_life_ends_exact() -> Result<()> {
+    let faults = local_stack::chaos::Faults::parse(SPEC, Some(7))?;
+    let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
+    let ops = crate::support::scale::size(800, 2_000);
+    let options = local_stack::chaos::Options::new(ops, 7, faults, template, unique("life"));
+    let endpoints = local_stack::chaos::endpoints_from_env()?;
+    let tombstones = crate::support::scale::size(600, 3_000);
+    let progress = local_stack::chaos::Progress::default();
+    let report =
+        Box::pin(local_stack::chaos::lifecycle::run(&endpoints, &options, tombstones, &progress)).await?;
+    let summary = serde_json::to_string_pretty(&report)?;
+    ensure!(report.ok(), "an oracle found a difference: {summary}");
+    let oracles: Vec<&str> = report.verdicts.iter().map(|v| v.oracle).collect();
+    ensure!(
+        oracles.contains(&"after the switch to Kinesis")
+            && oracles.contains(&"grid")
+            && oracles.contains(&"lifecycle"),
+        "the checkpoint, the grid and the life judged: {oracles:?}"
+    );
+    ensure!(report.eras.len() == 4, "four eras of the indexer's mapping: {summary}");
+    for era in &report.eras {
+        ensure!(era.invocations > 0 && era.delivered > 0, "every era delivered: {summary}");
+    }
+    ensure!(
+        report.eras[0].passed_over > 0 && report.eras[1].passed_over > 0,
+        "the mappings made on a table with items began at LATEST, passing over its records: {summary}"
+    );
+    ensure!(
+        report.eras.iter().filter(|e| e.removed_mid_flight).count() == 2,
+        "both switches removed the old mapping mid-flight: {summary}"
+    );
+    let (previous, current) = (report.previous_release.0, report.eras[0].invocations);
+    ensure!(
+        previous > 0 && current > previous,
+        "both releases took the first era's invocations: {previous} of {current}: {summary}"
+    );
+    ensure!(report.bulk.tombstones >= tombstones && report.bulk.pages > 0, "{summary}");
+    for (kind, n) in report.wire_faults.iter().filter(|(kind, _)| kind != "partial") {
+        ensure!(*n > 0, "no {kind} injected: {summary}");
+    }
+    Ok(())
+}

@@ -27,6 +27,8 @@
 //! - [`workload`]: the generated ops.
 //! - [`operations`]: the operations phase.
 //! - [`check`]: the oracles.
+//! - [`lifecycle`]: one stack through a life (a backfill, an upgrade, source switches, a bulk
+//!   edit), the same faults and oracles; `previous_release`, the indexer it upgrades from.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -53,7 +55,9 @@ use stream_runtime::StreamFunction as _;
 use ttl_archiver::Archiver;
 
 mod check;
+pub mod lifecycle;
 pub mod operations;
+mod previous_release;
 pub mod spec;
 pub mod workload;
 
@@ -163,7 +167,7 @@ impl Options {
 
     /// The template parameters of the run: `parameters`, a verify schedule that may repair, and
     /// for two Regions the global-table deployment where they do not say otherwise.
-    fn parameters(&self) -> BTreeMap<String, String> {
+    pub(crate) fn parameters(&self) -> BTreeMap<String, String> {
         let mut parameters = self.parameters.clone();
         // The verify job the operations phase runs (its state machine, function and bucket),
         // with the repairs it makes: the verifier's role may touch and delete only with
@@ -390,7 +394,7 @@ impl Settled {
 /// whose attempt is cut off after moto applied it would be applied again by the retry, and the
 /// sum acknowledged would undercount: they wait for moto (one DynamoDB request at a time, slow
 /// under the operations' scans) instead of timing attempts out.
-fn counters_of(
+pub(crate) fn counters_of(
     options: &Options,
     sdk: &SdkConfig,
     stack: &Stack,
@@ -422,14 +426,14 @@ fn reruns(
 }
 
 /// One Region's application: where its ops go.
-struct Target {
+pub(crate) struct Target {
     client: aws_sdk_dynamodb::Client,
     issues: String,
     counters: Counters,
 }
 
 impl Target {
-    fn of(sdk: &SdkConfig, stack: &Stack, counters: Counters) -> Result<Target, ChaosError> {
+    pub(crate) fn of(sdk: &SdkConfig, stack: &Stack, counters: Counters) -> Result<Target, ChaosError> {
         Ok(Target {
             client: aws_sdk_dynamodb::Client::new(sdk),
             issues: stack.table("IssuesTable")?.name.clone(),
@@ -683,7 +687,7 @@ struct Setup {
 }
 
 /// The items the workload puts already expired, by `id`: what the archive must hold.
-fn expired_items(ops: &[Op]) -> BTreeMap<String, Value> {
+pub(crate) fn expired_items(ops: &[Op]) -> BTreeMap<String, Value> {
     ops.iter()
         .filter_map(|op| match op {
             Op::Expiring { item, expired: true } => Some((op.subject().to_owned(), item.clone())),
@@ -735,16 +739,7 @@ struct SecondRegion {
 /// The router and the fault proxy, a fresh stack, and the replayer over it with the functions
 /// in process behind the proxy, their metrics summed.
 async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosError> {
-    let upstreams = upstreams(endpoints, &options.stack)?;
-    let router = crate::fault_proxy::start_routed(upstreams.clone(), crate::fault_proxy::Spec::none())
-        .await
-        .map_err(ChaosError::Proxy)?;
-    let proxy =
-        crate::fault_proxy::start_routed(upstreams, options.faults.wire).await.map_err(ChaosError::Proxy)?;
-    // With two Regions, the first is named; with one, the environment's.
-    let region = (options.regions == 2).then_some(REGIONS[0]);
-    let direct = sdk_at(router.addr, region).await;
-    let through = sdk_at(proxy.addr, region).await;
+    let (router, proxy, direct, through) = wires(endpoints, options).await?;
     let sdk = &direct;
     let parameters = options.parameters();
     let stack = Stack::create(sdk, &options.template, &options.stack, &parameters).await?;
@@ -761,8 +756,7 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
     };
     let kept = Arc::new(operations::Kept::default());
     let mut sources = stack.sources(|function| {
-        let mut function = function.clone();
-        function.environment.insert("ATTEMPT_TIMEOUT_MS".into(), ATTEMPT_TIMEOUT_MS.into());
+        let function = with_attempt_timeout(function);
         let invoker = crate::invoker(&function, &through, MetricsTo::Each(Arc::clone(&summed_and_fed)))?;
         // A combined function's records are its functions' records, each the ones its own
         // patterns pass (`COMBINED_FILTERS`), as the combined function picks them.
@@ -802,6 +796,33 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
     Ok(Setup { proxy, direct, through, stack, feed, tally, pipeline, failure_log, kept, second })
 }
 
+/// The router (no faults) and the fault proxy over the emulators at `endpoints`, and an SDK
+/// configuration through each: the application's path and the functions'.
+pub(crate) async fn wires(
+    endpoints: &[String],
+    options: &Options,
+) -> Result<(crate::fault_proxy::Proxy, crate::fault_proxy::Proxy, SdkConfig, SdkConfig), ChaosError> {
+    let upstreams = upstreams(endpoints, &options.stack)?;
+    let router = crate::fault_proxy::start_routed(upstreams.clone(), crate::fault_proxy::Spec::none())
+        .await
+        .map_err(ChaosError::Proxy)?;
+    let proxy =
+        crate::fault_proxy::start_routed(upstreams, options.faults.wire).await.map_err(ChaosError::Proxy)?;
+    // With two Regions, the first is named; with one, the environment's.
+    let region = (options.regions == 2).then_some(REGIONS[0]);
+    let direct = sdk_at(router.addr, region).await;
+    let through = sdk_at(proxy.addr, region).await;
+    Ok((router, proxy, direct, through))
+}
+
+/// `function` with the run's attempt timeout: the faults stall calls, and an attempt gives up
+/// on a stalled one soon.
+pub(crate) fn with_attempt_timeout(function: &crate::template::Function) -> crate::template::Function {
+    let mut function = function.clone();
+    function.environment.insert("ATTEMPT_TIMEOUT_MS".into(), ATTEMPT_TIMEOUT_MS.into());
+    function
+}
+
 /// An SDK configuration for the endpoint `addr` (which wins over `AWS_ENDPOINT_URL`), in
 /// `region` or the environment's.
 async fn sdk_at(addr: std::net::SocketAddr, region: Option<&'static str>) -> SdkConfig {
@@ -831,11 +852,8 @@ async fn second_region(
     let through = sdk_at(proxy, Some(REGIONS[1])).await;
     let name = format!("{}-{}", options.stack, REGIONS[1]);
     let stack = Stack::create(&direct, &options.template, &name, parameters).await?;
-    let mut sources = stack.sources(|function| {
-        let mut function = function.clone();
-        function.environment.insert("ATTEMPT_TIMEOUT_MS".into(), ATTEMPT_TIMEOUT_MS.into());
-        tallied_invoker(&function, &through, Arc::clone(tally))
-    })?;
+    let mut sources = stack
+        .sources(|function| tallied_invoker(&with_attempt_timeout(function), &through, Arc::clone(tally)))?;
     for source in &mut sources {
         source.settings.parallelization_factor = options.parallelization;
     }
@@ -945,7 +963,7 @@ fn nothing_lost(mappings: &[Mapping], runtime: &RuntimeTotals, failure_log: &std
 
 /// Makes `ops` with `writers` concurrent writers, each item's ops in order by one writer and in
 /// one Region (`targets`: one per Region); returns each counter's acknowledged sum.
-async fn write(
+pub(crate) async fn write(
     targets: &[Target],
     ops: Vec<Op>,
     writers: usize,
@@ -1000,6 +1018,6 @@ async fn apply(
     Ok(())
 }
 
-fn epoch_seconds() -> i64 {
+pub(crate) fn epoch_seconds() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }

@@ -178,6 +178,15 @@ pub(crate) struct ChaosArgs {
     /// means the functions' own writes left the index right.
     #[arg(long)]
     pub(crate) no_repair: bool,
+    /// One stack through a life instead (docs/local.md, "The lifecycle run"): an existing table
+    /// backfilled, a canary of the previous release moved back and forward, a switch to Kinesis
+    /// and back, Kinesis ranges given up and replayed, and a bulk edit that leaves
+    /// `--tombstones` tombstones while the grid pages through them.
+    #[arg(long, conflicts_with_all = ["source", "regions", "no_repair"])]
+    pub(crate) lifecycle: bool,
+    /// With `--lifecycle`: the tombstones the bulk edit leaves in one index partition.
+    #[arg(long, default_value_t = 10_000)]
+    pub(crate) tombstones: u64,
     /// `text` (a progress bar, then a report) or `json` (one object).
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub(crate) output: Output,

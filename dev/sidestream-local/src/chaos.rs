@@ -33,27 +33,20 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     let endpoints = local_stack::chaos::endpoints_from_env()?;
 
     let runtime = crate::runtime()?;
-    let report = runtime.block_on(async {
-        let progress = local_stack::chaos::Progress::default();
-        let run = local_stack::chaos::run(&endpoints, &options, &progress);
-        tokio::pin!(run);
-        let mut bar = (args.output == Output::Text).then(|| Bar::new("ops"));
-        loop {
-            tokio::select! {
-                report = &mut run => {
-                    if let Some(bar) = &mut bar {
-                        draw(bar, &progress, true);
-                    }
-                    return report;
-                }
-                () = tokio::time::sleep(REDRAW) => {
-                    if let Some(bar) = &mut bar {
-                        draw(bar, &progress, false);
-                    }
-                }
-            }
+    let progress = local_stack::chaos::Progress::default();
+    let text = args.output == Output::Text;
+    if args.lifecycle {
+        let run = local_stack::chaos::lifecycle::run(&endpoints, &options, args.tombstones, &progress);
+        let report = runtime.block_on(showing(run, &progress, text))?;
+        let mut out = io::stdout().lock();
+        match args.output {
+            Output::Json => writeln!(out, "{}", serde_json::to_string(&report)?)?,
+            Output::Text => render_lifecycle(&report, &mut out)?,
         }
-    })?;
+        return Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+    }
+    let run = local_stack::chaos::run(&endpoints, &options, &progress);
+    let report = runtime.block_on(showing(run, &progress, text))?;
 
     let mut out = io::stdout().lock();
     match args.output {
@@ -61,6 +54,93 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
         Output::Text => render(&report, &options, &mut out)?,
     }
     Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Awaits `run`, redrawing a progress bar of `progress` meanwhile when `bar`.
+async fn showing<T>(
+    run: impl std::future::Future<Output = T>,
+    progress: &local_stack::chaos::Progress,
+    bar: bool,
+) -> T {
+    tokio::pin!(run);
+    let mut bar = bar.then(|| Bar::new("ops"));
+    loop {
+        tokio::select! {
+            report = &mut run => {
+                if let Some(bar) = &mut bar {
+                    draw(bar, progress, true);
+                }
+                return report;
+            }
+            () = tokio::time::sleep(REDRAW) => {
+                if let Some(bar) = &mut bar {
+                    draw(bar, progress, false);
+                }
+            }
+        }
+    }
+}
+
+/// A lifecycle run's report: each era, what the operator did, the bulk edit, the verdicts.
+fn render_lifecycle(report: &local_stack::chaos::lifecycle::Report, out: &mut impl Write) -> io::Result<()> {
+    writeln!(out, "Lifecycle run: {} ops, seed {}, in {:.1} s", report.ops, report.seed, report.seconds)?;
+    let phases: Vec<String> = report.phases.iter().map(|(phase, s)| format!("{phase} {s:.1} s")).collect();
+    writeln!(out, "  {}", phases.join(", "))?;
+    writeln!(out, "\nThe indexer's mapping, era by era:")?;
+    for era in &report.eras {
+        writeln!(
+            out,
+            "  {:<58} {} records passed over at its start, {} read, {} delivered in {} invocations{}",
+            era.name,
+            era.passed_over,
+            era.read,
+            era.delivered,
+            era.invocations,
+            if era.removed_mid_flight { "; removed mid-flight" } else { "" }
+        )?;
+    }
+    let (invocations, transactions, refused) = report.previous_release;
+    writeln!(
+        out,
+        "\nThe backfill scanned {} items and touched {}. The previous release took {invocations} invocations and wrote {transactions} transactions; {refused} were refused by a newer head.",
+        report.backfill.0, report.backfill.1
+    )?;
+    writeln!(
+        out,
+        "Kinesis: {} ranges given up ({} records), {} replayed by `failures replay`. Repairs (touched, deleted): {:?}",
+        report.kinesis_given_up.0, report.kinesis_given_up.1, report.kinesis_replayed, report.repairs
+    )?;
+    let b = &report.bulk;
+    writeln!(
+        out,
+        "Bulk edit: {} issues moved {} times, {} tombstones in their partition; {} grid pages, the most Queries on one {} ({} Queries cut at 1 MB in all), {} over the bound, {} short",
+        b.issues, b.passes, b.tombstones, b.pages, b.most_queries, b.cut_at_1mb, b.over_bound, b.short
+    )?;
+    render_faults(report.wire_faults.iter().map(|(kind, n)| (kind.as_str(), *n)), out)?;
+    render_verdicts(&report.verdicts, 28, out)?;
+    writeln!(out, "\n{}", if report.ok() { "Exact through the whole life." } else { "DIFFERENCES FOUND." })
+}
+
+/// The faults injected on the wire, by kind.
+fn render_faults<'k>(
+    faults: impl IntoIterator<Item = (&'k str, u64)>,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let faults: Vec<String> = faults.into_iter().map(|(kind, n)| format!("{kind} {n}")).collect();
+    writeln!(out, "AWS faults injected (fault proxy): {}", faults.join(", "))
+}
+
+/// Each oracle's verdict, its name in a column `width` wide.
+fn render_verdicts(
+    verdicts: &[local_stack::chaos::Verdict],
+    width: usize,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    writeln!(out, "\nOracles:")?;
+    for v in verdicts {
+        writeln!(out, "  {:<width$} {}  {}", v.oracle, if v.ok { "exact" } else { "DIFFERS" }, v.detail)?;
+    }
+    Ok(())
 }
 
 /// Lambda's side, per function; with two Regions the replication, and with Kinesis the disorder.
@@ -113,8 +193,8 @@ fn render_lambda(report: &local_stack::chaos::Report, out: &mut impl Write) -> i
 
 /// The faults injected on the wire, and the requests each emulator served.
 fn render_wire(report: &local_stack::chaos::Report, out: &mut impl Write) -> io::Result<()> {
-    let faults: Vec<String> = report.wire_faults.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
-    writeln!(out, "\nAWS faults injected (fault proxy): {}", faults.join(", "))?;
+    writeln!(out)?;
+    render_faults(report.wire_faults.iter().map(|(kind, n)| (*kind, *n)), out)?;
     writeln!(
         out,
         "Late writes refused by a version guard or a condition (a newer write of the key had landed): {}",
@@ -201,10 +281,7 @@ fn render(
         "\nWhat an operator sees at the end (sidestream status of the first Region's stack):\n{}",
         report.status
     )?;
-    writeln!(out, "\nOracles:")?;
-    for v in &report.verdicts {
-        writeln!(out, "  {:<10} {}  {}", v.oracle, if v.ok { "exact" } else { "DIFFERS" }, v.detail)?;
-    }
+    render_verdicts(&report.verdicts, 10, out)?;
     writeln!(out, "\nBill (the emulators' meters, scripts/prices.json): {}", report.bill.line())?;
     writeln!(out, "\n{}", if report.ok() { "Nothing lost, nothing doubled." } else { "DIFFERENCES FOUND." })
 }

@@ -280,8 +280,15 @@ impl Operator<'_> {
             .map_err(|e| ChaosError::Check(format!("the indexer's configuration: {e}")))
     }
 
+    /// One run of the verify job with repair, as `sidestream index verify --repair` runs it:
+    /// (items touched, entries deleted).
+    pub(crate) async fn repair(&self) -> Result<(u64, u64), ChaosError> {
+        let run = self.verify(true).await?;
+        Ok(run.mended.map_or((0, 0), |m| (m.touched as u64, m.deleted as u64)))
+    }
+
     /// One backfill of the whole issues table; (items scanned, items touched).
-    async fn backfill(&self) -> Result<(u64, u64), ChaosError> {
+    pub(crate) async fn backfill(&self) -> Result<(u64, u64), ChaosError> {
         let indexes = self.indexes()?;
         let issues = self.stack.table("IssuesTable")?.name.clone();
         let target = operations::backfill::Target::new(&issues, &indexes, None)

@@ -271,6 +271,28 @@ impl Pipeline {
         self
     }
 
+    /// Places every stream's reading at its end, as a mapping created with `StartingPosition:
+    /// LATEST` begins: the records written so far are read and passed over (their TTLs still
+    /// observed by the sweepers), never delivered. How many were passed over.
+    pub async fn starting_at_latest(&mut self) -> Result<u64, ReplayError> {
+        let mut passed = 0;
+        for stream in &mut self.streams {
+            loop {
+                let records = stream.reader.poll().await?;
+                if records.is_empty() {
+                    break;
+                }
+                if let Some(sweeper) = &mut stream.sweeper {
+                    for (_, record) in &records {
+                        sweeper.observe(record);
+                    }
+                }
+                passed += records.len() as u64;
+            }
+        }
+        Ok(passed)
+    }
+
     /// Running totals, to show progress from another task.
     pub fn progress(&self) -> Arc<Progress> {
         Arc::clone(&self.progress)
@@ -395,6 +417,13 @@ pub struct Running {
 }
 
 impl Running {
+    /// Stops the replay where it is, as deleting a mapping does: an invocation in flight is cut
+    /// off (its writes sent so far may land, a held one later), and what was read but not
+    /// delivered never is.
+    pub fn abandon(self) {
+        self.task.abort();
+    }
+
     /// Stops the replay once everything written so far has been delivered (everything expired
     /// swept and delivered too), and gives the pipeline back.
     pub async fn finish(self) -> Result<Pipeline, ReplayError> {

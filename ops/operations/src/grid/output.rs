@@ -108,7 +108,7 @@ mod tests {
             ],
             next: Some("g1.x.y".into()),
             phase: Phase::Nulls,
-            requests: Requests { queries: 2, batch_gets: 1, retries: 0 },
+            requests: Requests { queries: 2, batch_gets: 1, retries: 0, cut_at_1mb: 0 },
         };
         let text: Vec<String> = json_lines(&page, &schema, &query).iter().map(Value::to_string).collect();
         assert_eq!(

@@ -68,6 +68,9 @@ pub struct Requests {
     pub batch_gets: u32,
     /// How many of those were retries.
     pub retries: u32,
+    /// `Query` requests that DynamoDB stopped at the 1 MB it reads before their `Limit`: each
+    /// adds one to what a page costs behind tombstones (docs/grid-view.md, "What a page costs").
+    pub cut_at_1mb: u32,
 }
 
 /// How long one page may take by default, every request and retry included.
@@ -178,6 +181,7 @@ impl Grid {
         let mut tombstones = 0;
         let mut start = start.map(|k| item(&k)).transpose()?;
         loop {
+            let limit = index_limit(want + 1 - entries.len(), tombstones);
             let ask = self
                 .client
                 .query()
@@ -186,9 +190,13 @@ impl Grid {
                 .set_expression_attribute_names(Some(names(&condition.expression, pk, sk)))
                 .set_expression_attribute_values(Some(condition.values.clone()))
                 .scan_index_forward(!query.descending)
-                .limit(count(index_limit(want + 1 - entries.len(), tombstones)))
+                .limit(count(limit))
                 .set_exclusive_start_key(start.take());
             let page = query_under(ask, schema.index_table(), filling).await?;
+            let read = usize::try_from(page.scanned_count).unwrap_or(0);
+            if page.last_evaluated_key.as_ref().is_some_and(|k| !k.is_empty()) && read < limit {
+                filling.requests.cut_at_1mb += 1;
+            }
             // A removed entry's tombstone keeps its key until the table's TTL deletes it
             // (`formats::tombstone`): read and billed, never shown.
             for found in page.items.unwrap_or_default() {

@@ -9,7 +9,7 @@
 //!    at `LATEST` and a backfill races the second quarter.
 //! 2. **An upgrade from the previous release.** During the second quarter the deploy is a canary
 //!    and is then moved back and forward again: a share of the indexer's invocations goes to the
-//!    previous release's write behaviour ([`crate::chaos::previous_release`]), with this
+//!    previous release's write behaviour (`chaos::previous_release`), with this
 //!    release's fences on (`IndexFencePreviousRelease=true`).
 //! 3. **A switch to Kinesis** (`IssuesChangeSource=Kinesis`, `IndexVersionEpoch` 1), made while
 //!    the writers write: the Kinesis mapping starts at its stream's present while the stream's
@@ -20,11 +20,11 @@
 //!    index is checked exact here.
 //! 4. **A switch back** to the DynamoDB stream (`IndexVersionEpoch` 2), its mapping from the
 //!    stream's trim horizon, the Kinesis mapping removed mid-flight; then a bulk edit moves one
-//!    field of a thousand issues again and again, leaving at least `tombstones` tombstones in
+//!    field of `tombstones`/10 issues again and again, leaving at least `tombstones` tombstones in
 //!    one index partition while the grid pages through it: every page within its bound of
 //!    Queries, every page but the last full, and at the end every issue once, in order.
 //!
-//! The oracles of [`crate::chaos::check`] then judge the index, the archive, the counters and
+//! The oracles of `chaos::check` then judge the index, the archive, the counters and
 //! the permissions, and the report says what each era did.
 
 use std::collections::{BTreeMap, HashMap};

@@ -322,8 +322,11 @@ impl<'a> Planner<'a> {
         fences.sort_unstable_by_key(|(_, fence)| fence.origin);
         plan.writes.extend(fences.into_iter().map(|((ix, key), fence)| {
             let index = &indexes.indexes[ix];
-            let image = (order == Order::Any).then_some(fence.image);
-            let item = formats::head::fence(index, key, fence.version, image);
+            let held = match order {
+                Order::Stream => formats::head::Held::InOrder,
+                Order::Any => formats::head::Held::Image(fence.image),
+            };
+            let item = formats::head::fence(index, key, fence.version, held);
             ItemWrite { table: Arc::clone(&index.table), op: Op::Put(item), origin: fence.origin }
         }));
         plan

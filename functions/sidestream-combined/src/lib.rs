@@ -278,21 +278,15 @@ fn kinesis_invoker(handler: Handler, to: MetricsTo) -> KinesisInvoker {
     Arc::new(move |event: serde_json::Value, deadline| {
         let (handler, to) = (Arc::clone(&handler), to.clone());
         Box::pin(async move {
-            let batch = match stream_runtime::kinesis::from_value(&event) {
+            let batch = match stream_runtime::source::kinesis_batch(&event) {
                 Ok(batch) => batch,
-                Err(e) => {
+                Err(refused) => {
                     return Invocation::Failed {
-                        error_type: stream_runtime::source::NOT_CHANGES.to_owned(),
-                        message: e.to_string(),
+                        error_type: refused.error_type,
+                        message: refused.error_message,
                     };
                 }
             };
-            if let Err(e) = batch.refuse_coarse_times() {
-                return Invocation::Failed {
-                    error_type: stream_runtime::source::COARSE_TIMES.to_owned(),
-                    message: e.to_string(),
-                };
-            }
             let (response, metrics) = handler.handle_counted(batch.event, Deadline::at(deadline)).await;
             count(&to, metrics);
             Invocation::answer(response.map(|r| batch.places.response(r)))

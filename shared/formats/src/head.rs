@@ -64,25 +64,28 @@ pub fn key(index: &Index, base_key: &[(&str, &Attr<'_>)]) -> Result<EntryKey, Un
     Ok(EntryKey { pk, sk: sort.finish()? })
 }
 
+/// What a fence holds besides its version, as the previous release's heads did.
+#[derive(Debug, Clone, Copy)]
+pub enum Held<'i, 'a> {
+    /// In order: `sidestream_order: stream`.
+    InOrder,
+    /// In any order, the newest record's new image: the attributes the index reads from it (none
+    /// after a REMOVE, `None`), so that the previous release diffs against what the index holds
+    /// if it runs again.
+    Image(Option<&'i WireImage<'a>>),
+}
+
 /// The fence of the item under `key` in `index`: its head holding `version`, the newest record's
-/// applied. In order, the version and `sidestream_order: stream`; in any order (`image`), the
-/// attributes the index reads from that record's new image (none after a REMOVE), as that
-/// release's heads in any order held them, so that it diffs against what the index holds if it
-/// runs again.
-pub fn fence(
-    index: &Index,
-    key: EntryKey,
-    version: String,
-    image: Option<Option<&WireImage<'_>>>,
-) -> Attributes {
+/// applied, and what `held` says.
+pub fn fence(index: &Index, key: EntryKey, version: String, held: Held<'_, '_>) -> Attributes {
     let mut item = Attributes::with_capacity(4);
     item.push(index.partition_key.as_str(), AttributeValue::S(key.pk));
     item.push(index.sort_key.as_str(), key.sk.into_attribute());
     item.push(VERSION_ATTRIBUTE, AttributeValue::S(version));
-    match image {
-        None => item.push(ORDER_ATTRIBUTE, AttributeValue::S("stream".to_owned())),
-        Some(None) => {}
-        Some(Some(image)) => {
+    match held {
+        Held::InOrder => item.push(ORDER_ATTRIBUTE, AttributeValue::S("stream".to_owned())),
+        Held::Image(None) => {}
+        Held::Image(Some(image)) => {
             let read = std::iter::once(&index.source)
                 .chain(&index.scope)
                 .chain(&index.tiebreakers)

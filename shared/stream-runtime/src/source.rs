@@ -182,6 +182,19 @@ pub async fn kinesis<H: Handler>(
     event: &serde_json::Value,
     deadline: Deadline,
 ) -> Result<DynamoDbEventResponse, Diagnostic> {
+    let batch = kinesis_batch(event)?;
+    let records = WireRecord::view_all(&batch.event.records);
+    let whole = Whole::events(&batch.event.records);
+    let delivered = Delivered { records: &records, whole, deadline };
+    let response = Box::pin(handler.handle_batch(delivered)).await.map_err(Diagnostic::from)?;
+    Ok(batch.places.response(response))
+}
+
+/// A Kinesis event's DynamoDB change records, or why the invocation is refused whole (both
+/// systemic, logged as such): the event holds no change records ([`NOT_CHANGES`]), or their
+/// change times are less precise than microseconds ([`COARSE_TIMES`]), which cannot order one
+/// item's changes.
+pub fn kinesis_batch(event: &serde_json::Value) -> Result<crate::kinesis::Batch, Diagnostic> {
     let batch = crate::kinesis::from_value(event).map_err(|e| {
         tracing::error!(kind = "systemic", error = %e, "the Kinesis event holds no DynamoDB change records");
         Diagnostic { error_type: NOT_CHANGES.to_owned(), error_message: e.to_string() }
@@ -190,11 +203,7 @@ pub async fn kinesis<H: Handler>(
         tracing::error!(kind = "systemic", error = %e, "the Kinesis event's change times are not in microseconds");
         Diagnostic { error_type: COARSE_TIMES.to_owned(), error_message: e.to_string() }
     })?;
-    let records = WireRecord::view_all(&batch.event.records);
-    let whole = Whole::events(&batch.event.records);
-    let delivered = Delivered { records: &records, whole, deadline };
-    let response = Box::pin(handler.handle_batch(delivered)).await.map_err(Diagnostic::from)?;
-    Ok(batch.places.response(response))
+    Ok(batch)
 }
 
 /// The `errorType` of an invocation whose Kinesis event holds no DynamoDB change records.

@@ -8,6 +8,14 @@ reads (DynamoDB Streams, or Kinesis when CHANGE_SOURCE is kinesis). The version 
 an empty batchItemFailures. Anything else fails the deployment, and the alias stays where it was:
 a bad build or configuration never takes a shard. The canary writes nothing (the local stack's
 tests run it through every function and check so).
+
+The canary's keys are the table's: every attribute of the index definition's `base_key`
+(MULTIKEY_INDEXES), so that a team's PK/SK table gets a record its indexer can key. Before
+invoking, the hook refuses a definition that the stack cannot serve, naming the field: an index
+in a table other than the stack's index table (INDEX_TABLE, the only one the roles grant), or a
+source other than IndexedAttribute (INDEXED_ATTRIBUTE, what the stream filters test). The
+function itself refuses every other mistake at cold start, naming the field, and the canary
+carries that refusal into the deployment's failure.
 """
 
 import base64
@@ -15,11 +23,14 @@ import json
 import os
 
 CANARY_KEY = "sidestream-deploy-canary"
+# The article's table's key and the counter table's: what a function without MULTIKEY_INDEXES reads.
+DEFAULT_KEYS = ("id", "pk")
 
 
-def canary_event(kinesis, region):
-    """The canary batch, as Lambda delivers a DynamoDB stream's or a Kinesis stream's records."""
-    image = {"id": {"S": CANARY_KEY}, "pk": {"S": CANARY_KEY}}
+def canary_event(kinesis, region, keys=DEFAULT_KEYS):
+    """The canary batch, as Lambda delivers a DynamoDB stream's or a Kinesis stream's records,
+    its item keyed by each of `keys`."""
+    image = {key: {"S": CANARY_KEY} for key in keys}
     change = {
         "eventID": "canary",
         "eventName": "MODIFY",
@@ -77,6 +88,46 @@ def canary_event(kinesis, region):
     }
 
 
+def base_key(variables):
+    """The canary's key attributes for a function with these environment variables: the
+    definition's base_key besides the defaults (a definition that is not JSON is the function's
+    to refuse, at cold start, by name)."""
+    try:
+        definition = json.loads(variables.get("MULTIKEY_INDEXES", "{}"))
+        keys = definition.get("base_key", []) if isinstance(definition, dict) else []
+    except ValueError:
+        keys = []
+    return tuple(dict.fromkeys([*DEFAULT_KEYS, *(k for k in keys if isinstance(k, str) and k)]))
+
+
+def definition_errors(variables, expected):
+    """Why this function's index definition cannot work in this stack: its indexes' tables and
+    sources against `expected` (INDEX_TABLE, INDEXED_ATTRIBUTE), each naming the field."""
+    try:
+        definition = json.loads(variables.get("MULTIKEY_INDEXES", "{}"))
+    except ValueError:
+        return []  # the function names the variable at cold start
+    indexes = definition.get("indexes", []) if isinstance(definition, dict) else []
+    default_table = variables.get("MULTIKEY_INDEX_TABLE")
+    errors = []
+    for i, index in enumerate(indexes if isinstance(indexes, list) else []):
+        if not isinstance(index, dict):
+            continue
+        table = index.get("table", default_table)
+        if expected.get("INDEX_TABLE") and table != expected["INDEX_TABLE"]:
+            errors.append(
+                f"MULTIKEY_INDEXES indexes[{i}].table is {table!r}: the stack's roles write its index table "
+                f"{expected['INDEX_TABLE']!r} alone; leave table out"
+            )
+        source = index.get("source")
+        if expected.get("INDEXED_ATTRIBUTE") and source != expected["INDEXED_ATTRIBUTE"]:
+            errors.append(
+                f"MULTIKEY_INDEXES indexes[{i}].source is {source!r}, but IndexedAttribute is "
+                f"{expected['INDEXED_ATTRIBUTE']!r}: the stream filters test IndexedAttribute; set it to the source"
+            )
+    return errors
+
+
 def verdict(response):
     """None when the version passed; otherwise why it failed."""
     payload = response["Payload"].read()
@@ -91,8 +142,9 @@ def verdict(response):
     return None
 
 
-def check(deployment_id, codedeploy, lambda_client, region):
+def check(deployment_id, codedeploy, lambda_client, region, expected=None):
     """Every target of the deployment's new version, checked; the failures' reasons."""
+    expected = os.environ if expected is None else expected
     failures = []
     targets = codedeploy.list_deployment_targets(deploymentId=deployment_id)["targetIds"]
     for target in targets:
@@ -101,9 +153,13 @@ def check(deployment_id, codedeploy, lambda_client, region):
         qualified = f"{function['functionName']}:{function['targetVersion']}"
         config = lambda_client.get_function_configuration(FunctionName=qualified)
         variables = config.get("Environment", {}).get("Variables", {})
-        event = canary_event(variables.get("CHANGE_SOURCE") == "kinesis", region)
-        response = lambda_client.invoke(FunctionName=qualified, Payload=json.dumps(event).encode())
-        reason = verdict(response)
+        refused = definition_errors(variables, expected)
+        if refused:
+            reason = "; ".join(refused)
+        else:
+            event = canary_event(variables.get("CHANGE_SOURCE") == "kinesis", region, base_key(variables))
+            response = lambda_client.invoke(FunctionName=qualified, Payload=json.dumps(event).encode())
+            reason = verdict(response)
         print(json.dumps({"target": qualified, "passed": reason is None, "reason": reason}))
         if reason:
             failures.append(f"{qualified}: {reason}")

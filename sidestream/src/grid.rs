@@ -29,8 +29,12 @@ pub(crate) fn render(
     query: &Query,
     mut out: impl Write,
 ) -> std::io::Result<()> {
-    let columns: Vec<&str> =
-        std::iter::once(schema.key()).chain(operations::grid::output::columns(schema, query)).collect();
+    let columns: Vec<&str> = schema
+        .base_key()
+        .iter()
+        .map(String::as_str)
+        .chain(operations::grid::output::columns(schema, query))
+        .collect();
     let mut lines = vec![
         std::iter::once(query.field.clone())
             .chain(columns.iter().map(|c| (*c).to_owned()))

@@ -104,6 +104,46 @@ print(json.dumps(cases))
     Ok(())
 }
 
+/// A team's definition (`MultikeyIndexes`): the canary carries every `base_key` attribute, and a
+/// definition the stack cannot serve is refused before any invocation, naming the field: an
+/// index in another table than the stack's (the roles write that one alone), a source other than
+/// `IndexedAttribute` (the stream filters test that one).
+#[test]
+fn the_pre_traffic_hook_keys_the_canary_by_the_definition_and_refuses_what_the_stack_cannot_serve()
+-> Result<()> {
+    let outcome = python(
+        r#"
+import json, hook
+
+definition = {"base_key": ["PK", "SK"], "indexes": [{"name": "fields", "source": "fields", "scope": ["projectId"], "tiebreakers": ["seq"]}]}
+def env(**index):
+    d = json.loads(json.dumps(definition)); d["indexes"][0].update(index)
+    return {"MULTIKEY_INDEXES": json.dumps(d), "MULTIKEY_INDEX_TABLE": "stack-index"}
+stack = {"INDEX_TABLE": "stack-index", "INDEXED_ATTRIBUTE": "fields"}
+print(json.dumps({
+    "keys": sorted(hook.canary_event(False, "us-east-1", hook.base_key(env()))["Records"][0]["dynamodb"]["Keys"]),
+    "default keys": sorted(hook.canary_event(False, "us-east-1", hook.base_key({}))["Records"][0]["dynamodb"]["Keys"]),
+    "fits": hook.definition_errors(env(), stack),
+    "named table": hook.definition_errors(env(table="stack-index"), stack),
+    "other table": hook.definition_errors(env(table="elsewhere"), stack),
+    "other source": hook.definition_errors(env(source="tags"), stack),
+}))
+"#,
+    )?;
+    ensure!(outcome["keys"] == json!(["PK", "SK", "id", "pk"]), "{outcome}");
+    ensure!(outcome["default keys"] == json!(["id", "pk"]), "{outcome}");
+    ensure!(outcome["fits"] == json!([]) && outcome["named table"] == json!([]), "{outcome}");
+    let named = |case: &str, field: &str| {
+        outcome[case].as_array().is_some_and(|e| e.len() == 1 && e[0].as_str().unwrap_or("").contains(field))
+    };
+    ensure!(named("other table", "indexes[0].table is 'elsewhere'"), "{outcome}");
+    ensure!(
+        named("other source", "indexes[0].source is 'tags', but IndexedAttribute is 'fields'"),
+        "{outcome}"
+    );
+    Ok(())
+}
+
 /// Every call the hook makes during a deployment, recorded by stub clients, decided under the
 /// hook's template role (`PreTrafficHookRole`) as IAM decides it: all allowed. `CodeDeploy`'s
 /// three calls take no resource type (Service Authorization Reference), so only a statement on
@@ -171,11 +211,13 @@ print(json.dumps({{"status": status, "calls": calls}}))
     Ok(())
 }
 
-/// The canary batch the hook sends, from `python3`: a DynamoDB stream's or a Kinesis stream's.
-fn canary(kinesis: bool) -> Result<Value> {
+/// The canary batch the hook sends to a function with this environment, from `python3`: a
+/// DynamoDB stream's or a Kinesis stream's, keyed as its `MULTIKEY_INDEXES` says.
+fn canary(env: &BTreeMap<String, String>) -> Result<Value> {
     python(&format!(
-        "import json, hook; print(json.dumps(hook.canary_event({}, 'us-east-1')))",
-        if kinesis { "True" } else { "False" }
+        "import json, hook; env = json.loads({env:?}); \
+         print(json.dumps(hook.canary_event(env.get('CHANGE_SOURCE') == 'kinesis', 'us-east-1', hook.base_key(env))))",
+        env = serde_json::to_string(env)?
     ))
 }
 
@@ -198,6 +240,8 @@ async fn every_stream_function_takes_the_canary_and_writes_nothing() -> Result<(
         vec![("Consumers", "Combined")],
         vec![("IssuesChangeSource", "Kinesis"), ("CounterChangeSource", "Kinesis")],
         vec![("Consumers", "Combined"), ("IssuesChangeSource", "Kinesis")],
+        // A team's PK/SK definition: the canary must carry both key attributes.
+        vec![("MultikeyIndexes", crate::support::template::PK_SK_INDEXES), ("IndexedAttribute", "fields")],
     ] {
         let stack = stack(&sdk, &parameters).await?;
         let combined = parameters.contains(&("Consumers", "Combined"));
@@ -205,9 +249,8 @@ async fn every_stream_function_takes_the_canary_and_writes_nothing() -> Result<(
             if combined { vec!["sidestream-combined", "counter-aggregator"] } else { stream_functions() };
         for binary in binaries {
             let env: BTreeMap<String, String> = local_stack::environment(stack.function(binary)?);
-            let kinesis = env.get("CHANGE_SOURCE").map(String::as_str) == Some("kinesis");
             let file = std::env::temp_dir().join(format!("{}.json", unique("canary")));
-            std::fs::write(&file, serde_json::to_vec(&canary(kinesis)?)?)?;
+            std::fs::write(&file, serde_json::to_vec(&canary(&env)?)?)?;
             let function = Function::start(binary, &env)?;
             let response = function.invoke(&file.to_string_lossy())?;
             ensure!(response == json!({"batchItemFailures": []}), "{parameters:?} {binary}: {response}");
@@ -233,6 +276,6 @@ async fn every_stream_function_takes_the_canary_and_writes_nothing() -> Result<(
             );
         }
     }
-    ensure!(taken == 10, "the canary went through {taken} functions");
+    ensure!(taken == 13, "the canary went through {taken} functions");
     Ok(())
 }

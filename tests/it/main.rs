@@ -41,3 +41,4 @@ mod status;
 mod support;
 mod template;
 mod verify;
+mod your_table;

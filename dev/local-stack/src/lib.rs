@@ -154,6 +154,8 @@ pub struct Stack {
     pub name: String,
     /// The region its ARNs name.
     pub region: String,
+    /// The template parameters it was created with (the rest took their defaults).
+    pub parameters: BTreeMap<String, String>,
 }
 
 /// Each function the combined functions among `functions` run, under its own binary.
@@ -222,6 +224,20 @@ async fn create_secrets(
         resources::create_secret(&client, &name(id), usize::try_from(length).unwrap_or(32)).await?;
     }
     Ok(())
+}
+
+/// A team's own tables, which a stack reads by the stream ARNs its parameters give
+/// (`IssuesTableStreamArn`, `CounterTableStreamArn`): they exist already, and their streams join
+/// `streams` by table name.
+fn existing_streams(parameters: &BTreeMap<String, String>, streams: &mut BTreeMap<String, String>) {
+    for parameter in ["IssuesTableStreamArn", "CounterTableStreamArn"] {
+        let Some(arn) = parameters.get(parameter).filter(|arn| !arn.is_empty()) else {
+            continue;
+        };
+        if let Some(table) = arn.split_once(":table/").and_then(|(_, rest)| rest.split('/').next()) {
+            streams.entry(table.to_owned()).or_insert_with(|| arn.clone());
+        }
+    }
 }
 
 /// The name a stack's resource is created under: `<stack>-<logicalid>`, lowercase.
@@ -364,6 +380,7 @@ impl Stack {
                 crate::replayer::kinesis::delivery::Stream::register(kinesis, &table.name);
             }
         }
+        existing_streams(parameters, &mut streams);
         for bucket in &buckets {
             resources::create_bucket(&s3, bucket).await?;
         }
@@ -395,6 +412,7 @@ impl Stack {
             state_machine_roles,
             name: stack.to_owned(),
             region,
+            parameters: parameters.clone(),
         };
         // CloudFormation creates the alarms with the stack; its mappings' calls are decided.
         cloudwatch::create_alarms(sdk, &stack).await?;
@@ -521,10 +539,14 @@ impl Stack {
         Ok(sources)
     }
 
-    /// A TTL sweeper, paired with its stream ARN, for each table with TTL and a stream.
+    /// A TTL sweeper, paired with its stream ARN, for each table with TTL and a stream: the
+    /// stack's own, and a team's issues table (`IssuesTableStreamArn`), whose TTL attribute is
+    /// `TtlAttribute` and whose key the index definition's `base_key` names, as DynamoDB's TTL
+    /// would delete its items.
     pub fn sweepers(&self, sdk: &SdkConfig) -> Vec<(String, Sweeper)> {
         let client = aws_sdk_dynamodb::Client::new(sdk);
-        self.tables
+        let mut sweepers: Vec<(String, Sweeper)> = self
+            .tables
             .iter()
             .filter_map(|table| {
                 let attribute = table.ttl_attribute.as_ref()?;
@@ -532,7 +554,18 @@ impl Stack {
                 let key = table.key.iter().map(|k| k.name.clone()).collect();
                 Some((arn.clone(), Sweeper::new(client.clone(), &table.name, attribute, key)))
             })
-            .collect()
+            .collect();
+        let existing = self.parameters.get("IssuesTableStreamArn").filter(|arn| !arn.is_empty());
+        if let (Some(arn), Ok(table), Ok(function)) =
+            (existing, self.issues_table(), self.function(Indexer::NAME))
+        {
+            let lookup = |name: &str| function.environment.get(name).cloned();
+            if let Ok(indexes) = Indexes::from_vars(&Vars::new(&lookup)) {
+                let attribute = self.parameters.get("TtlAttribute").map_or("expires_at", String::as_str);
+                sweepers.push((arn.clone(), Sweeper::new(client, table, attribute, indexes.base_key)));
+            }
+        }
+        sweepers
     }
 
     /// The pipeline over every function's streams.
@@ -617,38 +650,57 @@ impl Stack {
 }
 
 impl Stack {
+    /// The issues table its functions read: the one it creates (`IssuesTable`), or a team's
+    /// own, which `IssuesTableStreamArn` names (the indexer's `SOURCE_TABLE`).
+    pub fn issues_table(&self) -> Result<String, StackError> {
+        if let Ok(table) = self.table("IssuesTable") {
+            return Ok(table.name.clone());
+        }
+        let function = self.function(Indexer::NAME)?;
+        function.environment.get("SOURCE_TABLE").cloned().ok_or_else(|| {
+            StackError::Unusable(format!(
+                "{} names no SOURCE_TABLE: an existing issues table read from Kinesis is not one the local stack finds",
+                function.logical_id
+            ))
+        })
+    }
+
     /// The grid over this stack: the indexer's `MULTIKEY_INDEXES`, the issues table, and its
-    /// global index by the index's scope and first tiebreaker (`project-num`).
+    /// global index by the index's scope and first tiebreaker: the one the stack creates
+    /// (`project-num`), or a team's own, which `GridNullsIndex` names.
     pub fn grid_schema(&self) -> Result<operations::grid::GridSchema, StackError> {
         let function = self.function(Indexer::NAME)?;
         let lookup = |name: &str| function.environment.get(name).cloned();
         let indexes = Indexes::from_vars(&Vars::new(&lookup))
             .map_err(|source| StackError::Config { function: function.logical_id.clone(), cause: source })?;
-        let table = self.table("IssuesTable")?;
         let index = indexes
             .indexes
             .first()
             .ok_or_else(|| StackError::Unusable("MULTIKEY_INDEXES defines no index".to_owned()))?;
-        let by_scope = table.global_indexes.iter().find(|g| {
-            let names: Vec<&str> = g.key.iter().map(|k| k.name.as_str()).collect();
-            names.first() == index.scope.first().map(String::as_str).as_ref()
-                && names.get(1) == index.tiebreakers.first().map(String::as_str).as_ref()
-        });
-        let Some(by_scope) = by_scope else {
-            return Err(StackError::Unusable(format!(
-                "{} has no global index keyed by {:?} and {:?}, which the grid's nulls phase reads",
-                table.logical_id,
-                index.scope.first(),
-                index.tiebreakers.first()
-            )));
+        let (table, nulls_index) = match self.table("IssuesTable") {
+            Ok(table) => {
+                let by_scope = table.global_indexes.iter().find(|g| {
+                    let names: Vec<&str> = g.key.iter().map(|k| k.name.as_str()).collect();
+                    names.first() == index.scope.first().map(String::as_str).as_ref()
+                        && names.get(1) == index.tiebreakers.first().map(String::as_str).as_ref()
+                });
+                let Some(by_scope) = by_scope else {
+                    return Err(StackError::Unusable(format!(
+                        "{} has no global index keyed by {:?} and {:?}, which the grid's nulls phase reads",
+                        table.logical_id,
+                        index.scope.first(),
+                        index.tiebreakers.first()
+                    )));
+                };
+                (table.name.clone(), by_scope.name.clone())
+            }
+            Err(_) => (
+                self.issues_table()?,
+                self.parameters.get("GridNullsIndex").cloned().unwrap_or_else(|| "project-num".to_owned()),
+            ),
         };
-        operations::grid::GridSchema::new(
-            &indexes,
-            Some(&index.name),
-            table.name.clone(),
-            by_scope.name.clone(),
-        )
-        .map_err(|e| StackError::Unusable(e.to_string()))
+        operations::grid::GridSchema::new(&indexes, Some(&index.name), table, nulls_index)
+            .map_err(|e| StackError::Unusable(e.to_string()))
     }
 }
 
@@ -746,7 +798,7 @@ pub async fn check_index(client: &aws_sdk_dynamodb::Client, stack: &Stack) -> Re
     let lookup = |name: &str| function.environment.get(name).cloned();
     let indexes = Indexes::from_vars(&Vars::new(&lookup))
         .map_err(|source| StackError::Config { function: function.logical_id.clone(), cause: source })?;
-    let base = scan(client, &stack.table("IssuesTable")?.name).await?;
+    let base = scan(client, &stack.issues_table()?).await?;
     let index = scan(client, &stack.table("IndexTable")?.name).await?;
     operations::oracle::compare(&indexes, &base, &index).map_err(|e| StackError::Unusable(e.to_string()))
 }

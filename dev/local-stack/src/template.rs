@@ -27,7 +27,7 @@ mod resources;
 pub use check::check;
 pub use eval::{Names, Resolver};
 pub use model::{Function, StreamSource, Template};
-pub use resources::{Bucket, KeyAttribute, Table};
+pub use resources::{Bucket, GlobalIndex, KeyAttribute, Table};
 pub use stream_runtime::filter::{Comparison, Matcher, Node, Pattern, PatternError};
 
 /// For the module's tests: `text` parsed and resolved for `parameters` in a stack named `stack`

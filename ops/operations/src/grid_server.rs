@@ -101,27 +101,11 @@ impl App {
     async fn fields(&self, params: &HashMap<String, String>) -> Result<Value, ServeError> {
         let scope = required(params, "scope")?;
         let schema = self.grid.schema();
-        // BatchGetItem, not GetItem: the grid reads the base table with Query and BatchGetItem
-        // only, and the grid API's role allows no more.
-        let wanted = KeysAndAttributes::builder()
-            .keys([(schema.key().to_owned(), AttributeValue::S(scope.to_owned()))].into())
-            .projection_expression("#d")
-            .expression_attribute_names("#d", DEFINITIONS)
-            .consistent_read(false)
-            .build()
-            .map_err(|e| ServeError::Dynamo(e.to_string()))?;
-        let budget = io_policy::Policy::default().within(FIELDS_TIME);
-        let definition = io_policy::batch_get_item(&budget, &self.client, schema.table(), wanted, || {})
-            .await
-            .map_err(|failure| ServeError::Dynamo(format!("BatchGetItem {}: {failure}", schema.table())))?
-            .into_iter()
-            .next();
-        let defined: BTreeMap<String, String> = match definition.as_ref().and_then(|i| i.get(DEFINITIONS)) {
-            Some(AttributeValue::M(map)) => map
-                .iter()
-                .map(|(id, name)| (id.clone(), name.as_s().map_or_else(|_| id.clone(), Clone::clone)))
-                .collect(),
-            _ => BTreeMap::new(),
+        // The demo's field names live in an item keyed by the scope alone; a table keyed by two
+        // attributes has no such item, and its fields are named by their ids, from the data.
+        let defined = match schema.single_key() {
+            Some(key) => self.definitions(key, scope).await?,
+            None => BTreeMap::new(),
         };
         let (fields, names) = if defined.is_empty() {
             (self.fields_in_data(scope).await?, "data")
@@ -137,6 +121,33 @@ impl App {
         Ok(
             json!({"scope": scope, "fields": fields, "names": names, "columns": columns, "source": schema.source()}),
         )
+    }
+
+    /// The field names the item keyed `key` = `scope` defines, if there is one.
+    async fn definitions(&self, key: &str, scope: &str) -> Result<BTreeMap<String, String>, ServeError> {
+        let schema = self.grid.schema();
+        // BatchGetItem, not GetItem: the grid reads the base table with Query and BatchGetItem
+        // only, and the grid API's role allows no more.
+        let wanted = KeysAndAttributes::builder()
+            .keys([(key.to_owned(), AttributeValue::S(scope.to_owned()))].into())
+            .projection_expression("#d")
+            .expression_attribute_names("#d", DEFINITIONS)
+            .consistent_read(false)
+            .build()
+            .map_err(|e| ServeError::Dynamo(e.to_string()))?;
+        let budget = io_policy::Policy::default().within(FIELDS_TIME);
+        let definition = io_policy::batch_get_item(&budget, &self.client, schema.table(), wanted, || {})
+            .await
+            .map_err(|failure| ServeError::Dynamo(format!("BatchGetItem {}: {failure}", schema.table())))?
+            .into_iter()
+            .next();
+        Ok(match definition.as_ref().and_then(|i| i.get(DEFINITIONS)) {
+            Some(AttributeValue::M(map)) => map
+                .iter()
+                .map(|(id, name)| (id.clone(), name.as_s().map_or_else(|_| id.clone(), Clone::clone)))
+                .collect(),
+            _ => BTreeMap::new(),
+        })
     }
 
     /// The map keys on the scope's first page of items (a grid page of a field nobody has,

@@ -21,7 +21,7 @@
 //! |---|---|
 //! | `base_key` | the base table's key attributes, partition key first (1 or 2) |
 //! | `indexes[].name` | a label for logs and errors; unique |
-//! | `indexes[].table` | the index table; one index per table |
+//! | `indexes[].table` | the index table; one index per table. Left out: `MULTIKEY_INDEX_TABLE`, the stack's index table |
 //! | `indexes[].source` | the attribute indexed: a map (one entry per key) or a list, SS or NS (one entry per element) |
 //! | `indexes[].partition_key`, `sort_key` | the index table's key attribute names (default `pk`, `sk`) |
 //! | `indexes[].scope` | attributes that prefix the partition key, e.g. `project`: `35e9#3812` |
@@ -39,6 +39,11 @@ use stream_record::{ConfigError, Vars};
 
 /// The variable that holds the index definitions.
 pub(crate) const INDEXES_VAR: &str = "MULTIKEY_INDEXES";
+
+/// The variable that names the index table of an index whose definition leaves `table` out: the
+/// stack's own index table, so that a team's definition (the template's `MultikeyIndexes`) need
+/// not know the name CloudFormation gives it.
+pub(crate) const INDEX_TABLE_VAR: &str = "MULTIKEY_INDEX_TABLE";
 
 /// Attribute names every index entry has besides its keys.
 pub(crate) const ENTRY_ATTRIBUTE: &str = "entry";
@@ -130,7 +135,8 @@ struct RawIndexes {
 #[serde(deny_unknown_fields)]
 struct RawIndex {
     name: String,
-    table: String,
+    #[serde(default)]
+    table: Option<String>,
     source: String,
     #[serde(default = "default_pk")]
     partition_key: String,
@@ -161,13 +167,15 @@ impl Indexes {
         Indexes { indexes: vec![index.clone()], ..self.clone() }
     }
 
-    /// Reads and validates `MULTIKEY_INDEXES`, `MULTIKEY_MAX_RECORD_AGE_SECONDS` (60 to
-    /// 604,800, what Lambda accepts), `MULTIKEY_VERSION_EPOCH` (0 to 99) and `MULTIKEY_FENCE_HEADS`.
+    /// Reads and validates `MULTIKEY_INDEXES` (an index without `table` in `MULTIKEY_INDEX_TABLE`),
+    /// `MULTIKEY_MAX_RECORD_AGE_SECONDS` (60 to 604,800, what Lambda accepts),
+    /// `MULTIKEY_VERSION_EPOCH` (0 to 99) and `MULTIKEY_FENCE_HEADS`.
     pub fn from_vars(vars: &Vars<'_>) -> Result<Indexes, ConfigError> {
         let json =
             vars.required(INDEXES_VAR, "a JSON object with base_key and indexes (docs/functions.md)")?;
-        let mut indexes =
-            Indexes::from_json(&json).map_err(|reason| ConfigError::Invalid { var: INDEXES_VAR, reason })?;
+        let table = vars.optional(INDEX_TABLE_VAR);
+        let mut indexes = Indexes::from_json_in(&json, table.as_deref())
+            .map_err(|reason| ConfigError::Invalid { var: INDEXES_VAR, reason })?;
         let age = vars.integer(RECORD_AGE_VAR, LONGEST_RECORD_AGE_SECONDS, 60, LONGEST_RECORD_AGE_SECONDS)?;
         indexes.tombstone_seconds = age + crate::tombstone::MARGIN_SECONDS;
         let epoch = vars.integer(EPOCH_VAR, 0, 0, u64::from(crate::entries::LAST_EPOCH))?;
@@ -176,8 +184,14 @@ impl Indexes {
         Ok(indexes)
     }
 
-    /// Parses and validates index definitions; the error says which field is wrong.
+    /// Parses and validates index definitions, each naming its table; the error says which field
+    /// is wrong.
     pub fn from_json(json: &str) -> Result<Indexes, String> {
+        Indexes::from_json_in(json, None)
+    }
+
+    /// [`Indexes::from_json`], where an index that leaves out `table` is in `default_table`.
+    pub fn from_json_in(json: &str, default_table: Option<&str>) -> Result<Indexes, String> {
         let raw: RawIndexes = serde_json::from_str(json).map_err(|e| format!("not valid index JSON: {e}"))?;
         let base_key = raw.base_key;
         if base_key.is_empty() || base_key.len() > 2 {
@@ -195,7 +209,16 @@ impl Indexes {
         let mut indexes = Vec::with_capacity(raw.indexes.len());
         for (i, r) in raw.indexes.into_iter().enumerate() {
             let at = format!("indexes[{i}]");
-            for (field, value) in [("name", &r.name), ("table", &r.table), ("source", &r.source)] {
+            let table = match (r.table, default_table) {
+                (Some(table), _) => table,
+                (None, Some(table)) => table.to_owned(),
+                (None, None) => {
+                    return Err(format!(
+                        "{at}.table is missing: name the index table, or set {INDEX_TABLE_VAR} to the one an index without it uses"
+                    ));
+                }
+            };
+            for (field, value) in [("name", &r.name), ("table", &table), ("source", &r.source)] {
                 if value.trim().is_empty() {
                     return Err(format!("{at}.{field} is empty"));
                 }
@@ -203,10 +226,9 @@ impl Indexes {
             if !names.insert(r.name.clone()) {
                 return Err(format!("{at}.name {:?} is used by an earlier index", r.name));
             }
-            if !tables.insert(r.table.clone()) {
+            if !tables.insert(table.clone()) {
                 return Err(format!(
-                    "{at}.table {:?} is used by an earlier index; give each index its own table so their keys cannot collide",
-                    r.table
+                    "{at}.table {table:?} is used by an earlier index; give each index its own table so their keys cannot collide"
                 ));
             }
             // Every attribute an entry carries must have exactly one role.
@@ -246,7 +268,7 @@ impl Indexes {
             }
             indexes.push(Index {
                 name: r.name,
-                table: Arc::from(r.table),
+                table: Arc::from(table),
                 source: r.source,
                 partition_key: r.partition_key,
                 sort_key: r.sort_key,

@@ -233,5 +233,5 @@ pub(crate) fn indexes(stack: &Stack) -> Result<Indexes> {
 
 /// The name of the stack's issues table.
 pub(crate) fn issues_table(stack: &Stack) -> Result<String> {
-    Ok(stack.table("IssuesTable")?.name.clone())
+    Ok(stack.issues_table()?)
 }

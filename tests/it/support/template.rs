@@ -45,6 +45,11 @@ pub(crate) fn names() -> Names<'static> {
     Names { region: REGION.into(), account: ACCOUNT.into(), stack: "sidestream".into(), resource: &physical }
 }
 
+/// A team's single-table design, as docs/your-table.md deploys it (`MultikeyIndexes`): keys
+/// `PK` and `SK`, issues scoped by `projectId` and ordered by `seq`, their custom fields in
+/// `fields`; the index in the stack's index table (no `table`).
+pub(crate) const PK_SK_INDEXES: &str = r#"{"base_key":["PK","SK"],"indexes":[{"name":"fields","source":"fields","scope":["projectId"],"tiebreakers":["seq"],"include":["title","status"]}]}"#;
+
 /// The parameter sets deployments use: defaults (everything created), existing tables and
 /// bucket, and a set-typed indexed attribute (which turns the indexer's filter on).
 pub(crate) fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
@@ -134,8 +139,28 @@ pub(crate) fn deployments() -> Vec<(&'static str, BTreeMap<String, String>)> {
             ]),
         ),
     ];
+    all.push(single_table_deployment());
     all.extend(kinesis_deployments());
     all
+}
+
+/// A team's single-table design: its definition, GSI, entity types and starting position.
+fn single_table_deployment() -> (&'static str, BTreeMap<String, String>) {
+    (
+        "a team's single-table design: its definition, GSI, entity types and starting position",
+        set(&[
+            ("IssuesTableStreamArn", ISSUES_STREAM),
+            ("MultikeyIndexes", PK_SK_INDEXES),
+            ("IndexedAttribute", "fields"),
+            ("GridNullsIndex", "byProject"),
+            ("GridApi", "true"),
+            ("EnableBackfill", "true"),
+            ("IndexVerifySchedule", "rate(1 day)"),
+            ("StreamStartingPosition", "LATEST"),
+            ("ArchiveEntityAttribute", "type"),
+            ("ArchiveEntityTypes", "issue,comment"),
+        ]),
+    )
 }
 
 /// A parameter set.

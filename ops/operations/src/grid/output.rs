@@ -28,7 +28,7 @@ use formats::cursor::Phase;
 pub fn columns<'a>(schema: &'a GridSchema, query: &'a Query) -> Vec<&'a str> {
     let mut columns: Vec<&str> = vec![schema.order()];
     for attribute in schema.projected().iter().chain(&query.attributes) {
-        if !columns.contains(&attribute.as_str()) && attribute != schema.key() {
+        if !columns.contains(&attribute.as_str()) && !schema.is_key(attribute) {
             columns.push(attribute);
         }
     }

@@ -130,7 +130,7 @@ impl Query {
     /// the base items too.
     pub(crate) fn needs_base_items(&self, schema: &GridSchema) -> bool {
         self.attributes.iter().any(|a| {
-            a != schema.key() && a != schema.scope() && a != schema.order() && !schema.projected().contains(a)
+            !schema.is_key(a) && a != schema.scope() && a != schema.order() && !schema.projected().contains(a)
         })
     }
 

@@ -224,14 +224,14 @@ impl Grid {
             None
         };
         let base = if query.needs_base_items(schema) {
-            let keys = entries.iter().filter_map(|e| e.get(schema.key()).cloned()).collect();
+            let keys = entries.iter().filter_map(|e| base_key_of(e, schema)).collect();
             self.base_items(keys, &projection(query, schema, false), filling).await?
         } else {
             HashMap::new()
         };
         for entry in entries {
             let value = entry.get(formats::VALUE_ATTRIBUTE).map(json).transpose()?;
-            let item = match entry.get(schema.key()).and_then(|k| base.get(&key_text(k))) {
+            let item = match key_id(&entry, schema).and_then(|k| base.get(&k)) {
                 Some(base) => base.clone(),
                 // The issue was deleted since the index was read; show the index entry.
                 None => entry,
@@ -269,15 +269,14 @@ impl Grid {
                 .set_exclusive_start_key(start.take());
             let page = query_under(ask, schema.table(), filling).await?;
             let listed = page.items.unwrap_or_default();
-            let keys: Vec<AttributeValue> =
-                listed.iter().filter_map(|i| i.get(schema.key()).cloned()).collect();
+            let keys: Vec<Item> = listed.iter().filter_map(|i| base_key_of(i, schema)).collect();
             let base = if keys.is_empty() {
                 HashMap::new()
             } else {
                 self.base_items(keys, &projection, filling).await?
             };
             for listed in &listed {
-                let Some(found) = listed.get(schema.key()).and_then(|k| base.get(&key_text(k))) else {
+                let Some(found) = key_id(listed, schema).and_then(|k| base.get(&k)) else {
                     continue; // deleted meanwhile
                 };
                 let dynamo = serde_dynamo::Item::from(found.clone());
@@ -301,18 +300,18 @@ impl Grid {
         }
     }
 
-    /// The base items with these keys, by key text; unprocessed keys are asked again, as
+    /// The base items with these keys, by [`key_id`]; unprocessed keys are asked again, as
     /// retries under the budget.
     async fn base_items(
         &self,
-        keys: Vec<AttributeValue>,
+        keys: Vec<Item>,
         projection: &(String, HashMap<String, String>),
         filling: &mut Filling,
-    ) -> Result<HashMap<String, Item>, GridError> {
+    ) -> Result<HashMap<KeyId, Item>, GridError> {
         let schema = &self.schema;
         let table = schema.table();
         let wanted = KeysAndAttributes::builder()
-            .set_keys(Some(keys.into_iter().map(|k| HashMap::from([(schema.key().to_owned(), k)])).collect()))
+            .set_keys(Some(keys))
             .projection_expression(&projection.0)
             .set_expression_attribute_names(Some(projection.1.clone()))
             .build()
@@ -322,7 +321,7 @@ impl Grid {
         })
         .await
         .map_err(|f| request("BatchGetItem", table, f))?;
-        Ok(answers.into_iter().filter_map(|item| Some((key_text(item.get(schema.key())?), item))).collect())
+        Ok(answers.into_iter().filter_map(|item| Some((key_id(&item, schema)?, item))).collect())
     }
 }
 
@@ -336,10 +335,27 @@ struct Filling {
 /// The key of a `nulls_index` item, as DynamoDB's `ExclusiveStartKey` for that index wants it:
 /// the table's key and the index's.
 fn nulls_key(listed: &Item, schema: &GridSchema) -> Item {
-    [schema.key(), schema.scope(), schema.order()]
-        .into_iter()
+    schema
+        .base_key()
+        .iter()
+        .map(String::as_str)
+        .chain([schema.scope(), schema.order()])
         .filter_map(|name| Some((name.to_owned(), listed.get(name)?.clone())))
         .collect()
+}
+
+/// An item's key in the base table (every `base_key` attribute), `None` if it lacks one.
+fn base_key_of(item: &Item, schema: &GridSchema) -> Option<Item> {
+    schema.base_key().iter().map(|k| Some((k.clone(), item.get(k)?.clone()))).collect()
+}
+
+/// A base-table key as text, one part per key attribute: what matches a base item to the index
+/// entry or the listing that names it.
+type KeyId = Vec<String>;
+
+/// The [`KeyId`] of an item, `None` if it lacks a key attribute.
+fn key_id(item: &Item, schema: &GridSchema) -> Option<KeyId> {
+    schema.base_key().iter().map(|k| item.get(k).map(key_text)).collect()
 }
 
 /// Sends a `Query` under the budget, counting every attempt.

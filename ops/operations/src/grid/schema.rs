@@ -37,8 +37,8 @@ impl GridSchema {
     /// `table` with the index `nulls_index` by the index's scope (partition key) and first
     /// tiebreaker (sort key), like the article's `project-num`.
     ///
-    /// A grid reads one base-key attribute, one scope attribute, at least one tiebreaker, and
-    /// text (K1) sort keys.
+    /// A grid reads base tables keyed by one attribute or two (a single-table design's `PK` and
+    /// `SK`), one scope attribute, at least one tiebreaker, and text (K1) sort keys.
     pub fn new(
         indexes: &Indexes,
         name: Option<&str>,
@@ -57,9 +57,6 @@ impl GridSchema {
             },
         };
         let unsupported = |reason| SchemaError::Unsupported { index: index.name.clone(), reason };
-        if indexes.base_key.len() != 1 {
-            return Err(unsupported("the grid reads base items by one key attribute; base_key has two"));
-        }
         if index.scope.len() != 1 {
             return Err(unsupported(
                 "the grid needs exactly one scope attribute (the nulls index's partition key)",
@@ -104,9 +101,17 @@ impl GridSchema {
         &self.index.table
     }
 
-    /// The base table's key attribute (`id`).
-    pub fn key(&self) -> &str {
-        &self.base_key[0]
+    /// The base table's key attribute, when it has one only (`id`), not two (`PK`, `SK`).
+    pub fn single_key(&self) -> Option<&str> {
+        match self.base_key.as_slice() {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
+
+    /// Whether `attribute` is one of the base table's key attributes.
+    pub fn is_key(&self, attribute: &str) -> bool {
+        self.base_key.iter().any(|k| k == attribute)
     }
 
     /// The scope attribute (`project`).
@@ -149,8 +154,8 @@ mod tests {
     fn the_schema_comes_from_the_indexers_configuration() {
         let schema = crate::fixtures::example_grid();
         assert_eq!(
-            (schema.key(), schema.scope(), schema.order(), schema.source()),
-            ("id", "project", "num", "custom_fields")
+            (schema.single_key(), schema.scope(), schema.order(), schema.source()),
+            (Some("id"), "project", "num", "custom_fields")
         );
         assert_eq!(schema.index_table(), "issue-attrib-index");
         assert_eq!(schema.projected(), ["name", "state"]);
@@ -170,5 +175,17 @@ mod tests {
                                  "scope": ["project"]}]}"#;
         let error = GridSchema::new(&indexes(no_tiebreaker), None, "t", "g").unwrap_err();
         assert!(error.to_string().contains("needs a tiebreaker"), "{error}");
+    }
+
+    #[test]
+    fn a_two_part_base_key_is_read_whole() {
+        let single_table = r#"{"base_key": ["PK", "SK"], "indexes": [{"name": "i", "table": "t", "source": "fields",
+                                "scope": ["projectId"], "tiebreakers": ["seq"]}]}"#;
+        let schema = GridSchema::new(&indexes(single_table), None, "base", "byProject").unwrap();
+        assert_eq!(
+            (schema.base_key(), schema.single_key()),
+            (["PK".to_owned(), "SK".to_owned()].as_slice(), None)
+        );
+        assert!(schema.is_key("SK") && !schema.is_key("seq"));
     }
 }

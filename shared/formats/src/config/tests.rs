@@ -85,3 +85,27 @@ fn the_version_epoch_is_read_and_bounded() {
         assert!(err.contains("MULTIKEY_VERSION_EPOCH"), "{wrong}: {err}");
     }
 }
+
+/// An index may leave its table out: it is then `MULTIKEY_INDEX_TABLE`'s, the stack's index
+/// table; without that variable, the field is named.
+#[test]
+fn an_index_without_a_table_is_in_the_stacks_index_table() {
+    let json = r#"{"base_key": ["PK", "SK"], "indexes": [{"name": "fields", "source": "fields",
+                   "scope": ["projectId"], "tiebreakers": ["seq"]}]}"#;
+    let with = |table: Option<&'static str>| {
+        move |var: &str| match var {
+            "MULTIKEY_INDEXES" => Some(json.to_owned()),
+            "MULTIKEY_INDEX_TABLE" => table.map(str::to_owned),
+            _ => None,
+        }
+    };
+    let lookup = with(Some("stack-index"));
+    let indexes = Indexes::from_vars(&Vars::new(&lookup)).unwrap();
+    assert_eq!(&*indexes.indexes[0].table, "stack-index");
+    assert_eq!(indexes.base_key, ["PK", "SK"]);
+    let lookup = with(None);
+    let err = Indexes::from_vars(&Vars::new(&lookup)).unwrap_err().to_string();
+    assert!(err.contains("indexes[0].table is missing") && err.contains("MULTIKEY_INDEX_TABLE"), "{err}");
+    let named = json.replace(r#""source""#, r#""table": "own", "source""#);
+    assert_eq!(&*Indexes::from_json_in(&named, Some("stack-index")).unwrap().indexes[0].table, "own");
+}

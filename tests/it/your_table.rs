@@ -1,0 +1,243 @@
+//! A team's own table, with the stack deployed around it by parameters alone (docs/your-table.md):
+//! a single-table design keyed `PK`/`SK` that holds projects, issues and comments, with its own
+//! attribute names (`projectId`, `seq`, `fields`, `expiresAt`) and its own GSI (`byProject`).
+//! The stack indexes the issues alone; `index verify` finds the index exact; every grid ordering
+//! pages exactly what the table calls for, read independently from a scan; the archiver archives
+//! the issues' TTL deletes and is never invoked for another type's; and every call was one the
+//! template's roles allow on that table.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result, ensure};
+use formats::cursor::{Phase, Signer};
+use local_stack::template::{GlobalIndex, KeyAttribute, Table};
+use local_stack::{Stack, put_json};
+use operations::grid::{Filter, Grid, Query};
+use serde_json::{Value, json};
+
+use crate::support::moto::{sdk, unique};
+use crate::support::pipeline::{archived_keys, assert_index_exact, failure_log, pipeline, stack};
+use crate::support::template::PK_SK_INDEXES;
+
+/// The projects, and the issues in each.
+const PROJECTS: [&str; 2] = ["alpha", "beta"];
+const ISSUES: usize = 24;
+
+fn key(attribute: &str, key_type: &str, attribute_type: &str) -> KeyAttribute {
+    KeyAttribute { name: attribute.into(), key_type: key_type.into(), attribute_type: attribute_type.into() }
+}
+
+/// The team's table as the team made it: `PK`/`SK`, a stream, and `byProject` by `projectId`
+/// and `seq`, which only issues have (a sparse index). Its stream ARN.
+async fn team_table(client: &aws_sdk_dynamodb::Client, name: &str) -> Result<String> {
+    let mut table = Table::keyed(name, "PK", Some(("SK", "S")), Some("NEW_AND_OLD_IMAGES"));
+    table.global_indexes.push(GlobalIndex {
+        name: "byProject".into(),
+        key: vec![key("projectId", "HASH", "S"), key("seq", "RANGE", "N")],
+        projection: "ALL".into(),
+        non_key_attributes: vec![],
+    });
+    local_stack::replayer::resources::create_table(client, &table).await?;
+    let described = client.describe_table().table_name(name).send().await?;
+    Ok(described.table().and_then(|t| t.latest_stream_arn()).context("the table's stream")?.to_owned())
+}
+
+/// Issue `n` of `project`: `f1` a number (with repeats), `f2` a string on two in three, and
+/// `f3` on none (every issue is listed without a value).
+fn issue(project: &str, n: usize) -> Value {
+    let mut fields = json!({"f1": (n * 7) % 10});
+    if !n.is_multiple_of(3) {
+        fields["f2"] = json!(format!("v{}", (n * 5) % 4));
+    }
+    json!({
+        "PK": format!("PROJ#{project}"), "SK": format!("ISSUE#{n:04}"), "type": "issue",
+        "projectId": project, "seq": n, "title": format!("Issue {n}"),
+        "status": if n.is_multiple_of(2) { "open" } else { "closed" }, "fields": fields,
+    })
+}
+
+fn comment(project: &str, n: usize) -> Value {
+    json!({"PK": format!("PROJ#{project}"), "SK": format!("ISSUE#{n:04}#COMMENT"), "type": "comment", "body": "+1"})
+}
+
+/// An independent ordering of a field's values: numbers by value, strings by code point, numbers
+/// before strings (docs/formats.md, "Keys: the ordering guarantee").
+fn compare_values(a: &Value, b: &Value) -> Ordering {
+    match (a.as_f64(), b.as_f64(), a.as_str(), b.as_str()) {
+        (Some(x), Some(y), ..) => x.total_cmp(&y),
+        (Some(_), None, ..) => Ordering::Less,
+        (None, Some(_), ..) => Ordering::Greater,
+        (_, _, Some(x), Some(y)) => x.cmp(y),
+        _ => Ordering::Equal,
+    }
+}
+
+/// What a grid of `field` in `project` must show, from the table's items as plain JSON: the
+/// issues with a value, by (value, seq, PK, SK) in the query's order, then those without one by
+/// `seq`. Each as (phase, `PK`/`SK`).
+fn expected(items: &[Value], project: &str, field: &str, descending: bool) -> Vec<(Phase, String)> {
+    let issues: Vec<&Value> =
+        items.iter().filter(|i| i["projectId"] == project && i["type"] == "issue").collect();
+    let id = |i: &Value| format!("{}/{}", i["PK"].as_str().unwrap_or(""), i["SK"].as_str().unwrap_or(""));
+    let mut valued: Vec<&Value> = issues.iter().copied().filter(|i| !i["fields"][field].is_null()).collect();
+    valued.sort_by(|a, b| {
+        compare_values(&a["fields"][field], &b["fields"][field])
+            .then(a["seq"].as_u64().cmp(&b["seq"].as_u64()))
+            .then(id(a).cmp(&id(b)))
+    });
+    if descending {
+        valued.reverse();
+    }
+    let mut nulls: Vec<&Value> = issues.iter().copied().filter(|i| i["fields"][field].is_null()).collect();
+    nulls.sort_by_key(|i| i["seq"].as_u64());
+    valued.iter().map(|i| (Phase::Index, id(i))).chain(nulls.iter().map(|i| (Phase::Nulls, id(i)))).collect()
+}
+
+/// Every page of `field` in `project`, 5 rows a page: (phase, `PK`/`SK`) per row.
+async fn paged(grid: &Grid, project: &str, field: &str, descending: bool) -> Result<Vec<(Phase, String)>> {
+    let query = Query {
+        scope: project.into(),
+        field: field.into(),
+        descending,
+        limit: 5,
+        filter: Filter::None,
+        attributes: vec![],
+    };
+    let (mut rows, mut cursor) = (Vec::new(), None::<String>);
+    loop {
+        let page = grid.page(&query, cursor.as_deref()).await?;
+        ensure!(
+            page.next.is_none() || page.rows.len() == query.limit,
+            "a short page before the end: {page:?}"
+        );
+        for row in &page.rows {
+            let part = |k: &str| row.item[k]["S"].as_str().unwrap_or_default().to_owned();
+            rows.push((row.phase, format!("{}/{}", part("PK"), part("SK"))));
+        }
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return Ok(rows),
+        }
+    }
+}
+
+/// The whole table, as plain JSON.
+async fn plain_items(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<Vec<Value>> {
+    let typed = local_stack::scan(client, table).await?;
+    typed
+        .into_iter()
+        .map(|typed| {
+            let item: serde_dynamo::Item = serde_json::from_value(typed)?;
+            Ok(serde_dynamo::from_item(item)?)
+        })
+        .collect()
+}
+
+/// The stack around a team's table, and its pipeline run through writes of every kind.
+#[tokio::test]
+async fn a_single_table_design_gets_the_stack_around_it_by_parameters_alone() -> Result<()> {
+    let sdk = sdk();
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let table = unique("team-table");
+    let stream = team_table(&client, &table).await?;
+    let stack: Stack = stack(
+        &sdk,
+        &[
+            ("IssuesTableStreamArn", stream.as_str()),
+            ("MultikeyIndexes", PK_SK_INDEXES),
+            ("IndexedAttribute", "fields"),
+            ("GridNullsIndex", "byProject"),
+            ("TtlAttribute", "expiresAt"),
+            ("ArchiveEntityAttribute", "type"),
+            ("ArchiveEntityTypes", "issue"),
+        ],
+    )
+    .await?;
+    ensure!(stack.issues_table()? == table, "the stack reads the team's table");
+    let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, invoker| invoker)?;
+
+    // Projects, issues and comments; then edits, deletes, and TTL deletes of two types.
+    let expired = an_hour_ago();
+    for project in PROJECTS {
+        put_json(
+            &client,
+            &table,
+            &json!({"PK": format!("PROJ#{project}"), "SK": "META", "type": "project", "name": project}),
+        )
+        .await?;
+        for n in 1..=ISSUES {
+            put_json(&client, &table, &issue(project, n)).await?;
+            put_json(&client, &table, &comment(project, n)).await?;
+        }
+    }
+    // An issue not yet filed in a project: no scope, so no entry (and not in byProject).
+    put_json(
+        &client,
+        &table,
+        &json!({"PK": "DRAFT#1", "SK": "ISSUE#0001", "type": "issue", "seq": 1, "fields": {"f1": 1}}),
+    )
+    .await?;
+    pipeline.settle().await?;
+    for n in (2..=ISSUES).step_by(5) {
+        let mut moved = issue("alpha", n);
+        moved["fields"] = json!({"f1": 100 + n, "f3": "late"});
+        moved["seq"] = json!(500 + n);
+        put_json(&client, &table, &moved).await?;
+    }
+    for n in (3..=ISSUES).step_by(7) {
+        let gone = issue("beta", n);
+        local_stack::delete_json(&client, &table, &json!({"PK": gone["PK"], "SK": gone["SK"]})).await?;
+    }
+    let mut expiring_issue = issue("beta", 4);
+    expiring_issue["expiresAt"] = json!(expired);
+    let mut expiring_comment = comment("beta", 4);
+    expiring_comment["expiresAt"] = json!(expired);
+    put_json(&client, &table, &expiring_issue).await?;
+    put_json(&client, &table, &expiring_comment).await?;
+    pipeline.settle().await?;
+
+    // Exact, and every call allowed by the roles the template gives on the team's table.
+    let entries = assert_index_exact(&sdk, &stack).await?;
+    ensure!(entries > 40, "the issues are indexed: {entries} entries");
+    let items = plain_items(&client, &table).await?;
+    ensure!(
+        !items.iter().any(|i| i["SK"] == "ISSUE#0004" && i["PK"] == "PROJ#beta"),
+        "the expiring issue was deleted by TTL"
+    );
+
+    // Every ordering of every field, in each project: exactly the table's issues.
+    let grid = Grid::new(client.clone(), stack.grid_schema()?, Signer::new(b"your table", 3_600));
+    let mut orderings = 0;
+    for project in PROJECTS {
+        for field in ["f1", "f2", "f3"] {
+            for descending in [false, true] {
+                let paged = paged(&grid, project, field, descending).await?;
+                let expected = expected(&items, project, field, descending);
+                ensure!(
+                    paged == expected,
+                    "{project} by {field} ({}): paged\n{paged:?}\nexpected\n{expected:?}",
+                    if descending { "desc" } else { "asc" }
+                );
+                orderings += 1;
+            }
+        }
+    }
+    ensure!(orderings == 12, "{orderings} orderings checked");
+
+    // The issue's TTL delete archived; the comment's never reached the archiver.
+    let archived = archived_keys(&sdk, &stack, "SK").await?;
+    ensure!(archived == ["ISSUE#0004"], "archived: {archived:?}");
+    let mut delivered: BTreeMap<&str, u64> = BTreeMap::new();
+    for (function, counts) in pipeline.counts() {
+        *delivered.entry(function).or_default() += counts.delivered;
+    }
+    ensure!(delivered.get("ttl-archiver") == Some(&1), "the archiver was given one record: {delivered:?}");
+    Ok(())
+}
+
+/// An epoch-seconds time an hour ago.
+fn an_hour_ago() -> i64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    i64::try_from(now).unwrap_or(i64::MAX) - 3_600
+}

@@ -91,6 +91,16 @@ moto's `TransactWriteItems` deep-copies every table it names before it starts, t
 if the transaction is cancelled; the launcher keeps only the items a transaction names and the
 stream's length, and puts those back (`transactions_undo_only_what_they_touched`).
 
+DynamoDB makes a `TransactWriteItems` with a `ClientRequestToken` idempotent: a repeat within 10
+minutes of a successful original "return[s] successfully without making any changes", and one
+whose other parameters differ fails with `IdempotentParameterMismatchException`; moto applies
+every repeat again. This launcher remembers each successful transaction's token for 10 minutes
+and answers its repeats as DynamoDB does (`client_tokens_make_transactions_idempotent`), so a
+transaction the fault proxy applied and then failed (`apply-then-fail`) is applied once when the
+SDK retries it with its token. A request with `X-Amz-Target: SidestreamControl.AgeClientTokens`
+and a body `{"Seconds": n}` ages every token held by n seconds, so that a test can see one
+forgotten without waiting.
+
 With `SIDESTREAM_MOTO_PROFILE=FILE`, the DynamoDB requests (which run one at a time) are profiled
 with cProfile, and on SIGTERM the launcher writes to FILE each operation's count, seconds answering
 and seconds waiting for the lock, by table, then the functions that took the most time: where the
@@ -1177,6 +1187,199 @@ def transactions_undo_only_what_they_touched():
     DynamoDBBackend.transact_write_items = transact_write_items
 
 
+AGE_CLIENT_TOKENS = "SidestreamControl.AgeClientTokens"
+# How long DynamoDB remembers a TransactWriteItems client token: "A client token is valid for 10
+# minutes after the request that uses it finishes" (developer guide, transaction-apis.html).
+CLIENT_TOKEN_WINDOW_SECONDS = 10 * 60
+
+
+class ClientTokens:
+    """The client tokens of the successful `TransactWriteItems` of the last 10 minutes: for each
+    (account, Region, token), the digest of the request's other parameters and when it finished,
+    oldest first (a token is remembered once, and never for longer). Read and written under the
+    DynamoDB lock, as every DynamoDB request is answered."""
+
+    def __init__(self):
+        self.held = collections.OrderedDict()
+        # The read units, by table, of the repeat being answered (None for any other request):
+        # set by the handler, taken by the meter in `serialized`.
+        self.repeat = None
+
+    def forget_expired(self, now):
+        while self.held:
+            key, (_, finished) = next(iter(self.held.items()))
+            if now - finished < CLIENT_TOKEN_WINDOW_SECONDS:
+                return
+            del self.held[key]
+
+    def digest_of(self, key, now):
+        """The digest remembered for `key`, or None when it is not held (or no longer)."""
+        self.forget_expired(now)
+        held = self.held.get(key)
+        return None if held is None else held[0]
+
+    def remember(self, key, digest, now):
+        self.forget_expired(now)
+        self.held.pop(key, None)
+        self.held[key] = (digest, now)
+
+    def age(self, seconds):
+        """Ages every token held by `seconds` (their order stays), as if that time had passed."""
+        for key, (digest, finished) in self.held.items():
+            self.held[key] = (digest, finished - seconds)
+        aged = len(self.held)
+        self.forget_expired(time.monotonic())
+        return aged
+
+    def take_repeat(self):
+        repeat, self.repeat = self.repeat, None
+        return repeat
+
+
+CLIENT_TOKENS = ClientTokens()
+
+
+def client_tokens_make_transactions_idempotent():
+    """DynamoDB makes a `TransactWriteItems` that carries a `ClientRequestToken` idempotent; moto
+    ignores the token and applies every repeat again. The developer guide ("Amazon DynamoDB
+    Transactions: How it works", "Idempotency",
+    https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html), with
+    the API reference's `ClientRequestToken`
+    (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html):
+    "If the original TransactWriteItems call was successful, then subsequent TransactWriteItems
+    calls with the same client token return successfully without making any changes. If the
+    ReturnConsumedCapacity parameter is set, then the initial TransactWriteItems call returns the
+    number of write capacity units consumed in making the changes. Subsequent TransactWriteItems
+    calls with the same client token return the number of read capacity units consumed in
+    reading the item." "A client token is valid for 10 minutes after the request that uses it
+    finishes. After 10 minutes, any request that uses the same client token is treated as a new
+    request." "If you repeat a request with the same client token within the 10-minute
+    idempotency window but change some other request parameter, DynamoDB returns an
+    IdempotentParameterMismatch exception" (`IdempotentParameterMismatchException`, HTTP 400, in
+    the API reference's errors); the token is 1 to 36 characters (the service model's
+    constraints, which moto does not check).
+
+    So moto's handler is wrapped: a token of another length is refused with a
+    `ValidationException`, worded as DynamoDB words a member outside its constraints; a token
+    held (`CLIENT_TOKENS`, by account, Region and token, as moto resolves the request's account
+    and Region) is answered without applying anything: the same success body as moto's (a
+    `ConsumedCapacity` list, empty unless `ReturnConsumedCapacity` asks, then each table's read
+    units; `ItemCollectionMetrics`), or `IdempotentParameterMismatchException` when the request's
+    other parameters differ from the original's. The parameters compared are the whole JSON body
+    as it came (moto's `raw_body`, after any gzip), every member but the token, by a digest of its
+    canonical JSON. Only a transaction that succeeded is remembered, from when it finished: a
+    cancelled one, or one refused before it started, is not, and its repeat applies. After 10
+    minutes the token is forgotten, and its next use applies again (`SidestreamControl.
+    AgeClientTokens` ages the tokens held, so that a test need not wait).
+
+    The guide does not say how a repeat's reads are counted; here each item the transaction names
+    is one strongly consistent read of the item as it is now (a unit per 4 KB, at least one), and
+    the meter bills those read units for a repeat, no write units. A request without a token is
+    moto's, as before (the AWS SDKs, Rust's and boto3 alike, give every `TransactWriteItems` one
+    unless the caller does, and keep it for their retries). Its answers go through `dynamodb_directly` like every other, so
+    `SIDESTREAM_MOTO_CHECK` serializes a repeat's answer by moto's serializer too. The handler runs
+    under the launcher's DynamoDB lock (`serialized`), so a token is looked up and remembered with
+    no request between."""
+    import hashlib
+
+    from moto.core.responses import ActionResult
+    from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException, MockValidationException
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.responses import DynamoHandler
+
+    class IdempotentParameterMismatch(DynamodbException):
+        error_type = ERROR_TYPE_PREFIX + "IdempotentParameterMismatchException"
+
+        def __init__(self):
+            # The error's description in the API reference.
+            super().__init__(
+                self.error_type,
+                message="DynamoDB rejected the request because you retried a request with a different "
+                "payload but with an idempotent token that was already used.",
+            )
+
+    def binary(value):
+        # A binary moto's parser decoded (the body as it came is JSON, and has none).
+        if isinstance(value, (bytes, bytearray)):
+            return base64.b64encode(value).decode("ascii")
+        raise TypeError(f"{type(value).__name__} is not JSON")
+
+    def digest(self, request):
+        try:
+            whole = json.loads(self.raw_body)
+        except (TypeError, ValueError):
+            whole = request
+        others = {name: value for name, value in whole.items() if name != "ClientRequestToken"}
+        canonical = json.dumps(others, sort_keys=True, separators=(",", ":"), default=binary)
+        return hashlib.sha256(canonical.encode()).digest()
+
+    def read_units(backend, request):
+        """Each table's read units for reading the items the transaction names, as they are."""
+        units = {}
+        for action in request.get("TransactItems", []):
+            ((kind, op),) = action.items()
+            table = backend.get_table(op["TableName"])
+            key = op["Item"] if kind == "Put" else op["Key"]
+            hash_value = DynamoType(key[table.hash_key_attr])
+            range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+            item = table.get_item(hash_value, range_value)
+            read = meter.read_units(meter.stored_size(item) if item is not None else 0, True)
+            units[table.name] = units.get(table.name, 0) + read
+        return units
+
+    def repeated(units, return_consumed_capacity):
+        """A repeat's answer: moto's success body, the read units when they are asked for."""
+        consumed = []
+        if return_consumed_capacity in ("TOTAL", "INDEXES"):
+            for name, read in units.items():
+                capacity = {"TableName": name, "CapacityUnits": read, "ReadCapacityUnits": read}
+                if return_consumed_capacity == "INDEXES":
+                    capacity["Table"] = {"CapacityUnits": read, "ReadCapacityUnits": read}
+                consumed.append(capacity)
+        return {"ConsumedCapacity": consumed, "ItemCollectionMetrics": {}}
+
+    original = DynamoHandler.transact_write_items
+
+    def transact_write_items(self):
+        request = self.body
+        token = request.get("ClientRequestToken")
+        if token is None:
+            return original(self)
+        if not 1 <= len(token) <= 36:
+            bound = "greater than or equal to 1" if not token else "less than or equal to 36"
+            raise MockValidationException(
+                f"1 validation error detected: Value '{token}' at 'clientRequestToken' failed to "
+                f"satisfy constraint: Member must have length {bound}"
+            )
+        key = (self.current_account, self.region, token)
+        mine = digest(self, request)
+        held = CLIENT_TOKENS.digest_of(key, time.monotonic())
+        if held is not None:
+            if held != mine:
+                raise IdempotentParameterMismatch()
+            units = read_units(self.dynamodb_backend, request)
+            CLIENT_TOKENS.repeat = units
+            return ActionResult(repeated(units, request.get("ReturnConsumedCapacity", "NONE")))
+        result = original(self)
+        CLIENT_TOKENS.remember(key, mine, time.monotonic())
+        return result
+
+    DynamoHandler.transact_write_items = transact_write_items
+
+
+def age_client_tokens(environ, start_response):
+    """Ages every client token held by n seconds, `{"Seconds": n}` (see the module's
+    documentation); answers how many were held, `{"Aged": n}`."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    seconds = float(json.loads(environ["wsgi.input"].read(length) or b"{}").get("Seconds", 0))
+    body = json.dumps({"Aged": CLIENT_TOKENS.age(seconds)}).encode()
+    start_response(
+        "200 OK",
+        [("Content-Type", "application/x-amz-json-1.0"), ("Content-Length", str(len(body)))],
+    )
+    return [body]
+
+
 def age_iterators(environ, start_response):
     """Ages every shard iterator handed out so far (see the module's documentation)."""
     from moto.dynamodbstreams.models import dynamodbstreams_backends
@@ -1484,7 +1687,8 @@ def serialized(app, raw, lock, empty_pages, write_capacity, profile=None):
     """A WSGI application that runs DynamoDB requests under `lock`, to their last byte, and
     answers some GetRecords requests with empty pages (`empty_pages`), meters every DynamoDB and
     S3 request (`METER`, scripts/meter.py; `raw`, moto itself, answers a read again for what it
-    read before its filter), counts the write units DynamoDB would publish (`write_capacity`)
+    read before its filter; a transaction repeated with its client token is billed as the reads
+    it made, `CLIENT_TOKENS`), counts the write units DynamoDB would publish (`write_capacity`)
     and puts them into CloudWatch before a CloudWatch request; `profile`, if given, times them."""
     from moto.dynamodb.models import dynamodb_backends
 
@@ -1498,6 +1702,9 @@ def serialized(app, raw, lock, empty_pages, write_capacity, profile=None):
         if target == AGE_ITERATORS:
             with lock:
                 return age_iterators(environ, start_response)
+        if target == AGE_CLIENT_TOKENS:
+            with lock:
+                return age_client_tokens(environ, start_response)
         if not target.startswith("DynamoDB"):
             if environ.get("PATH_INFO", "").startswith(CBOR_OPERATION) or target.startswith(CLOUDWATCH_TARGET):
                 write_capacity.publish()
@@ -1538,8 +1745,15 @@ def serialized(app, raw, lock, empty_pages, write_capacity, profile=None):
             answered["status"] = status
             return start_response(status, headers, exc_info)
 
+        CLIENT_TOKENS.repeat = None
         answer = drained(app(environ, keep))
-        if measure is not None:
+        # A transaction repeated with its client token was read, not written
+        # (`client_tokens_make_transactions_idempotent`).
+        repeat = CLIENT_TOKENS.take_repeat()
+        if measure is not None and repeat is not None:
+            for table, units in repeat.items():
+                METER.add(table, rru=units)
+        elif measure is not None:
             try:
                 measure.after(answered.get("status", "500"), answer, lambda request: again(environ, request))
             except (ValueError, KeyError, TypeError, AttributeError) as error:
@@ -1612,6 +1826,7 @@ def main():
     streams_are_trimmed()
     streams_write_what_dynamodb_writes()
     transactions_undo_only_what_they_touched()
+    client_tokens_make_transactions_idempotent()
     describe_alarms_applies_every_filter()
     pick_plain_dict_members_by_table(check)
     app = DomainDispatcherApplication(create_backend_app)

@@ -279,3 +279,66 @@ async fn counter_table(prefix: &str) -> (aws_sdk_dynamodb::Client, String) {
     create_table(&client, &table, "pk", None, false).await;
     (client, table)
 }
+
+/// An increment counts once however often it is retried: 150 increments through the fault
+/// proxy, which applies some requests and then answers 500 (apply-then-fail) and throttles
+/// others, each retried by the client's policy; the exact read equals the sum sent. The same
+/// increments as plain `ADD`s (the client without its token) through the same faults count some
+/// twice, so the faults did reach applied requests, and the token is what makes the difference.
+#[tokio::test]
+async fn a_retried_increment_counts_once_under_apply_then_fail() -> anyhow::Result<()> {
+    let (direct, table) = counter_table("once").await;
+    let spec = local_stack::fault_proxy::Spec::parse("apply-then-fail=0.3,throttle=0.1,seed=5")?;
+    let proxy = local_stack::fault_proxy::start(&std::env::var("SIDESTREAM_MOTO_ENDPOINT")?, spec).await?;
+    let through = io_policy::without_sdk_retries(&sdk())
+        .to_builder()
+        .endpoint_url(format!("http://{}", proxy.addr))
+        .build();
+    let client = aws_sdk_dynamodb::Client::new(&through);
+    let counters = Counters::new(client.clone(), &table, Sharding::new(4)?);
+    let mut sent = 0_i128;
+    for i in 0..150_i64 {
+        counters.increment("once", i % 5 + 1).await?;
+        sent += i128::from(i % 5 + 1);
+    }
+    let applied_then_failed = proxy.counts.applied_then_failed.load(std::sync::atomic::Ordering::SeqCst);
+    anyhow::ensure!(applied_then_failed >= 20, "only {applied_then_failed} increments applied then failed");
+    let exact = Counters::new(direct.clone(), &table, Sharding::new(4)?).exact("once").await?;
+    anyhow::ensure!(exact == sent, "counted {exact}, sent {sent}: a retried increment counted twice");
+
+    // The idempotence taken out: the same `ADD`, retried by the same policy, without a token.
+    let before = proxy.counts.applied_then_failed.load(std::sync::atomic::Ordering::SeqCst);
+    let policy = io_policy::Policy::default();
+    for i in 0..150_i64 {
+        let add = client
+            .update_item()
+            .table_name(&table)
+            .key("pk", AttributeValue::S("plain".into()))
+            .update_expression("ADD #count :n")
+            .expression_attribute_names("#count", "count")
+            .expression_attribute_values(":n", AttributeValue::N((i % 5 + 1).to_string()));
+        policy
+            .within(Duration::from_secs(20))
+            .call(|| {
+                let sent = add.clone().send();
+                async move { sent.await.map_err(|e| io_policy::classify("UpdateItem", &e)) }
+            })
+            .await?;
+    }
+    let doubled = proxy.counts.applied_then_failed.load(std::sync::atomic::Ordering::SeqCst) - before;
+    let plain = direct
+        .get_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S("plain".into()))
+        .consistent_read(true)
+        .send()
+        .await?
+        .item
+        .and_then(|i| i.get("count").and_then(|c| c.as_n().ok()).and_then(|n| n.parse::<i128>().ok()))
+        .unwrap_or_default();
+    anyhow::ensure!(
+        doubled > 0 && plain > sent,
+        "without the token, {doubled} faults counted {plain} of {sent}"
+    );
+    Ok(())
+}

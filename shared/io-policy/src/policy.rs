@@ -386,6 +386,16 @@ impl Bounded {
         Bounded { policy, time }
     }
 
+    /// How long each operation may take.
+    pub fn time(&self) -> Duration {
+        self.time
+    }
+
+    /// The policy of each operation.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
     /// The budget of one operation, starting now ([`Policy::within`]).
     pub fn budget(self) -> Budget {
         self.policy.within(self.time)

@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
-use io_policy::{Bounded, Budget, Failure, Policy};
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, TransactWriteItem, Update};
+use io_policy::{Bounded, Budget, Failure, Policy, ServiceCodes};
 
 use formats::counter::{COUNT, Sharding, ShardingError, TOTAL_ATTRIBUTE};
 
@@ -13,6 +13,23 @@ const BATCH_GET_MAX: usize = 100;
 
 /// How long one operation may take by default, every request and retry included.
 pub(crate) const OPERATION_TIME: Duration = Duration::from_secs(20);
+
+/// How long DynamoDB keeps a `TransactWriteItems` client token: a repeat within it is applied
+/// once (API reference, `TransactWriteItems`, `ClientRequestToken`). An increment's retries must
+/// all be sent within it, so an operation may take no longer.
+pub const IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(600);
+
+/// An increment is one `Update` in a transaction of its own: a `TransactionCanceledException`
+/// can then only be a conflict with another request on the shard, or throttling, which a retry
+/// gets past (developer guide, "Transaction conflict handling").
+const INCREMENT_CODES: ServiceCodes =
+    ServiceCodes { throttling: &[], server: &["TransactionCanceledException"], content: &[] };
+
+/// A client token for one increment: 128 random bits in hex, 32 of the 36 characters DynamoDB
+/// allows.
+fn client_token() -> String {
+    format!("{:032x}", fastrand::u128(..))
+}
 
 /// Why a counter operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -54,10 +71,12 @@ impl Counters {
         Counters { client, table: table.into(), layout, io: Bounded::new(Policy::default(), OPERATION_TIME) }
     }
 
-    /// The same counters under `io`: its policy, each operation bounded by its time.
+    /// The same counters under `io`: its policy, each operation bounded by its time or by
+    /// [`IDEMPOTENCY_WINDOW`], whichever is shorter (a retry sent after the window could count
+    /// an increment twice).
     #[must_use]
     pub fn with_policy(mut self, io: Bounded) -> Counters {
-        self.io = io;
+        self.io = Bounded::new(io.policy(), io.time().min(IDEMPOTENCY_WINDOW));
         self
     }
 
@@ -70,35 +89,47 @@ impl Counters {
         &self.layout
     }
 
-    /// Adds `n` to counter `name`, on a random shard of this writer's Region. Returns the shard.
-    ///
-    /// Like every DynamoDB `ADD`, this is not idempotent: when a request times out (or gets a
-    /// 5xx) after DynamoDB applied it and the policy retries it, the count goes up twice. The
-    /// aggregated total always equals the shards' sum; it cannot know about a retried increment.
+    /// Adds `n` to counter `name`, on a random shard of this writer's Region, once, however
+    /// often it is retried ([`Counters::increment_shard`]). Returns the shard.
     pub async fn increment(&self, name: &str, n: i64) -> Result<u32, CounterError> {
         let shard = fastrand::u32(self.layout.written());
         self.increment_shard(name, shard, n).await?;
         Ok(shard)
     }
 
-    /// Adds `n` to shard `shard` of counter `name`.
+    /// Adds `n` to shard `shard` of counter `name`, once.
+    ///
+    /// A plain `ADD` is not idempotent: when a request times out (or gets a 5xx) after DynamoDB
+    /// applied it, its retry counts it again. So the `ADD` is sent as the one `Update` of a
+    /// `TransactWriteItems` with a client token drawn for this increment, which every retry
+    /// sends again: DynamoDB applies a repeat of a token within [`IDEMPOTENCY_WINDOW`] once, and
+    /// answers it with success. The price is a transactional write, 2 write units per KB of
+    /// the shard item instead of 1 (docs/functions.md, "Counting once").
     pub async fn increment_shard(&self, name: &str, shard: u32, n: i64) -> Result<(), CounterError> {
         let key = self.layout.shard_key(name, shard)?;
-        let update = self
-            .client
-            .update_item()
+        let update = Update::builder()
             .table_name(&self.table)
             .key(&self.layout.partition_key, AttributeValue::S(key))
             .update_expression("ADD #count :n")
             .expression_attribute_names("#count", COUNT)
-            .expression_attribute_values(":n", AttributeValue::N(n.to_string()));
+            .expression_attribute_values(":n", AttributeValue::N(n.to_string()))
+            .build()
+            .map_err(|e| self.request("TransactWriteItems", Failure::systemic(e.to_string())))?;
+        let write = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(update).build())
+            .client_request_token(client_token());
         self.budget()
             .call(|| {
-                let sent = update.clone().send();
-                async move { sent.await.map_err(|e| io_policy::classify("UpdateItem", &e)) }
+                let sent = write.clone().send();
+                async move {
+                    sent.await
+                        .map_err(|e| io_policy::classify_for("TransactWriteItems", &e, &INCREMENT_CODES))
+                }
             })
             .await
-            .map_err(|f| self.request("UpdateItem", f))?;
+            .map_err(|f| self.request("TransactWriteItems", f))?;
         Ok(())
     }
 

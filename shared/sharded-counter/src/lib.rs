@@ -17,7 +17,9 @@
 //! | shard `k` of counter `votes/alice` | `COUNTER#votes/alice#SHARD#k` | `count` (N): the shard's running sum |
 //! | the total | `COUNTER#votes/alice#TOTAL` | `total` (N), kept by the counter-aggregator |
 //!
-//! Increments are DynamoDB `ADD`s on `count`; counts are integers of up to 38 digits.
+//! Increments are DynamoDB `ADD`s on `count`, each sent as a one-item `TransactWriteItems` with a
+//! client token, so that a retried increment counts once ([`Counters::increment_shard`]); counts are
+//! integers of up to 38 digits.
 //!
 //! - [`formats::counter`]: the keys, built and parsed (pure).
 //! - [`client`]: increment, fast read and exact read through the AWS SDK.

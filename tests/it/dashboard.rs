@@ -156,7 +156,18 @@ fn services_series(template: &Template, resolver: &Resolver<'_>) -> Result<BTree
             &["ExecutionsStarted", "ExecutionsSucceeded", "ExecutionsFailed", "ExecutionsTimedOut"],
         ),
         ("AWS::S3::Bucket", "AWS/S3", "BucketName", &by_ref, &["NumberOfObjects"]),
-        ("AWS::DynamoDB::Table", "AWS/DynamoDB", "TableName", &by_ref, &["ConsumedWriteCapacityUnits"]),
+        (
+            "AWS::DynamoDB::Table",
+            "AWS/DynamoDB",
+            "TableName",
+            &by_ref,
+            &[
+                "ConsumedWriteCapacityUnits",
+                "ConsumedReadCapacityUnits",
+                "WriteThrottleEvents",
+                "ReadThrottleEvents",
+            ],
+        ),
         ("AWS::Kinesis::Stream", "AWS/Kinesis", "StreamName", &by_ref, &["IncomingRecords"]),
         (
             "AWS::SQS::Queue",
@@ -174,10 +185,29 @@ fn services_series(template: &Template, resolver: &Resolver<'_>) -> Result<BTree
             }
         }
     }
-    // The source tables a stack is given, besides the tables it creates.
+    // The source tables a stack is given, besides the tables it creates; and an index table it
+    // is given (`IndexTableName`), as the indexer's definition names it.
     for function in template.functions(resolver)? {
         if let Some(name) = function.environment.get("SOURCE_TABLE") {
             out.insert(dynamodb_writes(name.clone()));
+        }
+        let lookup = |var: &str| function.environment.get(var).cloned();
+        if let Ok(indexes) = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup)) {
+            for index in &indexes.indexes {
+                for metric in [
+                    "ConsumedWriteCapacityUnits",
+                    "ConsumedReadCapacityUnits",
+                    "WriteThrottleEvents",
+                    "ReadThrottleEvents",
+                ] {
+                    out.insert((
+                        "AWS/DynamoDB".into(),
+                        metric.into(),
+                        "TableName".into(),
+                        index.table.to_string(),
+                    ));
+                }
+            }
         }
     }
     Ok(out)

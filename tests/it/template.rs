@@ -1948,6 +1948,7 @@ fn the_template_reads_as_its_deployers_need() -> Result<()> {
         ("AggregatorMapping", "AggregatorFunction"),
         ("VerifierFunction", "VerifierFunction"),
         ("BackfillFunction", "BackfillFunction"),
+        ("GridApiCursorSecret", "GridApiCursorSecret"),
     ] {
         ensure!(
             root["Outputs"][output]["Condition"] == root["Resources"][resource]["Condition"],

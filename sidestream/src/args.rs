@@ -325,6 +325,14 @@ pub(crate) enum IndexCommand {
         /// With --repair: how long to wait for the stream to carry the touches (seconds).
         #[arg(long, default_value_t = 120)]
         settle: u64,
+        /// Read at most this many read units a second over both tables (each item read counted
+        /// as one), leaving the rest of a production table's capacity to the app.
+        #[arg(long, value_name = "UNITS", value_parser = positive_units)]
+        read_units: Option<f64>,
+        /// With --repair: write at most this many write units a second (each touch and delete
+        /// counted as one).
+        #[arg(long, value_name = "UNITS", value_parser = positive_units, requires = "repair")]
+        write_units: Option<f64>,
         /// `text` or `json` (one object).
         #[arg(long, value_enum, default_value_t = Output::Text)]
         output: Output,
@@ -512,5 +520,13 @@ impl Form {
             desc: self.desc.as_ref().map(|positions| positions.iter().copied().collect()),
             partition: false,
         }
+    }
+}
+
+/// A rate in capacity units per second: a number above 0.
+fn positive_units(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(units) if units.is_finite() && units > 0.0 => Ok(units),
+        _ => Err(format!("{text:?} is not a number of units per second above 0")),
     }
 }

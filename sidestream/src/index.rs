@@ -17,9 +17,13 @@ const EXAMPLES: usize = 5;
 
 pub(crate) fn run(command: IndexCommand) -> anyhow::Result<ExitCode> {
     match command {
-        IndexCommand::Verify { table, index, repair, settle, output } => {
-            verify(&table, index.as_deref(), repair.then_some(Duration::from_secs(settle)), output)
-        }
+        IndexCommand::Verify { table, index, repair, settle, read_units, write_units, output } => verify(
+            &table,
+            index.as_deref(),
+            repair.then_some(Duration::from_secs(settle)),
+            Pace { read_units, write_units },
+            output,
+        ),
         IndexCommand::Backfill(args) => crate::backfill::run(args, false),
         IndexCommand::Rebuild(args) => crate::backfill::run(args, true),
     }
@@ -28,10 +32,18 @@ pub(crate) fn run(command: IndexCommand) -> anyhow::Result<ExitCode> {
 /// How often a repair's verification is tried again while the stream carries its touches.
 const SETTLE_POLL: Duration = Duration::from_secs(2);
 
+/// How fast a verification reads and its repair writes (units per second; `None`: no limit).
+#[derive(Debug, Clone, Copy)]
+struct Pace {
+    read_units: Option<f64>,
+    write_units: Option<f64>,
+}
+
 fn verify(
     table: &str,
     index: Option<&str>,
     repair: Option<Duration>,
+    pace: Pace,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
     let lookup = |name: &str| std::env::var(name).ok();
@@ -53,16 +65,35 @@ fn verify(
                 bar.show(scanned, total.max(scanned), "", false);
             }
         };
-        let drift =
-            operations::verify::verify(&client, Policy::default(), &indexes, index, table, &mut show).await?;
+        let drift = operations::verify::verify_paced(
+            &client,
+            Policy::default(),
+            &indexes,
+            index,
+            table,
+            pace.read_units,
+            &mut show,
+        )
+        .await?;
         if let Some(bar) = &mut bar {
             bar.show(scanned, scanned, "", true);
         }
         let mut repaired = None;
         let mut after = None;
         if let Some(settle) = repair.filter(|_| !drift.is_exact()) {
-            let mender =
-                Mender::new(client.clone(), indexes.clone(), table, &operations::verify::run_id("repair"));
+            let mut mender =
+                Mender::new(client.clone(), indexes.clone(), table, &operations::verify::run_id("repair"))
+                    .paced(pace.write_units);
+            if output == Output::Text {
+                // At most a touch per base item and a delete per extra entry.
+                let most = (drift.missing.len() + drift.stale.len() + drift.extra.len()) as u64;
+                let bar = std::sync::Mutex::new(operations::progress::Bar::new("repair writes"));
+                mender = mender.with_progress(move |written| {
+                    if let Ok(mut bar) = bar.lock() {
+                        bar.show(written as u64, most.max(written as u64), "", written as u64 >= most);
+                    }
+                });
+            }
             repaired = Some(mender.drift(index, &drift).await?);
             // The touched items' entries come back through the stream: look again at what was
             // mended, key by key, until it is there (not the tables again: at 50 million items a
@@ -144,6 +175,10 @@ fn text(
              {} entries deleted, {} kept because their item calls for them again, {} because they were written again",
             repaired.touched, repaired.gone, repaired.deleted, repaired.called_for, repaired.newer
         )?;
+        if repaired.paced_ms > 0 {
+            let (seconds, tenths) = (repaired.paced_ms / 1000, repaired.paced_ms % 1000 / 100);
+            writeln!(out, "The writes waited {seconds}.{tenths} s in all for their pace (--write-units).")?;
+        }
     }
     if let Some(after) = after {
         writeln!(

@@ -121,7 +121,7 @@ async fn old_records_replayed_through_the_stream_leave_only_what_each_item_calls
     );
     let mended = through_stream.records(&records).await?;
     ensure!(
-        mended == Mended { touched: 1, gone: 1, deleted: 1, called_for: 0, newer: 0 },
+        mended == Mended { touched: 1, gone: 1, deleted: 1, called_for: 0, newer: 0, paced_ms: 0 },
         "i001 touched, i000 gone, i001's entry for 1 deleted (older than the MODIFY): {mended:?}"
     );
     // The stale entry's key holds the MODIFY's tombstone, lasting the longest lifetime from the

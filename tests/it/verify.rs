@@ -148,7 +148,7 @@ async fn job_sees(sdk: &aws_config::SdkConfig, stack: &local_stack::Stack, entri
 /// `sidestream index verify --repair`, as an operator runs it while the indexer runs: it finds
 /// one missing and one extra entry, touches the one item and deletes the other entry, then looks
 /// again at what it mended (not the tables) until the stream has brought the entry back, and
-/// exits 0 with the index exact.
+/// exits 0 with the index exact. Paced (`--read-units`, `--write-units 1`), its second write waits.
 #[tokio::test]
 async fn the_cli_repairs_through_the_stream_and_settles_on_what_it_mended() -> Result<()> {
     let Local { sdk, stack, client, issues } = local(&[]).await?;
@@ -180,7 +180,19 @@ async fn the_cli_repairs_through_the_stream_and_settles_on_what_it_mended() -> R
     let running = pipeline.spawn(std::time::Duration::from_millis(50));
     let repair = tokio::task::spawn_blocking(move || {
         crate::support::process::sidestream(
-            &["index", "verify", "--table", &issues, "--repair", "--output", "json"],
+            &[
+                "index",
+                "verify",
+                "--table",
+                &issues,
+                "--repair",
+                "--read-units",
+                "100",
+                "--write-units",
+                "1",
+                "--output",
+                "json",
+            ],
             "",
             &[("MULTIKEY_INDEXES", indexes_json.as_str())],
         )
@@ -197,6 +209,8 @@ async fn the_cli_repairs_through_the_stream_and_settles_on_what_it_mended() -> R
             && doc["after"]["exact"] == true,
         "one missing entry mended by a touch, one extra deleted, and then none left: {doc}"
     );
+    // At one write a second, the second write waited for its pace.
+    ensure!(doc["repaired"]["paced_ms"].as_u64() > Some(0), "the repair's writes were paced: {doc}");
     assert_index_exact(&sdk, &stack).await?;
     Ok(())
 }

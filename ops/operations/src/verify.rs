@@ -226,6 +226,21 @@ pub async fn verify(
     base_table: &str,
     progress: &mut (dyn FnMut(usize) + Send),
 ) -> Result<Drift, VerifyError> {
+    verify_paced(client, policy, indexes, index, base_table, None, progress).await
+}
+
+/// [`verify`], reading at most `read_units` a second over both tables (`None`: no limit), each
+/// item read counted as one unit (more than a scan spends: one unit per 4 KB of its page), so
+/// that a verification of a production table leaves its capacity to the app.
+pub async fn verify_paced(
+    client: &aws_sdk_dynamodb::Client,
+    policy: Policy,
+    indexes: &Indexes,
+    index: &Index,
+    base_table: &str,
+    read_units: Option<f64>,
+    progress: &mut (dyn FnMut(usize) + Send),
+) -> Result<Drift, VerifyError> {
     let budget = policy.within(SCAN_TIME);
     let scanned = AtomicUsize::new(0);
     let progress = Mutex::new(progress);
@@ -235,7 +250,8 @@ pub async fn verify(
             progress(total);
         }
     };
-    let passes = pass::Passes::new(client, &budget, indexes, index, base_table, &count);
+    let passes =
+        pass::Passes::new(client, &budget, indexes, index, base_table, &count).paced(PAGE_ITEMS, read_units);
     let segments = (0..SEGMENTS).map(|segment| {
         let passes = &passes;
         async move {

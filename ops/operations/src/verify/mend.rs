@@ -31,7 +31,8 @@
 //! conditioned on it still being absent, which any put by a versioned indexer breaks.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use formats::{Index, Indexes, VERSION_ATTRIBUTE};
@@ -43,6 +44,7 @@ use serde::Serialize;
 use serde_json::Value;
 use stream_runtime::{EventRecord, Op};
 
+use crate::pace::Pacer;
 use crate::verify::{Drift, VerifyError};
 
 /// How long a mend may take, retries included.
@@ -63,6 +65,8 @@ pub struct Mended {
     pub called_for: usize,
     /// Deletes not made because the entry has been put again since (its version moved on).
     pub newer: usize,
+    /// Milliseconds its writes waited for their pace ([`Mender::paced`]).
+    pub paced_ms: u64,
 }
 
 impl Mended {
@@ -73,17 +77,34 @@ impl Mended {
         self.deleted += other.deleted;
         self.called_for += other.called_for;
         self.newer += other.newer;
+        self.paced_ms += other.paced_ms;
     }
 }
 
 /// A mender of one base table's index entries.
-#[derive(Debug, Clone)]
 pub struct Mender {
     client: aws_sdk_dynamodb::Client,
     indexes: Indexes,
     base_table: String,
     run_id: String,
     policy: Policy,
+    /// The pace of its writes ([`Mender::paced`]).
+    pacer: Pacer,
+    /// Its writes so far, and the milliseconds they waited for their pace.
+    written: AtomicUsize,
+    waited_ms: AtomicU64,
+    /// Told the writes so far after each one.
+    progress: Option<Box<dyn Fn(usize) + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Mender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mender")
+            .field("base_table", &self.base_table)
+            .field("run_id", &self.run_id)
+            .field("written", &self.written)
+            .finish_non_exhaustive()
+    }
 }
 
 /// An entry's version condition for a delete.
@@ -105,6 +126,45 @@ impl Mender {
             base_table: base_table.to_owned(),
             run_id: run_id.to_owned(),
             policy: Policy::default(),
+            pacer: Pacer::new(None),
+            written: AtomicUsize::new(0),
+            waited_ms: AtomicU64::new(0),
+            progress: None,
+        }
+    }
+
+    /// The same mender, writing at most `write_units` write units a second on average (`None`:
+    /// no limit), so that a repair of a production table leaves its capacity to the app. Each
+    /// touch and delete is counted as one unit: exact for items and entries under 1 KB, and a
+    /// larger item's touch spends more than it is counted.
+    #[must_use]
+    pub fn paced(mut self, write_units: Option<f64>) -> Mender {
+        self.pacer = Pacer::new(write_units);
+        self
+    }
+
+    /// The same mender, telling `progress` how many writes it has made after each one.
+    #[must_use]
+    pub fn with_progress(mut self, progress: impl Fn(usize) + Send + Sync + 'static) -> Mender {
+        self.progress = Some(Box::new(progress));
+        self
+    }
+
+    /// Waits until one more write may be made at the mender's pace.
+    async fn pace(&self) {
+        let wait = self.pacer.reserve(1.0, Instant::now());
+        if !wait.is_zero() {
+            let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+            self.waited_ms.fetch_add(ms, Ordering::Relaxed);
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Counts one write made, and tells the progress.
+    fn wrote(&self) {
+        let written = self.written.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(progress) = &self.progress {
+            progress(written);
         }
     }
 
@@ -126,6 +186,7 @@ impl Mender {
         while let Some(one) = extras.next().await {
             mended.add(one?);
         }
+        mended.paced_ms = self.waited_ms.load(Ordering::Relaxed);
         Ok(mended)
     }
 
@@ -222,6 +283,7 @@ impl Mender {
             keys.insert(key_text(&key), key);
         }
         self.touch_all(&budget, keys.values(), &mut mended).await?;
+        mended.paced_ms = self.waited_ms.load(Ordering::Relaxed);
         Ok(mended)
     }
 
@@ -249,7 +311,14 @@ impl Mender {
         // The futures made first and then streamed (not made by a stream's `map`): a future
         // that a closure over borrowed items makes cannot be shown `Send` to a boxing caller.
         let touches: Vec<_> = keys
-            .map(|key| crate::backfill::touch_item(&self.client, budget, &self.base_table, key, &self.run_id))
+            .map(|key| async move {
+                self.pace().await;
+                let touched =
+                    crate::backfill::touch_item(&self.client, budget, &self.base_table, key, &self.run_id)
+                        .await;
+                self.wrote();
+                touched
+            })
             .collect();
         let mut touches =
             futures_util::stream::iter(touches).buffer_unordered(self.policy.concurrency.max(1));
@@ -309,6 +378,7 @@ impl Mender {
         unless: Unless,
         mended: &mut Mended,
     ) -> Result<(), VerifyError> {
+        self.pace().await;
         let deleted = budget
             .call(|| {
                 let mut request = self
@@ -334,6 +404,7 @@ impl Mender {
             })
             .await
             .map_err(|failure| failed("DeleteItem", &index.table, failure))?;
+        self.wrote();
         match deleted {
             Some(true) => mended.deleted += 1,
             Some(false) => {} // nothing was there
@@ -356,6 +427,7 @@ impl Mender {
         version: &str,
         mended: &mut Mended,
     ) -> Result<(), VerifyError> {
+        self.pace().await;
         let replaced = budget
             .call(|| {
                 let request = self
@@ -379,6 +451,7 @@ impl Mender {
             })
             .await
             .map_err(|failure| failed("PutItem", &index.table, failure))?;
+        self.wrote();
         match replaced {
             Some(true) => mended.deleted += 1,
             Some(false) => {} // no entry was there

@@ -13,12 +13,18 @@ use anyhow::{Context, Result, ensure};
 use formats::cursor::{Phase, Signer};
 use local_stack::template::{GlobalIndex, KeyAttribute, Table};
 use local_stack::{Stack, put_json};
-use operations::grid::{Filter, Grid, Query};
+use operations::grid::{Filter, Grid, Page, Query};
 use serde_json::{Value, json};
 
 use crate::support::moto::{sdk, unique};
 use crate::support::pipeline::{archived_keys, assert_index_exact, failure_log, pipeline, stack};
 use crate::support::template::PK_SK_INDEXES;
+
+/// The readers of the index in other languages, as an app runs them (`examples/`).
+const READERS: [(&str, &[&str]); 2] = [
+    ("node", &["examples/sidestream-typescript/dist/cli.js"]),
+    (".tools/moto/bin/python", &["-m", "sidestream_client"]),
+];
 
 /// The projects, and the issues in each.
 const PROJECTS: [&str; 2] = ["alpha", "beta"];
@@ -94,8 +100,9 @@ fn expected(items: &[Value], project: &str, field: &str, descending: bool) -> Ve
     valued.iter().map(|i| (Phase::Index, id(i))).chain(nulls.iter().map(|i| (Phase::Nulls, id(i)))).collect()
 }
 
-/// Every page of `field` in `project`, 5 rows a page: (phase, `PK`/`SK`) per row.
-async fn paged(grid: &Grid, project: &str, field: &str, descending: bool) -> Result<Vec<(Phase, String)>> {
+/// Every page of `field` in `project`, 5 rows a page, with the query that read them; no page
+/// short but the last.
+async fn pages(grid: &Grid, project: &str, field: &str, descending: bool) -> Result<(Query, Vec<Page>)> {
     let query = Query {
         scope: project.into(),
         field: field.into(),
@@ -104,22 +111,75 @@ async fn paged(grid: &Grid, project: &str, field: &str, descending: bool) -> Res
         filter: Filter::None,
         attributes: vec![],
     };
-    let (mut rows, mut cursor) = (Vec::new(), None::<String>);
+    let (mut pages, mut cursor) = (Vec::new(), None::<String>);
     loop {
         let page = grid.page(&query, cursor.as_deref()).await?;
         ensure!(
             page.next.is_none() || page.rows.len() == query.limit,
             "a short page before the end: {page:?}"
         );
-        for row in &page.rows {
-            let part = |k: &str| row.item[k]["S"].as_str().unwrap_or_default().to_owned();
-            rows.push((row.phase, format!("{}/{}", part("PK"), part("SK"))));
-        }
-        match page.next {
-            Some(next) => cursor = Some(next),
-            None => return Ok(rows),
+        cursor = page.next.clone();
+        pages.push(page);
+        if cursor.is_none() {
+            return Ok((query, pages));
         }
     }
+}
+
+/// The pages' rows as (phase, `PK`/`SK`).
+fn rows(pages: &[Page]) -> Vec<(Phase, String)> {
+    let part =
+        |row: &operations::grid::Row, k: &str| row.item[k]["S"].as_str().unwrap_or_default().to_owned();
+    pages
+        .iter()
+        .flat_map(|page| &page.rows)
+        .map(|row| (row.phase, format!("{}/{}", part(row, "PK"), part(row, "SK"))))
+        .collect()
+}
+
+/// The rows `sidestream grid --output json` prints for the pages: `operations::grid::output`'s
+/// lines without each page's closing line.
+fn printed(pages: &[Page], grid: &Grid, query: &Query) -> Vec<Value> {
+    pages
+        .iter()
+        .flat_map(|page| {
+            let mut lines = operations::grid::output::json_lines(page, grid.schema(), query);
+            lines.pop();
+            lines
+        })
+        .collect()
+}
+
+/// The rows another language's reader prints for `field` in `project`, run as an app would run
+/// it against the emulator: `program` and `args`, then the query's flags (5 rows a page, every
+/// page), with the stack's definition and index table in the environment.
+fn read_by(
+    program: &str,
+    args: &[&str],
+    stack: &Stack,
+    (table, project, field, descending): (&str, &str, &str, bool),
+) -> Result<Vec<Value>> {
+    let env = stack.environment("multikey-indexer")?;
+    let mut command = std::process::Command::new(program);
+    command
+        .args(args)
+        .args(["grid", "--table", table, "--nulls-index", "byProject", "--scope", project, "--field", field])
+        .args(["--limit", "5", "--pages", "1000"])
+        .args(descending.then_some("--desc"))
+        .env("MULTIKEY_INDEXES", &env["MULTIKEY_INDEXES"])
+        .env("MULTIKEY_INDEX_TABLE", &env["MULTIKEY_INDEX_TABLE"])
+        .env("AWS_ENDPOINT_URL", std::env::var("SIDESTREAM_MOTO_ENDPOINT")?)
+        .env("AWS_REGION", "us-east-1")
+        .env("PYTHONPATH", crate::support::process::root().join("examples/sidestream-python"))
+        .env("AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED", "true")
+        .current_dir(crate::support::process::root());
+    let output = command.output().with_context(|| format!("running {program}"))?;
+    ensure!(output.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout)?
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).with_context(|| format!("{program} printed {l}")))
+        .collect()
 }
 
 /// The whole table, as plain JSON.
@@ -212,13 +272,24 @@ async fn a_single_table_design_gets_the_stack_around_it_by_parameters_alone() ->
     for project in PROJECTS {
         for field in ["f1", "f2", "f3"] {
             for descending in [false, true] {
-                let paged = paged(&grid, project, field, descending).await?;
+                let (query, pages) = pages(&grid, project, field, descending).await?;
+                let paged = rows(&pages);
                 let expected = expected(&items, project, field, descending);
                 ensure!(
                     paged == expected,
                     "{project} by {field} ({}): paged\n{paged:?}\nexpected\n{expected:?}",
                     if descending { "desc" } else { "asc" }
                 );
+                // The Python and TypeScript readers print what `sidestream grid` prints.
+                let printed = printed(&pages, &grid, &query);
+                ensure!(printed.len() == expected.len(), "{project} by {field}: {} lines", printed.len());
+                for (program, args) in READERS {
+                    let read = read_by(program, args, &stack, (&table, project, field, descending))?;
+                    ensure!(
+                        read == printed,
+                        "{program} {project} by {field}:\n{read:?}\nsidestream grid:\n{printed:?}"
+                    );
+                }
                 orderings += 1;
             }
         }

@@ -19,7 +19,8 @@ pub struct ShellVar {
 impl Stack {
     /// The variables a second shell exports to use this stack: `AWS_ENDPOINT_URL` and the
     /// Region and credentials for the emulator at `endpoint`; `STACK`; each table's and bucket's
-    /// name under its logical id in capitals (`IssuesTable`: `ISSUES_TABLE`); and the stream
+    /// name under its logical id in capitals (`IssuesTable`: `ISSUES_TABLE`, a team's own issues
+    /// table too, which `IssuesTableStreamArn` names); and the stream
     /// functions' own variables (`MULTIKEY_INDEXES`, `PARKING_BUCKET`, …) that every one of them
     /// that reads a variable gives the same value, so that `sidestream failures replay`,
     /// `index` and `grid` are configured as the functions are. The functions' credentials
@@ -36,6 +37,12 @@ impl Stack {
         ];
         for table in &self.tables {
             vars.push(var(&capitals(&table.logical_id), &table.name));
+        }
+        // A team's own issues table, which the stack reads but did not create.
+        if !vars.iter().any(|v| v.name == "ISSUES_TABLE")
+            && let Ok(table) = self.issues_table()
+        {
+            vars.push(var("ISSUES_TABLE", &table));
         }
         for bucket in &self.buckets {
             vars.push(var(&capitals(&bucket.logical_id), &bucket.name));

@@ -299,6 +299,24 @@ pub(crate) enum IndexCommand {
     /// the stream hands the change in the item's own order, puts the item's entries. Parallel
     /// scan segments, paced, resumable from its checkpoint file.
     Backfill(BackfillArgs),
+    /// Removes the touch marker (`sidestream_touch`) that backfills, repairs and replays left on
+    /// the base table's items, once none of them runs: each removal conditioned on the marker
+    /// still being the one read, paced, with progress. The indexer takes each removal as a touch
+    /// and puts the item's entries again.
+    Untouch {
+        /// The base table.
+        #[arg(long)]
+        table: String,
+        /// Read at most this many read units a second (each item read counted as one).
+        #[arg(long, value_name = "UNITS", value_parser = positive_units)]
+        read_units: Option<f64>,
+        /// Remove at most this many markers a second (each counted as one write unit).
+        #[arg(long, value_name = "UNITS", value_parser = positive_units)]
+        write_units: Option<f64>,
+        /// `text` or `json` (one object).
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
     /// Rebuilds one index (`--index`, required) into its table: creates the table named in its
     /// definition unless it exists (on-demand; its key attributes, the sort key S or B by its
     /// key format), then backfills it. For a new or changed definition, deployed beside the old

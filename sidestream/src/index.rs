@@ -1,6 +1,7 @@
 //! `sidestream index verify [--repair]`: the index against the base table (`operations::verify`),
-//! mended through the stream (`operations::verify::mend`), rendered for people or as JSON.
-//! `index backfill` is in [`crate::backfill`].
+//! mended through the stream (`operations::verify::mend`), rendered for people or as JSON; and
+//! `index untouch`, the touch marker removed (`operations::backfill::untouch`). `index backfill`
+//! is in [`crate::backfill`].
 
 use std::io::{self, Write as _};
 use std::process::ExitCode;
@@ -24,6 +25,9 @@ pub(crate) fn run(command: IndexCommand) -> anyhow::Result<ExitCode> {
             Pace { read_units, write_units },
             output,
         ),
+        IndexCommand::Untouch { table, read_units, write_units, output } => {
+            untouch(&table, operations::backfill::untouch::Pace { read_units, write_units }, output)
+        }
         IndexCommand::Backfill(args) => crate::backfill::run(args, false),
         IndexCommand::Rebuild(args) => crate::backfill::run(args, true),
     }
@@ -192,4 +196,43 @@ fn text(
         "{}",
         if after.unwrap_or(drift).is_exact() { "The index is exact." } else { "THE INDEX HAS DRIFTED." }
     )
+}
+
+/// `index untouch`: the touch marker removed from `table`'s items, whose key `MULTIKEY_INDEXES`
+/// names.
+fn untouch(
+    table: &str,
+    pace: operations::backfill::untouch::Pace,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    let lookup = |name: &str| std::env::var(name).ok();
+    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
+    let runtime = crate::runtime()?;
+    runtime.block_on(async {
+        let sdk = crate::sdk().await?;
+        let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+        let total = operations::verify::estimated_items(&client, table).await;
+        let mut bar = (output == Output::Text).then(|| operations::progress::Bar::new("items scanned"));
+        let mut show = |done: &operations::backfill::untouch::Untouched| {
+            if let Some(bar) = &mut bar {
+                bar.show(done.scanned, total.max(done.scanned), &format!("{} removed", done.removed), false);
+            }
+        };
+        let done =
+            operations::backfill::untouch::untouch(&client, Policy::default(), table, &indexes.base_key, pace, &mut show)
+                .await?;
+        if let Some(bar) = &mut bar {
+            bar.show(done.scanned, done.scanned, &format!("{} removed", done.removed), true);
+        }
+        let mut out = io::stdout().lock();
+        match output {
+            Output::Json => writeln!(out, "{}", serde_json::json!(done))?,
+            Output::Text => writeln!(
+                out,
+                "{table}: the touch marker removed from {} items ({} read); {} left, touched again or deleted since the scan",
+                done.removed, done.scanned, done.changed
+            )?,
+        }
+        Ok(ExitCode::SUCCESS)
+    })
 }

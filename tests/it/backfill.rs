@@ -469,7 +469,8 @@ async fn a_changed_index_definition_is_rebuilt_into_a_new_table_verified_and_swi
 
 /// `sidestream index backfill` and `index rebuild` as a user types them: a dry run counts and
 /// writes nothing; a run touches every item and leaves its checkpoint; running it again resumes
-/// the finished checkpoint and touches nothing more; a rebuild without `--index` is refused.
+/// the finished checkpoint and touches nothing more; a rebuild without `--index` is refused; and
+/// once done, `index untouch` removes every marker it left, and nothing else.
 #[tokio::test]
 async fn the_cli_backfills_dry_and_for_real_and_resumes_its_checkpoint() -> Result<()> {
     const N: usize = 30;
@@ -511,6 +512,35 @@ async fn the_cli_backfills_dry_and_for_real_and_resumes_its_checkpoint() -> Resu
     let other = run(&["--segments", "3"]);
     ensure!(!other.ok && other.err.contains("pass --segments 2"), "{}", other.err);
     std::fs::remove_file(&checkpoint)?;
+
+    // The work done, the markers removed: every one, and the items as they were otherwise.
+    let before: Vec<serde_json::Value> = local_stack::scan(&client, &issues).await?;
+    let untouch = crate::support::process::sidestream(
+        &[
+            "index",
+            "untouch",
+            "--table",
+            &issues,
+            "--read-units",
+            "500",
+            "--write-units",
+            "500",
+            "--output",
+            "json",
+        ],
+        "",
+        &env,
+    );
+    ensure!(untouch.ok, "{}", untouch.err);
+    let doc: serde_json::Value = serde_json::from_str(&untouch.out)?;
+    ensure!(doc["removed"] == N && doc["changed"] == 0 && doc["scanned"] == N, "{doc}");
+    ensure!(touched().await? == 0, "no item carries the marker");
+    let mut after = local_stack::scan(&client, &issues).await?;
+    for (was, now) in before.iter().zip(after.iter_mut()) {
+        let mut was = was.clone();
+        was.as_object_mut().map(|m| m.remove(TOUCH_ATTRIBUTE));
+        ensure!(&was == now, "an item changed besides its marker: {was} then {now}");
+    }
 
     let rebuild = crate::support::process::sidestream(&["index", "rebuild", "--table", &issues], "", &env);
     ensure!(!rebuild.ok && rebuild.err.contains("index rebuild needs --index"), "{}", rebuild.err);

@@ -118,7 +118,7 @@ async fn pages(grid: &Grid, project: &str, field: &str, descending: bool) -> Res
             page.next.is_none() || page.rows.len() == query.limit,
             "a short page before the end: {page:?}"
         );
-        cursor = page.next.clone();
+        cursor.clone_from(&page.next);
         pages.push(page);
         if cursor.is_none() {
             return Ok((query, pages));
@@ -272,8 +272,8 @@ async fn a_single_table_design_gets_the_stack_around_it_by_parameters_alone() ->
     for project in PROJECTS {
         for field in ["f1", "f2", "f3"] {
             for descending in [false, true] {
-                let (query, pages) = pages(&grid, project, field, descending).await?;
-                let paged = rows(&pages);
+                let (query, read) = pages(&grid, project, field, descending).await?;
+                let paged = rows(&read);
                 let expected = expected(&items, project, field, descending);
                 ensure!(
                     paged == expected,
@@ -281,7 +281,7 @@ async fn a_single_table_design_gets_the_stack_around_it_by_parameters_alone() ->
                     if descending { "desc" } else { "asc" }
                 );
                 // The Python and TypeScript readers print what `sidestream grid` prints.
-                let printed = printed(&pages, &grid, &query);
+                let printed = printed(&read, &grid, &query);
                 ensure!(printed.len() == expected.len(), "{project} by {field}: {} lines", printed.len());
                 for (program, args) in READERS {
                     let read = read_by(program, args, &stack, (&table, project, field, descending))?;

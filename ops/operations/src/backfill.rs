@@ -31,6 +31,7 @@
 pub mod checkpoint;
 pub mod rebuild;
 pub mod task;
+pub mod untouch;
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -171,7 +171,8 @@ async fn indexing_in_any_order_leaves_the_index_in_order_leaves() -> Result<()> 
 
 /// The cost part bills each function by the emulator's meter: the index's writes cost what the
 /// same writes cost plain (within 10%) in both order modes, every function's bill has its parts,
-/// and the workload left tombstones whose share of a page's reads is reported.
+/// the workload left tombstones whose share of a page's reads is reported, and a month at the
+/// shape's rates adds the grid's pages at their measured read units.
 #[tokio::test]
 async fn a_million_changes_are_billed_and_the_index_costs_what_its_writes_cost() -> Result<()> {
     let mut options = options(vec![Part::Cost]);
@@ -208,6 +209,14 @@ async fn a_million_changes_are_billed_and_the_index_costs_what_its_writes_cost()
     }
     ensure!(cost.tombstones > 0.0 && cost.tombstone_read_share > 0.0, "{summary}");
     ensure!(cost.total.usd > bill(indexer).usd, "{summary}");
+    // A month at the shape's rates: the bill per million scaled, and the grid's pages at the
+    // read units a page of the index measured.
+    let (m, shape) = (&cost.monthly, &cost.shape);
+    let month = local_stack::bench::cost::MONTH_SECONDS;
+    ensure!((m.changes - shape.changes_per_second * month).abs() < 1.0, "{summary}");
+    ensure!((m.stack_usd - cost.total.usd * m.changes / 1e6).abs() < 1e-6, "{summary}");
+    ensure!(m.rru_per_page > 0.0 && m.rru_per_page < 10.0 && m.grid_usd > 0.0, "{summary}");
+    ensure!((m.usd - m.stack_usd - m.grid_usd).abs() < 1e-9, "{summary}");
     ensure_cases(&progress, 4, &summary)?;
     Ok(())
 }

@@ -107,6 +107,8 @@ pub struct Options {
     pub binaries: PathBuf,
     /// Source changes in the cost part's workload.
     pub cost_changes: usize,
+    /// The cost part's workload shape and rates.
+    pub cost_shape: cost::Shape,
 }
 
 /// A part of the bench (`sidestream-local bench --only`).
@@ -155,6 +157,7 @@ impl Options {
             ],
             binaries: PathBuf::from("target/fuzz"),
             cost_changes: 20_000,
+            cost_shape: cost::Shape::default(),
         }
     }
 }
@@ -234,8 +237,11 @@ pub async fn run(
     let combined =
         if part(Part::Combined) { Box::pin(combined::both_upstreams(ground)).await? } else { Vec::new() };
     let any_order = if part(Part::AnyOrder) { Box::pin(any_order::run(ground)).await? } else { Vec::new() };
-    let cost =
-        if part(Part::Cost) { Some(Box::pin(cost::run(ground, options.cost_changes)).await?) } else { None };
+    let cost = if part(Part::Cost) {
+        Some(Box::pin(cost::run(ground, options.cost_changes, options.cost_shape)).await?)
+    } else {
+        None
+    };
     Ok(Report {
         latency_ms: options.latency.as_secs_f64() * 1000.0,
         write_path,

@@ -127,6 +127,19 @@ pub(crate) struct BenchArgs {
     /// Source changes in the cost part's seeded workload.
     #[arg(long, default_value_t = 20_000, value_name = "N")]
     pub(crate) changes: usize,
+    /// The cost part's workload: custom fields per item (each an index entry).
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub(crate) fields: u16,
+    /// The cost part's workload: the share of modifies (0 to 1) that edit an `include`d attribute,
+    /// each rewriting every entry of its item.
+    #[arg(long, default_value_t = 0.0, value_name = "SHARE", value_parser = share)]
+    pub(crate) include_edits: f64,
+    /// The cost part's month: source changes a second.
+    #[arg(long, default_value_t = 100.0, value_name = "N", value_parser = rate)]
+    pub(crate) changes_per_second: f64,
+    /// The cost part's month: grid pages read a second.
+    #[arg(long, default_value_t = 10.0, value_name = "N", value_parser = rate)]
+    pub(crate) grid_pages_per_second: f64,
     /// Where the functions' binaries are, for the cold starts (scripts/bench-e2e builds them).
     #[arg(long, default_value = "target/fuzz", value_name = "DIR")]
     pub(crate) binaries: PathBuf,
@@ -238,4 +251,20 @@ fn parse_parameter(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .ok_or_else(|| format!("{text:?} is not NAME=VALUE"))
+}
+
+/// A share: a number from 0 to 1.
+fn share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(share) if (0.0..=1.0).contains(&share) => Ok(share),
+        _ => Err(format!("{text:?} is not a share from 0 to 1")),
+    }
+}
+
+/// A rate a second: a number of 0 or more.
+fn rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate >= 0.0 => Ok(rate),
+        _ => Err(format!("{text:?} is not a rate a second of 0 or more")),
+    }
 }

@@ -28,6 +28,12 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     options.capacities = args.capacity;
     options.binaries = args.binaries;
     options.cost_changes = args.changes;
+    options.cost_shape = local_stack::bench::cost::Shape {
+        fields: usize::from(args.fields),
+        include_edits: args.include_edits,
+        changes_per_second: args.changes_per_second,
+        grid_pages_per_second: args.grid_pages_per_second,
+    };
     if !args.only.is_empty() {
         options.parts = args.only;
     }
@@ -342,10 +348,15 @@ fn cost(report: &local_stack::bench::Report, out: &mut impl Write) -> io::Result
     let Some(cost) = &report.cost else { return Ok(()) };
     writeln!(
         out,
-        "\nWhat a million source changes cost (docs/cost.md): a seeded workload of {} issue changes (20% inserts, \
-         70% one field moved, 10% TTL removes) and as many counter increments, billed by the emulator's meter \
-         at the prices of scripts/prices.json ({}); Lambda at each invocation's wall time, {} ms added to every call",
-        cost.changes, cost.prices, report.latency_ms
+        "\nWhat a million source changes cost (docs/cost.md): a seeded workload of {} issue changes of {} custom \
+         fields (20% inserts, 70% modifies, {:.0}% of them of an included attribute, 10% TTL removes) and as many \
+         counter increments, billed by the emulator's meter at the prices of scripts/prices.json ({}); Lambda at \
+         each invocation's wall time, {} ms added to every call",
+        cost.changes,
+        cost.shape.fields,
+        cost.shape.include_edits * 100.0,
+        cost.prices,
+        report.latency_ms
     )?;
     let mut t = Table::new(&[
         ("function", Left),
@@ -387,6 +398,20 @@ fn cost(report: &local_stack::bench::Report, out: &mut impl Write) -> io::Result
         cost.tombstones,
         cost.tombstone_read_share * 100.0,
         cost.functions.first().map_or(0.0, |f| f.per_million.kinesis_cdc_units),
+    )?;
+    let m = &cost.monthly;
+    writeln!(
+        out,
+        "A month (730 hours) at {} changes a second: {:.0} million changes, ${:.2} for the stack; {} grid pages a \
+         second, {:.0} million pages at {:.2} RRU each (a page of 20 index entries), ${:.2}: ${:.2} a month",
+        cost.shape.changes_per_second,
+        m.changes / 1e6,
+        m.stack_usd,
+        cost.shape.grid_pages_per_second,
+        m.grid_pages / 1e6,
+        m.rru_per_page,
+        m.grid_usd,
+        m.usd
     )
 }
 

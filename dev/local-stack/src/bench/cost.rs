@@ -2,9 +2,13 @@
 //! (`crate::meter`, scripts/meter.py) for DynamoDB and S3, and here for Lambda and CloudWatch
 //! Logs, at the prices in scripts/prices.json.
 //!
-//! **The workload** is the issue tracker's: issues of three custom fields each, whose changes are
-//! 20% inserts (three entries), 70% modifies of one field's value (one entry moved) and 10%
-//! removes by TTL (three entries taken out, and the item archived), in one seeded history. The
+//! **The workload** is the issue tracker's, or a team's [`Shape`]: issues of three custom fields
+//! each (`fields`), whose changes are 20% inserts (an entry a field), 70% modifies of one field's
+//! value (one entry moved) or, for the share `include_edits`, of an `include`d attribute (every
+//! entry of the item rewritten), and 10% removes by TTL (an entry a field taken out, and the item
+//! archived), in one seeded history. **A month** at the shape's change rate scales the bill per
+//! million, and adds the grid's pages at their rate, each billed the read units a page of the
+//! index measured here takes ([`Monthly`]). The
 //! indexer takes every change, in order and in any order (`MULTIKEY_ORDER`), each on a fresh
 //! index table; the archiver the TTL removes only (its mapping's filter; Lambda bills no
 //! invocation for what a filter drops); the aggregator a history of counter-shard increments of
@@ -138,6 +142,10 @@ pub struct Report {
     pub tombstones: f64,
     /// Where the prices come from.
     pub prices: String,
+    /// The workload's shape and rates.
+    pub shape: Shape,
+    /// The month at the shape's rates.
+    pub monthly: Monthly,
 }
 
 impl Report {
@@ -146,6 +154,55 @@ impl Report {
         self.total.add(&row.per_million);
         self.functions.push(row);
     }
+}
+
+/// The workload's shape, as a team's table has it, and the rates its month is billed at
+/// (`sidestream-local bench --only cost --fields … --include-edits … --changes-per-second …
+/// --grid-pages-per-second …`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Shape {
+    /// Custom fields per issue: an insert or a remove writes one entry each.
+    pub fields: usize,
+    /// The share of modifies that edit an `include`d attribute (`state`) rather than a field:
+    /// each rewrites every entry of its item.
+    pub include_edits: f64,
+    /// Source changes a second, for [`Monthly`].
+    pub changes_per_second: f64,
+    /// Grid pages read a second, for [`Monthly`].
+    pub grid_pages_per_second: f64,
+}
+
+impl Default for Shape {
+    /// The issue tracker's: three fields, no edit of an included attribute, 100 changes and 10
+    /// grid pages a second.
+    fn default() -> Shape {
+        Shape { fields: 3, include_edits: 0.0, changes_per_second: 100.0, grid_pages_per_second: 10.0 }
+    }
+}
+
+/// Seconds in a month of 730 hours, as AWS's pricing pages count one.
+pub const MONTH_SECONDS: f64 = 730.0 * 3600.0;
+
+/// Rows of a grid page read for [`Monthly::rru_per_page`]: the grid's default `--limit`.
+const PAGE_ROWS: i32 = 20;
+
+/// What the stack costs a month at the shape's rates, its grid's reads included.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Monthly {
+    /// Source changes a month.
+    pub changes: f64,
+    /// The stack's bill for them (the per-million total, scaled).
+    pub stack_usd: f64,
+    /// Read units of one grid page in the index phase, measured: a `Query` of [`PAGE_ROWS`]
+    /// entries of one partition, eventually consistent, their `include`d attributes enough (no
+    /// base item read).
+    pub rru_per_page: f64,
+    /// Grid pages a month.
+    pub grid_pages: f64,
+    /// Their read units' bill.
+    pub grid_usd: f64,
+    /// The whole month.
+    pub usd: f64,
 }
 
 /// `index_wru_per_plain_write` in both order modes.
@@ -256,16 +313,18 @@ impl RunBill {
 /// 2026-11-29).
 const EMF_LINE_BYTES: u64 = 1_030;
 
-/// Bills the workload of `changes` source changes through each function.
-pub async fn run(ground: Ground<'_>, changes: usize) -> Result<Report, BenchError> {
+/// Bills the workload of `changes` source changes of `shape` through each function, and a month
+/// at its rates.
+pub async fn run(ground: Ground<'_>, changes: usize, shape: Shape) -> Result<Report, BenchError> {
     let Ground { sdk, stack, spec, options, progress, .. } = ground;
     let prices = Prices::load()?;
     let bench = ground.bench(spec).await?;
     let sink = ground.bench(&format!("{spec},sink=1")).await?;
     let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
-    let workload = Workload::new(0xC057).take(changes);
+    let workload = Workload::new(0xC057, shape).take(changes);
     let n = workload.len() as u64;
-    let mut report = Report { changes: n, prices: prices.collected.clone(), ..Report::default() };
+    let mut report = Report { changes: n, prices: prices.collected.clone(), shape, ..Report::default() };
+    let mut rru_per_page = 0.0;
 
     for order in ["stream", "any"] {
         let table = format!("{}-cost-{order}", options.stack);
@@ -296,6 +355,7 @@ pub async fn run(ground: Ground<'_>, changes: usize) -> Result<Report, BenchErro
             }
             report.tombstone_read_share = dead as f64 / live.max(1) as f64;
             report.tombstones = per_million(f64::from(tombstones), n);
+            rru_per_page = page_reads(ground, &dynamodb, &table, shape.fields).await?;
         } else {
             report.index_wru_per_plain_write.any = ratio;
         }
@@ -318,7 +378,45 @@ pub async fn run(ground: Ground<'_>, changes: usize) -> Result<Report, BenchErro
     progress.done.fetch_add(1, Ordering::Relaxed);
 
     report.total = report.total.priced(&prices);
+    let changes = shape.changes_per_second * MONTH_SECONDS;
+    let grid_pages = shape.grid_pages_per_second * MONTH_SECONDS;
+    let grid_usd = grid_pages * rru_per_page * prices.get("dynamodb_read_request_unit");
+    let stack_usd = report.total.usd * changes / 1e6;
+    report.monthly =
+        Monthly { changes, stack_usd, rru_per_page, grid_pages, grid_usd, usd: stack_usd + grid_usd };
     Ok(report)
+}
+
+/// The read units of a grid page in the index phase, by the meter: the mean of a `Query` of
+/// [`PAGE_ROWS`] entries, eventually consistent, over each field of a few projects of `table`.
+async fn page_reads(
+    ground: Ground<'_>,
+    dynamodb: &aws_sdk_dynamodb::Client,
+    table: &str,
+    fields: usize,
+) -> Result<f64, BenchError> {
+    let before = crate::meter::read(ground.sdk).await?;
+    let mut pages = 0_u32;
+    for project in 0..4 {
+        for field in 0..fields {
+            dynamodb
+                .query()
+                .table_name(table)
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", "pk")
+                .expression_attribute_values(
+                    ":pk",
+                    aws_sdk_dynamodb::types::AttributeValue::S(format!("p{project}#f{field}")),
+                )
+                .limit(PAGE_ROWS)
+                .send()
+                .await
+                .map_err(|e| BenchError::Io(format!("Query {table}: {e}")))?;
+            pages += 1;
+        }
+    }
+    let metered = crate::meter::read(ground.sdk).await?.since(&before).only(&ground.options.stack);
+    Ok(metered.rru() / f64::from(pages.max(1)))
 }
 
 /// Invokes the function `F` (its configuration with `overrides`) on `records` in batches, as a
@@ -439,20 +537,19 @@ fn value_bytes(value: &serde_json::Value) -> usize {
     }
 }
 
-/// Custom fields per issue.
-const FIELDS: usize = 3;
-
-/// The seeded history of issue changes (module documentation).
+/// The seeded history of issue changes (module documentation), of a [`Shape`].
 struct Workload {
     rng: fastrand::Rng,
-    live: Vec<(u64, [u32; FIELDS])>,
+    shape: Shape,
+    /// The live issues: id, custom field values, and the number of their `state`'s edits.
+    live: Vec<(u64, Vec<u32>, u32)>,
     next_id: u64,
     sequence: u128,
 }
 
 impl Workload {
-    fn new(seed: u64) -> Workload {
-        Workload { rng: fastrand::Rng::with_seed(seed), live: Vec::new(), next_id: 0, sequence: 0 }
+    fn new(seed: u64, shape: Shape) -> Workload {
+        Workload { rng: fastrand::Rng::with_seed(seed), shape, live: Vec::new(), next_id: 0, sequence: 0 }
     }
 
     /// The next `n` changes.
@@ -464,33 +561,40 @@ impl Workload {
         let roll = self.rng.u32(..100);
         self.sequence += 1;
         if self.live.is_empty() || roll < 20 {
-            let fields = [0; FIELDS].map(|_| self.rng.u32(..1_000_000));
+            let fields: Vec<u32> = (0..self.shape.fields).map(|_| self.rng.u32(..1_000_000)).collect();
             let id = self.next_id;
             self.next_id += 1;
-            self.live.push((id, fields));
-            return self.record("INSERT", id, None, Some(fields));
+            self.live.push((id, fields.clone(), 0));
+            return self.record("INSERT", id, None, Some((&fields, 0)));
         }
         let at = self.rng.usize(..self.live.len());
         if roll < 90 {
-            let (id, old) = self.live[at];
-            let mut new = old;
-            new[self.rng.usize(..FIELDS)] = self.rng.u32(..1_000_000);
-            self.live[at].1 = new;
-            return self.record("MODIFY", id, Some(old), Some(new));
+            let (id, old, state) = self.live[at].clone();
+            let mut new = old.clone();
+            let mut new_state = state;
+            if self.rng.f64() < self.shape.include_edits {
+                // An edit of an included attribute: every entry of the item carries it.
+                new_state += 1;
+            } else {
+                let field = self.rng.usize(..new.len());
+                new[field] = self.rng.u32(..1_000_000);
+            }
+            self.live[at] = (id, new.clone(), new_state);
+            return self.record("MODIFY", id, Some((&old, state)), Some((&new, new_state)));
         }
-        let (id, old) = self.live.swap_remove(at);
-        self.record("REMOVE", id, Some(old), None)
+        let (id, old, state) = self.live.swap_remove(at);
+        self.record("REMOVE", id, Some((&old, state)), None)
     }
 
     fn record(
         &self,
         name: &str,
         id: u64,
-        old: Option<[u32; FIELDS]>,
-        new: Option<[u32; FIELDS]>,
+        old: Option<(&[u32], u32)>,
+        new: Option<(&[u32], u32)>,
     ) -> EventRecord {
         let key = format!("issue-{id:08}");
-        let image = |fields: [u32; FIELDS]| {
+        let image = |(fields, state): (&[u32], u32)| {
             let custom: serde_json::Map<String, serde_json::Value> = fields
                 .iter()
                 .enumerate()
@@ -498,7 +602,8 @@ impl Workload {
                 .collect();
             json!({
                 "id": {"S": key}, "project": {"S": format!("p{}", id % 20)}, "num": {"N": id.to_string()},
-                "name": {"S": format!("Issue {id}: a title of a few words")}, "state": {"S": "open"},
+                "name": {"S": format!("Issue {id}: a title of a few words")},
+                "state": {"S": if state == 0 { "open".to_owned() } else { format!("state {state}") }},
                 "custom_fields": {"M": custom},
             })
         };
@@ -530,7 +635,7 @@ mod tests {
 
     #[test]
     fn the_workload_has_the_mix_it_states() {
-        let records = Workload::new(1).take(20_000);
+        let records = Workload::new(1, Shape::default()).take(20_000);
         let count = |name: &str| records.iter().filter(|r| r.event_name == name).count() as f64 / 20_000.0;
         let (inserts, modifies, removes) = (count("INSERT"), count("MODIFY"), count("REMOVE"));
         assert!(
@@ -543,9 +648,27 @@ mod tests {
                 serde_json::to_value(image).unwrap()["custom_fields"]["M"].clone()
             };
             let (old, new) = (fields(&r.change.old_image), fields(&r.change.new_image));
-            let moved = (0..FIELDS).filter(|i| old[format!("f{i}")] != new[format!("f{i}")]).count();
+            let moved = (0..3).filter(|i| old[format!("f{i}")] != new[format!("f{i}")]).count();
             assert!(moved <= 1, "{old} {new}");
         }
+    }
+
+    /// A shape's fields are each issue's, and its share of modifies edits `state` (an included
+    /// attribute) and no field.
+    #[test]
+    fn the_workload_takes_the_shape_given() {
+        let shape = Shape { fields: 8, include_edits: 0.5, ..Shape::default() };
+        let records = Workload::new(2, shape).take(10_000);
+        let image = |image: &serde_dynamo::Item| serde_json::to_value(image).unwrap();
+        let inserted = records.iter().find(|r| r.event_name == "INSERT").unwrap();
+        assert_eq!(image(&inserted.change.new_image)["custom_fields"]["M"].as_object().unwrap().len(), 8);
+        let modifies: Vec<_> = records.iter().filter(|r| r.event_name == "MODIFY").collect();
+        let state_edits = modifies
+            .iter()
+            .filter(|r| image(&r.change.old_image)["state"] != image(&r.change.new_image)["state"])
+            .count() as f64
+            / modifies.len() as f64;
+        assert!((state_edits - 0.5).abs() < 0.03, "{state_edits}");
     }
 
     #[test]

@@ -96,7 +96,8 @@ async fn concurrent_increments_sum_exactly() {
     assert!(shards >= 8, "1,000 random increments touch (nearly) all 10 shards, got {shards}");
 }
 
-/// More shards than one `BatchGetItem` reads, and a shard holding something that is not a count.
+/// More shards than one `BatchGetItem` reads, and a shard holding something that is not a count,
+/// which the exact read names and an increment of it is refused for, at once.
 #[tokio::test]
 async fn exact_reads_chunk_by_100_and_reject_non_counts() {
     let (client, table) = counter_table("counters").await;
@@ -119,6 +120,14 @@ async fn exact_reads_chunk_by_100_and_reject_non_counts() {
         err.contains(r#"item "COUNTER#odd#SHARD#3" has count = S("many"), not an integer count"#),
         "{err}"
     );
+    // An increment of that shard can never succeed: refused as record-permanent, not retried
+    // as a transient cancellation until the operation's time runs out.
+    match counters.increment_shard("odd", 3, 1).await {
+        Err(sharded_counter::CounterError::Request(failed)) => {
+            assert_eq!(failed.kind, io_policy::FailureKind::RecordPermanent, "{failed}");
+        }
+        other => panic!("an ADD to a string count: {other:?}"),
+    }
 }
 
 async fn aggregator(table: &str) -> Runtime<Aggregator> {

@@ -1580,6 +1580,9 @@ fn the_rules_refuse_what_cannot_work() -> Result<()> {
             "IndexTableSettingsNeedANewTable",
         ),
         (vec![topic, ("IndexVerifyRepair", "true")], "VerifierSettingsNeedASchedule"),
+        // The types alone would make a filter no delete matches: every TTL delete dropped.
+        (vec![topic, ("ArchiveEntityTypes", "issue")], "ArchiveEntitiesNamed"),
+        (vec![topic, ("ArchiveEntityAttribute", "type")], "ArchiveEntitiesNamed"),
     ] {
         let broken = template.resolver(&set(&parameters), names()).broken_rules()?;
         ensure!(
@@ -1588,11 +1591,13 @@ fn the_rules_refuse_what_cannot_work() -> Result<()> {
         );
     }
     // Values their declarations refuse, as CloudFormation refuses them before the Rules.
+    let long = "x".repeat(2049);
     for (parameter, value, refusal) in [
         ("BackfillReservedConcurrency", "0", "below its MinValue"),
         ("BackfillReservedConcurrency", "1001", "above its MaxValue"),
         ("BackfillWriteUnitsPerSegment", "lots", "does not match its AllowedPattern"),
         ("Consumers", "Both", "is not one of its AllowedValues"),
+        ("MultikeyIndexes", long.as_str(), "is longer than its MaxLength"),
         // A name the template does not declare, as CloudFormation refuses it, with the nearest.
         ("Batchsize", "10", "the template declares no such parameter; did you mean BatchSize?"),
     ] {

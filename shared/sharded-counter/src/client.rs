@@ -3,8 +3,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, TransactWriteItem, Update};
-use io_policy::{Bounded, Budget, Failure, Policy, ServiceCodes};
+use io_policy::{Bounded, Budget, Failure, FailureKind, Policy};
 
 use formats::counter::{COUNT, Sharding, ShardingError, TOTAL_ATTRIBUTE};
 
@@ -19,11 +22,28 @@ pub(crate) const OPERATION_TIME: Duration = Duration::from_secs(20);
 /// all be sent within it, so an operation may take no longer.
 pub const IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(600);
 
-/// An increment is one `Update` in a transaction of its own: a `TransactionCanceledException`
-/// can then only be a conflict with another request on the shard, or throttling, which a retry
-/// gets past (developer guide, "Transaction conflict handling").
-const INCREMENT_CODES: ServiceCodes =
-    ServiceCodes { throttling: &[], server: &["TransactionCanceledException"], content: &[] };
+/// Cancellation reasons of a transaction that a retry gets past: a conflict with another request
+/// on the shard, throttling (API reference, `TransactionCanceledException`). Any other reason
+/// (`ValidationError`: the shard's `count` not a number, or past 38 digits) fails every retry.
+const PASSING_REASONS: [&str; 4] =
+    ["None", "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"];
+
+/// An increment's failure, of its kind: a cancelled transaction by its reasons (transient when
+/// each is one a retry gets past, [`PASSING_REASONS`]; record-permanent otherwise, since the shard
+/// item's content refuses it), anything else as [`io_policy::classify`] says.
+fn increment_failure(error: &SdkError<TransactWriteItemsError, HttpResponse>) -> Failure {
+    let mut failure = io_policy::classify("TransactWriteItems", error);
+    if let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) = error.as_service_error() {
+        let codes: Vec<&str> = cancelled.cancellation_reasons().iter().filter_map(|r| r.code()).collect();
+        failure.kind = if codes.iter().all(|code| PASSING_REASONS.contains(code)) {
+            FailureKind::Transient
+        } else {
+            FailureKind::RecordPermanent
+        };
+        failure.message = format!("{} (cancellation reasons: {})", failure.message, codes.join(", "));
+    }
+    failure
+}
 
 /// A client token for one increment: 128 random bits in hex, 32 of the 36 characters DynamoDB
 /// allows.
@@ -123,10 +143,7 @@ impl Counters {
         self.budget()
             .call(|| {
                 let sent = write.clone().send();
-                async move {
-                    sent.await
-                        .map_err(|e| io_policy::classify_for("TransactWriteItems", &e, &INCREMENT_CODES))
-                }
+                async move { sent.await.map_err(|e| increment_failure(&e)) }
             })
             .await
             .map_err(|f| self.request("TransactWriteItems", f))?;

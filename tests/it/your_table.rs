@@ -1,16 +1,18 @@
 //! A team's own table, with the stack deployed around it by parameters alone (docs/your-table.md):
 //! a single-table design keyed `PK`/`SK` that holds projects, issues and comments, with its own
 //! attribute names (`projectId`, `seq`, `fields`, `expiresAt`) and its own GSI (`byProject`).
-//! The stack indexes the issues alone; `index verify` finds the index exact; every grid ordering
-//! pages exactly what the table calls for, read independently from a scan; the archiver archives
-//! the issues' TTL deletes and is never invoked for another type's; and every call was one the
-//! template's roles allow on that table.
+//! The stack indexes the issues alone; `index verify` finds the index exact, and its repair and a
+//! backfill work by the two-part key; every grid ordering pages exactly what the table calls for,
+//! read independently from a scan, and the Python and TypeScript readers print what the grid
+//! prints; the archiver archives the issues' TTL deletes and is never invoked for another type's;
+//! and every call was one the template's roles allow on that table.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, ensure};
 use formats::cursor::{Phase, Signer};
+use local_stack::replayer::Pipeline;
 use local_stack::template::{GlobalIndex, KeyAttribute, Table};
 use local_stack::{Stack, put_json};
 use operations::grid::{Filter, Grid, Page, Query};
@@ -260,6 +262,8 @@ async fn a_single_table_design_gets_the_stack_around_it_by_parameters_alone() ->
     // Exact, and every call allowed by the roles the template gives on the team's table.
     let entries = assert_index_exact(&sdk, &stack).await?;
     ensure!(entries > 40, "the issues are indexed: {entries} entries");
+
+    repair_and_backfill(&stack, &mut pipeline, &table, entries).await?;
     let items = plain_items(&client, &table).await?;
     ensure!(
         !items.iter().any(|i| i["SK"] == "ISSUE#0004" && i["PK"] == "PROJ#beta"),
@@ -304,6 +308,43 @@ async fn a_single_table_design_gets_the_stack_around_it_by_parameters_alone() ->
         *delivered.entry(function).or_default() += counts.delivered;
     }
     ensure!(delivered.get("ttl-archiver") == Some(&1), "the archiver was given one record: {delivered:?}");
+    Ok(())
+}
+
+/// The operator's tools on a two-part key: an entry lost from the index, found by verify and
+/// repaired by a touch of its item; then a backfill touches every item, and the index holds its
+/// `entries` as before.
+async fn repair_and_backfill(
+    stack: &Stack,
+    pipeline: &mut Pipeline,
+    table: &str,
+    entries: usize,
+) -> Result<()> {
+    let sdk = sdk();
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let indexes = crate::support::pipeline::indexes(stack)?;
+    let index = operations::verify::choose(&indexes, None)?;
+    let (pk, sk) = (index.partition_key.as_str(), index.sort_key.as_str());
+    let entries_of_f1 = local_stack::index_entries(&client, &index.table, (pk, "alpha#f1"), true).await?;
+    let lost = entries_of_f1.first().context("an entry of alpha's f1")?;
+    let lost_key = [pk, sk].into_iter().filter_map(|k| Some((k.to_owned(), lost.get(k)?.clone()))).collect();
+    client.delete_item().table_name(index.table.as_ref()).set_key(Some(lost_key)).send().await?;
+    let policy = io_policy::Policy::default();
+    let drift = operations::verify::verify(&client, policy, &indexes, index, table, &mut |_| {}).await?;
+    ensure!(drift.counts.missing == 1 && drift.counts.extra == 0, "{drift:?}");
+    let mended = operations::verify::Mender::new(client.clone(), indexes.clone(), table, "repair-your-table")
+        .drift(index, &drift)
+        .await?;
+    ensure!(mended.touched == 1, "{mended:?}");
+    let target = operations::backfill::Target::new(table, &indexes, None)?;
+    let mut checkpoint =
+        operations::backfill::checkpoint::Checkpoint::new(table, "bf-your-table", &target.sources, 2);
+    operations::backfill::Backfill::new(client.clone(), target, operations::backfill::Settings::default())
+        .run(&mut checkpoint, &mut |_| Ok(()), &mut |_| {})
+        .await?;
+    ensure!(checkpoint.counts().touched > 40, "the backfill touched the issues: {:?}", checkpoint.counts());
+    pipeline.settle().await?;
+    ensure!(assert_index_exact(&sdk, stack).await? == entries, "the index as it was");
     Ok(())
 }
 

@@ -12,8 +12,9 @@ tests run it through every function and check so).
 The canary's keys are the table's: every attribute of the index definition's `base_key`
 (MULTIKEY_INDEXES), so that a team's PK/SK table gets a record its indexer can key. Before
 invoking, the hook refuses a definition that the stack cannot serve, naming the field: an index
-in a table other than the stack's index table (INDEX_TABLE, the only one the roles grant), or a
-source other than IndexedAttribute (INDEXED_ATTRIBUTE, what the stream filters test). The
+in a table other than the stack's index table (INDEX_TABLE, the only one the roles grant), a
+source other than IndexedAttribute (INDEXED_ATTRIBUTE, what the stream filters test), or a
+base_key other than BaseKeyAttributes (BASE_KEY_ATTRIBUTES, the key the touch grants name). The
 function itself refuses every other mistake at cold start, naming the field, and the canary
 carries that refusal into the deployment's failure.
 """
@@ -102,7 +103,8 @@ def base_key(variables):
 
 def definition_errors(variables, expected):
     """Why this function's index definition cannot work in this stack: its indexes' tables and
-    sources against `expected` (INDEX_TABLE, INDEXED_ATTRIBUTE), each naming the field."""
+    sources and base key against `expected` (INDEX_TABLE, INDEXED_ATTRIBUTE,
+    BASE_KEY_ATTRIBUTES), each naming the field."""
     try:
         definition = json.loads(variables.get("MULTIKEY_INDEXES", "{}"))
     except ValueError:
@@ -110,6 +112,13 @@ def definition_errors(variables, expected):
     indexes = definition.get("indexes", []) if isinstance(definition, dict) else []
     default_table = variables.get("MULTIKEY_INDEX_TABLE")
     errors = []
+    granted = expected.get("BASE_KEY_ATTRIBUTES")
+    key = definition.get("base_key") if isinstance(definition, dict) and "MULTIKEY_INDEXES" in variables else None
+    if granted and isinstance(key, list) and ",".join(map(str, key)) != granted:
+        errors.append(
+            f"MULTIKEY_INDEXES base_key is {key!r}, but BaseKeyAttributes is {granted!r}: the roles that touch "
+            f"your items may write those key attributes alone; set BaseKeyAttributes to {','.join(map(str, key))}"
+        )
     for i, index in enumerate(indexes if isinstance(indexes, list) else []):
         if not isinstance(index, dict):
             continue

@@ -295,14 +295,14 @@ pub(crate) struct BackfillArgs {
 #[derive(Debug, Subcommand)]
 pub(crate) enum IndexCommand {
     /// Brings the base table's existing items into the index, race-free with the live stream: it
-    /// sets each item's `sidestream_touch` marker to the run id, and the running indexer, which
+    /// sets a touch marker on each item (`sidestream_touch` or `sidestream_retouch`) to the run
+    /// id, and the running indexer, which
     /// the stream hands the change in the item's own order, puts the item's entries. Parallel
     /// scan segments, paced, resumable from its checkpoint file.
     Backfill(BackfillArgs),
-    /// Removes the touch marker (`sidestream_touch`) that backfills, repairs and replays left on
-    /// the base table's items, once none of them runs: each removal conditioned on the marker
-    /// still being the one read, paced, with progress. The indexer takes each removal as a touch
-    /// and puts the item's entries again.
+    /// Removes the touch markers (`sidestream_touch`, `sidestream_retouch`) that backfills,
+    /// repairs and replays left on the base table's items, once none of them runs: each removal
+    /// conditioned on the markers still being the ones read, paced, with progress.
     Untouch {
         /// The base table.
         #[arg(long)]
@@ -310,7 +310,7 @@ pub(crate) enum IndexCommand {
         /// Read at most this many read units a second (each item read counted as one).
         #[arg(long, value_name = "UNITS", value_parser = positive_units)]
         read_units: Option<f64>,
-        /// Remove at most this many markers a second (each counted as one write unit).
+        /// Untouch at most this many items a second (each counted as one write unit).
         #[arg(long, value_name = "UNITS", value_parser = positive_units)]
         write_units: Option<f64>,
         /// `text` or `json` (one object).

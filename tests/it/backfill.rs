@@ -15,6 +15,7 @@ use local_stack::scan_policy;
 use multikey_indexer::Indexes;
 use operations::backfill::{Backfill, Checkpoint, Settings, Target};
 use serde_json::json;
+use stream_runtime::delivery::StreamReader;
 use stream_runtime::{ItemWrite, Op, Vars};
 
 use crate::support::moto::{sdk_on, unique};
@@ -488,7 +489,7 @@ async fn the_cli_backfills_dry_and_for_real_and_resumes_its_checkpoint() -> Resu
     };
     let touched = async || -> Result<usize> {
         let items = local_stack::scan(&client, &issues).await?;
-        Ok(items.iter().filter(|i| i.get(TOUCH_ATTRIBUTE).is_some()).count())
+        Ok(items.iter().filter(|i| formats::touch::MARKERS.iter().any(|m| i.get(m).is_some())).count())
     };
 
     let dry = run(&["--dry-run"]);
@@ -573,5 +574,88 @@ async fn an_item_that_cannot_take_the_marker_is_listed_and_the_backfill_goes_on(
     let counts = checkpoint.counts();
     ensure!((counts.scanned, counts.touched, counts.untouchable) == (5, 4, 1), "{counts:?}");
     ensure!(checkpoint.untouchable() == [json!({"id": {"S": "big"}})], "{:?}", checkpoint.untouchable());
+    Ok(())
+}
+
+/// Another consumer of the table's stream adds `formats::touch::KEEP_CHANGES_FILTERS` to its
+/// mapping and gets every change of the application's and none of the touches: two backfills
+/// (the second moving each marker to the other attribute, and once more finding every item
+/// already touched), the application's puts, updates and deletes between them, and `untouch`.
+/// Every record the table's stream holds goes through the filters as Lambda applies them (the
+/// local stack's matcher), and what they keep is exactly what `is_touch_only` calls a change.
+#[tokio::test]
+async fn another_consumers_filters_drop_the_touches_and_keep_every_change() -> Result<()> {
+    use stream_runtime::filter::Pattern;
+    const N: usize = 6;
+    let Local { sdk, stack, client, issues } = local(&[]).await?;
+    let filters: Vec<Pattern> = formats::touch::KEEP_CHANGES_FILTERS
+        .iter()
+        .map(|f| Pattern::parse_dynamodb(f))
+        .collect::<Result<_, _>>()?;
+    let operations_md = std::fs::read_to_string(crate::support::process::root().join("docs/operations.md"))?;
+    for filter in formats::touch::KEEP_CHANGES_FILTERS {
+        ensure!(operations_md.contains(filter), "docs/operations.md shows the filter {filter}");
+    }
+    seed(&client, &issues, N).await?;
+    let function = stack.function("multikey-indexer")?;
+    let lookup = |name: &str| function.environment.get(name).cloned();
+    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
+    let backfill = async |run_id: &str| -> Result<operations::backfill::Counts> {
+        let target = Target::new(&issues, &indexes, None)?;
+        let mut checkpoint = Checkpoint::new(&issues, run_id, &target.sources, 1);
+        Backfill::new(client.clone(), target, Settings::default())
+            .run(&mut checkpoint, &mut |_| Ok(()), &mut |_| {})
+            .await?;
+        Ok(checkpoint.counts())
+    };
+    let mut touches = 0;
+    touches += backfill("bf-first").await?.touched;
+    change(&client, &issues, 0).await?; // a whole put: the marker dropped
+    change(&client, &issues, 1).await?; // an update: the marker kept
+    touches += backfill("bf-second").await?.touched;
+    let again = backfill("bf-second").await?;
+    ensure!(
+        again.touched == 0 && again.already == N as u64,
+        "the second run again touches nothing: {again:?}"
+    );
+    change(&client, &issues, 4).await?; // an update of an item with the second marker
+    change(&client, &issues, 3).await?; // a whole put dropping it
+    change(&client, &issues, 5).await?; // a delete
+    let untouched = operations::backfill::untouch::untouch(
+        &client,
+        io_policy::Policy::default(),
+        &issues,
+        &["id".to_owned()],
+        operations::backfill::untouch::Pace::default(),
+        &mut |_| {},
+    )
+    .await?;
+    ensure!(touches == 2 * N as u64, "every item touched by both runs: {touches}");
+    ensure!(untouched.removed == 4 && untouched.changed == 0, "{untouched:?}");
+
+    let arn = stack.streams.get(&issues).context("the issues table's stream")?.clone();
+    let mut reader = StreamReader::new(aws_sdk_dynamodbstreams::Client::new(&sdk), arn);
+    let mut records = Vec::new();
+    let mut empty = 0;
+    while empty < 3 {
+        let polled = reader.poll().await?;
+        empty = if polled.is_empty() { empty + 1 } else { 0 };
+        records.extend(polled.into_iter().map(|(_, record)| record));
+    }
+    let (mut kept, mut dropped) = (0, 0);
+    for (record, wire) in records.iter().zip(stream_runtime::wire::WireRecord::view_all(&records)) {
+        let keeps = filters.iter().any(|f| f.matches(&stream_runtime::delivery::reader::record_json(record)));
+        let checked = stream_runtime::record::Record::new(&wire)?;
+        let touch = formats::touch::is_touch_only(checked.before()?, checked.after()?);
+        ensure!(
+            keeps != touch,
+            "the filters {} a record that is{} a touch: {record:?}",
+            if keeps { "keep" } else { "drop" },
+            if touch { "" } else { " not" }
+        );
+        if keeps { kept += 1 } else { dropped += 1 }
+    }
+    // Six inserts, five changes of the application's, four removals by untouch; twelve touches.
+    ensure!(kept == N + 5 + 4 && dropped == 2 * N, "kept {kept}, dropped {dropped}");
     Ok(())
 }

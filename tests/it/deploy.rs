@@ -107,7 +107,8 @@ print(json.dumps(cases))
 /// A team's definition (`MultikeyIndexes`): the canary carries every `base_key` attribute, and a
 /// definition the stack cannot serve is refused before any invocation, naming the field: an
 /// index in another table than the stack's (the roles write that one alone), a source other than
-/// `IndexedAttribute` (the stream filters test that one).
+/// `IndexedAttribute` (the stream filters test that one), a `base_key` other than
+/// `BaseKeyAttributes` (the touch grants name that one).
 #[test]
 fn the_pre_traffic_hook_keys_the_canary_by_the_definition_and_refuses_what_the_stack_cannot_serve()
 -> Result<()> {
@@ -119,7 +120,7 @@ definition = {"base_key": ["PK", "SK"], "indexes": [{"name": "fields", "source":
 def env(**index):
     d = json.loads(json.dumps(definition)); d["indexes"][0].update(index)
     return {"MULTIKEY_INDEXES": json.dumps(d), "MULTIKEY_INDEX_TABLE": "stack-index"}
-stack = {"INDEX_TABLE": "stack-index", "INDEXED_ATTRIBUTE": "fields"}
+stack = {"INDEX_TABLE": "stack-index", "INDEXED_ATTRIBUTE": "fields", "BASE_KEY_ATTRIBUTES": "PK,SK"}
 print(json.dumps({
     "keys": sorted(hook.canary_event(False, "us-east-1", hook.base_key(env()))["Records"][0]["dynamodb"]["Keys"]),
     "default keys": sorted(hook.canary_event(False, "us-east-1", hook.base_key({}))["Records"][0]["dynamodb"]["Keys"]),
@@ -127,6 +128,8 @@ print(json.dumps({
     "named table": hook.definition_errors(env(table="stack-index"), stack),
     "other table": hook.definition_errors(env(table="elsewhere"), stack),
     "other source": hook.definition_errors(env(source="tags"), stack),
+    "other key": hook.definition_errors(env(), dict(stack, BASE_KEY_ATTRIBUTES="id")),
+    "default definition": hook.definition_errors({}, dict(stack, BASE_KEY_ATTRIBUTES="id")),
 }))
 "#,
     )?;
@@ -141,6 +144,8 @@ print(json.dumps({
         named("other source", "indexes[0].source is 'tags', but IndexedAttribute is 'fields'"),
         "{outcome}"
     );
+    ensure!(named("other key", "base_key is ['PK', 'SK'], but BaseKeyAttributes is 'id'"), "{outcome}");
+    ensure!(outcome["default definition"] == json!([]), "{outcome}");
     Ok(())
 }
 

@@ -1258,7 +1258,7 @@ fn nothing_given_up_is_lost() -> Result<()> {
 }
 
 /// No role writes the application's tables unconditioned: a touch (the backfiller's, the
-/// repairing verifier's) may set only the touch attribute of an item, its key named in the
+/// repairing verifier's) may set only the touch markers of an item, its key named in the
 /// condition, and return nothing; the aggregator writes only the counter table's total items.
 #[test]
 fn no_role_writes_a_source_table_unconditioned() -> Result<()> {
@@ -1280,6 +1280,13 @@ fn no_role_writes_a_source_table_unconditioned() -> Result<()> {
         let parameter = |name: &str| parameters.get(name).cloned().unwrap_or_default();
         let table = |name: String| format!("arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}");
         let issues = table(issues_table(&parameter));
+        // The key (BaseKeyAttributes) and the two markers: nothing else of an item.
+        let key = match parameter("BaseKeyAttributes") {
+            given if given.is_empty() => "id".to_owned(),
+            given => given,
+        };
+        let touchable: Vec<String> =
+            key.split(',').chain(formats::touch::MARKERS).map(str::to_owned).collect();
         let counters = table(match parameter("CounterTableStreamArn") {
             arn if arn.is_empty() => physical("CounterTable"),
             arn => arn.split('/').nth(1).unwrap_or_default().to_owned(),
@@ -1307,7 +1314,7 @@ fn no_role_writes_a_source_table_unconditioned() -> Result<()> {
                     ensure!(
                         strings(&statement["Action"]) == ["dynamodb:UpdateItem"]
                             && strings(&condition["ForAllValues:StringEquals"]["dynamodb:Attributes"])
-                                == ["id", formats::touch::TOUCH_ATTRIBUTE]
+                                == touchable
                             && strings(&condition["StringEqualsIfExists"]["dynamodb:ReturnValues"])
                                 == ["NONE"],
                         "{at}: writes the issues table beyond a touch: {statement}"

@@ -196,6 +196,22 @@ async fn plain_items(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<V
         .collect()
 }
 
+/// The stack's parameters besides the table's stream: the team's definition and key, its GSI, its
+/// TTL attribute and entity types, and the operators' tools (a backfill, scheduled repairs), whose
+/// roles touch its items.
+const PARAMETERS: [(&str, &str); 10] = [
+    ("MultikeyIndexes", PK_SK_INDEXES),
+    ("BaseKeyAttributes", "PK,SK"),
+    ("IndexedAttribute", "fields"),
+    ("GridNullsIndex", "byProject"),
+    ("TtlAttribute", "expiresAt"),
+    ("EnableBackfill", "true"),
+    ("IndexVerifySchedule", "rate(1 day)"),
+    ("IndexVerifyRepair", "true"),
+    ("ArchiveEntityAttribute", "type"),
+    ("ArchiveEntityTypes", "issue"),
+];
+
 /// The stack around a team's table, and its pipeline run through writes of every kind.
 #[tokio::test]
 async fn a_single_table_design_gets_the_stack_around_it_by_parameters_alone() -> Result<()> {
@@ -203,19 +219,9 @@ async fn a_single_table_design_gets_the_stack_around_it_by_parameters_alone() ->
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let table = unique("team-table");
     let stream = team_table(&client, &table).await?;
-    let stack: Stack = stack(
-        &sdk,
-        &[
-            ("IssuesTableStreamArn", stream.as_str()),
-            ("MultikeyIndexes", PK_SK_INDEXES),
-            ("IndexedAttribute", "fields"),
-            ("GridNullsIndex", "byProject"),
-            ("TtlAttribute", "expiresAt"),
-            ("ArchiveEntityAttribute", "type"),
-            ("ArchiveEntityTypes", "issue"),
-        ],
-    )
-    .await?;
+    let parameters: Vec<(&str, &str)> =
+        std::iter::once(("IssuesTableStreamArn", stream.as_str())).chain(PARAMETERS).collect();
+    let stack: Stack = stack(&sdk, &parameters).await?;
     ensure!(stack.issues_table()? == table, "the stack reads the team's table");
     let mut pipeline = pipeline(&sdk, &stack, &failure_log(), |_, invoker| invoker)?;
 
@@ -311,9 +317,10 @@ async fn a_single_table_design_gets_the_stack_around_it_by_parameters_alone() ->
     Ok(())
 }
 
-/// The operator's tools on a two-part key: an entry lost from the index, found by verify and
-/// repaired by a touch of its item; then a backfill touches every item, and the index holds its
-/// `entries` as before.
+/// The operator's tools on a two-part key, each under the template's role for it (the verifier's,
+/// the backfill function's), whose touch grants name the key `BaseKeyAttributes` gives: an entry
+/// lost from the index, found by verify and repaired by a touch of its item; then a backfill
+/// touches every item, and the index holds its `entries` as before.
 async fn repair_and_backfill(
     stack: &Stack,
     pipeline: &mut Pipeline,
@@ -322,6 +329,13 @@ async fn repair_and_backfill(
 ) -> Result<()> {
     let sdk = sdk();
     let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let as_role = |role: &str| -> Result<aws_sdk_dynamodb::Client> {
+        let key = &stack.roles.get(role).with_context(|| format!("the template's {role}"))?.key;
+        Ok(aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&local_stack::iam::as_role(
+            &sdk, key,
+        ))))
+    };
+    let (verifier, backfiller) = (as_role("VerifierRole")?, as_role("BackfillRole")?);
     let indexes = crate::support::pipeline::indexes(stack)?;
     let index = operations::verify::choose(&indexes, None)?;
     let (pk, sk) = (index.partition_key.as_str(), index.sort_key.as_str());
@@ -330,16 +344,16 @@ async fn repair_and_backfill(
     let lost_key = [pk, sk].into_iter().filter_map(|k| Some((k.to_owned(), lost.get(k)?.clone()))).collect();
     client.delete_item().table_name(index.table.as_ref()).set_key(Some(lost_key)).send().await?;
     let policy = io_policy::Policy::default();
-    let drift = operations::verify::verify(&client, policy, &indexes, index, table, &mut |_| {}).await?;
+    let drift = operations::verify::verify(&verifier, policy, &indexes, index, table, &mut |_| {}).await?;
     ensure!(drift.counts.missing == 1 && drift.counts.extra == 0, "{drift:?}");
-    let mended = operations::verify::Mender::new(client.clone(), indexes.clone(), table, "repair-your-table")
+    let mended = operations::verify::Mender::new(verifier, indexes.clone(), table, "repair-your-table")
         .drift(index, &drift)
         .await?;
     ensure!(mended.touched == 1, "{mended:?}");
     let target = operations::backfill::Target::new(table, &indexes, None)?;
     let mut checkpoint =
         operations::backfill::checkpoint::Checkpoint::new(table, "bf-your-table", &target.sources, 2);
-    operations::backfill::Backfill::new(client.clone(), target, operations::backfill::Settings::default())
+    operations::backfill::Backfill::new(backfiller, target, operations::backfill::Settings::default())
         .run(&mut checkpoint, &mut |_| Ok(()), &mut |_| {})
         .await?;
     ensure!(checkpoint.counts().touched > 40, "the backfill touched the issues: {:?}", checkpoint.counts());

@@ -878,7 +878,7 @@ async fn second_region(
             logical.to_owned(),
             // The operations' touches add an attribute in bursts: the replication must know it
             // before its stream shows it.
-            Replication::new(a, b, REPLICATION_DELAY, false).expecting(&[formats::touch::TOUCH_ATTRIBUTE]),
+            Replication::new(a, b, REPLICATION_DELAY, false).expecting(&formats::touch::MARKERS),
         ));
     }
     Ok(SecondRegion { direct, stack, pipeline, replications })

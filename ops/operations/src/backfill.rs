@@ -5,9 +5,9 @@
 //! 1's entries over it: stale entries come back and removals are lost.
 //!
 //! **The design: touch, don't write.** The backfill writes nothing to the index. For every item
-//! with an index's source attribute it sets the item's marker attribute
-//! (`formats::touch::TOUCH_ATTRIBUTE`) to the run id, with an `UpdateItem` conditioned on the
-//! item still existing and not already carrying this run id. DynamoDB Streams delivers that change
+//! with an index's source attribute it makes one of the item's two marker attributes
+//! (`formats::touch::MARKERS`) appear, holding the run id, with an `UpdateItem` conditioned on
+//! the item still existing and not already carrying this run id. DynamoDB Streams delivers that change
 //! in the item's own order, after every earlier change and before every later one, and the
 //! indexer puts every entry of a touched item's new image. So each item's entries are written by
 //! the one process that sees its changes in order, and the race cannot happen:
@@ -17,7 +17,7 @@
 //! - a delete after the scan makes the touch's condition fail: nothing is written, and the
 //!   delete's record removes whatever entries the item had.
 //!
-//! A touch changes one attribute that no function reads as data: it moves no TTL and changes no
+//! A touch changes only the markers, which no function reads as data: it moves no TTL and changes no
 //! count (the aggregator and the archiver skip touches). The cost is one write per item on the
 //! base table, and a stream record per item for every consumer. The indexer must be running (its
 //! event source mapping enabled) before the backfill starts.
@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 use formats::Indexes;
-use formats::touch::TOUCH_ATTRIBUTE;
+use formats::touch::{MARKERS, RETOUCH_ATTRIBUTE, TOUCH_ATTRIBUTE, TOUCH_REQUESTS};
 use futures_util::StreamExt;
 use io_policy::{Failure, Policy};
 use serde_json::Value;
@@ -329,9 +329,10 @@ impl Backfill {
         if !self.target.sources.iter().any(|s| item.contains_key(s)) {
             return Ok(Touch::Unindexed);
         }
-        if matches!(item.get(TOUCH_ATTRIBUTE), Some(AttributeValue::S(r)) if r == run_id) {
+        if MARKERS.iter().any(|m| matches!(item.get(*m), Some(AttributeValue::S(r)) if r == run_id)) {
             return Ok(Touch::Already);
         }
+        let marked = item.contains_key(TOUCH_ATTRIBUTE);
         let key: HashMap<String, AttributeValue> = self
             .target
             .key
@@ -346,7 +347,7 @@ impl Backfill {
         }
         self.writes.spend(units).await;
         let budget = self.settings.policy.within(PAGE_TIME);
-        let answer = touch_item(&self.client, &budget, &self.target.table, &key, run_id).await;
+        let answer = touch_item(&self.client, &budget, &self.target.table, &key, run_id, marked).await;
         match answer {
             Ok(true) => Ok(Touch::Touched(units)),
             Ok(false) => Ok(Touch::Already),
@@ -366,36 +367,47 @@ impl Backfill {
     }
 }
 
-/// Sets the touch marker of the item keyed `key` in `table` to `run_id`, so that the stream
-/// carries the item, in its own order, to every function: an `UpdateItem` conditioned on the
-/// item existing and not already carrying `run_id`. `Ok(false)` when the condition failed (the
-/// item is gone, or this run touched it already): nothing was written. Backfills, repairs and
-/// replays all touch through this one call.
+/// Touches the item keyed `key` in `table` with `run_id` (docs/formats.md, "Touch marker"), so
+/// that the stream carries the item, in its own order, to every function: a marker appears on it,
+/// holding `run_id`. `marked` says whether the item carried [`TOUCH_ATTRIBUTE`] when last read
+/// (false when unknown): the touch then tries setting [`RETOUCH_ATTRIBUTE`] first, and the
+/// other marker after a failed condition. `Ok(false)` when neither condition held (the item is
+/// gone, or this run touched it already): nothing was written. Backfills, repairs and replays
+/// all touch through this one call.
 pub(crate) async fn touch_item<S: std::hash::BuildHasher + Clone>(
     client: &aws_sdk_dynamodb::Client,
     budget: &io_policy::Budget,
     table: &str,
     key: &HashMap<String, AttributeValue, S>,
     run_id: &str,
+    marked: bool,
 ) -> Result<bool, Failure> {
     // Every key attribute exists on an existing item: any one serves the condition.
     let Some(key_attribute) = key.keys().next() else {
         return Err(Failure::systemic(format!("touching an item of {table} without its key")));
     };
-    budget
-        .call(|| {
-            let request = client
-                .update_item()
-                .table_name(table)
-                .set_key(Some(key.iter().map(|(k, v)| (k.clone(), v.clone())).collect()))
-                .update_expression("SET #t = :run")
-                .condition_expression("attribute_exists(#k) AND (attribute_not_exists(#t) OR #t <> :run)")
-                .expression_attribute_names("#t", TOUCH_ATTRIBUTE)
-                .expression_attribute_names("#k", key_attribute)
-                .expression_attribute_values(":run", AttributeValue::S(run_id.to_owned()));
-            async move { Ok(io_policy::conditional("UpdateItem", request.send().await)?.is_some()) }
-        })
-        .await
+    let order = if marked { [TOUCH_REQUESTS[1], TOUCH_REQUESTS[0]] } else { TOUCH_REQUESTS };
+    for (_, update, condition) in order {
+        let written = budget
+            .call(|| {
+                let request = client
+                    .update_item()
+                    .table_name(table)
+                    .set_key(Some(key.iter().map(|(k, v)| (k.clone(), v.clone())).collect()))
+                    .update_expression(update)
+                    .condition_expression(condition)
+                    .expression_attribute_names("#t", TOUCH_ATTRIBUTE)
+                    .expression_attribute_names("#r", RETOUCH_ATTRIBUTE)
+                    .expression_attribute_names("#k", key_attribute)
+                    .expression_attribute_values(":run", AttributeValue::S(run_id.to_owned()));
+                async move { Ok(io_policy::conditional("UpdateItem", request.send().await)?.is_some()) }
+            })
+            .await?;
+        if written {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// A run id for a new backfill: `bf-` and the time in seconds since the epoch.

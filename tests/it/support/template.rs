@@ -151,6 +151,7 @@ fn single_table_deployment() -> (&'static str, BTreeMap<String, String>) {
         set(&[
             ("IssuesTableStreamArn", ISSUES_STREAM),
             ("MultikeyIndexes", PK_SK_INDEXES),
+            ("BaseKeyAttributes", "PK,SK"),
             ("IndexedAttribute", "fields"),
             ("GridNullsIndex", "byProject"),
             ("GridApi", "true"),

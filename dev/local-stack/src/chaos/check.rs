@@ -50,9 +50,11 @@ pub(crate) async fn archive(
     for (_, item) in &archived {
         let mut item = serde_json::to_value(item).map_err(|e| ChaosError::Check(e.to_string()))?;
         // The operations phase may have touched an item before TTL deleted it: the marker is
-        // Sidestream's own attribute, not the workload's.
+        // Sidestream's own attribute, not the workload's (either of the two).
         if let Some(map) = item.as_object_mut() {
-            map.remove(formats::touch::TOUCH_ATTRIBUTE);
+            for marker in formats::touch::MARKERS {
+                map.remove(marker);
+            }
         }
         let id = item["id"]["S"].as_str().unwrap_or_default().to_owned();
         if let Some(put) = expired.get(&id) {

@@ -1,19 +1,20 @@
-//! Removing the touch marker (`sidestream_touch`, docs/formats.md "Touch marker") from a base
-//! table once the backfills, repairs and replays that set it are done: the team's items as they
-//! were, and the attribute gone from its API's answers.
+//! Removing the touch markers (`sidestream_touch`, `sidestream_retouch`, docs/formats.md "Touch
+//! marker") from a base table once the backfills, repairs and replays that set them are done:
+//! the team's items as they were, and the attributes gone from its API's answers.
 //!
-//! Each item that carries the marker is read by a paced scan, and the marker is removed by an
-//! `UpdateItem REMOVE` conditioned on the marker still holding the value the scan saw: a run that
-//! touches the item meanwhile keeps its marker, and an item deleted meanwhile is not recreated.
-//! A removal is one more `MODIFY` on the stream: the indexer takes it as a touch (the marker
-//! changed) and puts the item's entries again, the same entries at a newer version; the
-//! aggregator and the archiver pass it over. So run it once no backfill, repair or replay runs.
+//! Each item that carries a marker is read by a paced scan, and its markers are removed by an
+//! `UpdateItem REMOVE` conditioned on each still holding what the scan saw: a run that touches
+//! the item meanwhile keeps its marker, and an item deleted meanwhile is not recreated. A removal
+//! is one more `MODIFY` on the stream, but not a touch (no marker appears): the indexer finds no
+//! entry changed, and the aggregator and the archiver pass it over. Another consumer's
+//! `formats::touch::KEEP_CHANGES_FILTERS` let it through, as they let through an application's
+//! whole-item put that drops a marker. So run it once no backfill, repair or replay runs.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use formats::touch::TOUCH_ATTRIBUTE;
+use formats::touch::{RETOUCH_ATTRIBUTE, TOUCH_ATTRIBUTE};
 use io_policy::{Policy, RequestFailed};
 use serde::Serialize;
 
@@ -30,7 +31,7 @@ const PAGE_ITEMS: i32 = 500;
 pub struct Untouched {
     /// Items read.
     pub scanned: u64,
-    /// Markers removed.
+    /// Items whose markers were removed.
     pub removed: u64,
     /// Markers left because they changed since the scan read them (a run touched the item again),
     /// or because the item was deleted.
@@ -50,7 +51,7 @@ pub struct Pace {
     pub write_units: Option<f64>,
 }
 
-/// Removes the touch marker from every item of `table` (whose key attributes are `key`), at
+/// Removes the touch markers from every item of `table` (whose key attributes are `key`), at
 /// `rate`, telling `progress` the items scanned and the markers removed so far after each page.
 /// Every call is under `policy`, so `client` must have the SDK's retries off.
 pub async fn untouch(
@@ -65,8 +66,11 @@ pub async fn untouch(
     let (reads, writes) = (Pacer::new(rate.read_units), Pacer::new(rate.write_units));
     let mut done = Untouched::default();
     let mut waited = Duration::ZERO;
-    let mut names: HashMap<String, String> = HashMap::from([("#t".to_owned(), TOUCH_ATTRIBUTE.to_owned())]);
-    let mut projection = vec!["#t".to_owned()];
+    let mut names: HashMap<String, String> = HashMap::from([
+        ("#t".to_owned(), TOUCH_ATTRIBUTE.to_owned()),
+        ("#r".to_owned(), RETOUCH_ATTRIBUTE.to_owned()),
+    ]);
+    let mut projection = vec!["#t".to_owned(), "#r".to_owned()];
     for (i, attribute) in key.iter().enumerate() {
         names.insert(format!("#k{i}"), attribute.clone());
         projection.push(format!("#k{i}"));
@@ -82,7 +86,7 @@ pub async fn untouch(
                     .table_name(table)
                     .limit(PAGE_ITEMS)
                     .projection_expression(&projection)
-                    .filter_expression("attribute_exists(#t)")
+                    .filter_expression("attribute_exists(#t) OR attribute_exists(#r)")
                     .set_expression_attribute_names(Some(names.clone()))
                     .set_exclusive_start_key(from.clone());
                 async move { request.send().await.map_err(|e| io_policy::classify("Scan", &e)) }
@@ -93,9 +97,23 @@ pub async fn untouch(
         done.scanned += read;
         waited += pause(&reads, read).await;
         for item in page.items() {
-            let Some(AttributeValue::S(seen)) = item.get(TOUCH_ATTRIBUTE) else {
+            // What the scan saw of each marker: its value, or its absence.
+            let mut seen = Vec::new();
+            for (alias, name) in [("#t", TOUCH_ATTRIBUTE), ("#r", RETOUCH_ATTRIBUTE)] {
+                match item.get(name) {
+                    Some(value) => seen.push((format!("{alias} = :{}", &alias[1..]), Some(value.clone()))),
+                    None => seen.push((format!("attribute_not_exists({alias})"), None)),
+                }
+            }
+            if seen.iter().all(|(_, value)| value.is_none()) {
                 continue;
-            };
+            }
+            let condition = seen.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>().join(" AND ");
+            let values: HashMap<String, AttributeValue> = seen
+                .iter()
+                .zip(["t", "r"])
+                .filter_map(|((_, value), alias)| Some((format!(":{alias}"), value.clone()?)))
+                .collect();
             let item_key: HashMap<String, AttributeValue> =
                 key.iter().filter_map(|k| Some((k.clone(), item.get(k)?.clone()))).collect();
             waited += pause(&writes, 1).await;
@@ -105,10 +123,11 @@ pub async fn untouch(
                         .update_item()
                         .table_name(table)
                         .set_key(Some(item_key.clone()))
-                        .update_expression("REMOVE #t")
-                        .condition_expression("#t = :seen")
+                        .update_expression("REMOVE #t, #r")
+                        .condition_expression(&condition)
                         .expression_attribute_names("#t", TOUCH_ATTRIBUTE)
-                        .expression_attribute_values(":seen", AttributeValue::S(seen.clone()));
+                        .expression_attribute_names("#r", RETOUCH_ATTRIBUTE)
+                        .set_expression_attribute_values(Some(values.clone()));
                     async move { Ok(io_policy::conditional("UpdateItem", request.send().await)?.is_some()) }
                 })
                 .await

@@ -313,9 +313,15 @@ impl Mender {
         let touches: Vec<_> = keys
             .map(|key| async move {
                 self.pace().await;
-                let touched =
-                    crate::backfill::touch_item(&self.client, budget, &self.base_table, key, &self.run_id)
-                        .await;
+                let touched = crate::backfill::touch_item(
+                    &self.client,
+                    budget,
+                    &self.base_table,
+                    key,
+                    &self.run_id,
+                    false,
+                )
+                .await;
                 self.wrote();
                 touched
             })

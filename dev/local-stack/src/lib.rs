@@ -533,6 +533,7 @@ impl Stack {
                         &format!("{}{}", function.logical_id, stream.name),
                     ),
                     kinesis: stream.stream.contains(":kinesis:").then(|| stream.stream.clone()),
+                    latest: stream.starting_position.as_deref() == Some("LATEST"),
                 });
             }
         }

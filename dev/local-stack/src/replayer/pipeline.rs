@@ -53,6 +53,9 @@ pub struct Source {
     /// replayer reads them from the table's DynamoDB stream and delivers them as Kinesis would):
     /// a range given up is then reported as Lambda reports a Kinesis mapping's.
     pub kinesis: Option<String>,
+    /// `StartingPosition: LATEST`: the mapping reads only the records written after it was
+    /// created (here, after the pipeline first read the stream), and never the ones before.
+    pub latest: bool,
 }
 
 impl Source {
@@ -68,6 +71,8 @@ impl Source {
 pub struct Counts {
     /// Records read from the stream.
     pub read: u64,
+    /// Records written before a `LATEST` mapping was created: never read by it.
+    pub passed_over: u64,
     /// Records the filters left out (checkpointed without an invocation).
     pub filtered_out: u64,
     /// Records the function processed (checkpointed after an invocation).
@@ -104,7 +109,7 @@ impl std::ops::Add for Counts {
             ($($field:ident),*) => { Counts { $($field: self.$field + other.$field),* } };
         }
         summed! {
-            read, filtered_out, delivered, invocations, retries, bisections, given_up, ignored_failures,
+            read, passed_over, filtered_out, delivered, invocations, retries, bisections, given_up, ignored_failures,
             lanes, timed_out, kills, short_timeouts, duplicates
         }
     }
@@ -123,6 +128,9 @@ impl std::fmt::Display for Counts {
             self.bisections,
             self.given_up
         )?;
+        if self.passed_over > 0 {
+            write!(f, ", {} written before the LATEST mapping passed over", self.passed_over)?;
+        }
         if self.ignored_failures > 0 {
             write!(f, ", {} reported failures ignored", self.ignored_failures)?;
         }
@@ -171,6 +179,9 @@ struct Stream {
     topology: Topology,
     /// Records read so far, which places the next one in the topology.
     seen: u64,
+    /// Where each shard ended when the stream was first read (its last sequence number), for
+    /// its `LATEST` mappings: `None` until then.
+    created_at: Option<Vec<(String, String)>>,
 }
 
 impl Pipeline {
@@ -193,6 +204,7 @@ impl Pipeline {
                     lanes: vec![lane],
                     topology: Topology::default(),
                     seen: 0,
+                    created_at: None,
                 }),
             }
         }
@@ -205,6 +217,7 @@ impl Pipeline {
                     lanes: Vec::new(),
                     topology: Topology::default(),
                     seen: 0,
+                    created_at: None,
                 }),
             }
         }
@@ -447,6 +460,9 @@ impl Stream {
             }
             progress.swept.fetch_add(swept as u64, Ordering::Relaxed);
         }
+        if self.created_at.is_none() && self.lanes.iter().any(|l| l.source.latest) {
+            self.created_at = Some(self.reader.ends().await?);
+        }
         let records = self.reader.poll().await?;
         if let Some(sweeper) = &mut self.sweeper {
             for (_, record) in &records {
@@ -462,7 +478,15 @@ impl Stream {
             let (generation, number) = self.topology.place(self.seen, key_hash);
             self.seen += 1;
             let place = Place { shard_id: shard, generation, shard: number, key_hash };
+            let sequence = json["dynamodb"]["SequenceNumber"].as_str().unwrap_or_default();
+            let before_creation = self.created_at.as_ref().is_some_and(|ends| {
+                ends.iter().any(|(id, last)| id == shard && !sequence_after(sequence, last))
+            });
             for lane in &mut self.lanes {
+                if lane.source.latest && before_creation {
+                    lane.counts.passed_over += 1;
+                    continue;
+                }
                 lane.counts.read += 1;
                 let source = &lane.source;
                 if source.filters.is_empty() || source.filters.iter().any(|p| p.matches(&json)) {
@@ -491,4 +515,10 @@ impl Stream {
         try_join_all(self.lanes.iter_mut().map(|l| l.drain(context))).await?;
         Ok(swept > 0 || !records.is_empty())
     }
+}
+
+/// Whether the stream sequence number `a` comes after `b` in their shard: both are decimal
+/// numbers of up to 40 digits, without leading zeros.
+fn sequence_after(a: &str, b: &str) -> bool {
+    (a.len(), a) > (b.len(), b)
 }

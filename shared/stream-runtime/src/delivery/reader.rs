@@ -115,6 +115,16 @@ impl StreamReader {
         Ok(out)
     }
 
+    /// Where each shard of the stream ends now: its id and the sequence number of its last
+    /// record, read by a reader of its own from the trim horizon (this one's place is kept).
+    /// Shards without a record are left out. What a mapping created now with `StartingPosition:
+    /// LATEST` will not read.
+    pub async fn ends(&self) -> Result<Vec<(String, String)>, RequestError> {
+        let mut reader = StreamReader::new(self.client.clone(), self.arn.clone());
+        while !reader.poll().await?.is_empty() {}
+        Ok(reader.shards.into_iter().filter_map(|s| Some((s.id, s.last?))).collect())
+    }
+
     async fn discover(&mut self) -> Result<(), RequestError> {
         let described = self
             .client

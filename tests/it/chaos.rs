@@ -3,7 +3,8 @@
 //! batches, while the operations phase verifies and repairs, backfills and replays old records.
 //! Every oracle must find its output exact, every kind of fault must have happened, and every
 //! operation must have run, by count. The same again with the indexer and the archiver behind
-//! one mapping (`Consumers=Combined`), and with both tables read through Kinesis data streams
+//! one mapping (`Consumers=Combined`) on a team's table keyed `PK`/`SK` (`--team-table`), and
+//! with both tables read through Kinesis data streams
 //! (`IssuesChangeSource`, `CounterChangeSource`: each batch shuffled, some records twice, cut in
 //! two invocations).
 
@@ -38,14 +39,25 @@ async fn a_mapping_per_function_under_every_fault_loses_nothing_and_doubles_noth
     Ok(())
 }
 
+/// On a team's own single-table design (`Options::team_table`): the workload's items in a table
+/// keyed `PK`/`SK`, each kind in one partition, with the team's names and GSI, and the stack
+/// deployed around it by parameters.
 #[tokio::test]
-async fn one_mapping_for_the_indexer_and_the_archiver_loses_nothing_and_doubles_nothing() -> Result<()> {
-    let report = under_every_fault(&[("Consumers", "Combined")]).await?;
+async fn one_mapping_for_the_indexer_and_the_archiver_on_a_pk_sk_table_loses_nothing_and_doubles_nothing()
+-> Result<()> {
+    let report = under(&[("Consumers", "Combined")], 1, true).await?;
     let mut functions: Vec<&str> = report.mappings.iter().map(|m| m.function.as_str()).collect();
     functions.sort_unstable();
     ensure!(
         functions == ["counter-aggregator", "sidestream-combined"],
         "one mapping on the issues stream: {functions:?}"
+    );
+    let (table, key) = &report.issues_table;
+    ensure!(table.ends_with("-team") && key == &["PK", "SK"], "the team's table: {table} keyed {key:?}");
+    let archive = report.verdicts.iter().find(|v| v.oracle == "archive");
+    ensure!(
+        archive.is_some_and(|v| v.ok && !v.detail.starts_with("0 ")),
+        "the team's expired items archived: {archive:?}"
     );
     Ok(())
 }
@@ -70,7 +82,7 @@ async fn both_tables_read_through_kinesis_lose_nothing_and_double_nothing() -> R
 
 #[tokio::test]
 async fn two_regions_of_a_global_table_lose_nothing_and_double_nothing() -> Result<()> {
-    let report = under(&[], 2).await?;
+    let report = under(&[], 2, false).await?;
     let summary = serde_json::to_string_pretty(&report.replication)?;
     ensure!(report.replication.len() == 2, "issues and counters replicated: {summary}");
     let issues = &report.replication[0];
@@ -89,15 +101,21 @@ async fn two_regions_of_a_global_table_lose_nothing_and_double_nothing() -> Resu
 /// [`ops`] ops with the template `parameters` given, every oracle exact, every fault and operation
 /// counted.
 async fn under_every_fault(parameters: &[(&str, &str)]) -> Result<local_stack::chaos::Report> {
-    under(parameters, 1).await
+    under(parameters, 1, false).await
 }
 
-/// [`under_every_fault`], over `regions` Regions of a global table.
-async fn under(parameters: &[(&str, &str)], regions: u8) -> Result<local_stack::chaos::Report> {
+/// [`under_every_fault`], over `regions` Regions of a global table, on a team's table when
+/// `team_table`.
+async fn under(
+    parameters: &[(&str, &str)],
+    regions: u8,
+    team_table: bool,
+) -> Result<local_stack::chaos::Report> {
     let faults = local_stack::chaos::Faults::parse(SPEC, Some(7))?;
     let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
     let mut options = local_stack::chaos::Options::new(ops(), 7, faults, template, unique("chaos"));
     options.regions = regions;
+    options.team_table = team_table;
     options.parameters.extend(parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     // Two motos when scripts/moto started them (scripts/test does): the tables split between.
     let endpoints = local_stack::chaos::endpoints_from_env()?;

@@ -59,6 +59,7 @@ pub mod lifecycle;
 pub mod operations;
 mod previous_release;
 pub mod spec;
+pub mod team;
 pub mod workload;
 
 pub use operations::Operations;
@@ -138,6 +139,10 @@ pub struct Options {
     /// Whether the scheduled verifications during the run repair what they find (the default).
     /// Without repair, an exact end means the functions' own writes left the index right.
     pub repair: bool,
+    /// The workload goes into a team's own single-table design ([`team`]): a table keyed
+    /// `PK`/`SK` with its own names, made before the stack, which is deployed around it by
+    /// parameters. One Region.
+    pub team_table: bool,
 }
 
 /// The Regions of a two-Region run; the first archives and sums.
@@ -162,6 +167,7 @@ impl Options {
             parameters: BTreeMap::new(),
             regions: 1,
             repair: true,
+            team_table: false,
         }
     }
 
@@ -430,14 +436,17 @@ pub(crate) struct Target {
     client: aws_sdk_dynamodb::Client,
     issues: String,
     counters: Counters,
+    /// The issues table is a team's ([`team`]): the workload's items renamed on their way.
+    team: bool,
 }
 
 impl Target {
     pub(crate) fn of(sdk: &SdkConfig, stack: &Stack, counters: Counters) -> Result<Target, ChaosError> {
         Ok(Target {
             client: aws_sdk_dynamodb::Client::new(sdk),
-            issues: stack.table("IssuesTable")?.name.clone(),
+            issues: stack.issues_table()?,
             counters,
+            team: stack.table("IssuesTable").is_err(),
         })
     }
 }
@@ -493,6 +502,8 @@ pub struct Report {
     pub ops: u64,
     /// The seed.
     pub seed: u64,
+    /// The issues table the workload wrote: the stack's, or a team's ([`team`]), and its key.
+    pub issues_table: (String, Vec<String>),
     /// Stream records read across every table.
     pub stream_records: u64,
     /// Faults the proxy injected, by kind, and the requests it forwarded.
@@ -622,6 +633,7 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
     Ok(Report {
         ops: options.records,
         seed: options.seed,
+        issues_table: (stack.issues_table()?, operator.indexes()?.base_key),
         stream_records,
         wire_faults: setup.proxy.counts.snapshot().into_iter().collect(),
         late_refused: setup.proxy.counts.late_refused.load(Ordering::Relaxed),
@@ -739,9 +751,18 @@ struct SecondRegion {
 /// The router and the fault proxy, a fresh stack, and the replayer over it with the functions
 /// in process behind the proxy, their metrics summed.
 async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosError> {
+    if options.team_table && options.regions > 1 {
+        return Err(ChaosError::Spec(
+            "a team's table is one Region's: give --team-table or --regions 2".into(),
+        ));
+    }
     let (router, proxy, direct, through) = wires(endpoints, options).await?;
     let sdk = &direct;
-    let parameters = options.parameters();
+    let mut parameters = options.parameters();
+    if options.team_table {
+        let stream = team::create(&aws_sdk_dynamodb::Client::new(sdk), &options.stack).await?;
+        parameters.extend(team::parameters(&stream).map(|(name, value)| (name.to_owned(), value)));
+    }
     let stack = Stack::create(sdk, &options.template, &options.stack, &parameters).await?;
     let tally = Arc::new(Tally::default());
     // The functions' metrics are summed for the oracles, and fed to the emulator's CloudWatch as
@@ -920,10 +941,10 @@ fn upstreams(endpoints: &[String], stack: &str) -> Result<crate::fault_proxy::Up
     match endpoints {
         [one] => Ok(crate::fault_proxy::Upstreams::one(one)),
         [_, _] => {
-            let issues = crate::resource_name(stack, "IssuesTable");
+            let (issues, team) = (crate::resource_name(stack, "IssuesTable"), team::table(stack));
             Ok(crate::fault_proxy::Upstreams::by_table(
                 endpoints.to_vec(),
-                move |table| usize::from(table != issues),
+                move |table| usize::from(table != issues && table != team),
                 1,
             ))
         }
@@ -987,7 +1008,7 @@ pub(crate) async fn write(
         let mut sums: BTreeMap<String, i128> = BTreeMap::new();
         for (region, op) in queue {
             let target = &targets[region];
-            apply(&target.client, &target.issues, &target.counters, &op, &mut sums).await?;
+            apply(target, &op, &mut sums).await?;
             progress.written.fetch_add(1, Ordering::Relaxed);
         }
         Ok::<_, ChaosError>(sums)
@@ -1000,18 +1021,17 @@ pub(crate) async fn write(
     Ok(total)
 }
 
-async fn apply(
-    client: &aws_sdk_dynamodb::Client,
-    issues: &str,
-    counters: &Counters,
-    op: &Op,
-    sums: &mut BTreeMap<String, i128>,
-) -> Result<(), ChaosError> {
+async fn apply(target: &Target, op: &Op, sums: &mut BTreeMap<String, i128>) -> Result<(), ChaosError> {
+    let Target { client, issues, .. } = target;
     match op {
+        Op::Put(item) | Op::Expiring { item, .. } if target.team => {
+            crate::put_json(client, issues, &team::item(item)).await?;
+        }
         Op::Put(item) | Op::Expiring { item, .. } => crate::put_json(client, issues, item).await?,
+        Op::Delete(id) if target.team => crate::delete_json(client, issues, &team::key(id)).await?,
         Op::Delete(id) => crate::delete_json(client, issues, &serde_json::json!({"id": id})).await?,
         Op::Increment { counter, by } => {
-            counters.increment(counter, *by).await?;
+            target.counters.increment(counter, *by).await?;
             *sums.entry(counter.clone()).or_default() += i128::from(*by);
         }
     }

@@ -191,6 +191,11 @@ pub(crate) struct ChaosArgs {
     /// means the functions' own writes left the index right.
     #[arg(long)]
     pub(crate) no_repair: bool,
+    /// The workload goes into a team's own single-table design: a table keyed `PK`/`SK` with its
+    /// own attribute names and GSI, made first, and the stack deployed around it by parameters
+    /// (docs/your-table.md).
+    #[arg(long, conflicts_with_all = ["regions", "lifecycle"])]
+    pub(crate) team_table: bool,
     /// One stack through a life instead (docs/local.md, "The lifecycle run"): an existing table
     /// backfilled, a canary of the previous release moved back and forward, a switch to Kinesis
     /// and back, Kinesis ranges given up and replayed, and a bulk edit that leaves

@@ -25,6 +25,7 @@ pub(crate) fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     options.parameters = args.parameters.into_iter().collect();
     options.regions = args.regions;
     options.repair = !args.no_repair;
+    options.team_table = args.team_table;
     if args.source == ChangeSource::Kinesis {
         for name in ["IssuesChangeSource", "CounterChangeSource"] {
             options.parameters.entry(name.to_owned()).or_insert_with(|| "Kinesis".to_owned());

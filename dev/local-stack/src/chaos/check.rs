@@ -47,6 +47,8 @@ pub(crate) async fn archive(
     let archived = operations::archive::items(&crate::s3_client(sdk), &bucket, &prefix).await?;
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut changed = Vec::new();
+    // A team's table (not the stack's own) holds the workload's items renamed.
+    let team = stack.table("IssuesTable").is_err();
     for (_, item) in &archived {
         let mut item = serde_json::to_value(item).map_err(|e| ChaosError::Check(e.to_string()))?;
         // The operations phase may have touched an item before TTL deleted it: the marker is
@@ -56,8 +58,10 @@ pub(crate) async fn archive(
                 map.remove(marker);
             }
         }
-        let id = item["id"]["S"].as_str().unwrap_or_default().to_owned();
+        let id = if team { super::team::id_of(&item) } else { item["id"]["S"].as_str().unwrap_or_default() };
+        let id = id.to_owned();
         if let Some(put) = expired.get(&id) {
+            let put = if team { super::team::item(put) } else { put.clone() };
             let put: serde_dynamo::Item =
                 serde_dynamo::to_item(put).map_err(|e| ChaosError::Check(e.to_string()))?;
             let put = serde_json::to_value(put).map_err(|e| ChaosError::Check(e.to_string()))?;

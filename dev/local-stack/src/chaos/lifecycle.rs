@@ -154,6 +154,11 @@ pub async fn run(
     tombstones: u64,
     progress: &Progress,
 ) -> Result<Report, ChaosError> {
+    if options.team_table {
+        return Err(ChaosError::Spec(
+            "the lifecycle run is on the stack's own issues table: give --lifecycle or --team-table".into(),
+        ));
+    }
     let started = Instant::now();
     let (_router, proxy, direct, through) = wires(endpoints, options).await?;
     let life = Life::new(options, direct, through, tombstones);

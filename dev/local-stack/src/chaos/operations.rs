@@ -273,7 +273,7 @@ impl Operator<'_> {
     }
 
     /// The indexer's definitions, from its configuration.
-    fn indexes(&self) -> Result<multikey_indexer::Indexes, ChaosError> {
+    pub(crate) fn indexes(&self) -> Result<multikey_indexer::Indexes, ChaosError> {
         let function = self.stack.function(Indexer::NAME)?;
         let lookup = |name: &str| function.environment.get(name).cloned();
         multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))
@@ -290,7 +290,7 @@ impl Operator<'_> {
     /// One backfill of the whole issues table; (items scanned, items touched).
     pub(crate) async fn backfill(&self) -> Result<(u64, u64), ChaosError> {
         let indexes = self.indexes()?;
-        let issues = self.stack.table("IssuesTable")?.name.clone();
+        let issues = self.stack.issues_table()?;
         let target = operations::backfill::Target::new(&issues, &indexes, None)
             .map_err(|e| ChaosError::Check(format!("the backfill: {e}")))?;
         let mut checkpoint = operations::backfill::Checkpoint::new(&issues, "bf-chaos", &target.sources, 2);
@@ -330,7 +330,7 @@ impl Operator<'_> {
         if !records.is_empty() {
             let indexes = self.indexes()?;
             let writer = self.client();
-            let table = self.stack.table("IssuesTable")?.name.clone();
+            let table = self.stack.issues_table()?;
             let through_stream = operations::verify::Mender::new(
                 writer,
                 indexes,

@@ -114,10 +114,12 @@ pub(crate) struct GridArgs {
 }
 
 /// `sidestream status`'s flags. The stack's outputs give the parking bucket (`ParkingBucket`,
-/// also its on-failure destination) and the archive's bucket (`ArchiveBucket`).
+/// also its on-failure destination) and the archive's bucket (`ArchiveBucket`), read from
+/// CloudFormation when the flags leave them out, with the archiver's `ARCHIVE_PREFIX`.
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
-    /// The stack's name: its functions and alarms are named `<stack>-…` by CloudFormation.
+    /// The stack's name: its functions and alarms are named `<stack>-…` by CloudFormation, and
+    /// its outputs name the parking bucket and the archive unless `--parking` and `--archive` do.
     #[arg(long)]
     pub(crate) stack: String,
     /// The functions' metrics namespace (the template's `MetricsNamespace`).
@@ -154,12 +156,18 @@ pub(crate) struct StatusArgs {
 /// The tables a grid reads, shared by `grid` and `serve`.
 #[derive(Debug, Args)]
 pub(crate) struct GridSource {
-    /// The base table (the issues).
+    /// A deployed stack, by name: its issues table, its `GridNullsIndex` and its indexer's
+    /// `MULTIKEY_INDEXES` (CloudFormation's outputs and the function's configuration), unless
+    /// given here. Without it, `MULTIKEY_INDEXES` comes from this process's environment.
     #[arg(long)]
-    pub(crate) table: String,
-    /// The base table's index by the index's scope and first tiebreaker.
-    #[arg(long, default_value = "project-num")]
-    pub(crate) nulls_index: String,
+    pub(crate) stack: Option<String>,
+    /// The base table (the issues). Default: the stack's.
+    #[arg(long, required_unless_present = "stack")]
+    pub(crate) table: Option<String>,
+    /// The base table's index by the index's scope and first tiebreaker. Default: the stack's
+    /// `GridNullsIndex`, else `project-num`.
+    #[arg(long)]
+    pub(crate) nulls_index: Option<String>,
     /// Which index of `MULTIKEY_INDEXES` to read (needed when it defines several). The index
     /// table, the attribute names and the projected attributes all come from there.
     #[arg(long)]
@@ -327,9 +335,13 @@ pub(crate) enum IndexCommand {
     /// missing, stale and extra entries with the first examples. Exit status 1 on drift (after
     /// --repair, if drift remains).
     Verify {
-        /// The base table.
+        /// A deployed stack, by name: its issues table and its indexer's `MULTIKEY_INDEXES`
+        /// (CloudFormation's outputs and the function's configuration), unless given here.
         #[arg(long)]
-        table: String,
+        stack: Option<String>,
+        /// The base table. Default: the stack's.
+        #[arg(long, required_unless_present = "stack")]
+        table: Option<String>,
         /// Which index of `MULTIKEY_INDEXES` (needed when it defines several).
         #[arg(long)]
         index: Option<String>,
@@ -406,6 +418,11 @@ pub(crate) enum FailuresCommand {
 #[derive(Debug, Args)]
 #[group(required = true, multiple = true)]
 pub(crate) struct FailureSources {
+    /// A deployed stack, by name: its parking bucket (`ParkingBucket`: the parked records, and
+    /// the ranges Lambda gave up, its on-failure destination); and for `replay`, the function's
+    /// deployed name and configuration, read from Lambda instead of this process's environment.
+    #[arg(long)]
+    pub(crate) stack: Option<String>,
     /// A file of on-failure records, one JSON object per line (repeatable).
     #[arg(long = "log", value_name = "FILE")]
     pub(crate) logs: Vec<PathBuf>,

@@ -16,6 +16,14 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
     let runtime = crate::runtime()?;
     runtime.block_on(async {
         let sdk = crate::sdk().await?;
+        let mut command = command;
+        let from = match &mut command {
+            FailuresCommand::List { from, .. } | FailuresCommand::Replay { from, .. } => from,
+        };
+        let stack = match from.stack.clone() {
+            Some(name) => Some(with_stack(from, crate::stack::read(&sdk, &name).await?)?),
+            None => None,
+        };
         match command {
             FailuresCommand::List { from, output } => {
                 let failures = read(&sdk, &from).await?;
@@ -25,7 +33,7 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                 }
                 Ok(ExitCode::SUCCESS)
             }
-            FailuresCommand::Replay { from, function, function_names, timeout, output } => {
+            FailuresCommand::Replay { from, function, mut function_names, timeout, output } => {
                 // The replayed function's logs go to stderr, as its EMF lines do: stdout holds
                 // this command's own lines only.
                 crate::logs_to_stderr();
@@ -33,6 +41,12 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                 if failures.is_empty() {
                     nothing_in(&from, output, "nothing to replay")?;
                     return Ok(ExitCode::SUCCESS);
+                }
+                // The stack's configuration of the function, before this process's environment;
+                // its deployed name, among those a range may name.
+                let environment = crate::stack::environment(stack.as_ref(), &function)?;
+                if let Some((name, _)) = stack.as_ref().and_then(|s| s.function(&function)) {
+                    function_names.push(name.to_owned());
                 }
                 let wanted = FunctionMatch {
                     binary: function.clone(),
@@ -55,7 +69,7 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
                         seen.into_iter().collect::<Vec<_>>().join(", ")
                     );
                 }
-                replay(&sdk, &function, &mine, Duration::from_secs(timeout), output).await
+                replay(&sdk, (&function, &environment), &mine, Duration::from_secs(timeout), output).await
             }
         }
     })
@@ -65,12 +79,13 @@ pub(crate) fn run(command: FailuresCommand) -> anyhow::Result<ExitCode> {
 /// Exit status 1 unless every failure was replayed whole.
 async fn replay(
     sdk: &aws_config::SdkConfig,
-    function: &str,
+    (function, environment): (&str, &std::collections::BTreeMap<String, String>),
     mine: &[&Failed],
     timeout: Duration,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
-    let vars = Vars::new(&Vars::process_lookup);
+    let lookup = crate::stack::layered(environment);
+    let vars = Vars::new(&lookup);
     let replay_with = Replayer::for_function(function, &vars, &io_policy::without_sdk_retries(sdk))?;
     let clients = ReplayClients {
         streams: aws_sdk_dynamodbstreams::Client::new(sdk),
@@ -146,6 +161,22 @@ fn nothing_in(from: &FailureSources, output: Output, what: &str) -> anyhow::Resu
         Output::Json => writeln!(io::stderr().lock(), "{line}")?,
     }
     Ok(())
+}
+
+/// `from` with `stack`'s parking bucket among its sources: its parked records, and the ranges
+/// Lambda gave up there (its on-failure destination). The stack, for what else it says.
+fn with_stack(
+    from: &mut FailureSources,
+    stack: operations::stack::Deployed,
+) -> anyhow::Result<operations::stack::Deployed> {
+    let bucket = stack
+        .output("ParkingBucket")
+        .ok_or_else(|| anyhow::anyhow!("stack {}: no ParkingBucket output", stack.name))?
+        .to_owned();
+    let place = crate::args::S3Place { bucket, prefix: String::new() };
+    from.parked.push(place.clone());
+    from.destinations.push(place);
+    Ok(stack)
 }
 
 async fn read(sdk: &aws_config::SdkConfig, from: &FailureSources) -> anyhow::Result<Vec<Failed>> {

@@ -18,13 +18,16 @@ const EXAMPLES: usize = 5;
 
 pub(crate) fn run(command: IndexCommand) -> anyhow::Result<ExitCode> {
     match command {
-        IndexCommand::Verify { table, index, repair, settle, read_units, write_units, output } => verify(
-            &table,
-            index.as_deref(),
-            repair.then_some(Duration::from_secs(settle)),
-            Pace { read_units, write_units },
-            output,
-        ),
+        IndexCommand::Verify { stack, table, index, repair, settle, read_units, write_units, output } => {
+            verify(
+                stack.as_deref(),
+                table,
+                index.as_deref(),
+                repair.then_some(Duration::from_secs(settle)),
+                Pace { read_units, write_units },
+                output,
+            )
+        }
         IndexCommand::Untouch { table, read_units, write_units, output } => {
             untouch(&table, operations::backfill::untouch::Pace { read_units, write_units }, output)
         }
@@ -44,14 +47,18 @@ struct Pace {
 }
 
 fn verify(
-    table: &str,
+    stack: Option<&str>,
+    table: Option<String>,
     index: Option<&str>,
     repair: Option<Duration>,
     pace: Pace,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
-    let lookup = |name: &str| std::env::var(name).ok();
-    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&lookup))?;
+    let stack = crate::stack::read_blocking(stack)?;
+    let table =
+        &crate::stack::or_stack(table, stack.as_ref(), "--table", operations::stack::Deployed::issues_table)?;
+    let environment = crate::stack::environment(stack.as_ref(), "multikey-indexer")?;
+    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&crate::stack::layered(&environment)))?;
     let index = operations::verify::choose(&indexes, index)?;
     let runtime = crate::runtime()?;
     runtime.block_on(async {

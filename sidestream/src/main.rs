@@ -12,6 +12,7 @@ mod grid;
 mod index;
 mod key;
 mod plan;
+mod stack;
 mod status;
 mod typed_json;
 
@@ -155,16 +156,25 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The grid over `source`'s tables, as `MULTIKEY_INDEXES` describes the index.
+/// The grid over `source`'s tables, as `MULTIKEY_INDEXES` describes the index: the stack's
+/// indexer's, or this process's.
 fn grid_schema(source: crate::args::GridSource) -> anyhow::Result<operations::grid::GridSchema> {
-    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&Vars::process_lookup))?;
-    Ok(operations::grid::GridSchema::new(
-        &indexes,
-        source.index.as_deref(),
-        source.table,
-        source.nulls_index,
-    )?)
+    let stack = crate::stack::read_blocking(source.stack.as_deref())?;
+    let stack = stack.as_ref();
+    let table =
+        crate::stack::or_stack(source.table, stack, "--table", operations::stack::Deployed::issues_table)?;
+    let nulls_index = source
+        .nulls_index
+        .or_else(|| stack.and_then(|s| s.output("GridNullsIndex")).map(str::to_owned))
+        .unwrap_or_else(|| DEFAULT_NULLS_INDEX.to_owned());
+    let environment = crate::stack::environment(stack, "multikey-indexer")?;
+    let indexes = multikey_indexer::Indexes::from_vars(&Vars::new(&crate::stack::layered(&environment)))?;
+    Ok(operations::grid::GridSchema::new(&indexes, source.index.as_deref(), table, nulls_index)?)
 }
+
+/// The grid's index of the items without a value when neither `--nulls-index` nor the stack
+/// names one: the one a stack that creates the issues table makes.
+const DEFAULT_NULLS_INDEX: &str = "project-num";
 
 /// The grid's cursor signer: `GRID_CURSOR_KEY`, or a development key; cursors last a day.
 fn grid_signer() -> formats::cursor::Signer {

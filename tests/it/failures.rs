@@ -761,8 +761,16 @@ async fn a_parked_record_that_fails_again_is_kept_and_the_replay_fails() -> Resu
     );
     ensure!(ran.err.contains(r#""ParkedRecords":1"#), "the function's EMF line is on stderr: {}", ran.err);
     ensure!(parked().await? == before, "the parked object is kept");
-    let text = crate::support::process::sidestream(&replay, "", &env);
+    // The same by the stack's name alone: its parking bucket, and the function's configuration
+    // read from the emulator's CloudFormation and Lambda, nothing of it in the environment.
+    let by_name = ["failures", "replay", "--stack", &stack.name, "--function", "counter-aggregator"];
+    let text = crate::support::process::sidestream(&by_name, "", &[]);
     ensure!(text.code == Some(1) && text.out.contains("parked again: 1"), "{text:?}");
+    // And `status` by the name alone finds the parked record in the stack's parking bucket.
+    let seen =
+        crate::support::process::sidestream(&["status", "--stack", &stack.name, "--output", "json"], "", &[]);
+    let seen: serde_json::Value = serde_json::from_str(&seen.out).with_context(|| seen.err.clone())?;
+    ensure!(seen["parked"]["counter-aggregator"] == 1, "status --stack: {seen}");
     let status = local_stack::status(&sdk, &stack, &feed).await?;
     ensure!(
         status.parked.get("counter-aggregator") == Some(&1)

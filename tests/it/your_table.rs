@@ -279,6 +279,7 @@ async fn a_single_table_design_gets_the_stack_around_it_by_parameters_alone() ->
     // Every ordering of every field, in each project: exactly the table's issues.
     let grid = Grid::new(client.clone(), stack.grid_schema()?, Signer::new(b"your table", 3_600));
     let mut orderings = 0;
+    let mut first_printed = None;
     for project in PROJECTS {
         for field in ["f1", "f2", "f3"] {
             for descending in [false, true] {
@@ -293,6 +294,7 @@ async fn a_single_table_design_gets_the_stack_around_it_by_parameters_alone() ->
                 // The Python and TypeScript readers print what `sidestream grid` prints.
                 let printed = printed(&read, &grid, &query);
                 ensure!(printed.len() == expected.len(), "{project} by {field}: {} lines", printed.len());
+                first_printed.get_or_insert_with(|| printed.clone());
                 for (program, args) in READERS {
                     let read = read_by(program, args, &stack, (&table, project, field, descending))?;
                     ensure!(
@@ -305,6 +307,7 @@ async fn a_single_table_design_gets_the_stack_around_it_by_parameters_alone() ->
         }
     }
     ensure!(orderings == 12, "{orderings} orderings checked");
+    by_the_stacks_name(&stack, &first_printed.unwrap_or_default())?;
 
     // The issue's TTL delete archived; the comment's never reached the archiver.
     let archived = archived_keys(&sdk, &stack, "SK").await?;
@@ -348,6 +351,29 @@ async fn repair_and_backfill(
     ensure!(touched > 40, "the backfill touched the issues: {touched}");
     pipeline.settle().await?;
     ensure!(assert_index_exact(&sdk, stack).await? == entries, "the index as it was");
+    Ok(())
+}
+
+/// `sidestream index verify` and `sidestream grid` given the stack's name alone, with nothing of
+/// its configuration in their environment: they read the table, the definition and the GSI from
+/// the stack (its outputs and its indexer's configuration, as the emulator's CloudFormation and
+/// Lambda hold them). Verify finds the index exact, and the grid prints `alpha`'s rows by `f1`
+/// as `printed` has them.
+fn by_the_stacks_name(stack: &Stack, printed: &[Value]) -> Result<()> {
+    let sidestream = |args: &[&str]| crate::support::process::sidestream(args, "", &[]);
+    let verify = sidestream(&["index", "verify", "--stack", &stack.name, "--output", "json"]);
+    ensure!(verify.ok, "index verify --stack: {verify:?}");
+    let drift: Value = serde_json::from_str(&verify.out)?;
+    ensure!(drift["exact"] == true && drift["entries"].as_u64() > Some(40), "{drift}");
+    let grid = ["grid", "--stack", &stack.name, "--scope", "alpha", "--field", "f1", "--limit", "100"];
+    let grid = sidestream(&[&grid[..], &["--output", "json"]].concat());
+    ensure!(grid.ok, "grid --stack: {grid:?}");
+    let mut lines: Vec<Value> = grid.out.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    lines.pop();
+    ensure!(
+        !printed.is_empty() && lines == printed,
+        "grid --stack printed\n{lines:?}\nexpected\n{printed:?}"
+    );
     Ok(())
 }
 

@@ -12,6 +12,7 @@ mod grid_api;
 pub mod iam;
 pub mod meter;
 pub mod metric_math;
+mod registry;
 pub mod replayer;
 mod restore;
 pub mod shell;
@@ -414,6 +415,9 @@ impl Stack {
             region,
             parameters: parameters.clone(),
         };
+        // Registered as CloudFormation and Lambda would hold it, for what reads a stack by name.
+        let outputs = registry::outputs(&resolver, parsed.root(), &stack);
+        registry::register(sdk, &stack, &outputs).await?;
         // CloudFormation creates the alarms with the stack; its mappings' calls are decided.
         cloudwatch::create_alarms(sdk, &stack).await?;
         iam::check_mappings(sdk, &stack).await?;

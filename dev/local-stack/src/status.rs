@@ -46,7 +46,9 @@ impl Stack {
         }
     }
 
-    /// The `sidestream status` command line that reads this stack.
+    /// The `sidestream status` command line that reads this stack: its name (the parking bucket
+    /// and the archive come from its outputs, registered with the emulator), and what else its
+    /// target differs in.
     pub fn status_command(&self) -> Result<String, StackError> {
         let target = self.status_target();
         let mut words = vec!["sidestream status --stack".to_owned(), target.stack.clone()];
@@ -55,12 +57,6 @@ impl Stack {
         }
         if let Some(url) = &target.queue_url {
             words.extend(["--queue".to_owned(), url.clone()]);
-        }
-        if let Some(bucket) = &target.parking_bucket {
-            words.extend(["--parking".to_owned(), bucket.clone()]);
-        }
-        if let Some((bucket, prefix)) = &target.archive {
-            words.extend(["--archive".to_owned(), format!("s3://{bucket}/{prefix}")]);
         }
         let command = words.join(" ");
         Ok(command)

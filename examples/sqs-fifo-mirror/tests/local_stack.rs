@@ -279,5 +279,6 @@ fn mapping(stream_arn: String, invoker: Invoker) -> Source {
         timeout: Duration::from_secs(30),
         mapping_uuid: "mirror-mapping".into(),
         kinesis: None,
+        latest: false,
     }
 }

@@ -11,6 +11,7 @@ pub mod job_store;
 pub mod oracle;
 pub mod pace;
 pub mod progress;
+pub mod stack;
 pub mod status;
 pub mod verify;
 

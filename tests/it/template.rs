@@ -2550,3 +2550,25 @@ fn the_grid_api_callers_policy_allows_both_invoke_actions() -> Result<()> {
     );
     Ok(())
 }
+
+/// The `GridNullsIndex` output (what `sidestream grid --stack` reads) names the index the grid
+/// API reads and may query: the parameter on a team's table, `project-num` on the table the stack
+/// creates, whatever the parameter says, in every deployment.
+#[test]
+fn the_grid_nulls_index_output_is_the_index_the_grid_reads() -> Result<()> {
+    let template = template()?;
+    let mut checked = 0;
+    for (deployment, mut parameters) in deployments() {
+        parameters.insert("GridNullsIndex".into(), "byTeam".into());
+        let resolver = template.resolver(&parameters, names());
+        let output = resolver.resolve(&template.root()["Outputs"]["GridNullsIndex"]["Value"], "Outputs")?;
+        let expected = if parameters.contains_key("IssuesTableStreamArn") { "byTeam" } else { "project-num" };
+        ensure!(
+            output == Some(Value::from(expected)),
+            "{deployment}: the output is {output:?}, not {expected}"
+        );
+        checked += 1;
+    }
+    ensure!(checked > 5, "{checked} deployments");
+    Ok(())
+}

@@ -25,6 +25,14 @@ for transactions", "Item sizes and formats") and S3's pricing page:
   an eventually consistent one, twice for a transactional one; a `GetItem` of a missing item,
   the minimum. `Query` and `Scan` are billed by the bytes of the items they read, before any
   filter or projection, rounded up to 4 KB per request; `BatchGetItem` by each item.
+- A global or local secondary index's writes ("Global secondary indexes", provisioned throughput
+  considerations): an entry put or deleted, one write of its size (the attributes it projects);
+  its index key changed, two; only its projected attributes changed, one of the larger; an
+  index the write leaves as it was, none. A read of an index is billed by its entries.
+- What a request asks for with `ReturnConsumedCapacity` is what it was billed
+  (`Measure.consumed_capacity`): one entry per table for the batch and transaction operations,
+  `CapacityUnits` (split into read and write units for transactions, as DynamoDB answers them),
+  and with `INDEXES` the table's own units and each index's that spent any.
 - DynamoDB Streams' requests are free when Lambda's event source mapping makes them, which is
   every caller of the local stack: counted (`requests`), not billed.
 - S3: `PUT`, `COPY`, `POST` and `LIST` requests in one class, `GET` and every other read
@@ -184,8 +192,16 @@ class Measure:
         self.billed = collections.Counter()
         with meter.lock:
             meter.operations[self.operation] += 1
-        # The size stored under each key written, in `keys_written`'s order.
-        self.before = [self.stored_size(table, key) for table, key in self.keys_written()]
+        # What DynamoDB answers as `ConsumedCapacity`, by table: read and write units, and the
+        # indexes' (`consumed_capacity`).
+        self.consumed = {}
+        # The size stored under each key written, in `keys_written`'s order, and its index entries.
+        self.before = []
+        self.before_entries = []
+        for table, key in self.keys_written():
+            held = self.stored(table, key)
+            self.before.append(stored_size(held) if held is not None else 0)
+            self.before_entries.append(index_entries(self.table(table), held))
 
     def keys_written(self):
         """Each (table, key) the request may write or check."""
@@ -218,22 +234,34 @@ class Measure:
         name = name.split("/", 1)[1] if name.startswith("arn:") else name
         return self.backend.tables.get(name)
 
-    def stored_size(self, table, key):
-        """The size of the item stored under `key`, 0 when there is none. It is looked up in the
-        table's items as `Table.get_item` looks it up, without its checks: a key moto cannot
-        look up (its range key missing, a value of another shape) is one it holds nothing under."""
+    def stored(self, table, key):
+        """The item stored under `key`, None when there is none. It is looked up in the table's
+        items as `Table.get_item` looks it up, without its checks: a key moto cannot look up (its
+        range key missing, a value of another shape) is one it holds nothing under."""
         t = self.table(table)
         if t is None or t.hash_key_attr not in key:
-            return 0
+            return None
         try:
             held = t.items.get(DynamoType(key[t.hash_key_attr]))
             if t.range_key_attr:
                 if t.range_key_attr not in key or held is None:
-                    return 0
+                    return None
                 held = held.get(DynamoType(key[t.range_key_attr]))
         except Exception:  # noqa: BLE001 - see above
-            return 0
+            return None
+        return held
+
+    def stored_size(self, table, key):
+        """The size of the item stored under `key`, 0 when there is none."""
+        held = self.stored(table, key)
         return stored_size(held) if held is not None else 0
+
+    def written(self, table, key, before_entries, factor=1):
+        """Bills the write units of the indexes of `table` that a write to `key` changed, from
+        their entries before (`before_entries`) to the item stored now."""
+        after = index_entries(self.table(table), self.stored(table, key))
+        for index, units in index_write_units(before_entries, after).items():
+            self.charge(table, write=factor * units, index=index)
 
     def after(self, status, answer, rerun):
         """Bills the request answered with `status` and `answer` (JSON bytes); `rerun(request)`
@@ -242,7 +270,7 @@ class Measure:
         ok = status.startswith("2")
         refused = b"ConditionalCheckFailed" in answer
         cancelled = b"TransactionCanceledException" in answer
-        name = self.name(self.request.get("TableName", ""))
+        name = self.request.get("TableName", "")
         if op in ("PutItem", "UpdateItem", "DeleteItem") and (ok or refused):
             key = next(iter(self.keys_written()))[1]
             old = self.before[0]
@@ -255,26 +283,31 @@ class Measure:
                 new = self.stored_size(self.request["TableName"], key)
             units = write_units(old, new)
             self.bill(name, wru=units, wru_single=0 if refused else units, refused=int(refused))
+            if ok:
+                self.written(name, key, self.before_entries[0])
         elif op == "BatchWriteItem" and ok:
             # moto leaves nothing unprocessed (the fault proxy answers that itself).
-            for (table, key), old in zip(self.keys_written(), self.before):
+            for (table, key), old, entries in zip(self.keys_written(), self.before, self.before_entries):
                 units = write_units(old, self.stored_size(table, key))
-                self.bill(self.name(table), wru=units, wru_single=units)
+                self.bill(table, wru=units, wru_single=units)
+                self.written(table, key, entries)
         elif op == "TransactWriteItems" and (ok or cancelled):
-            for action, old in zip(self.request.get("TransactItems", []), self.before):
+            for action, old, entries in zip(self.request.get("TransactItems", []), self.before, self.before_entries):
                 ((kind, a),) = action.items()
                 table = a["TableName"]
                 key = self.key_of(table, a["Item"]) if kind == "Put" else a["Key"]
                 new = 0 if kind in ("Delete", "ConditionCheck") or not ok else self.stored_size(table, key)
                 units = write_units(old, new)
                 single = units if ok and kind != "ConditionCheck" else 0
-                self.bill(self.name(table), wru=2 * units, wru_single=single)
+                self.bill(table, wru=2 * units, wru_single=single)
+                if ok and kind != "ConditionCheck":
+                    self.written(table, key, entries, factor=2)
         elif op == "GetItem" and ok:
             item = json.loads(answer).get("Item")
             consistent = bool(self.request.get("ConsistentRead"))
             if self.request.get("ProjectionExpression") and item is not None:
                 item = json.loads(rerun(strip(self.request, "ProjectionExpression", "ExpressionAttributeNames"))).get("Item")
-            self.meter.add(name, rru=read_units(item_size(item), consistent))
+            self.read(name, read_units(item_size(item), consistent))
         elif op == "BatchGetItem" and ok:
             for table, wanted in self.request.get("RequestItems", {}).items():
                 consistent = bool(wanted.get("ConsistentRead"))
@@ -284,10 +317,10 @@ class Measure:
                     items = json.loads(rerun(plain)).get("Responses", {}).get(table, [])
                 # Each item its own units; a key asked and not found costs nothing here.
                 units = sum(read_units(item_size(i), consistent) for i in items)
-                self.meter.add(self.name(table), rru=units)
+                self.read(table, units)
         elif op == "TransactGetItems" and ok:
             for action, got in zip(self.request.get("TransactItems", []), json.loads(answer).get("Responses", [])):
-                self.meter.add(self.name(action["Get"]["TableName"]), rru=2 * read_units(item_size(got.get("Item")), True))
+                self.read(action["Get"]["TableName"], 2 * read_units(item_size(got.get("Item")), True))
         elif op in ("Query", "Scan") and ok:
             consistent = bool(self.request.get("ConsistentRead"))
             shaped = any(k in self.request for k in ("FilterExpression", "ProjectionExpression", "Select", "ScanFilter", "QueryFilter"))
@@ -296,14 +329,60 @@ class Measure:
                 plain = strip(self.request, "FilterExpression", "ProjectionExpression", "Select", "ScanFilter", "QueryFilter")
                 plain = drop_unused_names(plain)
                 items = json.loads(rerun(plain)).get("Items", [])
-            self.meter.add(name, rru=read_units(sum(item_size(i) for i in items), consistent))
+            self.read(name, read_units(sum(item_size(i) for i in items), consistent), index=self.request.get("IndexName"))
+
+    def read(self, table, units, index=None):
+        """Bills `units` read from `table` (through `index`)."""
+        self.meter.add(self.name(table), rru=units)
+        self.charge(table, read=units, index=index)
+
+    def charge(self, table, read=0.0, write=0.0, index=None):
+        """Counts units into what the request answers as `ConsumedCapacity`."""
+        spent = self.consumed.setdefault(self.name(table), {"read": 0.0, "write": 0.0, "indexes": {}})
+        if index is None:
+            spent["read"] += read
+            spent["write"] += write
+        else:
+            units = spent["indexes"].setdefault(index, {"read": 0.0, "write": 0.0})
+            units["read"] += read
+            units["write"] += write
+
+    def consumed_capacity(self):
+        """`ConsumedCapacity` as DynamoDB answers it for this request, for
+        `ReturnConsumedCapacity` TOTAL or INDEXES (None for NONE): a list for the batch and
+        transaction operations, one entry per table, else the one table's entry."""
+        mode = self.request.get("ReturnConsumedCapacity", "NONE")
+        if mode not in ("TOTAL", "INDEXES"):
+            return None
+        split = self.operation.startswith("Transact")
+        entries = [
+            capacity_entry(table, spent, mode == "INDEXES", self.index_kinds(table), split)
+            for table, spent in self.consumed.items()
+        ]
+        if self.operation in ("BatchWriteItem", "BatchGetItem", "TransactWriteItems", "TransactGetItems"):
+            return entries
+        if entries:
+            return entries[0]
+        nothing = {"read": 0.0, "write": 0.0, "indexes": {}}
+        return capacity_entry(self.name(self.request.get("TableName", "")), nothing, mode == "INDEXES", {}, split)
+
+    def index_kinds(self, table):
+        """Each index of `table`: whether it is global (else local)."""
+        t = self.table(table)
+        if t is None:
+            return {}
+        kinds = {i.name: True for i in getattr(t, "global_indexes", [])}
+        kinds.update({i.name: False for i in getattr(t, "indexes", [])})
+        return kinds
 
     def name(self, table):
         return table.split("/", 1)[1] if table.startswith("arn:") else table
 
     def bill(self, table, **counts):
-        self.billed[table] += counts["wru"]
-        self.meter.add(table, **counts)
+        """Bills a write to `table` itself (its indexes: `written`)."""
+        self.billed[self.name(table)] += counts["wru"]
+        self.meter.add(self.name(table), **counts)
+        self.charge(table, write=counts["wru"])
 
 
 def strip(request, *names):
@@ -322,3 +401,75 @@ def drop_unused_names(request):
             else:
                 del out[field]
     return out
+
+
+def capacity_entry(table, spent, indexes, kinds, split):
+    """One table's `ConsumedCapacity`: `CapacityUnits`, the table's and its indexes' together;
+    with `split` (the transactions, as DynamoDB answers them) also as read and write units where
+    any were spent; with INDEXES the table's own (`Table`, 0 when only an index was read) and
+    each index's that spent any, global and local apart."""
+    def units(read, write):
+        entry = {"CapacityUnits": read + write}
+        if split and read:
+            entry["ReadCapacityUnits"] = read
+        if split and write:
+            entry["WriteCapacityUnits"] = write
+        return entry
+
+    read = spent["read"] + sum(i["read"] for i in spent["indexes"].values())
+    write = spent["write"] + sum(i["write"] for i in spent["indexes"].values())
+    entry = {"TableName": table, **units(read, write)}
+    if indexes:
+        entry["Table"] = units(spent["read"], spent["write"])
+        for index, used in spent["indexes"].items():
+            group = "GlobalSecondaryIndexes" if kinds.get(index, True) else "LocalSecondaryIndexes"
+            entry.setdefault(group, {})[index] = units(used["read"], used["write"])
+    return entry
+
+
+def index_entries(table, item):
+    """The entries `item` (moto's `Item`, or None) makes in each of `table`'s indexes: for each
+    index whose key attributes the item holds, its key and its projected attributes, sized.
+    An item lacking an index's key attribute is not in that (sparse) index."""
+    if table is None or item is None:
+        return {}
+    entries = {}
+    attrs = item.attrs
+    table_keys = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
+    for index in list(getattr(table, "global_indexes", [])) + list(getattr(table, "indexes", [])):
+        index_keys = [k["AttributeName"] for k in index.schema]
+        if any(k not in attrs for k in index_keys):
+            continue
+        projection = (index.projection or {}).get("ProjectionType", "ALL")
+        if projection == "ALL":
+            names = list(attrs)
+        else:
+            names = table_keys + index_keys
+            if projection == "INCLUDE":
+                names += list((index.projection or {}).get("NonKeyAttributes", []))
+        projected = {n: attrs[n] for n in dict.fromkeys(names) if n in attrs}
+        key = tuple(json.dumps(attrs[k].to_json(), sort_keys=True) for k in index_keys)
+        content = json.dumps({n: v.to_json() for n, v in projected.items()}, sort_keys=True)
+        size = sum(len(n.encode()) + typed_size(v) for n, v in projected.items())
+        entries[index.name] = (key, content, size)
+    return entries
+
+
+def index_write_units(before, after):
+    """The write units each index spends going from `before`'s entries to `after`'s (both from
+    `index_entries`), as the developer guide states them ("Provisioned throughput considerations
+    for Global Secondary Indexes"): an entry put or deleted, one write of its size; its key
+    changed, two writes (the old entry deleted, the new put); only its projected attributes
+    changed, one write of the larger; nothing it projects changed, none."""
+    spent = {}
+    for index in dict.fromkeys(list(before) + list(after)):
+        old, new = before.get(index), after.get(index)
+        if old is None and new is None:
+            continue
+        if old is None or new is None:
+            spent[index] = write_units(0, (old or new)[2])
+        elif old[0] != new[0]:
+            spent[index] = write_units(0, old[2]) + write_units(0, new[2])
+        elif old[1] != new[1]:
+            spent[index] = write_units(old[2], new[2])
+    return spent

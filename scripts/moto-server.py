@@ -43,8 +43,19 @@ as CloudWatch does.
 Every request signed with the credentials of a role the local stack registered is decided as IAM
 decides it, and refused as AWS refuses it where the role does not allow it (scripts/iam_gate.py).
 
+DynamoDB refuses requests moto accepts: expression names and values that no expression uses,
+a `BatchWriteItem` of more than 25 requests or naming one key twice, and it writes nothing of a
+batch one request of which is invalid. This launcher refuses them as DynamoDB does
+(scripts/dynamodb_rules.py, under the IAM gate: AWS authorizes a request before it validates
+it), puts back what moto wrote of a batch it then refused (`Undo`), cancels a transaction an
+action's content refuses with the reason `ValidationError`, and creates nothing for an
+`UpdateItem` that only `REMOVE`s from a missing key.
+
 Every DynamoDB and S3 request is metered as AWS bills it (scripts/meter.py, which states the
-rules): `SidestreamControl.Meter` answers the totals. DynamoDB publishes each table's
+rules): `SidestreamControl.Meter` answers the totals. A request that asks for
+`ReturnConsumedCapacity` gets what the meter billed it, by the same rules (`with_capacity`), in
+place of moto's fixed figures; `SIDESTREAM_MOTO_CHECK=1` keeps moto's own in the header
+`X-Sidestream-Moto-Consumed-Capacity`. DynamoDB publishes each table's
 `ConsumedWriteCapacityUnits` (`AWS/DynamoDB`, by `TableName`) to CloudWatch every minute; moto
 publishes nothing. This launcher puts the write units the meter billed into moto's CloudWatch, one
 datum per table and minute, before it answers a CloudWatch request. The template's
@@ -121,16 +132,20 @@ import logging
 import os
 import pstats
 import random
+import re
 import signal
 import sys
 import threading
 import time
+import zlib
 
 from moto import backends
 
 import http_server
 import meter
 import iam_gate
+import dynamodb_rules
+from dynamodb_rules import COUNTS as RULES_COUNTS
 from iam_gate import Gate
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
@@ -1004,11 +1019,26 @@ def streams_write_what_dynamodb_writes():
             if shard is not None:
                 del shard.items[before:]
             raise
+        if not existed and removes_only(args[0] if args else kwargs.get("update_expression")):
+            # "REMOVE" of a missing item's attributes: DynamoDB creates no item and writes no
+            # record; moto puts the bare key.
+            table.delete_item(hash_value, range_value)
+            if shard is not None:
+                del shard.items[before:]
+            RULES_COUNTS.add("update-removes-only")
+            return item
         if shard is not None and not existed and len(shard.items) - before == 2:
             # The bare key's INSERT, then the updated item's: one INSERT, as DynamoDB writes it.
             del shard.items[before]
             renumber(shard, before)
         return item
+
+    def removes_only(expression):
+        """Whether an update expression has REMOVE clauses and no other."""
+        if not isinstance(expression, str):
+            return False
+        clauses = {c.upper() for c in UPDATE_CLAUSE.findall(expression)}
+        return clauses == {"REMOVE"}
 
     def renumber(shard, start):
         for at in range(start, len(shard.items)):
@@ -1063,6 +1093,10 @@ def streams_write_what_dynamodb_writes():
     streams_module.ShardIterator.get = get
 
 
+# An update expression's clause keywords: reserved words, so never a bare attribute name.
+UPDATE_CLAUSE = re.compile(r"(?<![#:\w.])(SET|REMOVE|ADD|DELETE)(?![\w])", re.IGNORECASE)
+
+
 def iterator_expired(arn):
     """Whether the shard iterator `arn` was handed out more than 15 minutes ago."""
     from moto.dynamodbstreams.models import dynamodbstreams_backends
@@ -1073,6 +1107,93 @@ def iterator_expired(arn):
     iterator = dynamodbstreams_backends[parts[4]][parts[3]].shard_iterators.get(arn)
     handed_out = getattr(iterator, "handed_out", None)
     return handed_out is not None and time.monotonic() - handed_out > ITERATOR_LIFETIME_SECONDS
+
+
+def key_of(table, op_type, op):
+    """The key of a transaction's or a batch's action on moto's `table`."""
+    if op_type in ("Put", "PutRequest"):
+        attrs = op["Item"]
+        key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+        if table.range_key_attr is not None:
+            key[table.range_key_attr] = attrs[table.range_key_attr]
+        return key
+    return op["Key"]
+
+
+class Undo:
+    """The items a request names, as they were, and each table's stream length: `undo` puts them
+    back, so that a request DynamoDB applies whole or not at all leaves nothing when it fails
+    (a cancelled `TransactWriteItems`, a `BatchWriteItem` moto refused part-way). It costs the
+    items the request names, not a copy of each table."""
+
+    def __init__(self):
+        self.kept = []
+        self.streams = {}
+
+    def keep(self, table, key):
+        import copy
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        hash_value = DynamoType(key[table.hash_key_attr])
+        range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+        held = table.get_item(hash_value, range_value)
+        self.kept.append((table, hash_value, range_value, held, copy.deepcopy(held)))
+        if table.stream_shard is not None:
+            self.streams.setdefault(id(table), (table.stream_shard, len(table.stream_shard.items)))
+
+    def undo(self):
+        """Puts every item back; whether any had changed."""
+        changed = any(len(shard.items) > length for shard, length in self.streams.values())
+        for table, hash_value, range_value, held, item in reversed(self.kept):
+            changed = changed or table.get_item(hash_value, range_value) is not held
+            put_back(table, hash_value, range_value, item)
+        for shard, length in self.streams.values():
+            del shard.items[length:]
+        return changed
+
+
+def put_back(table, hash_value, range_value, item):
+    """Puts `item` (None: nothing) under the key in moto's `table`."""
+    if table.range_key_attr:
+        if item is None:
+            table.items.get(hash_value, {}).pop(range_value, None)
+            if hash_value in table.items and not table.items[hash_value]:
+                del table.items[hash_value]
+        else:
+            table.items.setdefault(hash_value, {})[range_value] = item
+    elif item is None:
+        table.items.pop(hash_value, None)
+    else:
+        table.items[hash_value] = item
+
+
+def batch_write_undo(region, request):
+    """An `Undo` of the items a `BatchWriteItem` names (dynamodb_rules.Rules)."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    backend = dynamodb_backends[DEFAULT_ACCOUNT][region]
+    kept = Undo()
+    for name, writes in (request.get("RequestItems") or {}).items():
+        table = backend.tables.get(name.split("/", 1)[1] if name.startswith("arn:") else name)
+        if table is None:
+            continue
+        for write in writes:
+            ((kind, op),) = write.items()
+            try:
+                kept.keep(table, key_of(table, kind, op))
+            except (KeyError, TypeError, AttributeError):
+                continue  # a request without its key: moto refuses it before writing it
+    return kept.undo
+
+
+def key_names(region, name):
+    """The key attribute names of the table `name` (None when moto holds none)."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    table = dynamodb_backends[DEFAULT_ACCOUNT][region].tables.get(name.split("/", 1)[1] if name.startswith("arn:") else name)
+    if table is None:
+        return None
+    return [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
 
 
 def transactions_undo_only_what_they_touched():
@@ -1091,40 +1212,11 @@ def transactions_undo_only_what_they_touched():
     )
     from moto.dynamodb.comparisons import get_filter_expression
     from moto.dynamodb.models import DynamoDBBackend
-    from moto.dynamodb.models.dynamo_type import DynamoType
-    import copy
-
-    def key_of(table, op_type, op):
-        if op_type == "Put":
-            attrs = op["Item"]
-            key = {table.hash_key_attr: attrs[table.hash_key_attr]}
-            if table.range_key_attr is not None:
-                key[table.range_key_attr] = attrs[table.range_key_attr]
-            return key
-        return op["Key"]
-
-    def typed(table, key):
-        hash_value = DynamoType(key[table.hash_key_attr])
-        range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
-        return hash_value, range_value
-
-    def put_back(table, hash_value, range_value, item):
-        if table.range_key_attr:
-            if item is None:
-                table.items.get(hash_value, {}).pop(range_value, None)
-                if hash_value in table.items and not table.items[hash_value]:
-                    del table.items[hash_value]
-            else:
-                table.items.setdefault(hash_value, {})[range_value] = item
-        elif item is None:
-            table.items.pop(hash_value, None)
-        else:
-            table.items[hash_value] = item
 
     def transact_write_items(self, transact_items):
         if len(transact_items) > 100:
             raise TooManyTransactionsException()
-        touched, streams, seen, errors = [], {}, set(), []
+        kept, seen, errors = Undo(), set(), []
         for entry in transact_items:
             if len(entry) > 1:
                 raise TransactWriteSingleOpException
@@ -1135,16 +1227,7 @@ def transactions_undo_only_what_they_touched():
             if unique in seen:
                 raise MultipleTransactionsException()
             seen.add(unique)
-            hash_value, range_value = typed(table, key)
-            touched.append((table, hash_value, range_value, copy.deepcopy(table.get_item(hash_value, range_value))))
-            if table.stream_shard is not None:
-                streams.setdefault(id(table), (table.stream_shard, len(table.stream_shard.items)))
-
-        def undo():
-            for table, hash_value, range_value, item in reversed(touched):
-                put_back(table, hash_value, range_value, item)
-            for shard, length in streams.values():
-                del shard.items[length:]
+            kept.keep(table, key)
 
         for entry in transact_items:
             op_type, op = next(iter(entry.items()))
@@ -1175,13 +1258,15 @@ def transactions_undo_only_what_they_touched():
             except ConditionalCheckFailed as e:
                 errors.append(("ConditionalCheckFailed", str(e.message), old))
             except Exception as e:  # noqa: BLE001 - every other reason is reported, as moto does
-                # An item DynamoDB refuses for its content (over 400 KB, a number out of range, an
-                # empty key) cancels the transaction with the reason `ValidationError`
-                # (TransactWriteItems, API reference); moto names the exception's class instead.
-                code = "ValidationError" if "Validation" in type(e).__name__ else type(e).__name__
+                # An action DynamoDB refuses for the item's content (over 400 KB, a number out of
+                # range, an empty key, an ADD to a string) cancels the transaction with the reason
+                # `ValidationError`, one of the codes the API reference lists (TransactWriteItems,
+                # "CancellationReasons"); moto names the exception's class instead
+                # (`ItemSizeTooLarge`, `IncorrectDataType`, ...).
+                code = "ValidationError"
                 errors.append((code, getattr(e, "message", str(e)), old))
         if any(code is not None for code, _, _ in errors):
-            undo()
+            kept.undo()
             raise TransactionCanceledException(errors)
 
     DynamoDBBackend.transact_write_items = transact_write_items
@@ -1683,7 +1768,7 @@ def service_of(environ):
     return credential[3] if len(credential) > 3 else ""
 
 
-def serialized(app, raw, lock, empty_pages, write_capacity, profile=None):
+def serialized(app, raw, lock, empty_pages, write_capacity, profile=None, check=False):
     """A WSGI application that runs DynamoDB requests under `lock`, to their last byte, and
     answers some GetRecords requests with empty pages (`empty_pages`), meters every DynamoDB and
     S3 request (`METER`, scripts/meter.py; `raw`, moto itself, answers a read again for what it
@@ -1742,11 +1827,16 @@ def serialized(app, raw, lock, empty_pages, write_capacity, profile=None):
         answered = {}
 
         def keep(status, headers, exc_info=None):
-            answered["status"] = status
-            return start_response(status, headers, exc_info)
+            answered["status"], answered["headers"] = status, headers
+
+            def write(_data):
+                raise RuntimeError("moto answers by its return value, not by write()")
+
+            return write
 
         CLIENT_TOKENS.repeat = None
         answer = drained(app(environ, keep))
+        status, headers = answered.get("status", "500 INTERNAL SERVER ERROR"), answered.get("headers", [])
         # A transaction repeated with its client token was read, not written
         # (`client_tokens_make_transactions_idempotent`).
         repeat = CLIENT_TOKENS.take_repeat()
@@ -1755,10 +1845,15 @@ def serialized(app, raw, lock, empty_pages, write_capacity, profile=None):
                 METER.add(table, rru=units)
         elif measure is not None:
             try:
-                measure.after(answered.get("status", "500"), answer, lambda request: again(environ, request))
+                measure.after(status, answer, lambda request: again(environ, request))
+                if status.startswith("2"):
+                    consumed = measure.consumed_capacity()
+                    if consumed is not None:
+                        answer, headers = with_capacity(answer, headers, consumed, check)
             except (ValueError, KeyError, TypeError, AttributeError) as error:
                 logging.warning("the meter could not bill %s: %r", target, error)
             write_capacity.count(region_of(environ), measure.billed)
+        start_response(status, headers)
         return [answer]
 
     def measured(target, environ, body):
@@ -1786,6 +1881,27 @@ def serialized(app, raw, lock, empty_pages, write_capacity, profile=None):
         return drained(raw(copy, lambda *_args, **_kwargs: None))
 
     return application
+
+
+MOTO_CONSUMED_CAPACITY = "X-Sidestream-Moto-Consumed-Capacity"
+
+
+def with_capacity(answer, headers, consumed, check):
+    """moto's successful `answer` (JSON bytes) and its `headers` with the `ConsumedCapacity` the
+    meter billed (scripts/meter.py: one set of rules for the bill and the answer) in place of
+    moto's fixed figures, its length and CRC32 (which the SDKs check) made again. With `check`
+    (SIDESTREAM_MOTO_CHECK), moto's own figure is kept, as JSON, in the header
+    `X-Sidestream-Moto-Consumed-Capacity`, for comparison."""
+    body = json.loads(answer)
+    theirs = body.get("ConsumedCapacity")
+    body["ConsumedCapacity"] = consumed
+    answer = json.dumps(body).encode()
+    replaced = {"content-length": str(len(answer)), "x-amz-crc32": str(zlib.crc32(answer))}
+    headers = [(name, replaced.get(name.lower(), value)) for name, value in headers]
+    headers += [(name, value) for name, value in replaced.items() if name not in {n.lower() for n, _ in headers}]
+    if check:
+        headers.append((MOTO_CONSUMED_CAPACITY, json.dumps(theirs)))
+    return answer, headers
 
 
 def quiet_collector():
@@ -1850,7 +1966,9 @@ def main():
     quiet_collector()
     http_server.Server(
         serialized(
-            cloudwatch_over_cbor(Gate(app)),
+            # IAM first, then DynamoDB's validation, as AWS authorizes a request before it
+            # validates it.
+            cloudwatch_over_cbor(Gate(dynamodb_rules.Rules(app, key_names, batch_write_undo))),
             app,
             lock,
             EmptyPages(
@@ -1859,6 +1977,7 @@ def main():
             ),
             WriteCapacity(),
             profile,
+            check,
         ),
         args.host,
         args.port,

@@ -11,85 +11,12 @@ it; under scripts/moto (SIDESTREAM_MOTO_ENDPOINT set) it uses that one instead.
 `SIDESTREAM_MOTO_CHECK=1` is passed on to the emulator it starts.
 """
 
-import json
-import os
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 import unittest
-import urllib.request
 import uuid
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-REGION = "us-east-1"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Emulator:
-    """One moto-server.py, started as scripts/moto starts it, or the one scripts/moto started."""
-
-    def __init__(self):
-        self.process = None
-        self.log = None
-        self.endpoint = os.environ.get("SIDESTREAM_MOTO_ENDPOINT")
-        if self.endpoint:
-            return
-        port = free_port()
-        self.endpoint = f"http://127.0.0.1:{port}"
-        self.log = tempfile.NamedTemporaryFile(prefix="moto-idempotency-", suffix=".log", delete=False)
-        self.process = subprocess.Popen(
-            [sys.executable, os.path.join(ROOT, "scripts", "moto-server.py"), "-H", "127.0.0.1", "-p", str(port)],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ, SIDESTREAM_MOTO_PROFILE=""),
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(self.endpoint + "/moto-api/", timeout=1)
-                return
-            except Exception:  # noqa: BLE001 - not listening yet
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    self.stop(keep_log=True)
-                    raise RuntimeError(f"moto-server.py did not start; see {self.log.name}")
-                time.sleep(0.05)
-
-    def control(self, target, body):
-        """A `SidestreamControl.*` request's answer."""
-        request = urllib.request.Request(
-            self.endpoint + "/",
-            data=json.dumps(body).encode(),
-            headers={"X-Amz-Target": target, "Content-Type": "application/x-amz-json-1.0"},
-            method="POST",
-        )
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return json.loads(answer.read())
-
-    def stop(self, keep_log=False):
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-            self.process = None
-        if self.log is not None:
-            self.log.close()
-            if not keep_log:
-                os.unlink(self.log.name)
-            self.log = None
+from emulator import Emulator, client
 
 
 class TransactWriteItemsIdempotency(unittest.TestCase):
@@ -97,15 +24,7 @@ class TransactWriteItemsIdempotency(unittest.TestCase):
     def setUpClass(cls):
         cls.emulator = Emulator()
         cls.addClassCleanup(cls.emulator.stop)
-        cls.client = boto3.client(
-            "dynamodb",
-            endpoint_url=cls.emulator.endpoint,
-            region_name=REGION,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            # No retries: each call is one request, as the assertions count them.
-            config=Config(retries={"total_max_attempts": 1}),
-        )
+        cls.client = client(cls.emulator.endpoint)
         cls.table = f"idempotency-{uuid.uuid4().hex[:8]}"
         cls.client.create_table(
             TableName=cls.table,

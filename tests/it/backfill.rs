@@ -4,6 +4,7 @@
 //! delete a tenth of them and the indexer runs; `operations::verify` then finds no drift. Once straight
 //! through, and once killed midway and resumed from its checkpoint file.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -657,5 +658,78 @@ async fn another_consumers_filters_drop_the_touches_and_keep_every_change() -> R
     }
     // Six inserts, five changes of the application's, four removals by untouch; twelve touches.
     ensure!(kept == N + 5 + 4 && dropped == 2 * N, "kept {kept}, dropped {dropped}");
+    Ok(())
+}
+
+/// The backfill paces on what DynamoDB bills: its reads on `Scan`'s `ConsumedCapacity`, which the
+/// emulator answers by the same rules its meter bills (scripts/meter.py), and its writes on each
+/// touch's size. On items of about 1 KB and 3 KB, once bound by its reads and once by its writes,
+/// the units it counted are the units the meter billed the table, reads and writes alike, and it
+/// never spent them faster than it was given (the pacer starts with no credit, and waits for
+/// each page's units, the last one's too, before it goes on). The rates it held are printed
+/// (`-- --nocapture`). CI touches 24 items of each size, which proves the accounting; at full
+/// scale (`scripts/test --scale`) 240, for 8 to 30 s a run.
+#[tokio::test]
+async fn the_backfill_paces_on_the_capacity_dynamodb_bills() -> Result<()> {
+    const READS: f64 = 4.0;
+    const WRITES: f64 = 24.0;
+    let items = crate::support::scale::size(24, 240);
+    let Local { sdk, stack, issues, .. } = local(&[]).await?;
+    let writer = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+    let function = stack.function("multikey-indexer")?;
+    let lookup = |name: &str| function.environment.get(name).cloned();
+    let indexes = Indexes::from_vars(&Vars::new(&lookup))?;
+    let mut runs = 0;
+    for size in [1_000_usize, 3_000] {
+        // This size's items alone in the table.
+        for n in 0..items {
+            let item = json!({"id": format!("{size}-{n:03}"), "custom_fields": {"f": n}, "pad": "x".repeat(size - 40)});
+            local_stack::put_json(&writer, &issues, &item).await?;
+        }
+        for (reads, writes) in [(Some(READS), None), (None, Some(WRITES))] {
+            runs += 1;
+            let before = local_stack::meter::read(&sdk).await?;
+            let target = Target::new(&issues, &indexes, None)?;
+            let mut checkpoint = Checkpoint::new(&issues, &format!("bf-pace-{runs}"), &target.sources, 1);
+            let settings = Settings {
+                page_size: 8,
+                read_units_per_second: reads,
+                write_units_per_second: writes,
+                ..Settings::default()
+            };
+            let started = Instant::now();
+            let backfill = Backfill::new(writer.clone(), target, settings);
+            backfill.run(&mut checkpoint, &mut |_| Ok(()), &mut |_| {}).await?;
+            let elapsed = started.elapsed().as_secs_f64();
+            let billed = local_stack::meter::read(&sdk).await?.since(&before);
+            let billed = billed.dynamodb.tables.get(&issues).copied().unwrap_or_default();
+            let counts = checkpoint.counts();
+            ensure!(counts.touched == u64::try_from(items)?, "{size} B: every item touched: {counts:?}");
+            ensure!(
+                (counts.read_units - billed.rru).abs() < 1e-9
+                    && (counts.write_units - billed.wru).abs() < 1e-9,
+                "{size} B: the backfill paced on {} read and {} write units; the table was billed {} and {}",
+                counts.read_units,
+                counts.write_units,
+                billed.rru,
+                billed.wru
+            );
+            let (what, units, rate) =
+                reads.map_or(("write", billed.wru, WRITES), |r| ("read", billed.rru, r));
+            ensure!(
+                units <= rate * elapsed,
+                "{size} B: {units} {what} units in {elapsed:.2} s is faster than {rate} a second"
+            );
+            println!(
+                "pacing, {size} B items, bound by {what}s: {:.2} {what} units/s for {rate} given ({:.1}%), {units} units in {elapsed:.2} s",
+                units / elapsed,
+                100.0 * units / elapsed / rate,
+            );
+        }
+        for n in 0..items {
+            let key = HashMap::from([("id".to_owned(), AttributeValue::S(format!("{size}-{n:03}")))]);
+            writer.delete_item().table_name(&issues).set_key(Some(key)).send().await?;
+        }
+    }
     Ok(())
 }

@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail, ensure};
 use aws_sdk_s3::error::ProvideErrorMetadata as _;
 use serde_json::json;
 
+use local_stack::replayer::ReplayError;
 use local_stack::{Stack, StackError, iam, put_json as put, s3_client};
 
 use crate::support::moto::{sdk, unique};
@@ -54,15 +55,14 @@ async fn stack_from(template: &Path, parameters: &[(&str, &str)]) -> Result<Stac
 }
 
 /// The indexer's role without its index-writing statement: the indexer's calls are refused as
-/// AWS refuses them, the run's permission check fails naming the role, the call and the
-/// resource, and no index entry is written.
+/// AWS refuses them; the run, whose mapping retries a failing batch for ever (the template's
+/// `MaximumRetryAttempts` of -1), stops at the refusal with an error naming the function, the
+/// role, the call and the resource (not at a timeout: `settle` has none); the run's permission
+/// check names them too, and no index entry is written.
 #[tokio::test]
 async fn a_statement_taken_out_of_a_role_fails_the_run_naming_the_call() -> Result<()> {
     let sdk = sdk();
-    // Lambda gives a failing batch up at once, so that the run ends.
-    let stack =
-        stack_from(&without_statement("IndexerRole", "WriteIndex")?, &[("MaximumRetryAttempts", "0")])
-            .await?;
+    let stack = stack_from(&without_statement("IndexerRole", "WriteIndex")?, &[]).await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let issues = stack.table("IssuesTable")?.name.clone();
     let index = stack.table("IndexTable")?.name.clone();
@@ -70,7 +70,21 @@ async fn a_statement_taken_out_of_a_role_fails_the_run_naming_the_call() -> Resu
     for id in 0..3 {
         put(&client, &issues, &issue(id, &json!({"f1": id}))).await?;
     }
-    pipeline.step().await?;
+    let stopped = pipeline.settle().await;
+    let Err(ReplayError::Refused { function, denial }) = stopped else {
+        bail!("the run did not stop at the refusal: {stopped:?}");
+    };
+    let indexer = stack.function_arn(stack.function("multikey-indexer")?);
+    ensure!(indexer.ends_with(&format!(":{function}")), "the refused function is the indexer: {function}");
+    let retried: u64 = pipeline.counts().iter().map(|(_, c)| c.retries).sum();
+    ensure!(retried >= 1, "the mapping retried the refused batch before the run stopped: {retried}");
+    let said = ReplayError::Refused { function, denial }.to_string();
+    ensure!(
+        said.contains("IndexerRole may not dynamodb:")
+            && said.contains(&index)
+            && said.contains(&indexer[indexer.rfind(':').unwrap_or(0) + 1..]),
+        "the error names the function, the role, the call and the table: {said}"
+    );
     let Err(StackError::Denied(denials)) = stack.ensure_permitted(&sdk).await else {
         bail!("the indexer wrote without WriteIndex, or its refusal was not reported");
     };

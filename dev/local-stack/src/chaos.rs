@@ -581,14 +581,17 @@ pub async fn run(endpoints: &[String], options: &Options, progress: &Progress) -
     };
     let written_all = AtomicBool::new(false);
     let mut phases = Phases::default();
-    let ((written, writing), operated) = tokio::join!(
-        async {
-            let written = write(&targets, ops, options.writers, progress).await;
-            written_all.store(true, Ordering::Relaxed);
-            (written, started.elapsed())
-        },
-        operator.run(&written_all, progress)
-    );
+    let workload = async {
+        tokio::join!(
+            async {
+                let written = write(&targets, ops, options.writers, progress).await;
+                written_all.store(true, Ordering::Relaxed);
+                (written, started.elapsed())
+            },
+            operator.run(&written_all, progress)
+        )
+    };
+    let ((written, writing), operated) = unless_refused(&stack.refusal_watch(sdk), workload).await?;
     phases.writing = writing.as_secs_f64();
     phases.operating = started.elapsed().saturating_sub(writing).as_secs_f64();
     progress.settling.store(true, Ordering::Relaxed);
@@ -807,7 +810,8 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
     )
     .with_metrics(feed.lambda())
     .with_faults(options.faults.lambda)
-    .with_topology(Topology { split_every: options.split_every });
+    .with_topology(Topology { split_every: options.split_every })
+    .watching(stack.refusal_watch(sdk));
     let second = if options.regions == 2 {
         let at = (router.addr, proxy.addr);
         Some(second_region(at, options, &parameters, (&direct, &stack), &tally, &failure_log).await?)
@@ -815,6 +819,19 @@ async fn set_up(endpoints: &[String], options: &Options) -> Result<Setup, ChaosE
         None
     };
     Ok(Setup { proxy, direct, through, stack, feed, tally, pipeline, failure_log, kept, second })
+}
+
+/// `work`, unless a call refused to a function comes first: a systemic failure, which every retry
+/// would meet alike, stops the run at once rather than after the whole workload is written (the
+/// replay, watching too, stops itself).
+async fn unless_refused<T>(
+    watch: &crate::iam::Watch,
+    work: impl Future<Output = T>,
+) -> Result<T, ChaosError> {
+    tokio::select! {
+        done = work => Ok(done),
+        refused = watch.refused() => Err(refused.into()),
+    }
 }
 
 /// The router (no faults) and the fault proxy over the emulators at `endpoints`, and an SDK
@@ -885,7 +902,8 @@ async fn second_region(
         FailureLog::new(failure_log),
     )
     .with_faults(options.faults.lambda)
-    .with_topology(Topology { split_every: options.split_every });
+    .with_topology(Topology { split_every: options.split_every })
+    .watching(stack.refusal_watch(&direct));
     let mut replications = Vec::new();
     for logical in ["IssuesTable", "CounterTable"] {
         let replica = |sdk: &SdkConfig, stack: &Stack, region: &str| -> Result<Replica, ChaosError> {

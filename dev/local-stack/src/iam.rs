@@ -62,6 +62,52 @@ impl std::fmt::Display for Denial {
     }
 }
 
+/// How often a running pipeline asks the emulators whether a function's call was refused.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The roles a pipeline's functions act under, watched while it runs: a call refused to one of
+/// them stops the run ([`Watch::refused`]). A refusal is a systemic failure, which every retry
+/// of the batch would meet alike: on AWS the mapping would retry it until its records expire,
+/// with the function's alarms saying why; locally the run stops and says it.
+#[derive(Clone)]
+pub struct Watch {
+    sdk: SdkConfig,
+    roles: BTreeMap<String, Role>,
+    /// The functions acting under each watched role (by its logical id), by their deployed names.
+    functions: BTreeMap<String, Vec<String>>,
+}
+
+impl Watch {
+    /// A watch of `roles`, the functions acting under each named by `functions`.
+    pub fn new(
+        sdk: &SdkConfig,
+        roles: BTreeMap<String, Role>,
+        functions: BTreeMap<String, Vec<String>>,
+    ) -> Watch {
+        Watch { sdk: sdk.clone(), roles, functions }
+    }
+
+    /// Completes with the first refusal the emulators report for a watched role, asking every
+    /// two seconds; never, while none is.
+    pub async fn refused(&self) -> crate::replayer::ReplayError {
+        loop {
+            tokio::time::sleep(WATCH_EVERY).await;
+            match report(&self.sdk, &self.roles).await {
+                Ok(report) => {
+                    if let Some(denial) = report.denials.into_iter().next() {
+                        let function = self
+                            .functions
+                            .get(&denial.role)
+                            .map_or_else(|| "a function".to_owned(), |names| names.join(" and "));
+                        return crate::replayer::ReplayError::Refused { function, denial };
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot ask the emulator's IAM check for refused calls"),
+            }
+        }
+    }
+}
+
 /// The access key id a role's callers sign with: derived from the stack, its Region and the
 /// role, so that two stacks on one emulator never share one.
 pub fn access_key(stack: &str, region: &str, role: &str) -> String {

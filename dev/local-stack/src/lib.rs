@@ -581,7 +581,26 @@ impl Stack {
         failures: FailureLog,
     ) -> Result<Pipeline, StackError> {
         let streams = aws_sdk_dynamodbstreams::Client::new(sdk);
-        Ok(Pipeline::new(&streams, self.sources(invoker)?, self.sweepers(sdk), failures))
+        let pipeline = Pipeline::new(&streams, self.sources(invoker)?, self.sweepers(sdk), failures);
+        Ok(pipeline.watching(self.refusal_watch(sdk)))
+    }
+
+    /// A watch of the roles the stack's stream functions act under (a combined function's
+    /// members too): a pipeline of the stack stops at the first call refused to one of them.
+    pub fn refusal_watch(&self, sdk: &SdkConfig) -> iam::Watch {
+        let mut functions: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let streaming = self.functions.iter().filter(|f| !f.streams.is_empty());
+        for function in streaming.chain(&self.members) {
+            if let Some(role) = &function.role {
+                let name = self.function_arn(function).rsplit(':').next().unwrap_or_default().to_owned();
+                let names = functions.entry(role.clone()).or_default();
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+        let roles = self.roles.iter().filter(|(id, _)| functions.contains_key(*id));
+        iam::Watch::new(sdk, roles.map(|(id, role)| (id.clone(), role.clone())).collect(), functions)
     }
 
     /// A failure log at `path` that also hands each range given up to the stack's on-failure

@@ -339,8 +339,18 @@ impl Backfill {
             .iter()
             .filter_map(|name| item.get(name).map(|v| (name.clone(), v.clone())))
             .collect();
-        // A write costs one unit per KB of the item (the larger of before and after).
-        let size = item_size(&item.into()) + TOUCH_ATTRIBUTE.len() + run_id.len();
+        // A write costs one unit per KB of the larger of the item before and after: a touch sets
+        // one marker and removes the other (`TOUCH_REQUESTS`; on a marked item it sets the other).
+        let added = if marked { RETOUCH_ATTRIBUTE } else { TOUCH_ATTRIBUTE };
+        let markers: usize = MARKERS
+            .iter()
+            .filter_map(|m| match item.get(*m) {
+                Some(AttributeValue::S(held)) => Some(m.len() + held.len()),
+                _ => None,
+            })
+            .sum();
+        let before = item_size(&item.into());
+        let size = before.max(before.saturating_sub(markers) + added.len() + run_id.len());
         let units = f64::from(u32::try_from(size.div_ceil(1024).max(1)).unwrap_or(u32::MAX));
         if self.settings.dry_run {
             return Ok(Touch::Touched(units));

@@ -4,7 +4,9 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Spends at most `rate` units per second on average, with bursts of up to one second's worth.
+/// Spends at most `rate` units per second on average: from the start, where it holds no credit
+/// (so a run of any length spends at most `rate` times its length), and after a pause with
+/// bursts of up to the one second's worth the pause earned.
 #[derive(Debug)]
 pub(crate) struct Pacer {
     rate: Option<f64>,
@@ -24,9 +26,9 @@ impl Pacer {
             return Duration::ZERO;
         };
         let mut paid = self.paid_until.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Unused time earns at most one second of credit.
+        // Unused time earns at most one second of credit; the first spend none.
         let floor = now.checked_sub(Duration::from_secs(1)).unwrap_or(now);
-        let start = paid.map_or(floor, |p| p.max(floor));
+        let start = paid.map_or(now, |p| p.max(floor));
         let end = start + Duration::from_secs_f64(units.max(0.0) / rate);
         *paid = Some(end);
         end.saturating_duration_since(now)

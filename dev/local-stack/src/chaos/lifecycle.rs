@@ -497,6 +497,7 @@ impl<'a> Life<'a> {
         .with_faults(self.options.faults.lambda)
         .with_topology(Topology { split_every: self.options.split_every })
         .writing_settled(self.settled_file(name))
+        .watching(stack.refusal_watch(&self.direct))
     }
 
     /// Every mapping but the indexer's, and the TTL sweeps: they run the whole life.

@@ -22,6 +22,17 @@ pub enum ReplayError {
     /// The settled marker could not be written, or the wait on it ran out.
     #[error("{0}")]
     Settled(String),
+    /// A function was refused a call it needs (a systemic failure: every retry of its batch
+    /// would be refused alike), as the emulator's IAM check reported it ([`crate::iam::Watch`]).
+    #[error(
+        "{function} was refused a call, and every retry would be refused alike: {denial}. On AWS its event source mapping would retry the batch until the records expire, while its SystemicFailures alarm fires; give the role the permission in the template and run again"
+    )]
+    Refused {
+        /// The function (or functions) acting under the refused role, by deployed name.
+        function: String,
+        /// The refusal: role, action, resource and reason.
+        denial: crate::iam::Denial,
+    },
 }
 
 impl ReplayError {

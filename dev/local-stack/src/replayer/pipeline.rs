@@ -170,6 +170,8 @@ pub struct Pipeline {
     metrics: Option<MetricSink>,
     /// Where [`Pipeline::run_until`] writes when it last caught up ([`Pipeline::writing_settled`]).
     settled: Option<std::path::PathBuf>,
+    /// The functions' roles, watched for a refused call while the pipeline settles or runs.
+    watch: Option<crate::iam::Watch>,
 }
 
 struct Stream {
@@ -228,6 +230,7 @@ impl Pipeline {
             faults: LambdaFaults::NONE,
             metrics: None,
             settled: None,
+            watch: None,
         }
     }
 
@@ -250,6 +253,14 @@ impl Pipeline {
             let _ = std::fs::create_dir_all(folder);
         }
         self.settled = Some(file);
+        self
+    }
+
+    /// Stops [`Pipeline::settle`] and [`Pipeline::run_until`] with [`ReplayError::Refused`] as
+    /// soon as `watch` reports a refused call.
+    #[must_use]
+    pub fn watching(mut self, watch: crate::iam::Watch) -> Pipeline {
+        self.watch = Some(watch);
         self
     }
 
@@ -347,6 +358,11 @@ impl Pipeline {
     /// Rounds until one finds nothing to do: everything written so far has been delivered, and
     /// everything expired so far swept and delivered.
     pub async fn settle(&mut self) -> Result<(), ReplayError> {
+        let watch = self.watch.clone();
+        watched(watch.as_ref(), self.settle_unwatched()).await
+    }
+
+    async fn settle_unwatched(&mut self) -> Result<(), ReplayError> {
         while self.step().await? {}
         Ok(())
     }
@@ -366,6 +382,15 @@ impl Pipeline {
     /// Rounds until `stop` completes, pausing `idle` whenever a round found nothing, and sweeping
     /// expired items at most once a second; then settles (sweeping every round).
     pub async fn run_until(
+        &mut self,
+        stop: impl Future<Output = ()>,
+        idle: Duration,
+    ) -> Result<(), ReplayError> {
+        let watch = self.watch.clone();
+        watched(watch.as_ref(), self.run_until_unwatched(stop, idle)).await
+    }
+
+    async fn run_until_unwatched(
         &mut self,
         stop: impl Future<Output = ()>,
         idle: Duration,
@@ -398,7 +423,21 @@ impl Pipeline {
                 }
             }
         }
-        self.settle().await
+        self.settle_unwatched().await
+    }
+}
+
+/// `work`, stopped with the first refused call `watch` reports.
+async fn watched<T>(
+    watch: Option<&crate::iam::Watch>,
+    work: impl Future<Output = Result<T, ReplayError>>,
+) -> Result<T, ReplayError> {
+    match watch {
+        None => work.await,
+        Some(watch) => tokio::select! {
+            done = work => done,
+            refused = watch.refused() => Err(refused),
+        },
     }
 }
 

@@ -5,17 +5,17 @@ use std::time::{Duration, Instant};
 use super::Pacer;
 
 #[test]
-fn spending_beyond_one_second_of_credit_waits_in_proportion() {
+fn spending_beyond_the_credit_a_pause_earned_waits_in_proportion() {
     let now = Instant::now() + Duration::from_secs(10);
     let pacer = Pacer::new(Some(100.0));
-    // (units, wait in ms): a second's worth is free, then each unit costs 10 ms.
-    let cases = [(100.0, 0), (50.0, 500), (50.0, 1000), (1.0, 1010)];
+    // (units, wait in ms): no credit at the start, each unit costs 10 ms.
+    let cases = [(100.0, 1000), (50.0, 1500), (50.0, 2000), (1.0, 2010)];
     for (units, wait) in cases {
         assert_eq!(pacer.reserve(units, now), Duration::from_millis(wait), "{units}");
     }
-    // Two seconds later, the debt is paid and one second of credit is back.
-    assert_eq!(pacer.reserve(100.0, now + Duration::from_millis(3010)), Duration::ZERO);
-    assert_eq!(pacer.reserve(10.0, now + Duration::from_millis(3010)), Duration::from_millis(100));
+    // Two seconds after the debt is paid, one second of credit is back, and no more.
+    assert_eq!(pacer.reserve(100.0, now + Duration::from_millis(4010)), Duration::ZERO);
+    assert_eq!(pacer.reserve(10.0, now + Duration::from_millis(4010)), Duration::from_millis(100));
 }
 
 #[test]

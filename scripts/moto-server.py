@@ -95,6 +95,9 @@ tests/it/emulator.rs, each naming the AWS documentation it follows):
   with `ExpiredIteratorException` (moto's never expire). A request with `X-Amz-Target:
   SidestreamControl.AgeIterators` and a body `{"Seconds": n}` ages every iterator handed out so
   far by n seconds, so that a test can expire one without waiting.
+- a stream turned off is kept, `DISABLED`, its shard closed and readable to its end (whose page
+  has no `NextShardIterator`), and turned on again is a new stream (`streams_turn_off_and_on`);
+  moto fails `DescribeStream` and every write after it is turned off.
 `SizeBytes` stays moto's (the length of the record's JSON): AWS documents it only as "the size of
 the stream record, in bytes".
 
@@ -1097,6 +1100,136 @@ def streams_write_what_dynamodb_writes():
 UPDATE_CLAUSE = re.compile(r"(?<![#:\w.])(SET|REMOVE|ADD|DELETE)(?![\w])", re.IGNORECASE)
 
 
+def streams_turn_off_and_on():
+    """A table's stream turned off and on as DynamoDB Streams documents it ("Change data capture
+    for DynamoDB Streams": "If you disable a stream, any shards that are open will be closed. The
+    data in the stream will continue to be readable for 24 hours", and "If you disable and then
+    re-enable a stream on the table, a new stream is created with a different stream
+    descriptor"). moto drops the stream's view type when it is turned off, so `DescribeStream`
+    fails with HTTP 500, and it cannot turn a stream on again. Here a stream turned off is kept by
+    its ARN: `DescribeStream` answers it `DISABLED`, its shard closed (`EndingSequenceNumber`: "If
+    both StartingSequenceNumber and EndingSequenceNumber are present, then that shard is closed
+    and can no longer receive more data", DescribeStream); its records stay readable, and the
+    last page of a closed shard carries no `NextShardIterator` ("If set to null, the shard has
+    been closed and the requested iterator will not return any more data", GetRecords). The
+    table writes no record until its stream is turned on again, as a new stream: a new ARN
+    (`LatestStreamArn`), a new shard whose sequence numbers follow the old one's. An ARN that
+    names no stream of the table is `ResourceNotFoundException`."""
+    from moto.core.exceptions import JsonRESTError
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models import table as table_module
+    from moto.dynamodbstreams import models as streams_module
+
+    closed = {}
+
+    class StreamNotFound(JsonRESTError):
+        def __init__(self, arn):
+            super().__init__("ResourceNotFoundException", f"Requested resource not found: Stream: {arn} not found")
+
+    def stream_arn(table):
+        return f"{table.table_arn}/stream/{table.latest_stream_label}"
+
+    def update_table_streams(self, table, specification):
+        enabling = specification.get("StreamEnabled") or specification.get("StreamViewType")
+        if enabling and table.stream_shard is not None:
+            from moto.dynamodb.exceptions import StreamAlreadyEnabledException
+
+            raise StreamAlreadyEnabledException
+        before = table.stream_shard
+        if not enabling and before is not None:
+            # Turned off: the stream is kept, closed, by its ARN.
+            before.closed = True
+            closed[stream_arn(table)] = (before, table.stream_specification.get("StreamViewType"), table.latest_stream_label)
+            table.set_stream_specification(specification)
+            table.stream_shard = None
+            return
+        table.set_stream_specification(specification)
+        previous = [shard for shard, _, _ in closed.values() if shard.table is table]
+        if enabling and previous:
+            # A new stream: a shard of its own, numbered after the last one's records.
+            last = max(previous, key=lambda s: s.starting_sequence_number)
+            table.stream_shard.starting_sequence_number = last.starting_sequence_number + len(last.items) + 1_000_000
+            table.stream_shard.id = f"shardId-{int(time.time() * 1000):020d}-{random.getrandbits(32):08x}"
+
+    DynamoDBBackend.update_table_streams = update_table_streams
+
+    original_to_json = table_module.StreamShard.to_json
+
+    def to_json(self):
+        shard = original_to_json(self)
+        if getattr(self, "closed", False):
+            last = self.starting_sequence_number + max(len(self.items) - 1, 0)
+            shard["SequenceNumberRange"]["EndingSequenceNumber"] = str(last)
+        return shard
+
+    table_module.StreamShard.to_json = to_json
+
+    original_describe = streams_module.DynamoDBStreamsBackend.describe_stream
+
+    def describe_stream(self, arn):
+        if arn in closed:
+            shard, view_type, label = closed[arn]
+            return {
+                "StreamArn": arn,
+                "StreamLabel": label,
+                "StreamStatus": "DISABLED",
+                "StreamViewType": view_type,
+                "CreationRequestDateTime": shard.created_on,
+                "TableName": shard.table.name,
+                "KeySchema": shard.table.schema,
+                "Shards": [shard.to_json()],
+            }
+        table = self._get_table_from_arn(arn)
+        if table.stream_shard is None or arn != stream_arn(table):
+            raise StreamNotFound(arn)
+        return original_describe(self, arn)
+
+    streams_module.DynamoDBStreamsBackend.describe_stream = describe_stream
+
+    original_iterator = streams_module.DynamoDBStreamsBackend.get_shard_iterator
+
+    def get_shard_iterator(self, arn, shard_id, shard_iterator_type, sequence_number=None):
+        if arn in closed:
+            shard = closed[arn][0]
+            if shard.id != shard_id:
+                raise StreamNotFound(f"{arn} shard {shard_id}")
+            iterator = streams_module.ShardIterator(self, shard, shard_iterator_type, sequence_number)
+            self.shard_iterators[iterator.arn] = iterator
+            return iterator
+        table = self._get_table_from_arn(arn)
+        if table.stream_shard is None or arn != stream_arn(table) or table.stream_shard.id != shard_id:
+            raise StreamNotFound(f"{arn} shard {shard_id}")
+        return original_iterator(self, arn, shard_id, shard_iterator_type, sequence_number)
+
+    streams_module.DynamoDBStreamsBackend.get_shard_iterator = get_shard_iterator
+
+    original_list = streams_module.DynamoDBStreamsBackend.list_streams
+
+    def list_streams(self, table_name=None):
+        listed = [s for s in original_list(self, table_name) if self.dynamodb.get_table(s["TableName"]).stream_shard is not None]
+        for arn, (shard, _, label) in closed.items():
+            if shard.table.region_name == self.region_name and table_name in (None, shard.table.name):
+                listed.append({"StreamArn": arn, "TableName": shard.table.name, "StreamLabel": label})
+        return listed
+
+    streams_module.DynamoDBStreamsBackend.list_streams = list_streams
+
+    original_get = streams_module.ShardIterator.get
+
+    def get(self, *args, **kwargs):
+        page = original_get(self, *args, **kwargs)
+        shard = self.stream_shard
+        if getattr(shard, "closed", False):
+            following = self.streams_backend.shard_iterators.get(page["NextShardIterator"])
+            if following is not None and following.sequence_number >= shard.starting_sequence_number + len(shard.items):
+                # Past the closed shard's last record: no next iterator.
+                del self.streams_backend.shard_iterators[page["NextShardIterator"]]
+                del page["NextShardIterator"]
+        return page
+
+    streams_module.ShardIterator.get = get
+
+
 def iterator_expired(arn):
     """Whether the shard iterator `arn` was handed out more than 15 minutes ago."""
     from moto.dynamodbstreams.models import dynamodbstreams_backends
@@ -1941,6 +2074,7 @@ def main():
     ttl_deletes_carry_the_service_identity()
     streams_are_trimmed()
     streams_write_what_dynamodb_writes()
+    streams_turn_off_and_on()
     transactions_undo_only_what_they_touched()
     client_tokens_make_transactions_idempotent()
     describe_alarms_applies_every_filter()

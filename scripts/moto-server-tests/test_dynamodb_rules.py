@@ -330,6 +330,74 @@ class DynamoDBRules(unittest.TestCase):
         self.client.update_item(TableName=self.table, Key=key, UpdateExpression="SET a = :a REMOVE gone", ExpressionAttributeValues={":a": {"S": "a"}})
         self.assertIn("Item", self.client.get_item(TableName=self.table, Key=key))
 
+    # ------------------------------------------------------------------ streams turned off and on
+    # Developer guide, "Change data capture for DynamoDB Streams": a disabled stream's shards are
+    # closed and stay readable for 24 hours; re-enabled, it is a new stream. DescribeStream: a
+    # shard with an EndingSequenceNumber is closed. GetRecords: a null NextShardIterator means
+    # the shard is closed and read to its end.
+
+    def read_to_the_end(self, streams, arn):
+        """Every record of the stream `arn`'s shards, read from TRIM_HORIZON until a page carries
+        no next iterator (at most 50 pages a shard: an open shard never ends)."""
+        records, ended = [], 0
+        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+            iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+            for _ in range(50):
+                page = streams.get_records(ShardIterator=iterator)
+                records += page["Records"]
+                iterator = page.get("NextShardIterator")
+                if iterator is None:
+                    ended += 1
+                    break
+        return records, ended
+
+    def test_a_stream_turned_off_is_closed_and_readable_and_on_again_is_a_new_stream(self):
+        table = f"onoff-{uuid.uuid4().hex[:8]}"
+        streams = client(self.emulator.endpoint, "dynamodbstreams")
+        for _, dynamodb in self.both.each():
+            dynamodb.create_table(
+                TableName=table, KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST",
+                StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+            )
+            for n in range(2):
+                dynamodb.put_item(TableName=table, Item={"id": {"S": f"before-{n}"}})
+            dynamodb.update_table(TableName=table, StreamSpecification={"StreamEnabled": False})
+        # A write while the stream is off makes no record (moto alone fails it: it still writes
+        # to the stream, whose view type it dropped).
+        self.client.put_item(TableName=table, Item={"id": {"S": "while-off"}})
+        old = self.client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+        described = streams.describe_stream(StreamArn=old)["StreamDescription"]
+        self.assertEqual(described["StreamStatus"], "DISABLED")
+        (shard,) = described["Shards"]
+        self.assertIn("EndingSequenceNumber", shard["SequenceNumberRange"], "the shard is closed")
+        records, ended = self.read_to_the_end(streams, old)
+        self.assertEqual([r["dynamodb"]["Keys"]["id"]["S"] for r in records], ["before-0", "before-1"])
+        self.assertEqual(ended, 1, "the closed shard's last page has no next iterator")
+        self.assertEqual(records[-1]["dynamodb"]["SequenceNumber"], shard["SequenceNumberRange"]["EndingSequenceNumber"])
+        moto_streams = boto3.client("dynamodbstreams", region_name=REGION)
+        moto_old = self.both.moto.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+        self.assertIsNotNone(self.refusal(lambda: moto_streams.describe_stream(StreamArn=moto_old)), "moto alone fails it")
+
+        self.client.update_table(TableName=table, StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"})
+        new = self.client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+        self.assertNotEqual(new, old)
+        self.client.put_item(TableName=table, Item={"id": {"S": "after"}})
+        latest = streams.describe_stream(StreamArn=new)["StreamDescription"]
+        self.assertEqual(latest["StreamStatus"], "ENABLED")
+        self.assertNotEqual(latest["Shards"][0]["ShardId"], shard["ShardId"])
+        iterator = streams.get_shard_iterator(StreamArn=new, ShardId=latest["Shards"][0]["ShardId"], ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        after = []
+        for _ in range(3):  # through the emulator's empty pages
+            page = streams.get_records(ShardIterator=iterator)
+            after += page["Records"]
+            iterator = page["NextShardIterator"]
+        self.assertEqual([r["dynamodb"]["Keys"]["id"]["S"] for r in after], ["after"])
+        self.assertGreater(int(after[0]["dynamodb"]["SequenceNumber"]), int(records[-1]["dynamodb"]["SequenceNumber"]))
+        listed = {s["StreamArn"] for s in streams.list_streams(TableName=table)["Streams"]}
+        self.assertEqual(listed, {old, new})
+        self.assertEqual(self.read_to_the_end(streams, old)[0], records, "the old stream is as it was")
+
 
 if __name__ == "__main__":
     unittest.main()

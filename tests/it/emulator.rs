@@ -2,7 +2,7 @@
 //! naming the documentation it follows. Every function, test and chaos oracle reads the streams
 //! this emulator writes, so a record AWS never writes (or one it writes that the emulator omits)
 //! would prove nothing about AWS. The launcher's fixes are in `scripts/moto-server.py`
-//! (`streams_write_what_dynamodb_writes`).
+//! (`streams_write_what_dynamodb_writes`, `streams_turn_off_and_on`).
 
 use anyhow::{Context as _, Result, ensure};
 use aws_config::Region;
@@ -416,5 +416,81 @@ async fn the_meter_bills_request_units_by_dynamodbs_rules() -> Result<()> {
     ensure!(query.count() == 0 && query.scanned_count() == 3, "the filter kept none of three");
     let queried = units().await?.rru - before.rru - strong - eventual;
     ensure!((strong, eventual, queried) == (1.0, 0.5, 1.0), "reads billed {strong}, {eventual}, {queried}");
+    Ok(())
+}
+
+/// A table's stream turned off and on mid-run ("If you disable a stream, any shards that are open
+/// will be closed. The data in the stream will continue to be readable for 24 hours", and "If you
+/// disable and then re-enable a stream on the table, a new stream is created with a different
+/// stream descriptor": developer guide, "Change data capture for DynamoDB Streams"). The project's
+/// reader, reading the stream as it is turned off, delivers every record written before, reaches
+/// the closed shard's end (its last page has no `NextShardIterator`: `GetRecords`) and reads
+/// nothing more, nor fails; the write made while the stream was off is in no stream; the stream
+/// turned on again is a new ARN, whose reader gets the writes made after it alone. A Lambda
+/// mapping is bound to one stream ARN, as this reader is: on AWS a new mapping (a stack update)
+/// reads the new stream.
+#[tokio::test]
+async fn a_stream_turned_off_mid_run_is_read_to_its_closed_end_and_on_again_is_a_new_stream() -> Result<()> {
+    let (client, table) = streamed_table("parity-onoff").await;
+    let sdk = moto::sdk();
+    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+    let put = async |id: &str| {
+        client.put_item().table_name(&table).item("id", AttributeValue::S(id.into())).send().await
+    };
+    let latest = async || -> Result<String> {
+        let described = client.describe_table().table_name(&table).send().await?;
+        described.table.and_then(|t| t.latest_stream_arn).context("the table's stream")
+    };
+    let ids = |records: &[(String, EventRecord)]| -> Vec<String> {
+        records
+            .iter()
+            .filter_map(|(_, r)| r.change.keys.get("id").and_then(|v| serde_json::to_value(v).ok()))
+            .map(|v| v.to_string())
+            .collect()
+    };
+    let old = latest().await?;
+    let mut reader = StreamReader::new(streams.clone(), old.clone());
+    put("a").await?;
+    let mut read = reader.poll().await?;
+    put("b").await?;
+    let stream_off = aws_sdk_dynamodb::types::StreamSpecification::builder().stream_enabled(false).build()?;
+    client.update_table().table_name(&table).stream_specification(stream_off).send().await?;
+    put("while-off").await?;
+    // Through the emulator's empty pages to the closed shard's end.
+    for _ in 0..10 {
+        read.extend(reader.poll().await?);
+        if reader.ended_shards() == 1 {
+            break;
+        }
+    }
+    ensure!(reader.ended_shards() == 1, "the closed shard was read to its end");
+    ensure!(
+        ids(&read) == [r#"{"S":"a"}"#, r#"{"S":"b"}"#],
+        "the records before the stream was off: {:?}",
+        ids(&read)
+    );
+    ensure!(reader.poll().await?.is_empty(), "a closed stream holds nothing more");
+    let described = streams.describe_stream().stream_arn(&old).send().await?;
+    let status = described.stream_description.and_then(|d| d.stream_status);
+    ensure!(status == Some(aws_sdk_dynamodbstreams::types::StreamStatus::Disabled), "{status:?}");
+
+    let stream_on = aws_sdk_dynamodb::types::StreamSpecification::builder()
+        .stream_enabled(true)
+        .stream_view_type(aws_sdk_dynamodb::types::StreamViewType::NewAndOldImages)
+        .build()?;
+    client.update_table().table_name(&table).stream_specification(stream_on).send().await?;
+    let new = latest().await?;
+    ensure!(new != old, "a stream turned on again is a new stream");
+    put("c").await?;
+    let mut again = StreamReader::new(streams, new);
+    let mut after = Vec::new();
+    for _ in 0..5 {
+        after.extend(again.poll().await?);
+    }
+    ensure!(ids(&after) == [r#"{"S":"c"}"#], "the new stream holds the writes after it: {:?}", ids(&after));
+    ensure!(
+        again.ended_shards() == 0 && reader.poll().await?.is_empty(),
+        "the new stream is open; the old one ended"
+    );
     Ok(())
 }

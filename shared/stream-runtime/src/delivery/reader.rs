@@ -62,6 +62,12 @@ impl StreamReader {
         &self.arn
     }
 
+    /// The shards read to their end: closed, and every record of theirs delivered. When every
+    /// shard of a disabled stream has ended, the stream holds nothing more for this reader.
+    pub fn ended_shards(&self) -> usize {
+        self.shards.iter().filter(|s| s.iterator.is_none()).count()
+    }
+
     /// The records written since the last poll, at most [`POLL_LIMIT`] a shard, with their shard
     /// ids, in stream order within each shard. Shards that appeared since are read from their
     /// start. A shard is read through empty pages, up to [`EMPTY_PAGES_IN_A_ROW`] in a row. An
@@ -89,7 +95,11 @@ impl StreamReader {
                         shard.iterator = iterator_after(&self.client, &self.arn, &shard.id, shard.last.as_deref()).await?;
                         continue;
                     }
-                    Err(e) => return Err(RequestError::request("GetRecords", &self.arn, &e)),
+                    Err(e) => {
+                        // The iterator is kept: the next poll reads the shard from where it is.
+                        shard.iterator = Some(iterator);
+                        return Err(RequestError::request("GetRecords", &self.arn, &e));
+                    }
                 };
                 let empty = page.records().is_empty();
                 for record in page.records() {
@@ -100,6 +110,8 @@ impl StreamReader {
                 {
                     shard.last = Some(last.to_owned());
                 }
+                // None: the shard is closed and read to its end (a stream turned off, a shard
+                // split); it is never read again.
                 shard.iterator = page.next_shard_iterator;
                 if empty {
                     self.empty_pages += 1;

@@ -30,6 +30,7 @@ to show that the rule and not moto answered).
 import decimal
 import io
 import json
+import logging
 import re
 import threading
 
@@ -171,6 +172,9 @@ class Rules:
                 check_batch_write(request, lambda table: self.key_names(region_of(environ), table))
         except Refused as refused:
             COUNTS.add(refused.rule)
+            # In the emulator's log (.tools/moto.log): a refusal the project's own code met is a
+            # bug in the project.
+            logging.warning("refused as DynamoDB refuses it (%s): %s: %s", refused.rule, operation, refused.message)
             return answer_json(
                 start_response,
                 "400 Bad Request",
@@ -189,6 +193,7 @@ class Rules:
         if not status.get("line", "500").startswith("2"):
             if put_back():
                 COUNTS.add("batch-write-nothing-written")
+                logging.warning("a BatchWriteItem refused part-way: what it wrote is put back, as DynamoDB writes nothing of it")
         return [answer]
 
 

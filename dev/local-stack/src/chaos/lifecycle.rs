@@ -449,12 +449,22 @@ struct Life<'a> {
     tally: Arc<Tally>,
     failure_log: std::path::PathBuf,
     tombstones: u64,
+    /// The deployed stack's functions' roles, watched while the run waits for a pipeline.
+    watch: std::sync::Mutex<Option<crate::iam::Watch>>,
 }
 
 impl<'a> Life<'a> {
     fn new(options: &'a Options, direct: SdkConfig, through: SdkConfig, tombstones: u64) -> Life<'a> {
         let failure_log = std::env::temp_dir().join(format!("{}-failures.jsonl", options.stack));
-        Life { options, direct, through, tally: Arc::default(), failure_log, tombstones }
+        Life {
+            options,
+            direct,
+            through,
+            tally: Arc::default(),
+            failure_log,
+            tombstones,
+            watch: std::sync::Mutex::default(),
+        }
     }
 
     /// The stack deployed (created, or updated in place) with `deploy`'s source and epoch, and
@@ -468,7 +478,11 @@ impl<'a> Life<'a> {
         ] {
             parameters.insert(name.to_owned(), value.to_owned());
         }
-        Ok(Stack::create(&self.direct, &self.options.template, &self.options.stack, &parameters).await?)
+        let stack =
+            Stack::create(&self.direct, &self.options.template, &self.options.stack, &parameters).await?;
+        *self.watch.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(stack.refusal_watch(&self.direct));
+        Ok(stack)
     }
 
     /// A function's invoker, behind the fault proxy, its metrics summed.
@@ -482,8 +496,19 @@ impl<'a> Life<'a> {
     }
 
     /// Waits until the pipeline `name` has delivered everything written so far.
+    /// A call refused to a function of the deployed stack stops the wait at once (the pipeline,
+    /// watching too, has stopped).
     async fn caught_up(&self, name: &str) -> Result<(), ChaosError> {
-        Ok(crate::replayer::wait_settled(&self.settled_file(name), CATCH_UP).await?)
+        let watch = self.watch.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let file = self.settled_file(name);
+        let settled = crate::replayer::wait_settled(&file, CATCH_UP);
+        match watch {
+            None => Ok(settled.await?),
+            Some(watch) => tokio::select! {
+                done = settled => Ok(done?),
+                refused = watch.refused() => Err(refused.into()),
+            },
+        }
     }
 
     fn pipeline(&self, stack: &Stack, sources: Vec<Source>, sweep: bool, name: &str) -> Pipeline {

@@ -261,6 +261,9 @@ class Measure:
         their entries before (`before_entries`) to the item stored now."""
         after = index_entries(self.table(table), self.stored(table, key))
         for index, units in index_write_units(before_entries, after).items():
+            # Billed with the table's own writes (its CloudWatch metric, `billed`, is the table's
+            # alone: an index has its own).
+            self.meter.add(self.name(table), wru=factor * units, wru_single=units)
             self.charge(table, write=factor * units, index=index)
 
     def after(self, status, answer, rerun):

@@ -288,15 +288,30 @@ pub async fn report(sdk: &SdkConfig, roles: &BTreeMap<String, Role>) -> Result<R
     Ok(report)
 }
 
-/// The calls Lambda's event source mappings make under their functions' roles, decided once per
-/// mapping: the local replayer reads each stream once for all the mappings on it (with the
-/// emulator's own key), so its reads cannot be signed by each. Each mapping's role must let it
-/// read its stream (`dynamodb:DescribeStream`, `GetShardIterator`, `GetRecords` on the stream,
-/// `ListStreams`; or Kinesis's five) and write a range it gives up to its on-failure destination
-/// (`s3:PutObject` under `aws/lambda/`, or `sqs:SendMessage`): refusals are among [`report`]'s.
+/// The calls Lambda makes under its functions' roles, decided once per function and mapping: the
+/// local stack writes a function's logs to a file, and the local replayer reads each stream once
+/// for all the mappings on it (with the emulator's own key), so neither can be signed by each.
+/// Each function's role must let Lambda write its logs (`logs:CreateLogStream` and
+/// `logs:PutLogEvents` in its `LoggingConfig.LogGroup`; `logs:CreateLogGroup` too for the default
+/// `/aws/lambda/<name>`); each mapping's, read its stream (`dynamodb:DescribeStream`,
+/// `GetShardIterator`, `GetRecords` on the stream, `ListStreams`; or Kinesis's five) and write a
+/// range it gives up to its on-failure destination (`s3:PutObject` under `aws/lambda/`, or
+/// `sqs:SendMessage`): refusals are among [`report`]'s.
 pub(crate) async fn check_mappings(sdk: &SdkConfig, stack: &crate::Stack) -> Result<(), StackError> {
     for function in &stack.functions {
         let Some(key) = function.access_key.as_deref() else { continue };
+        let name = stack.function_arn(function).rsplit(':').next().unwrap_or_default().to_owned();
+        let group = function.log_group.clone().unwrap_or_else(|| format!("/aws/lambda/{name}"));
+        let group_arn = format!("arn:aws:logs:{}:{}:log-group:{group}", stack.region, crate::ACCOUNT);
+        // A stream as Lambda names one: the day, the version, the instance.
+        let stream = format!("{group_arn}:log-stream:2026/01/01/[$LATEST]0123456789abcdef");
+        let mut logs = vec![("logs:CreateLogStream", stream.clone()), ("logs:PutLogEvents", stream)];
+        if function.log_group.is_none() {
+            logs.push(("logs:CreateLogGroup", format!("{group_arn}:*")));
+        }
+        for (action, resource) in logs {
+            let _ = authorize(sdk, key, action, &resource).await?;
+        }
         for source in function.streams.iter().filter(|s| s.enabled) {
             let stream = source.stream.as_str();
             let reads: &[&str] = if stream.contains(":kinesis:") {

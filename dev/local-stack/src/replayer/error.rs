@@ -25,7 +25,7 @@ pub enum ReplayError {
     /// A function was refused a call it needs (a systemic failure: every retry of its batch
     /// would be refused alike), as the emulator's IAM check reported it ([`crate::iam::Watch`]).
     #[error(
-        "{function} was refused a call, and every retry would be refused alike: {denial}. On AWS its event source mapping would retry the batch until the records expire, while its SystemicFailures alarm fires; give the role the permission in the template and run again"
+        "{function} was refused a call its role must allow: {denial}. A refusal is a systemic failure, which every retry meets alike: on AWS a stream function's batch is retried until its records expire while its SystemicFailures alarm fires (a log write refused loses the function's logs); give the role the permission in the template and run again"
     )]
     Refused {
         /// The function (or functions) acting under the refused role, by deployed name.

@@ -34,6 +34,9 @@ pub struct Function {
     pub architectures: Vec<String>,
     /// `LoggingConfig.LogFormat`.
     pub log_format: Option<String>,
+    /// `LoggingConfig.LogGroup`: the log group Lambda writes the function's logs to, under its
+    /// role (`/aws/lambda/<name>` when unset).
+    pub log_group: Option<String>,
     /// `Timeout`, in seconds.
     pub timeout: Option<i64>,
     /// `MemorySize`, in MB (128 when unset, as Lambda's default).
@@ -188,6 +191,7 @@ impl Template {
                 handler: text(&properties, "/Handler"),
                 architectures: strings(properties.get("Architectures")),
                 log_format: text(&properties, "/LoggingConfig/LogFormat"),
+                log_group: text(&properties, "/LoggingConfig/LogGroup"),
                 timeout: integer(&properties, "Timeout", &at)?,
                 memory_size: integer(&properties, "MemorySize", &at)?.unwrap_or(128),
                 environment: properties

@@ -174,7 +174,9 @@ class Rules:
             COUNTS.add(refused.rule)
             # In the emulator's log (.tools/moto.log): a refusal the project's own code met is a
             # bug in the project.
-            logging.warning("refused as DynamoDB refuses it (%s): %s: %s", refused.rule, operation, refused.message)
+            logging.warning(
+                "refused as DynamoDB refuses it (%s): %s %.300s: %s", refused.rule, operation, json.dumps(request), refused.message
+            )
             return answer_json(
                 start_response,
                 "400 Bad Request",
@@ -193,7 +195,10 @@ class Rules:
         if not status.get("line", "500").startswith("2"):
             if put_back():
                 COUNTS.add("batch-write-nothing-written")
-                logging.warning("a BatchWriteItem refused part-way: what it wrote is put back, as DynamoDB writes nothing of it")
+                logging.warning(
+                    "a BatchWriteItem refused part-way (%s, %.300s): what it wrote is put back, as DynamoDB writes nothing of it; tables %s",
+                    status.get("line"), answer, ",".join(request.get("RequestItems") or {}),
+                )
         return [answer]
 
 

@@ -451,11 +451,24 @@ def index_entries(table, item):
             if projection == "INCLUDE":
                 names += list((index.projection or {}).get("NonKeyAttributes", []))
         projected = {n: attrs[n] for n in dict.fromkeys(names) if n in attrs}
-        key = tuple(json.dumps(attrs[k].to_json(), sort_keys=True) for k in index_keys)
-        content = json.dumps({n: v.to_json() for n, v in projected.items()}, sort_keys=True)
+        key = tuple(fingerprint(attrs[k]) for k in index_keys)
+        content = json.dumps({n: fingerprint(v) for n, v in projected.items()}, sort_keys=True)
         size = sum(len(n.encode()) + typed_size(v) for n, v in projected.items())
         entries[index.name] = (key, content, size)
     return entries
+
+
+def fingerprint(value):
+    """A `DynamoType` as text, equal for equal values: its lists' and maps' elements (more
+    `DynamoType`s) and binaries written out too."""
+    def plain(o):
+        if isinstance(o, DynamoType):
+            return o.to_json()
+        if isinstance(o, (bytes, bytearray)):
+            return base64.b64encode(o).decode()
+        raise TypeError(f"no plain form for {type(o).__name__}")
+
+    return json.dumps(value.to_json(), sort_keys=True, default=plain)
 
 
 def index_write_units(before, after):

@@ -733,3 +733,67 @@ async fn the_backfill_paces_on_the_capacity_dynamodb_bills() -> Result<()> {
     }
     Ok(())
 }
+
+/// A team's table whose global index projects every attribute, the markers too: each touch also
+/// writes the index (GSI.html: "If an update to the table only changes the value of projected
+/// attributes … one write is required"), which an estimate from the item's size alone misses.
+/// The touch asks for its `ConsumedCapacity` and the backfill counts and pays what DynamoDB says:
+/// two units a touch here, as the meter billed.
+#[tokio::test]
+async fn a_touch_counts_the_index_that_projects_the_markers() -> Result<()> {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
+        ScalarAttributeType,
+    };
+    const ITEMS: u32 = 6;
+    let Local { sdk, stack, .. } = local(&[]).await?;
+    let client = aws_sdk_dynamodb::Client::new(&io_policy::without_sdk_retries(&sdk));
+    let table = unique("projected");
+    let key = |name: &str, kind| KeySchemaElement::builder().attribute_name(name).key_type(kind).build();
+    let attribute =
+        |name: &str, kind| AttributeDefinition::builder().attribute_name(name).attribute_type(kind).build();
+    client
+        .create_table()
+        .table_name(&table)
+        .billing_mode(aws_sdk_dynamodb::types::BillingMode::PayPerRequest)
+        .key_schema(key("id", KeyType::Hash)?)
+        .attribute_definitions(attribute("id", ScalarAttributeType::S)?)
+        .attribute_definitions(attribute("project", ScalarAttributeType::S)?)
+        .global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name("by-project")
+                .key_schema(key("project", KeyType::Hash)?)
+                .projection(Projection::builder().projection_type(ProjectionType::All).build())
+                .build()?,
+        )
+        .send()
+        .await?;
+    for n in 0..ITEMS {
+        local_stack::put_json(
+            &client,
+            &table,
+            &json!({"id": format!("i{n}"), "project": "p", "custom_fields": {"f": n}}),
+        )
+        .await?;
+    }
+    let function = stack.function("multikey-indexer")?;
+    let lookup = |name: &str| function.environment.get(name).cloned();
+    let indexes = Indexes::from_vars(&Vars::new(&lookup))?;
+    let target = Target::new(&table, &indexes, None)?;
+    let mut checkpoint = Checkpoint::new(&table, "bf-projected", &target.sources, 1);
+    let before = local_stack::meter::read(&sdk).await?;
+    let settings = Settings { write_units_per_second: Some(1_000.0), ..Settings::default() };
+    Backfill::new(client, target, settings).run(&mut checkpoint, &mut |_| Ok(()), &mut |_| {}).await?;
+    let billed = local_stack::meter::read(&sdk).await?.since(&before);
+    let billed = billed.dynamodb.tables.get(&table).copied().unwrap_or_default();
+    let counts = checkpoint.counts();
+    ensure!(counts.touched == u64::from(ITEMS), "{counts:?}");
+    ensure!(
+        (counts.write_units - billed.wru).abs() < 1e-9
+            && (counts.write_units - 2.0 * f64::from(ITEMS)).abs() < 1e-9,
+        "a touch is a table write and an index write: the backfill counted {}, the table was billed {}",
+        counts.write_units,
+        billed.wru
+    );
+    Ok(())
+}

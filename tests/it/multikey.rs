@@ -235,8 +235,10 @@ async fn the_writer_chunks_by_25_and_reports_failures_by_origin() {
 }
 
 /// A write DynamoDB rejects for its content (a number out of DynamoDB's range) fails its request
-/// of 25 writes; the writer narrows it down by halves, so only that write fails, as
-/// record-permanent, and the other 29 are applied.
+/// of 25 writes, none of which is written (`BatchWriteItem`: "DynamoDB rejects the entire batch
+/// write operation"; the emulator too, where moto wrote the writes before it); the writer narrows
+/// it down by halves, so only that write fails, as record-permanent, and the other 29 are
+/// applied.
 #[tokio::test]
 async fn a_rejected_request_is_narrowed_down_to_the_write_that_causes_it() {
     let sdk = sdk();

@@ -359,8 +359,16 @@ impl Backfill {
         let budget = self.settings.policy.within(PAGE_TIME);
         let answer = touch_item(&self.client, &budget, &self.target.table, &key, run_id, marked).await;
         match answer {
-            Ok(true) => Ok(Touch::Touched(units)),
-            Ok(false) => Ok(Touch::Already),
+            // What DynamoDB says the touch consumed, its indexes' writes included (an index that
+            // projects the markers is written too): the difference from the estimate paid now.
+            Ok(Some(consumed)) => {
+                let spent = consumed.unwrap_or(units);
+                if spent > units {
+                    self.writes.spend(spent - units).await;
+                }
+                Ok(Touch::Touched(spent))
+            }
+            Ok(None) => Ok(Touch::Already),
             // The item's content can never take the marker (an item at the 400 KB limit): the
             // backfill goes on and lists it, as the functions park what can never succeed.
             Err(failure) if failure.kind == io_policy::FailureKind::RecordPermanent => {
@@ -381,9 +389,11 @@ impl Backfill {
 /// that the stream carries the item, in its own order, to every function: a marker appears on it,
 /// holding `run_id`. `marked` says whether the item carried [`TOUCH_ATTRIBUTE`] when last read
 /// (false when unknown): the touch then tries setting [`RETOUCH_ATTRIBUTE`] first, and the
-/// other marker after a failed condition. `Ok(false)` when neither condition held (the item is
-/// gone, or this run touched it already): nothing was written. Backfills, repairs and replays
-/// all touch through this one call.
+/// other marker after a failed condition. `Ok(None)` when neither condition held (the item is
+/// gone, or this run touched it already): nothing was written; else `Ok(Some(units))`, the
+/// write units DynamoDB says the touch consumed (`ReturnConsumedCapacity`, the table's indexes
+/// included; `None` if it did not say). Backfills, repairs and replays all touch through this
+/// one call.
 pub(crate) async fn touch_item<S: std::hash::BuildHasher + Clone>(
     client: &aws_sdk_dynamodb::Client,
     budget: &io_policy::Budget,
@@ -391,7 +401,7 @@ pub(crate) async fn touch_item<S: std::hash::BuildHasher + Clone>(
     key: &HashMap<String, AttributeValue, S>,
     run_id: &str,
     marked: bool,
-) -> Result<bool, Failure> {
+) -> Result<Option<Option<f64>>, Failure> {
     // Every key attribute exists on an existing item: any one serves the condition.
     let Some(key_attribute) = key.keys().next() else {
         return Err(Failure::systemic(format!("touching an item of {table} without its key")));
@@ -409,15 +419,16 @@ pub(crate) async fn touch_item<S: std::hash::BuildHasher + Clone>(
                     .expression_attribute_names("#t", TOUCH_ATTRIBUTE)
                     .expression_attribute_names("#r", RETOUCH_ATTRIBUTE)
                     .expression_attribute_names("#k", key_attribute)
-                    .expression_attribute_values(":run", AttributeValue::S(run_id.to_owned()));
-                async move { Ok(io_policy::conditional("UpdateItem", request.send().await)?.is_some()) }
+                    .expression_attribute_values(":run", AttributeValue::S(run_id.to_owned()))
+                    .return_consumed_capacity(ReturnConsumedCapacity::Total);
+                async move { io_policy::conditional("UpdateItem", request.send().await) }
             })
             .await?;
-        if written {
-            return Ok(true);
+        if let Some(written) = written {
+            return Ok(Some(written.consumed_capacity.and_then(|c| c.capacity_units)));
         }
     }
-    Ok(false)
+    Ok(None)
 }
 
 /// A run id for a new backfill: `bf-` and the time in seconds since the epoch.

@@ -329,7 +329,7 @@ impl Mender {
         let mut touches =
             futures_util::stream::iter(touches).buffer_unordered(self.policy.concurrency.max(1));
         while let Some(touched) = touches.next().await {
-            if touched.map_err(|failure| failed("UpdateItem", &self.base_table, failure))? {
+            if touched.map_err(|failure| failed("UpdateItem", &self.base_table, failure))?.is_some() {
                 mended.touched += 1;
             } else {
                 mended.gone += 1;

@@ -142,8 +142,9 @@ COUNTS = Counts()
 
 class Rules:
     """The WSGI layer: refuses what DynamoDB refuses (see the module's documentation); undoes a
-    `BatchWriteItem` moto failed part-way (`undo(request)` returns the function that puts back
-    what it named)."""
+    `BatchWriteItem` moto failed part-way. `key_names(environ, table)` is a table's key
+    attribute names in the request's Region; `undo(environ, request)` returns the function that
+    puts back what the request named."""
 
     def __init__(self, app, key_names, undo):
         self.app = app
@@ -169,7 +170,7 @@ class Rules:
         try:
             check_expressions(operation, request)
             if operation == "BatchWriteItem":
-                check_batch_write(request, lambda table: self.key_names(region_of(environ), table))
+                check_batch_write(request, lambda table: self.key_names(environ, table))
         except Refused as refused:
             COUNTS.add(refused.rule)
             # In the emulator's log (.tools/moto.log): a refusal the project's own code met is a
@@ -184,7 +185,7 @@ class Rules:
             )
         if operation != "BatchWriteItem":
             return self.app(environ, start_response)
-        put_back = self.undo(region_of(environ), request)
+        put_back = self.undo(environ, request)
         status = {}
 
         def keep(line, headers, exc_info=None):
@@ -200,11 +201,6 @@ class Rules:
                     status.get("line"), answer, ",".join(request.get("RequestItems") or {}),
                 )
         return [answer]
-
-
-def region_of(environ):
-    credential = environ.get("HTTP_AUTHORIZATION", "").split("Credential=", 1)[-1].split("/")
-    return credential[2] if len(credential) > 2 else "us-east-1"
 
 
 def answer_json(start_response, status, body):

@@ -1300,11 +1300,11 @@ def put_back(table, hash_value, range_value, item):
         table.items[hash_value] = item
 
 
-def batch_write_undo(region, request):
+def batch_write_undo(environ, request):
     """An `Undo` of the items a `BatchWriteItem` names (dynamodb_rules.Rules)."""
     from moto.dynamodb.models import dynamodb_backends
 
-    backend = dynamodb_backends[DEFAULT_ACCOUNT][region]
+    backend = dynamodb_backends[DEFAULT_ACCOUNT][region_of(environ)]
     kept = Undo()
     for name, writes in (request.get("RequestItems") or {}).items():
         table = backend.tables.get(name.split("/", 1)[1] if name.startswith("arn:") else name)
@@ -1319,11 +1319,12 @@ def batch_write_undo(region, request):
     return kept.undo
 
 
-def key_names(region, name):
-    """The key attribute names of the table `name` (None when moto holds none)."""
+def key_names(environ, name):
+    """The key attribute names of the table `name` in the request's Region (None when moto holds
+    none)."""
     from moto.dynamodb.models import dynamodb_backends
 
-    table = dynamodb_backends[DEFAULT_ACCOUNT][region].tables.get(name.split("/", 1)[1] if name.startswith("arn:") else name)
+    table = dynamodb_backends[DEFAULT_ACCOUNT][region_of(environ)].tables.get(name.split("/", 1)[1] if name.startswith("arn:") else name)
     if table is None:
         return None
     return [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
